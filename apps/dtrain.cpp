@@ -1,0 +1,241 @@
+// dtrain: the command-line program (train, eval, generate, data, debug). Thin: parses arguments
+// and calls the library; a user error prints one line and exits with status 2.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "ckpt/atomic_file.hpp"
+#include "data/prepare.hpp"
+#include "data/token_file.hpp"
+#include "train/debug_dump.hpp"
+#include "train/generate.hpp"
+#include "train/trainer.hpp"
+
+using namespace dtrain;
+
+namespace {
+
+const char* kUsage = R"(dtrain — train Transformer language models
+
+usage:
+  dtrain train --config FILE [--set key=value ...] [--run-dir DIR]
+  dtrain train --resume RUN_DIR [--set key=value ...]
+  dtrain eval --checkpoint DIR [--data DIR] [--split valid|test] [--batch-size N] [--threads N]
+  dtrain generate --checkpoint DIR --prompt TEXT [--tokens N] [--temperature T] [--top-k K] [--seed S]
+  dtrain data prepare --input PATH --out DIR [--no-lowercase] [--no-eos] [--min-freq N] [--max-vocab N]
+  dtrain data builtin --out DIR        (the offline default corpus: Debian's licence texts)
+  dtrain debug dump --config FILE [--set key=value ...] --out DIR [--steps N]
+  dtrain config keys                   (every config key)
+)";
+
+// Options: --name value pairs (repeatable --set), flags without value.
+struct Args {
+  std::vector<std::string> positional;
+  std::multimap<std::string, std::string> opts;
+  std::vector<std::string> flags;
+
+  std::string get(const std::string& k, const std::string& def = "") const {
+    auto it = opts.find(k);
+    return it == opts.end() ? def : it->second;
+  }
+  std::string need(const std::string& k) const {
+    auto it = opts.find(k);
+    require(it != opts.end(), "missing --" + k + ": see `dtrain --help`");
+    return it->second;
+  }
+  bool flag(const std::string& f) const { return std::find(flags.begin(), flags.end(), f) != flags.end(); }
+  int64_t integer(const std::string& k, int64_t def) const {
+    std::string v = get(k);
+    if (v.empty()) return def;
+    char* end = nullptr;
+    long long x = std::strtoll(v.c_str(), &end, 10);
+    require(*end == 0, "--" + k + " " + v + " is not an integer: give a whole number");
+    return x;
+  }
+  double number(const std::string& k, double def) const {
+    std::string v = get(k);
+    if (v.empty()) return def;
+    char* end = nullptr;
+    double x = std::strtod(v.c_str(), &end);
+    require(*end == 0, "--" + k + " " + v + " is not a number");
+    return x;
+  }
+};
+
+Args parse(int argc, char** argv, int first, const std::vector<std::string>& flag_names,
+           const std::vector<std::string>& option_names) {
+  Args a;
+  for (int i = first; i < argc; ++i) {
+    std::string s = argv[i];
+    if (s.rfind("--", 0) != 0) {
+      a.positional.push_back(s);
+      continue;
+    }
+    std::string name = s.substr(2), value;
+    auto eq = name.find('=');
+    if (eq != std::string::npos && name != "set") {
+      value = name.substr(eq + 1);
+      name = name.substr(0, eq);
+      a.opts.emplace(name, value);
+      continue;
+    }
+    if (std::find(flag_names.begin(), flag_names.end(), name) != flag_names.end()) {
+      a.flags.push_back(name);
+      continue;
+    }
+    require(std::find(option_names.begin(), option_names.end(), name) != option_names.end(),
+            "unknown option --" + name + ": see `dtrain --help`");
+    require(i + 1 < argc, "option --" + name + " needs a value: see `dtrain --help`");
+    a.opts.emplace(name, argv[++i]);
+  }
+  return a;
+}
+
+void apply_sets(RunConfig& cfg, const Args& a) {
+  auto [lo, hi] = a.opts.equal_range("set");
+  for (auto it = lo; it != hi; ++it) {
+    auto eq = it->second.find('=');
+    require(eq != std::string::npos, "--set " + it->second + " is not key=value: write e.g. --set train.lr=0.001");
+    cfg.set(it->second.substr(0, eq), it->second.substr(eq + 1));
+  }
+}
+
+void load_json_config(RunConfig& cfg, const std::string& path) {
+  Json j = Json::parse(read_file(path));
+  for (const auto& [section, obj] : j.items())
+    for (const auto& [name, v] : obj.items()) {
+      std::string text = v.is_string() ? v.as_string() : v.is_bool() ? (v.as_bool() ? "true" : "false") : v.dump();
+      cfg.set(section + "." + name, text, path);
+    }
+}
+
+int cmd_train(int argc, char** argv) {
+  Args a = parse(argc, argv, 2, {}, {"config", "set", "run-dir", "resume"});
+  RunConfig cfg;
+  const std::string resume = a.get("resume");
+  std::string run_dir = a.get("run-dir");
+  if (!resume.empty()) {
+    require(std::filesystem::exists(resume + "/config.json"),
+            "--resume " + resume + ": no config.json there; give the run dir of an earlier `dtrain train`");
+    load_json_config(cfg, resume + "/config.json");
+    run_dir = resume;
+  } else {
+    cfg.load_toml(a.need("config"));
+  }
+  apply_sets(cfg, a);
+  if (run_dir.empty()) run_dir = "runs/latest";
+  Trainer t(cfg, run_dir, !resume.empty());
+  t.run();
+  std::printf("run dir: %s (metrics.jsonl, summary.json, model_best/, model_final/, checkpoints/)\n", run_dir.c_str());
+  return 0;
+}
+
+int cmd_eval(int argc, char** argv) {
+  Args a = parse(argc, argv, 2, {}, {"checkpoint", "data", "split", "batch-size", "threads", "precision"});
+  const std::string ck = a.need("checkpoint");
+  ModelConfig mc = checkpoint_model_config(ck);
+  std::string data = a.get("data");
+  if (data.empty()) {
+    Json t = Json::parse(read_file(ck + "/trainer.json"));
+    data = t.at("config").at("data").at("dir").as_string();
+  }
+  const std::string split = a.get("split", "test");
+  require(split == "valid" || split == "test" || split == "train", "--split " + split + ": use valid or test");
+  configure_threads(int(a.integer("threads", 0)));
+  TokenFile tokens(data + "/" + split + ".bin");
+  require(int64_t(tokens.vocab_size()) == mc.vocab_size,
+          data + " has a vocabulary of " + std::to_string(tokens.vocab_size()) + " words but the checkpoint " +
+              std::to_string(mc.vocab_size) + ": evaluate on the data the model was trained on");
+  WindowDataset ds(tokens, mc.seq_len, mc.seq_len);
+  const int64_t B = a.integer("batch-size", 64);
+  TransformerLM model(mc, B);
+  load_checkpoint(ck, model, nullptr, nullptr);
+  const Precision p = a.get("precision", "f32") == "bf16" ? Precision::bf16 : Precision::f32;
+  EvalResult r = evaluate(model, ds, B, 0, p);
+  std::printf("%s loss: %.5f, perplexity: %.2f (%lld tokens)\n", split.c_str(), r.loss, std::exp(r.loss),
+              (long long)r.tokens);
+  return 0;
+}
+
+int cmd_generate(int argc, char** argv) {
+  Args a = parse(argc, argv, 2, {}, {"checkpoint", "prompt", "tokens", "temperature", "top-k", "seed", "threads"});
+  configure_threads(int(a.integer("threads", 0)));
+  GenerateOptions o;
+  o.checkpoint = a.need("checkpoint");
+  o.prompt = a.get("prompt");
+  o.tokens = a.integer("tokens", 50);
+  o.temperature = float(a.number("temperature", 1.0));
+  o.top_k = a.integer("top-k", 0);
+  o.seed = uint64_t(a.integer("seed", 1));
+  std::printf("%s\n", generate_text(o).c_str());
+  return 0;
+}
+
+int cmd_data(int argc, char** argv) {
+  require(argc >= 3, "usage: dtrain data prepare|builtin …: see `dtrain --help`");
+  const std::string sub = argv[2];
+  Args a = parse(argc, argv, 3, {"no-lowercase", "no-eos"}, {"input", "out", "min-freq", "max-vocab"});
+  PrepareOptions o;
+  o.out_dir = a.need("out");
+  o.lowercase = !a.flag("no-lowercase");
+  o.eos = !a.flag("no-eos");
+  o.min_freq = int(a.integer("min-freq", 1));
+  o.max_vocab = a.integer("max-vocab", 0);
+  if (sub == "builtin") {
+    const std::string text = o.out_dir + "/text";
+    make_builtin_corpus(text);
+    o.input = text;
+  } else {
+    require(sub == "prepare", "unknown command `dtrain data " + sub + "`: use prepare or builtin");
+    o.input = a.need("input");
+  }
+  PrepareReport r = prepare_dataset(o);
+  std::printf("prepared %s (%s): vocabulary %lld words; tokens train %lld, valid %lld, test %lld\n",
+              o.out_dir.c_str(), r.format.c_str(), (long long)r.vocab_size, (long long)r.train_tokens,
+              (long long)r.valid_tokens, (long long)r.test_tokens);
+  return 0;
+}
+
+int cmd_debug(int argc, char** argv) {
+  require(argc >= 3 && std::string(argv[2]) == "dump", "usage: dtrain debug dump …: see `dtrain --help`");
+  Args a = parse(argc, argv, 3, {}, {"config", "set", "out", "steps"});
+  RunConfig cfg;
+  cfg.load_toml(a.need("config"));
+  apply_sets(cfg, a);
+  configure_threads(cfg.train.threads);
+  dump_parity(cfg, a.need("out"), a.integer("steps", 20));
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
+    std::fputs(kUsage, argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  const std::string cmd = argv[1];
+  try {
+    if (cmd == "train") return cmd_train(argc, argv);
+    if (cmd == "eval") return cmd_eval(argc, argv);
+    if (cmd == "generate") return cmd_generate(argc, argv);
+    if (cmd == "data") return cmd_data(argc, argv);
+    if (cmd == "debug") return cmd_debug(argc, argv);
+    if (cmd == "config") {
+      for (const auto& k : RunConfig::known_keys()) std::printf("%s\n", k.c_str());
+      return 0;
+    }
+    throw Error("unknown command `" + cmd + "`: use train, eval, generate, data, debug or config (see --help)");
+  } catch (const Error& e) {
+    std::fprintf(stderr, "dtrain: error: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "dtrain: internal error: %s\n", e.what());
+    return 3;
+  }
+}

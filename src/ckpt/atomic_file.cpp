@@ -1,0 +1,247 @@
+// Atomic file and directory replacement, and whole-file reads (see atomic_file.hpp). POSIX only.
+#include "ckpt/atomic_file.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+
+#include "core/error.hpp"
+
+namespace fs = std::filesystem;
+
+namespace dtrain {
+
+namespace {
+
+// "a/b///" -> "a/b" (but "/" stays "/"), so parent and sibling names come out right.
+std::string strip_slashes(std::string p) {
+  while (p.size() > 1 && p.back() == '/') p.pop_back();
+  return p;
+}
+
+std::string parent_of(const std::string& path) {
+  fs::path p = fs::path(strip_slashes(path)).parent_path();
+  return p.empty() ? std::string(".") : p.string();
+}
+
+// "<strerror>; <what to do>" for an errno from a write/create/rename.
+std::string write_problem(int err, const std::string& path) {
+  std::string msg = std::strerror(err);
+  switch (err) {
+    case ENOENT: return msg + "; create the directory " + parent_of(path) + " first";
+    case EACCES:
+    case EPERM:
+    case EROFS: return msg + "; make " + parent_of(path) + " writable or choose another path";
+    case ENOSPC:
+    case EDQUOT: return msg + "; free disk space or choose another path";
+    case EISDIR: return msg + "; " + path + " is a directory, choose a file path";
+    case ENOTDIR: return msg + "; a parent of " + path + " is not a directory, fix the path";
+    default: return msg + "; check the path and the disk";
+  }
+}
+
+class Fd {
+ public:
+  explicit Fd(int fd) : fd_(fd) {}
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int get() const { return fd_; }
+  int release() {
+    int f = fd_;
+    fd_ = -1;
+    return f;
+  }
+
+ private:
+  int fd_;
+};
+
+// 0 on success, else errno.
+int write_all(int fd, const void* data, size_t n) {
+  const char* p = static_cast<const char*>(data);
+  while (n > 0) {
+    size_t chunk = std::min<size_t>(n, size_t(1) << 30);
+    ssize_t w = ::write(fd, p, chunk);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    if (w == 0) return EIO;
+    p += w;
+    n -= size_t(w);
+  }
+  return 0;
+}
+
+// Removes a file or directory tree, ignoring errors (used for cleanup only).
+void remove_quietly(const std::string& path) {
+  std::error_code ec;
+  fs::remove_all(path, ec);
+}
+
+}  // namespace
+
+void fsync_dir(const std::string& dir) {
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;  // best effort: the data itself was already synced
+  ::fsync(fd);         // some filesystems reject fsync on directories (EINVAL); that is fine
+  ::close(fd);
+}
+
+void write_file_atomic(const std::string& path, std::span<const ConstBuffer> parts) {
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  if (fd.get() < 0) {
+    int err = errno;
+    throw Error("cannot write " + path + ": creating " + tmp + " failed: " +
+                write_problem(err, path));
+  }
+  auto fail = [&](const char* step, int err) {
+    ::close(fd.release());
+    ::unlink(tmp.c_str());
+    throw Error("cannot write " + path + " (" + step + "): " + write_problem(err, path));
+  };
+  for (const ConstBuffer& b : parts) {
+    if (b.size == 0) continue;
+    if (int err = write_all(fd.get(), b.data, b.size)) fail("write", err);
+  }
+  if (::fsync(fd.get()) != 0) fail("fsync", errno);
+  if (::close(fd.release()) != 0) {
+    int err = errno;
+    ::unlink(tmp.c_str());
+    throw Error("cannot write " + path + " (close): " + write_problem(err, path));
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    int err = errno;
+    ::unlink(tmp.c_str());
+    throw Error("cannot write " + path + " (rename from " + tmp + "): " + write_problem(err, path));
+  }
+  fsync_dir(parent_of(path));
+}
+
+void write_file_atomic(const std::string& path, const void* data, size_t n) {
+  ConstBuffer part{data, n};
+  write_file_atomic(path, std::span<const ConstBuffer>(&part, 1));
+}
+
+void write_file_atomic(const std::string& path, std::string_view bytes) {
+  write_file_atomic(path, bytes.data(), bytes.size());
+}
+
+std::string read_file(const std::string& path) {
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) {
+    int err = errno;
+    if (err == ENOENT) throw Error("cannot read " + path + ": no such file; check the path");
+    if (err == EACCES) {
+      throw Error("cannot read " + path + ": permission denied; make the file readable");
+    }
+    throw Error("cannot read " + path + ": " + std::strerror(err) + "; check the path");
+  }
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) {
+    throw Error("cannot read " + path + ": " + std::strerror(errno) + "; check the path");
+  }
+  if (S_ISDIR(st.st_mode)) {
+    throw Error("cannot read " + path + ": it is a directory; give the path of a file");
+  }
+  std::string out;
+  if (S_ISREG(st.st_mode) && st.st_size > 0) out.reserve(size_t(st.st_size));
+  char buf[1 << 16];
+  while (true) {
+    // Read straight into the string's spare capacity when there is enough of it.
+    ssize_t r;
+    if (out.capacity() - out.size() >= sizeof buf) {
+      size_t old = out.size();
+      size_t room = out.capacity() - old;
+      out.resize(out.capacity());
+      r = ::read(fd.get(), out.data() + old, std::min<size_t>(room, size_t(1) << 30));
+      out.resize(old + (r > 0 ? size_t(r) : 0));
+    } else {
+      r = ::read(fd.get(), buf, sizeof buf);
+      if (r > 0) out.append(buf, size_t(r));
+    }
+    if (r == 0) break;
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      throw Error("cannot read " + path + ": " + std::strerror(errno) +
+                  "; the disk or file system reported an I/O error, check it");
+    }
+  }
+  return out;
+}
+
+void replace_dir_atomic(const std::string& staged_arg, const std::string& final_arg) {
+  const std::string staged_dir = strip_slashes(staged_arg);
+  const std::string final_dir = strip_slashes(final_arg);
+  std::error_code ec;
+  require(fs::is_directory(staged_dir, ec),
+          "cannot commit " + staged_dir + " as " + final_dir +
+              ": the staging directory does not exist; write it before committing");
+  // The staged files must be durable before they become visible under the final name.
+  fsync_dir(staged_dir);
+  const std::string final_parent = parent_of(final_dir);
+  const std::string staged_parent = parent_of(staged_dir);
+  auto rename_error = [](const std::string& from, const std::string& to, int err) {
+    if (err == EXDEV) {
+      return Error("cannot rename " + from + " to " + to + ": " + std::strerror(err) +
+                   "; put the staging directory on the same filesystem as " + to);
+    }
+    return Error("cannot rename " + from + " to " + to + ": " + write_problem(err, to));
+  };
+
+  bool final_exists = fs::exists(fs::symlink_status(final_dir, ec));
+  if (!final_exists) {
+    if (::rename(staged_dir.c_str(), final_dir.c_str()) != 0) {
+      throw rename_error(staged_dir, final_dir, errno);
+    }
+    fsync_dir(final_parent);
+    if (staged_parent != final_parent) fsync_dir(staged_parent);
+    return;
+  }
+  require(fs::is_directory(final_dir, ec),
+          "cannot commit " + staged_dir + " as " + final_dir + ": " + final_dir +
+              " exists and is not a directory; remove it or choose another path");
+
+#ifdef RENAME_EXCHANGE
+  // Atomic swap: final_dir is always a complete directory.
+  if (::renameat2(AT_FDCWD, staged_dir.c_str(), AT_FDCWD, final_dir.c_str(), RENAME_EXCHANGE) ==
+      0) {
+    fsync_dir(final_parent);
+    if (staged_parent != final_parent) fsync_dir(staged_parent);
+    remove_quietly(staged_dir);  // now holds the old contents
+    fsync_dir(staged_parent);
+    return;
+  }
+  if (errno != EINVAL && errno != ENOSYS && errno != ENOTSUP && errno != EOPNOTSUPP) {
+    throw rename_error(staged_dir, final_dir, errno);
+  }
+#endif
+
+  // Fallback: move the old one aside, move the new one in, drop the old one.
+  const std::string old_dir = final_dir + ".old." + std::to_string(::getpid());
+  remove_quietly(old_dir);
+  if (::rename(final_dir.c_str(), old_dir.c_str()) != 0) {
+    throw rename_error(final_dir, old_dir, errno);
+  }
+  if (::rename(staged_dir.c_str(), final_dir.c_str()) != 0) {
+    int err = errno;
+    ::rename(old_dir.c_str(), final_dir.c_str());  // put the old one back
+    throw rename_error(staged_dir, final_dir, err);
+  }
+  fsync_dir(final_parent);
+  if (staged_parent != final_parent) fsync_dir(staged_parent);
+  remove_quietly(old_dir);
+  fsync_dir(final_parent);
+}
+
+}  // namespace dtrain

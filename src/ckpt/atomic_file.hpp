@@ -1,0 +1,38 @@
+// Crash-safe file output: write to a temporary, fsync, rename over the target, fsync the directory,
+// so a reader sees either the old file or the complete new one. Plus whole-file reads.
+#pragma once
+#include <cstddef>
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace dtrain {
+
+// One piece of a file written by write_file_atomic (pieces are written back to back).
+struct ConstBuffer {
+  const void* data;
+  size_t size;
+};
+
+// Writes `path.tmp.<pid>`, fsyncs it, renames it to `path` and fsyncs the directory. On any failure
+// the temporary is removed, `path` is left as it was, and an Error names the cause and the fix.
+void write_file_atomic(const std::string& path, const void* data, size_t n);
+void write_file_atomic(const std::string& path, std::string_view bytes);
+void write_file_atomic(const std::string& path, std::span<const ConstBuffer> parts);
+
+// Whole file as bytes. Error "cannot read X: no such file; check the path" (and similar for
+// permissions, directories, I/O errors).
+std::string read_file(const std::string& path);
+
+// Makes the fully written directory `staged_dir` become `final_dir` without final_dir ever being
+// half-written: readers see the old complete directory, the new complete one, or (only with the
+// fallback below, between two renames) none. Uses renameat2(RENAME_EXCHANGE) where the filesystem
+// supports it (a true atomic swap); otherwise renames the old final_dir to `final_dir.old.<pid>`,
+// renames staged_dir to final_dir, then removes the old one. Parent directories are fsynced. Both
+// paths must be on the same filesystem.
+void replace_dir_atomic(const std::string& staged_dir, const std::string& final_dir);
+
+// fsync a directory so renames/creations inside it are durable (best effort where unsupported).
+void fsync_dir(const std::string& dir);
+
+}  // namespace dtrain

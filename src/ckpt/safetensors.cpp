@@ -1,0 +1,239 @@
+// safetensors writer and validating reader (see safetensors.hpp). Little-endian hosts only.
+#include "ckpt/safetensors.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+#include <set>
+
+#include "ckpt/atomic_file.hpp"
+#include "core/json.hpp"
+
+namespace dtrain {
+
+static_assert(std::endian::native == std::endian::little,
+              "safetensors data is little-endian; big-endian hosts are not supported");
+
+namespace {
+
+constexpr uint64_t kMaxHeader = 100ull << 20;  // same limit as the reference implementation
+
+bool parse_dtype(const std::string& s, DType* out) {
+  for (DType t : {DType::f32, DType::bf16, DType::i32}) {
+    if (s == dtype_name(t)) {
+      *out = t;
+      return true;
+    }
+  }
+  return false;
+}
+
+// numel * elem_size, or false on overflow past 2^62.
+bool checked_nbytes(const std::vector<int64_t>& shape, size_t elem, uint64_t* out) {
+  unsigned __int128 n = elem;
+  for (int64_t d : shape) {
+    n *= static_cast<uint64_t>(d);
+    if (n > (unsigned __int128)(1ull << 62)) return false;
+  }
+  *out = static_cast<uint64_t>(n);
+  return true;
+}
+
+std::string quoted(const std::string& s) { return "'" + s + "'"; }
+
+}  // namespace
+
+void write_safetensors(const std::string& path, const std::vector<SafeTensorView>& tensors,
+                       const std::map<std::string, std::string>& metadata) {
+  Json header = Json::object();
+  if (!metadata.empty()) {
+    Json meta = Json::object();
+    for (const auto& [k, v] : metadata) meta[k] = v;
+    header["__metadata__"] = std::move(meta);
+  }
+  std::set<std::string> seen;
+  std::vector<ConstBuffer> parts;
+  parts.reserve(tensors.size() + 2);
+  parts.push_back({nullptr, 0});  // length prefix, filled below
+  parts.push_back({nullptr, 0});  // header
+  uint64_t offset = 0;
+  for (const SafeTensorView& t : tensors) {
+    require(!t.name.empty(), "cannot write " + path + ": a tensor has an empty name; name it");
+    require(t.name != "__metadata__",
+            "cannot write " + path + ": '__metadata__' is reserved; rename that tensor");
+    require(seen.insert(t.name).second, "cannot write " + path + ": tensor " + quoted(t.name) +
+                                            " appears twice; give each tensor a unique name");
+    Json shape = Json::array();
+    for (int64_t d : t.shape) {
+      require(d >= 0, "cannot write " + path + ": tensor " + quoted(t.name) + " has shape " +
+                          shape_str(t.shape) + " with a negative dimension; fix the shape");
+      shape.push_back(d);
+    }
+    uint64_t nbytes = 0;
+    require(checked_nbytes(t.shape, dtype_size(t.dtype), &nbytes),
+            "cannot write " + path + ": tensor " + quoted(t.name) + " shape " +
+                shape_str(t.shape) + " is too large; fix the shape");
+    require(nbytes == 0 || t.data != nullptr, "cannot write " + path + ": tensor " +
+                                                  quoted(t.name) +
+                                                  " has no data pointer; pass its memory");
+    Json entry = Json::object();
+    entry["dtype"] = dtype_name(t.dtype);
+    entry["shape"] = std::move(shape);
+    Json offsets = Json::array();
+    offsets.push_back(offset);
+    offsets.push_back(offset + nbytes);
+    entry["data_offsets"] = std::move(offsets);
+    header[t.name] = std::move(entry);
+    offset += nbytes;
+    parts.push_back({t.data, size_t(nbytes)});
+  }
+  std::string header_text = header.dump();
+  header_text.append((8 - header_text.size() % 8) % 8, ' ');
+  uint8_t len_le[8];
+  uint64_t n = header_text.size();
+  for (int i = 0; i < 8; ++i) len_le[i] = uint8_t(n >> (8 * i));
+  parts[0] = {len_le, 8};
+  parts[1] = {header_text.data(), header_text.size()};
+  write_file_atomic(path, std::span<const ConstBuffer>(parts));
+}
+
+SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
+  bytes_ = std::make_unique<std::string>(read_file(path));
+  const std::string& b = *bytes_;
+  const std::string damaged = "the file is damaged or not a safetensors file; use another checkpoint";
+  require(b.size() >= 8, "checkpoint " + path + " is too short (" + std::to_string(b.size()) +
+                             " bytes, need at least 8): " + damaged);
+  uint64_t n = 0;
+  for (int i = 0; i < 8; ++i) n |= uint64_t(static_cast<uint8_t>(b[size_t(i)])) << (8 * i);
+  require(n <= b.size() - 8,
+          "checkpoint " + path + " is truncated or corrupt (header says " + std::to_string(n) +
+              " header bytes, file has only " + std::to_string(b.size() - 8) +
+              " after the length): " + damaged);
+  require(n <= kMaxHeader, "checkpoint " + path + " has a " + std::to_string(n) +
+                               "-byte header, over the 100 MiB limit: " + damaged);
+  Json header;
+  try {
+    header = Json::parse(std::string_view(b).substr(8, size_t(n)));
+  } catch (const Error& e) {
+    throw Error("checkpoint " + path + " has a corrupt header (" + e.what() + "): " + damaged);
+  }
+  require(header.is_object(),
+          "checkpoint " + path + " header is a JSON " + header.type_name() +
+              ", expected an object: " + damaged);
+
+  const char* data = b.data() + 8 + n;
+  const uint64_t data_size = b.size() - 8 - n;
+  struct Span {
+    uint64_t begin, end;
+    size_t idx;
+  };
+  std::vector<Span> spans;
+  std::vector<SafeTensorView> found;
+  for (const auto& [name, info] : header.items()) {
+    const std::string where = "checkpoint " + path + ", tensor " + quoted(name);
+    if (name == "__metadata__") {
+      require(info.is_object(), "checkpoint " + path + ": __metadata__ is a " + info.type_name() +
+                                    ", expected an object of strings: " + damaged);
+      for (const auto& [k, v] : info.items()) {
+        require(v.is_string(), "checkpoint " + path + ": __metadata__ entry " + quoted(k) +
+                                   " is a " + v.type_name() + ", expected a string: " + damaged);
+        metadata_[k] = v.as_string();
+      }
+      continue;
+    }
+    require(info.is_object(), where + ": entry is a " + std::string(info.type_name()) +
+                                  ", expected an object: " + damaged);
+    const Json* dt = info.find("dtype");
+    const Json* sh = info.find("shape");
+    const Json* off = info.find("data_offsets");
+    require(dt && sh && off,
+            where + ": entry lacks dtype, shape or data_offsets: " + damaged);
+    require(dt->is_string(), where + ": dtype is not a string: " + damaged);
+    SafeTensorView v;
+    v.name = name;
+    require(parse_dtype(dt->as_string(), &v.dtype),
+            where + " has dtype " + dt->as_string() +
+                ", which dtrain does not read (F32, BF16, I32); convert the checkpoint to one of "
+                "those dtypes");
+    require(sh->is_array(), where + ": shape is not an array: " + damaged);
+    for (const Json& d : sh->as_array()) {
+      bool ok = d.is_number() && d.as_number() >= 0 && d.as_number() <= 9007199254740992.0 &&
+                d.as_number() == double(int64_t(d.as_number()));
+      require(ok, where + ": shape " + sh->dump() +
+                      " has an entry that is not a non-negative integer: " + damaged);
+      v.shape.push_back(int64_t(d.as_number()));
+    }
+    uint64_t nbytes = 0;
+    require(checked_nbytes(v.shape, dtype_size(v.dtype), &nbytes),
+            where + ": shape " + shape_str(v.shape) + " is impossibly large: " + damaged);
+    bool offsets_ok = off->is_array() && off->size() == 2;
+    uint64_t begin = 0, end = 0;
+    if (offsets_ok) {
+      for (int i = 0; i < 2; ++i) {
+        const Json& o = off->at(size_t(i));
+        bool ok = o.is_number() && o.as_number() >= 0 && o.as_number() <= 9007199254740992.0 &&
+                  o.as_number() == double(int64_t(o.as_number()));
+        offsets_ok = offsets_ok && ok;
+        if (ok) (i == 0 ? begin : end) = uint64_t(o.as_number());
+      }
+    }
+    require(offsets_ok, where + ": data_offsets " + off->dump() +
+                            " is not a pair of non-negative integers: " + damaged);
+    require(begin <= end && end - begin == nbytes,
+            where + ": data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) +
+                "] do not match shape " + shape_str(v.shape) + " " + dt->as_string() + " (" +
+                std::to_string(nbytes) + " bytes): " + damaged);
+    require(end <= data_size,
+            "checkpoint " + path + " is truncated (tensor " + quoted(name) + " ends at data byte " +
+                std::to_string(end) + ", file has " + std::to_string(data_size) +
+                " data bytes): the file is damaged (interrupted copy or write); use another "
+                "checkpoint");
+    v.data = data + begin;
+    spans.push_back({begin, end, found.size()});
+    found.push_back(std::move(v));
+  }
+
+  // File order = data order; neighbouring tensors must not overlap.
+  std::stable_sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+  });
+  for (size_t i = 1; i < spans.size(); ++i) {
+    require(spans[i].begin >= spans[i - 1].end,
+            "checkpoint " + path + ": tensors " + quoted(found[spans[i - 1].idx].name) + " and " +
+                quoted(found[spans[i].idx].name) + " overlap in the data section: " + damaged);
+  }
+  tensors_.reserve(found.size());
+  for (const Span& s : spans) {
+    index_[found[s.idx].name] = tensors_.size();
+    tensors_.push_back(std::move(found[s.idx]));
+  }
+}
+
+std::vector<std::string> SafetensorsFile::names() const {
+  std::vector<std::string> out;
+  out.reserve(tensors_.size());
+  for (const auto& t : tensors_) out.push_back(t.name);
+  return out;
+}
+
+const SafeTensorView& SafetensorsFile::get(const std::string& name) const {
+  auto it = index_.find(name);
+  require(it != index_.end(), "checkpoint " + path_ + " has no tensor " + quoted(name) +
+                                  " (it has " + std::to_string(tensors_.size()) +
+                                  " tensors); use a checkpoint written for this model");
+  return tensors_[it->second];
+}
+
+void SafetensorsFile::read_into(const std::string& name, DType dtype,
+                                const std::vector<int64_t>& shape, void* dst) const {
+  const SafeTensorView& t = get(name);
+  require(t.dtype == dtype && t.shape == shape,
+          "cannot load tensor " + quoted(name) + " from " + path_ + ": the checkpoint has " +
+              dtype_name(t.dtype) + " " + shape_str(t.shape) + " but " + dtype_name(dtype) + " " +
+              shape_str(shape) + " is expected; use a checkpoint written with the same model "
+              "config");
+  size_t nbytes = size_t(shape_numel(shape)) * dtype_size(dtype);
+  if (nbytes) std::memcpy(dst, t.data, nbytes);
+}
+
+}  // namespace dtrain

@@ -1,0 +1,27 @@
+// The one error type a user can cause (bad config, missing file, corrupt checkpoint).
+// Its message names the problem and the fix; main() prints it on one line and exits non-zero.
+#pragma once
+#include <stdexcept>
+#include <string>
+
+namespace dtrain {
+
+class Error : public std::runtime_error {
+ public:
+  explicit Error(const std::string& what) : std::runtime_error(what) {}
+};
+
+// Throws Error(msg) when cond is false. For conditions a user can cause.
+inline void require(bool cond, const std::string& msg) {
+  if (!cond) throw Error(msg);
+}
+
+}  // namespace dtrain
+
+// Internal invariants (programming errors), kept in release builds.
+#define DT_ASSERT(cond)                                                              \
+  do {                                                                               \
+    if (!(cond))                                                                     \
+      throw std::logic_error(std::string("internal error: ") + #cond + " at " +      \
+                             __FILE__ + ":" + std::to_string(__LINE__));             \
+  } while (0)

@@ -1,0 +1,33 @@
+// Fixed-length training samples over a token file: window i starts at token i*stride, its target
+// is the same window shifted by one token.
+#pragma once
+#include <cstdint>
+
+#include "data/token_file.hpp"
+
+namespace dtrain {
+
+class WindowDataset {
+ public:
+  // The token file must outlive the dataset. Throws Error when no full window fits.
+  WindowDataset(const TokenFile& tokens, int64_t seq_len, int64_t stride = 1);
+
+  int64_t size() const { return size_; }
+  int64_t seq_len() const { return seq_len_; }
+  int64_t stride() const { return stride_; }
+  int64_t num_tokens() const { return n_tokens_; }
+  uint32_t vocab_size() const { return vocab_size_; }
+
+  // input = tokens[s, s+T), target = tokens[s+1, s+T+1) with s = i*stride; each buffer holds T.
+  void get(int64_t i, int32_t* input, int32_t* target) const;
+
+ private:
+  const uint32_t* tokens_;
+  int64_t n_tokens_;
+  uint32_t vocab_size_;
+  int64_t seq_len_;
+  int64_t stride_;
+  int64_t size_;
+};
+
+}  // namespace dtrain

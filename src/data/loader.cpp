@@ -1,0 +1,156 @@
+// Prefetching batch loader: a per-epoch worker thread fills two batch slots ahead of the consumer.
+#include "data/loader.hpp"
+
+#include <algorithm>
+
+#include "core/error.hpp"
+
+namespace dtrain {
+
+namespace {
+
+template <class T>
+void copy_into(std::vector<T>& dst, const std::vector<T>& src) {
+  dst.resize(src.size());  // no allocation once dst has held a full batch
+  std::copy(src.begin(), src.end(), dst.begin());
+}
+
+}  // namespace
+
+BatchLoader::BatchLoader(const WindowDataset& dataset, const DistributedSampler& sampler, int64_t batch_size,
+                         bool drop_last, bool prefetch)
+    : dataset_(dataset), sampler_(sampler), batch_size_(batch_size), drop_last_(drop_last), prefetch_(prefetch) {
+  require(batch_size >= 1, "batch size must be at least 1 (got " + std::to_string(batch_size) +
+                               "): set train.batch_size to a positive value");
+  require(sampler.dataset_size() == dataset.size(),
+          "sampler covers " + std::to_string(sampler.dataset_size()) + " samples but the dataset has " +
+              std::to_string(dataset.size()) + ": build the sampler from this dataset's size");
+  if (prefetch_) {
+    const size_t cells = size_t(batch_size_ * dataset_.seq_len());
+    for (auto& s : slots_) {
+      s.input.reserve(cells);
+      s.target.reserve(cells);
+      s.sample_index.reserve(size_t(batch_size_));
+    }
+  }
+}
+
+BatchLoader::~BatchLoader() { stop_worker(); }
+
+int64_t BatchLoader::num_batches() const {
+  const int64_t n = sampler_.size();
+  return drop_last_ ? n / batch_size_ : (n + batch_size_ - 1) / batch_size_;
+}
+
+void BatchLoader::fill(int64_t b, Batch& dst) const {
+  const int64_t T = dataset_.seq_len();
+  const int64_t first = b * batch_size_;
+  const int64_t rows = std::min<int64_t>(batch_size_, int64_t(order_.size()) - first);
+  DT_ASSERT(rows > 0);
+  dst.rows = rows;
+  dst.seq_len = T;
+  dst.input.resize(size_t(rows * T));
+  dst.target.resize(size_t(rows * T));
+  dst.sample_index.resize(size_t(rows));
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t idx = order_[size_t(first + r)];
+    dst.sample_index[size_t(r)] = idx;
+    dataset_.get(idx, dst.input.data() + r * T, dst.target.data() + r * T);
+  }
+}
+
+void BatchLoader::worker_main() {
+  try {
+    for (int64_t b = 0; b < n_batches_; ++b) {
+      const int slot = int(b & 1);
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [&] { return stop_ || ready_[slot] == -1; });
+        if (stop_) return;
+      }
+      fill(b, slots_[slot]);  // the consumer does not touch a free slot
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        ready_[slot] = b;
+      }
+      cv_.notify_all();
+    }
+  } catch (...) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      error_ = std::current_exception();
+    }
+    cv_.notify_all();
+  }
+}
+
+void BatchLoader::stop_worker() {
+  if (worker_.joinable()) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    worker_.join();
+  }
+  stop_ = false;
+  ready_ = {-1, -1};
+  error_ = nullptr;
+}
+
+void BatchLoader::start_epoch() {
+  stop_worker();
+  const auto& idx = sampler_.indices();
+  order_.assign(idx.begin(), idx.end());
+  n_batches_ = drop_last_ ? int64_t(order_.size()) / batch_size_
+                          : (int64_t(order_.size()) + batch_size_ - 1) / batch_size_;
+  next_batch_ = 0;
+  started_ = true;
+  if (prefetch_ && n_batches_ > 0) worker_ = std::thread(&BatchLoader::worker_main, this);
+}
+
+bool BatchLoader::next(Batch& out) {
+  DT_ASSERT(started_);
+  if (next_batch_ >= n_batches_) {
+    stop_worker();  // the worker has finished; join it
+    return false;
+  }
+  const int64_t b = next_batch_;
+  const size_t cells = size_t(batch_size_ * dataset_.seq_len());
+  if (out.input.capacity() < cells || out.target.capacity() < cells || out.sample_index.capacity() < size_t(batch_size_)) {
+    out.input.reserve(cells);  // once: later batches of any size fit
+    out.target.reserve(cells);
+    out.sample_index.reserve(size_t(batch_size_));
+  }
+  if (!prefetch_) {
+    fill(b, out);
+  } else {
+    const int slot = int(b & 1);
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return ready_[slot] == b || error_ != nullptr; });
+      if (error_ && ready_[slot] != b) {
+        std::exception_ptr e = error_;
+        lock.unlock();
+        stop_worker();
+        started_ = false;
+        std::rethrow_exception(e);
+      }
+    }
+    const Batch& src = slots_[size_t(slot)];  // the worker leaves a ready slot alone
+    out.rows = src.rows;
+    out.seq_len = src.seq_len;
+    copy_into(out.input, src.input);
+    copy_into(out.target, src.target);
+    copy_into(out.sample_index, src.sample_index);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ready_[slot] = -1;
+    }
+    cv_.notify_all();
+  }
+  ++next_batch_;
+  return true;
+}
+
+}  // namespace dtrain

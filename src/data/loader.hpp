@@ -1,0 +1,70 @@
+// Batches of windows in sampler order, assembled one batch ahead on a background thread
+// (double buffering); next() reuses the caller's Batch storage.
+#pragma once
+#include <array>
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "data/dataset.hpp"
+#include "data/sampler.hpp"
+
+namespace dtrain {
+
+struct Batch {
+  int64_t rows = 0;
+  int64_t seq_len = 0;
+  std::vector<int32_t> input;          // rows * seq_len, row-major
+  std::vector<int32_t> target;         // rows * seq_len
+  std::vector<int64_t> sample_index;   // dataset index of each row
+};
+
+class BatchLoader {
+ public:
+  // dataset and sampler must outlive the loader. With prefetch off, next() fills the batch itself.
+  BatchLoader(const WindowDataset& dataset, const DistributedSampler& sampler, int64_t batch_size, bool drop_last,
+              bool prefetch = true);
+  ~BatchLoader();  // stops and joins the prefetch thread, also mid-epoch
+  BatchLoader(const BatchLoader&) = delete;
+  BatchLoader& operator=(const BatchLoader&) = delete;
+
+  int64_t batch_size() const { return batch_size_; }
+  // Batches per epoch for this rank: the last partial batch counts unless drop_last.
+  int64_t num_batches() const;
+
+  // Takes the sampler's current order (call sampler.set_epoch first) and starts prefetching.
+  void start_epoch();
+  // Fills `out` with the next batch; false at the end of the epoch. Allocates only while `out`
+  // is smaller than a full batch (so at most on the first call).
+  bool next(Batch& out);
+
+ private:
+  void fill(int64_t b, Batch& dst) const;
+  void worker_main();
+  void stop_worker();
+
+  const WindowDataset& dataset_;
+  const DistributedSampler& sampler_;
+  const int64_t batch_size_;
+  const bool drop_last_;
+  const bool prefetch_;
+
+  std::vector<int64_t> order_;  // this epoch's indices for this rank
+  int64_t n_batches_ = 0;       // this epoch
+  int64_t next_batch_ = 0;      // next batch next() hands out
+  bool started_ = false;
+
+  // Double buffer: slot b % 2 holds batch b once ready_[b % 2] == b (-1: free).
+  std::array<Batch, 2> slots_;
+  std::array<int64_t, 2> ready_{-1, -1};
+  std::thread worker_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::exception_ptr error_;
+};
+
+}  // namespace dtrain

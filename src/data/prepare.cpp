@@ -1,0 +1,272 @@
+// `dtrain data prepare`: reads WikiText-2 or plain text, builds the vocabulary from the train
+// split, writes the binary token files and meta.txt; also makes the built-in offline corpus.
+#include "data/prepare.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <set>
+#include <vector>
+
+#include "core/error.hpp"
+#include "data/io_util.hpp"
+#include "data/token_file.hpp"
+#include "data/vocab.hpp"
+
+namespace dtrain {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+const char* const kSplits[3] = {"train", "valid", "test"};
+
+void make_dir(const std::string& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec || !fs::is_directory(dir))
+    throw Error("cannot create output folder " + dir + " (" + (ec ? ec.message() : "not a folder") +
+                "): choose a writable output folder");
+}
+
+bool path_exists(const fs::path& p) {
+  std::error_code ec;
+  return fs::exists(p, ec);
+}
+
+// The text files of a plain-text input: the file itself, or the regular files of a folder
+// (symlinks followed, each target once, hidden names skipped), sorted by name.
+std::vector<std::string> plain_files(const std::string& input) {
+  std::error_code ec;
+  if (!fs::is_directory(input, ec)) return {input};
+  std::vector<fs::path> names;
+  for (const auto& e : fs::directory_iterator(input, ec)) {
+    std::string name = e.path().filename().string();
+    if (name.empty() || name[0] == '.') continue;
+    std::error_code ec2;
+    if (fs::is_regular_file(e.path(), ec2)) names.push_back(e.path());
+  }
+  if (ec) throw Error("cannot list input folder " + input + " (" + ec.message() + "): check its permissions");
+  std::sort(names.begin(), names.end(), [](const fs::path& a, const fs::path& b) { return a.filename() < b.filename(); });
+  std::vector<std::string> files;
+  std::set<std::string> seen;
+  for (const auto& p : names) {
+    std::error_code ec2;
+    fs::path canon = fs::canonical(p, ec2);
+    if (!seen.insert(ec2 ? p.string() : canon.string()).second) continue;
+    files.push_back(p.string());
+  }
+  require(!files.empty(), "input folder " + input +
+                              " has no text files: put .txt files in it, or point --input at a WikiText-2 folder");
+  return files;
+}
+
+// Largest paragraph start p with 0 < p <= target that moves the cut back by at most `slack`
+// lines; otherwise the plain line cut `target`.
+int64_t snap_cut(const std::vector<int64_t>& para_starts, int64_t target, int64_t slack) {
+  target = std::max<int64_t>(target, 0);
+  if (slack == 0) return target;
+  auto it = std::upper_bound(para_starts.begin(), para_starts.end(), target);
+  if (it == para_starts.begin()) return target;
+  int64_t p = *std::prev(it);
+  return (p > 0 && target - p <= slack) ? p : target;
+}
+
+void write_meta(const std::string& path, const PrepareOptions& o, const PrepareReport& r) {
+  std::string s;
+  auto kv = [&](const std::string& k, const std::string& v) { s += k + "=" + v + "\n"; };
+  kv("format", "dtrain-data 1");
+  kv("source", o.input);
+  kv("input_format", r.format);
+  kv("vocab_size", std::to_string(r.vocab_size));
+  kv("train_tokens", std::to_string(r.train_tokens));
+  kv("valid_tokens", std::to_string(r.valid_tokens));
+  kv("test_tokens", std::to_string(r.test_tokens));
+  kv("train_unk", std::to_string(r.train_unk));
+  kv("lowercase", o.lowercase ? "1" : "0");
+  kv("eos", o.eos ? "1" : "0");
+  kv("min_freq", std::to_string(o.min_freq));
+  kv("max_vocab", std::to_string(o.max_vocab));
+  data_io::AtomicWriter w(path);
+  w.put(s);
+  w.commit();
+}
+
+}  // namespace
+
+std::optional<SplitFiles> find_split_files(const std::string& dir) {
+  const char* const patterns[3][2] = {{"wiki.", ".tokens"}, {"wiki.", ".raw"}, {"", ".txt"}};
+  for (const auto& pat : patterns) {
+    std::string names[3];
+    bool present[3];
+    int n_present = 0;
+    for (int s = 0; s < 3; ++s) {
+      names[s] = std::string(pat[0]) + kSplits[s] + pat[1];
+      present[s] = path_exists(fs::path(dir) / names[s]);
+      n_present += present[s];
+    }
+    if (n_present == 0) continue;
+    for (int s = 0; s < 3; ++s) {
+      if (!present[s]) {
+        int have = present[0] ? 0 : present[1] ? 1 : 2;
+        throw Error("data folder " + dir + " has " + names[have] + " but no " + names[s] +
+                    ": add the missing split, or put the text in files with other names to have it split automatically");
+      }
+    }
+    return SplitFiles{(fs::path(dir) / names[0]).string(), (fs::path(dir) / names[1]).string(),
+                      (fs::path(dir) / names[2]).string()};
+  }
+  return std::nullopt;
+}
+
+PrepareReport prepare_dataset(const PrepareOptions& o) {
+  require(!o.input.empty(), "no input given: pass a WikiText-2 folder, a text file or a folder of text files with --input");
+  require(!o.out_dir.empty(), "no output folder given: pass one with --out");
+  require(path_exists(o.input), "input " + o.input +
+                               " not found: pass a WikiText-2 folder, a text file or a folder of text files with --input");
+  require(o.valid_fraction >= 0 && o.test_fraction >= 0 && o.valid_fraction + o.test_fraction < 1,
+          "valid_fraction and test_fraction must be >= 0 with a sum below 1 (got " + std::to_string(o.valid_fraction) +
+              " and " + std::to_string(o.test_fraction) + "): fix the split fractions");
+  {
+    std::error_code ec1, ec2;
+    if (fs::is_directory(o.input, ec1) && fs::equivalent(o.input, o.out_dir, ec2))
+      throw Error("output folder " + o.out_dir + " is the input folder: write the prepared data to another folder");
+  }
+
+  VocabOptions vo;
+  vo.lowercase = o.lowercase;
+  vo.eos = o.eos;
+  vo.min_freq = o.min_freq;
+  vo.max_size = o.max_vocab;
+  VocabBuilder builder(vo);  // validates min_freq / max_vocab before any reading
+
+  PrepareReport r;
+  std::vector<uint32_t> ids[3];
+  std::optional<SplitFiles> splits;
+  {
+    std::error_code ec;
+    if (fs::is_directory(o.input, ec)) splits = find_split_files(o.input);
+  }
+
+  Vocabulary vocab;
+  if (splits) {
+    r.format = "wikitext";
+    const std::string files[3] = {splits->train, splits->valid, splits->test};
+    data_io::for_each_line(files[0], [&](std::string_view l) { builder.add_line(l); });
+    require(builder.tokens() > 0, "train split " + files[0] + " has no tokens: point --input at a folder with a non-empty train split");
+    vocab = builder.build();
+    for (int s = 0; s < 3; ++s)
+      data_io::for_each_line(files[s], [&](std::string_view l) { vocab.encode_line(l, ids[s]); });
+  } else {
+    r.format = "plain";
+    const std::vector<std::string> files = plain_files(o.input);
+    // Pass 1: line count and paragraph starts (a file start also starts a paragraph).
+    int64_t n_lines = 0;
+    std::vector<int64_t> para_starts;
+    for (const auto& f : files) {
+      bool prev_blank = true;
+      data_io::for_each_line(f, [&](std::string_view l) {
+        bool blank = data_io::is_blank(l);
+        if (!blank && prev_blank) para_starts.push_back(n_lines);
+        prev_blank = blank;
+        ++n_lines;
+      });
+    }
+    const int64_t n_test = o.test_fraction > 0 ? int64_t(std::ceil(double(n_lines) * o.test_fraction)) : 0;
+    const int64_t test_cut = snap_cut(para_starts, n_lines - n_test, n_test);
+    const int64_t n_valid = o.valid_fraction > 0 ? int64_t(std::ceil(double(n_lines) * o.valid_fraction)) : 0;
+    const int64_t valid_cut = snap_cut(para_starts, test_cut - n_valid, n_valid);
+    auto split_of = [&](int64_t line) { return line < valid_cut ? 0 : line < test_cut ? 1 : 2; };
+    // Pass 2: count the train lines. Pass 3: encode every line into its split.
+    int64_t line = 0;
+    for (const auto& f : files)
+      data_io::for_each_line(f, [&](std::string_view l) {
+        if (split_of(line++) == 0) builder.add_line(l);
+      });
+    require(builder.tokens() > 0, "input " + o.input + " gives an empty train split (no tokens in the first " +
+                                      std::to_string(valid_cut) + " of " + std::to_string(n_lines) +
+                                      " lines): add text or lower valid_fraction/test_fraction");
+    vocab = builder.build();
+    line = 0;
+    for (const auto& f : files)
+      data_io::for_each_line(f, [&](std::string_view l) { vocab.encode_line(l, ids[split_of(line++)]); });
+  }
+
+  r.vocab_size = vocab.size();
+  r.train_tokens = int64_t(ids[0].size());
+  r.valid_tokens = int64_t(ids[1].size());
+  r.test_tokens = int64_t(ids[2].size());
+  r.train_unk = std::count(ids[0].begin(), ids[0].end(), Vocabulary::kUnkId);
+
+  make_dir(o.out_dir);
+  const fs::path out(o.out_dir);
+  vocab.save((out / "vocab.txt").string());
+  for (int s = 0; s < 3; ++s)
+    write_token_file((out / (std::string(kSplits[s]) + ".bin")).string(), uint32_t(vocab.size()), ids[s]);
+  write_meta((out / "meta.txt").string(), o, r);
+  return r;
+}
+
+std::map<std::string, std::string> read_meta(const std::string& path) {
+  std::map<std::string, std::string> kv;
+  int64_t line_no = 0;
+  data_io::for_each_line(path, [&](std::string_view l) {
+    ++line_no;
+    if (data_io::is_blank(l) || l[0] == '#') return;
+    size_t eq = l.find('=');
+    if (eq == std::string_view::npos || eq == 0)
+      throw Error("meta file " + path + " line " + std::to_string(line_no) +
+                  " is malformed (expected key=value): run `dtrain data prepare` again");
+    kv[std::string(l.substr(0, eq))] = std::string(l.substr(eq + 1));
+  });
+  return kv;
+}
+
+void make_builtin_corpus(const std::string& out_dir, const std::string& source_dir) {
+  const std::string fix = ": pass your own text with `dtrain data prepare --input DIR`";
+  std::error_code ec;
+  require(fs::is_directory(source_dir, ec), "built-in corpus source " + source_dir + " not found" + fix);
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(source_dir, ec)) {
+    std::error_code ec2;
+    auto st = fs::symlink_status(e.path(), ec2);
+    if (!ec2 && fs::is_regular_file(st)) files.push_back(e.path());
+  }
+  require(!ec, "cannot list built-in corpus source " + source_dir + " (" + ec.message() + ")" + fix);
+  require(!files.empty(), "built-in corpus source " + source_dir + " is empty" + fix);
+  std::sort(files.begin(), files.end(), [](const fs::path& a, const fs::path& b) { return a.filename() < b.filename(); });
+
+  std::string out[3];
+  int64_t n_para = 0;
+  std::string para;
+  auto flush = [&]() {
+    if (para.empty()) return;
+    int s = n_para % 10 == 8 ? 1 : n_para % 10 == 9 ? 2 : 0;
+    out[s] += para;
+    out[s] += '\n';
+    para.clear();
+    ++n_para;
+  };
+  for (const auto& f : files) {
+    data_io::for_each_line(f.string(), [&](std::string_view l) {
+      if (data_io::is_blank(l)) {
+        flush();
+      } else {
+        para.append(l);
+        para += '\n';
+      }
+    });
+    flush();
+  }
+  require(!out[0].empty() && !out[1].empty() && !out[2].empty(),
+          "built-in corpus source " + source_dir + " has too little text (" + std::to_string(n_para) +
+              " paragraphs, need at least 10)" + fix);
+  make_dir(out_dir);
+  for (int s = 0; s < 3; ++s) {
+    data_io::AtomicWriter w((fs::path(out_dir) / (std::string(kSplits[s]) + ".txt")).string());
+    w.put(out[s]);
+    w.commit();
+  }
+}
+
+}  // namespace dtrain

@@ -1,0 +1,49 @@
+// Binary token files (one per split): a 32-byte header, then uint32 little-endian token ids,
+// memory-mapped read-only for training.
+#pragma once
+#include <cstdint>
+#include <span>
+#include <string>
+
+namespace dtrain {
+
+// Layout: "DTRTOK01", uint32 version (1), uint32 vocab_size, uint64 n_tokens, uint64 reserved (0),
+// then n_tokens uint32 ids. All little-endian.
+inline constexpr char kTokenFileMagic[8] = {'D', 'T', 'R', 'T', 'O', 'K', '0', '1'};
+inline constexpr uint32_t kTokenFileVersion = 1;
+inline constexpr int64_t kTokenFileHeaderBytes = 32;
+
+// Writes a token file through a temporary file and a rename. Every id must be < vocab_size.
+void write_token_file(const std::string& path, uint32_t vocab_size, std::span<const uint32_t> ids);
+
+class TokenFile {
+ public:
+  // Maps `path` read-only and validates the header and the file length (not the ids).
+  explicit TokenFile(const std::string& path);
+  ~TokenFile();
+  TokenFile(TokenFile&& other) noexcept;
+  TokenFile& operator=(TokenFile&& other) noexcept;
+  TokenFile(const TokenFile&) = delete;
+  TokenFile& operator=(const TokenFile&) = delete;
+
+  const std::string& path() const { return path_; }
+  int64_t size() const { return n_tokens_; }
+  const uint32_t* data() const { return data_; }
+  uint32_t vocab_size() const { return vocab_size_; }
+  uint32_t operator[](int64_t i) const { return data_[i]; }
+
+  // Reads every id; throws Error naming the first one >= vocab_size().
+  void check_ids() const;
+
+ private:
+  void release() noexcept;
+
+  std::string path_;
+  void* map_ = nullptr;
+  size_t map_bytes_ = 0;
+  const uint32_t* data_ = nullptr;
+  int64_t n_tokens_ = 0;
+  uint32_t vocab_size_ = 0;
+};
+
+}  // namespace dtrain

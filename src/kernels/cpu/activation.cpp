@@ -1,0 +1,42 @@
+// ReLU and tanh-GELU kernels (see activation.hpp).
+#include "kernels/cpu/activation.hpp"
+
+#include <cmath>
+
+namespace dtrain {
+
+namespace {
+constexpr float kSqrt2OverPi = 0.7978845608028654f;
+constexpr float kGeluC = 0.044715f;
+}  // namespace
+
+void activation_forward(Activation a, const float* x, float* y, int64_t n) {
+  if (a == Activation::relu) {
+#pragma omp parallel for simd schedule(static)
+    for (int64_t i = 0; i < n; ++i) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+  } else {
+#pragma omp parallel for simd schedule(static)
+    for (int64_t i = 0; i < n; ++i) {
+      float v = x[i];
+      y[i] = 0.5f * v * (1.0f + std::tanh(kSqrt2OverPi * (v + kGeluC * v * v * v)));
+    }
+  }
+}
+
+void activation_backward(Activation a, const float* x, const float* dy, float* dx, int64_t n) {
+  if (a == Activation::relu) {
+#pragma omp parallel for simd schedule(static)
+    for (int64_t i = 0; i < n; ++i) dx[i] = x[i] > 0.0f ? dy[i] : 0.0f;
+  } else {
+#pragma omp parallel for simd schedule(static)
+    for (int64_t i = 0; i < n; ++i) {
+      float v = x[i];
+      float u = kSqrt2OverPi * (v + kGeluC * v * v * v);
+      float t = std::tanh(u);
+      float du = kSqrt2OverPi * (1.0f + 3.0f * kGeluC * v * v);
+      dx[i] = dy[i] * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du);
+    }
+  }
+}
+
+}  // namespace dtrain

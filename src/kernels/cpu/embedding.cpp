@@ -1,0 +1,50 @@
+// Embedding kernels (see embedding.hpp). The scatter-add of backward runs in row order over
+// column tiles, so it is deterministic and free of races.
+#include "kernels/cpu/embedding.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace dtrain {
+
+void sinusoidal_table(float* table, int64_t T, int64_t d) {
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t i = 0; i < d; i += 2) {
+      const double freq = std::pow(10000.0, -double(i) / double(d));
+      table[t * d + i] = float(std::sin(double(t) * freq));
+      if (i + 1 < d) table[t * d + i + 1] = float(std::cos(double(t) * freq));
+    }
+}
+
+void embedding_forward(const int32_t* tokens, const float* wte, const float* pos, float* out,
+                       int64_t B, int64_t T, int64_t d) {
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < B * T; ++r) {
+    const float* e = wte + int64_t(tokens[r]) * d;
+    const float* p = pos + (r % T) * d;
+    float* o = out + r * d;
+#pragma omp simd
+    for (int64_t i = 0; i < d; ++i) o[i] = e[i] + p[i];
+  }
+}
+
+void embedding_backward(const int32_t* tokens, const float* dout, float* dwte, float* dpos,
+                        int64_t B, int64_t T, int64_t d) {
+  constexpr int64_t kTile = 32;
+  const int64_t tiles = (d + kTile - 1) / kTile;
+#pragma omp parallel for schedule(static)
+  for (int64_t tile = 0; tile < tiles; ++tile) {
+    const int64_t c0 = tile * kTile, c1 = std::min(d, c0 + kTile);
+    for (int64_t r = 0; r < B * T; ++r) {
+      float* e = dwte + int64_t(tokens[r]) * d;
+      const float* g = dout + r * d;
+      for (int64_t i = c0; i < c1; ++i) e[i] += g[i];
+      if (dpos) {
+        float* p = dpos + (r % T) * d;
+        for (int64_t i = c0; i < c1; ++i) p[i] += g[i];
+      }
+    }
+  }
+}
+
+}  // namespace dtrain

@@ -1,0 +1,93 @@
+// oneDNN matmul with a primitive cache keyed by shape, layout and precision; bf16 inputs are
+// converted from f32 into reused scratch buffers (mixed precision: bf16 multiply, f32 accumulate).
+#include "kernels/cpu/matmul.hpp"
+
+#include <dnnl.hpp>
+#include <map>
+#include <tuple>
+#include <vector>
+
+#include "core/bf16.hpp"
+#include "core/error.hpp"
+
+namespace dtrain {
+namespace {
+
+using dnnl::memory;
+using Key = std::tuple<int64_t, int64_t, int64_t, bool, bool, bool, bool, int>;
+
+struct Runtime {
+  dnnl::engine engine{dnnl::engine::kind::cpu, 0};
+  dnnl::stream stream{engine};
+  std::map<Key, dnnl::matmul> cache;
+  std::vector<uint16_t> scratch_a, scratch_b;
+};
+
+Runtime& runtime() {
+  static Runtime rt;
+  return rt;
+}
+
+void convert_to_bf16(const float* src, int64_t n, std::vector<uint16_t>& dst) {
+  if (int64_t(dst.size()) < n) dst.resize(n);
+  uint16_t* out = dst.data();
+  const uint32_t* in = reinterpret_cast<const uint32_t*>(src);
+#pragma omp parallel for simd schedule(static)
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t u = in[i];
+    out[i] = uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+  }
+}
+
+memory::desc desc_for(int64_t rows, int64_t cols, bool trans, memory::data_type dt) {
+  // logical [rows, cols]; stored transposed means physical [cols, rows]
+  if (trans) return memory::desc({rows, cols}, dt, {1, rows});
+  return memory::desc({rows, cols}, dt, {cols, 1});
+}
+
+}  // namespace
+
+bool cpu_has_native_bf16() {
+  return __builtin_cpu_supports("avx512bf16") || __builtin_cpu_supports("amx-bf16");
+}
+
+void matmul(const float* A, const float* B, float* C, const MatmulArgs& a) {
+  DT_ASSERT(!(a.accumulate && a.bias));
+  if (a.M == 0 || a.N == 0) return;
+  Runtime& rt = runtime();
+  const bool bf = a.precision == Precision::bf16;
+  const auto in_dt = bf ? memory::data_type::bf16 : memory::data_type::f32;
+  Key key{a.M, a.N, a.K, a.trans_a, a.trans_b, a.accumulate, a.bias != nullptr, int(a.precision)};
+  auto it = rt.cache.find(key);
+  auto a_md = desc_for(a.M, a.K, a.trans_a, in_dt);
+  auto b_md = desc_for(a.K, a.N, a.trans_b, in_dt);
+  auto c_md = desc_for(a.M, a.N, false, memory::data_type::f32);
+  auto bias_md = memory::desc({1, a.N}, memory::data_type::f32, {a.N, 1});
+  if (it == rt.cache.end()) {
+    dnnl::primitive_attr attr;
+    if (a.accumulate) {
+      dnnl::post_ops po;
+      po.append_sum(1.0f);
+      attr.set_post_ops(po);
+    }
+    auto d = a.bias ? dnnl::matmul::desc(a_md, b_md, bias_md, c_md) : dnnl::matmul::desc(a_md, b_md, c_md);
+    dnnl::matmul::primitive_desc pd(d, attr, rt.engine);
+    it = rt.cache.emplace(key, dnnl::matmul(pd)).first;
+  }
+  void* pa = const_cast<float*>(A);
+  void* pb = const_cast<float*>(B);
+  if (bf) {
+    convert_to_bf16(A, a.M * a.K, rt.scratch_a);
+    convert_to_bf16(B, a.K * a.N, rt.scratch_b);
+    pa = rt.scratch_a.data();
+    pb = rt.scratch_b.data();
+  }
+  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, memory(a_md, rt.engine, pa)},
+                                       {DNNL_ARG_WEIGHTS, memory(b_md, rt.engine, pb)},
+                                       {DNNL_ARG_DST, memory(c_md, rt.engine, C)}};
+  if (a.bias) args.emplace(DNNL_ARG_BIAS, memory(bias_md, rt.engine, const_cast<float*>(a.bias)));
+  it->second.execute(rt.stream, args);
+  rt.stream.wait();
+}
+
+}  // namespace dtrain

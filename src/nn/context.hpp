@@ -1,0 +1,49 @@
+// What a forward/backward pass needs to know besides the data: the batch shape, training or not,
+// the precision, and the keys of its dropout masks. Knows nothing of ranks.
+#pragma once
+#include <cstdint>
+
+#include "kernels/cpu/dropout.hpp"
+#include "kernels/cpu/matmul.hpp"
+
+namespace dtrain {
+
+struct StepContext {
+  int64_t B = 0, T = 0;       // this pass: B samples of T tokens
+  bool training = false;      // dropout on, gradients computed
+  float dropout = 0.0f;
+  uint64_t seed = 0;
+  uint32_t step = 0;
+  int64_t sample_offset = 0;  // global index of row 0's sample within the global batch
+  float loss_scale = 0.0f;    // gradient of the loss w.r.t. each row loss (1 / global rows)
+  Precision precision = Precision::f32;
+
+  int64_t rows() const { return B * T; }
+  DropoutSpec drop(uint32_t unit, uint32_t site) const {
+    DropoutSpec s;
+    if (!training || dropout <= 0.0f) return s;
+    s.p = dropout;
+    s.seed = seed;
+    s.step = step;
+    s.unit = unit;
+    s.site = site;
+    s.sample_offset = sample_offset;
+    return s;
+  }
+};
+
+// Dropout sites within a unit.
+enum DropSite : uint32_t { kDropEmbed = 0, kDropAttnProbs = 1, kDropAttnOut = 2, kDropFfAct = 3, kDropFfOut = 4 };
+
+// Activation-gradient buffers shared by all units (only one unit runs backward at a time).
+struct Workspace {
+  float* grad_a;    // [rows, d]  ping
+  float* grad_b;    // [rows, d]  pong
+  float* tmp1;      // [rows, d]
+  float* tmp2;      // [rows, d]
+  float* grad_qkv;  // [rows, 3d]
+  float* ff_act;    // [rows, ff] activation output (recomputed in backward)
+  float* grad_ff;   // [rows, ff]
+};
+
+}  // namespace dtrain

@@ -1,0 +1,65 @@
+// Units: blocks of parameters that parallel strategies treat as one (the embedding, each block,
+// the head). A unit's parameters and gradients each live in one contiguous buffer.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tensor/arena.hpp"
+
+namespace dtrain {
+
+enum class Init { xavier, zeros, ones, fan_in_uniform };
+
+struct ParamInfo {
+  std::string name;
+  std::vector<int64_t> shape;
+  Init init;
+  int64_t fan_in = 0;  // for Init::fan_in_uniform (biases)
+  int64_t offset = 0;  // in floats, within the unit's buffers
+  int64_t numel() const { return shape_numel(shape); }
+};
+
+class Unit;
+
+// A handle to one parameter of a unit, valid once the unit's buffers are bound.
+struct ParamRef {
+  Unit* unit = nullptr;
+  size_t index = 0;
+  float* data() const;
+  float* grad() const;
+  const ParamInfo& info() const;
+};
+
+class Unit {
+ public:
+  explicit Unit(std::string name) : name_(std::move(name)) {}
+  const std::string& name() const { return name_; }
+  ParamRef add(const std::string& name, std::vector<int64_t> shape, Init init, int64_t fan_in = 0);
+  const std::vector<ParamInfo>& params() const { return params_; }
+  int64_t numel() const { return numel_; }
+  // Points the unit at its parameter and gradient storage (numel() floats each).
+  void bind(float* params, float* grads) {
+    param_ = params;
+    grad_ = grads;
+  }
+  float* param_data() const { return param_; }
+  float* grad_data() const { return grad_; }
+
+ private:
+  std::string name_;
+  std::vector<ParamInfo> params_;
+  int64_t numel_ = 0;
+  float* param_ = nullptr;
+  float* grad_ = nullptr;
+};
+
+inline float* ParamRef::data() const { return unit->param_data() + info().offset; }
+inline float* ParamRef::grad() const { return unit->grad_data() + info().offset; }
+inline const ParamInfo& ParamRef::info() const { return unit->params()[index]; }
+
+// Fills every parameter of the units with its seeded initial values (docs/model.md).
+void init_parameters(const std::vector<Unit*>& units, uint64_t seed);
+
+}  // namespace dtrain

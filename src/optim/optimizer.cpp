@@ -1,0 +1,82 @@
+// Optimizer state, schedules and updates (see optimizer.hpp); update math in kernels/cpu/optimizer.
+#include "optim/optimizer.hpp"
+
+#include <cmath>
+
+#include "core/error.hpp"
+#include "kernels/cpu/optimizer.hpp"
+#include "kernels/cpu/reduce.hpp"
+
+namespace dtrain {
+
+void OptimizerConfig::validate() const {
+  require(name == "adamw" || name == "sgd",
+          "optim.name = \"" + name + "\" is unknown: use \"adamw\" or \"sgd\"");
+  require(lr > 0.0f && std::isfinite(lr),
+          "train.lr = " + std::to_string(lr) + " must be positive: use e.g. --set train.lr=0.002");
+  require(beta1 >= 0 && beta1 < 1 && beta2 >= 0 && beta2 < 1,
+          "optim.beta1/beta2 must lie in [0, 1): use e.g. 0.9 and 0.999");
+  require(eps > 0, "optim.eps must be positive: use e.g. 1e-8");
+  require(weight_decay >= 0, "optim.weight_decay must not be negative: use e.g. 0.01");
+  require(grad_clip >= 0, "optim.grad_clip must not be negative: use 0 (off) or e.g. 1.0");
+  require(schedule == "constant" || schedule == "cosine" || schedule == "linear",
+          "optim.schedule = \"" + schedule + "\" is unknown: use constant, cosine or linear");
+  require(warmup_steps >= 0, "optim.warmup_steps must not be negative");
+}
+
+Optimizer::Optimizer(const OptimizerConfig& c, std::vector<ParamShard> shards)
+    : c_(c), shards_(std::move(shards)) {
+  c_.validate();
+  for (const auto& s : shards_) {
+    m_.emplace_back(sizeof(float) * s.numel);
+    if (c_.name == "adamw") v_.emplace_back(sizeof(float) * s.numel);
+  }
+}
+
+float Optimizer::lr_at(int64_t step, int64_t total) const {
+  if (c_.warmup_steps > 0 && step < c_.warmup_steps)
+    return c_.lr * float(step + 1) / float(c_.warmup_steps);
+  if (c_.schedule == "constant" || total <= c_.warmup_steps) return c_.lr;
+  const double t = double(step - c_.warmup_steps) / double(std::max<int64_t>(1, total - c_.warmup_steps));
+  const double floor = c_.min_lr_ratio;
+  const double f = c_.schedule == "cosine" ? 0.5 * (1.0 + std::cos(M_PI * std::min(1.0, t))) : 1.0 - std::min(1.0, t);
+  return float(c_.lr * (floor + (1.0 - floor) * f));
+}
+
+double Optimizer::grad_norm() const {
+  double s = 0;
+  for (const auto& sh : shards_) s += sumsq_deterministic(sh.grad, sh.numel);
+  return std::sqrt(s);
+}
+
+void Optimizer::scale_grads(float f) {
+  for (const auto& sh : shards_) {
+    float* g = sh.grad;
+#pragma omp parallel for simd schedule(static)
+    for (int64_t i = 0; i < sh.numel; ++i) g[i] *= f;
+  }
+}
+
+void Optimizer::step(float lr) {
+  ++step_;
+  for (size_t i = 0; i < shards_.size(); ++i) {
+    const auto& s = shards_[i];
+    if (c_.name == "adamw")
+      adamw_update(s.param, s.grad, m_[i].f32(), v_[i].f32(), s.numel,
+                   {lr, c_.beta1, c_.beta2, c_.eps, c_.weight_decay, step_});
+    else
+      sgd_update(s.param, s.grad, m_[i].f32(), s.numel, {lr, c_.momentum, c_.weight_decay, step_ == 1});
+  }
+}
+
+std::vector<Optimizer::StateView> Optimizer::state() {
+  std::vector<StateView> out;
+  for (size_t i = 0; i < shards_.size(); ++i) {
+    out.push_back({(c_.name == "adamw" ? "exp_avg." : "momentum.") + std::to_string(i), m_[i].f32(),
+                   shards_[i].numel});
+    if (c_.name == "adamw") out.push_back({"exp_avg_sq." + std::to_string(i), v_[i].f32(), shards_[i].numel});
+  }
+  return out;
+}
+
+}  // namespace dtrain

@@ -1,0 +1,63 @@
+// Optimizers over the parameter shards a rank owns (all of them on one device): AdamW and SGD with
+// state in buffers planned up front, learning-rate schedules, and global-norm gradient clipping.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tensor/arena.hpp"
+
+namespace dtrain {
+
+// A contiguous run of parameters with its gradient (a unit's buffer, or a shard of it).
+struct ParamShard {
+  float* param;
+  float* grad;
+  int64_t numel;
+};
+
+struct OptimizerConfig {
+  std::string name = "adamw";  // adamw | sgd
+  float lr = 0.002f;
+  float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;
+  float weight_decay = 0.01f;
+  float momentum = 0.0f;  // sgd
+  float grad_clip = 0.0f;  // max global gradient norm; 0 = off
+  std::string schedule = "constant";  // constant | cosine | linear
+  int64_t warmup_steps = 0;
+  float min_lr_ratio = 0.0f;  // floor of cosine/linear decay, as a fraction of lr
+  void validate() const;
+};
+
+class Optimizer {
+ public:
+  Optimizer(const OptimizerConfig& c, std::vector<ParamShard> shards);
+  // Learning rate used by step number `step` (0-based) of `total_steps`.
+  float lr_at(int64_t step, int64_t total_steps) const;
+  // Global gradient norm (over these shards; a sharded caller sums squares across ranks first).
+  double grad_norm() const;
+  // Scales gradients so their global norm is at most max_norm; returns the norm before.
+  void scale_grads(float factor);
+  // One update with learning rate lr.
+  void step(float lr);
+  int64_t steps_taken() const { return step_; }
+  const OptimizerConfig& config() const { return c_; }
+
+  // State for checkpoints: named flat buffers (e.g. "exp_avg.0") plus the step counter.
+  struct StateView {
+    std::string name;
+    float* data;
+    int64_t numel;
+  };
+  std::vector<StateView> state();
+  void set_steps_taken(int64_t s) { step_ = s; }
+
+ private:
+  OptimizerConfig c_;
+  std::vector<ParamShard> shards_;
+  std::vector<AlignedBuffer> m_, v_;
+  int64_t step_ = 0;
+};
+
+}  // namespace dtrain

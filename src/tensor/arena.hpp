@@ -1,0 +1,45 @@
+// Arena: 64-byte-aligned memory handed out by bumping a pointer. Buffers are carved from it when a
+// model is planned (before the step loop) and reused every step, so the loop never allocates.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "tensor/tensor.hpp"
+
+namespace dtrain {
+
+// A zero-initialised, 64-byte-aligned owning buffer.
+class AlignedBuffer {
+ public:
+  AlignedBuffer() = default;
+  explicit AlignedBuffer(size_t bytes);
+  void* data() const { return ptr_.get(); }
+  size_t size() const { return bytes_; }
+  float* f32() const { return static_cast<float*>(data()); }
+
+ private:
+  struct Free {
+    void operator()(void* p) const;
+  };
+  std::unique_ptr<void, Free> ptr_;
+  size_t bytes_ = 0;
+};
+
+class Arena {
+ public:
+  explicit Arena(size_t chunk_bytes = size_t(64) << 20) : chunk_bytes_(chunk_bytes) {}
+  // Zeroed memory for n elements, valid for the arena's lifetime.
+  void* alloc(int64_t n, DType dtype);
+  float* f32(int64_t n) { return static_cast<float*>(alloc(n, DType::f32)); }
+  size_t bytes_used() const { return used_; }
+
+ private:
+  size_t chunk_bytes_;
+  std::vector<AlignedBuffer> chunks_;
+  size_t offset_ = 0;  // within the last chunk
+  size_t used_ = 0;
+};
+
+}  // namespace dtrain

@@ -1,0 +1,143 @@
+// Checkpoint folders (see checkpoint.hpp).
+#include "train/checkpoint.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+
+#include "ckpt/atomic_file.hpp"
+#include "ckpt/safetensors.hpp"
+#include "train/config.hpp"
+
+namespace fs = std::filesystem;
+
+namespace dtrain {
+
+Json TrainerState::to_json() const {
+  Json j = Json::object();
+  j["global_step"] = global_step;
+  j["epoch"] = epoch;
+  j["batch_in_epoch"] = batch_in_epoch;
+  j["epoch_loss_sum"] = epoch_loss_sum;
+  j["best_val"] = std::isfinite(best_val) ? Json(best_val) : Json(nullptr);
+  j["train_seconds"] = train_seconds;
+  j["train_tokens"] = train_tokens;
+  return j;
+}
+
+TrainerState TrainerState::from_json(const Json& j) {
+  TrainerState s;
+  s.global_step = j.at("global_step").as_int64();
+  s.epoch = j.at("epoch").as_int64();
+  s.batch_in_epoch = j.at("batch_in_epoch").as_int64();
+  s.epoch_loss_sum = j.at("epoch_loss_sum").as_number();
+  s.best_val = j.at("best_val").is_null() ? std::numeric_limits<double>::infinity() : j.at("best_val").as_number();
+  s.train_seconds = j.at("train_seconds").as_number();
+  s.train_tokens = j.at("train_tokens").as_int64();
+  return s;
+}
+
+namespace {
+
+std::vector<SafeTensorView> weight_views(TransformerLM& model) {
+  std::vector<SafeTensorView> v;
+  for (Unit* u : model.units())
+    for (size_t i = 0; i < u->params().size(); ++i) {
+      const ParamInfo& p = u->params()[i];
+      v.push_back({p.name, DType::f32, p.shape, u->param_data() + p.offset});
+    }
+  return v;
+}
+
+std::string describe_difference(const ModelConfig& a, const ModelConfig& b) {
+  Json ja = model_to_json(a), jb = model_to_json(b);
+  for (const auto& [k, v] : ja.items())
+    if (!(jb.at(k) == v)) return "model." + k + " " + v.dump() + " vs " + jb.at(k).dump();
+  return "";
+}
+
+}  // namespace
+
+void save_checkpoint(const std::string& dir, TransformerLM& model, Optimizer* opt, const TrainerState* state,
+                     const Json& run_config, const std::string& vocab_path) {
+  const std::string staged = dir + ".staging." + std::to_string(::getpid());
+  fs::remove_all(staged);
+  fs::create_directories(staged);
+  std::map<std::string, std::string> meta{{"format", "dtrain-checkpoint-1"},
+                                          {"dtrain.model", model_to_json(model.config()).dump()}};
+  write_safetensors(staged + "/model.safetensors", weight_views(model), meta);
+  if (opt) {
+    std::vector<SafeTensorView> v;
+    for (const auto& s : opt->state()) v.push_back({s.name, DType::f32, {s.numel}, s.data});
+    write_safetensors(staged + "/optimizer.safetensors", v,
+                      {{"optimizer", opt->config().name}, {"steps", std::to_string(opt->steps_taken())}});
+  }
+  if (state) {
+    Json t = state->to_json();
+    t["config"] = run_config;
+    write_file_atomic(staged + "/trainer.json", t.dump(2));
+  }
+  if (!vocab_path.empty()) write_file_atomic(staged + "/vocab.txt", read_file(vocab_path));
+  fs::create_directories(fs::path(dir).parent_path().empty() ? fs::path(".") : fs::path(dir).parent_path());
+  replace_dir_atomic(staged, dir);
+}
+
+ModelConfig checkpoint_model_config(const std::string& dir) {
+  const std::string path = dir + "/model.safetensors";
+  require(fs::exists(path), "checkpoint " + dir + " has no model.safetensors: point at a checkpoint folder "
+                            "(e.g. RUN/model_best or RUN/checkpoints/step_…)");
+  SafetensorsFile f(path);
+  auto it = f.metadata().find("dtrain.model");
+  require(it != f.metadata().end(),
+          path + " has no dtrain.model metadata: it was not written by dtrain; use a dtrain checkpoint");
+  return model_from_json(Json::parse(it->second));
+}
+
+void load_checkpoint(const std::string& dir, TransformerLM& model, Optimizer* opt, TrainerState* state) {
+  const ModelConfig saved = checkpoint_model_config(dir);
+  const std::string diff = describe_difference(saved, model.config());
+  require(diff.empty(), "checkpoint " + dir + " was written for a different model (" + diff +
+                            "): use the config it was trained with, or start a new run dir");
+  SafetensorsFile f(dir + "/model.safetensors");
+  for (const auto& v : weight_views(model)) f.read_into(v.name, DType::f32, v.shape, const_cast<void*>(v.data));
+  if (opt) {
+    const std::string path = dir + "/optimizer.safetensors";
+    require(fs::exists(path), "checkpoint " + dir + " has no optimizer state: resume from a full "
+                              "checkpoint under RUN/checkpoints, not from model_best/model_final");
+    SafetensorsFile o(path);
+    require(o.metadata().count("optimizer") && o.metadata().at("optimizer") == opt->config().name,
+            path + " holds state of another optimizer: resume with the same optim.name");
+    for (const auto& s : opt->state()) o.read_into(s.name, DType::f32, {s.numel}, s.data);
+    opt->set_steps_taken(std::stoll(o.metadata().at("steps")));
+  }
+  if (state) *state = TrainerState::from_json(Json::parse(read_file(dir + "/trainer.json")));
+}
+
+std::string latest_checkpoint(const std::string& run_dir) {
+  const fs::path root = fs::path(run_dir) / "checkpoints";
+  if (!fs::is_directory(root)) return "";
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(root)) {
+    const std::string n = e.path().filename().string();
+    if (e.is_directory() && n.rfind("step_", 0) == 0 && n.find('.') == std::string::npos &&
+        fs::exists(e.path() / "trainer.json"))
+      names.push_back(n);
+  }
+  if (names.empty()) return "";
+  std::sort(names.begin(), names.end());
+  return (root / names.back()).string();
+}
+
+void prune_checkpoints(const std::string& run_dir, int64_t keep) {
+  const fs::path root = fs::path(run_dir) / "checkpoints";
+  if (!fs::is_directory(root)) return;
+  std::vector<fs::path> dirs;
+  for (const auto& e : fs::directory_iterator(root))
+    if (e.is_directory() && e.path().filename().string().rfind("step_", 0) == 0) dirs.push_back(e.path());
+  std::sort(dirs.begin(), dirs.end());
+  for (size_t i = 0; i + keep < dirs.size(); ++i) fs::remove_all(dirs[i]);
+}
+
+}  // namespace dtrain

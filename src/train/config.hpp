@@ -1,0 +1,53 @@
+// The training run's configuration: TOML presets plus `--set key=value` overrides, every key known
+// and typed, so a misspelt key or a bad value is one clear error before anything runs.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "core/json.hpp"
+#include "nn/config.hpp"
+#include "optim/optimizer.hpp"
+
+namespace dtrain {
+
+struct DataConfig {
+  std::string dir = "data/builtin";  // a prepared folder (vocab.txt, train.bin, …)
+  int64_t stride = 1;                // training windows start every `stride` tokens
+  int64_t eval_stride = 0;           // validation/test windows; 0 = seq_len (each token scored once)
+  bool shuffle = true;
+};
+
+struct TrainConfig {
+  int64_t epochs = 10;
+  int64_t max_steps = 0;  // stop after this many optimizer steps in total; 0 = no limit
+  int64_t batch_size = 512;
+  uint64_t seed = 1;
+  int threads = 0;        // 0 = all cores
+  std::string precision = "f32";  // f32 | bf16 (bf16 matmuls, f32 master weights and accumulation)
+  int64_t eval_every = 0;         // steps between evaluations in addition to epoch ends; 0 = epochs only
+  int64_t eval_max_batches = 0;   // cap on validation batches per evaluation; 0 = all
+  int64_t checkpoint_every = 0;   // steps between checkpoints in addition to epoch ends; 0 = epochs only
+  int64_t keep_checkpoints = 2;
+  int64_t log_every = 10;         // steps between metrics.jsonl points
+  bool progress = true;           // progress line on a terminal
+};
+
+struct RunConfig {
+  ModelConfig model;
+  DataConfig data;
+  TrainConfig train;
+  OptimizerConfig optim;
+
+  // Applies `key=value` (e.g. "train.lr=0.001"); Error for unknown keys or bad values.
+  void set(const std::string& key, const std::string& value, const std::string& origin = "--set");
+  void load_toml(const std::string& path);
+  void validate() const;  // everything but model.vocab_size, which comes from the data
+  Json to_json() const;
+  static std::vector<std::string> known_keys();
+};
+
+// The model section as JSON (stored in checkpoints; resume checks it) and back.
+Json model_to_json(const ModelConfig& m);
+ModelConfig model_from_json(const Json& j);
+
+}  // namespace dtrain

@@ -1,0 +1,75 @@
+// dump_parity (see debug_dump.hpp). Dropout is off: the two sides draw different masks.
+#include "train/debug_dump.hpp"
+
+#include <filesystem>
+#include <vector>
+
+#include "ckpt/safetensors.hpp"
+#include "data/dataset.hpp"
+#include "data/token_file.hpp"
+#include "nn/transformer.hpp"
+
+namespace dtrain {
+
+void dump_parity(const RunConfig& cfg_in, const std::string& out, int64_t steps) {
+  RunConfig cfg = cfg_in;
+  TokenFile tokens(cfg.data.dir + "/train.bin");
+  cfg.model.vocab_size = tokens.vocab_size();
+  cfg.model.dropout = 0.0f;
+  const int64_t B = cfg.train.batch_size, T = cfg.model.seq_len, V = cfg.model.vocab_size;
+  WindowDataset data(tokens, T, cfg.data.stride);
+  require(data.size() >= B * steps, "parity dump needs " + std::to_string(B * steps) +
+                                        " windows: use a smaller train.batch_size or fewer steps");
+  std::filesystem::create_directories(out);
+  TransformerLM model(cfg.model, B);
+  model.init_weights(cfg.train.seed);
+  std::vector<SafeTensorView> weights;
+  for (Unit* u : model.units())
+    for (const auto& p : u->params()) weights.push_back({p.name, DType::f32, p.shape, u->param_data() + p.offset});
+  const OptimizerConfig& oc = cfg.optim;
+  auto str = [](double x) {
+    char b[64];
+    std::snprintf(b, sizeof b, "%.9g", x);
+    return std::string(b);
+  };
+  write_safetensors(out + "/weights.safetensors", weights,
+                    {{"dtrain.model", cfg.to_json()["model"].dump()}, {"lr", str(oc.lr)}, {"beta1", str(oc.beta1)},
+                     {"beta2", str(oc.beta2)}, {"eps", str(oc.eps)}, {"weight_decay", str(oc.weight_decay)},
+                     {"steps", std::to_string(steps)}});
+  std::vector<int32_t> in(size_t(steps * B * T)), tg(in.size());
+  for (int64_t i = 0; i < steps * B; ++i) data.get(i, in.data() + i * T, tg.data() + i * T);
+  write_safetensors(out + "/batch.safetensors",
+                    {{"inputs", DType::i32, {steps, B, T}, in.data()}, {"targets", DType::i32, {steps, B, T}, tg.data()}});
+
+  StepContext ctx;
+  ctx.B = B;
+  ctx.T = T;
+  ctx.loss_scale = 1.0f / float(B * T);
+  ctx.precision = cfg.train.precision == "bf16" ? Precision::bf16 : Precision::f32;
+  std::vector<float> logits(size_t(B * T * V));
+  model.logits(in.data(), ctx, logits.data());
+  model.zero_grad();
+  float loss = float(model.forward_backward(in.data(), tg.data(), ctx) / double(B * T));
+  std::vector<std::vector<float>> grads;
+  std::vector<SafeTensorView> outv{{"logits", DType::f32, {B, T, V}, logits.data()}, {"loss", DType::f32, {1}, &loss}};
+  for (Unit* u : model.units())
+    for (const auto& p : u->params()) {
+      grads.emplace_back(u->grad_data() + p.offset, u->grad_data() + p.offset + p.numel());
+      outv.push_back({"grad." + p.name, DType::f32, p.shape, nullptr});
+    }
+  for (size_t i = 0; i < grads.size(); ++i) outv[i + 2].data = grads[i].data();
+
+  std::vector<ParamShard> shards;
+  for (Unit* u : model.units()) shards.push_back({u->param_data(), u->grad_data(), u->numel()});
+  Optimizer opt(cfg.optim, shards);
+  std::vector<float> losses(static_cast<size_t>(steps));
+  for (int64_t s = 0; s < steps; ++s) {
+    model.zero_grad();
+    losses[size_t(s)] = float(model.forward_backward(in.data() + s * B * T, tg.data() + s * B * T, ctx) / double(B * T));
+    opt.step(oc.lr);
+  }
+  outv.push_back({"losses", DType::f32, {steps}, losses.data()});
+  write_safetensors(out + "/dtrain.safetensors", outv);
+}
+
+}  // namespace dtrain

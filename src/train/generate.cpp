@@ -1,0 +1,69 @@
+// generate_text (see generate.hpp).
+#include "train/generate.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <vector>
+
+#include "core/philox.hpp"
+#include "data/vocab.hpp"
+#include "train/checkpoint.hpp"
+
+namespace dtrain {
+
+std::string generate_text(const GenerateOptions& o) {
+  require(o.tokens >= 0, "--tokens must not be negative");
+  require(o.temperature >= 0, "--temperature must not be negative: use 0 for greedy");
+  const ModelConfig mc = checkpoint_model_config(o.checkpoint);
+  const std::string vocab_path = o.checkpoint + "/vocab.txt";
+  require(std::filesystem::exists(vocab_path),
+          "checkpoint " + o.checkpoint + " has no vocab.txt: use a checkpoint written by `dtrain train`");
+  const Vocabulary vocab = Vocabulary::load(vocab_path);
+  require(vocab.size() == mc.vocab_size, "checkpoint " + o.checkpoint + ": vocab.txt has " +
+                                             std::to_string(vocab.size()) + " words but the model " +
+                                             std::to_string(mc.vocab_size) + ": the checkpoint is inconsistent");
+  TransformerLM model(mc, 1);
+  load_checkpoint(o.checkpoint, model, nullptr, nullptr);
+
+  std::vector<uint32_t> ids = vocab.encode_line(o.prompt);
+  if (!ids.empty() && vocab.has_eos() && ids.back() == vocab.eos_id()) ids.pop_back();  // continue the line
+  if (ids.empty()) ids.push_back(vocab.has_eos() ? vocab.eos_id() : 0);
+  const size_t prompt_len = ids.size();
+  std::vector<float> logits(size_t(mc.seq_len * mc.vocab_size));
+  std::vector<int32_t> window;
+  const RandomStream rng{o.seed, 0x9e11u, 0x5eedu, 0};
+  for (int64_t n = 0; n < o.tokens; ++n) {
+    const size_t start = ids.size() > size_t(mc.seq_len) ? ids.size() - size_t(mc.seq_len) : 0;
+    window.assign(ids.begin() + int64_t(start), ids.end());
+    StepContext ctx;
+    ctx.B = 1;
+    ctx.T = int64_t(window.size());
+    model.logits(window.data(), ctx, logits.data());
+    const float* last = logits.data() + (ctx.T - 1) * mc.vocab_size;
+    std::vector<std::pair<float, uint32_t>> cand;
+    for (int64_t v = 0; v < mc.vocab_size; ++v) cand.push_back({last[v], uint32_t(v)});
+    std::sort(cand.begin(), cand.end(), [](auto a, auto b) { return a.first > b.first; });
+    uint32_t next = cand[0].second;
+    if (o.temperature > 0) {
+      const size_t k = o.top_k > 0 ? std::min<size_t>(size_t(o.top_k), cand.size()) : cand.size();
+      std::vector<double> p(k);
+      double sum = 0;
+      for (size_t i = 0; i < k; ++i) sum += p[i] = std::exp(double(cand[i].first - cand[0].first) / o.temperature);
+      double u = double(rng.uniform(uint64_t(n))) * sum;
+      for (size_t i = 0; i < k; ++i) {
+        next = cand[i].second;
+        if ((u -= p[i]) <= 0) break;
+      }
+    }
+    ids.push_back(next);
+  }
+  std::string out = o.prompt;
+  for (size_t i = prompt_len; i < ids.size(); ++i) {
+    const std::string& w = vocab.word(ids[i]);
+    out += w == "<eos>" ? "\n" : (out.empty() || out.back() == '\n' ? "" : " ") + w;
+  }
+  return out;
+}
+
+}  // namespace dtrain

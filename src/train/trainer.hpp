@@ -1,0 +1,38 @@
+// The Trainer: epochs of steps over the prepared data, evaluation, checkpoints, resume, metrics
+// (course line per epoch, metrics.jsonl, TensorBoard, summary.json).
+#pragma once
+#include <memory>
+#include <string>
+
+#include "data/dataset.hpp"
+#include "data/token_file.hpp"
+#include "train/checkpoint.hpp"
+#include "train/config.hpp"
+
+namespace dtrain {
+
+struct EvalResult {
+  double loss = 0.0;  // token-weighted mean cross-entropy
+  int64_t tokens = 0;
+};
+
+// Mean loss of `model` over a dataset's windows in order (no dropout).
+EvalResult evaluate(TransformerLM& model, const WindowDataset& data, int64_t batch_size, int64_t max_batches,
+                    Precision precision);
+
+// Sets the OpenMP thread count (0 = all cores) and returns what is in effect.
+int configure_threads(int threads);
+
+class Trainer {
+ public:
+  // Fresh run into run_dir, or, with resume, continue from run_dir's latest checkpoint.
+  Trainer(RunConfig config, std::string run_dir, bool resume);
+  ~Trainer();
+  void run();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace dtrain

@@ -1,0 +1,701 @@
+// Unit tests for src/data: vocabulary, token files, prepare (WikiText and plain text), the
+// built-in corpus, window dataset, distributed sampler and prefetching loader.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <numeric>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/error.hpp"
+#include "data/dataset.hpp"
+#include "data/loader.hpp"
+#include "data/prepare.hpp"
+#include "data/sampler.hpp"
+#include "data/token_file.hpp"
+#include "data/vocab.hpp"
+
+namespace fs = std::filesystem;
+using namespace dtrain;
+
+namespace {
+
+// A fresh folder under /tmp, removed with its contents at the end of the test.
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "dtrain_test_data_XXXXXX").string();
+    char* p = ::mkdtemp(tmpl.data());
+    if (!p) throw std::runtime_error("mkdtemp failed");
+    path = p;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  std::string operator/(const std::string& name) const { return (path / name).string(); }
+};
+
+void write_text(const std::string& path, const std::string& text) {
+  std::ofstream f(path, std::ios::binary);
+  f << text;
+  ASSERT_TRUE(f.good()) << path;
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// Expects `fn` to throw dtrain::Error whose one-line message contains `needle`.
+template <class F>
+void expect_error(F&& fn, const std::string& needle) {
+  try {
+    fn();
+    ADD_FAILURE() << "expected dtrain::Error containing \"" << needle << "\"";
+  } catch (const Error& e) {
+    std::string msg = e.what();
+    EXPECT_NE(msg.find(needle), std::string::npos) << msg;
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << "message must be one line: " << msg;
+  }
+}
+
+std::vector<uint32_t> tokens_of(const TokenFile& f) { return std::vector<uint32_t>(f.data(), f.data() + f.size()); }
+
+}  // namespace
+
+// ----------------------------------------------------------------------------------- vocabulary
+TEST(Vocab, OrderByCountThenAlphabetical) {
+  auto v = Vocabulary::build({"b a c a b a", "", "z y"});
+  ASSERT_EQ(v.size(), 7);
+  EXPECT_EQ(v.word(0), "<unk>");
+  EXPECT_EQ(v.word(1), "<eos>");
+  EXPECT_EQ(v.word(2), "a");
+  EXPECT_EQ(v.word(3), "b");
+  EXPECT_EQ(v.word(4), "c");  // c, y, z all once: alphabetical
+  EXPECT_EQ(v.word(5), "y");
+  EXPECT_EQ(v.word(6), "z");
+  EXPECT_EQ(v.count(2), 3);
+  EXPECT_EQ(v.count(1), 2);  // two non-empty lines
+  EXPECT_EQ(v.id("b"), 3u);
+}
+
+TEST(Vocab, LowercaseAndUnicode) {
+  auto v = Vocabulary::build({"The the THE Ébène ΑΒΓ Жук"});
+  EXPECT_EQ(v.word(2), "the");
+  EXPECT_EQ(v.count(2), 3);
+  EXPECT_EQ(v.id("ThE"), 2u);
+  EXPECT_NE(v.id("ébène"), 0u);
+  EXPECT_EQ(v.id("ÉBÈNE"), v.id("ébène"));
+  EXPECT_NE(v.id("αβγ"), 0u);
+  EXPECT_NE(v.id("жук"), 0u);
+  EXPECT_EQ(lowercase_utf8("ŁÓDŹ Ÿ"), "łódź ÿ");
+
+  VocabOptions keep;
+  keep.lowercase = false;
+  auto k = Vocabulary::build({"The the THE"}, keep);
+  EXPECT_EQ(k.size(), 5);
+  EXPECT_NE(k.id("The"), k.id("the"));
+  EXPECT_EQ(k.id("tHe"), 0u);
+}
+
+TEST(Vocab, EosAndUnk) {
+  auto v = Vocabulary::build({"a b <unk> a", "  \t "});
+  EXPECT_TRUE(v.has_eos());
+  EXPECT_EQ(v.eos_id(), 1u);
+  EXPECT_EQ(v.count(0), 1);  // the text's own <unk>
+  EXPECT_EQ(v.encode_line(" a  b\t<unk> zebra "), (std::vector<uint32_t>{2, 3, 0, 0, 1}));
+  EXPECT_TRUE(v.encode_line("   ").empty());  // no <eos> after an empty line
+  EXPECT_EQ(v.id("never-seen"), 0u);
+  EXPECT_EQ(v.decode(v.encode_line("a b")), "a b <eos>");
+
+  VocabOptions no_eos;
+  no_eos.eos = false;
+  auto n = Vocabulary::build({"a b a"}, no_eos);
+  EXPECT_FALSE(n.has_eos());
+  EXPECT_EQ(n.size(), 3);
+  EXPECT_EQ(n.word(1), "a");
+  EXPECT_EQ(n.encode_line("a b"), (std::vector<uint32_t>{1, 2}));
+  EXPECT_EQ(n.id("<eos>"), 0u);
+}
+
+TEST(Vocab, MinFreqAndMaxSize) {
+  VocabOptions o;
+  o.min_freq = 2;
+  auto v = Vocabulary::build({"a a a b b c d <unk>"}, o);
+  EXPECT_EQ(v.size(), 4);  // <unk> <eos> a b
+  EXPECT_EQ(v.id("c"), 0u);
+  EXPECT_EQ(v.count(0), 3);  // c, d and the text's <unk>
+
+  VocabOptions m;
+  m.max_size = 3;
+  auto w = Vocabulary::build({"a a a b b c"}, m);
+  EXPECT_EQ(w.size(), 3);
+  EXPECT_EQ(w.word(2), "a");
+  EXPECT_EQ(w.id("b"), 0u);
+  EXPECT_EQ(w.count(0), 3);
+
+  VocabOptions bad;
+  bad.min_freq = 0;
+  expect_error([&] { VocabBuilder b(bad); }, "min_freq");
+  VocabOptions tiny;
+  tiny.max_size = 1;
+  expect_error([&] { VocabBuilder b(tiny); }, "max_size");
+  expect_error([&] { v.word(99); }, "outside the vocabulary");
+}
+
+TEST(Vocab, SaveLoadRoundTrip) {
+  TempDir d;
+  for (bool lower : {false, true}) {
+    for (bool eos : {false, true}) {
+      VocabOptions o;
+      o.lowercase = lower;
+      o.eos = eos;
+      auto v = Vocabulary::build({"Hello world hello", "ÉCOLE x y z x"}, o);
+      v.save(d / "vocab.txt");
+      std::string text = read_text(d / "vocab.txt");
+      EXPECT_EQ(text.substr(0, text.find('\n')), "dtrain-vocab 1 lower=" + std::string(lower ? "1" : "0") +
+                                                     " eos=" + (eos ? "1" : "0"));
+      auto l = Vocabulary::load(d / "vocab.txt");
+      ASSERT_EQ(l.size(), v.size());
+      EXPECT_EQ(l.lowercase(), lower);
+      EXPECT_EQ(l.has_eos(), eos);
+      for (uint32_t i = 0; i < uint32_t(v.size()); ++i) {
+        EXPECT_EQ(l.word(i), v.word(i));
+        EXPECT_EQ(l.count(i), v.count(i));
+      }
+      EXPECT_EQ(l.encode_line("HELLO École q"), v.encode_line("HELLO École q"));
+    }
+  }
+}
+
+TEST(Vocab, LoadRejectsMalformedFiles) {
+  TempDir d;
+  auto bad = [&](const std::string& text, const std::string& needle) {
+    write_text(d / "v.txt", text);
+    expect_error([&] { Vocabulary::load(d / "v.txt"); }, needle);
+  };
+  bad("", "is empty");
+  bad("dtrain-vocab 2 lower=1 eos=1\n<unk>\t0\n", "no valid header");
+  bad("hello\t3\n", "no valid header");
+  bad("dtrain-vocab 1 lower=1 eos=1\n<unk>\t0\n<eos>\t1\nword\n", "line 4 is malformed");
+  bad("dtrain-vocab 1 lower=1 eos=1\n<unk>\t0\n<eos>\t1\nword\tx\n", "bad count");
+  bad("dtrain-vocab 1 lower=1 eos=1\n<unk>\t0\n<eos>\t1\nword\t-2\n", "bad count");
+  bad("dtrain-vocab 1 lower=1 eos=1\n<unk>\t0\n<eos>\t1\na\t2\na\t1\n", "repeats");
+  bad("dtrain-vocab 1 lower=1 eos=0\na\t1\n", "<unk> first");
+  bad("dtrain-vocab 1 lower=1 eos=1\n<unk>\t0\na\t1\n", "<eos> second");
+  bad("dtrain-vocab 1 lower=1 eos=1\n<unk>\t0\n", "lists no words");
+  bad("dtrain-vocab 1 lower=1 eos=0\n<unk>\t0\nx y\t1\n", "whitespace");
+  expect_error([&] { Vocabulary::load(d / "missing.txt"); }, "cannot read");
+}
+
+// ---------------------------------------------------------------------------------- token files
+TEST(TokenFile, RoundTrip) {
+  TempDir d;
+  std::vector<uint32_t> ids{5, 0, 9, 3, 3, 1};
+  write_token_file(d / "t.bin", 10, ids);
+  EXPECT_EQ(fs::file_size(d / "t.bin"), 32u + 4 * ids.size());
+  EXPECT_EQ(read_text(d / "t.bin").substr(0, 8), "DTRTOK01");
+  TokenFile f(d / "t.bin");
+  EXPECT_EQ(f.size(), 6);
+  EXPECT_EQ(f.vocab_size(), 10u);
+  EXPECT_EQ(tokens_of(f), ids);
+  EXPECT_EQ(f[2], 9u);
+  f.check_ids();
+  TokenFile moved(std::move(f));
+  EXPECT_EQ(moved.size(), 6);
+  EXPECT_EQ(tokens_of(moved), ids);
+
+  write_token_file(d / "empty.bin", 3, std::vector<uint32_t>{});
+  TokenFile e(d / "empty.bin");
+  EXPECT_EQ(e.size(), 0);
+  // No temporary files are left behind.
+  int n = 0;
+  for (auto& p : fs::directory_iterator(d.path)) n += p.path().string().find(".tmp") != std::string::npos;
+  EXPECT_EQ(n, 0);
+}
+
+TEST(TokenFile, CorruptFilesRaiseError) {
+  TempDir d;
+  std::vector<uint32_t> ids(100, 7);
+  write_token_file(d / "t.bin", 8, ids);
+  std::string good = read_text(d / "t.bin");
+
+  fs::resize_file(d / "t.bin", good.size() - 4);
+  expect_error([&] { TokenFile f(d / "t.bin"); }, "is truncated: header says 100 tokens");
+  expect_error([&] { TokenFile f(d / "t.bin"); }, "run `dtrain data prepare` again");
+
+  write_text(d / "t.bin", good + "xxxx");
+  expect_error([&] { TokenFile f(d / "t.bin"); }, "more than the 100 tokens");
+
+  write_text(d / "t.bin", good.substr(0, 20));
+  expect_error([&] { TokenFile f(d / "t.bin"); }, "truncated");
+
+  std::string magic = good;
+  magic[0] = 'X';
+  write_text(d / "t.bin", magic);
+  expect_error([&] { TokenFile f(d / "t.bin"); }, "not a dtrain token file");
+
+  std::string version = good;
+  version[8] = 2;
+  write_text(d / "t.bin", version);
+  expect_error([&] { TokenFile f(d / "t.bin"); }, "version 2");
+
+  expect_error([&] { TokenFile f(d / "nope.bin"); }, "cannot open token file");
+
+  std::string bad_id = good;
+  bad_id[32 + 4 * 57] = 8;  // id 8 with vocab_size 8
+  write_text(d / "t.bin", bad_id);
+  TokenFile f(d / "t.bin");  // ids are not checked eagerly
+  expect_error([&] { f.check_ids(); }, "id 8 at position 57");
+}
+
+// ------------------------------------------------------------------------------------- prepare
+namespace {
+const char* kWikiTrain =
+    " \n = Valkyria Chronicles = \n \n The game began development in 2010 . \n It is the <unk> game . \n";
+const char* kWikiValid = " \n = Other = \n \n The game is new . \n";
+const char* kWikiTest = " \n The Zebra began . \n";
+}  // namespace
+
+TEST(Prepare, WikiTextFolder) {
+  for (const char* pattern : {"wiki.%.tokens", "%.txt"}) {
+    TempDir d;
+    fs::create_directories(d.path / "in");
+    auto name = [&](const std::string& split) {
+      std::string p = pattern;
+      return (d.path / "in" / p.replace(p.find('%'), 1, split)).string();
+    };
+    write_text(name("train"), kWikiTrain);
+    write_text(name("valid"), kWikiValid);
+    write_text(name("test"), kWikiTest);
+    PrepareOptions o;
+    o.input = (d.path / "in").string();
+    o.out_dir = d / "out";
+    PrepareReport r = prepare_dataset(o);
+    EXPECT_EQ(r.format, "wikitext");
+    // train: "= valkyria chronicles =" (4+eos) + 7+eos + 6+eos = 20 tokens.
+    EXPECT_EQ(r.train_tokens, 20);
+    EXPECT_EQ(r.valid_tokens, 3 + 1 + 5 + 1);
+    EXPECT_EQ(r.test_tokens, 4 + 1);
+    EXPECT_EQ(r.train_unk, 1);
+
+    Vocabulary v = Vocabulary::load(d / "out/vocab.txt");
+    EXPECT_EQ(v.size(), r.vocab_size);
+    EXPECT_EQ(v.word(2), ".");  // ".", "=", "game", "the" twice each: byte order
+    EXPECT_EQ(v.word(3), "=");
+    EXPECT_EQ(v.word(5), "the");
+    TokenFile train(d / "out/train.bin"), valid(d / "out/valid.bin"), test(d / "out/test.bin");
+    EXPECT_EQ(train.size(), r.train_tokens);
+    EXPECT_EQ(train.vocab_size(), uint32_t(v.size()));
+    train.check_ids();
+    EXPECT_EQ(v.decode(std::vector<uint32_t>(train.data(), train.data() + 5)), "= valkyria chronicles = <eos>");
+    EXPECT_EQ(v.decode(tokens_of(test)), "the <unk> began . <eos>");  // "zebra" is not in train
+
+    auto meta = read_meta(d / "out/meta.txt");
+    EXPECT_EQ(meta.at("vocab_size"), std::to_string(v.size()));
+    EXPECT_EQ(meta.at("train_tokens"), "20");
+    EXPECT_EQ(meta.at("valid_tokens"), "10");
+    EXPECT_EQ(meta.at("test_tokens"), "5");
+    EXPECT_EQ(meta.at("lowercase"), "1");
+    EXPECT_EQ(meta.at("eos"), "1");
+    EXPECT_EQ(meta.at("source"), o.input);
+  }
+}
+
+TEST(Prepare, PlainTextSplitsByParagraph) {
+  TempDir d;
+  std::string text;
+  for (int p = 0; p < 100; ++p) {
+    for (int l = 0; l < 3; ++l) text += "Para" + std::to_string(p) + " line words\n";
+    text += "\n";
+  }
+  write_text(d / "corpus.txt", text);
+  PrepareOptions o;
+  o.input = d / "corpus.txt";
+  o.out_dir = d / "out";
+  PrepareReport r = prepare_dataset(o);
+  EXPECT_EQ(r.format, "plain");
+  EXPECT_EQ(r.train_tokens, 80 * 3 * 4);
+  EXPECT_EQ(r.valid_tokens, 10 * 3 * 4);
+  EXPECT_EQ(r.test_tokens, 10 * 3 * 4);
+  // valid and test words were never in train: all <unk> except shared words.
+  Vocabulary v = Vocabulary::load(d / "out/vocab.txt");
+  EXPECT_NE(v.id("para79"), 0u);
+  EXPECT_EQ(v.id("para80"), 0u);
+  TokenFile train(d / "out/train.bin");
+  EXPECT_EQ(v.word(train[train.size() - 4]), "para79");
+
+  // Cut points snap back to paragraph starts: 10 paragraphs of 6 lines + a blank, 3 trailing
+  // blanks (73 lines): test target line 65 -> 63, valid target 55 -> 49.
+  TempDir e;
+  std::string t2;
+  for (int p = 0; p < 10; ++p) {
+    for (int l = 0; l < 6; ++l) t2 += "w" + std::to_string(p) + "\n";
+    t2 += "\n";
+  }
+  t2 += "\n\n\n";
+  write_text(e / "c.txt", t2);
+  PrepareOptions o2;
+  o2.input = e / "c.txt";
+  o2.out_dir = e / "out";
+  o2.eos = false;
+  PrepareReport r2 = prepare_dataset(o2);
+  EXPECT_EQ(r2.train_tokens, 7 * 6);
+  EXPECT_EQ(r2.valid_tokens, 2 * 6);
+  EXPECT_EQ(r2.test_tokens, 6);
+}
+
+TEST(Prepare, PlainFolderFilesSortedByName) {
+  TempDir d;
+  fs::create_directories(d.path / "in");
+  std::string b, a;
+  for (int i = 0; i < 20; ++i) b += "bravo\n\n";
+  for (int i = 0; i < 20; ++i) a += "alpha\n\n";
+  write_text(d / "in/b.txt", b);
+  write_text(d / "in/a.txt", a);
+  write_text(d / "in/.hidden", "hidden words\n");
+  fs::create_symlink(d / "in/a.txt", d / "in/c-link.txt");  // same file once
+  PrepareOptions o;
+  o.input = d / "in";
+  o.out_dir = d / "out";
+  o.eos = false;
+  PrepareReport r = prepare_dataset(o);
+  EXPECT_EQ(r.train_tokens + r.valid_tokens + r.test_tokens, 40);
+  EXPECT_EQ(r.train_tokens, 32);
+  Vocabulary v = Vocabulary::load(d / "out/vocab.txt");
+  TokenFile train(d / "out/train.bin"), test(d / "out/test.bin");
+  EXPECT_EQ(v.word(train[0]), "alpha");
+  EXPECT_EQ(v.word(test[0]), "bravo");
+  EXPECT_EQ(v.id("hidden"), 0u);
+}
+
+TEST(Prepare, ErrorPaths) {
+  TempDir d;
+  PrepareOptions o;
+  o.out_dir = d / "out";
+
+  o.input = d / "missing";
+  expect_error([&] { prepare_dataset(o); }, "not found");
+
+  write_text(d / "blank.txt", "\n   \n\n");
+  o.input = d / "blank.txt";
+  expect_error([&] { prepare_dataset(o); }, "empty train split");
+
+  fs::create_directories(d.path / "emptydir");
+  o.input = d / "emptydir";
+  expect_error([&] { prepare_dataset(o); }, "has no text files");
+
+  fs::create_directories(d.path / "half");
+  write_text(d / "half/wiki.train.tokens", "a b c\n");
+  o.input = d / "half";
+  expect_error([&] { prepare_dataset(o); }, "but no wiki.valid.tokens");
+
+  fs::create_directories(d.path / "dirsplit/valid.txt");  // a folder where a file should be
+  write_text(d / "dirsplit/train.txt", "a b c\n");
+  write_text(d / "dirsplit/test.txt", "a b c\n");
+  o.input = d / "dirsplit";
+  expect_error([&] { prepare_dataset(o); }, "cannot read");
+
+  fs::create_directories(d.path / "notrain");
+  write_text(d / "notrain/train.txt", "\n\n");
+  write_text(d / "notrain/valid.txt", "a\n");
+  write_text(d / "notrain/test.txt", "a\n");
+  o.input = d / "notrain";
+  expect_error([&] { prepare_dataset(o); }, "has no tokens");
+
+  write_text(d / "ok.txt", "a b c\n\nd e f\n");
+  o.input = d / "ok.txt";
+  o.valid_fraction = 0.6;
+  o.test_fraction = 0.5;
+  expect_error([&] { prepare_dataset(o); }, "valid_fraction");
+  o.valid_fraction = o.test_fraction = 0.1;
+
+  o.min_freq = 0;
+  expect_error([&] { prepare_dataset(o); }, "min_freq");
+  o.min_freq = 1;
+
+  o.input = d / "half";
+  o.out_dir = d / "half";
+  expect_error([&] { prepare_dataset(o); }, "is the input folder");
+
+  write_text(d / "meta.txt", "a=1\nbroken line\n");
+  expect_error([&] { read_meta(d / "meta.txt"); }, "line 2 is malformed");
+}
+
+// ------------------------------------------------------------------------------ built-in corpus
+TEST(BuiltinCorpus, SplitRuleAndSymlinks) {
+  TempDir d;
+  fs::create_directories(d.path / "src");
+  std::string a;
+  for (int p = 0; p < 12; ++p) a += "para" + std::to_string(p) + " first\nsecond line\n\n\n";
+  write_text(d / "src/A", a);
+  fs::create_symlink("A", d / "src/B");  // like GPL -> GPL-3: skipped
+  make_builtin_corpus(d / "out", (d.path / "src").string());
+  std::string train = read_text(d / "out/train.txt"), valid = read_text(d / "out/valid.txt"),
+              test = read_text(d / "out/test.txt");
+  EXPECT_EQ(valid, "para8 first\nsecond line\n\n");
+  EXPECT_EQ(test, "para9 first\nsecond line\n\n");
+  EXPECT_NE(train.find("para10 first"), std::string::npos);
+  EXPECT_EQ(train.find("para8 "), std::string::npos);
+  size_t paras = 0;
+  for (size_t pos = 0; (pos = train.find("second line", pos)) != std::string::npos; ++pos) ++paras;
+  EXPECT_EQ(paras, 10u);  // 0-7, 10, 11; the symlink adds nothing
+}
+
+TEST(BuiltinCorpus, Errors) {
+  TempDir d;
+  expect_error([&] { make_builtin_corpus(d / "out", d / "nowhere"); }, "pass your own text with `dtrain data prepare --input DIR`");
+  fs::create_directories(d.path / "empty");
+  expect_error([&] { make_builtin_corpus(d / "out", d / "empty"); }, "is empty");
+  fs::create_directories(d.path / "few");
+  write_text(d / "few/x", "one\n\ntwo\n");
+  expect_error([&] { make_builtin_corpus(d / "out", d / "few"); }, "too little text");
+}
+
+TEST(BuiltinCorpus, DebianLicences) {
+  if (!fs::is_directory("/usr/share/common-licenses")) GTEST_SKIP() << "/usr/share/common-licenses is absent";
+  TempDir d;
+  make_builtin_corpus(d / "corpus");
+  for (const char* s : {"train.txt", "valid.txt", "test.txt"}) EXPECT_GT(fs::file_size(d.path / "corpus" / s), 1000u) << s;
+  PrepareOptions o;
+  o.input = d / "corpus";
+  o.out_dir = d / "prepared";
+  PrepareReport r = prepare_dataset(o);
+  EXPECT_EQ(r.format, "wikitext");
+  EXPECT_GT(r.vocab_size, 1000);
+  EXPECT_GT(r.train_tokens, 20000);
+  EXPECT_GT(r.valid_tokens, 1000);
+  EXPECT_GT(r.test_tokens, 1000);
+}
+
+// ------------------------------------------------------------------------------------- dataset
+namespace {
+// A token file holding 0, 1, ..., n-1.
+std::string iota_file(const TempDir& d, int n) {
+  std::vector<uint32_t> ids(static_cast<size_t>(n));
+  std::iota(ids.begin(), ids.end(), 0u);
+  std::string p = d / ("iota" + std::to_string(n) + ".bin");
+  write_token_file(p, uint32_t(n + 1), ids);
+  return p;
+}
+}  // namespace
+
+TEST(WindowDataset, WindowsAndStride) {
+  TempDir d;
+  TokenFile f(iota_file(d, 20));
+  WindowDataset ds(f, 4, 1);
+  EXPECT_EQ(ds.size(), 16);
+  std::vector<int32_t> in(4), tg(4);
+  for (int64_t i = 0; i < ds.size(); ++i) {
+    ds.get(i, in.data(), tg.data());
+    for (int t = 0; t < 4; ++t) {
+      EXPECT_EQ(in[t], i + t);
+      EXPECT_EQ(tg[t], in[t] + 1);
+    }
+  }
+  WindowDataset s3(f, 4, 3);
+  EXPECT_EQ(s3.size(), 6);  // starts 0, 3, ..., 15
+  s3.get(5, in.data(), tg.data());
+  EXPECT_EQ(in, (std::vector<int32_t>{15, 16, 17, 18}));
+  EXPECT_EQ(tg, (std::vector<int32_t>{16, 17, 18, 19}));
+  WindowDataset exact(f, 19, 1);
+  EXPECT_EQ(exact.size(), 1);
+}
+
+TEST(WindowDataset, Errors) {
+  TempDir d;
+  TokenFile f(iota_file(d, 4));
+  expect_error([&] { WindowDataset ds(f, 4, 1); }, "has only 4 tokens, fewer than seq_len+1 = 5");
+  expect_error([&] { WindowDataset ds(f, 0, 1); }, "seq_len");
+  expect_error([&] { WindowDataset ds(f, 2, 0); }, "stride");
+}
+
+// ------------------------------------------------------------------------------------- sampler
+TEST(Sampler, CoversEveryIndexWithPadding) {
+  for (int64_t n : {1, 7, 10, 11, 12}) {
+    for (int R : {1, 2, 3}) {
+      for (bool shuffle : {false, true}) {
+        std::map<int64_t, int> seen;
+        int64_t per_rank = (n + R - 1) / R;
+        for (int r = 0; r < R; ++r) {
+          DistributedSampler s(n, shuffle, 42, R, r);
+          s.set_epoch(3);
+          ASSERT_EQ(s.size(), per_rank);
+          for (int64_t i : s.indices()) ++seen[i];
+        }
+        ASSERT_EQ(int64_t(seen.size()), n) << "n=" << n << " R=" << R;
+        std::vector<int64_t> order;
+        DistributedSampler::permutation(n, 42, 3, order);
+        if (!shuffle) std::iota(order.begin(), order.end(), int64_t(0));
+        // Padding repeats the order from its start (more than once when total > 2n).
+        const int64_t total = per_rank * R;
+        for (int64_t k = 0; k < n; ++k) {
+          int64_t want = total / n + (k < total % n ? 1 : 0);
+          EXPECT_EQ(seen[order[size_t(k)]], want) << "n=" << n << " R=" << R << " k=" << k;
+        }
+      }
+    }
+  }
+}
+
+TEST(Sampler, DropLastAndRankStriding) {
+  for (int R : {1, 2, 3}) {
+    std::set<int64_t> seen;
+    for (int r = 0; r < R; ++r) {
+      DistributedSampler s(11, true, 7, R, r, /*drop_last=*/true);
+      EXPECT_EQ(s.size(), 11 / R);
+      for (int64_t i : s.indices()) EXPECT_TRUE(seen.insert(i).second);
+    }
+    EXPECT_EQ(int64_t(seen.size()), (11 / R) * R);
+  }
+  DistributedSampler plain(10, false, 0, 3, 1);
+  EXPECT_EQ(plain.indices(), (std::vector<int64_t>{1, 4, 7, 0}));  // positions 1, 4, 7, 10 -> 10 % 10 = 0
+  DistributedSampler tiny(2, true, 0, 4, 3);  // pad repeats the order more than once
+  EXPECT_EQ(tiny.size(), 1);
+}
+
+TEST(Sampler, ReshufflesAcrossEpochsDeterministically) {
+  DistributedSampler a(1000, true, 1), b(1000, true, 1), c(1000, true, 2);
+  EXPECT_EQ(a.indices(), b.indices());
+  EXPECT_NE(a.indices(), c.indices());
+  std::vector<int64_t> e0 = a.indices();
+  std::vector<int64_t> sorted = e0;
+  std::sort(sorted.begin(), sorted.end());
+  for (int64_t i = 0; i < 1000; ++i) ASSERT_EQ(sorted[size_t(i)], i);
+  a.set_epoch(1);
+  EXPECT_NE(a.indices(), e0);
+  a.set_epoch(0);
+  EXPECT_EQ(a.indices(), e0);
+  a.set_epoch(int64_t(1) << 40);  // high epoch bits matter
+  std::vector<int64_t> hi = a.indices();
+  a.set_epoch(0);
+  EXPECT_NE(hi, a.indices());
+
+  // Rough uniformity: where does element 0 land over many epochs?
+  std::vector<int> pos(3, 0);
+  DistributedSampler u(3, true, 9);
+  for (int e = 0; e < 3000; ++e) {
+    u.set_epoch(e);
+    ++pos[size_t(std::find(u.indices().begin(), u.indices().end(), 0) - u.indices().begin())];
+  }
+  for (int p : pos) EXPECT_NEAR(p, 1000, 150);
+}
+
+TEST(Sampler, Errors) {
+  expect_error([] { DistributedSampler s(10, true, 0, 2, 2); }, "rank 2");
+  expect_error([] { DistributedSampler s(10, true, 0, 0, 0); }, "replicas");
+  expect_error([] { DistributedSampler s(-1, true, 0); }, "negative");
+}
+
+// -------------------------------------------------------------------------------------- loader
+TEST(BatchLoader, YieldsAllSamplesAndPartialBatch) {
+  TempDir d;
+  TokenFile f(iota_file(d, 53));
+  WindowDataset ds(f, 3, 1);  // 50 windows
+  ASSERT_EQ(ds.size(), 50);
+  DistributedSampler s(ds.size(), true, 5);
+  for (bool prefetch : {true, false}) {
+    for (bool drop_last : {false, true}) {
+      BatchLoader loader(ds, s, 8, drop_last, prefetch);
+      EXPECT_EQ(loader.num_batches(), drop_last ? 6 : 7);
+      for (int epoch = 0; epoch < 2; ++epoch) {
+        loader.start_epoch();
+        Batch b;
+        std::vector<int64_t> order;
+        int64_t batches = 0;
+        while (loader.next(b)) {
+          ++batches;
+          EXPECT_EQ(b.seq_len, 3);
+          EXPECT_EQ(int64_t(b.input.size()), b.rows * 3);
+          EXPECT_EQ(int64_t(b.sample_index.size()), b.rows);
+          for (int64_t r = 0; r < b.rows; ++r) {
+            int64_t idx = b.sample_index[size_t(r)];
+            order.push_back(idx);
+            for (int t = 0; t < 3; ++t) {
+              EXPECT_EQ(b.input[size_t(r * 3 + t)], idx + t);
+              EXPECT_EQ(b.target[size_t(r * 3 + t)], idx + t + 1);
+            }
+          }
+          if (batches == 7) {
+            EXPECT_EQ(b.rows, 2);
+          }
+        }
+        EXPECT_FALSE(loader.next(b));  // stays at the end
+        EXPECT_EQ(batches, loader.num_batches());
+        std::vector<int64_t> want(s.indices().begin(), s.indices().begin() + (drop_last ? 48 : 50));
+        EXPECT_EQ(order, want);  // sampler order
+      }
+    }
+  }
+}
+
+TEST(BatchLoader, NoAllocationAfterFirstBatch) {
+  TempDir d;
+  TokenFile f(iota_file(d, 200));
+  WindowDataset ds(f, 16, 1);
+  DistributedSampler s(ds.size(), true, 1, 2, 1);
+  BatchLoader loader(ds, s, 10, false);
+  Batch b;
+  const int32_t* in_ptr = nullptr;
+  const int32_t* tg_ptr = nullptr;
+  const int64_t* ix_ptr = nullptr;
+  for (int epoch = 0; epoch < 3; ++epoch) {
+    s.set_epoch(epoch);
+    loader.start_epoch();
+    std::set<int64_t> seen;
+    while (loader.next(b)) {
+      if (!in_ptr) {
+        in_ptr = b.input.data();
+        tg_ptr = b.target.data();
+        ix_ptr = b.sample_index.data();
+      }
+      EXPECT_EQ(b.input.data(), in_ptr);
+      EXPECT_EQ(b.target.data(), tg_ptr);
+      EXPECT_EQ(b.sample_index.data(), ix_ptr);
+      for (int64_t i : b.sample_index) seen.insert(i);
+    }
+    EXPECT_EQ(int64_t(seen.size()), s.size());
+  }
+}
+
+TEST(BatchLoader, StopsCleanlyMidEpoch) {
+  TempDir d;
+  TokenFile f(iota_file(d, 5000));
+  WindowDataset ds(f, 32, 1);
+  DistributedSampler s(ds.size(), true, 3);
+  Batch b;
+  {
+    BatchLoader loader(ds, s, 4, false);
+    loader.start_epoch();
+    ASSERT_TRUE(loader.next(b));
+    loader.start_epoch();  // restart mid-epoch: the old worker is joined
+    ASSERT_TRUE(loader.next(b));
+    EXPECT_EQ(b.sample_index[0], s.indices()[0]);
+  }  // destroyed mid-epoch
+  {
+    BatchLoader loader(ds, s, 4, false);
+    loader.start_epoch();  // destroyed before any next()
+  }
+  BatchLoader never_started(ds, s, 4, false);
+  SUCCEED();
+}
+
+TEST(BatchLoader, Errors) {
+  TempDir d;
+  TokenFile f(iota_file(d, 20));
+  WindowDataset ds(f, 4, 1);
+  DistributedSampler s(ds.size(), false, 0);
+  DistributedSampler wrong(3, false, 0);
+  expect_error([&] { BatchLoader l(ds, s, 0, false); }, "batch size");
+  expect_error([&] { BatchLoader l(ds, wrong, 2, false); }, "sampler covers 3 samples");
+}
