@@ -106,9 +106,9 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
   uint64_t n = 0;
   for (int i = 0; i < 8; ++i) n |= uint64_t(static_cast<uint8_t>(b[size_t(i)])) << (8 * i);
   require(n <= b.size() - 8,
-          "checkpoint " + path + " is truncated or corrupt (header says " + std::to_string(n) +
-              " header bytes, file has only " + std::to_string(b.size() - 8) +
-              " after the length): " + damaged);
+          "checkpoint " + path + " is truncated or corrupt (its length field announces a " +
+              std::to_string(n) + "-byte header but only " + std::to_string(b.size() - 8) +
+              " bytes follow): " + damaged);
   require(n <= kMaxHeader, "checkpoint " + path + " has a " + std::to_string(n) +
                                "-byte header, over the 100 MiB limit: " + damaged);
   Json header;

@@ -6,9 +6,15 @@
 namespace dtrain {
 
 WindowDataset::WindowDataset(const TokenFile& tokens, int64_t seq_len, int64_t stride)
-    : tokens_(tokens.data()), n_tokens_(tokens.size()), vocab_size_(tokens.vocab_size()), seq_len_(seq_len), stride_(stride) {
-  require(seq_len >= 1, "seq_len must be at least 1 (got " + std::to_string(seq_len) + "): set model.seq_len to a positive value");
-  require(stride >= 1, "window stride must be at least 1 (got " + std::to_string(stride) + "): set data.stride to a positive value");
+    : tokens_(tokens.data()),
+      n_tokens_(tokens.size()),
+      vocab_size_(tokens.vocab_size()),
+      seq_len_(seq_len),
+      stride_(stride) {
+  require(seq_len >= 1,
+          "seq_len must be at least 1 (got " + std::to_string(seq_len) + "): set model.seq_len to a positive value");
+  require(stride >= 1,
+          "window stride must be at least 1 (got " + std::to_string(stride) + "): set data.stride to a positive value");
   size_ = n_tokens_ >= seq_len + 1 ? (n_tokens_ - seq_len - 1) / stride + 1 : 0;
   require(size_ > 0, "token file " + tokens.path() + " has only " + std::to_string(n_tokens_) +
                          " tokens, fewer than seq_len+1 = " + std::to_string(seq_len + 1) +

@@ -70,8 +70,7 @@ void for_each_line(const std::string& path, const std::function<void(std::string
     throw Error("cannot read " + path + ": it is a folder, not a text file; pass a file or a folder of text files");
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    throw Error("cannot read " + path + " (" + std::strerror(errno) +
-                "): check that the file exists and is readable");
+    throw Error("cannot read " + path + " (" + std::strerror(errno) + "): check that the file exists and is readable");
   }
   std::string line;
   while (std::getline(in, line)) {

@@ -102,8 +102,8 @@ void BatchLoader::start_epoch() {
   stop_worker();
   const auto& idx = sampler_.indices();
   order_.assign(idx.begin(), idx.end());
-  n_batches_ = drop_last_ ? int64_t(order_.size()) / batch_size_
-                          : (int64_t(order_.size()) + batch_size_ - 1) / batch_size_;
+  n_batches_ =
+      drop_last_ ? int64_t(order_.size()) / batch_size_ : (int64_t(order_.size()) + batch_size_ - 1) / batch_size_;
   next_batch_ = 0;
   started_ = true;
   if (prefetch_ && n_batches_ > 0) worker_ = std::thread(&BatchLoader::worker_main, this);
@@ -117,7 +117,8 @@ bool BatchLoader::next(Batch& out) {
   }
   const int64_t b = next_batch_;
   const size_t cells = size_t(batch_size_ * dataset_.seq_len());
-  if (out.input.capacity() < cells || out.target.capacity() < cells || out.sample_index.capacity() < size_t(batch_size_)) {
+  if (out.input.capacity() < cells || out.target.capacity() < cells ||
+      out.sample_index.capacity() < size_t(batch_size_)) {
     out.input.reserve(cells);  // once: later batches of any size fit
     out.target.reserve(cells);
     out.sample_index.reserve(size_t(batch_size_));

@@ -17,9 +17,9 @@ namespace dtrain {
 struct Batch {
   int64_t rows = 0;
   int64_t seq_len = 0;
-  std::vector<int32_t> input;          // rows * seq_len, row-major
-  std::vector<int32_t> target;         // rows * seq_len
-  std::vector<int64_t> sample_index;   // dataset index of each row
+  std::vector<int32_t> input;         // rows * seq_len, row-major
+  std::vector<int32_t> target;        // rows * seq_len
+  std::vector<int64_t> sample_index;  // dataset index of each row
 };
 
 class BatchLoader {

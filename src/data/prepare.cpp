@@ -47,7 +47,8 @@ std::vector<std::string> plain_files(const std::string& input) {
     if (fs::is_regular_file(e.path(), ec2)) names.push_back(e.path());
   }
   if (ec) throw Error("cannot list input folder " + input + " (" + ec.message() + "): check its permissions");
-  std::sort(names.begin(), names.end(), [](const fs::path& a, const fs::path& b) { return a.filename() < b.filename(); });
+  std::sort(names.begin(), names.end(),
+            [](const fs::path& a, const fs::path& b) { return a.filename() < b.filename(); });
   std::vector<std::string> files;
   std::set<std::string> seen;
   for (const auto& p : names) {
@@ -109,8 +110,9 @@ std::optional<SplitFiles> find_split_files(const std::string& dir) {
     for (int s = 0; s < 3; ++s) {
       if (!present[s]) {
         int have = present[0] ? 0 : present[1] ? 1 : 2;
-        throw Error("data folder " + dir + " has " + names[have] + " but no " + names[s] +
-                    ": add the missing split, or put the text in files with other names to have it split automatically");
+        throw Error(
+            "data folder " + dir + " has " + names[have] + " but no " + names[s] +
+            ": add the missing split, or put the text in files with other names to have it split automatically");
       }
     }
     return SplitFiles{(fs::path(dir) / names[0]).string(), (fs::path(dir) / names[1]).string(),
@@ -120,10 +122,12 @@ std::optional<SplitFiles> find_split_files(const std::string& dir) {
 }
 
 PrepareReport prepare_dataset(const PrepareOptions& o) {
-  require(!o.input.empty(), "no input given: pass a WikiText-2 folder, a text file or a folder of text files with --input");
+  require(!o.input.empty(),
+          "no input given: pass a WikiText-2 folder, a text file or a folder of text files with --input");
   require(!o.out_dir.empty(), "no output folder given: pass one with --out");
-  require(path_exists(o.input), "input " + o.input +
-                               " not found: pass a WikiText-2 folder, a text file or a folder of text files with --input");
+  require(
+      path_exists(o.input),
+      "input " + o.input + " not found: pass a WikiText-2 folder, a text file or a folder of text files with --input");
   require(o.valid_fraction >= 0 && o.test_fraction >= 0 && o.valid_fraction + o.test_fraction < 1,
           "valid_fraction and test_fraction must be >= 0 with a sum below 1 (got " + std::to_string(o.valid_fraction) +
               " and " + std::to_string(o.test_fraction) + "): fix the split fractions");
@@ -153,7 +157,8 @@ PrepareReport prepare_dataset(const PrepareOptions& o) {
     r.format = "wikitext";
     const std::string files[3] = {splits->train, splits->valid, splits->test};
     data_io::for_each_line(files[0], [&](std::string_view l) { builder.add_line(l); });
-    require(builder.tokens() > 0, "train split " + files[0] + " has no tokens: point --input at a folder with a non-empty train split");
+    require(builder.tokens() > 0,
+            "train split " + files[0] + " has no tokens: point --input at a folder with a non-empty train split");
     vocab = builder.build();
     for (int s = 0; s < 3; ++s)
       data_io::for_each_line(files[s], [&](std::string_view l) { vocab.encode_line(l, ids[s]); });
@@ -234,7 +239,8 @@ void make_builtin_corpus(const std::string& out_dir, const std::string& source_d
   }
   require(!ec, "cannot list built-in corpus source " + source_dir + " (" + ec.message() + ")" + fix);
   require(!files.empty(), "built-in corpus source " + source_dir + " is empty" + fix);
-  std::sort(files.begin(), files.end(), [](const fs::path& a, const fs::path& b) { return a.filename() < b.filename(); });
+  std::sort(files.begin(), files.end(),
+            [](const fs::path& a, const fs::path& b) { return a.filename() < b.filename(); });
 
   std::string out[3];
   int64_t n_para = 0;
@@ -258,9 +264,9 @@ void make_builtin_corpus(const std::string& out_dir, const std::string& source_d
     });
     flush();
   }
-  require(!out[0].empty() && !out[1].empty() && !out[2].empty(),
-          "built-in corpus source " + source_dir + " has too little text (" + std::to_string(n_para) +
-              " paragraphs, need at least 10)" + fix);
+  require(!out[0].empty() && !out[1].empty() && !out[2].empty(), "built-in corpus source " + source_dir +
+                                                                     " has too little text (" + std::to_string(n_para) +
+                                                                     " paragraphs, need at least 10)" + fix);
   make_dir(out_dir);
   for (int s = 0; s < 3; ++s) {
     data_io::AtomicWriter w((fs::path(out_dir) / (std::string(kSplits[s]) + ".txt")).string());

@@ -14,7 +14,7 @@ struct PrepareOptions {
   bool lowercase = true;
   bool eos = true;
   int min_freq = 1;
-  int64_t max_vocab = 0;  // 0 = unlimited; counts <unk> and <eos>
+  int64_t max_vocab = 0;                             // 0 = unlimited; counts <unk> and <eos>
   double valid_fraction = 0.1, test_fraction = 0.1;  // plain text only
 };
 
@@ -45,7 +45,6 @@ std::map<std::string, std::string> read_meta(const std::string& path);
 // Writes out_dir/{train,valid,test}.txt from the regular files (not symlinks) of `source_dir`,
 // sorted by name: paragraph i (blank-line separated, counted over all files) goes to valid when
 // i % 10 == 8, to test when i % 10 == 9, else to train.
-void make_builtin_corpus(const std::string& out_dir,
-                         const std::string& source_dir = "/usr/share/common-licenses");
+void make_builtin_corpus(const std::string& out_dir, const std::string& source_dir = "/usr/share/common-licenses");
 
 }  // namespace dtrain

@@ -38,12 +38,18 @@ uint64_t bounded(const RandomStream& rs, uint64_t& ctr, uint64_t range) {
 
 DistributedSampler::DistributedSampler(int64_t dataset_size, bool shuffle, uint64_t seed, int num_replicas, int rank,
                                        bool drop_last)
-    : n_(dataset_size), shuffle_(shuffle), seed_(seed), num_replicas_(num_replicas), rank_(rank), drop_last_(drop_last) {
+    : n_(dataset_size),
+      shuffle_(shuffle),
+      seed_(seed),
+      num_replicas_(num_replicas),
+      rank_(rank),
+      drop_last_(drop_last) {
   require(dataset_size >= 0, "dataset size must not be negative (got " + std::to_string(dataset_size) + ")");
-  require(num_replicas >= 1, "number of data-parallel replicas must be at least 1 (got " + std::to_string(num_replicas) +
-                                 "): check the world size and parallel layout");
+  require(num_replicas >= 1, "number of data-parallel replicas must be at least 1 (got " +
+                                 std::to_string(num_replicas) + "): check the world size and parallel layout");
   require(rank >= 0 && rank < num_replicas, "data-parallel rank " + std::to_string(rank) + " is outside [0, " +
-                                                std::to_string(num_replicas) + "): check the world size and parallel layout");
+                                                std::to_string(num_replicas) +
+                                                "): check the world size and parallel layout");
   const int64_t R = num_replicas;
   num_samples_ = drop_last ? n_ / R : (n_ + R - 1) / R;
   compute();

@@ -69,7 +69,8 @@ TokenFile::TokenFile(const std::string& path) : path_(path) {
   void* m = ::mmap(nullptr, bytes, PROT_READ, MAP_PRIVATE, fd, 0);
   int err = errno;
   ::close(fd);
-  if (m == MAP_FAILED) throw Error("cannot map token file " + path + " (" + std::strerror(err) + "): check free memory and the file");
+  if (m == MAP_FAILED)
+    throw Error("cannot map token file " + path + " (" + std::strerror(err) + "): check free memory and the file");
   map_ = m;
   map_bytes_ = bytes;
 
@@ -141,9 +142,9 @@ void TokenFile::release() noexcept {
 void TokenFile::check_ids() const {
   for (int64_t i = 0; i < n_tokens_; ++i) {
     if (data_[i] >= vocab_size_) {
-      throw Error("token file " + path_ + " holds id " + std::to_string(data_[i]) + " at position " + std::to_string(i) +
-                  ", outside its vocabulary of " + std::to_string(vocab_size_) + " words: the file is corrupt" +
-                  prepare_again());
+      throw Error("token file " + path_ + " holds id " + std::to_string(data_[i]) + " at position " +
+                  std::to_string(i) + ", outside its vocabulary of " + std::to_string(vocab_size_) +
+                  " words: the file is corrupt" + prepare_again());
     }
   }
 }

@@ -13,18 +13,18 @@ namespace {
 
 // Lower-case mapping for the two-byte UTF-8 range we handle; returns cp unchanged otherwise.
 uint32_t lower_cp(uint32_t cp) {
-  if (cp >= 0xC0 && cp <= 0xDE && cp != 0xD7) return cp + 0x20;                // Latin-1
-  if ((cp >= 0x100 && cp <= 0x12F) || (cp >= 0x132 && cp <= 0x137) ||           // Latin Ext-A
+  if (cp >= 0xC0 && cp <= 0xDE && cp != 0xD7) return cp + 0x20;        // Latin-1
+  if ((cp >= 0x100 && cp <= 0x12F) || (cp >= 0x132 && cp <= 0x137) ||  // Latin Ext-A
       (cp >= 0x14A && cp <= 0x177))
     return (cp % 2 == 0) ? cp + 1 : cp;
   if ((cp >= 0x139 && cp <= 0x148) || (cp >= 0x179 && cp <= 0x17E)) return (cp % 2 == 1) ? cp + 1 : cp;
   if (cp == 0x178) return 0xFF;
-  if (cp == 0x386) return 0x3AC;                                                 // Greek
+  if (cp == 0x386) return 0x3AC;  // Greek
   if (cp >= 0x388 && cp <= 0x38A) return cp + 0x25;
   if (cp == 0x38C) return 0x3CC;
   if (cp == 0x38E || cp == 0x38F) return cp + 0x3F;
   if ((cp >= 0x391 && cp <= 0x3A1) || (cp >= 0x3A3 && cp <= 0x3AB)) return cp + 0x20;
-  if (cp >= 0x400 && cp <= 0x40F) return cp + 0x50;                              // Cyrillic
+  if (cp >= 0x400 && cp <= 0x40F) return cp + 0x50;  // Cyrillic
   if (cp >= 0x410 && cp <= 0x42F) return cp + 0x20;
   return cp;
 }
@@ -162,7 +162,8 @@ Vocabulary Vocabulary::load(const std::string& path) {
       } else if (line == "dtrain-vocab 1 lower=1 eos=1") {
         lower = eos = true;
       } else {
-        throw Error(bad_vocab(path, "has no valid header (first line should be `dtrain-vocab 1 lower=<0|1> eos=<0|1>`)"));
+        throw Error(
+            bad_vocab(path, "has no valid header (first line should be `dtrain-vocab 1 lower=<0|1> eos=<0|1>`)"));
       }
       v.lowercase_ = lower;
       v.eos_ = eos;
@@ -180,11 +181,13 @@ Vocabulary Vocabulary::load(const std::string& path) {
     int64_t count = 0;
     auto [p, ec] = std::from_chars(c.data(), c.data() + c.size(), count);
     if (ec != std::errc() || p != c.data() + c.size() || count < 0)
-      throw Error(bad_vocab(path, where + " has a bad count `" + std::string(c) + "` (expected a non-negative integer)"));
+      throw Error(
+          bad_vocab(path, where + " has a bad count `" + std::string(c) + "` (expected a non-negative integer)"));
     if (v.index_.count(w)) throw Error(bad_vocab(path, where + " repeats the word `" + std::string(w) + "`"));
     size_t id = v.words_.size();
     if (id == 0 && w != kUnk) throw Error(bad_vocab(path, "must list <unk> first (" + where + ")"));
-    if (id == 1 && v.eos_ && w != kEos) throw Error(bad_vocab(path, "must list <eos> second when eos=1 (" + where + ")"));
+    if (id == 1 && v.eos_ && w != kEos)
+      throw Error(bad_vocab(path, "must list <eos> second when eos=1 (" + where + ")"));
     if (id >= 0xFFFFFFFFull) throw Error(bad_vocab(path, "has too many words"));
     v.add(std::string(w), count);
   });
@@ -200,8 +203,8 @@ VocabBuilder::VocabBuilder(const VocabOptions& opts) : opts_(opts) {
                                   "): set data.min_freq to 1 or more");
   int64_t specials = opts.eos ? 2 : 1;
   require(opts.max_size == 0 || opts.max_size >= specials,
-          "vocabulary max_size " + std::to_string(opts.max_size) + " leaves no room for the special tokens: use 0 (unlimited) or at least " +
-              std::to_string(specials));
+          "vocabulary max_size " + std::to_string(opts.max_size) +
+              " leaves no room for the special tokens: use 0 (unlimited) or at least " + std::to_string(specials));
 }
 
 void VocabBuilder::add_line(std::string_view line) {

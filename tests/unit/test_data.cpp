@@ -163,8 +163,8 @@ TEST(Vocab, SaveLoadRoundTrip) {
       auto v = Vocabulary::build({"Hello world hello", "ÉCOLE x y z x"}, o);
       v.save(d / "vocab.txt");
       std::string text = read_text(d / "vocab.txt");
-      EXPECT_EQ(text.substr(0, text.find('\n')), "dtrain-vocab 1 lower=" + std::string(lower ? "1" : "0") +
-                                                     " eos=" + (eos ? "1" : "0"));
+      EXPECT_EQ(text.substr(0, text.find('\n')),
+                "dtrain-vocab 1 lower=" + std::string(lower ? "1" : "0") + " eos=" + (eos ? "1" : "0"));
       auto l = Vocabulary::load(d / "vocab.txt");
       ASSERT_EQ(l.size(), v.size());
       EXPECT_EQ(l.lowercase(), lower);
@@ -454,7 +454,8 @@ TEST(BuiltinCorpus, SplitRuleAndSymlinks) {
 
 TEST(BuiltinCorpus, Errors) {
   TempDir d;
-  expect_error([&] { make_builtin_corpus(d / "out", d / "nowhere"); }, "pass your own text with `dtrain data prepare --input DIR`");
+  expect_error([&] { make_builtin_corpus(d / "out", d / "nowhere"); },
+               "pass your own text with `dtrain data prepare --input DIR`");
   fs::create_directories(d.path / "empty");
   expect_error([&] { make_builtin_corpus(d / "out", d / "empty"); }, "is empty");
   fs::create_directories(d.path / "few");
@@ -466,7 +467,8 @@ TEST(BuiltinCorpus, DebianLicences) {
   if (!fs::is_directory("/usr/share/common-licenses")) GTEST_SKIP() << "/usr/share/common-licenses is absent";
   TempDir d;
   make_builtin_corpus(d / "corpus");
-  for (const char* s : {"train.txt", "valid.txt", "test.txt"}) EXPECT_GT(fs::file_size(d.path / "corpus" / s), 1000u) << s;
+  for (const char* s : {"train.txt", "valid.txt", "test.txt"})
+    EXPECT_GT(fs::file_size(d.path / "corpus" / s), 1000u) << s;
   PrepareOptions o;
   o.input = d / "corpus";
   o.out_dir = d / "prepared";
@@ -560,7 +562,7 @@ TEST(Sampler, DropLastAndRankStriding) {
   }
   DistributedSampler plain(10, false, 0, 3, 1);
   EXPECT_EQ(plain.indices(), (std::vector<int64_t>{1, 4, 7, 0}));  // positions 1, 4, 7, 10 -> 10 % 10 = 0
-  DistributedSampler tiny(2, true, 0, 4, 3);  // pad repeats the order more than once
+  DistributedSampler tiny(2, true, 0, 4, 3);                       // pad repeats the order more than once
   EXPECT_EQ(tiny.size(), 1);
 }
 

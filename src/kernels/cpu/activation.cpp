@@ -1,5 +1,6 @@
 // ReLU and tanh-GELU kernels (see activation.hpp).
 #include "kernels/cpu/activation.hpp"
+#include "kernels/cpu/simd.hpp"
 
 #include <cmath>
 
@@ -8,9 +9,15 @@ namespace dtrain {
 namespace {
 constexpr float kSqrt2OverPi = 0.7978845608028654f;
 constexpr float kGeluC = 0.044715f;
+
+#pragma omp declare simd notinbranch
+inline float fast_tanh(float u) {
+  u = u > 20.0f ? 20.0f : (u < -20.0f ? -20.0f : u);
+  return 1.0f - 2.0f / (fast_exp(2.0f * u) + 1.0f);
+}
 }  // namespace
 
-void activation_forward(Activation a, const float* x, float* y, int64_t n) {
+DT_SIMD void activation_forward(Activation a, const float* x, float* y, int64_t n) {
   if (a == Activation::relu) {
 #pragma omp parallel for simd schedule(static)
     for (int64_t i = 0; i < n; ++i) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
@@ -18,12 +25,12 @@ void activation_forward(Activation a, const float* x, float* y, int64_t n) {
 #pragma omp parallel for simd schedule(static)
     for (int64_t i = 0; i < n; ++i) {
       float v = x[i];
-      y[i] = 0.5f * v * (1.0f + std::tanh(kSqrt2OverPi * (v + kGeluC * v * v * v)));
+      y[i] = 0.5f * v * (1.0f + fast_tanh(kSqrt2OverPi * (v + kGeluC * v * v * v)));
     }
   }
 }
 
-void activation_backward(Activation a, const float* x, const float* dy, float* dx, int64_t n) {
+DT_SIMD void activation_backward(Activation a, const float* x, const float* dy, float* dx, int64_t n) {
   if (a == Activation::relu) {
 #pragma omp parallel for simd schedule(static)
     for (int64_t i = 0; i < n; ++i) dx[i] = x[i] > 0.0f ? dy[i] : 0.0f;
@@ -32,7 +39,7 @@ void activation_backward(Activation a, const float* x, const float* dy, float* d
     for (int64_t i = 0; i < n; ++i) {
       float v = x[i];
       float u = kSqrt2OverPi * (v + kGeluC * v * v * v);
-      float t = std::tanh(u);
+      float t = fast_tanh(u);
       float du = kSqrt2OverPi * (1.0f + 3.0f * kGeluC * v * v);
       dx[i] = dy[i] * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du);
     }

@@ -1,5 +1,6 @@
 // Attention kernels (see attention.hpp): one (sample, head) pair per task, rows of T scores.
 #include "kernels/cpu/attention.hpp"
+#include "kernels/cpu/simd.hpp"
 
 #include <cmath>
 #include <cstring>
@@ -8,7 +9,7 @@
 
 namespace dtrain {
 
-void attention_forward(const float* qkv, float* out, float* probs, const AttentionShape& s,
+DT_SIMD void attention_forward(const float* qkv, float* out, float* probs, const AttentionShape& s,
                        const DropoutSpec& drop) {
   const int64_t B = s.B, T = s.T, H = s.H, Dh = s.Dh, d = H * Dh, row = 3 * d;
   const float scale = 1.0f / std::sqrt(float(Dh));
@@ -37,7 +38,7 @@ void attention_forward(const float* qkv, float* out, float* probs, const Attenti
         }
         float sum = 0.0f;
         for (int64_t j = 0; j < n; ++j) {
-          pr[j] = std::exp(pr[j] - mx);
+          pr[j] = fast_exp(pr[j] - mx);
           sum += pr[j];
         }
         const float inv = 1.0f / sum;
@@ -57,7 +58,7 @@ void attention_forward(const float* qkv, float* out, float* probs, const Attenti
   }
 }
 
-void attention_backward(const float* dout, const float* qkv, const float* probs, float* dqkv,
+DT_SIMD void attention_backward(const float* dout, const float* qkv, const float* probs, float* dqkv,
                         const AttentionShape& s, const DropoutSpec& drop) {
   const int64_t B = s.B, T = s.T, H = s.H, Dh = s.Dh, d = H * Dh, row = 3 * d;
   const float scale = 1.0f / std::sqrt(float(Dh));

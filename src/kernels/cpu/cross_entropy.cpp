@@ -7,12 +7,44 @@
 
 #include "kernels/cpu/reduce.hpp"
 #include "kernels/cpu/scratch.hpp"
+#include "kernels/cpu/simd.hpp"
 
 namespace dtrain {
 
 namespace {
 constexpr int64_t kChunk = 512;
+
+// Per row: loss = logsumexp(l) - l[target]; with grad_scale != 0, l becomes the loss gradient
+// grad_scale * (softmax(l) - onehot(target)).
+DT_SIMD void softmax_rows(float* logits, const int32_t* targets, float* losses, int64_t n, int64_t V,
+                          float grad_scale) {
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < n; ++r) {
+    float* l = logits + r * V;
+    float mx = l[0];
+#pragma omp simd reduction(max : mx)
+    for (int64_t v = 0; v < V; ++v) mx = l[v] > mx ? l[v] : mx;
+    const int32_t tgt = targets[r];
+    const float lt = l[tgt];
+    float sum = 0.0f;
+    if (grad_scale != 0.0f) {
+#pragma omp simd reduction(+ : sum)
+      for (int64_t v = 0; v < V; ++v) {
+        l[v] = fast_exp(l[v] - mx);
+        sum += l[v];
+      }
+      const float k = grad_scale / sum;
+#pragma omp simd
+      for (int64_t v = 0; v < V; ++v) l[v] *= k;
+      l[tgt] -= grad_scale;
+    } else {
+#pragma omp simd reduction(+ : sum)
+      for (int64_t v = 0; v < V; ++v) sum += fast_exp(l[v] - mx);
+    }
+    losses[r] = std::log(sum) + mx - lt;
+  }
 }
+}  // namespace
 
 void classifier_logits(const float* x, const float* W, const float* bias, float* out, int64_t rows,
                        int64_t d, int64_t V, Precision p) {
@@ -28,22 +60,7 @@ double classifier_cross_entropy(const ClassifierArgs& a, float* per_row) {
     const int64_t n = std::min(chunk, a.N - r0);
     const float* xc = a.x + r0 * a.d;
     linear_forward(xc, a.W, a.bias, logits, n, a.d, a.V, a.precision);
-#pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < n; ++r) {
-      float* l = logits + r * a.V;
-      float mx = l[0];
-      for (int64_t v = 1; v < a.V; ++v) mx = l[v] > mx ? l[v] : mx;
-      double sum = 0.0;
-      for (int64_t v = 0; v < a.V; ++v) sum += std::exp(double(l[v] - mx));
-      const int32_t tgt = a.targets[r0 + r];
-      losses[r] = float(std::log(sum) + mx - l[tgt]);
-      if (a.dx) {
-        const float inv = float(1.0 / sum), gs = a.grad_scale;
-#pragma omp simd
-        for (int64_t v = 0; v < a.V; ++v) l[v] = std::exp(l[v] - mx) * inv * gs;
-        l[tgt] -= gs;
-      }
-    }
+    softmax_rows(logits, a.targets + r0, losses, n, a.V, a.dx ? a.grad_scale : 0.0f);
     for (int64_t r = 0; r < n; ++r) {
       total += losses[r];
       if (per_row) per_row[r0 + r] = losses[r];

@@ -1,6 +1,7 @@
 // Embedding kernels (see embedding.hpp). The scatter-add of backward runs in row order over
 // column tiles, so it is deterministic and free of races.
 #include "kernels/cpu/embedding.hpp"
+#include "kernels/cpu/simd.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -16,7 +17,7 @@ void sinusoidal_table(float* table, int64_t T, int64_t d) {
     }
 }
 
-void embedding_forward(const int32_t* tokens, const float* wte, const float* pos, float* out,
+DT_SIMD void embedding_forward(const int32_t* tokens, const float* wte, const float* pos, float* out,
                        int64_t B, int64_t T, int64_t d) {
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < B * T; ++r) {

@@ -1,6 +1,7 @@
 // LayerNorm kernels (see layernorm.hpp); parameter gradients reduced in fixed row blocks so the
 // result does not depend on the thread count.
 #include "kernels/cpu/layernorm.hpp"
+#include "kernels/cpu/simd.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -8,7 +9,7 @@
 
 namespace dtrain {
 
-void layernorm_forward(const float* x, const float* gamma, const float* beta, float* y, float* mean,
+DT_SIMD void layernorm_forward(const float* x, const float* gamma, const float* beta, float* y, float* mean,
                        float* rstd, int64_t rows, int64_t dim, float eps) {
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < rows; ++r) {
@@ -29,7 +30,7 @@ void layernorm_forward(const float* x, const float* gamma, const float* beta, fl
   }
 }
 
-void layernorm_backward(const float* dy, const float* x, const float* gamma, const float* mean,
+DT_SIMD void layernorm_backward(const float* dy, const float* x, const float* gamma, const float* mean,
                         const float* rstd, float* dx, float* dgamma, float* dbeta, int64_t rows,
                         int64_t dim, bool accumulate_dx) {
   constexpr int64_t kRowBlock = 256;

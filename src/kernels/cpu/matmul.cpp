@@ -9,6 +9,7 @@
 
 #include "core/bf16.hpp"
 #include "core/error.hpp"
+#include "kernels/cpu/simd.hpp"
 
 namespace dtrain {
 namespace {
@@ -28,7 +29,7 @@ Runtime& runtime() {
   return rt;
 }
 
-void convert_to_bf16(const float* src, int64_t n, std::vector<uint16_t>& dst) {
+DT_SIMD void convert_to_bf16(const float* src, int64_t n, std::vector<uint16_t>& dst) {
   if (int64_t(dst.size()) < n) dst.resize(n);
   uint16_t* out = dst.data();
   const uint32_t* in = reinterpret_cast<const uint32_t*>(src);

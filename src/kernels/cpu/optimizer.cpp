@@ -1,11 +1,12 @@
 // Optimizer kernels (see optimizer.hpp); formulas follow torch.optim.AdamW / SGD exactly.
 #include "kernels/cpu/optimizer.hpp"
+#include "kernels/cpu/simd.hpp"
 
 #include <cmath>
 
 namespace dtrain {
 
-void adamw_update(float* p, const float* g, float* m, float* v, int64_t n, const AdamWHyper& h) {
+DT_SIMD void adamw_update(float* p, const float* g, float* m, float* v, int64_t n, const AdamWHyper& h) {
   const float bc1 = 1.0f - std::pow(h.beta1, float(h.step));
   const float bc2 = 1.0f - std::pow(h.beta2, float(h.step));
   const float step_size = h.lr / bc1;
@@ -21,7 +22,7 @@ void adamw_update(float* p, const float* g, float* m, float* v, int64_t n, const
   }
 }
 
-void sgd_update(float* p, const float* g, float* buf, int64_t n, const SgdHyper& h) {
+DT_SIMD void sgd_update(float* p, const float* g, float* buf, int64_t n, const SgdHyper& h) {
 #pragma omp parallel for simd schedule(static)
   for (int64_t i = 0; i < n; ++i) {
     float d = g[i] + h.weight_decay * p[i];

@@ -1,5 +1,6 @@
 // Thread-count-independent reductions (see reduce.hpp).
 #include "kernels/cpu/reduce.hpp"
+#include "kernels/cpu/simd.hpp"
 
 #include <algorithm>
 #include <vector>
@@ -11,7 +12,7 @@ constexpr int64_t kRowBlock = 256;
 constexpr int64_t kBlock = 1 << 14;
 }  // namespace
 
-void colsum_accumulate(const float* x, float* out, int64_t rows, int64_t cols) {
+DT_SIMD void colsum_accumulate(const float* x, float* out, int64_t rows, int64_t cols) {
   const int64_t blocks = (rows + kRowBlock - 1) / kRowBlock;
   // Column tiles in parallel; within a tile, row blocks summed in order.
   constexpr int64_t kColTile = 64;
@@ -34,7 +35,7 @@ void colsum_accumulate(const float* x, float* out, int64_t rows, int64_t cols) {
   }
 }
 
-void add_inplace(float* y, const float* x, int64_t n) {
+DT_SIMD void add_inplace(float* y, const float* x, int64_t n) {
 #pragma omp parallel for simd schedule(static)
   for (int64_t i = 0; i < n; ++i) y[i] += x[i];
 }
