@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 # PyTorch parity check of a `dtrain debug dump` folder: same weights and batch through the
 # reference model (tests/python/reference_model.py) -> compare logits, loss, gradients and an
-# AdamW loss trajectory. Usage: parity.py DIR [--rtol 1e-4] [--loss-tol 1e-4]; exit 0 = pass.
+# AdamW loss trajectory. Usage: parity.py DIR [--rtol 1e-4] [--loss-tol 1e-4 (relative)]; exit 0 = pass.
 import argparse
 import json
 import math
@@ -176,10 +176,13 @@ def run(folder, rtol, loss_tol, out=print):
     else:
         items = []
         for s in range(S):
-            d = abs(dl[s].item() - ref_losses[s].item())
+            # relative to the loss: 20 steps of AdamW at lr 2e-3 amplify f32 rounding chaotically
+            # (torch f32 itself drifts ~3e-5 from torch f64 here), so an absolute bound would
+            # test the chaos, not the implementation
+            d = abs(dl[s].item() - ref_losses[s].item()) / max(abs(ref_losses[s].item()), 1e-30)
             items.append((f"step {s} (dtrain {dl[s].item():.6f} torch {ref_losses[s].item():.6f})",
                           d if math.isfinite(d) else math.inf))
-        check("losses", items, loss_tol, what="|diff|")
+        check("losses", items, loss_tol, what="rel diff")
 
     return failures
 
@@ -188,7 +191,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__ or "dtrain vs PyTorch parity")
     ap.add_argument("dir", help="folder written by `dtrain debug dump`")
     ap.add_argument("--rtol", type=float, default=1e-4, help="max relative error of logits/loss/grads")
-    ap.add_argument("--loss-tol", type=float, default=1e-4, help="max |diff| of each step's loss")
+    ap.add_argument("--loss-tol", type=float, default=1e-4, help="max |diff| / |torch loss| of each step's loss")
     args = ap.parse_args(argv)
     try:
         failures = run(args.dir, args.rtol, args.loss_tol)

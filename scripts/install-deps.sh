@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs everything dtrain needs on Debian 12 from Debian's packages (root or sudo).
+# Build: g++, CMake, oneDNN, toml++, GoogleTest, Google Benchmark. Tests: PyTorch (python3-torch,
+# the parity reference), protobuf-compiler (decodes TensorBoard files). Benchmarks: OpenBLAS, so
+# that PyTorch's f32 baseline is not measured on the slow reference BLAS.
+set -euo pipefail
+packages=(g++ cmake make libdnnl-dev libtomlplusplus-dev libgtest-dev libbenchmark-dev
+          python3 python3-torch python3-numpy protobuf-compiler libopenblas0-pthread)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
