@@ -24,7 +24,7 @@ Block::Block(const ModelConfig& c, int i, uint32_t unit_id, Arena& arena, int64_
   probs_ = arena.f32(R * c.heads * c.seq_len);
   ln2_out_ = arena.f32(R * d);
   r2_ = arena.f32(R * d);
-  f_pre_ = arena.f32(R * c.ff_dim);
+  ff_saved_ = arena.f32(R * c.ff_dim);
 }
 
 void Block::attn_forward(const float* u, float* a_out, const StepContext& ctx) {
@@ -43,25 +43,35 @@ void Block::attn_backward(const float* u, const float* da, float* du, bool accum
   qkv_.backward(u, ws.grad_qkv, du, rows, accumulate, ctx.precision);
 }
 
-// act = drop(act(fc1(u))) into ws.ff_act
-void Block::ff_activation(const StepContext& ctx, const Workspace& ws) {
-  activation_forward(c_.activation, f_pre_, ws.ff_act, ctx.rows() * c_.ff_dim);
-  dropout_forward(ws.ff_act, ws.ff_act, ctx.B, ctx.T * c_.ff_dim, ctx.drop(id_, kDropFfAct));
+// The feed-forward's saved activation: for ReLU, a = drop(relu(fc1(u))) itself, from which both
+// fc2's weight gradient and the ReLU+dropout backward follow (nothing recomputed, no mask
+// redrawn); for GELU, the pre-activation fc1(u), from which a is recomputed in backward.
+const float* Block::ff_activation(const StepContext& ctx, const Workspace& ws) {
+  const int64_t n = ctx.rows() * c_.ff_dim;
+  const DropoutSpec drop = ctx.drop(id_, kDropFfAct);
+  float* a = relu() ? ff_saved_ : ws.ff_act;
+  activation_forward(c_.activation, ff_saved_, a, n);
+  dropout_forward(a, a, ctx.B, ctx.T * c_.ff_dim, drop);
+  return a;
 }
 
 void Block::ff_forward(const float* u, float* f_out, const StepContext& ctx, const Workspace& ws) {
-  fc1_.forward(u, f_pre_, ctx.rows(), ctx.precision);
-  ff_activation(ctx, ws);
-  fc2_.forward(ws.ff_act, f_out, ctx.rows(), ctx.precision);
+  fc1_.forward(u, ff_saved_, ctx.rows(), ctx.precision);
+  fc2_.forward(ff_activation(ctx, ws), f_out, ctx.rows(), ctx.precision);
 }
 
 void Block::ff_backward(const float* u, const float* df, float* du, bool accumulate,
                         const StepContext& ctx, const Workspace& ws) {
   const int64_t rows = ctx.rows(), n = rows * c_.ff_dim;
-  ff_activation(ctx, ws);  // recompute what fc2 saw
-  fc2_.backward(ws.ff_act, df, ws.grad_ff, rows, false, ctx.precision);
-  dropout_backward(ws.grad_ff, ws.grad_ff, ctx.B, ctx.T * c_.ff_dim, ctx.drop(id_, kDropFfAct));
-  activation_backward(c_.activation, f_pre_, ws.grad_ff, ws.grad_ff, n);
+  const DropoutSpec drop = ctx.drop(id_, kDropFfAct);
+  const float* a = relu() ? ff_saved_ : ff_activation(ctx, ws);
+  fc2_.backward(a, df, ws.grad_ff, rows, false, ctx.precision);
+  if (relu()) {
+    relu_backward_from_output(a, ws.grad_ff, ws.grad_ff, n, drop.active() ? drop.scale() : 1.0f);
+  } else {
+    dropout_backward(ws.grad_ff, ws.grad_ff, ctx.B, ctx.T * c_.ff_dim, drop);
+    activation_backward(c_.activation, ff_saved_, ws.grad_ff, ws.grad_ff, n);
+  }
   fc1_.backward(u, ws.grad_ff, du, rows, accumulate, ctx.precision);
 }
 

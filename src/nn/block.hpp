@@ -24,7 +24,8 @@ class Block {
   // From the gradient df of the ff output (after its dropout): parameter grads, du (+)= input grad.
   void ff_backward(const float* u, const float* df, float* du, bool accumulate, const StepContext& ctx,
                    const Workspace& ws);
-  void ff_activation(const StepContext& ctx, const Workspace& ws);
+  const float* ff_activation(const StepContext& ctx, const Workspace& ws);
+  bool relu() const { return c_.activation == Activation::relu; }
   void attn_forward(const float* u, float* a_out, const StepContext& ctx);
   void attn_backward(const float* u, const float* da, float* du, bool accumulate, const StepContext& ctx,
                      const Workspace& ws);
@@ -35,7 +36,7 @@ class Block {
   Linear qkv_, out_, fc1_, fc2_;
   LayerNorm ln1_, ln2_;
   // saved activations
-  float *ln1_out_, *r1_, *qkv_buf_, *ctx_, *probs_, *ln2_out_, *r2_, *f_pre_;
+  float *ln1_out_, *r1_, *qkv_buf_, *ctx_, *probs_, *ln2_out_, *r2_, *ff_saved_;
 };
 
 }  // namespace dtrain

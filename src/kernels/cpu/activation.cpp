@@ -46,4 +46,9 @@ DT_SIMD void activation_backward(Activation a, const float* x, const float* dy, 
   }
 }
 
+DT_SIMD void relu_backward_from_output(const float* y, const float* dy, float* dx, int64_t n, float scale) {
+#pragma omp parallel for simd schedule(static)
+  for (int64_t i = 0; i < n; ++i) dx[i] = y[i] > 0.0f ? dy[i] * scale : 0.0f;
+}
+
 }  // namespace dtrain

@@ -11,4 +11,8 @@ void activation_forward(Activation a, const float* x, float* y, int64_t n);
 // dx = dy * act'(x), x the activation's input (dx may alias dy)
 void activation_backward(Activation a, const float* x, const float* dy, float* dx, int64_t n);
 
+// ReLU backward from its (possibly dropped-out and scaled) output y: dx = dy * scale where y > 0.
+// With y = relu(x) * mask * scale this is exactly the gradient of dropout(relu(x)) (dx may alias dy).
+void relu_backward_from_output(const float* y, const float* dy, float* dx, int64_t n, float scale);
+
 }  // namespace dtrain

@@ -14,10 +14,10 @@ namespace dtrain {
 namespace {
 constexpr int64_t kChunk = 512;
 
-// Per row: loss = logsumexp(l) - l[target]; with grad_scale != 0, l becomes the loss gradient
-// grad_scale * (softmax(l) - onehot(target)).
+// Per row: loss = logsumexp(l) - l[target]; with grad, l becomes the loss gradient
+// grad_scale * (softmax(l) - onehot(target)) (all zero when grad_scale is 0).
 DT_SIMD void softmax_rows(float* logits, const int32_t* targets, float* losses, int64_t n, int64_t V,
-                          float grad_scale) {
+                          bool grad, float grad_scale) {
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < n; ++r) {
     float* l = logits + r * V;
@@ -27,7 +27,7 @@ DT_SIMD void softmax_rows(float* logits, const int32_t* targets, float* losses, 
     const int32_t tgt = targets[r];
     const float lt = l[tgt];
     float sum = 0.0f;
-    if (grad_scale != 0.0f) {
+    if (grad) {
 #pragma omp simd reduction(+ : sum)
       for (int64_t v = 0; v < V; ++v) {
         l[v] = fast_exp(l[v] - mx);
@@ -60,7 +60,7 @@ double classifier_cross_entropy(const ClassifierArgs& a, float* per_row) {
     const int64_t n = std::min(chunk, a.N - r0);
     const float* xc = a.x + r0 * a.d;
     linear_forward(xc, a.W, a.bias, logits, n, a.d, a.V, a.precision);
-    softmax_rows(logits, a.targets + r0, losses, n, a.V, a.dx ? a.grad_scale : 0.0f);
+    softmax_rows(logits, a.targets + r0, losses, n, a.V, a.dx != nullptr, a.grad_scale);
     for (int64_t r = 0; r < n; ++r) {
       total += losses[r];
       if (per_row) per_row[r0 + r] = losses[r];

@@ -1,6 +1,7 @@
 // Dropout kernels (see dropout.hpp): masks drawn 16 bits per element from Philox blocks.
 #include "kernels/cpu/dropout.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 #include "kernels/cpu/simd.hpp"
@@ -44,20 +45,19 @@ inline void philox_lanes(uint64_t first_block, const RandomStream& st, uint32_t 
 }
 }  // namespace
 
-// Element e uses half (e & 1) of word ((e >> 1) & 3) of Philox block (e >> 3): 8 per block.
+// Element e uses half (e & 1) of word ((e >> 1) & 3) of Philox block (e >> 3): 8 per block,
+// generated kLanes blocks (128 elements) at a time.
 DT_SIMD void dropout_mask(const RandomStream& st, uint32_t threshold, int64_t first, int64_t n, uint8_t* keep) {
+  constexpr int64_t kGroup = 8 * kLanes;
   const int64_t end = first + n;
-  int64_t blk = first >> 3;
   uint32_t w[4][kLanes];
-  while ((blk << 3) < end) {
-    philox_lanes(uint64_t(blk), st, w);
-    for (int l = 0; l < kLanes; ++l, ++blk)
-      for (int j = 0; j < 8; ++j) {
-        const int64_t e = (blk << 3) + j;
-        if (e < first || e >= end) continue;
-        const uint32_t half = (w[j >> 1][l] >> ((j & 1) * 16)) & 0xffffu;
-        keep[e - first] = half >= threshold;
-      }
+  uint8_t tmp[kGroup];
+  for (int64_t g = first / kGroup; g * kGroup < end; ++g) {
+    philox_lanes(uint64_t(g) * kLanes, st, w);
+    for (int l = 0; l < kLanes; ++l)
+      for (int j = 0; j < 8; ++j) tmp[l * 8 + j] = ((w[j >> 1][l] >> ((j & 1) * 16)) & 0xffffu) >= threshold;
+    const int64_t lo = std::max(first, g * kGroup), hi = std::min(end, (g + 1) * kGroup);
+    std::memcpy(keep + (lo - first), tmp + (lo - g * kGroup), size_t(hi - lo));
   }
 }
 
