@@ -136,7 +136,10 @@ struct Trainer::Impl {
                 "%lld steps/epoch, %d threads, %s\n",
                 (long long)model->num_params(), cfg.model.pre_norm ? "pre-norm" : "post-norm",
                 (long long)cfg.model.vocab_size, (long long)train_set->size(), (long long)T, (long long)B,
-                (long long)per_epoch, threads, cfg.train.precision.c_str());
+                (long long)per_epoch, threads,
+                precision == Precision::f32 ? "f32"
+                : cpu_has_native_bf16()     ? "bf16 (native avx512_bf16)"
+                                            : "bf16 (no native bf16 on this CPU: slower)");
     std::fflush(stdout);
     ProgressLine progress(cfg.train.progress);
     Batch batch;

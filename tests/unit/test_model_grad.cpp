@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstdint>
 #include <numeric>
 #include <random>
@@ -106,19 +108,39 @@ std::vector<float> all_grads(const TransformerLM& m) {
   return g;
 }
 
+// Central difference of loss_fn() / rows in x[i] with step eps (the step taken in f32 is the
+// denominator).
+template <class LossFn>
+double central_difference(float* x, int64_t i, float eps, LossFn& loss_fn, double rows) {
+  const float orig = x[i], hi = orig + eps, lo = orig - eps;
+  x[i] = hi;
+  const double fp = loss_fn() / rows;
+  x[i] = lo;
+  const double fm = loss_fn() / rows;
+  x[i] = orig;
+  return (fp - fm) / (double(hi) - double(lo));
+}
+
 // Checks every parameter tensor's gradient on up to kSample random elements against central
-// differences of loss_fn() / rows evaluated in f32 with step eps.
+// differences of loss_fn() / rows evaluated in f32 with step 1e-2.
+//
+// With relu the loss is only piecewise smooth: where a kink of some unit falls within ±eps, the
+// central difference averages the slopes on both sides (and in this tiny model that happens for a
+// good share of elements at eps = 1e-2). An element that misses at 1e-2 is therefore measured again
+// at 2.5e-3 and 1e-3, with the absolute tolerance widened for the larger rounding of a smaller step
+// (f32 loss rounding ≈ 1e-7 / (2 eps)). A correct gradient matches at some step; one off by a sign
+// or a factor matches at none.
 template <class LossFn>
 void check_gradients(TransformerLM& m, LossFn loss_fn, uint32_t seed, const std::string& tag) {
   constexpr int64_t kSample = 20;
-  const float kEps = getenv("EPS") ? float(atof(getenv("EPS"))) : 1e-2f;
-  // Elementwise: rounding of the f32 loss (~1e-7 / 2eps) and the O(eps^2) truncation and relu
-  // kinks stay well inside this; a wrong sign or factor on an element of size >= 1e-3 does not.
-  constexpr double kRtol = 3e-2, kAtol = 3e-5;
+  constexpr float kSteps[] = {1e-2f, 2.5e-3f, 1e-3f};
+  constexpr double kRtol = 3e-2;
+  auto atol = [](float eps) { return 3e-7 / double(eps); };  // 3e-5 at eps = 1e-2
   const double rows = double(kB * kT);
-  std::mt19937 g(seed);
-  int checked_tensors = 0;
   const std::vector<float> grads = all_grads(m);  // loss_fn may overwrite the gradient buffers
+  Threads one(1);  // hundreds of tiny passes: one thread avoids barrier costs on a loaded machine
+  std::mt19937 g(seed);
+  int checked_tensors = 0, retried = 0, total = 0;
   int64_t unit_offset = 0;
   for (Unit* unit : m.units()) {
     for (const ParamInfo& p : unit->params()) {
@@ -132,27 +154,39 @@ void check_gradients(TransformerLM& m, LossFn loss_fn, uint32_t seed, const std:
       double diff2 = 0, num2 = 0;
       int bad = 0;
       for (int64_t i : idx) {
-        const float orig = x[i], hi = orig + kEps, lo = orig - kEps;
-        x[i] = hi;
-        const double fp = loss_fn() / rows;
-        x[i] = lo;
-        const double fm = loss_fn() / rows;
-        x[i] = orig;
-        const double num = (fp - fm) / (double(hi) - double(lo)), ana = grad[i];
+        const double ana = grad[i];
+        double num = 0;
+        bool ok = false;
+        std::string tried;
+        for (float eps : kSteps) {
+          num = central_difference(x, i, eps, loss_fn, rows);
+          tried += " " + std::to_string(num) + " (eps " + std::to_string(eps) + ")";
+          if (std::fabs(ana - num) <= atol(eps) + kRtol * std::fabs(num)) {
+            ok = true;
+            break;
+          }
+          if (eps == kSteps[0]) ++retried;
+        }
+        ++total;
         diff2 += (ana - num) * (ana - num);
         num2 += num * num;
-        if (!(std::fabs(ana - num) <= kAtol + kRtol * std::fabs(num)) && ++bad <= 3)
+        if (!ok && ++bad <= 3)
           ADD_FAILURE() << tag << ": " << p.name << "[" << i << "]: backward " << ana
-                        << ", finite difference " << num;
+                        << ", finite differences" << tried;
       }
       EXPECT_EQ(bad, 0) << tag << ": " << p.name << ": " << bad << " of " << idx.size() << " elements off";
       // The whole sampled tensor: a factor or sign error on small entries shows up here too.
-      EXPECT_LE(std::sqrt(diff2), 1e-2 * std::sqrt(num2) + 1e-5) << tag << ": " << p.name;
+      EXPECT_LE(std::sqrt(diff2), 2e-2 * std::sqrt(num2) + 1e-5) << tag << ": " << p.name;
       ++checked_tensors;
     }
     unit_offset += unit->numel();
   }
   EXPECT_GT(checked_tensors, 10) << tag;
+  // Most elements must match at the nominal step; a gradient that only matches by retrying is
+  // suspicious even with relu.
+  EXPECT_LE(retried, total / 3) << tag << ": " << retried << " of " << total << " needed a smaller step";
+  if (getenv("DTRAIN_TEST_VERBOSE"))
+    printf("%s: %d of %d elements re-measured with a smaller step\n", tag.c_str(), retried, total);
 }
 
 void gradient_case(const ModelConfig& c, const std::string& tag, uint32_t seed) {
@@ -335,5 +369,4 @@ TEST(ModelGrad, Bf16LossCloseToF32) {
   EXPECT_NEAR(l16, l32, 1e-2 * l32);
   EXPECT_NE(l16, l32);
 }
-TEST(Exp, PostGelu) { ModelConfig c = post_relu(); c.activation = Activation::gelu; gradient_case(c, "post gelu", 1); }
-TEST(Exp, PreRelu) { ModelConfig c = pre_gelu(); c.activation = Activation::relu; gradient_case(c, "pre relu", 2); }
+TEST(Exp, Seeds) { for (uint32_t s = 100; s < 110; ++s) { ModelConfig c = s % 2 ? post_relu() : pre_gelu(); c.activation = Activation::relu; c.causal = s % 3 != 0; gradient_case(c, "seed " + std::to_string(s), s);} }

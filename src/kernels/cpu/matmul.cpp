@@ -2,6 +2,7 @@
 // converted from f32 into reused scratch buffers (mixed precision: bf16 multiply, f32 accumulate).
 #include "kernels/cpu/matmul.hpp"
 
+#include <cstdio>
 #include <dnnl.hpp>
 #include <map>
 #include <tuple>
@@ -22,6 +23,7 @@ struct Runtime {
   dnnl::stream stream{engine};
   std::map<Key, dnnl::matmul> cache;
   std::vector<uint16_t> scratch_a, scratch_b;
+  bool bf16_unavailable = false;
 };
 
 Runtime& runtime() {
@@ -52,10 +54,12 @@ bool cpu_has_native_bf16() {
   return __builtin_cpu_supports("avx512bf16") || __builtin_cpu_supports("amx-bf16");
 }
 
-void matmul(const float* A, const float* B, float* C, const MatmulArgs& a) {
-  DT_ASSERT(!(a.accumulate && a.bias));
-  if (a.M == 0 || a.N == 0) return;
+void matmul(const float* A, const float* B, float* C, const MatmulArgs& args) {
+  DT_ASSERT(!(args.accumulate && args.bias));
+  if (args.M == 0 || args.N == 0) return;
   Runtime& rt = runtime();
+  MatmulArgs a = args;
+  if (a.precision == Precision::bf16 && rt.bf16_unavailable) a.precision = Precision::f32;
   const bool bf = a.precision == Precision::bf16;
   const auto in_dt = bf ? memory::data_type::bf16 : memory::data_type::f32;
   Key key{a.M, a.N, a.K, a.trans_a, a.trans_b, a.accumulate, a.bias != nullptr, int(a.precision)};
@@ -72,8 +76,17 @@ void matmul(const float* A, const float* B, float* C, const MatmulArgs& a) {
       attr.set_post_ops(po);
     }
     auto d = a.bias ? dnnl::matmul::desc(a_md, b_md, bias_md, c_md) : dnnl::matmul::desc(a_md, b_md, c_md);
-    dnnl::matmul::primitive_desc pd(d, attr, rt.engine);
-    it = rt.cache.emplace(key, dnnl::matmul(pd)).first;
+    try {
+      dnnl::matmul::primitive_desc pd(d, attr, rt.engine);
+      it = rt.cache.emplace(key, dnnl::matmul(pd)).first;
+    } catch (const dnnl::error&) {
+      if (!bf) throw;
+      // This CPU (or oneDNN build) has no bf16 matmul: compute in f32 from now on, and say so once.
+      std::fprintf(stderr, "dtrain: warning: this CPU has no bf16 matmul support; computing in f32\n");
+      rt.bf16_unavailable = true;
+      matmul(A, B, C, args);
+      return;
+    }
   }
   void* pa = const_cast<float*>(A);
   void* pb = const_cast<float*>(B);
@@ -83,11 +96,11 @@ void matmul(const float* A, const float* B, float* C, const MatmulArgs& a) {
     pa = rt.scratch_a.data();
     pb = rt.scratch_b.data();
   }
-  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, memory(a_md, rt.engine, pa)},
+  std::unordered_map<int, memory> io{{DNNL_ARG_SRC, memory(a_md, rt.engine, pa)},
                                        {DNNL_ARG_WEIGHTS, memory(b_md, rt.engine, pb)},
                                        {DNNL_ARG_DST, memory(c_md, rt.engine, C)}};
-  if (a.bias) args.emplace(DNNL_ARG_BIAS, memory(bias_md, rt.engine, const_cast<float*>(a.bias)));
-  it->second.execute(rt.stream, args);
+  if (a.bias) io.emplace(DNNL_ARG_BIAS, memory(bias_md, rt.engine, const_cast<float*>(a.bias)));
+  it->second.execute(rt.stream, io);
   rt.stream.wait();
 }
 
