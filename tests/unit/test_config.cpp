@@ -1,0 +1,110 @@
+// Config: every key settable from TOML and --set, unknown keys and bad values rejected with a
+// message naming the key, model config JSON round trip.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "train/config.hpp"
+
+using namespace dtrain;
+
+namespace {
+std::string write_temp(const std::string& name, const std::string& text) {
+  auto p = std::filesystem::temp_directory_path() / name;
+  std::ofstream(p) << text;
+  return p.string();
+}
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+}  // namespace
+
+TEST(Config, SetParsesEveryType) {
+  RunConfig c;
+  c.set("train.lr", "0.001");
+  c.set("train.batch_size", "64");
+  c.set("model.causal", "false");
+  c.set("model.activation", "gelu");
+  c.set("model.norm", "pre");
+  c.set("data.dir", "/x/y");
+  EXPECT_FLOAT_EQ(c.optim.lr, 0.001f);
+  EXPECT_EQ(c.train.batch_size, 64);
+  EXPECT_FALSE(c.model.causal);
+  EXPECT_EQ(c.model.activation, Activation::gelu);
+  EXPECT_TRUE(c.model.pre_norm);
+  EXPECT_EQ(c.data.dir, "/x/y");
+}
+
+TEST(Config, UnknownKeyNamesItAndItsNeighbours) {
+  RunConfig c;
+  std::string e = error_of([&] { c.set("train.lrr", "1"); });
+  EXPECT_NE(e.find("train.lrr"), std::string::npos) << e;
+  EXPECT_NE(e.find("train.lr"), std::string::npos) << e;  // suggests the known keys of [train]
+  e = error_of([&] { c.set("nosuch.key", "1"); });
+  EXPECT_NE(e.find("nosuch.key"), std::string::npos) << e;
+}
+
+TEST(Config, BadValuesAreErrors) {
+  RunConfig c;
+  EXPECT_NE(error_of([&] { c.set("train.epochs", "abc"); }).find("train.epochs"), std::string::npos);
+  EXPECT_NE(error_of([&] { c.set("model.causal", "maybe"); }).find("true or false"), std::string::npos);
+  EXPECT_NE(error_of([&] { c.set("model.activation", "tanh"); }).find("relu|gelu"), std::string::npos);
+  c.set("train.lr", "-1");
+  EXPECT_NE(error_of([&] { c.validate(); }).find("train.lr"), std::string::npos);
+  c.set("train.lr", "0.01");
+  c.set("model.heads", "3");
+  EXPECT_NE(error_of([&] { c.validate(); }).find("model.heads"), std::string::npos);
+  c.set("model.heads", "4");
+  c.set("train.batch_size", "0");
+  EXPECT_NE(error_of([&] { c.validate(); }).find("train.batch_size"), std::string::npos);
+}
+
+TEST(Config, TomlLoadsAndRejectsUnknownKeysWithFileName) {
+  std::string p = write_temp("dtrain_cfg_ok.toml", "[model]\ndim = 64\ndropout = 0.25\n[train]\nlr = 3e-4\nseed = 7\n");
+  RunConfig c;
+  c.load_toml(p);
+  EXPECT_EQ(c.model.dim, 64);
+  EXPECT_FLOAT_EQ(c.model.dropout, 0.25f);
+  EXPECT_FLOAT_EQ(c.optim.lr, 3e-4f);
+  EXPECT_EQ(c.train.seed, 7u);
+  std::string bad = write_temp("dtrain_cfg_bad.toml", "[model]\ndimm = 64\n");
+  std::string e = error_of([&] { RunConfig().load_toml(bad); });
+  EXPECT_NE(e.find("model.dimm"), std::string::npos) << e;
+  EXPECT_NE(e.find(bad), std::string::npos) << e;
+  std::string broken = write_temp("dtrain_cfg_broken.toml", "[model\ndim = 64\n");
+  EXPECT_NE(error_of([&] { RunConfig().load_toml(broken); }).find("not valid TOML"), std::string::npos);
+  EXPECT_NE(error_of([&] { RunConfig().load_toml("/nonexistent/x.toml"); }).find("/nonexistent/x.toml"),
+            std::string::npos);
+}
+
+TEST(Config, ModelJsonRoundTrip) {
+  ModelConfig m;
+  m.vocab_size = 123;
+  m.dim = 48;
+  m.heads = 3;
+  m.pre_norm = true;
+  m.tied = true;
+  m.activation = Activation::gelu;
+  m.dropout = 0.3f;
+  ModelConfig r = model_from_json(Json::parse(model_to_json(m).dump()));
+  EXPECT_EQ(model_to_json(r), model_to_json(m));
+  EXPECT_EQ(r.vocab_size, 123);
+  EXPECT_TRUE(r.tied);
+  EXPECT_EQ(r.activation, Activation::gelu);
+}
+
+TEST(Config, EveryKnownKeyRoundTripsThroughJson) {
+  RunConfig c;
+  Json j = c.to_json();
+  size_t n = 0;
+  for (const auto& [section, obj] : j.items()) n += obj.size();
+  EXPECT_EQ(n, RunConfig::known_keys().size());
+}
