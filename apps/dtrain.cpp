@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "ckpt/atomic_file.hpp"
+#include "core/atomic_file.hpp"
 #include "data/prepare.hpp"
 #include "data/token_file.hpp"
 #include "train/debug_dump.hpp"

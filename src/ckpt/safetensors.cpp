@@ -6,7 +6,7 @@
 #include <cstring>
 #include <set>
 
-#include "ckpt/atomic_file.hpp"
+#include "core/atomic_file.hpp"
 #include "core/json.hpp"
 
 namespace dtrain {

@@ -1,30 +1,10 @@
-// Small file helpers shared by the data layer: atomic writes (temp file + rename) and line reading.
+// Small text helpers shared by the data layer: line reading and blank-line tests.
 #pragma once
-#include <cstdio>
 #include <functional>
 #include <string>
 #include <string_view>
 
 namespace dtrain::data_io {
-
-// Writes `path` through a temporary file in the same folder, then renames it into place, so a
-// reader never sees a half-written file. Emit the content with put(), then call commit().
-class AtomicWriter {
- public:
-  explicit AtomicWriter(const std::string& path);
-  ~AtomicWriter();  // removes the temporary file when commit() was not reached
-  AtomicWriter(const AtomicWriter&) = delete;
-  AtomicWriter& operator=(const AtomicWriter&) = delete;
-
-  void put(const void* bytes, size_t n);
-  void put(std::string_view s) { put(s.data(), s.size()); }
-  void commit();  // flush, close and rename over the target
-
- private:
-  std::string path_;
-  std::string tmp_;
-  std::FILE* f_ = nullptr;
-};
 
 // Calls fn(line) for every line of `path` (without the newline, trailing '\r' removed).
 // Throws Error naming the file when it cannot be opened or read.

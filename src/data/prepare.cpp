@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/atomic_file.hpp"
 #include "data/io_util.hpp"
 #include "data/token_file.hpp"
 #include "data/vocab.hpp"
@@ -88,8 +89,8 @@ void write_meta(const std::string& path, const PrepareOptions& o, const PrepareR
   kv("eos", o.eos ? "1" : "0");
   kv("min_freq", std::to_string(o.min_freq));
   kv("max_vocab", std::to_string(o.max_vocab));
-  data_io::AtomicWriter w(path);
-  w.put(s);
+  AtomicFile w(path);
+  w.write(s);
   w.commit();
 }
 
@@ -269,8 +270,8 @@ void make_builtin_corpus(const std::string& out_dir, const std::string& source_d
                                                                      " paragraphs, need at least 10)" + fix);
   make_dir(out_dir);
   for (int s = 0; s < 3; ++s) {
-    data_io::AtomicWriter w((fs::path(out_dir) / (std::string(kSplits[s]) + ".txt")).string());
-    w.put(out[s]);
+    AtomicFile w((fs::path(out_dir) / (std::string(kSplits[s]) + ".txt")).string());
+    w.write(out[s]);
     w.commit();
   }
 }

@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "core/error.hpp"
+#include "core/atomic_file.hpp"
 #include "data/io_util.hpp"
 
 namespace dtrain {
@@ -43,9 +44,9 @@ void write_token_file(const std::string& path, uint32_t vocab_size, std::span<co
   h.vocab_size = vocab_size;
   h.n_tokens = ids.size();
   h.reserved = 0;
-  data_io::AtomicWriter w(path);
-  w.put(&h, sizeof(h));
-  w.put(ids.data(), ids.size_bytes());
+  AtomicFile w(path);
+  w.write(&h, sizeof(h));
+  w.write(ids.data(), ids.size_bytes());
   w.commit();
 }
 

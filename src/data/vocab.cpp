@@ -5,6 +5,7 @@
 #include <charconv>
 
 #include "core/error.hpp"
+#include "core/atomic_file.hpp"
 #include "data/io_util.hpp"
 
 namespace dtrain {
@@ -130,15 +131,15 @@ uint32_t Vocabulary::eos_id() const {
 }
 
 void Vocabulary::save(const std::string& path) const {
-  data_io::AtomicWriter w(path);
-  w.put("dtrain-vocab 1 lower=" + std::string(lowercase_ ? "1" : "0") + " eos=" + (eos_ ? "1" : "0") + "\n");
+  AtomicFile w(path);
+  w.write("dtrain-vocab 1 lower=" + std::string(lowercase_ ? "1" : "0") + " eos=" + (eos_ ? "1" : "0") + "\n");
   std::string line;
   for (size_t i = 0; i < words_.size(); ++i) {
     line.assign(words_[i]);
     line += '\t';
     line += std::to_string(counts_[i]);
     line += '\n';
-    w.put(line);
+    w.write(line);
   }
   w.commit();
 }

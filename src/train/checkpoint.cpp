@@ -7,7 +7,7 @@
 #include <cmath>
 #include <filesystem>
 
-#include "ckpt/atomic_file.hpp"
+#include "core/atomic_file.hpp"
 #include "ckpt/safetensors.hpp"
 #include "train/config.hpp"
 

@@ -8,7 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "ckpt/atomic_file.hpp"
+#include "core/atomic_file.hpp"
 #include "data/loader.hpp"
 #include "data/prepare.hpp"
 #include "data/sampler.hpp"

@@ -1,11 +1,12 @@
 // Atomic file and directory replacement, and whole-file reads (see atomic_file.hpp). POSIX only.
-#include "ckpt/atomic_file.hpp"
+#include "core/atomic_file.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -97,35 +98,73 @@ void fsync_dir(const std::string& dir) {
   ::close(fd);
 }
 
+namespace {
+std::atomic<uint64_t> g_temp_counter{0};
+constexpr size_t kBufferBytes = size_t(1) << 16;
+}  // namespace
+
+AtomicFile::AtomicFile(const std::string& path)
+    : path_(path), tmp_(path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(g_temp_counter++)) {
+  fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd_ < 0) {
+    int err = errno;
+    throw Error("cannot write " + path_ + ": creating " + tmp_ + " failed: " + write_problem(err, path_));
+  }
+}
+
+AtomicFile::~AtomicFile() {
+  if (fd_ >= 0) {
+    ::close(fd_);
+    ::unlink(tmp_.c_str());
+  }
+}
+
+void AtomicFile::fail(const char* step, int err) {
+  ::close(fd_);
+  fd_ = -1;
+  ::unlink(tmp_.c_str());
+  throw Error("cannot write " + path_ + " (" + step + "): " + write_problem(err, path_));
+}
+
+void AtomicFile::flush_buffer() {
+  if (buffer_.empty()) return;
+  if (int err = write_all(fd_, buffer_.data(), buffer_.size())) fail("write", err);
+  buffer_.clear();
+}
+
+void AtomicFile::write(const void* data, size_t n) {
+  DT_ASSERT(fd_ >= 0);
+  if (buffer_.size() + n <= kBufferBytes) {
+    buffer_.append(static_cast<const char*>(data), n);
+    return;
+  }
+  flush_buffer();
+  if (int err = write_all(fd_, data, n)) fail("write", err);
+}
+
+void AtomicFile::commit() {
+  DT_ASSERT(fd_ >= 0);
+  flush_buffer();
+  if (::fsync(fd_) != 0) fail("fsync", errno);
+  const int fd = fd_;
+  fd_ = -1;
+  if (::close(fd) != 0) {
+    int err = errno;
+    ::unlink(tmp_.c_str());
+    throw Error("cannot write " + path_ + " (close): " + write_problem(err, path_));
+  }
+  if (::rename(tmp_.c_str(), path_.c_str()) != 0) {
+    int err = errno;
+    ::unlink(tmp_.c_str());
+    throw Error("cannot write " + path_ + " (rename from " + tmp_ + "): " + write_problem(err, path_));
+  }
+  fsync_dir(parent_of(path_));
+}
+
 void write_file_atomic(const std::string& path, std::span<const ConstBuffer> parts) {
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-  if (fd.get() < 0) {
-    int err = errno;
-    throw Error("cannot write " + path + ": creating " + tmp + " failed: " +
-                write_problem(err, path));
-  }
-  auto fail = [&](const char* step, int err) {
-    ::close(fd.release());
-    ::unlink(tmp.c_str());
-    throw Error("cannot write " + path + " (" + step + "): " + write_problem(err, path));
-  };
-  for (const ConstBuffer& b : parts) {
-    if (b.size == 0) continue;
-    if (int err = write_all(fd.get(), b.data, b.size)) fail("write", err);
-  }
-  if (::fsync(fd.get()) != 0) fail("fsync", errno);
-  if (::close(fd.release()) != 0) {
-    int err = errno;
-    ::unlink(tmp.c_str());
-    throw Error("cannot write " + path + " (close): " + write_problem(err, path));
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    int err = errno;
-    ::unlink(tmp.c_str());
-    throw Error("cannot write " + path + " (rename from " + tmp + "): " + write_problem(err, path));
-  }
-  fsync_dir(parent_of(path));
+  AtomicFile f(path);
+  for (const ConstBuffer& b : parts) f.write(b.data, b.size);
+  f.commit();
 }
 
 void write_file_atomic(const std::string& path, const void* data, size_t n) {

@@ -14,8 +14,28 @@ struct ConstBuffer {
   size_t size;
 };
 
-// Writes `path.tmp.<pid>`, fsyncs it, renames it to `path` and fsyncs the directory. On any failure
-// the temporary is removed, `path` is left as it was, and an Error names the cause and the fix.
+// A file written piece by piece into `path.tmp.<pid>.<n>` and made `path` by commit(): fsync,
+// rename, fsync of the directory. Destroyed without commit() (an error, an exception), the
+// temporary is removed and `path` is left as it was. Errors name the cause and the fix.
+class AtomicFile {
+ public:
+  explicit AtomicFile(const std::string& path);
+  ~AtomicFile();
+  AtomicFile(const AtomicFile&) = delete;
+  AtomicFile& operator=(const AtomicFile&) = delete;
+  void write(const void* data, size_t n);
+  void write(std::string_view s) { write(s.data(), s.size()); }
+  void commit();
+
+ private:
+  void flush_buffer();
+  [[noreturn]] void fail(const char* step, int err);
+  std::string path_, tmp_;
+  int fd_ = -1;
+  std::string buffer_;  // small writes are gathered here
+};
+
+// Whole-file versions of AtomicFile.
 void write_file_atomic(const std::string& path, const void* data, size_t n);
 void write_file_atomic(const std::string& path, std::string_view bytes);
 void write_file_atomic(const std::string& path, std::span<const ConstBuffer> parts);
