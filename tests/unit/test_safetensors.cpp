@@ -8,7 +8,7 @@
 #include <fstream>
 #include <random>
 
-#include "ckpt/atomic_file.hpp"
+#include "core/atomic_file.hpp"
 #include "ckpt/safetensors.hpp"
 #include "core/error.hpp"
 #include "core/json.hpp"
