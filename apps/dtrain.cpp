@@ -28,6 +28,7 @@ usage:
   dtrain eval --checkpoint DIR [--data DIR] [--split valid|test] [--batch-size N] [--threads N]
   dtrain generate --checkpoint DIR --prompt TEXT [--tokens N] [--temperature T] [--top-k K] [--seed S]
   dtrain data prepare --input PATH --out DIR [--no-lowercase] [--no-eos] [--min-freq N] [--max-vocab N]
+                      [--valid-fraction F] [--test-fraction F]   (plain text: split by paragraphs)
   dtrain data builtin --out DIR        (the offline default corpus: Debian's licence texts)
   dtrain debug dump --config FILE [--set key=value ...] --out DIR [--steps N]
   dtrain config keys                   (every config key)
@@ -179,13 +180,16 @@ int cmd_generate(int argc, char** argv) {
 int cmd_data(int argc, char** argv) {
   require(argc >= 3, "usage: dtrain data prepare|builtin …: see `dtrain --help`");
   const std::string sub = argv[2];
-  Args a = parse(argc, argv, 3, {"no-lowercase", "no-eos"}, {"input", "out", "min-freq", "max-vocab"});
+  Args a = parse(argc, argv, 3, {"no-lowercase", "no-eos"},
+                 {"input", "out", "min-freq", "max-vocab", "valid-fraction", "test-fraction"});
   PrepareOptions o;
   o.out_dir = a.need("out");
   o.lowercase = !a.flag("no-lowercase");
   o.eos = !a.flag("no-eos");
   o.min_freq = int(a.integer("min-freq", 1));
   o.max_vocab = a.integer("max-vocab", 0);
+  o.valid_fraction = a.number("valid-fraction", o.valid_fraction);
+  o.test_fraction = a.number("test-fraction", o.test_fraction);
   if (sub == "builtin") {
     const std::string text = o.out_dir + "/text";
     make_builtin_corpus(text);

@@ -130,7 +130,7 @@ PrepareReport prepare_dataset(const PrepareOptions& o) {
       path_exists(o.input),
       "input " + o.input + " not found: pass a WikiText-2 folder, a text file or a folder of text files with --input");
   require(o.valid_fraction >= 0 && o.test_fraction >= 0 && o.valid_fraction + o.test_fraction < 1,
-          "valid_fraction and test_fraction must be >= 0 with a sum below 1 (got " + std::to_string(o.valid_fraction) +
+          "--valid-fraction and --test-fraction must be >= 0 with a sum below 1 (got " + std::to_string(o.valid_fraction) +
               " and " + std::to_string(o.test_fraction) + "): fix the split fractions");
   {
     std::error_code ec1, ec2;
@@ -191,7 +191,7 @@ PrepareReport prepare_dataset(const PrepareOptions& o) {
       });
     require(builder.tokens() > 0, "input " + o.input + " gives an empty train split (no tokens in the first " +
                                       std::to_string(valid_cut) + " of " + std::to_string(n_lines) +
-                                      " lines): add text or lower valid_fraction/test_fraction");
+                                      " lines): add text or lower --valid-fraction/--test-fraction");
     vocab = builder.build();
     line = 0;
     for (const auto& f : files)

@@ -133,11 +133,22 @@ std::string latest_checkpoint(const std::string& run_dir) {
 void prune_checkpoints(const std::string& run_dir, int64_t keep) {
   const fs::path root = fs::path(run_dir) / "checkpoints";
   if (!fs::is_directory(root)) return;
-  std::vector<fs::path> dirs;
-  for (const auto& e : fs::directory_iterator(root))
-    if (e.is_directory() && e.path().filename().string().rfind("step_", 0) == 0) dirs.push_back(e.path());
-  std::sort(dirs.begin(), dirs.end());
-  for (size_t i = 0; i + keep < dirs.size(); ++i) fs::remove_all(dirs[i]);
+  std::vector<fs::path> complete, leftovers;
+  for (const auto& e : fs::directory_iterator(root)) {
+    const std::string n = e.path().filename().string();
+    if (!e.is_directory() || n.rfind("step_", 0) != 0) continue;
+    // "step_N" is a checkpoint; "step_N.staging.PID" and the like are leftovers of killed writers
+    (n.find('.') == std::string::npos ? complete : leftovers).push_back(e.path());
+  }
+  std::sort(complete.begin(), complete.end());
+  for (size_t i = 0; i + keep < complete.size(); ++i) leftovers.push_back(complete[i]);
+  for (const fs::path& p : leftovers) {
+    // Renamed away first, so a kill during the removal never leaves a partial "step_N" behind.
+    const fs::path doomed = p.string() + ".deleting." + std::to_string(::getpid());
+    std::error_code ec;
+    fs::rename(p, doomed, ec);
+    fs::remove_all(ec ? p : doomed, ec);
+  }
 }
 
 }  // namespace dtrain

@@ -113,11 +113,12 @@ struct Trainer::Impl {
     prune_checkpoints(run_dir, cfg.train.keep_checkpoints);
   }
 
-  void log_eval(const char* split, double loss) {
+  // epoch: the epoch the evaluation belongs to (1-based); the final test counts completed epochs
+  void log_eval(const char* split, double loss, int64_t epoch) {
     Json j = Json::object();
     j["type"] = split;
     j["step"] = st.global_step;
-    j["epoch"] = st.epoch + 1;
+    j["epoch"] = epoch;
     j["loss"] = loss;
     j["ppl"] = std::exp(loss);
     jsonl->write(j);
@@ -199,7 +200,7 @@ struct Trainer::Impl {
         }
         if (cfg.train.eval_every > 0 && st.global_step % cfg.train.eval_every == 0) {
           const double v = evaluate(*model, *valid_set, B, cfg.train.eval_max_batches, precision).loss;
-          log_eval("val", v);
+          log_eval("val", v, st.epoch + 1);
         }
         if (cfg.train.checkpoint_every > 0 && st.global_step % cfg.train.checkpoint_every == 0) checkpoint();
       }
@@ -256,7 +257,7 @@ struct Trainer::Impl {
     s["precision"] = cfg.train.precision;
     s["parameters"] = model->num_params();
     write_file_atomic(run_dir + "/summary.json", s.dump(2) + "\n");
-    log_eval("test", test.loss);
+    log_eval("test", test.loss, st.epoch);
     tb->flush();
   }
 };

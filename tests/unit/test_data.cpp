@@ -417,7 +417,7 @@ TEST(Prepare, ErrorPaths) {
   o.input = d / "ok.txt";
   o.valid_fraction = 0.6;
   o.test_fraction = 0.5;
-  expect_error([&] { prepare_dataset(o); }, "valid_fraction");
+  expect_error([&] { prepare_dataset(o); }, "--valid-fraction");
   o.valid_fraction = o.test_fraction = 0.1;
 
   o.min_freq = 0;

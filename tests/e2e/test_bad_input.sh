@@ -1,0 +1,175 @@
+#!/usr/bin/env bash
+# Bad input: each user error is one `dtrain: error:` line naming the culprit, exit 2, and leaves the
+# run dir's files untouched; a run SIGKILLed while checkpointing leaves only complete checkpoints.
+set -euo pipefail
+bin=$1 src=$2
+work=$(mktemp -d)
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done; rm -rf "$work"; }
+trap cleanup EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+d=$bin/dtrain
+
+"$d" data builtin --out "$work/data" >/dev/null
+common=(--config "$src/configs/quickstart.toml" --set data.dir="$work/data" --set model.dim=32
+  --set model.heads=2 --set model.layers=1 --set model.ff_dim=64 --set model.seq_len=16
+  --set train.batch_size=16 --set data.stride=16 --set train.threads=1 --set train.progress=false
+  --set train.eval_max_batches=4)
+run="$work/run"
+"$d" train "${common[@]}" --set train.max_steps=10 --set train.checkpoint_every=5 --run-dir "$run" \
+  >"$work/base.out" 2>&1 || { cat "$work/base.out"; fail "the base training run failed"; }
+[ -d "$run/checkpoints/step_000000010" ] || fail "base run should have checkpoints/step_000000010"
+snapshot() { (cd "$1" && find . -type f -exec sha256sum {} + | sort; find . | sort); }
+base_snap=$(snapshot "$run")
+
+# expect_error NAME NEEDLE CMD...: exit 2, exactly one stderr line, `dtrain: error:` + NEEDLE,
+# and the run dir unchanged.
+n_cases=0
+expect_error() {
+  local name=$1 needle=$2; shift 2
+  local rc=0
+  "$@" >"$work/case.out" 2>"$work/case.err" || rc=$?
+  local err
+  err=$(cat "$work/case.err")
+  [ $rc -eq 2 ] || fail "$name: expected exit 2, saw $rc (stderr: $err)"
+  [ "$(wc -l <"$work/case.err")" -eq 1 ] && [ -n "$err" ] ||
+    fail "$name: expected exactly one line on stderr, saw $(wc -l <"$work/case.err"): $err"
+  [[ $err == "dtrain: error: "* ]] || fail "$name: stderr should start with 'dtrain: error: ', saw: $err"
+  grep -qF -- "$needle" "$work/case.err" || fail "$name: the error should mention '$needle', saw: $err"
+  [ "$(snapshot "$run")" = "$base_snap" ] || fail "$name: files under the run dir changed"
+  n_cases=$((n_cases + 1))
+  echo "ok  $name: $err" | cut -c1-200
+}
+
+# Data.
+expect_error "missing data dir" "$work/no-such-data" \
+  "$d" train "${common[@]}" --set data.dir="$work/no-such-data" --run-dir "$run"
+: >"$work/empty.txt"
+mkdir "$work/empty-dir"
+expect_error "prepare: empty file" "$work/empty.txt" "$d" data prepare --input "$work/empty.txt" --out "$work/p1"
+expect_error "prepare: empty folder" "$work/empty-dir" "$d" data prepare --input "$work/empty-dir" --out "$work/p2"
+expect_error "prepare: missing input" "$work/no-such.txt" "$d" data prepare --input "$work/no-such.txt" --out "$work/p3"
+
+# Config keys and values.
+expect_error "unknown key (--set)" "train.lrr" "$d" train "${common[@]}" --set train.lrr=1 --run-dir "$run"
+cat >"$work/bad.toml" <<EOF
+[data]
+dir = "$work/data"
+[train]
+epochs = 1
+lrr = 0.1
+EOF
+expect_error "unknown key (TOML)" "train.lrr" "$d" train --config "$work/bad.toml" --run-dir "$run"
+grep -qF "$work/bad.toml" "$work/case.err" || fail "unknown key (TOML): the error should name the file, saw: $(cat "$work/case.err")"
+expect_error "heads do not divide dim" "model.heads" "$d" train "${common[@]}" --set model.heads=3 --run-dir "$run"
+expect_error "negative lr" "train.lr" "$d" train "${common[@]}" --set train.lr=-0.1 --run-dir "$run"
+expect_error "batch_size 0" "train.batch_size" "$d" train "${common[@]}" --set train.batch_size=0 --run-dir "$run"
+expect_error "epochs not an integer" "train.epochs" "$d" train "${common[@]}" --set train.epochs=abc --run-dir "$run"
+grep -qF "abc" "$work/case.err" || fail "epochs=abc: the error should show the value abc, saw: $(cat "$work/case.err")"
+
+# Damaged checkpoints (copies of model_final): header bytes flipped, file truncated.
+cp -r "$run/model_final" "$work/ck_header"
+cp -r "$run/model_final" "$work/ck_trunc"
+printf '\xff\xfe\xfd\xfc\n\x00' | dd of="$work/ck_header/model.safetensors" bs=1 seek=12 conv=notrunc status=none
+size=$(stat -c %s "$work/ck_trunc/model.safetensors")
+truncate -s $((size * 2 / 3)) "$work/ck_trunc/model.safetensors"
+for ck in ck_header ck_trunc; do
+  expect_error "eval $ck" "$work/$ck/model.safetensors" "$d" eval --checkpoint "$work/$ck"
+  expect_error "generate $ck" "$work/$ck/model.safetensors" \
+    "$d" generate --checkpoint "$work/$ck" --prompt the --tokens 5
+done
+
+# Resume with another model shape, and with unknown keys.
+expect_error "resume with model.dim=64" "model.dim" "$d" train --resume "$run" --set model.dim=64
+expect_error "resume with unknown key" "train.lrr" "$d" train --resume "$run" --set train.lrr=1
+
+# Resume whose latest checkpoint is damaged (a copy of the run): a clear error, nothing changed.
+cp -r "$run" "$work/run_bad"
+printf '\xff\xfe' | dd of="$work/run_bad/checkpoints/step_000000010/model.safetensors" bs=1 seek=20 conv=notrunc status=none
+bad_snap=$(snapshot "$work/run_bad")
+rc=0
+"$d" train --resume "$work/run_bad" >"$work/case.out" 2>"$work/case.err" || rc=$?
+[ $rc -eq 2 ] && [ "$(wc -l <"$work/case.err")" -eq 1 ] &&
+  grep -qF "dtrain: error: checkpoint $work/run_bad/checkpoints/step_000000010/model.safetensors" "$work/case.err" ||
+  fail "resume from a damaged checkpoint: expected exit 2 and one error line naming the file, saw rc $rc: $(cat "$work/case.err")"
+[ "$(snapshot "$work/run_bad")" = "$bad_snap" ] || fail "resume from a damaged checkpoint changed the run dir"
+echo "ok  resume from damaged checkpoint: $(cut -c1-150 "$work/case.err")"
+echo "$n_cases error cases: one line, exit 2, culprit named, run dir unchanged"
+
+# SIGKILL while checkpointing every step, twice (fresh run, then a resumed one); every committed
+# checkpoints/step_* must be complete and loadable; staging leftovers are ignored by --resume.
+krun="$work/killed"
+leftovers=0
+problems=()   # broken committed-looking folders: reported at the end, after resume was tried
+check_killed_dir() {  # $1 = label; sets $latest to the newest complete checkpoint
+  local e name f ok
+  latest=""
+  for e in "$krun"/checkpoints/*; do
+    [ -e "$e" ] || continue
+    name=$(basename "$e")
+    if [[ $name =~ ^step_[0-9]{9}$ ]]; then
+      ok=1
+      for f in model.safetensors optimizer.safetensors trainer.json vocab.txt; do
+        [ -s "$e/$f" ] || ok=0
+      done
+      if [ $ok = 1 ] && "$d" eval --checkpoint "$e" --split valid >"$work/keval.out" 2>&1; then
+        latest=$name
+      else
+        problems+=("$1: checkpoints/$name is incomplete or does not load (holds: $(ls "$e" | tr '\n' ' ')); all: $(ls "$krun/checkpoints" | tr '\n' ' ')")
+      fi
+    elif [[ $name =~ ^step_[0-9]{9}\.(staging|old)\.[0-9]+$ ]]; then
+      leftovers=$((leftovers + 1))
+    else
+      fail "$1: unexpected entry checkpoints/$name"
+    fi
+  done
+  [ -n "$latest" ] || fail "$1: no complete checkpoint at all ($(ls "$krun/checkpoints" | tr '\n' ' '))"
+  # keep_checkpoints + 1 complete folders is fine (killed between commit and prune).
+}
+kill_after() {  # $1 = seconds after the first committed checkpoint; the rest is the command
+  local delay=$1; shift
+  "$@" >"$work/kill.out" 2>&1 &
+  local pid=$!
+  pids+=("$pid")
+  local waited=0
+  until ls "$krun/checkpoints" 2>/dev/null | grep -Eq '^step_[0-9]{9}$'; do
+    sleep 0.1; waited=$((waited + 1))
+    kill -0 "$pid" 2>/dev/null || { cat "$work/kill.out"; fail "the run to be killed exited early"; }
+    [ $waited -lt 600 ] || fail "no checkpoint within 60 s in the run to be killed"
+  done
+  sleep "$delay"
+  kill -9 "$pid" 2>/dev/null || fail "the run to be killed had already exited before the kill"
+  wait "$pid" 2>/dev/null || true
+  ! kill -0 "$pid" 2>/dev/null || fail "the killed run $pid is still alive"
+}
+kill_after 1.3 "$d" train "${common[@]}" --set train.epochs=1000 --set train.checkpoint_every=1 --run-dir "$krun"
+check_killed_dir "killed fresh run"
+echo "killed fresh run: latest complete checkpoint $latest ($(ls "$krun/checkpoints" | tr '\n' ' '))"
+kill_after 0.7 "$d" train --resume "$krun"
+grep -q "resumed from $krun/checkpoints/$latest" "$work/kill.out" ||
+  fail "the resumed run should start from $latest, saw: $(head -1 "$work/kill.out")"
+check_killed_dir "killed resumed run"
+echo "killed resumed run: latest complete checkpoint $latest ($(ls "$krun/checkpoints" | tr '\n' ' '))"
+step=$((10#${latest#step_}))
+target=$((step + 3))
+"$d" train --resume "$krun" --set train.max_steps=$target >"$work/final.out" 2>&1 ||
+  { cat "$work/final.out"; fail "train --resume after SIGKILL should succeed"; }
+grep -q "resumed from $krun/checkpoints/$latest (step $step," "$work/final.out" ||
+  fail "resume after SIGKILL should start from $latest, saw: $(head -1 "$work/final.out")"
+[ -s "$krun/checkpoints/$(printf 'step_%09d' $target)/model.safetensors" ] && [ -s "$krun/model_final/model.safetensors" ] ||
+  fail "resume after SIGKILL should reach step $target and write model_final"
+py=/usr/bin/python3
+[ -x "$py" ] || py=$(command -v python3 || echo true)
+"$py" - "$krun/metrics.jsonl" <<'EOF' || fail "metrics.jsonl should stay valid JSON lines across kills"
+import json, sys
+for i, l in enumerate(open(sys.argv[1]), 1):
+    try: json.loads(l)
+    except Exception as e: sys.exit(f"metrics.jsonl line {i} is not JSON ({e}): {l[:80]!r}")
+EOF
+echo "resume after SIGKILL reached step $target; staging/old leftovers seen after the kills: $leftovers"
+if [ ${#problems[@]} -gt 0 ]; then
+  printf 'FAIL: after SIGKILL every checkpoints/step_* folder must be complete and loadable or absent:\n' >&2
+  printf '  %s\n' "${problems[@]}" >&2
+  exit 1
+fi
+echo "PASS"
