@@ -97,7 +97,7 @@ echo "ok  resume from damaged checkpoint: $(cut -c1-150 "$work/case.err")"
 echo "$n_cases error cases: one line, exit 2, culprit named, run dir unchanged"
 
 # SIGKILL while checkpointing every step, twice (fresh run, then a resumed one); every committed
-# checkpoints/step_* must be complete and loadable; staging leftovers are ignored by --resume.
+# checkpoints/step_* must be complete and loadable; staging and deleting leftovers are ignored by --resume.
 krun="$work/killed"
 leftovers=0
 problems=()   # broken committed-looking folders: reported at the end, after resume was tried
@@ -117,7 +117,7 @@ check_killed_dir() {  # $1 = label; sets $latest to the newest complete checkpoi
       else
         problems+=("$1: checkpoints/$name is incomplete or does not load (holds: $(ls "$e" | tr '\n' ' ')); all: $(ls "$krun/checkpoints" | tr '\n' ' ')")
       fi
-    elif [[ $name =~ ^step_[0-9]{9}\.(staging|old)\.[0-9]+$ ]]; then
+    elif [[ $name =~ ^step_[0-9]{9}\.(staging|old|deleting)\.[0-9]+$ ]]; then
       leftovers=$((leftovers + 1))
     else
       fail "$1: unexpected entry checkpoints/$name"
@@ -166,7 +166,7 @@ for i, l in enumerate(open(sys.argv[1]), 1):
     try: json.loads(l)
     except Exception as e: sys.exit(f"metrics.jsonl line {i} is not JSON ({e}): {l[:80]!r}")
 EOF
-echo "resume after SIGKILL reached step $target; staging/old leftovers seen after the kills: $leftovers"
+echo "resume after SIGKILL reached step $target; staging/old/deleting leftovers seen after the kills: $leftovers"
 if [ ${#problems[@]} -gt 0 ]; then
   printf 'FAIL: after SIGKILL every checkpoints/step_* folder must be complete and loadable or absent:\n' >&2
   printf '  %s\n' "${problems[@]}" >&2
