@@ -3,6 +3,7 @@
 #include "kernels/cpu/matmul.hpp"
 
 #include <cstdio>
+#include <cstring>
 #include <dnnl.hpp>
 #include <map>
 #include <tuple>
@@ -22,6 +23,7 @@ struct Runtime {
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
   dnnl::stream stream{engine};
   std::map<Key, dnnl::matmul> cache;
+  std::map<std::vector<int64_t>, dnnl::matmul> batched_cache;
   std::vector<uint16_t> scratch_a, scratch_b;
   bool bf16_unavailable = false;
 };
@@ -101,6 +103,32 @@ void matmul(const float* A, const float* B, float* C, const MatmulArgs& args) {
                                        {DNNL_ARG_DST, memory(c_md, rt.engine, C)}};
   if (a.bias) io.emplace(DNNL_ARG_BIAS, memory(bias_md, rt.engine, const_cast<float*>(a.bias)));
   it->second.execute(rt.stream, io);
+  rt.stream.wait();
+}
+
+void matmul_batched(const float* A, Strided4 sa, const float* B, Strided4 sb, float* C, Strided4 sc, int64_t d0,
+                    int64_t d1, int64_t M, int64_t N, int64_t K, float alpha) {
+  if (d0 * d1 * M * N == 0) return;
+  Runtime& rt = runtime();
+  auto md = [](int64_t r, int64_t c, int64_t b0, int64_t b1, const Strided4& st) {
+    return memory::desc({b0, b1, r, c}, memory::data_type::f32, {st.stride[0], st.stride[1], st.stride[2], st.stride[3]});
+  };
+  const auto a_md = md(M, K, d0, d1, sa), b_md = md(K, N, d0, d1, sb), c_md = md(M, N, d0, d1, sc);
+  std::vector<int64_t> key{d0, d1, M, N, K};
+  for (const Strided4* st : {&sa, &sb, &sc}) key.insert(key.end(), st->stride, st->stride + 4);
+  int32_t alpha_bits;
+  std::memcpy(&alpha_bits, &alpha, 4);
+  key.push_back(alpha_bits);
+  auto it = rt.batched_cache.find(key);
+  if (it == rt.batched_cache.end()) {
+    dnnl::primitive_attr attr;
+    if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
+    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, c_md), attr, rt.engine);
+    it = rt.batched_cache.emplace(key, dnnl::matmul(pd)).first;
+  }
+  it->second.execute(rt.stream, {{DNNL_ARG_SRC, memory(a_md, rt.engine, const_cast<float*>(A))},
+                                 {DNNL_ARG_WEIGHTS, memory(b_md, rt.engine, const_cast<float*>(B))},
+                                 {DNNL_ARG_DST, memory(c_md, rt.engine, C)}});
   rt.stream.wait();
 }
 

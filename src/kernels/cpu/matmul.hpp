@@ -21,6 +21,16 @@ struct MatmulArgs {
 
 void matmul(const float* A, const float* B, float* C, const MatmulArgs& args);
 
+// A 4-D operand [d0, d1, rows, cols] given by element strides (any layout: a head's slice of a
+// row-major activation, a transposed view, ...).
+struct Strided4 {
+  int64_t stride[4];
+};
+
+// Batched over (d0, d1), f32: C[i,j] = alpha * A[i,j] (M x K) · B[i,j] (K x N) for all i < d0, j < d1.
+void matmul_batched(const float* A, Strided4 a, const float* B, Strided4 b, float* C, Strided4 c, int64_t d0,
+                    int64_t d1, int64_t M, int64_t N, int64_t K, float alpha);
+
 // Convenience for Linear layers with weights stored [out, in] as in PyTorch.
 // y[rows, out] = x[rows, in] · W^T + b
 inline void linear_forward(const float* x, const float* W, const float* b, float* y, int64_t rows,
