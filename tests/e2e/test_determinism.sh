@@ -1,15 +1,7 @@
 #!/usr/bin/env bash
 # Determinism: same seed and thread count -> bit-identical per-step losses and final weights;
 # 1 vs 2 threads -> every step loss within 1e-6 relative; another seed -> different losses.
-set -euo pipefail
-bin=$1 src=$2
-py=/usr/bin/python3
-[ -x "$py" ] || py=$(command -v python3 || true)
-if [ -z "$py" ]; then echo "SKIP: no python3 to compare metrics"; exit 77; fi
-work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
-
-"$bin/dtrain" data builtin --out "$work/data" >/dev/null
+source "$2/tests/e2e/lib.sh" "$1" "$2" "to compare metrics"
 steps=30
 # dim 64 / ff 256 / seq 32 so that the 2-thread run really splits its loops; dropout 0.1 (preset).
 common=(--config "$src/configs/quickstart.toml" --set data.dir="$work/data" --set model.dim=64

@@ -1,15 +1,7 @@
 #!/usr/bin/env bash
 # Exact resume: 2k steps straight == k steps + `train --resume` to 2k (dropout on), bit for bit, for a
 # resume point mid-epoch and one at an epoch boundary; resuming a run dir without checkpoints fails.
-set -euo pipefail
-bin=$1 src=$2
-py=/usr/bin/python3
-[ -x "$py" ] || py=$(command -v python3 || true)
-if [ -z "$py" ]; then echo "SKIP: no python3 to compare metrics and tensors"; exit 77; fi
-work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
-
-"$bin/dtrain" data builtin --out "$work/data" >/dev/null
+source "$2/tests/e2e/lib.sh" "$1" "$2" "to compare metrics and tensors"
 # 129 windows of 16 tokens, batch 16: 9 steps per epoch, the last one a partial batch of 1 row.
 common=(--config "$src/configs/quickstart.toml" --set data.dir="$work/data" --set model.dim=32
   --set model.heads=2 --set model.layers=1 --set model.ff_dim=64 --set model.seq_len=16

@@ -1,15 +1,7 @@
 #!/usr/bin/env bash
 # End to end through the CLI: builtin data, a tiny model trained 3 epochs beats the unigram baseline
 # of the valid split; course lines, summary.json, generate, eval and the TensorBoard event file.
-set -euo pipefail
-bin=$1 src=$2
-py=/usr/bin/python3
-[ -x "$py" ] || py=$(command -v python3 || true)
-if [ -z "$py" ]; then echo "SKIP: no python3 to compute the baseline and read the outputs"; exit 77; fi
-work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
-
-"$bin/dtrain" data builtin --out "$work/data" >/dev/null
+source "$2/tests/e2e/lib.sh" "$1" "$2" "to compute the baseline and read the outputs"
 epochs=3
 "$bin/dtrain" train --config "$src/configs/quickstart.toml" --run-dir "$work/run" \
   --set data.dir="$work/data" --set model.dim=32 --set model.heads=2 --set model.layers=1 \

@@ -1,0 +1,263 @@
+#!/usr/bin/python3
+# dtrain vs the PyTorch reference on this CPU, side by side in one run: same model, vocabulary,
+# batch, threads and steps; tokens/s, ratio, MFU against the measured matmul peak, peak memory and
+# the targets. Run through bench/compare.sh (see bench/README.md).
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TORCH_BENCH = os.path.join(ROOT, "bench", "torch_reference_bench.py")
+PYTHON = "/usr/bin/python3"  # Debian's python3-torch lives here
+
+# name -> (preset file, default batch, default timed steps, quick timed steps)
+PRESETS = {
+    "seed": ("configs/seed-wikitext.toml", 512, 5, 2),   # the course's model, batch 512 (DESIGN §5)
+    "large": ("configs/bench-large.toml", 16, 10, 4),    # d 256, 4 layers, ff 1024, seq 128 (DESIGN §6)
+}
+
+FORMULA = ("train_flops_per_token = 6 * (L*(4*d^2 + 2*d*ff) + V*d) + 12*L*T*d   "
+           "(6 x matmul parameters, plus attention scores and weighted sum, causal mask not discounted)")
+
+
+def flops_per_token(m):
+    d, ff, V, L, T = m["dim"], m["ff_dim"], m["vocab_size"], m["layers"], m["seq_len"]
+    return 6.0 * (L * (4 * d * d + 2 * d * ff) + V * d) + 12.0 * L * T * d
+
+
+def cpu_flags():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+def loadavg():
+    try:
+        return " ".join(open("/proc/loadavg").read().split()[:3])
+    except OSError:
+        return "?"
+
+
+def run_json(cmd, env, timeout, what):
+    """Runs cmd, returns the JSON object on the last line of its stdout; exits with its stderr on failure."""
+    t0 = time.time()
+    try:
+        p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        sys.exit(f"compare: {what} ran past {timeout}s: use --quick or fewer --steps")
+    except OSError as e:
+        sys.exit(f"compare: cannot run {cmd[0]}: {e}")
+    if p.returncode != 0:
+        sys.exit(f"compare: {what} failed (exit {p.returncode}):\n  {' '.join(cmd)}\n{p.stderr.strip()[-2000:]}")
+    lines = [l for l in p.stdout.splitlines() if l.strip().startswith("{")]
+    if not lines:
+        sys.exit(f"compare: {what} printed no JSON line:\n{p.stdout[-2000:]}{p.stderr[-2000:]}")
+    out = json.loads(lines[-1])
+    out["_wall_s"] = round(time.time() - t0, 1)
+    return out
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description="dtrain vs PyTorch reference training throughput on this CPU")
+    ap.add_argument("--bin", default=os.path.join(ROOT, "build", "bin"),
+                    help="folder with bench_train and matmul_peak (default build/bin)")
+    ap.add_argument("--presets", default="seed,large",
+                    help="comma list of " + "|".join(PRESETS) + " or TOML paths (default seed,large)")
+    ap.add_argument("--precisions", default="f32,bf16", help="comma list of f32|bf16 (default both)")
+    ap.add_argument("--vocab", type=int, default=12000, help="vocabulary size (default 12000)")
+    ap.add_argument("--batch", action="append", default=[], metavar="PRESET=B",
+                    help="batch for a preset, e.g. seed=128 (defaults: seed 512, large 16, other 16)")
+    ap.add_argument("--threads", type=int, default=2, help="threads for both programs (default 2)")
+    ap.add_argument("--steps", type=int, help="timed steps per run (default: seed 5, large 10)")
+    ap.add_argument("--warmup", type=int, default=1, help="untimed steps per run (default 1)")
+    ap.add_argument("--rounds", type=int, default=2,
+                    help="alternating dtrain/torch rounds per case; the best round counts (default 2)")
+    ap.add_argument("--stat", choices=("mean", "min"), default="mean",
+                    help="step time of a run: mean of its timed steps (default) or its fastest step "
+                         "(less sensitive to a busy machine, flatters both programs alike)")
+    ap.add_argument("--quick", action="store_true", help="fewer steps (seed 2, large 4): checks that it works")
+    ap.add_argument("--openblas-coretype", default="auto", metavar="auto|inherit|NAME",
+                    help="OPENBLAS_CORETYPE for torch: auto = SkylakeX on avx512f CPUs (default), "
+                         "inherit = leave the environment's, or a name such as Haswell")
+    ap.add_argument("--json", metavar="FILE", help="also write every raw result here")
+    ap.add_argument("--timeout", type=int, default=3600, help="seconds allowed per program run")
+    args = ap.parse_args(argv)
+    if args.threads <= 0 or args.rounds <= 0 or args.warmup < 0 or args.vocab < 2 or (args.steps or 1) <= 0:
+        ap.error("--threads, --rounds, --steps must be positive, --warmup non-negative, --vocab >= 2")
+    precisions = [p for p in args.precisions.split(",") if p]
+    for p in precisions:
+        if p not in ("f32", "bf16"):
+            ap.error(f"--precisions: {p!r} is not f32 or bf16")
+    batches = {}
+    for item in args.batch:
+        name, _, b = item.partition("=")
+        if not b.isdigit() or int(b) <= 0:
+            ap.error(f"--batch {item!r} is not PRESET=B with B a positive integer")
+        batches[name] = int(b)
+    cases = []
+    for name in [n for n in args.presets.split(",") if n]:
+        if name in PRESETS:
+            path, batch, steps, quick_steps = PRESETS[name]
+        else:
+            path, batch, steps, quick_steps = name, 16, 10, 4
+            name = os.path.splitext(os.path.basename(name))[0]
+        full = path if os.path.isabs(path) else os.path.join(ROOT, path)
+        if not os.path.isfile(full):
+            ap.error(f"--presets: {path} is not a preset name ({', '.join(PRESETS)}) or an existing TOML file")
+        batch = batches.get(name, batch)
+        n = args.steps if args.steps else (quick_steps if args.quick else steps)
+        cases.append((name, full, batch, n))
+
+    bench_train = os.path.join(args.bin, "bench_train")
+    matmul_peak = os.path.join(args.bin, "matmul_peak")
+    for exe in (bench_train, matmul_peak):
+        if not os.access(exe, os.X_OK):
+            sys.exit(f"compare: {exe} not found: build first with scripts/build.sh (or pass --bin DIR)")
+
+    T = str(args.threads)
+    dtrain_env = dict(os.environ, OMP_NUM_THREADS=T)
+    torch_env = dict(os.environ, OMP_NUM_THREADS=T, OPENBLAS_NUM_THREADS=T, MKL_NUM_THREADS=T)
+    # OpenBLAS (torch's f32 BLAS here) picks AVX2 kernels on this CPU unless told (DESIGN §6); an
+    # inherited OPENBLAS_CORETYPE=Haswell would do the same, so "auto" overrides it on avx512f CPUs.
+    inherited = os.environ.get("OPENBLAS_CORETYPE")
+    if args.openblas_coretype == "auto":
+        if "avx512f" in cpu_flags():
+            torch_env["OPENBLAS_CORETYPE"] = "SkylakeX"
+    elif args.openblas_coretype == "inherit":
+        pass
+    else:
+        torch_env["OPENBLAS_CORETYPE"] = args.openblas_coretype
+    coretype_note = torch_env.get("OPENBLAS_CORETYPE", "(unset)")
+    if inherited and inherited != torch_env.get("OPENBLAS_CORETYPE"):
+        coretype_note += f" (overriding the inherited {inherited})"
+
+    load_start = loadavg()
+    print(f"dtrain vs PyTorch reference, {args.threads} threads, vocab {args.vocab}, {args.rounds} alternating "
+          f"rounds (best counts), {args.stat} step time, warm-up {args.warmup}; load average at start: {load_start} on {os.cpu_count()} CPUs")
+    if float(load_start.split()[0]) > 0.5:
+        print("  note: the machine is not idle, absolute numbers are noisy (see bench/README.md)")
+
+    peak_cmd = [matmul_peak, "--threads", T] + (["--reps", "5"] if args.quick else [])
+    peaks = [run_json(peak_cmd, dtrain_env, args.timeout, "matmul_peak")]
+    print(f"matmul peak (dtrain::matmul, oneDNN, best of 1024^3 and 2048x2048x1024): "
+          f"f32 {peaks[0]['f32_gflops']:.0f} GFLOP/s, bf16 {peaks[0]['bf16_gflops']:.0f} GFLOP/s "
+          f"(native bf16: {peaks[0]['native_bf16']})")
+    print(f"MFU = train_flops_per_token x tokens/s / peak, where\n  {FORMULA}")
+    print(f"torch: {PYTHON} {os.path.relpath(TORCH_BENCH, ROOT)}, bf16 = torch.autocast('cpu', dtype=torch.bfloat16); "
+          f"OPENBLAS_CORETYPE={coretype_note}")
+    sys.stdout.flush()
+
+    results = []
+    blas_seen = None
+    for name, path, batch, steps in cases:
+        for prec in precisions:
+            dcmd = [bench_train, "--config", path, "--vocab", str(args.vocab), "--batch", str(batch),
+                    "--threads", T, "--precision", prec, "--steps", str(steps), "--warmup", str(args.warmup)]
+            druns, truns = [], []
+            for r in range(args.rounds):
+                d = run_json(dcmd, dtrain_env, args.timeout, f"bench_train {name} {prec}")
+                druns.append(d)
+                tcmd = [PYTHON, TORCH_BENCH, "--config-json", json.dumps(d["model"]), "--batch", str(batch),
+                        "--threads", T, "--precision", prec, "--steps", str(steps), "--warmup", str(args.warmup)]
+                t = run_json(tcmd, torch_env, args.timeout, f"torch_reference_bench {name} {prec}")
+                truns.append(t)
+                print(f"  {name} {prec} round {r + 1}: ms/step mean (min): dtrain {d['mean_step_ms']:.1f} "
+                      f"({d['min_step_ms']:.1f}), torch {t['step_ms']:.1f} ({t['min_step_ms']:.1f}); "
+                      f"load {loadavg()}")
+                sys.stdout.flush()
+            if blas_seen is None:
+                blas_seen = (truns[0].get("torch"), truns[0].get("blas"))
+            fpt = flops_per_token(druns[0]["model"])
+            if abs(fpt - druns[0]["train_flops_per_token"]) > 1e-6 * fpt:
+                print(f"  warning: the formula gives {fpt:.0f} FLOP/token, "
+                      f"ModelConfig::train_flops_per_token {druns[0]['train_flops_per_token']:.0f}")
+            if druns[0]["params"] != truns[0]["params"]:
+                print(f"  warning: parameter counts differ: dtrain {druns[0]['params']}, torch {truns[0]['params']}")
+            tokens = batch * druns[0]["seq_len"]
+            # Same statistic for both: the mean step time of a run (what the torch script reports as
+            # step_ms) or its fastest step; the best round counts.
+            d_key, t_key = ("mean_step_ms", "step_ms") if args.stat == "mean" else ("min_step_ms", "min_step_ms")
+            d_ms = min(x[d_key] for x in druns)
+            t_ms = min(x[t_key] for x in truns)
+            results.append({
+                "preset": name, "precision": prec, "batch": batch, "seq_len": druns[0]["seq_len"],
+                "steps": steps, "flops_per_token": fpt, "params": druns[0]["params"],
+                "dtrain_tps": tokens / (d_ms / 1e3), "torch_tps": tokens / (t_ms / 1e3),
+                "dtrain_step_ms": d_ms, "torch_step_ms": t_ms,
+                "dtrain_peak_mb": max(x["peak_rss_mb"] for x in druns),
+                "torch_peak_mb": max(x["peak_rss_mb"] for x in truns),
+                "dtrain_loss": druns[-1]["loss"], "torch_loss": truns[-1]["loss"],
+                "dtrain_runs": druns, "torch_runs": truns,
+            })
+
+    # The peak once more at the end: the best of both measurements is the peak.
+    peaks.append(run_json(peak_cmd, dtrain_env, args.timeout, "matmul_peak"))
+    peak = {p: max(x[f"{p}_gflops"] for x in peaks) for p in ("f32", "bf16")}
+    load_end = loadavg()
+    spread = {p: 1.0 - min(x[f"{p}_gflops"] for x in peaks) / peak[p] for p in ("f32", "bf16")}
+
+    print()
+    print(f"matmul peak used for MFU (best of start and end): f32 {peak['f32']:.0f} GFLOP/s, "
+          f"bf16 {peak['bf16']:.0f} GFLOP/s")
+    if max(spread.values()) > 0.15:
+        print(f"  warning: the start and end peaks differ by {100 * spread['f32']:.0f}% (f32) and "
+              f"{100 * spread['bf16']:.0f}% (bf16): the machine was busy, the peak may be underestimated "
+              f"and every MFU below overstated")
+    if blas_seen:
+        print(f"torch {blas_seen[0]} loaded BLAS: {', '.join(blas_seen[1]) or '(none found)'}")
+    hdr = ("preset", "prec", "batch", "dtrain tok/s", "torch tok/s", "ratio", "dtrain MFU%", "torch MFU%",
+           "dtrain MiB", "torch MiB")
+    rows = []
+    for r in results:
+        pk = peak[r["precision"]] * 1e9
+        r["ratio"] = r["dtrain_tps"] / r["torch_tps"]
+        r["dtrain_mfu"] = 100.0 * r["flops_per_token"] * r["dtrain_tps"] / pk
+        r["torch_mfu"] = 100.0 * r["flops_per_token"] * r["torch_tps"] / pk
+        rows.append((r["preset"], r["precision"], str(r["batch"]), f"{r['dtrain_tps']:.0f}", f"{r['torch_tps']:.0f}",
+                     f"{r['ratio']:.2f}x", f"{r['dtrain_mfu']:.1f}", f"{r['torch_mfu']:.1f}",
+                     f"{r['dtrain_peak_mb']:.0f}", f"{r['torch_peak_mb']:.0f}"))
+    widths = [max(len(h), *(len(row[i]) for row in rows)) if rows else len(h) for i, h in enumerate(hdr)]
+    print("  ".join(h.rjust(w) for h, w in zip(hdr, widths)))
+    for row in rows:
+        print("  ".join(c.rjust(w) for c, w in zip(row, widths)))
+
+    print("\ntargets:")
+    failed = 0
+    for r in results:
+        label = f"{r['preset']} {r['precision']}"
+        vs = "torch f32" if r["precision"] == "f32" else "torch bf16 autocast"
+        checks = [(f"dtrain >= 3x {vs}", r["ratio"] >= 3.0, f"{r['ratio']:.2f}x"),
+                  ("peak memory not above torch", r["dtrain_peak_mb"] <= r["torch_peak_mb"],
+                   f"{r['dtrain_peak_mb']:.0f} vs {r['torch_peak_mb']:.0f} MiB")]
+        if r["precision"] == "f32":
+            checks.append(("MFU >= 50% of the f32 peak", r["dtrain_mfu"] >= 50.0, f"{r['dtrain_mfu']:.1f}%"))
+        else:
+            checks.append(("MFU vs the bf16 peak (reported, no target)", None, f"{r['dtrain_mfu']:.1f}%"))
+        for what, ok, val in checks:
+            mark = "info" if ok is None else ("PASS" if ok else "FAIL")
+            failed += ok is False
+            print(f"  [{mark}] {label}: {what}: {val}")
+    print(f"\nload average: {load_start} at start, {load_end} at end ({os.cpu_count()} CPUs)")
+
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"threads": args.threads, "stat": args.stat, "vocab": args.vocab, "rounds": args.rounds, "peaks": peaks,
+                       "peak_gflops": peak, "formula": FORMULA, "load_start": load_start, "load_end": load_end,
+                       "torch_env": {k: torch_env[k] for k in ("OPENBLAS_CORETYPE", "OPENBLAS_NUM_THREADS")
+                                     if k in torch_env},
+                       "results": results}, f, indent=1)
+        print(f"raw results: {args.json}")
+    print(f"{failed} target(s) missed" if failed else "all targets met")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

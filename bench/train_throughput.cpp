@@ -1,0 +1,167 @@
+// bench_train: training-step throughput of dtrain's TransformerLM on random tokens — the dtrain
+// side of bench/compare.sh (bench/torch_reference_bench.py is the PyTorch side). Prints one JSON line.
+// Usage: bench_train --config configs/bench-large.toml --vocab 12000 [--set key=value ...]
+//        [--batch B] [--threads 2] [--precision f32|bf16] [--steps 10] [--warmup 2] [--seed 1]
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/error.hpp"
+#include "core/json.hpp"
+#include "metrics/progress.hpp"
+#include "nn/transformer.hpp"
+#include "optim/optimizer.hpp"
+#include "train/config.hpp"
+
+namespace {
+
+const char* kUsage =
+    "usage: bench_train --config FILE --vocab V [--set key=value ...] [--batch B] [--threads N]\n"
+    "                   [--precision f32|bf16] [--steps N] [--warmup W] [--seed S]\n"
+    "  --config     TOML preset (configs/*.toml); only [model], [train] and [optim] matter\n"
+    "  --vocab      vocabulary size (the preset's data would set it; here tokens are random)\n"
+    "  --set        key=value override, as for `dtrain train` (repeatable)\n"
+    "  --batch      samples per step (default: the preset's train.batch_size)\n"
+    "  --threads    OpenMP threads (default 2)\n"
+    "  --precision  f32 | bf16 (default: the preset's train.precision)\n"
+    "  --steps      timed steps (default 10); --warmup untimed steps first (default 2)\n";
+
+int64_t to_int(const std::string& flag, const std::string& v, int64_t min) {
+  char* end = nullptr;
+  long long x = std::strtoll(v.c_str(), &end, 10);
+  dtrain::require(!v.empty() && *end == '\0' && x >= min,
+                  flag + " " + v + " is not an integer >= " + std::to_string(min) + ": give e.g. 10");
+  return x;
+}
+
+using Clock = std::chrono::steady_clock;
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    std::string config_path;
+    std::vector<std::pair<std::string, std::string>> sets;
+    int64_t vocab = 0, batch = 0, steps = 10, warmup = 2, threads = 2, seed = 1;
+    std::string precision_name;
+    for (int i = 1; i < argc; ++i) {
+      const std::string f = argv[i];
+      if (f == "-h" || f == "--help") {
+        std::fputs(kUsage, stdout);
+        return 0;
+      }
+      dtrain::require(i + 1 < argc, "flag " + f + " needs a value: see --help");
+      const std::string v = argv[++i];
+      if (f == "--config") config_path = v;
+      else if (f == "--set") {
+        const auto eq = v.find('=');
+        dtrain::require(eq != std::string::npos && eq > 0, "--set " + v + " is not key=value: write e.g. --set model.dim=256");
+        sets.emplace_back(v.substr(0, eq), v.substr(eq + 1));
+      } else if (f == "--vocab") vocab = to_int(f, v, 2);
+      else if (f == "--batch") batch = to_int(f, v, 1);
+      else if (f == "--steps") steps = to_int(f, v, 1);
+      else if (f == "--warmup") warmup = to_int(f, v, 0);
+      else if (f == "--threads") threads = to_int(f, v, 1);
+      else if (f == "--seed") seed = to_int(f, v, 0);
+      else if (f == "--precision") precision_name = v;
+      else throw dtrain::Error("unknown flag " + f + ": see --help");
+    }
+    dtrain::require(!config_path.empty(), "no --config given: pass a preset such as configs/bench-large.toml");
+
+    dtrain::RunConfig cfg;
+    cfg.load_toml(config_path);
+    for (const auto& [k, v] : sets) cfg.set(k, v);
+    if (vocab > 0) cfg.model.vocab_size = vocab;
+    if (batch > 0) cfg.train.batch_size = batch;
+    if (!precision_name.empty()) cfg.set("train.precision", precision_name, "--precision");
+    cfg.train.threads = int(threads);
+    cfg.validate();
+    dtrain::require(cfg.model.vocab_size > 1, "no vocabulary size: pass --vocab V (e.g. 12000)");
+    cfg.model.validate();
+
+    omp_set_num_threads(int(threads));
+    const dtrain::Precision precision =
+        cfg.train.precision == "bf16" ? dtrain::Precision::bf16 : dtrain::Precision::f32;
+    const int64_t B = cfg.train.batch_size, T = cfg.model.seq_len, V = cfg.model.vocab_size;
+
+    dtrain::TransformerLM model(cfg.model, B);
+    model.init_weights(cfg.train.seed);
+    std::vector<dtrain::ParamShard> shards;
+    for (dtrain::Unit* u : model.units()) shards.push_back({u->param_data(), u->grad_data(), u->numel()});
+    dtrain::Optimizer opt(cfg.optim, shards);
+
+    // Random batches, drawn up front (like the torch script): inputs and targets per step.
+    const int64_t total = warmup + steps;
+    std::vector<int32_t> inputs(size_t(total * B * T)), targets(size_t(total * B * T));
+    std::mt19937_64 rng{static_cast<uint64_t>(seed)};
+    std::uniform_int_distribution<int32_t> tok(0, int32_t(V - 1));
+    for (auto& x : inputs) x = tok(rng);
+    for (auto& x : targets) x = tok(rng);
+
+    std::vector<double> times;
+    double loss = 0.0;
+    for (int64_t s = 0; s < total; ++s) {
+      const auto t0 = Clock::now();
+      dtrain::StepContext ctx;
+      ctx.B = B;
+      ctx.T = T;
+      ctx.training = true;
+      ctx.dropout = cfg.model.dropout;
+      ctx.seed = cfg.train.seed;
+      ctx.step = uint32_t(s);
+      ctx.loss_scale = 1.0f / float(B * T);
+      ctx.precision = precision;
+      model.zero_grad();
+      const size_t off = size_t(s * B * T);
+      loss = model.forward_backward(inputs.data() + off, targets.data() + off, ctx) / double(B * T);
+      dtrain::require(std::isfinite(loss), "loss is not finite at step " + std::to_string(s) + ": lower train.lr");
+      opt.step(opt.lr_at(s, total));
+      const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
+      if (s >= warmup) times.push_back(dt);
+    }
+
+    std::vector<double> sorted = times;
+    std::sort(sorted.begin(), sorted.end());
+    const size_t n = sorted.size();
+    const double median = n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+    double mean = 0.0;
+    for (double t : times) mean += t;
+    mean /= double(n);
+    auto r3 = [](double x) { return std::round(x * 1e3) / 1e3; };
+    auto r1 = [](double x) { return std::round(x * 10.0) / 10.0; };
+
+    dtrain::Json model_json = dtrain::model_to_json(cfg.model);
+    dtrain::Json out = dtrain::Json::object();
+    out["tokens_per_s"] = r1(double(B * T) / median);
+    out["step_ms"] = r3(median * 1e3);
+    out["mean_step_ms"] = r3(mean * 1e3);
+    out["min_step_ms"] = r3(sorted.front() * 1e3);
+    out["peak_rss_mb"] = r1(dtrain::peak_rss_mb());
+    out["loss"] = std::round(loss * 1e6) / 1e6;
+    out["precision"] = cfg.train.precision;
+    out["threads"] = omp_get_max_threads();
+    out["batch"] = B;
+    out["seq_len"] = T;
+    out["steps"] = steps;
+    out["warmup"] = warmup;
+    out["params"] = model.num_params();
+    out["activation_bytes"] = int64_t(model.activation_bytes());
+    out["train_flops_per_token"] = cfg.model.train_flops_per_token();
+    out["native_bf16"] = dtrain::cpu_has_native_bf16();
+    out["model"] = model_json;
+    std::printf("%s\n", out.dump().c_str());
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_train: %s\n", e.what());
+    return 1;
+  }
+}
