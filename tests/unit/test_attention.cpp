@@ -1,0 +1,123 @@
+// Attention: causal and unmasked, with and without dropout, against a double reference and finite differences.
+#include "kernel_test_util.hpp"
+
+namespace {
+// Double reference of attention_forward with the kernel's dropout mask; probs before dropout.
+void ref_attention(const Vec& qkv, const AttentionShape& s, const DropoutSpec& drop, DVec& out, DVec& probs) {
+  const int64_t B = s.B, T = s.T, H = s.H, Dh = s.Dh, d = H * Dh, row = 3 * d;
+  out.assign(B * T * d, 0.0);
+  probs.assign(B * H * T * T, 0.0);
+  std::vector<uint8_t> keep(T, 1);
+  const double scale = 1.0 / std::sqrt(double(Dh));
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t t = 0; t < T; ++t) {
+        const int64_t n = s.causal ? t + 1 : T;
+        DVec sc(n);
+        double mx = -1e300;
+        for (int64_t j = 0; j < n; ++j) {
+          double dd = 0;
+          for (int64_t i = 0; i < Dh; ++i)
+            dd += double(qkv[(b * T + t) * row + h * Dh + i]) * qkv[(b * T + j) * row + d + h * Dh + i];
+          sc[j] = dd * scale;
+          mx = std::max(mx, sc[j]);
+        }
+        double sum = 0;
+        for (int64_t j = 0; j < n; ++j) sum += (sc[j] = std::exp(sc[j] - mx));
+        if (drop.active()) dropout_mask(drop.stream(b), drop.threshold(), (h * T + t) * T, T, keep.data());
+        for (int64_t j = 0; j < n; ++j) {
+          const double p = sc[j] / sum;
+          probs[((b * H + h) * T + t) * T + j] = p;
+          const double w = drop.active() ? (keep[j] ? p * double(drop.scale()) : 0.0) : p;
+          for (int64_t i = 0; i < Dh; ++i)
+            out[(b * T + t) * d + h * Dh + i] += w * qkv[(b * T + j) * row + 2 * d + h * Dh + i];
+        }
+      }
+}
+
+void check_attention(bool causal, const DropoutSpec& drop, uint32_t seed) {
+  std::mt19937 g(seed);
+  const AttentionShape s{2, 5, 2, 4, causal};
+  const int64_t rows = s.B * s.T, d = s.H * s.Dh;
+  Vec qkv = randu(rows * 3 * d, g, -1.5f, 1.5f), out(rows * d), probs(s.B * s.H * s.T * s.T, -1.0f);
+  Vec dout = randu(rows * d, g);
+  auto f = [&] {
+    attention_forward(qkv.data(), out.data(), probs.data(), s, drop);
+    return dot(dout, out);
+  };
+  f();
+  DVec rout, rprobs;
+  ref_attention(qkv, s, drop, rout, rprobs);
+  expect_close(out, rout, 1e-5, 1e-6, "out");
+  expect_close(probs, rprobs, 1e-5, 1e-7, "probs");
+
+  Vec dqkv(rows * 3 * d, 55.0f);  // overwritten
+  attention_backward(dout.data(), qkv.data(), probs.data(), dqkv.data(), s, drop);
+  const DVec num = numeric_grad(qkv, f, 1e-2f);
+  expect_grad(dqkv, num, 1e-3, "dqkv");
+}
+
+DropoutSpec attn_drop(float p) {
+  DropoutSpec s;
+  s.p = p;
+  s.seed = 2024;
+  s.step = 5;
+  s.unit = 3;
+  s.site = 1;
+  s.sample_offset = 4;
+  return s;
+}
+}  // namespace
+
+TEST(Attention, CausalForwardBackward) { check_attention(true, DropoutSpec{}, 30); }
+TEST(Attention, UnmaskedForwardBackward) { check_attention(false, DropoutSpec{}, 31); }
+TEST(Attention, CausalWithDropout) { check_attention(true, attn_drop(0.3f), 32); }
+TEST(Attention, UnmaskedWithDropout) { check_attention(false, attn_drop(0.3f), 33); }
+
+// A causal row never looks ahead: changing the last position's k and v leaves earlier outputs alone.
+TEST(Attention, CausalIgnoresFuture) {
+  std::mt19937 g(34);
+  const AttentionShape s{1, 6, 2, 3, true};
+  const int64_t d = s.H * s.Dh;
+  Vec qkv = randu(s.T * 3 * d, g), out1(s.T * d), out2(s.T * d), probs(s.H * s.T * s.T);
+  attention_forward(qkv.data(), out1.data(), probs.data(), s, DropoutSpec{});
+  for (int64_t i = d; i < 3 * d; ++i) qkv[(s.T - 1) * 3 * d + i] += 1.0f;
+  attention_forward(qkv.data(), out2.data(), probs.data(), s, DropoutSpec{});
+  EXPECT_TRUE(std::equal(out1.begin(), out1.end() - d, out2.begin()));
+  EXPECT_FALSE(std::equal(out1.end() - d, out1.end(), out2.end() - d));
+}
+
+TEST(Attention, DropoutSameForOneAndTwoThreadsAndKeepFraction) {
+  std::mt19937 g(35);
+  const AttentionShape s{3, 16, 4, 8, true};
+  const int64_t rows = s.B * s.T, d = s.H * s.Dh;
+  const DropoutSpec drop = attn_drop(0.2f);
+  Vec qkv = randu(rows * 3 * d, g), dout = randu(rows * d, g);
+  Vec o1(rows * d), o2(rows * d), p1(s.B * s.H * s.T * s.T), p2(p1.size());
+  Vec d1(rows * 3 * d), d2(rows * 3 * d);
+  {
+    Threads t(1);
+    attention_forward(qkv.data(), o1.data(), p1.data(), s, drop);
+    attention_backward(dout.data(), qkv.data(), p1.data(), d1.data(), s, drop);
+  }
+  {
+    Threads t(2);
+    attention_forward(qkv.data(), o2.data(), p2.data(), s, drop);
+    attention_backward(dout.data(), qkv.data(), p2.data(), d2.data(), s, drop);
+  }
+  EXPECT_EQ(o1, o2);
+  EXPECT_EQ(d1, d2);
+  // The masks the kernel uses (per sample, [H, T, T] elements) keep about 1 - p.
+  std::vector<uint8_t> keep(s.H * s.T * s.T);
+  int64_t kept = 0, total = 0;
+  for (int64_t b = 0; b < s.B; ++b) {
+    dropout_mask(drop.stream(b), drop.threshold(), 0, int64_t(keep.size()), keep.data());
+    for (auto k : keep) kept += k;
+    total += int64_t(keep.size());
+  }
+  EXPECT_NEAR(double(kept) / double(total), 0.8, 0.03);
+  // and the output does depend on the mask
+  Vec o3(rows * d);
+  attention_forward(qkv.data(), o3.data(), p2.data(), s, DropoutSpec{});
+  EXPECT_NE(o1, o3);
+}

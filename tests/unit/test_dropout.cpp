@@ -1,0 +1,120 @@
+// Dropout: keep fraction, independence of the mask from its keys, same mask forward/backward and for any thread count.
+#include "kernel_test_util.hpp"
+
+TEST(Dropout, MaskKeepFractionAndIndependence) {
+  DropoutSpec s;
+  s.p = 0.1f;
+  s.seed = 1234;
+  s.step = 7;
+  s.unit = 2;
+  s.site = 3;
+  const int64_t n = 200000;
+  std::vector<uint8_t> keep(n);
+  dropout_mask(s.stream(0), s.threshold(), 0, n, keep.data());
+  int64_t kept = 0;
+  for (auto k : keep) kept += k;
+  EXPECT_NEAR(double(kept) / double(n), 0.9, 4e-3);  // 6 sigma
+
+  // A window of the stream is the same as the corresponding slice of the whole.
+  std::vector<uint8_t> part(1001);
+  dropout_mask(s.stream(0), s.threshold(), 12345, 1001, part.data());
+  EXPECT_TRUE(std::equal(part.begin(), part.end(), keep.begin() + 12345));
+
+  // Any change of key gives a different mask (agreement ≈ 0.82 for independent masks).
+  auto agreement = [&](DropoutSpec o, int64_t sample) {
+    std::vector<uint8_t> k2(n);
+    dropout_mask(o.stream(sample), o.threshold(), 0, n, k2.data());
+    int64_t same = 0;
+    for (int64_t i = 0; i < n; ++i) same += keep[i] == k2[i];
+    return double(same) / double(n);
+  };
+  DropoutSpec o = s;
+  EXPECT_EQ(agreement(o, 0), 1.0);
+  EXPECT_LT(agreement(o, 1), 0.9);
+  o.seed = 1235;
+  EXPECT_LT(agreement(o, 0), 0.9);
+  o = s;
+  o.step = 8;
+  EXPECT_LT(agreement(o, 0), 0.9);
+  o = s;
+  o.unit = 3;
+  EXPECT_LT(agreement(o, 0), 0.9);
+  o = s;
+  o.site = 4;
+  EXPECT_LT(agreement(o, 0), 0.9);
+
+  // p = 0.5
+  s.p = 0.5f;
+  dropout_mask(s.stream(3), s.threshold(), 0, n, keep.data());
+  kept = 0;
+  for (auto k : keep) kept += k;
+  EXPECT_NEAR(double(kept) / double(n), 0.5, 7e-3);
+}
+
+TEST(Dropout, ForwardScalesKeptAndBackwardUsesSameMask) {
+  std::mt19937 g(20);
+  DropoutSpec s;
+  s.p = 0.25f;
+  s.seed = 99;
+  s.step = 3;
+  s.unit = 1;
+  s.site = 2;
+  s.sample_offset = 5;
+  const int64_t samples = 3, per = 5000;  // more than one 4096-element chunk per sample
+  Vec x = randu(samples * per, g), y(samples * per);
+  dropout_forward(x.data(), y.data(), samples, per, s);
+  EXPECT_NEAR(s.scale(), 1.0f / 0.75f, 1e-6f);
+  std::vector<uint8_t> keep(per);
+  int64_t kept = 0;
+  for (int64_t b = 0; b < samples; ++b) {
+    dropout_mask(s.stream(b), s.threshold(), 0, per, keep.data());
+    for (int64_t i = 0; i < per; ++i) {
+      const float want = keep[i] ? x[b * per + i] * s.scale() : 0.0f;
+      ASSERT_EQ(y[b * per + i], want) << "sample " << b << " element " << i;
+      kept += keep[i];
+    }
+  }
+  EXPECT_NEAR(double(kept) / double(samples * per), 0.75, 0.02);
+
+  // backward: dx = dy * mask * scale, in place
+  Vec dy = randu(samples * per, g), dx = dy;
+  dropout_backward(dx.data(), dx.data(), samples, per, s);
+  for (int64_t i = 0; i < samples * per; ++i) {
+    ASSERT_EQ(dx[i] == 0.0f, y[i] == 0.0f && x[i] != 0.0f) << i;
+    if (y[i] != 0.0f) {
+      ASSERT_EQ(dx[i], dy[i] * s.scale()) << i;
+    }
+  }
+
+  // Rows [1, 3) of the batch, seen by a rank whose batch starts at global sample offset+1.
+  DropoutSpec s2 = s;
+  s2.sample_offset = s.sample_offset + 1;
+  Vec y2(2 * per);
+  dropout_forward(x.data() + per, y2.data(), 2, per, s2);
+  EXPECT_TRUE(std::equal(y2.begin(), y2.end(), y.begin() + per));
+
+  // Inactive dropout copies.
+  DropoutSpec off;
+  Vec z(samples * per);
+  dropout_forward(x.data(), z.data(), samples, per, off);
+  EXPECT_EQ(z, x);
+}
+
+TEST(Dropout, SameMaskForOneAndTwoThreads) {
+  std::mt19937 g(21);
+  DropoutSpec s;
+  s.p = 0.1f;
+  s.seed = 7;
+  s.step = 11;
+  const int64_t samples = 4, per = 9000;
+  Vec x = randu(samples * per, g), y1(samples * per), y2(samples * per);
+  {
+    Threads t(1);
+    dropout_forward(x.data(), y1.data(), samples, per, s);
+  }
+  {
+    Threads t(2);
+    dropout_forward(x.data(), y2.data(), samples, per, s);
+  }
+  EXPECT_EQ(y1, y2);
+}

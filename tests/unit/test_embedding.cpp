@@ -1,0 +1,51 @@
+// Embedding and sinusoidal positions, forward and backward with repeated tokens.
+#include "kernel_test_util.hpp"
+
+TEST(Embedding, SinusoidalTable) {
+  const int64_t T = 9, d = 10;
+  Vec P(T * d);
+  sinusoidal_table(P.data(), T, d);
+  DVec ref(T * d);
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t i = 0; i < d / 2; ++i) {
+      const double a = double(t) / std::pow(10000.0, 2.0 * double(i) / double(d));
+      ref[t * d + 2 * i] = std::sin(a);
+      ref[t * d + 2 * i + 1] = std::cos(a);
+    }
+  expect_close(P, ref, 0.0, 1e-7, "P");
+  EXPECT_EQ(P[0], 0.0f);
+  EXPECT_EQ(P[1], 1.0f);
+  EXPECT_NEAR(P[1 * d + 0], std::sin(1.0), 1e-7);
+  EXPECT_NEAR(P[3 * d + 3], std::cos(3.0 / std::pow(10000.0, 2.0 / 10.0)), 1e-7);
+}
+
+TEST(Embedding, ForwardBackwardWithRepeatedTokens) {
+  std::mt19937 g(50);
+  const int64_t B = 3, T = 4, d = 40, V = 6;  // d spans two 32-column tiles
+  std::vector<int32_t> tok = {1, 3, 1, 1, 5, 0, 3, 3, 1, 2, 2, 5};
+  Vec wte = randu(V * d, g), pos = randu(T * d, g), out(B * T * d);
+  embedding_forward(tok.data(), wte.data(), pos.data(), out.data(), B, T, d);
+  DVec ref(B * T * d);
+  for (int64_t r = 0; r < B * T; ++r)
+    for (int64_t i = 0; i < d; ++i) ref[r * d + i] = double(wte[tok[r] * d + i]) + pos[(r % T) * d + i];
+  expect_close(out, ref, 1e-6, 0.0, "out");
+
+  Vec dout = randu(B * T * d, g);
+  Vec dwte0 = randu(V * d, g), dwte = dwte0, dpos0 = randu(T * d, g), dpos = dpos0;
+  embedding_backward(tok.data(), dout.data(), dwte.data(), dpos.data(), B, T, d);
+  for (size_t i = 0; i < dwte.size(); ++i) dwte[i] -= dwte0[i];  // accumulates
+  for (size_t i = 0; i < dpos.size(); ++i) dpos[i] -= dpos0[i];
+  auto f = [&] {
+    embedding_forward(tok.data(), wte.data(), pos.data(), out.data(), B, T, d);
+    return dot(dout, out);
+  };
+  const DVec nw = numeric_grad(wte, f, 1e-2f), np = numeric_grad(pos, f, 1e-2f);
+  expect_grad(dwte, nw, 1e-4, "dwte");
+  expect_grad(dpos, np, 1e-4, "dpos");
+  for (int64_t i = 0; i < d; ++i) EXPECT_EQ(dwte[4 * d + i], 0.0f) << "token 4 is unused";
+
+  // fixed positions: dpos null
+  Vec dw2(V * d);
+  embedding_backward(tok.data(), dout.data(), dw2.data(), nullptr, B, T, d);
+  expect_close(dw2, nw, 1e-4, 1e-5, "dwte without dpos");
+}
