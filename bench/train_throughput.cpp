@@ -95,9 +95,7 @@ int main(int argc, char** argv) {
 
     dtrain::TransformerLM model(cfg.model, B);
     model.init_weights(cfg.train.seed);
-    std::vector<dtrain::ParamShard> shards;
-    for (dtrain::Unit* u : model.units()) shards.push_back({u->param_data(), u->grad_data(), u->numel()});
-    dtrain::Optimizer opt(cfg.optim, shards);
+    dtrain::Optimizer opt(cfg.optim, dtrain::unit_shards(model.units()));
 
     // Random batches, drawn up front (like the torch script): inputs and targets per step.
     const int64_t total = warmup + steps;

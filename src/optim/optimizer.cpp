@@ -9,6 +9,12 @@
 
 namespace dtrain {
 
+std::vector<ParamShard> unit_shards(const std::vector<Unit*>& units) {
+  std::vector<ParamShard> s;
+  for (Unit* u : units) s.push_back({u->param_data(), u->grad_data(), u->numel()});
+  return s;
+}
+
 void OptimizerConfig::validate() const {
   require(name == "adamw" || name == "sgd",
           "optim.name = \"" + name + "\" is unknown: use \"adamw\" or \"sgd\"");

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "nn/unit.hpp"
 #include "tensor/arena.hpp"
 
 namespace dtrain {
@@ -16,6 +17,9 @@ struct ParamShard {
   float* grad;
   int64_t numel;
 };
+
+// One shard per unit: everything, as a single process owns it.
+std::vector<ParamShard> unit_shards(const std::vector<Unit*>& units);
 
 struct OptimizerConfig {
   std::string name = "adamw";  // adamw | sgd

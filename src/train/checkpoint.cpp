@@ -39,8 +39,6 @@ TrainerState TrainerState::from_json(const Json& j) {
   return s;
 }
 
-namespace {
-
 std::vector<SafeTensorView> weight_views(TransformerLM& model) {
   std::vector<SafeTensorView> v;
   for (Unit* u : model.units())
@@ -50,6 +48,8 @@ std::vector<SafeTensorView> weight_views(TransformerLM& model) {
     }
   return v;
 }
+
+namespace {
 
 std::string describe_difference(const ModelConfig& a, const ModelConfig& b) {
   Json ja = model_to_json(a), jb = model_to_json(b);

@@ -5,6 +5,7 @@
 #include <limits>
 #include <string>
 
+#include "ckpt/safetensors.hpp"
 #include "core/json.hpp"
 #include "nn/transformer.hpp"
 #include "optim/optimizer.hpp"
@@ -22,6 +23,9 @@ struct TrainerState {
   Json to_json() const;
   static TrainerState from_json(const Json& j);
 };
+
+// The model's parameters as safetensors views (names as in docs/model.md), in unit order.
+std::vector<SafeTensorView> weight_views(TransformerLM& model);
 
 // Writes dir (replacing any previous content atomically). optimizer and state may be null
 // (weights-only export such as model_best).

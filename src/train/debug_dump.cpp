@@ -8,6 +8,7 @@
 #include "data/dataset.hpp"
 #include "data/token_file.hpp"
 #include "nn/transformer.hpp"
+#include "train/checkpoint.hpp"
 
 namespace dtrain {
 
@@ -23,16 +24,13 @@ void dump_parity(const RunConfig& cfg_in, const std::string& out, int64_t steps)
   std::filesystem::create_directories(out);
   TransformerLM model(cfg.model, B);
   model.init_weights(cfg.train.seed);
-  std::vector<SafeTensorView> weights;
-  for (Unit* u : model.units())
-    for (const auto& p : u->params()) weights.push_back({p.name, DType::f32, p.shape, u->param_data() + p.offset});
   const OptimizerConfig& oc = cfg.optim;
   auto str = [](double x) {
     char b[64];
     std::snprintf(b, sizeof b, "%.9g", x);
     return std::string(b);
   };
-  write_safetensors(out + "/weights.safetensors", weights,
+  write_safetensors(out + "/weights.safetensors", weight_views(model),
                     {{"dtrain.model", cfg.to_json()["model"].dump()}, {"lr", str(oc.lr)}, {"beta1", str(oc.beta1)},
                      {"beta2", str(oc.beta2)}, {"eps", str(oc.eps)}, {"weight_decay", str(oc.weight_decay)},
                      {"steps", std::to_string(steps)}});
@@ -59,9 +57,7 @@ void dump_parity(const RunConfig& cfg_in, const std::string& out, int64_t steps)
     }
   for (size_t i = 0; i < grads.size(); ++i) outv[i + 2].data = grads[i].data();
 
-  std::vector<ParamShard> shards;
-  for (Unit* u : model.units()) shards.push_back({u->param_data(), u->grad_data(), u->numel()});
-  Optimizer opt(cfg.optim, shards);
+  Optimizer opt(cfg.optim, unit_shards(model.units()));
   std::vector<float> losses(static_cast<size_t>(steps));
   for (int64_t s = 0; s < steps; ++s) {
     model.zero_grad();

@@ -88,9 +88,7 @@ struct Trainer::Impl {
     test_set = std::make_unique<WindowDataset>(test_tokens, T, eval_stride);
     model = std::make_unique<TransformerLM>(cfg.model, cfg.train.batch_size);
     model->init_weights(cfg.train.seed);
-    std::vector<ParamShard> shards;
-    for (Unit* u : model->units()) shards.push_back({u->param_data(), u->grad_data(), u->numel()});
-    opt = std::make_unique<Optimizer>(cfg.optim, shards);
+    opt = std::make_unique<Optimizer>(cfg.optim, unit_shards(model->units()));
     fs::create_directories(run_dir);
     if (resume) {
       const std::string ck = latest_checkpoint(run_dir);

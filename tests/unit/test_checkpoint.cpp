@@ -21,11 +21,6 @@ ModelConfig tiny(int64_t dim = 16) {
   m.ff_dim = 24;
   return m;
 }
-std::vector<ParamShard> shards(TransformerLM& m) {
-  std::vector<ParamShard> s;
-  for (Unit* u : m.units()) s.push_back({u->param_data(), u->grad_data(), u->numel()});
-  return s;
-}
 std::string temp_dir(const std::string& name) {
   auto p = fs::temp_directory_path() / ("dtrain_ckpt_test_" + name);
   fs::remove_all(p);
@@ -36,7 +31,7 @@ std::string temp_dir(const std::string& name) {
 TEST(Checkpoint, RoundTripIsExact) {
   TransformerLM a(tiny(), 2);
   a.init_weights(3);
-  Optimizer oa(OptimizerConfig{}, shards(a));
+  Optimizer oa(OptimizerConfig{}, unit_shards(a.units()));
   for (Unit* u : a.units())
     for (const ParamInfo& p : u->params())
       for (int64_t i = p.offset; i < p.offset + p.numel(); ++i) u->grad_data()[i] = 0.01f * float(i % 7) - 0.02f;
@@ -52,7 +47,7 @@ TEST(Checkpoint, RoundTripIsExact) {
 
   TransformerLM b(tiny(), 2);
   b.init_weights(99);
-  Optimizer ob(OptimizerConfig{}, shards(b));
+  Optimizer ob(OptimizerConfig{}, unit_shards(b.units()));
   TrainerState sb;
   load_checkpoint(dir, b, &ob, &sb);
   for (size_t u = 0; u < a.units().size(); ++u)
