@@ -149,6 +149,7 @@ int cmd_eval(int argc, char** argv) {
   require(split == "valid" || split == "test" || split == "train", "--split " + split + ": use valid or test");
   configure_threads(int(a.integer("threads", 0)));
   TokenFile tokens(data + "/" + split + ".bin");
+  tokens.check_ids();
   require(int64_t(tokens.vocab_size()) == mc.vocab_size,
           data + " has a vocabulary of " + std::to_string(tokens.vocab_size()) + " words but the checkpoint " +
               std::to_string(mc.vocab_size) + ": evaluate on the data the model was trained on");

@@ -1,4 +1,4 @@
-// Tensor views: dtype, shape and a pointer into memory owned elsewhere (an Arena or a unit buffer).
+// Element types (f32, bf16, i32) and shapes of the buffers that the arena and checkpoints hold.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -30,26 +30,5 @@ inline int64_t shape_numel(const std::vector<int64_t>& shape) {
 }
 
 std::string shape_str(const std::vector<int64_t>& shape);
-
-struct Tensor {
-  DType dtype = DType::f32;
-  std::vector<int64_t> shape;
-  void* data = nullptr;
-
-  int64_t numel() const { return shape_numel(shape); }
-  size_t nbytes() const { return size_t(numel()) * dtype_size(dtype); }
-  float* f32() const {
-    DT_ASSERT(dtype == DType::f32);
-    return static_cast<float*>(data);
-  }
-  int32_t* i32() const {
-    DT_ASSERT(dtype == DType::i32);
-    return static_cast<int32_t*>(data);
-  }
-  bf16* b16() const {
-    DT_ASSERT(dtype == DType::bf16);
-    return static_cast<bf16*>(data);
-  }
-};
 
 }  // namespace dtrain

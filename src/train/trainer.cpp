@@ -67,7 +67,9 @@ struct Trainer::Impl {
     const std::string p = dir + "/" + split + ".bin";
     require(fs::exists(p), "data dir " + dir + " has no " + split + ".bin: prepare it with `dtrain data prepare "
                            "--input YOUR_TEXT --out " + dir + "` (or `dtrain data builtin --out " + dir + "`)");
-    return TokenFile(p);
+    TokenFile f(p);
+    f.check_ids();  // a corrupt id would index outside the embedding
+    return f;
   }
 
   Impl(RunConfig c, std::string dir, bool resume)

@@ -35,11 +35,6 @@ DT_SIMD void colsum_accumulate(const float* x, float* out, int64_t rows, int64_t
   }
 }
 
-DT_SIMD void add_inplace(float* y, const float* x, int64_t n) {
-#pragma omp parallel for simd schedule(static)
-  for (int64_t i = 0; i < n; ++i) y[i] += x[i];
-}
-
 template <bool kSquare>
 static double blocked_sum(const float* x, int64_t n) {
   const int64_t blocks = (n + kBlock - 1) / kBlock;

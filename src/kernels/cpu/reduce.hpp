@@ -7,8 +7,6 @@ namespace dtrain {
 
 // out[c] += sum over rows r of x[r, c]  (bias gradients).
 void colsum_accumulate(const float* x, float* out, int64_t rows, int64_t cols);
-// y[i] += x[i]
-void add_inplace(float* y, const float* x, int64_t n);
 // Sum of x[0..n) in double, blocked so that the result is the same for any thread count.
 double sum_deterministic(const float* x, int64_t n);
 // Sum of squares, same guarantee (gradient norms).
