@@ -13,7 +13,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch  # noqa: E402
 
 import safetensors_io  # noqa: E402
-from reference_model import ReferenceLM  # noqa: E402
+from reference_model import ReferenceLM, adamw_losses  # noqa: E402
 
 OPTIM_KEYS = ("lr", "beta1", "beta2", "eps", "weight_decay", "steps")
 
@@ -159,16 +159,7 @@ def run(folder, rtol, loss_tol, out=print):
 
     # 2. S AdamW steps from the initial weights; loss of step s measured before its update.
     model.load_weights({k: v.float() for k, v in weights.items()})
-    optimizer = torch.optim.AdamW(model.parameters(), lr=opt["lr"], betas=(opt["beta1"], opt["beta2"]),
-                                  eps=opt["eps"], weight_decay=opt["weight_decay"])
-    ref_losses = []
-    for s in range(S):
-        optimizer.zero_grad(set_to_none=True)
-        _, loss = model(inputs[s], targets[s])
-        ref_losses.append(loss.item())
-        loss.backward()
-        optimizer.step()
-    ref_losses = torch.tensor(ref_losses, dtype=torch.float64)
+    ref_losses = torch.tensor(adamw_losses(model, inputs[:S], targets[:S], opt), dtype=torch.float64)
     dl = got["losses"].reshape(-1).to(torch.float64)
     if dl.numel() != S:
         failures.append((math.inf, f"losses: dtrain has {dl.numel()} step losses, steps = {S}"))

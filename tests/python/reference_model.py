@@ -289,3 +289,19 @@ class ReferenceLM(nn.Module):
             V = logits.shape[-1]
             loss = F.cross_entropy(logits.reshape(-1, V), targets.long().reshape(-1))
         return logits, loss
+
+
+def adamw_losses(model, inputs, targets, opt):
+    """Trains `model` for len(inputs) AdamW steps (torch.optim.AdamW with the hyper-parameters of
+    `opt`: lr, beta1, beta2, eps, weight_decay; constant lr) and returns each step's loss, measured
+    before that step's update."""
+    optimizer = torch.optim.AdamW(model.parameters(), lr=opt["lr"], betas=(opt["beta1"], opt["beta2"]),
+                                  eps=opt["eps"], weight_decay=opt["weight_decay"])
+    losses = []
+    for s in range(len(inputs)):
+        optimizer.zero_grad(set_to_none=True)
+        _, loss = model(inputs[s], targets[s])
+        losses.append(loss.item())
+        loss.backward()
+        optimizer.step()
+    return losses

@@ -17,7 +17,7 @@ import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 import safetensors_io  # noqa: E402
-from reference_model import ReferenceLM, sinusoidal_table  # noqa: E402
+from reference_model import ReferenceLM, adamw_losses, sinusoidal_table  # noqa: E402
 
 PARITY = os.path.join(HERE, "parity.py")
 failed = []
@@ -188,15 +188,7 @@ def make_dump(folder, cfg, B, S, opt, seed):
     for n, p in md.named_parameters():
         out["grad." + n] = p.grad.float()
     md.load_weights(weights)
-    optim = torch.optim.AdamW(md.parameters(), lr=opt["lr"], betas=(opt["beta1"], opt["beta2"]),
-                              eps=opt["eps"], weight_decay=opt["weight_decay"])
-    losses = []
-    for s in range(S):
-        optim.zero_grad(set_to_none=True)
-        _, loss = md(inputs[s], targets[s])
-        losses.append(loss.item())
-        loss.backward()
-        optim.step()
+    losses = adamw_losses(md, inputs[:S], targets[:S], opt)
     out["losses"] = torch.tensor(losses, dtype=torch.float32)
     safetensors_io.save(os.path.join(folder, "dtrain.safetensors"), out)
     return out
