@@ -5,7 +5,6 @@
 #include "kernels/cpu/attention.hpp"
 
 #include <cmath>
-#include <vector>
 
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/scratch.hpp"
@@ -53,48 +52,18 @@ DT_SIMD void softmax_rows(float* P, const AttentionShape& s) {
   }
 }
 
-// Pd = P * mask * scale, the mask of row (b, h, t) being elements (h*T + t)*T … of sample b.
-DT_SIMD void dropped_probs(const float* P, float* Pd, const AttentionShape& s, const DropoutSpec& drop) {
-  const int64_t T = s.T, H = s.H;
-  const uint32_t thr = drop.threshold();
-  const float scale = drop.scale();
-#pragma omp parallel
-  {
-    std::vector<uint8_t> keep(static_cast<size_t>(H * T * T));
-#pragma omp for schedule(static)
-    for (int64_t b = 0; b < s.B; ++b) {
-      dropout_mask(drop.stream(b), thr, 0, H * T * T, keep.data());
-      const float* src = P + b * H * T * T;
-      float* dst = Pd + b * H * T * T;
-#pragma omp simd
-      for (int64_t i = 0; i < H * T * T; ++i) dst[i] = keep[size_t(i)] ? src[i] * scale : 0.0f;
-    }
-  }
-}
-
-// dS = P * (dPd*mask*scale - rowsum(P * dPd*mask*scale)), in place on dP (rows of T).
-DT_SIMD void softmax_backward_rows(const float* P, float* dP, const AttentionShape& s, const DropoutSpec& drop) {
-  const int64_t T = s.T, H = s.H;
-  const uint32_t thr = drop.threshold();
-  const float scale = drop.active() ? drop.scale() : 1.0f;
-#pragma omp parallel
-  {
-    std::vector<uint8_t> keep(static_cast<size_t>(T));
-#pragma omp for schedule(static)
-    for (int64_t r = 0; r < s.B * H * T; ++r) {
-      const int64_t b = r / (H * T), ht = r % (H * T);
-      const float* pr = P + r * T;
-      float* g = dP + r * T;
-      if (drop.active()) {
-        dropout_mask(drop.stream(b), thr, ht * T, T, keep.data());
-        for (int64_t j = 0; j < T; ++j) g[j] = keep[size_t(j)] ? g[j] * scale : 0.0f;
-      }
-      float dot = 0.0f;
+// dS = P * (dP - rowsum(P * dP)), in place on dP (rows of T).
+DT_SIMD void softmax_backward_rows(const float* P, float* dP, const AttentionShape& s) {
+  const int64_t T = s.T;
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < s.B * s.H * T; ++r) {
+    const float* pr = P + r * T;
+    float* g = dP + r * T;
+    float dot = 0.0f;
 #pragma omp simd reduction(+ : dot)
-      for (int64_t j = 0; j < T; ++j) dot += pr[j] * g[j];
+    for (int64_t j = 0; j < T; ++j) dot += pr[j] * g[j];
 #pragma omp simd
-      for (int64_t j = 0; j < T; ++j) g[j] = pr[j] * (g[j] - dot);
-    }
+    for (int64_t j = 0; j < T; ++j) g[j] = pr[j] * (g[j] - dot);
   }
 }
 
@@ -108,7 +77,7 @@ void attention_forward(const float* qkv, float* out, float* probs, const Attenti
   const float* P = probs;
   if (drop.active()) {
     float* Pd = scratch(ScratchSlot::attention, n);
-    dropped_probs(probs, Pd, s, drop);
+    dropout_forward(probs, Pd, s.B, s.H * s.T * s.T, drop);  // mask element (h*T + t)*T + j of sample b
     P = Pd;
   }
   matmul_batched(P, w.p, qkv + 2 * d, w.v, out, w.o, s.B, s.H, s.T, s.Dh, s.T, 1.0f);
@@ -122,13 +91,14 @@ void attention_backward(const float* dout, const float* qkv, const float* probs,
   const float* P = probs;
   if (drop.active()) {
     float* Pd = scratch(ScratchSlot::attention, n);
-    dropped_probs(probs, Pd, s, drop);
+    dropout_forward(probs, Pd, s.B, s.H * s.T * s.T, drop);
     P = Pd;
   }
   float* dP = scratch(ScratchSlot::attention_grad, n);
   matmul_batched(dout, w.o, qkv + 2 * d, w.vt, dP, w.p, s.B, s.H, s.T, s.T, s.Dh, 1.0f);      // dPd = dO·Vᵀ
   matmul_batched(P, w.pt, dout, w.o, dqkv + 2 * d, w.v, s.B, s.H, s.T, s.Dh, s.T, 1.0f);      // dV = Pdᵀ·dO
-  softmax_backward_rows(probs, dP, s, drop);                                                 // dS
+  dropout_backward(dP, dP, s.B, s.H * s.T * s.T, drop);                                      // dP = dPd·mask
+  softmax_backward_rows(probs, dP, s);                                                       // dS
   matmul_batched(dP, w.p, qkv + d, w.k, dqkv, w.q, s.B, s.H, s.T, s.Dh, s.T, scale);          // dQ = dS·K
   matmul_batched(dP, w.pt, qkv, w.q, dqkv + d, w.k, s.B, s.H, s.T, s.Dh, s.T, scale);         // dK = dSᵀ·Q
 }
