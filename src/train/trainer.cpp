@@ -3,6 +3,7 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -149,6 +150,8 @@ struct Trainer::Impl {
       sampler.set_epoch(st.epoch);
       loader.start_epoch();
       for (int64_t skip = 0; skip < st.batch_in_epoch; ++skip) loader.next(batch);
+      // what this epoch will run: the whole epoch, or up to train.max_steps
+      const int64_t epoch_end = std::min(per_epoch, st.batch_in_epoch + (total - st.global_step));
       const auto epoch_start = Clock::now();
       int64_t epoch_tokens = 0;
       double epoch_step_seconds = 0.0;
@@ -185,7 +188,7 @@ struct Trainer::Impl {
         epoch_tokens += batch.rows * T;
         epoch_step_seconds += dt;
         const double tps = epoch_step_seconds > 0 ? double(epoch_tokens) / epoch_step_seconds : 0.0;
-        progress.update(prefix, st.batch_in_epoch, per_epoch, st.epoch_loss_sum / double(st.batch_in_epoch), tps);
+        progress.update(prefix, st.batch_in_epoch, epoch_end, st.epoch_loss_sum / double(st.batch_in_epoch), tps);
         if (st.global_step % cfg.train.log_every == 0) {
           Json j = Json::object();
           j["type"] = "train";
