@@ -26,6 +26,7 @@ usage:
   dtrain train --config FILE [--set key=value ...] [--run-dir DIR]
   dtrain train --resume RUN_DIR [--set key=value ...]
   dtrain eval --checkpoint DIR [--data DIR] [--split valid|test] [--batch-size N] [--threads N]
+              [--precision f32|bf16]
   dtrain generate --checkpoint DIR --prompt TEXT [--tokens N] [--temperature T] [--top-k K] [--seed S]
   dtrain data prepare --input PATH --out DIR [--no-lowercase] [--no-eos] [--min-freq N] [--max-vocab N]
                       [--valid-fraction F] [--test-fraction F]   (plain text: split by paragraphs)
