@@ -92,6 +92,9 @@ struct Trainer::Impl {
     model = std::make_unique<TransformerLM>(cfg.model, cfg.train.batch_size);
     model->init_weights(cfg.train.seed);
     opt = std::make_unique<Optimizer>(cfg.optim, unit_shards(model->units()));
+    require(resume || !fs::exists(run_dir + "/config.json"),
+            "run dir " + run_dir + " already holds a run: continue it with `dtrain train --resume " + run_dir +
+                "`, or choose another --run-dir");
     fs::create_directories(run_dir);
     if (resume) {
       const std::string ck = latest_checkpoint(run_dir);

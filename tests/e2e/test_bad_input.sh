@@ -82,6 +82,8 @@ done
 # Resume with another model shape, and with unknown keys.
 expect_error "resume with model.dim=64" "model.dim" "$d" train --resume "$run" --set model.dim=64
 expect_error "resume with unknown key" "train.lrr" "$d" train --resume "$run" --set train.lrr=1
+expect_error "fresh run into an existing run dir" "--resume $run" \
+  "$d" train "${common[@]}" --set train.max_steps=3 --run-dir "$run"
 
 # Resume whose latest checkpoint is damaged (a copy of the run): a clear error, nothing changed.
 cp -r "$run" "$work/run_bad"
