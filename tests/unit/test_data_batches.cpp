@@ -1,0 +1,221 @@
+// Data layer, batch side: window dataset, distributed sampler and the prefetching loader.
+#include "data_test_util.hpp"
+
+namespace {
+// A token file holding 0, 1, ..., n-1.
+std::string iota_file(const TempDir& d, int n) {
+  std::vector<uint32_t> ids(static_cast<size_t>(n));
+  std::iota(ids.begin(), ids.end(), 0u);
+  std::string p = d / ("iota" + std::to_string(n) + ".bin");
+  write_token_file(p, uint32_t(n + 1), ids);
+  return p;
+}
+}  // namespace
+
+TEST(WindowDataset, WindowsAndStride) {
+  TempDir d;
+  TokenFile f(iota_file(d, 20));
+  WindowDataset ds(f, 4, 1);
+  EXPECT_EQ(ds.size(), 16);
+  std::vector<int32_t> in(4), tg(4);
+  for (int64_t i = 0; i < ds.size(); ++i) {
+    ds.get(i, in.data(), tg.data());
+    for (int t = 0; t < 4; ++t) {
+      EXPECT_EQ(in[t], i + t);
+      EXPECT_EQ(tg[t], in[t] + 1);
+    }
+  }
+  WindowDataset s3(f, 4, 3);
+  EXPECT_EQ(s3.size(), 6);  // starts 0, 3, ..., 15
+  s3.get(5, in.data(), tg.data());
+  EXPECT_EQ(in, (std::vector<int32_t>{15, 16, 17, 18}));
+  EXPECT_EQ(tg, (std::vector<int32_t>{16, 17, 18, 19}));
+  WindowDataset exact(f, 19, 1);
+  EXPECT_EQ(exact.size(), 1);
+}
+
+TEST(WindowDataset, Errors) {
+  TempDir d;
+  TokenFile f(iota_file(d, 4));
+  expect_error([&] { WindowDataset ds(f, 4, 1); }, "has only 4 tokens, fewer than seq_len+1 = 5");
+  expect_error([&] { WindowDataset ds(f, 0, 1); }, "seq_len");
+  expect_error([&] { WindowDataset ds(f, 2, 0); }, "stride");
+}
+
+TEST(Sampler, CoversEveryIndexWithPadding) {
+  for (int64_t n : {1, 7, 10, 11, 12}) {
+    for (int R : {1, 2, 3}) {
+      for (bool shuffle : {false, true}) {
+        std::map<int64_t, int> seen;
+        int64_t per_rank = (n + R - 1) / R;
+        for (int r = 0; r < R; ++r) {
+          DistributedSampler s(n, shuffle, 42, R, r);
+          s.set_epoch(3);
+          ASSERT_EQ(s.size(), per_rank);
+          for (int64_t i : s.indices()) ++seen[i];
+        }
+        ASSERT_EQ(int64_t(seen.size()), n) << "n=" << n << " R=" << R;
+        std::vector<int64_t> order;
+        DistributedSampler::permutation(n, 42, 3, order);
+        if (!shuffle) std::iota(order.begin(), order.end(), int64_t(0));
+        // Padding repeats the order from its start (more than once when total > 2n).
+        const int64_t total = per_rank * R;
+        for (int64_t k = 0; k < n; ++k) {
+          int64_t want = total / n + (k < total % n ? 1 : 0);
+          EXPECT_EQ(seen[order[size_t(k)]], want) << "n=" << n << " R=" << R << " k=" << k;
+        }
+      }
+    }
+  }
+}
+
+TEST(Sampler, DropLastAndRankStriding) {
+  for (int R : {1, 2, 3}) {
+    std::set<int64_t> seen;
+    for (int r = 0; r < R; ++r) {
+      DistributedSampler s(11, true, 7, R, r, /*drop_last=*/true);
+      EXPECT_EQ(s.size(), 11 / R);
+      for (int64_t i : s.indices()) EXPECT_TRUE(seen.insert(i).second);
+    }
+    EXPECT_EQ(int64_t(seen.size()), (11 / R) * R);
+  }
+  DistributedSampler plain(10, false, 0, 3, 1);
+  EXPECT_EQ(plain.indices(), (std::vector<int64_t>{1, 4, 7, 0}));  // positions 1, 4, 7, 10 -> 10 % 10 = 0
+  DistributedSampler tiny(2, true, 0, 4, 3);                       // pad repeats the order more than once
+  EXPECT_EQ(tiny.size(), 1);
+}
+
+TEST(Sampler, ReshufflesAcrossEpochsDeterministically) {
+  DistributedSampler a(1000, true, 1), b(1000, true, 1), c(1000, true, 2);
+  EXPECT_EQ(a.indices(), b.indices());
+  EXPECT_NE(a.indices(), c.indices());
+  std::vector<int64_t> e0 = a.indices();
+  std::vector<int64_t> sorted = e0;
+  std::sort(sorted.begin(), sorted.end());
+  for (int64_t i = 0; i < 1000; ++i) ASSERT_EQ(sorted[size_t(i)], i);
+  a.set_epoch(1);
+  EXPECT_NE(a.indices(), e0);
+  a.set_epoch(0);
+  EXPECT_EQ(a.indices(), e0);
+  a.set_epoch(int64_t(1) << 40);  // high epoch bits matter
+  std::vector<int64_t> hi = a.indices();
+  a.set_epoch(0);
+  EXPECT_NE(hi, a.indices());
+
+  // Rough uniformity: where does element 0 land over many epochs?
+  std::vector<int> pos(3, 0);
+  DistributedSampler u(3, true, 9);
+  for (int e = 0; e < 3000; ++e) {
+    u.set_epoch(e);
+    ++pos[size_t(std::find(u.indices().begin(), u.indices().end(), 0) - u.indices().begin())];
+  }
+  for (int p : pos) EXPECT_NEAR(p, 1000, 150);
+}
+
+TEST(Sampler, Errors) {
+  expect_error([] { DistributedSampler s(10, true, 0, 2, 2); }, "rank 2");
+  expect_error([] { DistributedSampler s(10, true, 0, 0, 0); }, "replicas");
+  expect_error([] { DistributedSampler s(-1, true, 0); }, "negative");
+}
+
+TEST(BatchLoader, YieldsAllSamplesAndPartialBatch) {
+  TempDir d;
+  TokenFile f(iota_file(d, 53));
+  WindowDataset ds(f, 3, 1);  // 50 windows
+  ASSERT_EQ(ds.size(), 50);
+  DistributedSampler s(ds.size(), true, 5);
+  for (bool prefetch : {true, false}) {
+    for (bool drop_last : {false, true}) {
+      BatchLoader loader(ds, s, 8, drop_last, prefetch);
+      EXPECT_EQ(loader.num_batches(), drop_last ? 6 : 7);
+      for (int epoch = 0; epoch < 2; ++epoch) {
+        loader.start_epoch();
+        Batch b;
+        std::vector<int64_t> order;
+        int64_t batches = 0;
+        while (loader.next(b)) {
+          ++batches;
+          EXPECT_EQ(b.seq_len, 3);
+          EXPECT_EQ(int64_t(b.input.size()), b.rows * 3);
+          EXPECT_EQ(int64_t(b.sample_index.size()), b.rows);
+          for (int64_t r = 0; r < b.rows; ++r) {
+            int64_t idx = b.sample_index[size_t(r)];
+            order.push_back(idx);
+            for (int t = 0; t < 3; ++t) {
+              EXPECT_EQ(b.input[size_t(r * 3 + t)], idx + t);
+              EXPECT_EQ(b.target[size_t(r * 3 + t)], idx + t + 1);
+            }
+          }
+          if (batches == 7) {
+            EXPECT_EQ(b.rows, 2);
+          }
+        }
+        EXPECT_FALSE(loader.next(b));  // stays at the end
+        EXPECT_EQ(batches, loader.num_batches());
+        std::vector<int64_t> want(s.indices().begin(), s.indices().begin() + (drop_last ? 48 : 50));
+        EXPECT_EQ(order, want);  // sampler order
+      }
+    }
+  }
+}
+
+TEST(BatchLoader, NoAllocationAfterFirstBatch) {
+  TempDir d;
+  TokenFile f(iota_file(d, 200));
+  WindowDataset ds(f, 16, 1);
+  DistributedSampler s(ds.size(), true, 1, 2, 1);
+  BatchLoader loader(ds, s, 10, false);
+  Batch b;
+  const int32_t* in_ptr = nullptr;
+  const int32_t* tg_ptr = nullptr;
+  const int64_t* ix_ptr = nullptr;
+  for (int epoch = 0; epoch < 3; ++epoch) {
+    s.set_epoch(epoch);
+    loader.start_epoch();
+    std::set<int64_t> seen;
+    while (loader.next(b)) {
+      if (!in_ptr) {
+        in_ptr = b.input.data();
+        tg_ptr = b.target.data();
+        ix_ptr = b.sample_index.data();
+      }
+      EXPECT_EQ(b.input.data(), in_ptr);
+      EXPECT_EQ(b.target.data(), tg_ptr);
+      EXPECT_EQ(b.sample_index.data(), ix_ptr);
+      for (int64_t i : b.sample_index) seen.insert(i);
+    }
+    EXPECT_EQ(int64_t(seen.size()), s.size());
+  }
+}
+
+TEST(BatchLoader, StopsCleanlyMidEpoch) {
+  TempDir d;
+  TokenFile f(iota_file(d, 5000));
+  WindowDataset ds(f, 32, 1);
+  DistributedSampler s(ds.size(), true, 3);
+  Batch b;
+  {
+    BatchLoader loader(ds, s, 4, false);
+    loader.start_epoch();
+    ASSERT_TRUE(loader.next(b));
+    loader.start_epoch();  // restart mid-epoch: the old worker is joined
+    ASSERT_TRUE(loader.next(b));
+    EXPECT_EQ(b.sample_index[0], s.indices()[0]);
+  }  // destroyed mid-epoch
+  {
+    BatchLoader loader(ds, s, 4, false);
+    loader.start_epoch();  // destroyed before any next()
+  }
+  BatchLoader never_started(ds, s, 4, false);
+  SUCCEED();
+}
+
+TEST(BatchLoader, Errors) {
+  TempDir d;
+  TokenFile f(iota_file(d, 20));
+  WindowDataset ds(f, 4, 1);
+  DistributedSampler s(ds.size(), false, 0);
+  DistributedSampler wrong(3, false, 0);
+  expect_error([&] { BatchLoader l(ds, s, 0, false); }, "batch size");
+  expect_error([&] { BatchLoader l(ds, wrong, 2, false); }, "sampler covers 3 samples");
+}
