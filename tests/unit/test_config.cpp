@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "train/config.hpp"
+#include "error_of.hpp"
 
 using namespace dtrain;
 
@@ -15,15 +16,6 @@ std::string write_temp(const std::string& name, const std::string& text) {
   auto p = std::filesystem::temp_directory_path() / name;
   std::ofstream(p) << text;
   return p.string();
-}
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 }  // namespace
 

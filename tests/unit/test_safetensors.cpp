@@ -12,6 +12,7 @@
 #include "ckpt/safetensors.hpp"
 #include "core/error.hpp"
 #include "core/json.hpp"
+#include "error_of.hpp"
 
 namespace fs = std::filesystem;
 using namespace dtrain;
@@ -35,16 +36,6 @@ class TempDir {
   fs::path path_;
 };
 
-// Message of the Error thrown by f ("" if none).
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 bool contains(const std::string& s, const std::string& sub) { return s.find(sub) != std::string::npos; }
 
