@@ -1,0 +1,230 @@
+// ProcessGroup (see process_group.hpp): the communication thread, Work handles and the error
+// messages that name what went wrong.
+#include "dist/process_group.hpp"
+
+#include <chrono>
+
+#include "core/error.hpp"
+#include "dist/liveness.hpp"
+
+namespace dtrain {
+
+size_t elem_size(ElemType t) {
+  switch (t) {
+    case ElemType::f32:
+    case ElemType::i32:
+      return 4;
+    case ElemType::f64:
+    case ElemType::i64:
+      return 8;
+  }
+  return 0;
+}
+
+const char* reduce_op_name(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::sum:
+      return "sum";
+    case ReduceOp::avg:
+      return "avg";
+    case ReduceOp::min:
+      return "min";
+    case ReduceOp::max:
+      return "max";
+  }
+  return "?";
+}
+
+namespace {
+
+std::string bytes_str(size_t b) {
+  char s[32];
+  if (b >= (1u << 20)) {
+    std::snprintf(s, sizeof s, "%.1f MiB", double(b) / double(1u << 20));
+  } else if (b >= 1024) {
+    std::snprintf(s, sizeof s, "%.1f KiB", double(b) / 1024.0);
+  } else {
+    std::snprintf(s, sizeof s, "%zu B", b);
+  }
+  return s;
+}
+
+size_t total(const std::vector<size_t>& counts) {
+  size_t n = 0;
+  for (size_t c : counts) n += c;
+  return n;
+}
+
+}  // namespace
+
+// ---- Work ----
+
+void Work::wait() {
+  std::unique_lock<std::mutex> lock(mu_);
+  // The backend enforces the timeout; the extra margin covers diagnosis after a failure.
+  const auto limit = timeout_ + Millis(30000);
+  if (!cv_.wait_for(lock, limit, [this] { return done_; })) {
+    throw Error(what_ + " did not finish within " + std::to_string(limit.count() / 1000) +
+                " s: the communication thread is stuck; stop the job");
+  }
+  if (!error_.empty()) throw Error(error_);
+  if (finish_) {
+    auto finish = std::move(finish_);
+    finish_ = nullptr;
+    lock.unlock();
+    try {
+      finish();
+    } catch (const std::exception& e) {
+      std::lock_guard<std::mutex> relock(mu_);
+      error_ = what_ + " failed: " + e.what() + ". The job cannot continue";
+      throw Error(error_);
+    }
+  }
+}
+
+bool Work::done() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return done_;
+}
+
+double Work::seconds() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return seconds_;
+}
+
+// ---- ProcessGroup ----
+
+ProcessGroup::ProcessGroup(std::string name, std::vector<int> ranks, int my_rank, Millis timeout,
+                           std::shared_ptr<Liveness> liveness, std::unique_ptr<Backend> backend)
+    : name_(std::move(name)),
+      ranks_(std::move(ranks)),
+      rank_(my_rank),
+      timeout_(timeout),
+      liveness_(std::move(liveness)),
+      backend_(std::move(backend)) {
+  thread_ = std::thread([this] { worker_main(); });
+}
+
+ProcessGroup::~ProcessGroup() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+WorkPtr ProcessGroup::enqueue(std::string what, std::function<void(Backend&, Work&)> fn) {
+  auto w = std::make_shared<Work>();
+  w->timeout_ = timeout_;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++issued_;
+    w->what_ = what + " (operation #" + std::to_string(issued_) + " of process group '" + name_ + "', " +
+               std::to_string(size()) + " ranks)";
+    queue_.emplace_back(w, std::move(fn));
+  }
+  cv_.notify_all();
+  return w;
+}
+
+void ProcessGroup::worker_main() {
+  int64_t seq = 0;
+  for (;;) {
+    std::pair<WorkPtr, std::function<void(Backend&, Work&)>> item;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+      if (queue_.empty()) return;
+      item = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    ++seq;
+    Work& w = *item.first;
+    std::string error;
+    const auto t0 = std::chrono::steady_clock::now();
+    if (!broken_.empty()) {
+      error = w.what_ + " not run: the group failed earlier (" + broken_ + ")";
+    } else {
+      if (liveness_) liveness_->started(name_, seq);
+      try {
+        item.second(*backend_, w);
+      } catch (const std::exception& e) {
+        error = diagnose(w.what_, seq, e.what());
+        broken_ = w.what_ + " failed";
+      }
+    }
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    {
+      std::lock_guard<std::mutex> lock(w.mu_);
+      w.done_ = true;
+      w.error_ = std::move(error);
+      w.seconds_ = secs;
+    }
+    w.cv_.notify_all();
+  }
+}
+
+std::string ProcessGroup::diagnose(const std::string& what, int64_t seq, const std::string& cause) {
+  std::string msg = what + " failed: " + cause;
+  if (liveness_) {
+    auto why = liveness_->explain(name_, seq, ranks_);
+    if (!why.empty()) {
+      msg += "; missing: ";
+      for (size_t i = 0; i < why.size(); ++i) msg += (i ? ", " : "") + why[i];
+    }
+  }
+  return msg + ". The job cannot continue: dtrun stops the other ranks (restart it, or resume from the last "
+               "checkpoint)";
+}
+
+WorkPtr ProcessGroup::allreduce_async(void* data, size_t n, ElemType t, ReduceOp op) {
+  require(op != ReduceOp::avg || t == ElemType::f32 || t == ElemType::f64,
+          "allreduce avg is defined for floating-point data only");
+  return enqueue(std::string("allreduce ") + reduce_op_name(op) + " of " + bytes_str(n * elem_size(t)),
+                 [=](Backend& b, Work&) { b.allreduce(data, n, t, op); });
+}
+
+WorkPtr ProcessGroup::allgather_async(const void* in, void* out, const std::vector<size_t>& counts, ElemType t) {
+  require(int(counts.size()) == size(), "allgather needs one count per rank of the group");
+  return enqueue("allgather of " + bytes_str(total(counts) * elem_size(t)),
+                 [=](Backend& b, Work&) { b.allgather(in, out, counts, t); });
+}
+
+void ProcessGroup::allgather(const void* in, void* out, size_t n, ElemType t) {
+  allgather_async(in, out, std::vector<size_t>(size_t(size()), n), t)->wait();
+}
+
+WorkPtr ProcessGroup::reduce_scatter_async(const void* in, void* out, const std::vector<size_t>& counts, ElemType t,
+                                           ReduceOp op) {
+  require(int(counts.size()) == size(), "reduce-scatter needs one count per rank of the group");
+  require(t == ElemType::f32 || t == ElemType::f64, "reduce-scatter is defined for floating-point data only");
+  return enqueue(std::string("reduce-scatter ") + reduce_op_name(op) + " of " + bytes_str(total(counts) * elem_size(t)),
+                 [=](Backend& b, Work&) { b.reduce_scatter(in, out, counts, t, op); });
+}
+
+WorkPtr ProcessGroup::broadcast_async(void* data, size_t n, ElemType t, int root) {
+  require(root >= 0 && root < size(), "broadcast root " + std::to_string(root) + " is not a rank of the group");
+  return enqueue("broadcast of " + bytes_str(n * elem_size(t)) + " from rank " + std::to_string(root),
+                 [=](Backend& b, Work&) { b.broadcast(data, n, t, root); });
+}
+
+WorkPtr ProcessGroup::send_async(const void* data, size_t bytes, int dst, uint32_t tag) {
+  require(dst >= 0 && dst < size() && dst != rank_, "send to rank " + std::to_string(dst) + " of group '" + name_ +
+                                                        "' is not possible (size " + std::to_string(size()) + ")");
+  return enqueue("send of " + bytes_str(bytes) + " to rank " + std::to_string(dst),
+                 [=](Backend& b, Work& w) { w.finish_ = b.post_send(data, bytes, dst, tag); });
+}
+
+WorkPtr ProcessGroup::recv_async(void* data, size_t bytes, int src, uint32_t tag) {
+  require(src >= 0 && src < size() && src != rank_, "recv from rank " + std::to_string(src) + " of group '" + name_ +
+                                                        "' is not possible (size " + std::to_string(size()) + ")");
+  return enqueue("recv of " + bytes_str(bytes) + " from rank " + std::to_string(src),
+                 [=](Backend& b, Work& w) { w.finish_ = b.post_recv(data, bytes, src, tag); });
+}
+
+WorkPtr ProcessGroup::barrier_async() {
+  return enqueue("barrier", [](Backend& b, Work&) { b.barrier(); });
+}
+
+}  // namespace dtrain

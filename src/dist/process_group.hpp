@@ -1,0 +1,119 @@
+// Process groups: one API for collectives (allreduce, allgather, reduce-scatter, broadcast,
+// send/recv, barrier) over any backend. Every operation runs asynchronously, in issue order, on
+// the group's communication thread and returns a Work handle; a failure or timeout becomes one
+// dtrain::Error naming the operation, the group and the ranks that did not take part.
+#pragma once
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "dist/store.hpp"
+
+namespace dtrain {
+
+enum class ReduceOp { sum, avg, min, max };
+enum class ElemType { f32, f64, i32, i64 };
+size_t elem_size(ElemType t);
+const char* reduce_op_name(ReduceOp op);
+
+// What a backend (Gloo, NCCL, …) provides: blocking operations on one group. `counts` are
+// elements per group rank.
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual void allreduce(void* data, size_t n, ElemType t, ReduceOp op) = 0;
+  virtual void allgather(const void* in, void* out, const std::vector<size_t>& counts, ElemType t) = 0;
+  virtual void reduce_scatter(const void* in, void* out, const std::vector<size_t>& counts, ElemType t,
+                              ReduceOp op) = 0;
+  virtual void broadcast(void* data, size_t n, ElemType t, int root) = 0;
+  // Point-to-point: posting never blocks (so a ring of sends and receives cannot deadlock on the
+  // communication thread); the returned function waits for completion.
+  virtual std::function<void()> post_send(const void* data, size_t bytes, int dst, uint32_t tag) = 0;
+  virtual std::function<void()> post_recv(void* data, size_t bytes, int src, uint32_t tag) = 0;
+  virtual void barrier() = 0;
+};
+
+class Liveness;
+
+// A handle to one asynchronous operation.
+class Work {
+ public:
+  // Blocks until the operation ends; throws its error (once per handle, then again on re-wait).
+  void wait();
+  bool done() const;
+  double seconds() const;  // time the operation took on the communication thread
+  const std::string& describe() const { return what_; }
+
+ private:
+  friend class ProcessGroup;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::string error_;
+  double seconds_ = 0.0;
+  std::string what_;
+  std::function<void()> finish_;  // point-to-point: completes on the waiting thread
+  Millis timeout_{0};
+};
+using WorkPtr = std::shared_ptr<Work>;
+
+class ProcessGroup {
+ public:
+  // ranks: the global ranks of the members (index = group rank); my_rank: this process's group
+  // rank. The backend is created on the communication thread by make_backend.
+  ProcessGroup(std::string name, std::vector<int> ranks, int my_rank, Millis timeout,
+               std::shared_ptr<Liveness> liveness, std::unique_ptr<Backend> backend);
+  ~ProcessGroup();  // finishes queued work, then stops the thread
+  ProcessGroup(const ProcessGroup&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return int(ranks_.size()); }
+  const std::string& name() const { return name_; }
+  const std::vector<int>& ranks() const { return ranks_; }
+  Millis timeout() const { return timeout_; }
+
+  WorkPtr allreduce_async(void* data, size_t n, ElemType t, ReduceOp op);
+  WorkPtr allgather_async(const void* in, void* out, const std::vector<size_t>& counts, ElemType t);
+  WorkPtr reduce_scatter_async(const void* in, void* out, const std::vector<size_t>& counts, ElemType t,
+                               ReduceOp op);
+  WorkPtr broadcast_async(void* data, size_t n, ElemType t, int root);
+  WorkPtr send_async(const void* data, size_t bytes, int dst, uint32_t tag = 0);
+  WorkPtr recv_async(void* data, size_t bytes, int src, uint32_t tag = 0);
+  WorkPtr barrier_async();
+
+  // Blocking conveniences.
+  void allreduce(float* d, size_t n, ReduceOp op = ReduceOp::sum) { allreduce_async(d, n, ElemType::f32, op)->wait(); }
+  void allreduce(double* d, size_t n, ReduceOp op = ReduceOp::sum) { allreduce_async(d, n, ElemType::f64, op)->wait(); }
+  void allreduce(int64_t* d, size_t n, ReduceOp op = ReduceOp::sum) { allreduce_async(d, n, ElemType::i64, op)->wait(); }
+  // Equal shares: out holds size() * n elements.
+  void allgather(const void* in, void* out, size_t n, ElemType t);
+  void broadcast(void* d, size_t n, ElemType t, int root) { broadcast_async(d, n, t, root)->wait(); }
+  void barrier() { barrier_async()->wait(); }
+
+ private:
+  WorkPtr enqueue(std::string what, std::function<void(Backend&, Work&)> fn);
+  void worker_main();
+  std::string diagnose(const std::string& what, int64_t seq, const std::string& cause);
+
+  std::string name_;
+  std::vector<int> ranks_;
+  int rank_;
+  Millis timeout_;
+  std::shared_ptr<Liveness> liveness_;
+  std::unique_ptr<Backend> backend_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::pair<WorkPtr, std::function<void(Backend&, Work&)>>> queue_;
+  bool stop_ = false;
+  int64_t issued_ = 0;
+  std::string broken_;  // first failure: later operations fail at once
+  std::thread thread_;
+};
+
+}  // namespace dtrain

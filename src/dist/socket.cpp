@@ -1,0 +1,223 @@
+// TCP helpers (see socket.hpp).
+#include "dist/socket.hpp"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <thread>
+
+#include "core/error.hpp"
+
+namespace dtrain {
+
+Socket& Socket::operator=(Socket&& o) noexcept {
+  if (this != &o) {
+    close();
+    fd_ = o.release();
+  }
+  return *this;
+}
+
+void Socket::close() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
+namespace {
+
+struct AddrInfo {
+  addrinfo* list = nullptr;
+  ~AddrInfo() {
+    if (list) freeaddrinfo(list);
+  }
+};
+
+int resolve(const std::string& host, int port, bool passive, AddrInfo& out) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  if (passive) hints.ai_flags = AI_PASSIVE;
+  const std::string service = std::to_string(port);
+  return getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(), &hints, &out.list);
+}
+
+void set_nodelay(int fd) {
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+// Waits until fd is readable/writable or the deadline passes.
+bool wait_fd(int fd, short events, Deadline deadline) {
+  for (;;) {
+    auto left = std::chrono::duration_cast<Millis>(deadline - std::chrono::steady_clock::now()).count();
+    if (left < 0) return false;
+    pollfd p{fd, events, 0};
+    int r = ::poll(&p, 1, int(std::min<long long>(left, 1 << 30)));
+    if (r > 0) return true;
+    if (r < 0 && errno != EINTR) return false;
+  }
+}
+
+}  // namespace
+
+Socket tcp_listen(const std::string& host, int port, int backlog) {
+  const std::string h = host == "0.0.0.0" ? "" : host;
+  AddrInfo ai;
+  int rc = resolve(h, port, true, ai);
+  require(rc == 0, "cannot resolve listen address '" + host + "': " + gai_strerror(rc));
+  std::string last = "no address";
+  // Prefer IPv6 wildcard (dual stack) for all interfaces, else the first that binds.
+  for (addrinfo* a = ai.list; a; a = a->ai_next) {
+    Socket s(::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol));
+    if (!s.valid()) continue;
+    int one = 1;
+    setsockopt(s.fd(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (a->ai_family == AF_INET6) {
+      int zero = 0;
+      setsockopt(s.fd(), IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
+    }
+    if (::bind(s.fd(), a->ai_addr, a->ai_addrlen) == 0 && ::listen(s.fd(), backlog) == 0) return s;
+    last = std::strerror(errno);
+  }
+  throw Error("cannot listen on " + (host.empty() ? std::string("*") : host) + ":" + std::to_string(port) +
+              " (" + last + "): choose another port (e.g. --rdzv-endpoint HOST:OTHER_PORT or MASTER_PORT)");
+}
+
+int socket_port(int fd) {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof ss;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len);
+  if (ss.ss_family == AF_INET6) return ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port);
+  return ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
+}
+
+std::string socket_local_address(int fd) {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof ss;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len);
+  char buf[INET6_ADDRSTRLEN] = {0};
+  if (ss.ss_family == AF_INET6) {
+    auto* a6 = reinterpret_cast<sockaddr_in6*>(&ss);
+    if (IN6_IS_ADDR_V4MAPPED(&a6->sin6_addr)) {
+      inet_ntop(AF_INET, &a6->sin6_addr.s6_addr[12], buf, sizeof buf);
+    } else {
+      inet_ntop(AF_INET6, &a6->sin6_addr, buf, sizeof buf);
+    }
+  } else {
+    inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(&ss)->sin_addr, buf, sizeof buf);
+  }
+  return buf;
+}
+
+Socket tcp_connect(const std::string& host, int port, Millis timeout) {
+  const Deadline deadline = deadline_in(timeout);
+  std::string last = "timed out";
+  auto backoff = Millis(10);
+  for (;;) {
+    AddrInfo ai;
+    int rc = resolve(host, port, false, ai);
+    if (rc != 0) {
+      last = std::string("cannot resolve host: ") + gai_strerror(rc);
+    } else {
+      for (addrinfo* a = ai.list; a; a = a->ai_next) {
+        Socket s(::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol));
+        if (!s.valid()) continue;
+        int flags = fcntl(s.fd(), F_GETFL);
+        fcntl(s.fd(), F_SETFL, flags | O_NONBLOCK);
+        int r = ::connect(s.fd(), a->ai_addr, a->ai_addrlen);
+        if (r != 0 && errno == EINPROGRESS) {
+          const Deadline attempt = std::min(deadline, deadline_in(Millis(2000)));
+          if (wait_fd(s.fd(), POLLOUT, attempt)) {
+            int err = 0;
+            socklen_t el = sizeof err;
+            getsockopt(s.fd(), SOL_SOCKET, SO_ERROR, &err, &el);
+            r = err == 0 ? 0 : -1;
+            errno = err;
+          } else {
+            errno = ETIMEDOUT;
+          }
+        }
+        if (r == 0) {
+          fcntl(s.fd(), F_SETFL, flags);
+          set_nodelay(s.fd());
+          return s;
+        }
+        last = std::strerror(errno);
+      }
+    }
+    if (std::chrono::steady_clock::now() + backoff >= deadline) break;
+    std::this_thread::sleep_for(backoff);
+    backoff = std::min(backoff * 2, Millis(500));
+  }
+  throw Error("cannot connect to " + host + ":" + std::to_string(port) + " within " +
+              std::to_string(timeout.count() / 1000.0).substr(0, 5) + " s (" + last +
+              "): check that the master/rendezvous host is up and the address and port are right");
+}
+
+bool send_all(int fd, const void* data, size_t n, Deadline deadline) {
+  const char* p = static_cast<const char*>(data);
+  while (n > 0) {
+    ssize_t w = ::send(fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (w > 0) {
+      p += w;
+      n -= size_t(w);
+    } else if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      if (!wait_fd(fd, POLLOUT, deadline)) return false;
+    } else if (w < 0 && errno == EINTR) {
+      continue;
+    } else {
+      return false;
+    }
+  }
+  return true;
+}
+
+bool recv_all(int fd, void* data, size_t n, Deadline deadline) {
+  char* p = static_cast<char*>(data);
+  while (n > 0) {
+    if (!wait_fd(fd, POLLIN, deadline)) return false;
+    ssize_t r = ::recv(fd, p, n, MSG_DONTWAIT);
+    if (r > 0) {
+      p += r;
+      n -= size_t(r);
+    } else if (r == 0) {
+      return false;  // peer closed
+    } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+      return false;
+    }
+  }
+  return true;
+}
+
+std::pair<std::string, int> parse_host_port(const std::string& s, const std::string& what) {
+  std::string host;
+  std::string port;
+  if (!s.empty() && s[0] == '[') {
+    auto close = s.find(']');
+    if (close != std::string::npos && close + 1 < s.size() && s[close + 1] == ':') {
+      host = s.substr(1, close - 1);
+      port = s.substr(close + 2);
+    }
+  } else {
+    auto colon = s.rfind(':');
+    if (colon != std::string::npos) {
+      host = s.substr(0, colon);
+      port = s.substr(colon + 1);
+    }
+  }
+  char* end = nullptr;
+  long p = port.empty() ? -1 : std::strtol(port.c_str(), &end, 10);
+  require(!host.empty() && end && *end == '\0' && p >= 0 && p <= 65535,
+          what + " '" + s + "' is not HOST:PORT (e.g. node001:29500)");
+  return {host, int(p)};
+}
+
+}  // namespace dtrain

@@ -1,0 +1,51 @@
+// Small blocking TCP helpers with deadlines (listen, connect with retry, exact reads/writes) for
+// the store, the launcher's rendezvous and tests. IPv4 and IPv6; errors are dtrain::Error.
+#pragma once
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace dtrain {
+
+using Millis = std::chrono::milliseconds;
+
+// An owned socket descriptor (closed on destruction).
+class Socket {
+ public:
+  Socket() = default;
+  explicit Socket(int fd) : fd_(fd) {}
+  Socket(Socket&& o) noexcept : fd_(o.release()) {}
+  Socket& operator=(Socket&& o) noexcept;
+  ~Socket() { close(); }
+  int fd() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+  int release() {
+    int f = fd_;
+    fd_ = -1;
+    return f;
+  }
+  void close();
+
+ private:
+  int fd_ = -1;
+};
+
+// Listens on host:port (host "" or "0.0.0.0" = all interfaces, port 0 = any free port).
+Socket tcp_listen(const std::string& host, int port, int backlog = 128);
+int socket_port(int fd);                 // the local port a socket is bound to
+std::string socket_local_address(int fd);  // the local IP address of a connected socket
+
+// Connects to host:port, retrying refused/unreachable attempts until `timeout` has passed.
+Socket tcp_connect(const std::string& host, int port, Millis timeout);
+
+// Sends/receives exactly n bytes before the deadline; false on timeout or a closed peer.
+using Deadline = std::chrono::steady_clock::time_point;
+bool send_all(int fd, const void* data, size_t n, Deadline deadline);
+bool recv_all(int fd, void* data, size_t n, Deadline deadline);
+inline Deadline deadline_in(Millis t) { return std::chrono::steady_clock::now() + t; }
+
+// "host:port" → (host, port); "[v6]:port" too. Throws naming `what` when malformed.
+std::pair<std::string, int> parse_host_port(const std::string& s, const std::string& what);
+
+}  // namespace dtrain

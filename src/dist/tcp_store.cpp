@@ -1,0 +1,443 @@
+// TCP store server and client (see tcp_store.hpp). One poll loop serves every connection; a
+// WAIT is parked on the server until its keys exist or its timeout passes.
+#include "dist/tcp_store.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <unordered_map>
+
+#include "core/error.hpp"
+
+namespace dtrain {
+
+namespace {
+
+constexpr char kMagic[4] = {'D', 'T', 'S', '1'};
+constexpr size_t kMaxToken = 1024;
+enum Op : uint8_t { kSet = 1, kGet = 2, kAdd = 3, kWait = 4, kDel = 5 };
+enum Status : uint8_t { kOk = 0, kMissing = 1, kFail = 2 };
+
+using Clock = std::chrono::steady_clock;
+
+void put_u32(std::string& s, uint32_t v) { s.append(reinterpret_cast<const char*>(&v), 4); }
+void put_i64(std::string& s, int64_t v) { s.append(reinterpret_cast<const char*>(&v), 8); }
+void put_str(std::string& s, const std::string& v) {
+  put_u32(s, uint32_t(v.size()));
+  s += v;
+}
+
+std::string frame(uint8_t code, const std::string& payload) {
+  std::string f(1, char(code));
+  put_u32(f, uint32_t(payload.size()));
+  return f + payload;
+}
+
+// Bounds-checked reader over a request payload; ok() turns false on any overrun.
+struct Reader {
+  const char* p;
+  size_t left;
+  bool good = true;
+  uint32_t u32() {
+    uint32_t v = 0;
+    take(&v, 4);
+    return v;
+  }
+  int64_t i64() {
+    int64_t v = 0;
+    take(&v, 8);
+    return v;
+  }
+  std::string str(size_t max) {
+    uint32_t n = u32();
+    if (!good || n > left || n > max) {
+      good = false;
+      return {};
+    }
+    std::string s(p, n);
+    p += n;
+    left -= n;
+    return s;
+  }
+  std::string rest() {
+    std::string s(p, left);
+    p += left;
+    left = 0;
+    return s;
+  }
+  void take(void* dst, size_t n) {
+    if (!good || left < n) {
+      good = false;
+      return;
+    }
+    std::memcpy(dst, p, n);
+    p += n;
+    left -= n;
+  }
+};
+
+}  // namespace
+
+struct TcpStoreServer::Impl {
+  struct Conn {
+    Socket sock;
+    std::string in, out;
+    bool authed = false;
+    bool closing = false;  // close once `out` is flushed
+    Clock::time_point hello_deadline;
+    bool waiting = false;
+    std::vector<std::string> wait_keys;
+    Clock::time_point wait_deadline;
+  };
+
+  TcpStoreServer& owner;
+  std::string token;
+  TcpStoreLimits limits;
+  Socket listener;
+  int wake[2] = {-1, -1};
+  std::thread thread;
+  std::unordered_map<std::string, std::string> data;
+  std::vector<std::unique_ptr<Conn>> conns;
+
+  Impl(TcpStoreServer& o, std::string t, TcpStoreLimits l) : owner(o), token(std::move(t)), limits(l) {}
+
+  void reject(Conn& c, const std::string& why) {
+    owner.rejected_++;
+    c.out += frame(kFail, why);
+    c.closing = true;
+    c.in.clear();
+  }
+
+  std::vector<std::string> missing(const std::vector<std::string>& keys) const {
+    std::vector<std::string> m;
+    for (const auto& k : keys)
+      if (!data.count(k)) m.push_back(k);
+    return m;
+  }
+
+  void finish_wait(Conn& c, bool timed_out) {
+    std::string payload;
+    if (timed_out) {
+      auto m = missing(c.wait_keys);
+      put_u32(payload, uint32_t(m.size()));
+      for (const auto& k : m) put_str(payload, k);
+    }
+    c.out += frame(timed_out ? kMissing : kOk, payload);
+    c.waiting = false;
+    c.wait_keys.clear();
+  }
+
+  void wake_waiters() {
+    for (auto& c : conns)
+      if (c->waiting && missing(c->wait_keys).empty()) finish_wait(*c, false);
+  }
+
+  void handle(Conn& c, uint8_t op, const char* p, size_t n) {
+    Reader r{p, n};
+    owner.served_++;
+    switch (op) {
+      case kSet: {
+        std::string k = r.str(limits.max_key);
+        std::string v = r.rest();
+        if (!r.good) return reject(c, "malformed SET request");
+        data[k] = std::move(v);
+        c.out += frame(kOk, "");
+        return wake_waiters();
+      }
+      case kGet: {
+        std::string k = r.str(limits.max_key);
+        if (!r.good || r.left) return reject(c, "malformed GET request");
+        auto it = data.find(k);
+        c.out += it == data.end() ? frame(kMissing, "") : frame(kOk, it->second);
+        return;
+      }
+      case kAdd: {
+        std::string k = r.str(limits.max_key);
+        int64_t delta = r.i64();
+        if (!r.good || r.left) return reject(c, "malformed ADD request");
+        int64_t cur = 0;
+        auto it = data.find(k);
+        if (it != data.end()) {
+          if (it->second.size() != 8) return reject(c, "ADD on key '" + k + "' that holds a non-counter value");
+          std::memcpy(&cur, it->second.data(), 8);
+        }
+        cur += delta;
+        data[k] = std::string(reinterpret_cast<const char*>(&cur), 8);
+        std::string out;
+        put_i64(out, cur);
+        c.out += frame(kOk, out);
+        return wake_waiters();
+      }
+      case kWait: {
+        int64_t ms = r.i64();
+        uint32_t count = r.u32();
+        if (!r.good || count > 1u << 20) return reject(c, "malformed WAIT request");
+        std::vector<std::string> keys;
+        for (uint32_t i = 0; i < count && r.good; ++i) keys.push_back(r.str(limits.max_key));
+        if (!r.good || r.left || ms < 0) return reject(c, "malformed WAIT request");
+        c.waiting = true;
+        c.wait_keys = std::move(keys);
+        c.wait_deadline = Clock::now() + Millis(ms);
+        if (missing(c.wait_keys).empty()) finish_wait(c, false);
+        return;
+      }
+      case kDel: {
+        std::string k = r.str(limits.max_key);
+        if (!r.good || r.left) return reject(c, "malformed DEL request");
+        data.erase(k);
+        c.out += frame(kOk, "");
+        return;
+      }
+      default:
+        return reject(c, "unknown request " + std::to_string(op));
+    }
+  }
+
+  // Consumes complete messages from c.in.
+  void parse(Conn& c) {
+    while (!c.closing && !c.waiting) {
+      if (!c.authed) {
+        if (c.in.size() < 8) return;
+        if (std::memcmp(c.in.data(), kMagic, 4) != 0) return reject(c, "not a dtrain store client");
+        uint32_t tl;
+        std::memcpy(&tl, c.in.data() + 4, 4);
+        if (tl > kMaxToken) return reject(c, "job token too long");
+        if (c.in.size() < 8 + tl) return;
+        if (!tokens_equal(c.in.substr(8, tl), token)) {
+          return reject(c, "wrong job token: this store belongs to another job (set DTRAIN_JOB_TOKEN to the "
+                           "job's token)");
+        }
+        c.in.erase(0, 8 + tl);
+        c.authed = true;
+        c.out += frame(kOk, "");
+        continue;
+      }
+      if (c.in.size() < 5) return;
+      uint32_t len;
+      std::memcpy(&len, c.in.data() + 1, 4);
+      if (len > limits.max_message) {
+        return reject(c, "message of " + std::to_string(len) + " bytes exceeds the store's limit of " +
+                             std::to_string(limits.max_message));
+      }
+      if (c.in.size() < 5 + size_t(len)) return;
+      const uint8_t op = uint8_t(c.in[0]);
+      std::string msg = c.in.substr(5, len);
+      c.in.erase(0, 5 + size_t(len));
+      handle(c, op, msg.data(), msg.size());
+    }
+  }
+
+  bool flush(Conn& c) {
+    while (!c.out.empty()) {
+      ssize_t w = ::send(c.sock.fd(), c.out.data(), c.out.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (w > 0) {
+        c.out.erase(0, size_t(w));
+      } else if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+        return true;
+      } else {
+        return false;
+      }
+    }
+    return !c.closing;
+  }
+
+  // Reads what is available; false when the connection should be dropped.
+  bool read(Conn& c) {
+    char buf[65536];
+    for (;;) {
+      ssize_t r = ::recv(c.sock.fd(), buf, sizeof buf, MSG_DONTWAIT);
+      if (r > 0) {
+        c.in.append(buf, size_t(r));
+        // A sender that streams more than one message's worth without a reply is misbehaving.
+        if (c.in.size() > limits.max_message + 16 + (c.authed ? 0 : kMaxToken)) {
+          if (!c.authed) {
+            reject(c, "not a dtrain store client");
+          } else {
+            parse(c);
+            if (c.in.size() > limits.max_message + 16) reject(c, "message exceeds the store's limit");
+          }
+          return true;
+        }
+        if (size_t(r) < sizeof buf) break;
+      } else if (r == 0) {
+        return false;
+      } else if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
+        break;
+      } else {
+        return false;
+      }
+    }
+    parse(c);
+    return true;
+  }
+
+  void serve() {
+    std::vector<pollfd> fds;
+    for (;;) {
+      fds.clear();
+      fds.push_back({wake[0], POLLIN, 0});
+      fds.push_back({listener.fd(), POLLIN, 0});
+      auto now = Clock::now();
+      auto next = now + Millis(1000);
+      for (auto& c : conns) {
+        short ev = POLLIN;
+        if (!c->out.empty()) ev |= POLLOUT;
+        fds.push_back({c->sock.fd(), ev, 0});
+        if (!c->authed) next = std::min(next, c->hello_deadline);
+        if (c->waiting) next = std::min(next, c->wait_deadline);
+      }
+      int ms = int(std::max<int64_t>(0, std::chrono::duration_cast<Millis>(next - now).count()) + 1);
+      int r = ::poll(fds.data(), fds.size(), ms);
+      if (r < 0 && errno != EINTR) break;
+      if (fds[0].revents) return;  // stop requested
+      now = Clock::now();
+      std::vector<bool> keep(conns.size(), true);
+      for (size_t i = 0; i < conns.size(); ++i) {
+        Conn& c = *conns[i];
+        const short re = fds[i + 2].revents;
+        if (re & (POLLIN | POLLHUP | POLLERR)) keep[i] = read(c);
+        if (keep[i] && !c.authed && now >= c.hello_deadline && !c.closing) reject(c, "no hello in time");
+        if (keep[i] && c.waiting && now >= c.wait_deadline) finish_wait(c, true);
+      }
+      for (size_t i = 0; i < conns.size(); ++i) {
+        if (keep[i]) keep[i] = flush(*conns[i]);
+        if (keep[i] && conns[i]->waiting == false && !conns[i]->in.empty() && !conns[i]->closing) parse(*conns[i]);
+        if (keep[i]) keep[i] = flush(*conns[i]);
+      }
+      std::vector<std::unique_ptr<Conn>> alive;
+      for (size_t i = 0; i < conns.size(); ++i)
+        if (keep[i]) alive.push_back(std::move(conns[i]));
+      conns.swap(alive);
+      if (fds[1].revents & POLLIN) accept_new();
+    }
+  }
+
+  void accept_new() {
+    for (;;) {
+      int fd = ::accept4(listener.fd(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (fd < 0) return;
+      auto c = std::make_unique<Conn>();
+      c->sock = Socket(fd);
+      c->hello_deadline = Clock::now() + limits.hello_timeout;
+      conns.push_back(std::move(c));
+    }
+  }
+};
+
+TcpStoreServer::TcpStoreServer(const std::string& host, int port, std::string token, TcpStoreLimits limits)
+    : impl_(std::make_unique<Impl>(*this, std::move(token), limits)) {
+  impl_->listener = tcp_listen(host, port);
+  port_ = socket_port(impl_->listener.fd());
+  require(::pipe2(impl_->wake, O_CLOEXEC) == 0, "cannot create a pipe for the store server");
+  fcntl(impl_->listener.fd(), F_SETFL, fcntl(impl_->listener.fd(), F_GETFL) | O_NONBLOCK);
+  impl_->thread = std::thread([this] { impl_->serve(); });
+}
+
+TcpStoreServer::~TcpStoreServer() {
+  char b = 1;
+  (void)!::write(impl_->wake[1], &b, 1);
+  impl_->thread.join();
+  ::close(impl_->wake[0]);
+  ::close(impl_->wake[1]);
+}
+
+// ---- client ----
+
+TcpStore::TcpStore(const std::string& host, int port, const std::string& token, Millis connect_timeout,
+                   Millis op_timeout)
+    : host_(host), port_(port), token_(token), op_timeout_(op_timeout) {
+  sock_ = tcp_connect(host, port, connect_timeout);
+  require(token.size() <= kMaxToken, "DTRAIN_JOB_TOKEN is longer than " + std::to_string(kMaxToken) + " bytes");
+  std::string hello(kMagic, 4);
+  put_u32(hello, uint32_t(token.size()));
+  hello += token;
+  const Deadline d = deadline_in(connect_timeout);
+  uint8_t status = kFail;
+  uint32_t len = 0;
+  bool ok = send_all(sock_.fd(), hello.data(), hello.size(), d) && recv_all(sock_.fd(), &status, 1, d) &&
+            recv_all(sock_.fd(), &len, 4, d) && len < 4096;
+  std::string msg(ok ? len : 0, '\0');
+  ok = ok && recv_all(sock_.fd(), msg.data(), len, d);
+  require(ok, "the store at " + host + ":" + std::to_string(port) +
+                  " did not answer the handshake: is that port a dtrain store (dtrun's --rdzv-endpoint / MASTER_PORT)?");
+  require(status == kOk, "the store at " + host + ":" + std::to_string(port) + " refused this process: " + msg);
+}
+
+std::pair<uint8_t, std::string> TcpStore::request(uint8_t op, const std::string& payload, Millis reply_timeout) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const std::string where = host_ + ":" + std::to_string(port_);
+  require(sock_.valid(), "the connection to the store at " + where + " was lost earlier");
+  const std::string f = frame(op, payload);
+  Deadline d = deadline_in(op_timeout_);
+  bool ok = send_all(sock_.fd(), f.data(), f.size(), d);
+  d = deadline_in(reply_timeout);
+  uint8_t status = 0;
+  uint32_t len = 0;
+  ok = ok && recv_all(sock_.fd(), &status, 1, d) && recv_all(sock_.fd(), &len, 4, d);
+  std::string reply(ok ? len : 0, '\0');
+  ok = ok && recv_all(sock_.fd(), reply.data(), len, d);
+  if (!ok) {
+    sock_.close();
+    throw Error("lost the connection to the store at " + where +
+                " (its host exited or the network failed): the job cannot continue; see the launcher's log");
+  }
+  if (status == kFail) {
+    sock_.close();
+    throw Error("the store at " + where + " rejected a request: " + reply);
+  }
+  return {status, std::move(reply)};
+}
+
+void TcpStore::set(const std::string& key, const std::string& value) {
+  std::string p;
+  put_str(p, key);
+  request(kSet, p + value, op_timeout_);
+}
+
+std::optional<std::string> TcpStore::try_get(const std::string& key) {
+  std::string p;
+  put_str(p, key);
+  auto [status, v] = request(kGet, p, op_timeout_);
+  if (status == kMissing) return std::nullopt;
+  return v;
+}
+
+int64_t TcpStore::add(const std::string& key, int64_t delta) {
+  std::string p;
+  put_str(p, key);
+  put_i64(p, delta);
+  auto [status, v] = request(kAdd, p, op_timeout_);
+  int64_t out = 0;
+  require(v.size() == 8, "the store answered ADD with a malformed reply");
+  std::memcpy(&out, v.data(), 8);
+  return out;
+}
+
+std::vector<std::string> TcpStore::wait(const std::vector<std::string>& keys, Millis timeout) {
+  std::string p;
+  put_i64(p, timeout.count());
+  put_u32(p, uint32_t(keys.size()));
+  for (const auto& k : keys) put_str(p, k);
+  auto [status, v] = request(kWait, p, timeout + op_timeout_);
+  std::vector<std::string> missing;
+  if (status == kMissing) {
+    Reader r{v.data(), v.size()};
+    uint32_t n = r.u32();
+    for (uint32_t i = 0; i < n && r.good; ++i) missing.push_back(r.str(1u << 20));
+  }
+  return missing;
+}
+
+void TcpStore::erase(const std::string& key) {
+  std::string p;
+  put_str(p, key);
+  request(kDel, p, op_timeout_);
+}
+
+std::string TcpStore::local_address() const { return socket_local_address(sock_.fd()); }
+
+}  // namespace dtrain

@@ -1,0 +1,105 @@
+// World (see world.hpp): store, liveness, Gloo device and groups.
+#include "dist/world.hpp"
+
+#include <unistd.h>
+
+#include <cstring>
+
+#include "core/error.hpp"
+#include "dist/file_store.hpp"
+#include "dist/gloo_backend.hpp"
+#include "dist/liveness.hpp"
+#include "dist/tcp_store.hpp"
+
+namespace dtrain {
+
+namespace {
+
+// The backend of a group of one: every collective is the identity (or a copy).
+class SelfBackend : public Backend {
+ public:
+  void allreduce(void*, size_t, ElemType, ReduceOp) override {}
+  void allgather(const void* in, void* out, const std::vector<size_t>& counts, ElemType t) override {
+    if (in != out) std::memmove(out, in, counts[0] * elem_size(t));
+  }
+  void reduce_scatter(const void* in, void* out, const std::vector<size_t>& counts, ElemType t, ReduceOp) override {
+    if (in != out) std::memmove(out, in, counts[0] * elem_size(t));
+  }
+  void broadcast(void*, size_t, ElemType, int) override {}
+  std::function<void()> post_send(const void*, size_t, int, uint32_t) override { DT_ASSERT(false); }
+  std::function<void()> post_recv(void*, size_t, int, uint32_t) override { DT_ASSERT(false); }
+  void barrier() override {}
+};
+
+std::string list_ranks(const std::vector<std::string>& missing_keys) {
+  std::string s;
+  for (const auto& k : missing_keys) s += (s.empty() ? "" : ", ") + k.substr(k.rfind('/') + 1);
+  return s;
+}
+
+}  // namespace
+
+World::World(const DistEnv& env, Millis timeout) : env_(env), timeout_(timeout) {
+  std::vector<int> everyone(size_t(env.world_size));
+  for (int i = 0; i < env.world_size; ++i) everyone[size_t(i)] = i;
+  if (!env.distributed()) {
+    all_ = std::make_shared<ProcessGroup>("world", everyone, 0, timeout, nullptr, std::make_unique<SelfBackend>());
+    return;
+  }
+  std::string address;
+  if (!env.store_dir.empty()) {
+    store_ = std::make_shared<FileStore>(env.store_dir, env.token);
+    char host[256] = {0};
+    gethostname(host, sizeof host - 1);
+    address = host;
+  } else {
+    if (!env.agent_store && env.rank == 0) {
+      server_ = std::make_unique<TcpStoreServer>("", env.master_port, env.token);
+    }
+    auto tcp = std::make_shared<TcpStore>(env.master_addr, env.master_port, env.token, timeout);
+    address = tcp->local_address();
+    store_ = tcp;
+  }
+  if (!env.store_prefix.empty()) store_ = std::make_shared<PrefixStore>(store_, env.store_prefix);
+  liveness_ = std::make_shared<Liveness>(store_->clone(), env.rank);
+  device_ = make_gloo_device(address, env.socket_ifname);
+  all_ = new_group(everyone, "world");
+}
+
+World::~World() {
+  all_.reset();  // joins the communication thread before the device and store go
+}
+
+std::shared_ptr<ProcessGroup> World::new_group(const std::vector<int>& ranks, const std::string& name) {
+  const int id = groups_made_++;
+  int me = -1;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    require(ranks[i] >= 0 && ranks[i] < size(), "process group '" + name + "' names rank " +
+                                                    std::to_string(ranks[i]) + ", outside the world of " +
+                                                    std::to_string(size()));
+    if (ranks[i] == rank()) me = int(i);
+  }
+  if (me < 0) return nullptr;
+  if (!env_.distributed()) {
+    return std::make_shared<ProcessGroup>(name, ranks, 0, timeout_, nullptr, std::make_unique<SelfBackend>());
+  }
+  PrefixStore gs(store_, "pg/" + std::to_string(id) + "." + name + "/");
+  // Join first, so that a rank that never comes is named instead of a Gloo key.
+  gs.set("join/" + std::to_string(rank()), "1");
+  std::vector<std::string> keys;
+  for (int r : ranks) keys.push_back("join/" + std::to_string(r));
+  auto missing = gs.wait(keys, timeout_);
+  require(missing.empty(), "process group '" + name + "' (" + std::to_string(ranks.size()) + " ranks) setup: rank(s) " +
+                               list_ranks(missing) + " did not join within " + std::to_string(timeout_.count() / 1000) +
+                               " s (not started, crashed before joining, or on a node that cannot reach the store)");
+  auto backend = connect_gloo(gs, me, int(ranks.size()), device_, timeout_, name);
+  return std::make_shared<ProcessGroup>(name, ranks, me, timeout_, liveness_, std::move(backend));
+}
+
+void World::shutdown() {
+  if (shut_) return;
+  shut_ = true;
+  if (env_.distributed()) all_->barrier();
+}
+
+}  // namespace dtrain

@@ -1,0 +1,50 @@
+// The job as this process sees it: its place (DistEnv), the store, the group of all ranks and
+// the sub-groups made from it. A single process gets a world of one with no network at all.
+#pragma once
+#include <memory>
+
+#include "dist/env.hpp"
+#include "dist/process_group.hpp"
+
+namespace gloo::transport {
+class Device;
+}
+
+namespace dtrain {
+
+class TcpStoreServer;
+class Liveness;
+
+class World {
+ public:
+  // Connects to (or, as rank 0 without dtrun, hosts) the store and forms the group of all ranks;
+  // every step waits at most `timeout` for the others.
+  World(const DistEnv& env, Millis timeout);
+  ~World();
+
+  const DistEnv& env() const { return env_; }
+  int rank() const { return env_.rank; }
+  int size() const { return env_.world_size; }
+  ProcessGroup& all() { return *all_; }
+  Store* store() { return store_.get(); }
+
+  // A group of the given global ranks. Collective: every rank of the world calls it with the
+  // same arguments, in the same order; non-members get nullptr.
+  std::shared_ptr<ProcessGroup> new_group(const std::vector<int>& ranks, const std::string& name);
+
+  // Waits for every rank (so rank 0's store outlives the others' last use of it).
+  void shutdown();
+
+ private:
+  DistEnv env_;
+  Millis timeout_;
+  std::unique_ptr<TcpStoreServer> server_;
+  std::shared_ptr<Store> store_;
+  std::shared_ptr<Liveness> liveness_;
+  std::shared_ptr<gloo::transport::Device> device_;
+  std::shared_ptr<ProcessGroup> all_;
+  int groups_made_ = 0;
+  bool shut_ = false;
+};
+
+}  // namespace dtrain

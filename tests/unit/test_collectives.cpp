@@ -1,0 +1,226 @@
+// Collectives over the Gloo process group on 1–4 local ranks: results against what each
+// operation must produce, uneven sizes, sub-groups, async ordering, and failures that name the
+// operation, the group and the missing ranks instead of hanging.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <numeric>
+#include <thread>
+
+#include "dist_test_util.hpp"
+
+using namespace dtrain;
+using dist_test::env_for;
+using dist_test::failures;
+using dist_test::run_ranks;
+
+namespace {
+
+constexpr Millis kTimeout(20000);
+
+// Value rank r contributes at element i (distinct per rank and element, exact in float).
+float val(int r, size_t i) { return float((i % 97) * 4 + size_t(r) + 1); }
+
+void check_allreduce(World& w, size_t n) {
+  const int P = w.size(), r = w.rank();
+  std::vector<float> x(n);
+  for (size_t i = 0; i < n; ++i) x[i] = val(r, i);
+  auto y = x;
+  w.all().allreduce(x.data(), n, ReduceOp::sum);
+  for (size_t i = 0; i < n; ++i) {
+    float want = 0;
+    for (int q = 0; q < P; ++q) want += val(q, i);
+    RANK_CHECK(x[i] == want, "sum n=" + std::to_string(n) + " i=" + std::to_string(i));
+  }
+  auto z = y;
+  w.all().allreduce(y.data(), n, ReduceOp::max);
+  w.all().allreduce(z.data(), n, ReduceOp::min);
+  for (size_t i = 0; i < n; ++i) {
+    RANK_CHECK(y[i] == val(P - 1, i), "max");
+    RANK_CHECK(z[i] == val(0, i), "min");
+  }
+  std::vector<double> d(n, double(r));
+  w.all().allreduce(d.data(), n, ReduceOp::avg);
+  for (size_t i = 0; i < n; ++i) RANK_CHECK(std::abs(d[i] - (P - 1) / 2.0) < 1e-12, "avg");
+  std::vector<int64_t> c(n, int64_t(1) << (33 + r % 3));
+  w.all().allreduce(c.data(), n, ReduceOp::sum);
+  int64_t want = 0;
+  for (int q = 0; q < P; ++q) want += int64_t(1) << (33 + q % 3);
+  for (size_t i = 0; i < n; ++i) RANK_CHECK(c[i] == want, "i64 sum");
+}
+
+void check_gather_scatter(World& w) {
+  const int P = w.size(), r = w.rank();
+  // equal allgather
+  const size_t n = 1001;
+  std::vector<float> mine(n), all(n * size_t(P));
+  for (size_t i = 0; i < n; ++i) mine[i] = val(r, i);
+  w.all().allgather(mine.data(), all.data(), n, ElemType::f32);
+  for (int q = 0; q < P; ++q)
+    for (size_t i = 0; i < n; ++i) RANK_CHECK(all[size_t(q) * n + i] == val(q, i), "allgather");
+  // uneven allgather (rank q has q*3+1 elements, rank 1 has 0 when P > 2)
+  std::vector<size_t> counts(static_cast<size_t>(P));
+  for (int q = 0; q < P; ++q) counts[size_t(q)] = (P > 2 && q == 1) ? 0 : size_t(q) * 3 + 1;
+  std::vector<float> part(counts[size_t(r)]);
+  for (size_t i = 0; i < part.size(); ++i) part[i] = val(r, i);
+  std::vector<float> gathered(std::accumulate(counts.begin(), counts.end(), size_t(0)) + 1);
+  w.all().allgather_async(part.data(), gathered.data(), counts, ElemType::f32)->wait();
+  size_t off = 0;
+  for (int q = 0; q < P; ++q)
+    for (size_t i = 0; i < counts[size_t(q)]; ++i) RANK_CHECK(gathered[off++] == val(q, i), "allgatherv");
+  // reduce-scatter with uneven shares (including an empty one)
+  std::vector<size_t> shares(static_cast<size_t>(P));
+  for (int q = 0; q < P; ++q) shares[size_t(q)] = (P > 2 && q == 2) ? 0 : size_t(1000 + 37 * q);
+  const size_t total = std::accumulate(shares.begin(), shares.end(), size_t(0));
+  std::vector<float> in(total), out(shares[size_t(r)] + 1);
+  for (size_t i = 0; i < total; ++i) in[i] = val(r, i);
+  for (auto op : {ReduceOp::sum, ReduceOp::avg, ReduceOp::max}) {
+    w.all().reduce_scatter_async(in.data(), out.data(), shares, ElemType::f32, op)->wait();
+    size_t start = 0;
+    for (int q = 0; q < r; ++q) start += shares[size_t(q)];
+    for (size_t i = 0; i < shares[size_t(r)]; ++i) {
+      float s = 0, m = 0;
+      for (int q = 0; q < P; ++q) {
+        s += val(q, start + i);
+        m = std::max(m, val(q, start + i));
+      }
+      const float want = op == ReduceOp::sum ? s : op == ReduceOp::avg ? s / float(P) : m;
+      RANK_CHECK(std::abs(out[i] - want) <= 1e-6f * std::abs(want), "reduce-scatter " + std::string(reduce_op_name(op)));
+    }
+  }
+  // broadcast from the last rank
+  std::vector<int32_t> b(333, r == P - 1 ? 42 : -1);
+  w.all().broadcast(b.data(), b.size(), ElemType::i32, P - 1);
+  for (int32_t v : b) RANK_CHECK(v == 42, "broadcast");
+  // send/recv around a ring
+  if (P > 1) {
+    std::vector<float> s(4097, float(r)), got(4097, -1);
+    auto sw = w.all().send_async(s.data(), s.size() * 4, (r + 1) % P, 7);
+    auto rw = w.all().recv_async(got.data(), got.size() * 4, (r + P - 1) % P, 7);
+    sw->wait();
+    rw->wait();
+    for (float v : got) RANK_CHECK(v == float((r + P - 1) % P), "send/recv");
+  }
+  w.all().barrier();
+}
+
+}  // namespace
+
+TEST(Collectives, AllreduceEveryOpAndSizeOnOneToFourRanks) {
+  for (int P = 1; P <= 4; ++P) {
+    auto rs = run_ranks(P, [P](int r, int port) {
+      World w(env_for(r, P, port, "test-token"), kTimeout);
+      for (size_t n : {size_t(1), size_t(7), size_t(4096), size_t(1000003)}) check_allreduce(w, n);
+      w.shutdown();
+    });
+    EXPECT_EQ(failures(rs), "") << "world size " << P;
+  }
+}
+
+TEST(Collectives, GatherScatterBroadcastSendRecvOnOneToFourRanks) {
+  for (int P = 1; P <= 4; ++P) {
+    auto rs = run_ranks(P, [P](int r, int port) {
+      World w(env_for(r, P, port, "test-token"), kTimeout);
+      check_gather_scatter(w);
+      w.shutdown();
+    });
+    EXPECT_EQ(failures(rs), "") << "world size " << P;
+  }
+}
+
+TEST(Collectives, AsyncOperationsCompleteInIssueOrder) {
+  auto rs = run_ranks(3, [](int r, int port) {
+    World w(env_for(r, 3, port, "test-token"), kTimeout);
+    std::vector<std::vector<float>> bufs(8, std::vector<float>(50000));
+    std::vector<WorkPtr> works;
+    for (size_t k = 0; k < bufs.size(); ++k) {
+      std::fill(bufs[k].begin(), bufs[k].end(), float(k + 1));
+      works.push_back(w.all().allreduce_async(bufs[k].data(), bufs[k].size(), ElemType::f32, ReduceOp::sum));
+    }
+    for (size_t k = works.size(); k-- > 0;) works[k]->wait();  // waited out of order
+    for (size_t k = 0; k < bufs.size(); ++k)
+      for (float v : bufs[k]) RANK_CHECK(v == 3.0f * float(k + 1), "async result " + std::to_string(k));
+    RANK_CHECK(works[0]->done() && works[0]->seconds() >= 0.0, "done");
+    w.shutdown();
+  });
+  EXPECT_EQ(failures(rs), "");
+}
+
+TEST(Collectives, SubGroupsReduceOnlyAmongTheirMembers) {
+  auto rs = run_ranks(4, [](int r, int port) {
+    World w(env_for(r, 4, port, "test-token"), kTimeout);
+    auto even = w.new_group({0, 2}, "even");
+    auto odd = w.new_group({1, 3}, "odd");
+    auto back = w.new_group({3, 2, 1}, "back");  // order defines group ranks
+    RANK_CHECK((even != nullptr) == (r % 2 == 0) && (odd != nullptr) == (r % 2 == 1), "membership");
+    auto& mine = r % 2 == 0 ? *even : *odd;
+    RANK_CHECK(mine.size() == 2 && mine.rank() == r / 2, "group rank");
+    float x = float(r);
+    mine.allreduce(&x, 1);
+    RANK_CHECK(x == (r % 2 == 0 ? 2.0f : 4.0f), "sub-group sum");
+    if (back) {
+      RANK_CHECK(back->rank() == 3 - r, "reordered group rank");
+      int32_t v = r == 3 ? 99 : 0;
+      back->broadcast(&v, 1, ElemType::i32, 0);  // group rank 0 = global rank 3
+      RANK_CHECK(v == 99, "broadcast in reordered group");
+    } else {
+      RANK_CHECK(r == 0, "only rank 0 is outside 'back'");
+    }
+    w.shutdown();
+  });
+  EXPECT_EQ(failures(rs), "");
+}
+
+TEST(Collectives, ARankThatNeverJoinsIsNamedAfterTheTimeout) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto rs = run_ranks(3, [](int r, int port) {
+    if (r == 2) return;  // never joins
+    World w(env_for(r, 3, port, "test-token"), Millis(2000));
+  });
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(secs, 30.0);
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(rs[size_t(r)].exit_code, 1);
+    EXPECT_NE(rs[size_t(r)].error.find("process group 'world'"), std::string::npos) << rs[size_t(r)].error;
+    EXPECT_NE(rs[size_t(r)].error.find("rank(s) 2 did not join"), std::string::npos) << rs[size_t(r)].error;
+  }
+}
+
+TEST(Collectives, ARankThatSkipsAnOperationIsNamedByTheOthers) {
+  auto rs = run_ranks(3, [](int r, int port) {
+    World w(env_for(r, 3, port, "test-token"), Millis(2000));
+    float x = 1;
+    w.all().allreduce(&x, 1);
+    if (r == 1) {
+      std::this_thread::sleep_for(std::chrono::seconds(8));  // alive, but never reaches operation #2
+      return;
+    }
+    w.all().allreduce(&x, 1);
+  });
+  EXPECT_EQ(rs[1].exit_code, 0);
+  for (int r : {0, 2}) {
+    const std::string& e = rs[size_t(r)].error;
+    EXPECT_EQ(rs[size_t(r)].exit_code, 1);
+    EXPECT_NE(e.find("allreduce sum of 4 B (operation #2 of process group 'world', 3 ranks) failed"),
+              std::string::npos) << e;
+    EXPECT_NE(e.find("rank 1 has not reached it"), std::string::npos) << e;
+  }
+}
+
+TEST(Collectives, ARankThatDiesIsNamedByTheOthers) {
+  auto rs = run_ranks(3, [](int r, int port) {
+    World w(env_for(r, 3, port, "test-token"), Millis(5000));
+    std::vector<float> x(1 << 16, 1.0f);
+    w.all().allreduce(x.data(), x.size());
+    if (r == 2) _exit(3);  // dies between operations, without a word
+    w.all().allreduce(x.data(), x.size());
+  });
+  EXPECT_EQ(rs[2].exit_code, 3);
+  for (int r : {0, 1}) {
+    const std::string& e = rs[size_t(r)].error;
+    EXPECT_EQ(rs[size_t(r)].exit_code, 1);
+    EXPECT_NE(e.find("operation #2 of process group 'world'"), std::string::npos) << e;
+    EXPECT_NE(e.find("rank 2 stopped"), std::string::npos) << e;
+  }
+}

@@ -1,0 +1,98 @@
+// Where a process finds its rank: dtrun/torchrun variables, SLURM's srun, OpenMPI's mpirun, or
+// none (one process); malformed values give one line naming the variable.
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "dist/env.hpp"
+#include "error_of.hpp"
+
+using namespace dtrain;
+
+namespace {
+
+DistEnv detect(const std::map<std::string, std::string>& vars) {
+  return detect_env([&](const char* n) -> const char* {
+    auto it = vars.find(n);
+    return it == vars.end() ? nullptr : it->second.c_str();
+  });
+}
+
+}  // namespace
+
+TEST(DistEnv, NoVariablesMeansOneProcess) {
+  DistEnv e = detect({});
+  EXPECT_EQ(e.world_size, 1);
+  EXPECT_FALSE(e.distributed());
+  EXPECT_EQ(e.launcher, "single process");
+}
+
+TEST(DistEnv, DtrunAndTorchrunVariables) {
+  DistEnv e = detect({{"RANK", "5"}, {"WORLD_SIZE", "8"}, {"LOCAL_RANK", "1"}, {"LOCAL_WORLD_SIZE", "4"},
+                      {"GROUP_RANK", "1"}, {"MASTER_ADDR", "node7"}, {"MASTER_PORT", "29400"},
+                      {"DTRAIN_AGENT", "1"}, {"DTRAIN_JOB_TOKEN", "secret"}, {"DTRAIN_STORE_PREFIX", "r2/"},
+                      {"DTRAIN_RESTART_COUNT", "2"}});
+  EXPECT_EQ(e.rank, 5);
+  EXPECT_EQ(e.world_size, 8);
+  EXPECT_EQ(e.local_rank, 1);
+  EXPECT_EQ(e.local_world_size, 4);
+  EXPECT_EQ(e.node_rank, 1);
+  EXPECT_EQ(e.master_addr, "node7");
+  EXPECT_EQ(e.master_port, 29400);
+  EXPECT_EQ(e.token, "secret");
+  EXPECT_TRUE(e.agent_store);
+  EXPECT_EQ(e.launcher, "dtrun");
+  EXPECT_EQ(e.store_prefix, "r2/");
+  EXPECT_EQ(e.restart_count, 2);
+  EXPECT_EQ(e.describe(), "rank 5 of 8 (local 1 of 4, node 1) via dtrun");
+  DistEnv t = detect({{"RANK", "0"}, {"WORLD_SIZE", "2"}});
+  EXPECT_FALSE(t.agent_store);  // torchrun-style: rank 0 hosts the store
+  EXPECT_EQ(t.launcher, "torchrun-style variables");
+}
+
+TEST(DistEnv, SlurmStepVariables) {
+  DistEnv e = detect({{"SLURM_JOB_ID", "4242"}, {"SLURM_STEP_ID", "0"}, {"SLURM_PROCID", "6"},
+                      {"SLURM_NTASKS", "8"}, {"SLURM_STEP_NUM_TASKS", "8"}, {"SLURM_LOCALID", "2"},
+                      {"SLURM_NODEID", "1"}, {"SLURM_STEP_NUM_NODES", "2"},
+                      {"SLURM_STEP_NODELIST", "gpu[07-08]"}});
+  EXPECT_EQ(e.launcher, "SLURM");
+  EXPECT_EQ(e.rank, 6);
+  EXPECT_EQ(e.world_size, 8);
+  EXPECT_EQ(e.local_rank, 2);
+  EXPECT_EQ(e.local_world_size, 4);
+  EXPECT_EQ(e.node_rank, 1);
+  EXPECT_EQ(e.master_addr, "gpu07");
+  EXPECT_EQ(e.master_port, 29500 + 4242 % 1000);
+  // the batch script itself (no step) is not a rank of anything
+  EXPECT_EQ(detect({{"SLURM_JOB_ID", "1"}, {"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "4"}}).world_size, 1);
+}
+
+TEST(DistEnv, OpenMpiVariables) {
+  DistEnv e = detect({{"OMPI_COMM_WORLD_RANK", "3"}, {"OMPI_COMM_WORLD_SIZE", "4"},
+                      {"OMPI_COMM_WORLD_LOCAL_RANK", "3"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"}});
+  EXPECT_EQ(e.launcher, "OpenMPI");
+  EXPECT_EQ(e.rank, 3);
+  EXPECT_EQ(e.master_addr, "127.0.0.1");
+  const std::string across = error_of([] {
+    detect({{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "8"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"}});
+  });
+  EXPECT_NE(across.find("set MASTER_ADDR"), std::string::npos) << across;
+}
+
+TEST(DistEnv, MalformedValuesNameTheVariable) {
+  EXPECT_NE(error_of([] { detect({{"RANK", "x"}, {"WORLD_SIZE", "2"}}); }).find("RANK='x'"), std::string::npos);
+  EXPECT_NE(error_of([] { detect({{"RANK", "2"}, {"WORLD_SIZE", "2"}}); }).find("not below the world size"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { detect({{"RANK", "0"}}); }).find("RANK and WORLD_SIZE must be set together"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { detect({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "0"}}); }).find("MASTER_PORT"),
+            std::string::npos);
+}
+
+TEST(DistEnv, SlurmNodeListsExpand) {
+  EXPECT_EQ(expand_slurm_nodelist("gpu[01-03,07],login1"),
+            (std::vector<std::string>{"gpu01", "gpu02", "gpu03", "gpu07", "login1"}));
+  EXPECT_EQ(expand_slurm_nodelist("n[8-10]-ib"), (std::vector<std::string>{"n8-ib", "n9-ib", "n10-ib"}));
+  EXPECT_EQ(expand_slurm_nodelist("localhost"), (std::vector<std::string>{"localhost"}));
+  EXPECT_NE(error_of([] { expand_slurm_nodelist("gpu[01-"); }).find("malformed"), std::string::npos);
+}
