@@ -131,9 +131,13 @@ int cmd_train(int argc, char** argv) {
   }
   apply_sets(cfg, a);
   if (run_dir.empty()) run_dir = "runs/latest";
-  Trainer t(cfg, run_dir, !resume.empty());
+  cfg.validate();
+  World world(detect_env(), Millis(cfg.parallel.timeout_s * 1000));
+  Trainer t(cfg, run_dir, !resume.empty(), world);
   t.run();
-  std::printf("run dir: %s (metrics.jsonl, summary.json, model_best/, model_final/, checkpoints/)\n", run_dir.c_str());
+  world.shutdown();
+  if (world.rank() == 0)
+    std::printf("run dir: %s (metrics.jsonl, summary.json, model_best/, model_final/, checkpoints/)\n", run_dir.c_str());
   return 0;
 }
 
@@ -226,6 +230,7 @@ int main(int argc, char** argv) {
     return argc < 2 ? 2 : 0;
   }
   const std::string cmd = argv[1];
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // lines reach dtrun (or a log file) as they are written
   try {
     if (cmd == "train") return cmd_train(argc, argv);
     if (cmd == "eval") return cmd_eval(argc, argv);

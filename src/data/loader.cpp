@@ -22,8 +22,8 @@ BatchLoader::BatchLoader(const WindowDataset& dataset, const DistributedSampler&
     : dataset_(dataset), sampler_(sampler), batch_size_(batch_size), drop_last_(drop_last), prefetch_(prefetch) {
   require(batch_size >= 1, "batch size must be at least 1 (got " + std::to_string(batch_size) +
                                "): set train.batch_size to a positive value");
-  require(sampler.dataset_size() == dataset.size(),
-          "sampler covers " + std::to_string(sampler.dataset_size()) + " samples but the dataset has " +
+  require(sampler.dataset_size() <= dataset.size(),  // a prefix is fine (capped evaluation)
+          "sampler covers " + std::to_string(sampler.dataset_size()) + " samples but the dataset has only " +
               std::to_string(dataset.size()) + ": build the sampler from this dataset's size");
   if (prefetch_) {
     const size_t cells = size_t(batch_size_ * dataset_.seq_len());

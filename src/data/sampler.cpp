@@ -37,13 +37,14 @@ uint64_t bounded(const RandomStream& rs, uint64_t& ctr, uint64_t range) {
 }  // namespace
 
 DistributedSampler::DistributedSampler(int64_t dataset_size, bool shuffle, uint64_t seed, int num_replicas, int rank,
-                                       bool drop_last)
+                                       bool drop_last, bool pad)
     : n_(dataset_size),
       shuffle_(shuffle),
       seed_(seed),
       num_replicas_(num_replicas),
       rank_(rank),
-      drop_last_(drop_last) {
+      drop_last_(drop_last),
+      pad_(pad || drop_last) {
   require(dataset_size >= 0, "dataset size must not be negative (got " + std::to_string(dataset_size) + ")");
   require(num_replicas >= 1, "number of data-parallel replicas must be at least 1 (got " +
                                  std::to_string(num_replicas) + "): check the world size and parallel layout");
@@ -51,7 +52,7 @@ DistributedSampler::DistributedSampler(int64_t dataset_size, bool shuffle, uint6
                                                 std::to_string(num_replicas) +
                                                 "): check the world size and parallel layout");
   const int64_t R = num_replicas;
-  num_samples_ = drop_last ? n_ / R : (n_ + R - 1) / R;
+  num_samples_ = drop_last ? n_ / R : pad_ ? (n_ + R - 1) / R : (n_ > rank ? (n_ - rank + R - 1) / R : 0);
   compute();
 }
 

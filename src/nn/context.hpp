@@ -15,6 +15,7 @@ struct StepContext {
   uint64_t seed = 0;
   uint32_t step = 0;
   int64_t sample_offset = 0;  // global index of row 0's sample within the global batch
+  int64_t sample_stride = 1;  // row b's sample is sample_offset + b * sample_stride (data parallel)
   float loss_scale = 0.0f;    // gradient of the loss w.r.t. each row loss (1 / global rows)
   Precision precision = Precision::f32;
 
@@ -28,6 +29,7 @@ struct StepContext {
     s.unit = unit;
     s.site = site;
     s.sample_offset = sample_offset;
+    s.sample_stride = sample_stride;
     return s;
   }
 };

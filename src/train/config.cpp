@@ -107,6 +107,12 @@ const std::map<std::string, Key>& keys() {
       INT_KEY("train.epochs", train.epochs),
       INT_KEY("train.max_steps", train.max_steps),
       INT_KEY("train.batch_size", train.batch_size),
+      INT_KEY("train.grad_accum", train.grad_accum),
+      INT_KEY("parallel.dp", parallel.dp),
+      {"parallel.bucket_mb",
+       {"float", [](RunConfig& c, const std::string& v) { c.parallel.bucket_mb = parse_float("parallel.bucket_mb", v, "--set"); },
+        [](const RunConfig& c) { return Json(c.parallel.bucket_mb); }}},
+      INT_KEY("parallel.timeout_s", parallel.timeout_s),
       {"train.seed",
        {"int", [](RunConfig& c, const std::string& v) { c.train.seed = uint64_t(parse_int("train.seed", v, "--set")); },
         [](const RunConfig& c) { return Json(c.train.seed); }}},
@@ -150,7 +156,7 @@ void RunConfig::set(const std::string& key, const std::string& value, const std:
     for (const auto& [k, _] : keys())
       if (k.rfind(section, 0) == 0) same += (same.empty() ? "" : ", ") + k;
     throw Error("unknown config key '" + key + "' (" + origin + "): " +
-                (same.empty() ? "sections are model, data, train, optim" : "known keys here: " + same));
+                (same.empty() ? "sections are model, data, train, optim, parallel" : "known keys here: " + same));
   }
   try {
     it->second.set(*this, value);
@@ -202,6 +208,10 @@ void RunConfig::validate() const {
   };
   positive("train.batch_size", train.batch_size);
   positive("data.stride", data.stride);
+  positive("train.grad_accum", train.grad_accum);
+  positive("parallel.timeout_s", parallel.timeout_s);
+  require(parallel.dp >= 0, "parallel.dp must not be negative: use 0 for the world size");
+  require(parallel.bucket_mb > 0, "parallel.bucket_mb must be positive (25 is PyTorch's default)");
   require(train.epochs > 0 || train.max_steps > 0,
           "train.epochs and train.max_steps are both 0: set at least one of them");
   require(train.epochs >= 0 && train.max_steps >= 0, "train.epochs and train.max_steps must not be negative");

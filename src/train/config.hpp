@@ -20,16 +20,23 @@ struct DataConfig {
 struct TrainConfig {
   int64_t epochs = 10;
   int64_t max_steps = 0;  // stop after this many optimizer steps in total; 0 = no limit
-  int64_t batch_size = 512;
+  int64_t batch_size = 512;  // per data-parallel rank and micro-step
+  int64_t grad_accum = 1;    // micro-steps per optimizer step (gradients accumulate locally)
   uint64_t seed = 1;
   int threads = 0;        // 0 = all cores
   std::string precision = "f32";  // f32 | bf16 (bf16 matmuls, f32 master weights and accumulation)
   int64_t eval_every = 0;         // steps between evaluations in addition to epoch ends; 0 = epochs only
-  int64_t eval_max_batches = 0;   // cap on validation batches per evaluation; 0 = all
+  int64_t eval_max_batches = 0;   // cap on validation per evaluation, in global batches; 0 = all
   int64_t checkpoint_every = 0;   // steps between checkpoints in addition to epoch ends; 0 = epochs only
   int64_t keep_checkpoints = 2;
   int64_t log_every = 10;         // steps between metrics.jsonl points
   bool progress = true;           // progress line on a terminal
+};
+
+struct ParallelConfig {
+  int64_t dp = 0;             // data-parallel replicas; 0 = the world size
+  double bucket_mb = 25.0;    // DDP gradient bucket size
+  int64_t timeout_s = 300;    // longest wait for another rank in any collective or rendezvous
 };
 
 struct RunConfig {
@@ -37,6 +44,7 @@ struct RunConfig {
   DataConfig data;
   TrainConfig train;
   OptimizerConfig optim;
+  ParallelConfig parallel;
 
   // Applies `key=value` (e.g. "train.lr=0.001"); Error for unknown keys or bad values.
   void set(const std::string& key, const std::string& value, const std::string& origin = "--set");

@@ -16,6 +16,7 @@
 #include "metrics/jsonl.hpp"
 #include "metrics/progress.hpp"
 #include "metrics/tensorboard.hpp"
+#include "parallel/ddp.hpp"
 
 namespace fs = std::filesystem;
 
@@ -26,24 +27,25 @@ int configure_threads(int threads) {
   return omp_get_max_threads();
 }
 
-EvalResult evaluate(TransformerLM& model, const WindowDataset& data, int64_t batch_size, int64_t max_batches,
-                    Precision precision) {
-  DistributedSampler sampler(data.size(), false, 0);
+EvalResult evaluate(TransformerLM& model, const WindowDataset& data, int64_t batch_size, int64_t max_windows,
+                    Precision precision, ProcessGroup* group) {
+  const int R = group ? group->size() : 1, r = group ? group->rank() : 0;
+  const int64_t n = max_windows > 0 ? std::min(data.size(), max_windows) : data.size();
+  DistributedSampler sampler(n, false, 0, R, r, false, /*pad=*/false);
   BatchLoader loader(data, sampler, batch_size, false);
   loader.start_epoch();
   Batch b;
-  double sum = 0.0;
-  int64_t tokens = 0, n = 0;
-  while ((max_batches == 0 || n < max_batches) && loader.next(b)) {
+  double sums[2] = {0.0, 0.0};  // loss, tokens
+  while (loader.next(b)) {
     StepContext ctx;
     ctx.B = b.rows;
     ctx.T = b.seq_len;
     ctx.precision = precision;
-    sum += model.forward_loss(b.input.data(), b.target.data(), ctx);
-    tokens += b.rows * b.seq_len;
-    ++n;
+    sums[0] += model.forward_loss(b.input.data(), b.target.data(), ctx);
+    sums[1] += double(b.rows * b.seq_len);
   }
-  return {tokens ? sum / double(tokens) : 0.0, tokens};
+  if (group && R > 1) group->allreduce(sums, 2);
+  return {sums[1] > 0 ? sums[0] / sums[1] : 0.0, int64_t(sums[1])};
 }
 
 namespace {
@@ -54,6 +56,8 @@ double seconds_since(Clock::time_point t) { return std::chrono::duration<double>
 struct Trainer::Impl {
   RunConfig cfg;
   std::string run_dir;
+  World& world;
+  const bool root;  // rank 0: the one that prints and writes
   std::string data_dir;
   TokenFile train_tokens, valid_tokens, test_tokens;
   std::unique_ptr<WindowDataset> train_set, valid_set, test_set;
@@ -63,6 +67,8 @@ struct Trainer::Impl {
   Precision precision = Precision::f32;
   std::unique_ptr<JsonlWriter> jsonl;
   std::unique_ptr<TensorBoardWriter> tb;
+  std::unique_ptr<DataParallel> ddp;
+  int dp = 1, dp_rank = 0;
 
   static TokenFile open_split(const std::string& dir, const std::string& split) {
     const std::string p = dir + "/" + split + ".bin";
@@ -73,9 +79,11 @@ struct Trainer::Impl {
     return f;
   }
 
-  Impl(RunConfig c, std::string dir, bool resume)
+  Impl(RunConfig c, std::string dir, bool resume, World& w)
       : cfg(std::move(c)),
         run_dir(std::move(dir)),
+        world(w),
+        root(w.rank() == 0),
         data_dir(cfg.data.dir),
         train_tokens(open_split(data_dir, "train")),
         valid_tokens(open_split(data_dir, "valid")),
@@ -89,28 +97,50 @@ struct Trainer::Impl {
     train_set = std::make_unique<WindowDataset>(train_tokens, T, cfg.data.stride);
     valid_set = std::make_unique<WindowDataset>(valid_tokens, T, eval_stride);
     test_set = std::make_unique<WindowDataset>(test_tokens, T, eval_stride);
+    dp = world.size();
+    dp_rank = world.rank();
+    require(cfg.parallel.dp == 0 || cfg.parallel.dp == dp,
+            "parallel.dp = " + std::to_string(cfg.parallel.dp) + " but the job has " + std::to_string(dp) +
+                " ranks: data parallel is the only layout so far, so use parallel.dp=0 (all ranks)");
     model = std::make_unique<TransformerLM>(cfg.model, cfg.train.batch_size);
     model->init_weights(cfg.train.seed);
     opt = std::make_unique<Optimizer>(cfg.optim, unit_shards(model->units()));
-    require(resume || !fs::exists(run_dir + "/config.json"),
+    // After dtrun restarted the workers, continue from the latest checkpoint if there is one.
+    const bool restarted = world.env().restart_count > 0;
+    if (restarted && !resume && !latest_checkpoint(run_dir).empty()) resume = true;
+    require(resume || restarted || !fs::exists(run_dir + "/config.json"),
             "run dir " + run_dir + " already holds a run: continue it with `dtrain train --resume " + run_dir +
                 "`, or choose another --run-dir");
-    fs::create_directories(run_dir);
     if (resume) {
       const std::string ck = latest_checkpoint(run_dir);
       require(!ck.empty(), "run dir " + run_dir + " has no checkpoint to resume from: start it without --resume");
       load_checkpoint(ck, *model, opt.get(), &st);
-      std::printf("resumed from %s (step %lld, epoch %lld)\n", ck.c_str(), (long long)st.global_step,
-                  (long long)st.epoch + 1);
+      if (root)
+        std::printf("resumed from %s (step %lld, epoch %lld)\n", ck.c_str(), (long long)st.global_step,
+                    (long long)st.epoch + 1);
     }
-    write_file_atomic(run_dir + "/config.json", cfg.to_json().dump(2));
-    jsonl = std::make_unique<JsonlWriter>(run_dir + "/metrics.jsonl");
-    tb = std::make_unique<TensorBoardWriter>(run_dir);
+    if (dp > 1) {
+      ddp = std::make_unique<DataParallel>(model->units(), world.all(), size_t(cfg.parallel.bucket_mb * (1 << 20)));
+      ddp->broadcast_parameters();  // every rank starts from rank 0's weights
+    }
+    world.all().barrier();  // every rank has checked the run dir before rank 0 writes into it
+    if (root) {
+      fs::create_directories(run_dir);
+      write_file_atomic(run_dir + "/config.json", cfg.to_json().dump(2));
+      jsonl = std::make_unique<JsonlWriter>(run_dir + "/metrics.jsonl");
+      tb = std::make_unique<TensorBoardWriter>(run_dir);
+    }
+  }
+
+  // Mean over the data-parallel ranks of per-rank values (every rank calls it at the same point).
+  void average(double* v, size_t n) {
+    if (dp > 1) world.all().allreduce(v, n, ReduceOp::avg);
   }
 
   std::string vocab_path() const { return data_dir + "/vocab.txt"; }
 
   void checkpoint() {
+    if (!root) return;
     char name[32];
     std::snprintf(name, sizeof name, "step_%09lld", (long long)st.global_step);
     save_checkpoint(run_dir + "/checkpoints/" + name, *model, opt.get(), &st, cfg.to_json(), vocab_path());
@@ -119,6 +149,7 @@ struct Trainer::Impl {
 
   // epoch: the epoch the evaluation belongs to (1-based); the final test counts completed epochs
   void log_eval(const char* split, double loss, int64_t epoch) {
+    if (!root) return;
     Json j = Json::object();
     j["type"] = split;
     j["step"] = st.global_step;
@@ -128,53 +159,97 @@ struct Trainer::Impl {
     jsonl->write(j);
   }
 
+  // Validation windows per evaluation: train.eval_max_batches global batches (0 = all).
+  int64_t eval_windows() const {
+    return cfg.train.eval_max_batches * cfg.train.batch_size * dp * cfg.train.grad_accum;
+  }
+
+  // Rows of this rank's batch b of the epoch (the last one may be short).
+  int64_t rows_of(const DistributedSampler& sampler, int64_t b) const {
+    return std::min(cfg.train.batch_size, sampler.size() - b * cfg.train.batch_size);
+  }
+
+  // One optimizer step over `micro` loader batches; returns the sum of their mean losses.
+  double train_step(BatchLoader& loader, const DistributedSampler& sampler, int64_t micro, Batch& batch,
+                    int64_t& rows_done) {
+    const int64_t T = cfg.model.seq_len;
+    int64_t step_rows = 0;
+    for (int64_t m = 0; m < micro; ++m) step_rows += rows_of(sampler, st.batch_in_epoch + m);
+    model->zero_grad();
+    double loss_sum = 0.0;
+    rows_done = 0;
+    for (int64_t m = 0; m < micro; ++m) {
+      require(loader.next(batch), "internal: the loader ran out of batches mid-step");
+      StepContext ctx;
+      ctx.B = batch.rows;
+      ctx.T = T;
+      ctx.training = true;
+      ctx.dropout = cfg.model.dropout;
+      ctx.seed = cfg.train.seed;
+      ctx.step = uint32_t(st.global_step);
+      // Row j of rank r's micro-batch m is sample r + dp·(rows before it on this rank) of the
+      // step's global batch: the same keys as one rank running the whole batch.
+      ctx.sample_offset = dp_rank + int64_t(dp) * rows_done;
+      ctx.sample_stride = dp;
+      ctx.loss_scale = 1.0f / float(step_rows * T);
+      ctx.precision = precision;
+      if (ddp) ddp->set_sync(m == micro - 1);
+      const double loss = model->forward_backward(batch.input.data(), batch.target.data(), ctx, ddp.get()) /
+                          double(batch.rows * T);
+      require(std::isfinite(loss), "training diverged at step " + std::to_string(st.global_step) +
+                                       " (loss is not finite): lower train.lr or set optim.grad_clip");
+      loss_sum += loss;
+      rows_done += batch.rows;
+    }
+    if (ddp) ddp->finish_gradients();
+    return loss_sum;
+  }
+
   void run() {
     const int threads = configure_threads(cfg.train.threads);
-    const int64_t T = cfg.model.seq_len, B = cfg.train.batch_size, E = cfg.train.epochs;
-    DistributedSampler sampler(train_set->size(), cfg.data.shuffle, cfg.train.seed);
+    const int64_t T = cfg.model.seq_len, B = cfg.train.batch_size, E = cfg.train.epochs, A = cfg.train.grad_accum;
+    DistributedSampler sampler(train_set->size(), cfg.data.shuffle, cfg.train.seed, dp, dp_rank);
     BatchLoader loader(*train_set, sampler, B, false);
-    const int64_t per_epoch = loader.num_batches();
+    const int64_t batches = loader.num_batches();          // per rank and epoch
+    const int64_t per_epoch = (batches + A - 1) / A;         // optimizer steps per epoch
     int64_t total = E > 0 ? E * per_epoch : cfg.train.max_steps;
     if (cfg.train.max_steps > 0) total = std::min(total, cfg.train.max_steps);
     const int64_t epochs = E > 0 ? E : (total + per_epoch - 1) / per_epoch;
-    std::printf("model: %lld parameters (%s), vocab %lld, %lld train windows of %lld tokens; batch %lld, "
-                "%lld steps/epoch, %d threads, %s\n",
-                (long long)model->num_params(), cfg.model.pre_norm ? "pre-norm" : "post-norm",
-                (long long)cfg.model.vocab_size, (long long)train_set->size(), (long long)T, (long long)B,
-                (long long)per_epoch, threads,
-                precision == Precision::f32 ? "f32"
-                : cpu_has_native_bf16()     ? "bf16 (native avx512_bf16)"
-                                            : "bf16 (no native bf16 on this CPU: slower)");
-    std::fflush(stdout);
-    ProgressLine progress(cfg.train.progress);
+    if (root) {
+      std::printf("model: %lld parameters (%s), vocab %lld, %lld train windows of %lld tokens; batch %lld",
+                  (long long)model->num_params(), cfg.model.pre_norm ? "pre-norm" : "post-norm",
+                  (long long)cfg.model.vocab_size, (long long)train_set->size(), (long long)T, (long long)B);
+      if (dp > 1) std::printf(" per rank × %d ranks", dp);
+      if (A > 1) std::printf(" × %lld micro-steps", (long long)A);
+      std::printf(", %lld steps/epoch, %d threads%s, %s\n", (long long)per_epoch, threads, dp > 1 ? " per rank" : "",
+                  precision == Precision::f32 ? "f32"
+                  : cpu_has_native_bf16()     ? "bf16 (native avx512_bf16)"
+                                              : "bf16 (no native bf16 on this CPU: slower)");
+      if (dp > 1)
+        std::printf("data parallel: %s; %zu gradient buckets of up to %.0f MB\n", world.env().describe().c_str(),
+                    ddp->num_buckets(), cfg.parallel.bucket_mb);
+      std::fflush(stdout);
+    }
+    ProgressLine progress(root && cfg.train.progress);
     Batch batch;
     bool stop = st.global_step >= total;
     while (!stop && st.epoch < epochs) {
       sampler.set_epoch(st.epoch);
       loader.start_epoch();
       for (int64_t skip = 0; skip < st.batch_in_epoch; ++skip) loader.next(batch);
+      const int64_t steps_done = (st.batch_in_epoch + A - 1) / A;
       // what this epoch will run: the whole epoch, or up to train.max_steps
-      const int64_t epoch_end = std::min(per_epoch, st.batch_in_epoch + (total - st.global_step));
+      const int64_t epoch_end = std::min(per_epoch, steps_done + (total - st.global_step));
       const auto epoch_start = Clock::now();
       int64_t epoch_tokens = 0;
       double epoch_step_seconds = 0.0;
       char prefix[64];
       std::snprintf(prefix, sizeof prefix, "[%lld/%lld]", (long long)st.epoch + 1, (long long)epochs);
-      while (st.global_step < total && loader.next(batch)) {
+      while (st.global_step < total && st.batch_in_epoch < batches) {
         const auto t0 = Clock::now();
-        StepContext ctx;
-        ctx.B = batch.rows;
-        ctx.T = T;
-        ctx.training = true;
-        ctx.dropout = cfg.model.dropout;
-        ctx.seed = cfg.train.seed;
-        ctx.step = uint32_t(st.global_step);
-        ctx.loss_scale = 1.0f / float(batch.rows * T);
-        ctx.precision = precision;
-        model->zero_grad();
-        const double loss = model->forward_backward(batch.input.data(), batch.target.data(), ctx) / double(batch.rows * T);
-        require(std::isfinite(loss), "training diverged at step " + std::to_string(st.global_step) +
-                                         " (loss is not finite): lower train.lr or set optim.grad_clip");
+        const int64_t micro = std::min(A, batches - st.batch_in_epoch);
+        int64_t rows = 0;
+        const double loss_sum = train_step(loader, sampler, micro, batch, rows);
         double norm = 0.0;
         if (cfg.optim.grad_clip > 0) {
           norm = opt->grad_norm();
@@ -184,58 +259,66 @@ struct Trainer::Impl {
         opt->step(lr);
         const double dt = seconds_since(t0);
         ++st.global_step;
-        ++st.batch_in_epoch;
-        st.epoch_loss_sum += loss;
+        st.batch_in_epoch += micro;
+        st.epoch_loss_sum += loss_sum;
         st.train_seconds += dt;
-        st.train_tokens += batch.rows * T;
-        epoch_tokens += batch.rows * T;
+        st.train_tokens += rows * T * dp;
+        epoch_tokens += rows * T * dp;
         epoch_step_seconds += dt;
         const double tps = epoch_step_seconds > 0 ? double(epoch_tokens) / epoch_step_seconds : 0.0;
-        progress.update(prefix, st.batch_in_epoch, epoch_end, st.epoch_loss_sum / double(st.batch_in_epoch), tps);
+        progress.update(prefix, (st.batch_in_epoch + A - 1) / A, epoch_end,
+                        st.epoch_loss_sum / double(st.batch_in_epoch), tps);
         if (st.global_step % cfg.train.log_every == 0) {
-          Json j = Json::object();
-          j["type"] = "train";
-          j["step"] = st.global_step;
-          j["epoch"] = st.epoch + 1;
-          j["loss"] = loss;
-          j["lr"] = lr;
-          j["tokens_per_s"] = tps;
-          if (cfg.optim.grad_clip > 0) j["grad_norm"] = norm;
-          jsonl->write(j);
-          tb->add_scalar("Loss/train_step", float(loss), st.global_step);
+          double loss = loss_sum / double(micro);
+          average(&loss, 1);
+          if (root) {
+            Json j = Json::object();
+            j["type"] = "train";
+            j["step"] = st.global_step;
+            j["epoch"] = st.epoch + 1;
+            j["loss"] = loss;
+            j["lr"] = lr;
+            j["tokens_per_s"] = tps;
+            if (cfg.optim.grad_clip > 0) j["grad_norm"] = norm;
+            jsonl->write(j);
+            tb->add_scalar("Loss/train_step", float(loss), st.global_step);
+          }
         }
         if (cfg.train.eval_every > 0 && st.global_step % cfg.train.eval_every == 0) {
-          const double v = evaluate(*model, *valid_set, B, cfg.train.eval_max_batches, precision).loss;
+          const double v = evaluate(*model, *valid_set, B, eval_windows(), precision, &world.all()).loss;
           log_eval("val", v, st.epoch + 1);
         }
         if (cfg.train.checkpoint_every > 0 && st.global_step % cfg.train.checkpoint_every == 0) checkpoint();
       }
       progress.clear();
-      const bool epoch_done = st.batch_in_epoch >= per_epoch;
+      const bool epoch_done = st.batch_in_epoch >= batches;
       stop = st.global_step >= total;
       if (st.batch_in_epoch == 0) break;
-      const double train_loss = st.epoch_loss_sum / double(st.batch_in_epoch);
-      const double val = evaluate(*model, *valid_set, B, cfg.train.eval_max_batches, precision).loss;
+      double train_loss = st.epoch_loss_sum / double(st.batch_in_epoch);
+      average(&train_loss, 1);  // the course's figure: mean of batch means, averaged over ranks
+      const double val = evaluate(*model, *valid_set, B, eval_windows(), precision, &world.all()).loss;
       const double tps = epoch_step_seconds > 0 ? double(epoch_tokens) / epoch_step_seconds : 0.0;
-      std::printf("[%lld/%lld] Train loss: %.5f, Validation loss: %.5f%s\n", (long long)st.epoch + 1,
-                  (long long)epochs, train_loss, val, epoch_done ? "" : " (partial epoch)");
-      std::printf("      epoch time %s, %.0f tokens/s, val ppl %.2f\n",
-                  format_duration(seconds_since(epoch_start)).c_str(), tps, std::exp(val));
-      std::fflush(stdout);
-      Json j = Json::object();
-      j["type"] = "epoch";
-      j["step"] = st.global_step;
-      j["epoch"] = st.epoch + 1;
-      j["train_loss"] = train_loss;
-      j["val_loss"] = val;
-      j["tokens_per_s"] = tps;
-      j["epoch_seconds"] = seconds_since(epoch_start);
-      jsonl->write(j);
-      tb->add_scalar("Loss/train", float(train_loss), st.epoch + 1);
-      tb->add_scalar("Loss/val", float(val), st.epoch + 1);
+      if (root) {
+        std::printf("[%lld/%lld] Train loss: %.5f, Validation loss: %.5f%s\n", (long long)st.epoch + 1,
+                    (long long)epochs, train_loss, val, epoch_done ? "" : " (partial epoch)");
+        std::printf("      epoch time %s, %.0f tokens/s, val ppl %.2f\n",
+                    format_duration(seconds_since(epoch_start)).c_str(), tps, std::exp(val));
+        std::fflush(stdout);
+        Json j = Json::object();
+        j["type"] = "epoch";
+        j["step"] = st.global_step;
+        j["epoch"] = st.epoch + 1;
+        j["train_loss"] = train_loss;
+        j["val_loss"] = val;
+        j["tokens_per_s"] = tps;
+        j["epoch_seconds"] = seconds_since(epoch_start);
+        jsonl->write(j);
+        tb->add_scalar("Loss/train", float(train_loss), st.epoch + 1);
+        tb->add_scalar("Loss/val", float(val), st.epoch + 1);
+      }
       if (val < st.best_val) {
         st.best_val = val;
-        save_checkpoint(run_dir + "/model_best", *model, nullptr, &st, cfg.to_json(), vocab_path());
+        if (root) save_checkpoint(run_dir + "/model_best", *model, nullptr, &st, cfg.to_json(), vocab_path());
       }
       if (epoch_done) {
         ++st.epoch;
@@ -244,13 +327,25 @@ struct Trainer::Impl {
       }
       checkpoint();
     }
-    save_checkpoint(run_dir + "/model_final", *model, nullptr, &st, cfg.to_json(), vocab_path());
-    const EvalResult test = evaluate(*model, *test_set, B, 0, precision);
+    if (root) save_checkpoint(run_dir + "/model_final", *model, nullptr, &st, cfg.to_json(), vocab_path());
+    const EvalResult test = evaluate(*model, *test_set, B, 0, precision, &world.all());
     const double tps = st.train_seconds > 0 ? double(st.train_tokens) / st.train_seconds : 0.0;
+    if (!root) return;
     std::printf("Test loss: %.5f, test perplexity: %.2f (%lld tokens); trained %lld steps at %.0f tokens/s, "
-                "peak memory %.0f MiB\n",
-                test.loss, std::exp(test.loss), (long long)test.tokens, (long long)st.global_step, tps, peak_rss_mb());
+                "peak memory %.0f MiB%s\n",
+                test.loss, std::exp(test.loss), (long long)test.tokens, (long long)st.global_step, tps, peak_rss_mb(),
+                dp > 1 ? " per rank" : "");
     Json s = Json::object();
+    if (ddp && ddp->stats().steps > 0) {
+      const DdpStats& d = ddp->stats();
+      const double hidden = d.comm_seconds > 0 ? std::max(0.0, 1.0 - d.exposed_seconds / d.comm_seconds) : 0.0;
+      std::printf("data parallel: %d ranks, %.1f MB of gradients per step; allreduce %.2f s in all, %.2f s of it "
+                  "exposed after backward (%.0f%% hidden)\n",
+                  dp, double(d.bytes) / 1e6, d.comm_seconds, d.exposed_seconds, 100.0 * hidden);
+      s["ddp_comm_seconds"] = d.comm_seconds;
+      s["ddp_exposed_seconds"] = d.exposed_seconds;
+      s["ddp_hidden_fraction"] = hidden;
+    }
     s["test_loss"] = test.loss;
     s["test_ppl"] = std::exp(test.loss);
     s["best_val_loss"] = std::isfinite(st.best_val) ? Json(st.best_val) : Json(nullptr);
@@ -260,6 +355,7 @@ struct Trainer::Impl {
     s["train_flops_per_token"] = cfg.model.train_flops_per_token();
     s["peak_rss_mb"] = peak_rss_mb();
     s["threads"] = threads;
+    s["world_size"] = dp;
     s["precision"] = cfg.train.precision;
     s["parameters"] = model->num_params();
     write_file_atomic(run_dir + "/summary.json", s.dump(2) + "\n");
@@ -268,8 +364,8 @@ struct Trainer::Impl {
   }
 };
 
-Trainer::Trainer(RunConfig config, std::string run_dir, bool resume)
-    : impl_(std::make_unique<Impl>(std::move(config), std::move(run_dir), resume)) {}
+Trainer::Trainer(RunConfig config, std::string run_dir, bool resume, World& world)
+    : impl_(std::make_unique<Impl>(std::move(config), std::move(run_dir), resume, world)) {}
 Trainer::~Trainer() = default;
 void Trainer::run() { impl_->run(); }
 

@@ -6,6 +6,7 @@
 
 #include "data/dataset.hpp"
 #include "data/token_file.hpp"
+#include "dist/world.hpp"
 #include "train/checkpoint.hpp"
 #include "train/config.hpp"
 
@@ -16,17 +17,19 @@ struct EvalResult {
   int64_t tokens = 0;
 };
 
-// Mean loss of `model` over a dataset's windows in order (no dropout).
-EvalResult evaluate(TransformerLM& model, const WindowDataset& data, int64_t batch_size, int64_t max_batches,
-                    Precision precision);
+// Mean loss of `model` over a dataset's first max_windows windows (0 = all; no dropout), in
+// batches of batch_size per rank, shared out over the group's ranks (each window scored once).
+EvalResult evaluate(TransformerLM& model, const WindowDataset& data, int64_t batch_size, int64_t max_windows,
+                    Precision precision, ProcessGroup* group = nullptr);
 
 // Sets the OpenMP thread count (0 = all cores) and returns what is in effect.
 int configure_threads(int threads);
 
 class Trainer {
  public:
-  // Fresh run into run_dir, or, with resume, continue from run_dir's latest checkpoint.
-  Trainer(RunConfig config, std::string run_dir, bool resume);
+  // Fresh run into run_dir, or, with resume, continue from run_dir's latest checkpoint. With
+  // several ranks in `world`, trains data parallel; only rank 0 prints and writes.
+  Trainer(RunConfig config, std::string run_dir, bool resume, World& world);
   ~Trainer();
   void run();
 

@@ -85,6 +85,32 @@ TEST(Sampler, DropLastAndRankStriding) {
   EXPECT_EQ(tiny.size(), 1);
 }
 
+TEST(Sampler, WithoutPaddingEveryIndexOnceAcrossRanks) {
+  for (int64_t n : {0, 1, 7, 12}) {
+    for (int R : {1, 3, 4}) {
+      std::multiset<int64_t> seen;
+      for (int r = 0; r < R; ++r) {
+        DistributedSampler s(n, true, 5, R, r, false, /*pad=*/false);
+        EXPECT_LE(std::abs(s.size() - n / R), 1);
+        for (int64_t i : s.indices()) seen.insert(i);
+      }
+      ASSERT_EQ(int64_t(seen.size()), n);
+      for (int64_t i = 0; i < n; ++i) EXPECT_EQ(seen.count(i), 1u) << "n=" << n << " R=" << R;
+    }
+  }
+}
+
+TEST(Sampler, EachRanksShareIsReshuffledPerEpoch) {
+  DistributedSampler r0(100, true, 1, 4, 0), r1(100, true, 1, 4, 1);
+  const auto a0 = r0.indices(), a1 = r1.indices();
+  r0.set_epoch(1);
+  r1.set_epoch(1);
+  EXPECT_NE(r0.indices(), a0);
+  EXPECT_NE(r1.indices(), a1);
+  std::set<int64_t> both(r0.indices().begin(), r0.indices().end());
+  for (int64_t i : r1.indices()) EXPECT_TRUE(both.insert(i).second);  // still disjoint
+}
+
 TEST(Sampler, ReshufflesAcrossEpochsDeterministically) {
   DistributedSampler a(1000, true, 1), b(1000, true, 1), c(1000, true, 2);
   EXPECT_EQ(a.indices(), b.indices());
@@ -215,7 +241,7 @@ TEST(BatchLoader, Errors) {
   TokenFile f(iota_file(d, 20));
   WindowDataset ds(f, 4, 1);
   DistributedSampler s(ds.size(), false, 0);
-  DistributedSampler wrong(3, false, 0);
+  DistributedSampler wrong(ds.size() + 1, false, 0);
   expect_error([&] { BatchLoader l(ds, s, 0, false); }, "batch size");
-  expect_error([&] { BatchLoader l(ds, wrong, 2, false); }, "sampler covers 3 samples");
+  expect_error([&] { BatchLoader l(ds, wrong, 2, false); }, "sampler covers 17 samples but the dataset has only 16");
 }

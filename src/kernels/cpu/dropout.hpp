@@ -15,11 +15,12 @@ struct DropoutSpec {
   uint32_t unit = 0;
   uint32_t site = 0;
   int64_t sample_offset = 0;  // global index of this batch's first row's sample
+  int64_t sample_stride = 1;  // row b is global sample sample_offset + b * sample_stride
   bool active() const { return p > 0.0f; }
   uint32_t threshold() const { return uint32_t(double(p) * 65536.0 + 0.5); }
   float scale() const { return 65536.0f / float(65536u - threshold()); }
   RandomStream stream(int64_t sample) const {
-    return dropout_stream(seed, step, unit, site, uint32_t(sample_offset + sample));
+    return dropout_stream(seed, step, unit, site, uint32_t(sample_offset + sample * sample_stride));
   }
 };
 

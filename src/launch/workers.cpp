@@ -1,0 +1,183 @@
+// WorkerGroup (see workers.hpp).
+#include "launch/workers.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+#include "core/error.hpp"
+
+namespace dtrain {
+
+namespace {
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+void write_all(int fd, const std::string& s) {
+  size_t done = 0;
+  while (done < s.size()) {
+    ssize_t w = ::write(fd, s.data() + done, s.size() - done);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return;
+    done += size_t(w);
+  }
+}
+
+}  // namespace
+
+std::string WorkerExit::describe() const {
+  if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) {
+    const int sig = WTERMSIG(status);
+    const char* abbrev = sigabbrev_np(sig);
+    return "was killed by signal " + std::to_string(sig) + " (SIG" + (abbrev ? abbrev : "?") + ": " + strsignal(sig) + ")";
+  }
+  return "ended with status " + std::to_string(status);
+}
+
+bool WorkerExit::ok() const { return WIFEXITED(status) && WEXITSTATUS(status) == 0; }
+
+WorkerGroup::WorkerGroup(const std::vector<std::string>& command, std::vector<WorkerSpec> specs, bool tag_output,
+                         std::vector<int> only_ranks)
+    : tag_(tag_output), only_(std::move(only_ranks)), start_(now_s()) {
+  std::fflush(nullptr);
+  for (auto& spec : specs) {
+    int out[2], err[2];
+    require(::pipe2(out, O_CLOEXEC) == 0 && ::pipe2(err, O_CLOEXEC) == 0, "cannot create pipes for the workers");
+    pid_t pid = ::fork();
+    require(pid >= 0, std::string("cannot start a worker (fork failed: ") + std::strerror(errno) + ")");
+    if (pid == 0) {
+      ::setpgid(0, 0);  // its own process group: stopping it reaches its children too
+      ::dup2(out[1], 1);
+      ::dup2(err[1], 2);
+      signal(SIGINT, SIG_DFL);
+      signal(SIGTERM, SIG_DFL);
+      signal(SIGPIPE, SIG_DFL);
+      for (const auto& [k, v] : spec.env) ::setenv(k.c_str(), v.c_str(), 1);
+      std::vector<char*> argv;
+      for (const auto& a : command) argv.push_back(const_cast<char*>(a.c_str()));
+      argv.push_back(nullptr);
+      ::execvp(argv[0], argv.data());
+      std::string msg = "dtrun: cannot run " + command[0] + ": " + std::strerror(errno) + "\n";
+      write_all(2, msg);
+      _exit(127);
+    }
+    ::setpgid(pid, pid);
+    ::close(out[1]);
+    ::close(err[1]);
+    fcntl(out[0], F_SETFL, O_NONBLOCK);
+    fcntl(err[0], F_SETFL, O_NONBLOCK);
+    Worker w;
+    w.spec = std::move(spec);
+    w.pid = pid;
+    w.out = out[0];
+    w.err = err[0];
+    workers_.push_back(std::move(w));
+  }
+}
+
+WorkerGroup::~WorkerGroup() {
+  for (auto& w : workers_) {
+    if (!w.exited) {
+      ::kill(-w.pid, SIGKILL);
+      ::waitpid(w.pid, nullptr, 0);
+    }
+    if (w.out >= 0) ::close(w.out);
+    if (w.err >= 0) ::close(w.err);
+  }
+}
+
+void WorkerGroup::emit(Worker& w, const std::string& line, bool is_err) {
+  w.last.push_back(line);
+  if (w.last.size() > 20) w.last.pop_front();
+  if (!only_.empty() && std::find(only_.begin(), only_.end(), w.spec.rank) == only_.end()) return;
+  write_all(is_err ? 2 : 1, (tag_ ? "[" + std::to_string(w.spec.rank) + "]: " : std::string()) + line + "\n");
+}
+
+void WorkerGroup::forward(Worker& w, int fd, std::string& buf, bool flush_all) {
+  char chunk[65536];
+  for (;;) {
+    ssize_t r = ::read(fd, chunk, sizeof chunk);
+    if (r > 0) {
+      buf.append(chunk, size_t(r));
+      continue;
+    }
+    if (r < 0 && errno == EINTR) continue;
+    break;
+  }
+  size_t nl;
+  while ((nl = buf.find('\n')) != std::string::npos) {
+    std::string line = buf.substr(0, nl);
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    emit(w, line, fd == w.err);
+    buf.erase(0, nl + 1);
+  }
+  if (flush_all && !buf.empty()) {
+    emit(w, buf, fd == w.err);
+    buf.clear();
+  }
+}
+
+std::vector<WorkerExit> WorkerGroup::poll(int ms) {
+  std::vector<pollfd> fds;
+  for (auto& w : workers_) {
+    if (w.out >= 0) fds.push_back({w.out, POLLIN, 0});
+    if (w.err >= 0) fds.push_back({w.err, POLLIN, 0});
+  }
+  if (!fds.empty()) {
+    ::poll(fds.data(), fds.size(), ms);
+  } else if (ms > 0) {
+    ::usleep(useconds_t(ms) * 1000);
+  }
+  std::vector<WorkerExit> exits;
+  for (auto& w : workers_) {
+    if (w.out >= 0) forward(w, w.out, w.out_buf, false);
+    if (w.err >= 0) forward(w, w.err, w.err_buf, false);
+    if (w.exited) continue;
+    int status = 0;
+    if (::waitpid(w.pid, &status, WNOHANG) == w.pid) {
+      w.exited = true;
+      // drain what it wrote last
+      if (w.out >= 0) forward(w, w.out, w.out_buf, true);
+      if (w.err >= 0) forward(w, w.err, w.err_buf, true);
+      exits.push_back({w.spec.rank, w.spec.local_rank, w.pid, status, now_s() - start_});
+    }
+  }
+  return exits;
+}
+
+bool WorkerGroup::all_exited() const {
+  return std::all_of(workers_.begin(), workers_.end(), [](const Worker& w) { return w.exited; });
+}
+
+size_t WorkerGroup::running() const {
+  return size_t(std::count_if(workers_.begin(), workers_.end(), [](const Worker& w) { return !w.exited; }));
+}
+
+void WorkerGroup::stop(int grace_s) {
+  for (auto& w : workers_)
+    if (!w.exited) ::kill(-w.pid, SIGTERM);
+  const double until = now_s() + grace_s;
+  while (!all_exited() && now_s() < until) poll(50);
+  for (auto& w : workers_)
+    if (!w.exited) ::kill(-w.pid, SIGKILL);
+  while (!all_exited()) poll(50);
+}
+
+std::string WorkerGroup::tail(int rank) const {
+  std::string s;
+  for (const auto& w : workers_)
+    if (w.spec.rank == rank)
+      for (const auto& l : w.last) s += "    " + l + "\n";
+  return s;
+}
+
+}  // namespace dtrain

@@ -1,0 +1,77 @@
+// DataParallel (see ddp.hpp).
+#include "parallel/ddp.hpp"
+
+#include <chrono>
+
+#include "core/error.hpp"
+
+namespace dtrain {
+
+DataParallel::DataParallel(const std::vector<Unit*>& units, ProcessGroup& group, size_t bucket_bytes)
+    : units_(units), group_(group), bucket_of_(units.size()) {
+  const size_t cap = std::max<size_t>(bucket_bytes / sizeof(float), 1);
+  Bucket cur;
+  auto close = [&] {
+    if (!cur.units.empty()) buckets_.push_back(cur);
+    cur = Bucket{};
+  };
+  for (size_t k = units.size(); k-- > 0;) {
+    Unit* u = units[k];
+    // a bucket is one contiguous range: the next unit must end where the bucket starts
+    if (!cur.units.empty() && u->grad_data() + u->numel() != cur.data) close();
+    cur.units.push_back(k);
+    cur.data = u->grad_data();
+    cur.numel += size_t(u->numel());
+    bucket_of_[k] = buckets_.size();
+    if (cur.numel >= cap) close();
+  }
+  close();
+  for (auto& b : buckets_) stats_.bytes += int64_t(b.numel * sizeof(float));
+}
+
+void DataParallel::broadcast_parameters() {
+  std::vector<WorkPtr> w;
+  for (Unit* u : units_) w.push_back(group_.broadcast_async(u->param_data(), size_t(u->numel()), ElemType::f32, 0));
+  for (auto& x : w) x->wait();
+}
+
+void DataParallel::launch(Bucket& b) {
+  b.work = group_.allreduce_async(b.data, b.numel, ElemType::f32, ReduceOp::avg);
+}
+
+void DataParallel::post_backward(Unit& u) {
+  if (!sync_ || group_.size() == 1) return;
+  if (!armed_) {
+    for (auto& b : buckets_) {
+      b.pending = b.units.size();
+      b.work.reset();
+    }
+    armed_ = true;
+  }
+  size_t k = 0;
+  while (k < units_.size() && units_[k] != &u) ++k;
+  DT_ASSERT(k < units_.size());
+  Bucket& b = buckets_[bucket_of_[k]];
+  DT_ASSERT(b.pending > 0);
+  if (--b.pending == 0) launch(b);
+}
+
+void DataParallel::finish_gradients() {
+  if (!sync_ || group_.size() == 1) return;
+  DT_ASSERT(armed_);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (auto& b : buckets_) {
+    if (!b.work) launch(b);  // a unit without a backward this step
+  }
+  double comm = 0.0;
+  for (auto& b : buckets_) {
+    b.work->wait();
+    comm += b.work->seconds();
+  }
+  stats_.exposed_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  stats_.comm_seconds += comm;
+  stats_.steps++;
+  armed_ = false;
+}
+
+}  // namespace dtrain

@@ -1,0 +1,54 @@
+// Distributed data parallel: parameters start equal (broadcast from rank 0); after each unit's
+// backward its gradients join a bucket, and a full bucket's average over the ranks is launched
+// at once, asynchronously, so communication overlaps the rest of backward.
+#pragma once
+#include <vector>
+
+#include "dist/process_group.hpp"
+#include "nn/transformer.hpp"
+
+namespace dtrain {
+
+struct DdpStats {
+  int64_t steps = 0;
+  double comm_seconds = 0.0;     // time the allreduces took on the communication thread
+  double exposed_seconds = 0.0;  // time the step waited for them after backward
+  int64_t bytes = 0;             // gradient bytes reduced per step
+};
+
+class DataParallel : public UnitHooks {
+ public:
+  // Buckets of about bucket_bytes, filled in backward order (last unit first).
+  DataParallel(const std::vector<Unit*>& units, ProcessGroup& group, size_t bucket_bytes);
+
+  // Makes every rank's parameters equal to rank 0's.
+  void broadcast_parameters();
+  // Off: gradients only accumulate locally (non-final micro-steps of gradient accumulation).
+  void set_sync(bool on) { sync_ = on; }
+  // Launches what is left and waits for every bucket: gradients are then the average over ranks.
+  void finish_gradients();
+
+  void post_backward(Unit& u) override;
+  size_t num_buckets() const { return buckets_.size(); }
+  const DdpStats& stats() const { return stats_; }
+
+ private:
+  struct Bucket {
+    std::vector<size_t> units;  // indices into units_
+    float* data = nullptr;      // contiguous gradient range of those units
+    size_t numel = 0;
+    size_t pending = 0;         // units whose gradients are not final yet
+    WorkPtr work;
+  };
+  void launch(Bucket& b);
+
+  std::vector<Unit*> units_;
+  ProcessGroup& group_;
+  std::vector<Bucket> buckets_;
+  std::vector<size_t> bucket_of_;  // unit index → bucket
+  bool sync_ = true;
+  bool armed_ = false;             // a backward with sync on is in progress
+  DdpStats stats_;
+};
+
+}  // namespace dtrain
