@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# dtrun: a worker killed with SIGKILL stops the others within seconds and dtrun exits non-zero
+# naming the rank; SIGTERM to dtrun stops every worker; with --max-restarts 1 the group restarts,
+# resumes from the latest checkpoint and ends with the same weights as an uninterrupted run;
+# usage errors are one line with status 2.
+source "$2/tests/e2e/lib.sh" "$1" "$2" "to compare weights"
+common=(--config "$src/configs/quickstart.toml" --set data.dir="$work/data" --set model.dim=64
+  --set model.heads=4 --set model.layers=2 --set model.ff_dim=256 --set model.seq_len=32
+  --set data.stride=32 --set train.batch_size=8 --set train.threads=1 --set train.log_every=1
+  --set train.progress=false --set train.eval_max_batches=2)
+
+# The pid of the worker with RANK=$2 among dtrun $1's children.
+worker_pid() {
+  local p
+  for p in $(pgrep -P "$1"); do
+    if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "RANK=$2"; then echo "$p"; return; fi
+  done
+}
+wait_for() {  # $1 = seconds, then a command that must succeed
+  local t=$1; shift
+  for _ in $(seq $((t * 10))); do "$@" && return 0; sleep 0.1; done
+  return 1
+}
+lines() { [ -f "$1" ] && [ "$(wc -l <"$1")" -ge "$2" ]; }
+
+# 1. SIGKILL one of three workers mid-training.
+"$bin/dtrun" --standalone --nproc-per-node 3 "$bin/dtrain" train "${common[@]}" --set train.max_steps=100000 \
+  --set train.epochs=0 --run-dir "$work/kill" >"$work/kill.out" 2>&1 &
+agent=$!
+wait_for 60 lines "$work/kill/metrics.jsonl" 3 || { cat "$work/kill.out"; fail "training did not start"; }
+victim=$(worker_pid "$agent" 1)
+[ -n "$victim" ] || fail "no worker with RANK=1 under dtrun"
+others=$(pgrep -P "$agent" | grep -vx "$victim")
+kill -9 "$victim"
+t0=${EPOCHREALTIME/./}
+rc=0; wait "$agent" || rc=$?
+ms=$(( (${EPOCHREALTIME/./} - t0) / 1000 ))
+echo "dtrun exited $rc, $ms ms after the kill"
+[ "$rc" -ne 0 ] || fail "dtrun exited 0 after a worker was killed"
+[ "$ms" -lt 15000 ] || fail "dtrun took $ms ms to stop the job"
+grep -q "dtrun: error: rank 1 (local rank 1 on node 0, pid $victim) was killed by signal 9 (SIGKILL" "$work/kill.out" ||
+  { cat "$work/kill.out"; fail "dtrun did not name the killed rank"; }
+for p in $others; do ! kill -0 "$p" 2>/dev/null || fail "worker $p still runs after dtrun exited"; done
+
+# 2. SIGTERM to dtrun stops the workers and is reported.
+"$bin/dtrun" --standalone --nproc-per-node 2 "$bin/dtrain" train "${common[@]}" --set train.max_steps=100000 \
+  --set train.epochs=0 --run-dir "$work/term" >"$work/term.out" 2>&1 &
+agent=$!
+wait_for 60 lines "$work/term/metrics.jsonl" 2 || { cat "$work/term.out"; fail "training did not start"; }
+kids=$(pgrep -P "$agent")
+kill -TERM "$agent"
+rc=0; wait "$agent" || rc=$?
+[ "$rc" -eq 143 ] || { cat "$work/term.out"; fail "dtrun exited $rc after SIGTERM, expected 143"; }
+for p in $kids; do ! kill -0 "$p" 2>/dev/null || fail "worker $p still runs after SIGTERM to dtrun"; done
+
+# 3. --max-restarts 1: kill rank 1 after the step-20 checkpoint; the restarted group resumes and
+#    ends where an uninterrupted run ends.
+restart=(--set train.max_steps=200 --set train.epochs=0 --set train.checkpoint_every=20)
+"$bin/dtrun" --standalone --nproc-per-node 2 "$bin/dtrain" train "${common[@]}" "${restart[@]}" \
+  --run-dir "$work/straight" >"$work/straight.out" 2>&1 || { cat "$work/straight.out"; fail "uninterrupted run failed"; }
+"$bin/dtrun" --standalone --nproc-per-node 2 --max-restarts 1 "$bin/dtrain" train "${common[@]}" "${restart[@]}" \
+  --set train.keep_checkpoints=10 --run-dir "$work/restarted" >"$work/restarted.out" 2>&1 &
+agent=$!
+wait_for 120 test -d "$work/restarted/checkpoints/step_000000020" || { cat "$work/restarted.out"; fail "no checkpoint"; }
+victim=$(worker_pid "$agent" 1)
+[ -n "$victim" ] && kill -9 "$victim"
+rc=0; wait "$agent" || rc=$?
+[ "$rc" -eq 0 ] || { cat "$work/restarted.out"; fail "the restarted job failed ($rc)"; }
+grep -q "restarting all workers (restart 1 of 1)" "$work/restarted.out" || { cat "$work/restarted.out"; fail "no restart"; }
+grep -q "^\[0\]: resumed from .*step_000000[0-1][0-9]0" "$work/restarted.out" || { cat "$work/restarted.out"; fail "did not resume"; }
+"$py" "$src/tests/python/compare_weights.py" "$work/straight/model_final" "$work/restarted/model_final" 0 \
+  "restarted vs uninterrupted" || fail "the restarted run ended with other weights"
+
+# 4. Usage errors.
+out=$("$bin/dtrun" --nproc-per-node 2 2>&1) && fail "dtrun without a program succeeded"
+[[ "$out" == "dtrun: error: no program to run"* ]] || fail "unexpected message: $out"
+out=$("$bin/dtrun" --nnodes 2 --rdzv-endpoint 127.0.0.1:1 true 2>&1) && fail "--nnodes 2 without a node rank succeeded"
+[[ "$out" == *"needs --node-rank"* ]] || fail "unexpected message: $out"
+out=$("$bin/dtrun" --standalone --nproc-per-node 2 /nonexistent/program 2>&1) && fail "a missing program succeeded"
+[[ "$out" == *"cannot run /nonexistent/program"* && "$out" =~ rank\ [01]\ .*exited\ with\ status\ 127 ]] ||
+  fail "unexpected message: $out"
+echo "PASS: kill, SIGTERM, restart with resume, usage errors"
