@@ -114,55 +114,73 @@ ProcessGroup::~ProcessGroup() {
   thread_.join();
 }
 
-WorkPtr ProcessGroup::enqueue(std::string what, std::function<void(Backend&, Work&)> fn) {
+WorkPtr ProcessGroup::enqueue(std::string what, std::function<void(Backend&, Work&)> fn, bool blocking) {
   auto w = std::make_shared<Work>();
   w->timeout_ = timeout_;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    ++issued_;
-    w->what_ = what + " (operation #" + std::to_string(issued_) + " of process group '" + name_ + "', " +
-               std::to_string(size()) + " ranks)";
-    queue_.emplace_back(w, std::move(fn));
+  std::unique_lock<std::mutex> lock(mu_);
+  ++issued_;
+  w->what_ = what + " (operation #" + std::to_string(issued_) + " of process group '" + name_ + "', " +
+             std::to_string(size()) + " ranks)";
+  if (blocking && queue_.empty() && !busy_) {
+    // Nothing in flight: run on the caller's thread (no hand-off latency), in the same order.
+    busy_ = true;
+    lock.unlock();
+    execute(*w, fn);
+    lock.lock();
+    busy_ = false;
+    lock.unlock();
+    cv_.notify_all();
+    return w;
   }
+  queue_.emplace_back(w, std::move(fn));
+  lock.unlock();
   cv_.notify_all();
   return w;
 }
 
 void ProcessGroup::worker_main() {
-  int64_t seq = 0;
   for (;;) {
     std::pair<WorkPtr, std::function<void(Backend&, Work&)>> item;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+      cv_.wait(lock, [this] { return (stop_ && !busy_) || (!queue_.empty() && !busy_); });
       if (queue_.empty()) return;
       item = std::move(queue_.front());
       queue_.pop_front();
+      busy_ = true;
     }
-    ++seq;
-    Work& w = *item.first;
-    std::string error;
-    const auto t0 = std::chrono::steady_clock::now();
-    if (!broken_.empty()) {
-      error = w.what_ + " not run: the group failed earlier (" + broken_ + ")";
-    } else {
-      if (liveness_) liveness_->started(name_, seq);
-      try {
-        item.second(*backend_, w);
-      } catch (const std::exception& e) {
-        error = diagnose(w.what_, seq, e.what());
-        broken_ = w.what_ + " failed";
-      }
-    }
-    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    execute(*item.first, item.second);
     {
-      std::lock_guard<std::mutex> lock(w.mu_);
-      w.done_ = true;
-      w.error_ = std::move(error);
-      w.seconds_ = secs;
+      std::lock_guard<std::mutex> lock(mu_);
+      busy_ = false;
     }
-    w.cv_.notify_all();
+    cv_.notify_all();
   }
+}
+
+void ProcessGroup::execute(Work& w, const std::function<void(Backend&, Work&)>& fn) {
+  const int64_t seq = ++started_;
+  std::string error;
+  const auto t0 = std::chrono::steady_clock::now();
+  if (!broken_.empty()) {
+    error = w.what_ + " not run: the group failed earlier (" + broken_ + ")";
+  } else {
+    if (liveness_) liveness_->started(name_, seq);
+    try {
+      fn(*backend_, w);
+    } catch (const std::exception& e) {
+      error = diagnose(w.what_, seq, e.what());
+      broken_ = w.what_ + " failed";
+    }
+  }
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  {
+    std::lock_guard<std::mutex> lock(w.mu_);
+    w.done_ = true;
+    w.error_ = std::move(error);
+    w.seconds_ = secs;
+  }
+  w.cv_.notify_all();
 }
 
 std::string ProcessGroup::diagnose(const std::string& what, int64_t seq, const std::string& cause) {
@@ -192,8 +210,25 @@ WorkPtr ProcessGroup::allgather_async(const void* in, void* out, const std::vect
 }
 
 void ProcessGroup::allgather(const void* in, void* out, size_t n, ElemType t) {
-  allgather_async(in, out, std::vector<size_t>(size_t(size()), n), t)->wait();
+  std::vector<size_t> counts(size_t(size()), n);
+  enqueue("allgather of " + bytes_str(n * size_t(size()) * elem_size(t)),
+          [=](Backend& b, Work&) { b.allgather(in, out, counts, t); }, true)->wait();
 }
+
+void ProcessGroup::allreduce(void* d, size_t n, ElemType t, ReduceOp op) {
+  require(op != ReduceOp::avg || t == ElemType::f32 || t == ElemType::f64,
+          "allreduce avg is defined for floating-point data only");
+  enqueue(std::string("allreduce ") + reduce_op_name(op) + " of " + bytes_str(n * elem_size(t)),
+          [=](Backend& b, Work&) { b.allreduce(d, n, t, op); }, true)->wait();
+}
+
+void ProcessGroup::broadcast(void* d, size_t n, ElemType t, int root) {
+  require(root >= 0 && root < size(), "broadcast root " + std::to_string(root) + " is not a rank of the group");
+  enqueue("broadcast of " + bytes_str(n * elem_size(t)) + " from rank " + std::to_string(root),
+          [=](Backend& b, Work&) { b.broadcast(d, n, t, root); }, true)->wait();
+}
+
+void ProcessGroup::barrier() { enqueue("barrier", [](Backend& b, Work&) { b.barrier(); }, true)->wait(); }
 
 WorkPtr ProcessGroup::reduce_scatter_async(const void* in, void* out, const std::vector<size_t>& counts, ElemType t,
                                            ReduceOp op) {

@@ -87,18 +87,21 @@ class ProcessGroup {
   WorkPtr recv_async(void* data, size_t bytes, int src, uint32_t tag = 0);
   WorkPtr barrier_async();
 
-  // Blocking conveniences.
-  void allreduce(float* d, size_t n, ReduceOp op = ReduceOp::sum) { allreduce_async(d, n, ElemType::f32, op)->wait(); }
-  void allreduce(double* d, size_t n, ReduceOp op = ReduceOp::sum) { allreduce_async(d, n, ElemType::f64, op)->wait(); }
-  void allreduce(int64_t* d, size_t n, ReduceOp op = ReduceOp::sum) { allreduce_async(d, n, ElemType::i64, op)->wait(); }
+  // Blocking forms: with nothing queued they run on the caller's thread (no hand-off latency).
+  void allreduce(void* d, size_t n, ElemType t, ReduceOp op);
+  void allreduce(float* d, size_t n, ReduceOp op = ReduceOp::sum) { allreduce(d, n, ElemType::f32, op); }
+  void allreduce(double* d, size_t n, ReduceOp op = ReduceOp::sum) { allreduce(d, n, ElemType::f64, op); }
+  void allreduce(int64_t* d, size_t n, ReduceOp op = ReduceOp::sum) { allreduce(d, n, ElemType::i64, op); }
   // Equal shares: out holds size() * n elements.
   void allgather(const void* in, void* out, size_t n, ElemType t);
-  void broadcast(void* d, size_t n, ElemType t, int root) { broadcast_async(d, n, t, root)->wait(); }
-  void barrier() { barrier_async()->wait(); }
+  void broadcast(void* d, size_t n, ElemType t, int root);
+  void barrier();
 
  private:
-  WorkPtr enqueue(std::string what, std::function<void(Backend&, Work&)> fn);
+  // Queues fn for the communication thread; `blocking` callers may run it themselves when idle.
+  WorkPtr enqueue(std::string what, std::function<void(Backend&, Work&)> fn, bool blocking = false);
   void worker_main();
+  void execute(Work& w, const std::function<void(Backend&, Work&)>& fn);
   std::string diagnose(const std::string& what, int64_t seq, const std::string& cause);
 
   std::string name_;
@@ -111,7 +114,9 @@ class ProcessGroup {
   std::condition_variable cv_;
   std::deque<std::pair<WorkPtr, std::function<void(Backend&, Work&)>>> queue_;
   bool stop_ = false;
+  bool busy_ = false;      // an operation is running (on the thread or inline)
   int64_t issued_ = 0;
+  int64_t started_ = 0;    // operations begun, in order
   std::string broken_;  // first failure: later operations fail at once
   std::thread thread_;
 };
