@@ -9,7 +9,10 @@ namespace dtrain {
 
 DataParallel::DataParallel(const std::vector<Unit*>& units, ProcessGroup& group, size_t bucket_bytes)
     : units_(units), group_(group), bucket_of_(units.size()) {
+  // The first bucket (the last units, whose gradients are ready first) is capped at 1 MiB, as in
+  // PyTorch, so that communication starts as early as possible.
   const size_t cap = std::max<size_t>(bucket_bytes / sizeof(float), 1);
+  const size_t first_cap = std::min<size_t>(cap, (1u << 20) / sizeof(float));
   Bucket cur;
   auto close = [&] {
     if (!cur.units.empty()) buckets_.push_back(cur);
@@ -23,7 +26,7 @@ DataParallel::DataParallel(const std::vector<Unit*>& units, ProcessGroup& group,
     cur.data = u->grad_data();
     cur.numel += size_t(u->numel());
     bucket_of_[k] = buckets_.size();
-    if (cur.numel >= cap) close();
+    if (cur.numel >= (buckets_.empty() ? first_cap : cap)) close();
   }
   close();
   for (auto& b : buckets_) stats_.bytes += int64_t(b.numel * sizeof(float));

@@ -18,7 +18,8 @@ struct DdpStats {
 
 class DataParallel : public UnitHooks {
  public:
-  // Buckets of about bucket_bytes, filled in backward order (last unit first).
+  // Buckets of whole units, about bucket_bytes each (the first at most 1 MiB), filled in backward
+  // order (last unit first).
   DataParallel(const std::vector<Unit*>& units, ProcessGroup& group, size_t bucket_bytes);
 
   // Makes every rank's parameters equal to rank 0's.
