@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Installs everything dtrain needs on Debian 12 from Debian's packages (root or sudo).
-# Build: g++, CMake, oneDNN, toml++, GoogleTest, Google Benchmark. Tests: PyTorch (python3-torch,
-# the parity reference), protobuf-compiler (decodes TensorBoard files). Benchmarks: OpenBLAS, so
-# that PyTorch's f32 baseline is not measured on the slow reference BLAS.
+# Build: g++, CMake, oneDNN, toml++, Gloo (collectives), GoogleTest, Google Benchmark. Tests:
+# PyTorch (python3-torch, the parity reference), protobuf-compiler (decodes TensorBoard files),
+# OpenMPI (mpirun launch), SLURM + munge (a private cluster on loopback), iproute2 (two "nodes"
+# in network namespaces), procps. Benchmarks: OpenBLAS, so that PyTorch's f32 baseline is not
+# measured on the slow reference BLAS.
 set -euo pipefail
-packages=(g++ cmake make libdnnl-dev libtomlplusplus-dev libgtest-dev libbenchmark-dev
-          python3 python3-torch python3-numpy protobuf-compiler libopenblas0-pthread)
+packages=(g++ cmake make libdnnl-dev libtomlplusplus-dev libgloo-dev libgtest-dev libbenchmark-dev
+          python3 python3-torch python3-numpy protobuf-compiler libopenblas0-pthread
+          openmpi-bin slurm-wlm munge iproute2 procps)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
