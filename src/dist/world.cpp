@@ -96,6 +96,32 @@ std::shared_ptr<ProcessGroup> World::new_group(const std::vector<int>& ranks, co
   return std::make_shared<ProcessGroup>(name, ranks, me, timeout_, liveness_, std::move(backend));
 }
 
+std::string World::layout() {
+  constexpr size_t kName = 64;
+  char mine[kName] = {0};
+  gethostname(mine, kName - 1);
+  std::vector<char> all(kName * size_t(size()));
+  all_->allgather(mine, all.data(), kName / 4, ElemType::i32);  // 64 bytes as 16 words
+  std::string out;
+  std::string host;
+  int first = 0;
+  auto flush = [&](int last) {
+    if (host.empty()) return;
+    out += (out.empty() ? "" : "; ") + host + ": rank" + (first == last ? " " + std::to_string(first)
+                                                                         : "s " + std::to_string(first) + "-" + std::to_string(last));
+  };
+  for (int r = 0; r < size(); ++r) {
+    std::string h(all.data() + size_t(r) * kName);
+    if (h != host) {
+      flush(r - 1);
+      host = h;
+      first = r;
+    }
+  }
+  flush(size() - 1);
+  return out;
+}
+
 void World::shutdown() {
   if (shut_) return;
   shut_ = true;

@@ -32,6 +32,9 @@ class World {
   // same arguments, in the same order; non-members get nullptr.
   std::shared_ptr<ProcessGroup> new_group(const std::vector<int>& ranks, const std::string& name);
 
+  // Where the ranks run, e.g. "node01: ranks 0-3; node02: ranks 4-7" (collective).
+  std::string layout();
+
   // Waits for every rank (so rank 0's store outlives the others' last use of it).
   void shutdown();
 

@@ -230,6 +230,10 @@ struct Trainer::Impl {
                     ddp->num_buckets(), cfg.parallel.bucket_mb);
       std::fflush(stdout);
     }
+    if (dp > 1) {
+      const std::string where = world.layout();
+      if (root) std::printf("workers: %s\n", where.c_str());
+    }
     ProgressLine progress(root && cfg.train.progress);
     Batch batch;
     bool stop = st.global_step >= total;
