@@ -43,8 +43,13 @@ std::pair<double, double> alternate(int reps, F&& f, G&& g) {
     return std::chrono::duration<double>(Clock::now() - t0).count();
   };
   for (int i = 0; i < reps; ++i) {
-    tf.push_back(time(f));
-    tg.push_back(time(g));
+    if (i % 2) {
+      tf.push_back(time(f));
+      tg.push_back(time(g));
+    } else {  // alternate which goes first too
+      tg.push_back(time(g));
+      tf.push_back(time(f));
+    }
   }
   std::sort(tf.begin(), tf.end());
   std::sort(tg.begin(), tg.end());
