@@ -3,10 +3,10 @@
 # with 1 thread and by 2 ranks (dtrun) with 1 thread each; prints step times, their ratio, the
 # allreduce time and how much of it backward hid. Alternates the two, best of --rounds.
 # usage: bench/ddp_overlap.sh [--bin DIR] [--preset FILE] [--batch N] [--steps N] [--rounds N]
-#                             [--bucket-mb M ...]
+#                             [--bucket-mb M ...] [--set key=value ...]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-bin=$here/../build/bin preset=$here/../configs/bench-large.toml batch=8 steps=40 rounds=2 buckets=()
+bin=$here/../build/bin preset=$here/../configs/bench-large.toml batch=8 steps=40 rounds=2 buckets=() sets=()
 while [ $# -gt 0 ]; do
   case $1 in
     --bin) bin=$2; shift 2 ;;
@@ -15,6 +15,7 @@ while [ $# -gt 0 ]; do
     --steps) steps=$2; shift 2 ;;
     --rounds) rounds=$2; shift 2 ;;
     --bucket-mb) buckets+=("$2"); shift 2 ;;
+    --set) sets+=(--set "$2"); shift 2 ;;
     *) echo "unknown option $1 (see the header of $0)" >&2; exit 2 ;;
   esac
 done
@@ -23,21 +24,23 @@ work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 "$bin/dtrain" data builtin --out "$work/data" >/dev/null
 common=(--config "$preset" --set data.dir="$work/data" --set train.batch_size="$batch" --set train.threads=1
   --set train.max_steps="$steps" --set train.epochs=0 --set train.eval_max_batches=1 --set train.progress=false
-  --set train.log_every=1000)
+  --set train.log_every=1000 "${sets[@]}")
 field() { /usr/bin/python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$1" "$2"; }
+# milliseconds per optimizer step of a finished run
+step_ms() { /usr/bin/python3 -c "import json,sys; s=json.load(open(sys.argv[1])); print(1000*s['train_tokens']/s['steps']/s['train_tokens_per_s'])" "$1"; }
 echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 printf "%-10s %6s %15s %16s %8s %12s %10s %7s\n" bucket_MB rounds "1 rank ms/step" "2 ranks ms/step" ratio \
   "allreduce s" "exposed s" hidden
 for mb in "${buckets[@]}"; do
-  best1=0 best2=0 comm=0 exposed=0 hidden=0
+  best1=1e30 best2=1e30 comm=0 exposed=0 hidden=0
   for r in $(seq "$rounds"); do
     "$bin/dtrain" train "${common[@]}" --run-dir "$work/one_${mb}_$r" >/dev/null
     OMP_NUM_THREADS=1 "$bin/dtrun" --standalone --nproc-per-node 2 --no-tag "$bin/dtrain" train "${common[@]}" \
       --set parallel.bucket_mb="$mb" --run-dir "$work/two_${mb}_$r" >/dev/null
-    t1=$(field "$work/one_${mb}_$r/summary.json" train_tokens_per_s)
-    t2=$(field "$work/two_${mb}_$r/summary.json" train_tokens_per_s)
-    better=$(/usr/bin/python3 -c "print(int($t1 > $best1))"); [ "$better" = 1 ] && best1=$t1
-    better=$(/usr/bin/python3 -c "print(int($t2 > $best2))")
+    t1=$(step_ms "$work/one_${mb}_$r/summary.json")
+    t2=$(step_ms "$work/two_${mb}_$r/summary.json")
+    better=$(/usr/bin/python3 -c "print(int($t1 < $best1))"); [ "$better" = 1 ] && best1=$t1
+    better=$(/usr/bin/python3 -c "print(int($t2 < $best2))")
     if [ "$better" = 1 ]; then
       best2=$t2
       comm=$(field "$work/two_${mb}_$r/summary.json" ddp_comm_seconds)
@@ -46,13 +49,10 @@ for mb in "${buckets[@]}"; do
     fi
     rm -rf "$work/one_${mb}_$r" "$work/two_${mb}_$r"
   done
-  seq_len=$(grep -m1 '^seq_len' "$preset" | tr -dc 0-9)
-  /usr/bin/python3 - "$mb" "$rounds" "$best1" "$best2" "$comm" "$exposed" "$hidden" "$batch" "$seq_len" <<'PY'
+  /usr/bin/python3 - "$mb" "$rounds" "$best1" "$best2" "$comm" "$exposed" "$hidden" <<'PY'
 import sys
-mb, rounds, t1, t2, comm, exposed, hidden, batch, T = sys.argv[1:]
-t1, t2, comm, exposed, hidden = map(float, (t1, t2, comm, exposed, hidden))
-tok = int(batch) * int(T)
-ms1, ms2 = 1000 * tok / t1, 1000 * 2 * tok / t2   # tokens/s of 2 ranks counts both ranks' tokens
+mb, rounds, ms1, ms2, comm, exposed, hidden = sys.argv[1:]
+ms1, ms2, comm, exposed, hidden = map(float, (ms1, ms2, comm, exposed, hidden))
 print(f"{mb:<10} {rounds:>6} {ms1:15.1f} {ms2:16.1f} {ms2 / ms1:7.2f}x {comm:12.2f} {exposed:10.2f} {100 * hidden:6.0f}%")
 PY
 done
