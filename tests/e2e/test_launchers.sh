@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Without dtrun: `mpirun dtrain train` (OpenMPI's variables) and two processes given torchrun's
-# variables by hand (rank 0 hosts the store) train data parallel and end with the weights of one
-# rank on the whole batch; a wrong job token keeps a process out with one clear line.
+# variables by hand (rank 0 hosts the TCP store; or a file store in a shared folder) train data
+# parallel and end with the weights of one rank on the whole batch; a wrong job token keeps a
+# process out with one clear line.
 source "$2/tests/e2e/lib.sh" "$1" "$2" "to compare weights"
 common=(--config "$src/configs/quickstart.toml" --set data.dir="$work/data" --set model.dim=64
   --set model.heads=4 --set model.layers=1 --set model.ff_dim=128 --set model.seq_len=32
@@ -26,6 +27,17 @@ grep -q "rank 0 of 2 (local 0 of 2, node 0) via torchrun-style variables" "$work
 [ ! -s "$work/manual1.out" ] || { cat "$work/manual1.out"; fail "rank 1 printed something"; }
 "$py" "$src/tests/python/compare_weights.py" "$work/single/model_final" "$work/manual/model_final" 1e-5 \
   "torchrun variables vs 1 rank" || fail "manual 2-rank run differs"
+
+# The same through a file store in a shared folder (DTRAIN_STORE_DIR) instead of TCP.
+for r in 0 1; do
+  RANK=$r WORLD_SIZE=2 DTRAIN_STORE_DIR="$work/store" DTRAIN_JOB_TOKEN=files OMP_NUM_THREADS=1 \
+    "$bin/dtrain" train "${common[@]}" --set train.batch_size=8 --run-dir "$work/files" >"$work/files$r.out" 2>&1 &
+  eval "pid$r=$!"
+done
+wait "$pid0" || { cat "$work/files0.out"; fail "file-store rank 0 failed"; }
+wait "$pid1" || { cat "$work/files1.out"; fail "file-store rank 1 failed"; }
+"$py" "$src/tests/python/compare_weights.py" "$work/single/model_final" "$work/files/model_final" 1e-5 \
+  "file store vs 1 rank" || fail "file-store 2-rank run differs"
 
 # mpirun: OpenMPI's variables (as root it needs --allow-run-as-root; two slots on a 2-core box).
 if command -v mpirun >/dev/null; then
@@ -54,4 +66,4 @@ set -e
 grep -q "refused this process: wrong job token" "$work/tok1.out" || { cat "$work/tok1.out"; fail "no token message"; }
 [ "$rc0" -eq 2 ] && grep -q "rank(s) 1 did not join" "$work/tok0.out" ||
   { cat "$work/tok0.out"; fail "rank 0 did not name the rank that never joined"; }
-echo "PASS: torchrun variables, mpirun, job token"
+echo "PASS: torchrun variables (TCP and file store), mpirun, job token"
