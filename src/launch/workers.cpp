@@ -102,8 +102,10 @@ void WorkerGroup::emit(Worker& w, const std::string& line, bool is_err) {
   write_all(is_err ? 2 : 1, (tag_ ? "[" + std::to_string(w.spec.rank) + "]: " : std::string()) + line + "\n");
 }
 
-void WorkerGroup::forward(Worker& w, int fd, std::string& buf, bool flush_all) {
+void WorkerGroup::forward(Worker& w, int& fd, std::string& buf, bool flush_all) {
   char chunk[65536];
+  const bool is_err = &fd == &w.err;
+  bool eof = false;
   for (;;) {
     ssize_t r = ::read(fd, chunk, sizeof chunk);
     if (r > 0) {
@@ -111,17 +113,23 @@ void WorkerGroup::forward(Worker& w, int fd, std::string& buf, bool flush_all) {
       continue;
     }
     if (r < 0 && errno == EINTR) continue;
+    eof = r == 0;  // the worker closed it (exited): stop polling this pipe
     break;
+  }
+  if (eof) {
+    ::close(fd);
+    fd = -1;
+    flush_all = true;
   }
   size_t nl;
   while ((nl = buf.find('\n')) != std::string::npos) {
     std::string line = buf.substr(0, nl);
     if (!line.empty() && line.back() == '\r') line.pop_back();
-    emit(w, line, fd == w.err);
+    emit(w, line, is_err);
     buf.erase(0, nl + 1);
   }
   if (flush_all && !buf.empty()) {
-    emit(w, buf, fd == w.err);
+    emit(w, buf, is_err);
     buf.clear();
   }
 }

@@ -48,7 +48,7 @@ class WorkerGroup {
     std::deque<std::string> last;
     bool exited = false;
   };
-  void forward(Worker& w, int fd, std::string& buf, bool flush_all);
+  void forward(Worker& w, int& fd, std::string& buf, bool flush_all);
   void emit(Worker& w, const std::string& line, bool is_err);
 
   std::vector<Worker> workers_;
