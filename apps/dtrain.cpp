@@ -33,6 +33,9 @@ usage:
   dtrain data builtin --out DIR        (the offline default corpus: Debian's licence texts)
   dtrain debug dump --config FILE [--set key=value ...] --out DIR [--steps N]
   dtrain config keys                   (every config key)
+
+Data parallel: start it with `dtrun --nproc-per-node N dtrain train ...` (see `dtrun --help`),
+`srun dtrain train ...` or `mpirun -np N dtrain train ...`; docs/distributed.md.
 )";
 
 // Options: --name value pairs (repeatable --set), flags without value.
