@@ -1,32 +1,62 @@
 # A private SLURM cluster for end-to-end tests (sourced): munged, slurmctld and slurmd on loopback,
 # every file in one folder, free ports chosen at run time, one node with NCPUS CPUs (may exceed
-# the real cores). Without the programs, says why and exits 77 (skipped).
-# Usage: slurm_start DIR NCPUS; slurm_run_batch DIR SCRIPT [sbatch args…]; slurm_stop DIR (trap-safe)
-slurm_need() {
-  local p
-  for p in munged slurmctld slurmd sbatch sinfo scontrol; do
-    command -v "$p" >/dev/null || [ -x "/usr/sbin/$p" ] || { echo "SKIP: $p is not installed (slurm-wlm, munge)"; exit 77; }
-  done
-  export PATH=$PATH:/usr/sbin
-}
-slurm_free_port() { "${py:-python3}" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+# the real cores). Without the programs (or without root), says why and exits 77 (skipped).
+# Usage: slurm_start DIR NCPUS; slurm_run_batch DIR SCRIPT [sbatch args…] (returns the job's exit
+# code, output in DIR/job-<id>.out unless --output is given); slurm_job_output DIR; slurm_stop DIR
+# (trap-safe: ends only the daemons it started, by their recorded pids; leaves DIR for reading).
 
-slurm_start() {
-  local dir=$1 ncpus=$2 node
-  slurm_need
-  node=$(hostname -s)
-  mkdir -p "$dir"/{etc,state,spool,log,run}
-  chmod 700 "$dir"
+slurm_need() {  # skips the test (exit 77) when the programs or root are missing
+  local p
+  export PATH=$PATH:/usr/sbin
+  for p in munged slurmctld slurmd sbatch srun sinfo scontrol scancel; do
+    command -v "$p" >/dev/null || { echo "SKIP: $p is not installed (slurm-wlm, munge)"; exit 77; }
+  done
+  [ "$(id -u)" = 0 ] || { echo "SKIP: a private SLURM cluster needs root (slurmd)"; exit 77; }
+}
+
+slurm_free_port() {  # a loopback TCP port nobody uses now, other than $1
+  local port hex
+  while :; do
+    port=$((20000 + (RANDOM * 32768 + RANDOM) % 40000))
+    [ "$port" != "${1:-}" ] || continue
+    printf -v hex ':%04X ' "$port"
+    grep -q "$hex" /proc/net/tcp /proc/net/tcp6 2>/dev/null || { echo "$port"; return; }
+  done
+}
+
+slurm_clean_env() {  # an outer SLURM job's variables would steer sbatch/srun to the wrong cluster
+  local v
+  for v in $(compgen -e); do
+    case $v in SLURM_* | SBATCH_* | SRUN_* | SALLOC_*) unset "$v" ;; esac
+  done
+}
+
+slurm_record() { echo "$2 $3" >>"$1/run/pids"; }  # DIR NAME PID
+
+slurm_start_munge() {  # DIR
+  local dir=$1 i
   dd if=/dev/urandom of="$dir/etc/munge.key" bs=1024 count=1 status=none
   chmod 400 "$dir/etc/munge.key"
-  munged --force --key-file="$dir/etc/munge.key" --socket="$dir/run/munge.socket" \
-    --pid-file="$dir/run/munged.pid" --log-file="$dir/log/munged.log" --seed-file="$dir/run/munge.seed" ||
-    { cat "$dir/log/munged.log" 2>/dev/null; return 1; }
+  munged --foreground --force --key-file="$dir/etc/munge.key" --socket="$dir/run/munge.socket" \
+    --pid-file="$dir/run/munged.pid" --log-file="$dir/log/munged.log" \
+    --seed-file="$dir/run/munged.seed" >>"$dir/log/munged.stdout" 2>&1 &
+  slurm_record "$dir" munged $!
+  for i in $(seq 50); do
+    [ -S "$dir/run/munge.socket" ] && return 0
+    sleep 0.1
+  done
+  echo "munged did not start" >&2
+  return 1
+}
+
+slurm_write_conf() {  # DIR NCPUS NODE
+  local dir=$1 ncpus=$2 node=$3 ctld_port
+  ctld_port=$(slurm_free_port)
   cat >"$dir/etc/slurm.conf" <<CONF
 ClusterName=dtraintest
 SlurmctldHost=$node(127.0.0.1)
-SlurmctldPort=$(slurm_free_port)
-SlurmdPort=$(slurm_free_port)
+SlurmctldPort=$ctld_port
+SlurmdPort=$(slurm_free_port "$ctld_port")
 AuthType=auth/munge
 AuthInfo=socket=$dir/run/munge.socket
 CredType=cred/munge
@@ -38,6 +68,7 @@ SlurmctldPidFile=$dir/run/slurmctld.pid
 SlurmdPidFile=$dir/run/slurmd.pid
 SlurmctldLogFile=$dir/log/slurmctld.log
 SlurmdLogFile=$dir/log/slurmd.log
+MailProg=/bin/true
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 JobAcctGatherType=jobacct_gather/none
@@ -48,62 +79,125 @@ MpiDefault=none
 ReturnToService=2
 SlurmdParameters=config_overrides
 SlurmdTimeout=30
+SlurmctldTimeout=30
+MessageTimeout=10
 InactiveLimit=0
 KillWait=5
+MinJobAge=600
 NodeName=$node NodeAddr=127.0.0.1 CPUs=$ncpus RealMemory=1000 State=UNKNOWN
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
 CONF
-  export SLURM_CONF=$dir/etc/slurm.conf
-  slurmctld -D -i -f "$SLURM_CONF" >>"$dir/log/slurmctld.stdout" 2>&1 &
-  echo $! >"$dir/run/slurmctld.child"
-  slurmd -D -N "$node" -f "$SLURM_CONF" >>"$dir/log/slurmd.stdout" 2>&1 &
-  echo $! >"$dir/run/slurmd.child"
-  local i
+  echo "CgroupPlugin=$(slurm_cgroup_plugin)" >"$dir/etc/cgroup.conf"
+}
+
+# slurmd always loads a cgroup plugin; autodetect picks cgroup/v2 on v2 hosts, which wants a systemd
+# scope (dbus) and moves slurmd's pid. cgroup/v1's init does nothing and no plugin here uses it;
+# from 24.05 on "disabled" says so directly.
+slurm_cgroup_plugin() {
+  local v
+  v=$(slurmd -V | awk '{ split($2, a, "."); print a[1] * 100 + a[2] }')
+  if [ "${v:-0}" -ge 2405 ]; then echo disabled; else echo cgroup/v1; fi
+}
+
+slurm_wait_idle() {  # DIR: up to 30 s for the node to show up idle
+  local dir=$1 i
   for i in $(seq 300); do
-    if sinfo -h -o %T 2>/dev/null | grep -qx idle; then return 0; fi
+    sinfo -h -o %T 2>/dev/null | grep -qx idle && return 0
     sleep 0.1
   done
   echo "slurm did not come up; logs:" >&2
-  tail -n 20 "$dir"/log/*.log "$dir"/log/*.stdout >&2 2>/dev/null
+  tail -n 20 "$dir"/log/* >&2 2>/dev/null
   return 1
 }
 
-# Submits SCRIPT, waits for it, prints nothing; returns the job's exit code. Output: DIR/job-<id>.out
+slurm_start() {  # DIR NCPUS: starts the cluster, exports SLURM_CONF, waits until the node is idle
+  local dir=$1 ncpus=$2 node
+  slurm_need
+  mkdir -p "$dir" && dir=$(cd "$dir" && pwd)
+  if [ ${#dir} -gt 80 ]; then echo "slurm_start: $dir is too long for a unix socket path" >&2; return 1; fi
+  node=$(hostname -s)
+  mkdir -p "$dir"/{etc,state,spool,log,run}
+  chmod 700 "$dir"
+  : >"$dir/run/pids"
+  slurm_clean_env
+  slurm_start_munge "$dir" || return 1
+  slurm_write_conf "$dir" "$ncpus" "$node"
+  export SLURM_CONF=$dir/etc/slurm.conf
+  slurmctld -D -c -f "$SLURM_CONF" >>"$dir/log/slurmctld.stdout" 2>&1 &
+  slurm_record "$dir" slurmctld $!
+  slurmd -D -N "$node" -f "$SLURM_CONF" >>"$dir/log/slurmd.stdout" 2>&1 &
+  slurm_record "$dir" slurmd $!
+  slurm_wait_idle "$dir"
+}
+
+slurm_job_field() {  # JOBID FIELD: one field of `scontrol show job` (empty if unknown)
+  scontrol -o show job "$1" 2>/dev/null | tr ' ' '\n' | sed -n "s/^$2=//p" | head -n 1
+}
+
+# Submits SCRIPT and waits for it (SLURM_JOB_WAIT_S, default 600 s; then cancels it); returns the
+# job's exit code, or 1 if it ended otherwise (cancelled, timed out, killed by a signal). The job id
+# goes to DIR/run/last_job; its output to DIR/job-<id>.out unless the caller passes --output.
 slurm_run_batch() {
   local dir=$1 script=$2; shift 2
-  local id state code
+  local id state="" code i
   id=$(sbatch --parsable --output="$dir/job-%j.out" "$@" "$script") || return 1
+  id=${id%%;*}
   echo "$id" >"$dir/run/last_job"
-  for _ in $(seq 3000); do
-    state=$(scontrol show job "$id" 2>/dev/null | grep -o 'JobState=[A-Z_]*' | cut -d= -f2)
+  for i in $(seq $((${SLURM_JOB_WAIT_S:-600} * 5))); do
+    state=$(slurm_job_field "$id" JobState)
     case $state in
-      COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL | OUT_OF_MEMORY | PREEMPTED) break ;;
+      COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL | OUT_OF_MEMORY | PREEMPTED | BOOT_FAIL | DEADLINE) break ;;
     esac
     sleep 0.2
   done
-  code=$(scontrol show job "$id" | grep -o 'ExitCode=[0-9]*' | head -n 1 | cut -d= -f2)
-  [ "$state" = COMPLETED ] && [ "${code:-1}" = 0 ]
+  code=$(slurm_job_field "$id" ExitCode)  # "code:signal"
+  case $state:$code in
+    COMPLETED:* | FAILED:[1-9]*:0) return "${code%%:*}" ;;
+  esac
+  echo "slurm job $id: state ${state:-unknown}, exit code ${code:-unknown}" >&2
+  scancel "$id" 2>/dev/null || true
+  return 1
 }
-slurm_job_output() { cat "$1/job-$(cat "$1/run/last_job").out"; }
+slurm_job_output() { cat "$1/job-$(cat "$1/run/last_job").out"; }  # DIR: the last job's output
 
-slurm_stop() {
-  local dir=$1 f pid
-  [ -d "$dir/run" ] || return 0
-  scancel --user=root >/dev/null 2>&1 || true
-  for f in slurmd.child slurmctld.child munged.pid; do
-    pid=$(cat "$dir/run/$f" 2>/dev/null) || continue
-    kill "$pid" 2>/dev/null || true
-  done
-  for _ in $(seq 50); do
-    local alive=0
-    for f in slurmd.child slurmctld.child munged.pid; do
-      pid=$(cat "$dir/run/$f" 2>/dev/null) || continue
-      kill -0 "$pid" 2>/dev/null && alive=1
-    done
-    [ $alive = 0 ] && return 0
+slurm_pid_of() {  # DIR NAME: the recorded pid, if that process still runs that program (not a zombie)
+  local pid
+  pid=$(awk -v n="$2" '$1 == n { print $2 }' "$1/run/pids" 2>/dev/null | tail -n 1)
+  [ -n "$pid" ] && awk -v n="$2" '/^Name:/ { name = $2 } /^State:/ { state = $2 }
+    END { exit !(name == n && state != "Z") }' "/proc/$pid/status" 2>/dev/null && echo "$pid"
+  return 0
+}
+
+slurm_end() {  # DIR NAME: TERM, then KILL if it still runs after 5 s
+  local pid i
+  pid=$(slurm_pid_of "$1" "$2")
+  [ -n "$pid" ] || return 0
+  kill "$pid" 2>/dev/null || true
+  for i in $(seq 50); do
+    [ -n "$(slurm_pid_of "$1" "$2")" ] || return 0
     sleep 0.1
   done
-  for f in slurmd.child slurmctld.child munged.pid; do
-    pid=$(cat "$dir/run/$f" 2>/dev/null) && kill -9 "$pid" 2>/dev/null || true
+  kill -9 "$pid" 2>/dev/null || true
+}
+
+slurm_cancel_all() {  # DIR: cancels every job, waits (max 15 s) until their processes are gone
+  local i
+  local -x SLURM_CONF=$1/etc/slurm.conf
+  timeout 10 scancel --user=root >/dev/null 2>&1 || true
+  for i in $(seq 150); do
+    [ -z "$(timeout 5 squeue -h -o %i 2>/dev/null)" ] && return 0
+    sleep 0.1
   done
+  return 0
+}
+
+slurm_stop() {  # DIR: cancels the jobs, ends slurmd, slurmctld, munged; DIR stays for reading
+  local dir=${1:-}
+  [ -n "$dir" ] && [ -f "$dir/run/pids" ] || return 0
+  if [ -n "$(slurm_pid_of "$dir" slurmctld)" ]; then
+    slurm_cancel_all "$dir"
+  fi
+  slurm_end "$dir" slurmd
+  slurm_end "$dir" slurmctld
+  slurm_end "$dir" munged
 }
