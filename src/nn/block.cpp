@@ -3,20 +3,18 @@
 // instead of stored (it is the largest activation).
 #include "nn/block.hpp"
 
-#include <cstring>
-
 namespace dtrain {
 
-Block::Block(const ModelConfig& c, int i, uint32_t unit_id, Arena& arena, int64_t max_rows)
-    : c_(c), id_(unit_id), unit_("blocks." + std::to_string(i)) {
+Block::Block(ComputeDevice& dev, const ModelConfig& c, int i, uint32_t unit_id, Arena& arena, int64_t max_rows)
+    : dev_(dev), c_(c), id_(unit_id), unit_("blocks." + std::to_string(i)) {
   const std::string p = unit_.name();
   const int64_t d = c.dim, R = max_rows;
-  qkv_ = Linear(unit_, p + ".attn.qkv", d, 3 * d, true, Init::zeros);
-  out_ = Linear(unit_, p + ".attn.out", d, d, true, Init::zeros);
-  ln1_ = LayerNorm(unit_, p + ".norm1", d, c.ln_eps, arena, R);
-  fc1_ = Linear(unit_, p + ".ff.fc1", d, c.ff_dim, true, Init::fan_in_uniform);
-  fc2_ = Linear(unit_, p + ".ff.fc2", c.ff_dim, d, true, Init::fan_in_uniform);
-  ln2_ = LayerNorm(unit_, p + ".norm2", d, c.ln_eps, arena, R);
+  qkv_ = Linear(dev, unit_, p + ".attn.qkv", d, 3 * d, true, Init::zeros);
+  out_ = Linear(dev, unit_, p + ".attn.out", d, d, true, Init::zeros);
+  ln1_ = LayerNorm(dev, unit_, p + ".norm1", d, c.ln_eps, arena, R);
+  fc1_ = Linear(dev, unit_, p + ".ff.fc1", d, c.ff_dim, true, Init::fan_in_uniform);
+  fc2_ = Linear(dev, unit_, p + ".ff.fc2", c.ff_dim, d, true, Init::fan_in_uniform);
+  ln2_ = LayerNorm(dev, unit_, p + ".norm2", d, c.ln_eps, arena, R);
   ln1_out_ = arena.f32(R * d);
   r1_ = arena.f32(R * d);
   qkv_buf_ = arena.f32(R * 3 * d);
@@ -30,7 +28,7 @@ Block::Block(const ModelConfig& c, int i, uint32_t unit_id, Arena& arena, int64_
 void Block::attn_forward(const float* u, float* a_out, const StepContext& ctx) {
   qkv_.forward(u, qkv_buf_, ctx.rows(), ctx.precision);
   AttentionShape s{ctx.B, ctx.T, c_.heads, c_.dim / c_.heads, c_.causal};
-  attention_forward(qkv_buf_, ctx_, probs_, s, ctx.drop(id_, kDropAttnProbs));
+  dev_.attention_forward(qkv_buf_, ctx_, probs_, s, ctx.drop(id_, kDropAttnProbs));
   out_.forward(ctx_, a_out, ctx.rows(), ctx.precision);
 }
 
@@ -39,7 +37,7 @@ void Block::attn_backward(const float* u, const float* da, float* du, bool accum
   const int64_t rows = ctx.rows();
   out_.backward(ctx_, da, ws.tmp2, rows, false, ctx.precision);
   AttentionShape s{ctx.B, ctx.T, c_.heads, c_.dim / c_.heads, c_.causal};
-  attention_backward(ws.tmp2, qkv_buf_, probs_, ws.grad_qkv, s, ctx.drop(id_, kDropAttnProbs));
+  dev_.attention_backward(ws.tmp2, qkv_buf_, probs_, ws.grad_qkv, s, ctx.drop(id_, kDropAttnProbs));
   qkv_.backward(u, ws.grad_qkv, du, rows, accumulate, ctx.precision);
 }
 
@@ -50,8 +48,8 @@ const float* Block::ff_activation(const StepContext& ctx, const Workspace& ws) {
   const int64_t n = ctx.rows() * c_.ff_dim;
   const DropoutSpec drop = ctx.drop(id_, kDropFfAct);
   float* a = relu() ? ff_saved_ : ws.ff_act;
-  activation_forward(c_.activation, ff_saved_, a, n);
-  dropout_forward(a, a, ctx.B, ctx.T * c_.ff_dim, drop);
+  dev_.activation_forward(c_.activation, ff_saved_, a, n);
+  dev_.dropout_forward(a, a, ctx.B, ctx.T * c_.ff_dim, drop);
   return a;
 }
 
@@ -67,21 +65,19 @@ void Block::ff_backward(const float* u, const float* df, float* du, bool accumul
   const float* a = relu() ? ff_saved_ : ff_activation(ctx, ws);
   fc2_.backward(a, df, ws.grad_ff, rows, false, ctx.precision);
   if (relu()) {
-    relu_backward_from_output(a, ws.grad_ff, ws.grad_ff, n, drop.active() ? drop.scale() : 1.0f);
+    dev_.relu_backward_from_output(a, ws.grad_ff, ws.grad_ff, n, drop.active() ? drop.scale() : 1.0f);
   } else {
-    dropout_backward(ws.grad_ff, ws.grad_ff, ctx.B, ctx.T * c_.ff_dim, drop);
-    activation_backward(c_.activation, ff_saved_, ws.grad_ff, ws.grad_ff, n);
+    dev_.dropout_backward(ws.grad_ff, ws.grad_ff, ctx.B, ctx.T * c_.ff_dim, drop);
+    dev_.activation_backward(c_.activation, ff_saved_, ws.grad_ff, ws.grad_ff, n);
   }
   fc1_.backward(u, ws.grad_ff, du, rows, accumulate, ctx.precision);
 }
 
 // r = x + drop(a)  (a is overwritten)
-static void residual_dropout(const float* x, float* a, float* r, const StepContext& ctx, int64_t d,
-                             const DropoutSpec& spec) {
-  dropout_forward(a, a, ctx.B, ctx.T * d, spec);
-  const int64_t n = ctx.rows() * d;
-#pragma omp parallel for simd schedule(static)
-  for (int64_t i = 0; i < n; ++i) r[i] = x[i] + a[i];
+static void residual_dropout(ComputeDevice& dev, const float* x, float* a, float* r, const StepContext& ctx,
+                             int64_t d, const DropoutSpec& spec) {
+  dev.dropout_forward(a, a, ctx.B, ctx.T * d, spec);
+  dev.add(x, a, r, ctx.rows() * d);
 }
 
 void Block::forward(const float* x, const StepContext& ctx, const Workspace& ws) {
@@ -89,12 +85,12 @@ void Block::forward(const float* x, const StepContext& ctx, const Workspace& ws)
   const bool pre = c_.pre_norm;
   if (pre) ln1_.forward(x, ln1_out_, rows);
   attn_forward(pre ? ln1_out_ : x, ws.tmp1, ctx);
-  residual_dropout(x, ws.tmp1, r1_, ctx, d, ctx.drop(id_, kDropAttnOut));
+  residual_dropout(dev_, x, ws.tmp1, r1_, ctx, d, ctx.drop(id_, kDropAttnOut));
   if (!pre) ln1_.forward(r1_, ln1_out_, rows);
   const float* y1 = pre ? r1_ : ln1_out_;
   if (pre) ln2_.forward(y1, ln2_out_, rows);
   ff_forward(pre ? ln2_out_ : y1, ws.tmp1, ctx, ws);
-  residual_dropout(y1, ws.tmp1, r2_, ctx, d, ctx.drop(id_, kDropFfOut));
+  residual_dropout(dev_, y1, ws.tmp1, r2_, ctx, d, ctx.drop(id_, kDropFfOut));
   if (!pre) ln2_.forward(r2_, ln2_out_, rows);
 }
 
@@ -104,17 +100,17 @@ void Block::backward(const float* x, const float* dout, float* dx, const StepCon
   const DropoutSpec drop_ff = ctx.drop(id_, kDropFfOut), drop_attn = ctx.drop(id_, kDropAttnOut);
   if (!c_.pre_norm) {
     ln2_.backward(r2_, dout, ws.tmp2, rows, false);                  // tmp2 = d r2
-    dropout_backward(ws.tmp2, ws.tmp1, ctx.B, ctx.T * d, drop_ff);  // tmp1 = d f
+    dev_.dropout_backward(ws.tmp2, ws.tmp1, ctx.B, ctx.T * d, drop_ff);  // tmp1 = d f
     ff_backward(ln1_out_, ws.tmp1, ws.tmp2, true, ctx, ws);          // tmp2 = d y1
     ln1_.backward(r1_, ws.tmp2, dx, rows, false);                    // dx = d r1
-    dropout_backward(dx, ws.tmp1, ctx.B, ctx.T * d, drop_attn);      // tmp1 = d a
+    dev_.dropout_backward(dx, ws.tmp1, ctx.B, ctx.T * d, drop_attn);      // tmp1 = d a
     attn_backward(x, ws.tmp1, dx, true, ctx, ws);                    // dx += d x via attention
   } else {
-    std::memcpy(dx, dout, sizeof(float) * rows * d);                 // residual path
-    dropout_backward(dout, ws.tmp1, ctx.B, ctx.T * d, drop_ff);      // tmp1 = d f
+    dev_.copy(dx, dout, sizeof(float) * rows * d);                 // residual path
+    dev_.dropout_backward(dout, ws.tmp1, ctx.B, ctx.T * d, drop_ff);      // tmp1 = d f
     ff_backward(ln2_out_, ws.tmp1, ws.tmp2, false, ctx, ws);         // tmp2 = d ln2_out
     ln2_.backward(r1_, ws.tmp2, dx, rows, true);                     // dx = d r1
-    dropout_backward(dx, ws.tmp1, ctx.B, ctx.T * d, drop_attn);      // tmp1 = d a
+    dev_.dropout_backward(dx, ws.tmp1, ctx.B, ctx.T * d, drop_attn);      // tmp1 = d a
     attn_backward(ln1_out_, ws.tmp1, ws.tmp1, false, ctx, ws);       // tmp1 = d ln1_out
     ln1_.backward(x, ws.tmp1, dx, rows, true);                       // dx += d x via norm1
   }

@@ -1,8 +1,6 @@
 // One Transformer block as a unit: multi-head attention and feed-forward sublayers with residuals,
 // post-norm or pre-norm (docs/model.md). Keeps the activations its backward needs.
 #pragma once
-#include "kernels/cpu/activation.hpp"
-#include "kernels/cpu/attention.hpp"
 #include "nn/config.hpp"
 #include "nn/context.hpp"
 #include "nn/layers.hpp"
@@ -11,7 +9,7 @@ namespace dtrain {
 
 class Block {
  public:
-  Block(const ModelConfig& c, int index, uint32_t unit_id, Arena& arena, int64_t max_rows);
+  Block(ComputeDevice& dev, const ModelConfig& c, int index, uint32_t unit_id, Arena& arena, int64_t max_rows);
   Unit& unit() { return unit_; }
   // x [rows, d] → output() [rows, d]; x must stay unchanged until backward.
   void forward(const float* x, const StepContext& ctx, const Workspace& ws);
@@ -30,6 +28,7 @@ class Block {
   void attn_backward(const float* u, const float* da, float* du, bool accumulate, const StepContext& ctx,
                      const Workspace& ws);
 
+  ComputeDevice& dev_;
   ModelConfig c_;
   uint32_t id_;
   Unit unit_;

@@ -1,32 +1,32 @@
 // TransformerLM (see transformer.hpp): unit construction, buffer planning, forward and backward.
 #include "nn/transformer.hpp"
 
-#include <cstring>
+#include <vector>
 
-#include "kernels/cpu/cross_entropy.hpp"
 #include "kernels/cpu/embedding.hpp"
 
 namespace dtrain {
 
-TransformerLM::TransformerLM(const ModelConfig& c, int64_t max_batch) : c_(c), max_batch_(max_batch) {
+TransformerLM::TransformerLM(const ModelConfig& c, int64_t max_batch, ComputeDevice& device)
+    : dev_(device), c_(c), max_batch_(max_batch), arena_(device) {
   c_.validate();
   const int64_t R = max_batch * c.seq_len, d = c.dim;
   wte_ = embed_unit_.add("embed.weight", {c.vocab_size, d}, Init::xavier);
   if (c.learned_positions) wpe_ = embed_unit_.add("pos.weight", {c.seq_len, d}, Init::xavier);
   units_.push_back(&embed_unit_);
   for (int i = 0; i < c.layers; ++i) {
-    blocks_.push_back(std::make_unique<Block>(c_, i, uint32_t(i + 1), arena_, R));
+    blocks_.push_back(std::make_unique<Block>(dev_, c_, i, uint32_t(i + 1), arena_, R));
     units_.push_back(&blocks_.back()->unit());
   }
-  if (c.final_norm) norm_f_ = LayerNorm(head_unit_, "norm_f", d, c.ln_eps, arena_, R);
+  if (c.final_norm) norm_f_ = LayerNorm(dev_, head_unit_, "norm_f", d, c.ln_eps, arena_, R);
   if (!c.tied) head_w_ = head_unit_.add("head.weight", {c.vocab_size, d}, Init::xavier);
   if (c.head_bias) head_b_ = head_unit_.add("head.bias", {c.vocab_size}, Init::fan_in_uniform, d);
   units_.push_back(&head_unit_);
 
   int64_t total = 0;
   for (Unit* u : units_) total += u->numel();
-  params_ = AlignedBuffer(sizeof(float) * total);
-  grads_ = AlignedBuffer(sizeof(float) * total);
+  params_ = Buffer(dev_, sizeof(float) * total);
+  grads_ = Buffer(dev_, sizeof(float) * total);
   int64_t off = 0;
   for (Unit* u : units_) {
     u->bind(params_.f32() + off, grads_.f32() + off);
@@ -35,16 +35,51 @@ TransformerLM::TransformerLM(const ModelConfig& c, int64_t max_batch) : c_(c), m
   }
 
   pos_table_ = arena_.f32(c.seq_len * d);
-  sinusoidal_table(pos_table_, c.seq_len, d);
+  std::vector<float> table(size_t(c.seq_len * d));
+  sinusoidal_table(table.data(), c.seq_len, d);
+  dev_.upload(pos_table_, table.data(), sizeof(float) * table.size());
   h0_ = arena_.f32(R * d);
   hf_ = arena_.f32(R * d);
   dhf_ = arena_.f32(R * d);
   ws_ = Workspace{arena_.f32(R * d),          arena_.f32(R * d),          arena_.f32(R * d),
                   arena_.f32(R * d),          arena_.f32(R * 3 * d),      arena_.f32(R * c.ff_dim),
                   arena_.f32(R * c.ff_dim)};
+  inputs_ = static_cast<int32_t*>(arena_.alloc(R, DType::i32));
+  targets_ = static_cast<int32_t*>(arena_.alloc(R, DType::i32));
+  per_row_ = arena_.f32(R);
+  loss_sum_ = static_cast<double*>(arena_.alloc(2, DType::f32));
+  dev_.synchronize();  // the position table's host copy goes out of scope
 }
 
-void TransformerLM::zero_grad() { std::memset(grads_.data(), 0, grads_.size()); }
+void TransformerLM::zero_grad() { dev_.zero(grads_.data(), grads_.size()); }
+
+float* TransformerLM::host_params() {
+  if (dev_.host_accessible()) return params_.f32();
+  if (!host_params_.data()) host_params_ = Buffer(host_memory(), params_.size());
+  dev_.download(host_params_.data(), params_.data(), params_.size());
+  return host_params_.f32();
+}
+
+void TransformerLM::upload_host_params() {
+  if (dev_.host_accessible()) return;
+  dev_.upload(params_.data(), host_params_.data(), params_.size());
+  dev_.synchronize();
+}
+
+void TransformerLM::init_weights(uint64_t seed) {
+  float* host = host_params();
+  // fill the host array through the units, then point them back at the device buffers
+  for (Unit* u : units_) u->bind(host + offset_of(*u), u->grad_data());
+  init_parameters(units_, seed);
+  for (Unit* u : units_) u->bind(params_.f32() + (u->param_data() - host), u->grad_data());
+  upload_host_params();
+}
+
+const int32_t* TransformerLM::stage(const int32_t* host, int32_t* device_copy, int64_t n) {
+  if (dev_.host_accessible()) return host;
+  dev_.upload(device_copy, host, sizeof(int32_t) * size_t(n));
+  return device_copy;
+}
 
 const float* TransformerLM::head_weight() const { return c_.tied ? wte_.data() : head_w_.data(); }
 float* TransformerLM::head_weight_grad() const { return c_.tied ? wte_.grad() : head_w_.grad(); }
@@ -53,9 +88,9 @@ const float* TransformerLM::run_forward(const int32_t* inputs, const StepContext
   DT_ASSERT(ctx.B <= max_batch_ && ctx.T <= c_.seq_len);
   const int64_t rows = ctx.rows(), d = c_.dim;
   if (hooks) hooks->pre_forward(embed_unit_);
-  embedding_forward(inputs, wte_.data(), c_.learned_positions ? wpe_.data() : pos_table_, h0_, ctx.B,
+  dev_.embedding_forward(inputs, wte_.data(), c_.learned_positions ? wpe_.data() : pos_table_, h0_, ctx.B,
                     ctx.T, d);
-  dropout_forward(h0_, h0_, ctx.B, ctx.T * d, ctx.drop(0, kDropEmbed));
+  dev_.dropout_forward(h0_, h0_, ctx.B, ctx.T * d, ctx.drop(0, kDropEmbed));
   if (hooks) hooks->post_forward(embed_unit_);
   const float* h = h0_;
   for (auto& b : blocks_) {
@@ -73,7 +108,22 @@ const float* TransformerLM::run_forward(const int32_t* inputs, const StepContext
 
 double TransformerLM::forward_backward(const int32_t* inputs, const int32_t* targets,
                                        const StepContext& ctx, UnitHooks* hooks) {
+  queue_forward_backward(inputs, targets, ctx, hooks);
+  return take_loss();
+}
+
+double TransformerLM::take_loss() {
+  double loss = 0.0;
+  dev_.download(&loss, loss_sum_, sizeof loss);
+  dev_.zero(loss_sum_, sizeof(double));
+  return loss;
+}
+
+void TransformerLM::queue_forward_backward(const int32_t* host_inputs, const int32_t* host_targets,
+                                           const StepContext& ctx, UnitHooks* hooks) {
   const int64_t rows = ctx.rows(), d = c_.dim;
+  const int32_t* inputs = stage(host_inputs, inputs_, rows);
+  const int32_t* targets = stage(host_targets, targets_, rows);
   const float* h = run_forward(inputs, ctx, hooks);
   if (hooks) hooks->pre_forward(head_unit_);
   ClassifierArgs a{h, head_weight(), c_.head_bias ? head_b_.data() : nullptr, targets, rows, d,
@@ -82,7 +132,7 @@ double TransformerLM::forward_backward(const int32_t* inputs, const int32_t* tar
   a.dx = c_.final_norm ? dhf_ : ws_.grad_a;
   a.dW = head_weight_grad();
   a.dbias = c_.head_bias ? head_b_.grad() : nullptr;
-  const double loss = classifier_cross_entropy(a);
+  dev_.classifier_loss(a, nullptr, loss_sum_);
   if (hooks) hooks->post_forward(head_unit_);
 
   if (hooks) hooks->pre_backward(head_unit_);
@@ -103,29 +153,39 @@ double TransformerLM::forward_backward(const int32_t* inputs, const int32_t* tar
     std::swap(dout, dx);
   }
   if (hooks) hooks->pre_backward(embed_unit_);
-  dropout_backward(dout, dout, ctx.B, ctx.T * d, ctx.drop(0, kDropEmbed));
-  embedding_backward(inputs, dout, wte_.grad(), c_.learned_positions ? wpe_.grad() : nullptr, ctx.B,
+  dev_.dropout_backward(dout, dout, ctx.B, ctx.T * d, ctx.drop(0, kDropEmbed));
+  dev_.embedding_backward(inputs, dout, wte_.grad(), c_.learned_positions ? wpe_.grad() : nullptr, ctx.B,
                      ctx.T, d);
   if (hooks) hooks->post_backward(embed_unit_);
-  return loss;
 }
 
-double TransformerLM::forward_loss(const int32_t* inputs, const int32_t* targets, const StepContext& ctx,
+double TransformerLM::forward_loss(const int32_t* host_inputs, const int32_t* host_targets, const StepContext& ctx,
                                    float* per_row) {
   StepContext eval = ctx;
   eval.training = false;
-  const float* h = run_forward(inputs, eval, nullptr);
-  ClassifierArgs a{h, head_weight(), c_.head_bias ? head_b_.data() : nullptr, targets, ctx.rows(),
+  const int64_t rows = ctx.rows();
+  const int32_t* targets = stage(host_targets, targets_, rows);
+  const float* h = run_forward(stage(host_inputs, inputs_, rows), eval, nullptr);
+  ClassifierArgs a{h, head_weight(), c_.head_bias ? head_b_.data() : nullptr, targets, rows,
                    c_.dim, c_.vocab_size, ctx.precision};
-  return classifier_cross_entropy(a, per_row);
+  const bool host = dev_.host_accessible();
+  dev_.classifier_loss(a, per_row && !host ? per_row_ : per_row, loss_sum_);
+  if (per_row && !host) dev_.download(per_row, per_row_, sizeof(float) * size_t(rows));
+  return take_loss();
 }
 
-void TransformerLM::logits(const int32_t* inputs, const StepContext& ctx, float* out) {
+void TransformerLM::logits(const int32_t* host_inputs, const StepContext& ctx, float* out) {
   StepContext eval = ctx;
   eval.training = false;
-  const float* h = run_forward(inputs, eval, nullptr);
-  classifier_logits(h, head_weight(), c_.head_bias ? head_b_.data() : nullptr, out, ctx.rows(), c_.dim,
-                    c_.vocab_size, ctx.precision);
+  const int64_t rows = ctx.rows();
+  const float* h = run_forward(stage(host_inputs, inputs_, rows), eval, nullptr);
+  const size_t bytes = sizeof(float) * size_t(rows * c_.vocab_size);
+  Buffer on_device;  // generation and checks only: not in the step loop
+  if (!dev_.host_accessible()) on_device = Buffer(dev_, bytes);
+  float* y = on_device.data() ? on_device.f32() : out;
+  dev_.matmul(h, head_weight(), y, {rows, c_.vocab_size, c_.dim, false, true, false,
+                                    c_.head_bias ? head_b_.data() : nullptr, ctx.precision});
+  if (on_device.data()) dev_.download(out, y, bytes);
 }
 
 }  // namespace dtrain

@@ -1,6 +1,6 @@
 // TransformerLM: token embedding unit → block units → head unit (final norm, classifier, fused
-// loss). Explicit forward and backward; hooks let a caller act around every unit, the seam where
-// data and model parallelism attach. Knows nothing of ranks.
+// loss). Explicit forward and backward on a ComputeDevice; hooks let a caller act around every unit,
+// the seam where data and model parallelism attach. Knows nothing of ranks.
 #pragma once
 #include <memory>
 #include <vector>
@@ -21,22 +21,37 @@ struct UnitHooks {
 
 class TransformerLM {
  public:
-  // Plans every buffer for batches of up to max_batch samples of config.seq_len tokens.
-  TransformerLM(const ModelConfig& config, int64_t max_batch);
+  // Plans every buffer, on `device`, for batches of up to max_batch samples of config.seq_len tokens.
+  TransformerLM(const ModelConfig& config, int64_t max_batch, ComputeDevice& device = cpu_device());
   const ModelConfig& config() const { return c_; }
   const std::vector<Unit*>& units() const { return units_; }
   int64_t num_params() const { return num_params_; }
   int64_t max_batch() const { return max_batch_; }
   size_t activation_bytes() const { return arena_.bytes_used(); }
+  ComputeDevice& device() const { return dev_; }
 
-  void init_weights(uint64_t seed) { init_parameters(units_, seed); }
+  void init_weights(uint64_t seed);
   void zero_grad();
 
+  // All parameters in unit order as a host array (checkpoints read and write it): host_params()
+  // returns it up to date; after writing into it, upload_host_params() makes the model use it.
+  // On the CPU it is the model's own buffer.
+  float* host_params();
+  void upload_host_params();
+  // Offset of a unit's parameters within that array.
+  int64_t offset_of(const Unit& u) const { return u.param_data() - params_.f32(); }
+
+  // Token arrays are host memory: [B*T] each.
   // Training: loss (sum of row losses) and, accumulated into the units' gradient buffers, the
   // gradient of ctx.loss_scale * that sum. ctx.training must be true for dropout; gradients are
   // computed either way.
   double forward_backward(const int32_t* inputs, const int32_t* targets, const StepContext& ctx,
                           UnitHooks* hooks = nullptr);
+  // The same, queued on the device without waiting: the loss is added to a sum on the device that
+  // take_loss() reads (waiting then) and resets.
+  void queue_forward_backward(const int32_t* inputs, const int32_t* targets, const StepContext& ctx,
+                              UnitHooks* hooks = nullptr);
+  double take_loss();
   // Evaluation: sum of row losses, no gradients (per_row optional [B*T]).
   double forward_loss(const int32_t* inputs, const int32_t* targets, const StepContext& ctx,
                       float* per_row = nullptr);
@@ -45,13 +60,16 @@ class TransformerLM {
 
  private:
   const float* run_forward(const int32_t* inputs, const StepContext& ctx, UnitHooks* hooks);
+  // The device's copy of a host token array (the host array itself on the CPU).
+  const int32_t* stage(const int32_t* host, int32_t* device_copy, int64_t n);
   const float* head_weight() const;
   float* head_weight_grad() const;
 
+  ComputeDevice& dev_;
   ModelConfig c_;
   int64_t max_batch_;
   Arena arena_;
-  AlignedBuffer params_, grads_;
+  Buffer params_, grads_, host_params_;
   int64_t num_params_ = 0;
   std::vector<Unit*> units_;
   Unit embed_unit_{"embed"}, head_unit_{"head"};
@@ -63,6 +81,9 @@ class TransformerLM {
   float* h0_;         // embedding output [rows, d]
   float* hf_;         // final norm output [rows, d]
   float* dhf_;        // its gradient [rows, d]
+  int32_t *inputs_, *targets_;  // device copies of the batch's tokens [rows]
+  float* per_row_;    // row losses [rows] (evaluation on a device)
+  double* loss_sum_;  // on the device
   Workspace ws_;
 };
 

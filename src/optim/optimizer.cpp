@@ -4,8 +4,6 @@
 #include <cmath>
 
 #include "core/error.hpp"
-#include "kernels/cpu/optimizer.hpp"
-#include "kernels/cpu/reduce.hpp"
 
 namespace dtrain {
 
@@ -30,12 +28,12 @@ void OptimizerConfig::validate() const {
   require(warmup_steps >= 0, "optim.warmup_steps must not be negative");
 }
 
-Optimizer::Optimizer(const OptimizerConfig& c, std::vector<ParamShard> shards)
-    : c_(c), shards_(std::move(shards)) {
+Optimizer::Optimizer(const OptimizerConfig& c, std::vector<ParamShard> shards, ComputeDevice& device)
+    : c_(c), shards_(std::move(shards)), dev_(device), norm_sq_(device, sizeof(double)) {
   c_.validate();
   for (const auto& s : shards_) {
-    m_.emplace_back(sizeof(float) * s.numel);
-    if (c_.name == "adamw") v_.emplace_back(sizeof(float) * s.numel);
+    m_.emplace_back(dev_, sizeof(float) * s.numel);
+    if (c_.name == "adamw") v_.emplace_back(dev_, sizeof(float) * s.numel);
   }
 }
 
@@ -49,18 +47,17 @@ float Optimizer::lr_at(int64_t step, int64_t total) const {
   return float(c_.lr * (floor + (1.0 - floor) * f));
 }
 
-double Optimizer::grad_norm() const {
+double Optimizer::grad_norm() {
+  double* acc = static_cast<double*>(norm_sq_.data());
+  dev_.zero(acc, sizeof(double));
+  for (const auto& sh : shards_) dev_.sumsq(sh.grad, sh.numel, acc);
   double s = 0;
-  for (const auto& sh : shards_) s += sumsq_deterministic(sh.grad, sh.numel);
+  dev_.download(&s, acc, sizeof s);
   return std::sqrt(s);
 }
 
 void Optimizer::scale_grads(float f) {
-  for (const auto& sh : shards_) {
-    float* g = sh.grad;
-#pragma omp parallel for simd schedule(static)
-    for (int64_t i = 0; i < sh.numel; ++i) g[i] *= f;
-  }
+  for (const auto& sh : shards_) dev_.scale(sh.grad, f, sh.numel);
 }
 
 void Optimizer::step(float lr) {
@@ -68,21 +65,37 @@ void Optimizer::step(float lr) {
   for (size_t i = 0; i < shards_.size(); ++i) {
     const auto& s = shards_[i];
     if (c_.name == "adamw")
-      adamw_update(s.param, s.grad, m_[i].f32(), v_[i].f32(), s.numel,
+      dev_.adamw_update(s.param, s.grad, m_[i].f32(), v_[i].f32(), s.numel,
                    {lr, c_.beta1, c_.beta2, c_.eps, c_.weight_decay, step_});
     else
-      sgd_update(s.param, s.grad, m_[i].f32(), s.numel, {lr, c_.momentum, c_.weight_decay, step_ == 1});
+      dev_.sgd_update(s.param, s.grad, m_[i].f32(), s.numel, {lr, c_.momentum, c_.weight_decay, step_ == 1});
   }
 }
 
 std::vector<Optimizer::StateView> Optimizer::state() {
+  const bool host = dev_.host_accessible();
+  if (!host && host_m_.empty()) {
+    for (const auto& b : m_) host_m_.emplace_back(host_memory(), b.size());
+    for (const auto& b : v_) host_v_.emplace_back(host_memory(), b.size());
+  }
   std::vector<StateView> out;
   for (size_t i = 0; i < shards_.size(); ++i) {
-    out.push_back({(c_.name == "adamw" ? "exp_avg." : "momentum.") + std::to_string(i), m_[i].f32(),
-                   shards_[i].numel});
-    if (c_.name == "adamw") out.push_back({"exp_avg_sq." + std::to_string(i), v_[i].f32(), shards_[i].numel});
+    float* m = host ? m_[i].f32() : host_m_[i].f32();
+    if (!host) dev_.download(m, m_[i].data(), m_[i].size());
+    out.push_back({(c_.name == "adamw" ? "exp_avg." : "momentum.") + std::to_string(i), m, shards_[i].numel});
+    if (c_.name != "adamw") continue;
+    float* v = host ? v_[i].f32() : host_v_[i].f32();
+    if (!host) dev_.download(v, v_[i].data(), v_[i].size());
+    out.push_back({"exp_avg_sq." + std::to_string(i), v, shards_[i].numel});
   }
   return out;
+}
+
+void Optimizer::upload_state() {
+  if (dev_.host_accessible()) return;
+  for (size_t i = 0; i < m_.size(); ++i) dev_.upload(m_[i].data(), host_m_[i].data(), m_[i].size());
+  for (size_t i = 0; i < v_.size(); ++i) dev_.upload(v_[i].data(), host_v_[i].data(), v_[i].size());
+  dev_.synchronize();
 }
 
 }  // namespace dtrain

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "kernels/device.hpp"
 #include "nn/unit.hpp"
-#include "tensor/arena.hpp"
 
 namespace dtrain {
 
@@ -36,11 +36,13 @@ struct OptimizerConfig {
 
 class Optimizer {
  public:
-  Optimizer(const OptimizerConfig& c, std::vector<ParamShard> shards);
+  // The shards and the optimizer state live on `device`; updates run there.
+  Optimizer(const OptimizerConfig& c, std::vector<ParamShard> shards, ComputeDevice& device = cpu_device());
   // Learning rate used by step number `step` (0-based) of `total_steps`.
   float lr_at(int64_t step, int64_t total_steps) const;
   // Global gradient norm (over these shards; a sharded caller sums squares across ranks first).
-  double grad_norm() const;
+  // On a GPU this waits for the device.
+  double grad_norm();
   // Scales gradients so their global norm is at most max_norm; returns the norm before.
   void scale_grads(float factor);
   // One update with learning rate lr.
@@ -48,19 +50,25 @@ class Optimizer {
   int64_t steps_taken() const { return step_; }
   const OptimizerConfig& config() const { return c_; }
 
-  // State for checkpoints: named flat buffers (e.g. "exp_avg.0") plus the step counter.
+  // State for checkpoints: named flat host buffers (e.g. "exp_avg.0") plus the step counter;
+  // state() returns them up to date, and after writing into them, upload_state() makes the
+  // optimizer use them (both no-ops on the CPU, where they are the state itself).
   struct StateView {
     std::string name;
     float* data;
     int64_t numel;
   };
   std::vector<StateView> state();
+  void upload_state();
   void set_steps_taken(int64_t s) { step_ = s; }
 
  private:
   OptimizerConfig c_;
   std::vector<ParamShard> shards_;
-  std::vector<AlignedBuffer> m_, v_;
+  ComputeDevice& dev_;
+  std::vector<Buffer> m_, v_;
+  std::vector<Buffer> host_m_, host_v_;  // host copies for checkpoints (devices other than the CPU)
+  Buffer norm_sq_;                       // one double on the device
   int64_t step_ = 0;
 };
 

@@ -24,10 +24,30 @@ AlignedBuffer::AlignedBuffer(size_t bytes) : bytes_(bytes) {
   ptr_.reset(p);
 }
 
+namespace {
+class HostMemory final : public Memory {
+ public:
+  void* allocate_zeroed(size_t bytes) override {
+    const size_t rounded = bytes == 0 ? 64 : (bytes + 63) / 64 * 64;
+    void* p = std::aligned_alloc(64, rounded);
+    if (!p) throw std::bad_alloc();
+    std::memset(p, 0, rounded);
+    return p;
+  }
+  void release(void* p) override { std::free(p); }
+  bool host_accessible() const override { return true; }
+};
+}  // namespace
+
+Memory& host_memory() {
+  static HostMemory m;
+  return m;
+}
+
 void* Arena::alloc(int64_t n, DType dtype) {
   const size_t bytes = (size_t(n) * dtype_size(dtype) + 63) / 64 * 64;
   if (chunks_.empty() || offset_ + bytes > chunks_.back().size()) {
-    chunks_.emplace_back(bytes > chunk_bytes_ ? bytes : chunk_bytes_);
+    chunks_.emplace_back(*memory_, bytes > chunk_bytes_ ? bytes : chunk_bytes_);
     offset_ = 0;
   }
   void* p = static_cast<char*>(chunks_.back().data()) + offset_;

@@ -1,11 +1,13 @@
-// Arena: 64-byte-aligned memory handed out by bumping a pointer. Buffers are carved from it when a
-// model is planned (before the step loop) and reused every step, so the loop never allocates.
+// Arena: 64-byte-aligned memory (host or device) handed out by bumping a pointer. Buffers are carved
+// from it when a model is planned (before the step loop) and reused every step, so the loop never
+// allocates.
 #pragma once
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <vector>
 
+#include "tensor/memory.hpp"
 #include "tensor/tensor.hpp"
 
 namespace dtrain {
@@ -29,15 +31,17 @@ class AlignedBuffer {
 
 class Arena {
  public:
-  explicit Arena(size_t chunk_bytes = size_t(64) << 20) : chunk_bytes_(chunk_bytes) {}
+  explicit Arena(Memory& memory = host_memory(), size_t chunk_bytes = size_t(64) << 20)
+      : memory_(&memory), chunk_bytes_(chunk_bytes) {}
   // Zeroed memory for n elements, valid for the arena's lifetime.
   void* alloc(int64_t n, DType dtype);
   float* f32(int64_t n) { return static_cast<float*>(alloc(n, DType::f32)); }
   size_t bytes_used() const { return used_; }
 
  private:
+  Memory* memory_;
   size_t chunk_bytes_;
-  std::vector<AlignedBuffer> chunks_;
+  std::vector<Buffer> chunks_;
   size_t offset_ = 0;  // within the last chunk
   size_t used_ = 0;
 };

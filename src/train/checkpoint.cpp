@@ -41,10 +41,11 @@ TrainerState TrainerState::from_json(const Json& j) {
 
 std::vector<SafeTensorView> weight_views(TransformerLM& model) {
   std::vector<SafeTensorView> v;
+  float* host = model.host_params();
   for (Unit* u : model.units())
     for (size_t i = 0; i < u->params().size(); ++i) {
       const ParamInfo& p = u->params()[i];
-      v.push_back({p.name, DType::f32, p.shape, u->param_data() + p.offset});
+      v.push_back({p.name, DType::f32, p.shape, host + model.offset_of(*u) + p.offset});
     }
   return v;
 }
@@ -102,6 +103,7 @@ void load_checkpoint(const std::string& dir, TransformerLM& model, Optimizer* op
                             "): use the config it was trained with, or start a new run dir");
   SafetensorsFile f(dir + "/model.safetensors");
   for (const auto& v : weight_views(model)) f.read_into(v.name, DType::f32, v.shape, const_cast<void*>(v.data));
+  model.upload_host_params();
   if (opt) {
     const std::string path = dir + "/optimizer.safetensors";
     require(fs::exists(path), "checkpoint " + dir + " has no optimizer state: resume from a full "
@@ -110,6 +112,7 @@ void load_checkpoint(const std::string& dir, TransformerLM& model, Optimizer* op
     require(o.metadata().count("optimizer") && o.metadata().at("optimizer") == opt->config().name,
             path + " holds state of another optimizer: resume with the same optim.name");
     for (const auto& s : opt->state()) o.read_into(s.name, DType::f32, {s.numel}, s.data);
+    opt->upload_state();
     opt->set_steps_taken(std::stoll(o.metadata().at("steps")));
   }
   if (state) *state = TrainerState::from_json(Json::parse(read_file(dir + "/trainer.json")));

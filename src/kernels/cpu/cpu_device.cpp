@@ -1,0 +1,107 @@
+// The CPU as a ComputeDevice: host memory, copies as memcpy, and the kernels of this folder.
+#include <chrono>
+#include <cstring>
+#include <omp.h>
+
+#include "kernels/cpu/embedding.hpp"
+#include "kernels/cpu/layernorm.hpp"
+#include "kernels/cpu/reduce.hpp"
+#include "kernels/device.hpp"
+
+namespace dtrain {
+
+namespace {
+
+class CpuDevice final : public ComputeDevice {
+ public:
+  DeviceKind kind() const override { return DeviceKind::cpu; }
+  std::string describe() const override { return "cpu (" + std::to_string(omp_get_max_threads()) + " threads)"; }
+  void* allocate_zeroed(size_t bytes) override { return host_memory().allocate_zeroed(bytes); }
+  void release(void* p) override { host_memory().release(p); }
+  bool host_accessible() const override { return true; }
+  void zero(void* p, size_t bytes) override { std::memset(p, 0, bytes); }
+  void copy(void* dst, const void* src, size_t bytes) override {
+    if (dst != src) std::memcpy(dst, src, bytes);
+  }
+  void upload(void* dst, const void* host, size_t bytes) override { copy(dst, host, bytes); }
+  void download(void* host, const void* src, size_t bytes) override { copy(host, src, bytes); }
+  void synchronize() override {}
+  void timer_start() override { mark_ = std::chrono::steady_clock::now(); }
+  double timer_seconds() override {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - mark_).count();
+  }
+
+  void matmul(const float* A, const float* B, float* C, const MatmulArgs& a) override { dtrain::matmul(A, B, C, a); }
+  void colsum_accumulate(const float* x, float* out, int64_t rows, int64_t cols) override {
+    dtrain::colsum_accumulate(x, out, rows, cols);
+  }
+  void add(const float* a, const float* b, float* out, int64_t n) override {
+#pragma omp parallel for simd schedule(static)
+    for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
+  }
+  void scale(float* x, float f, int64_t n) override {
+#pragma omp parallel for simd schedule(static)
+    for (int64_t i = 0; i < n; ++i) x[i] *= f;
+  }
+  void sumsq(const float* x, int64_t n, double* out) override { *out += sumsq_deterministic(x, n); }
+  void layernorm_forward(const float* x, const float* g, const float* b, float* y, float* mean, float* rstd,
+                         int64_t rows, int64_t dim, float eps) override {
+    dtrain::layernorm_forward(x, g, b, y, mean, rstd, rows, dim, eps);
+  }
+  void layernorm_backward(const float* dy, const float* x, const float* g, const float* mean, const float* rstd,
+                          float* dx, float* dg, float* db, int64_t rows, int64_t dim, bool acc) override {
+    dtrain::layernorm_backward(dy, x, g, mean, rstd, dx, dg, db, rows, dim, acc);
+  }
+  void attention_forward(const float* qkv, float* out, float* probs, const AttentionShape& s,
+                         const DropoutSpec& drop) override {
+    dtrain::attention_forward(qkv, out, probs, s, drop);
+  }
+  void attention_backward(const float* dout, const float* qkv, const float* probs, float* dqkv,
+                          const AttentionShape& s, const DropoutSpec& drop) override {
+    dtrain::attention_backward(dout, qkv, probs, dqkv, s, drop);
+  }
+  void activation_forward(Activation a, const float* x, float* y, int64_t n) override {
+    dtrain::activation_forward(a, x, y, n);
+  }
+  void activation_backward(Activation a, const float* x, const float* dy, float* dx, int64_t n) override {
+    dtrain::activation_backward(a, x, dy, dx, n);
+  }
+  void relu_backward_from_output(const float* y, const float* dy, float* dx, int64_t n, float scale) override {
+    dtrain::relu_backward_from_output(y, dy, dx, n, scale);
+  }
+  void dropout_forward(const float* x, float* y, int64_t samples, int64_t per, const DropoutSpec& s) override {
+    dtrain::dropout_forward(x, y, samples, per, s);
+  }
+  void dropout_backward(const float* dy, float* dx, int64_t samples, int64_t per, const DropoutSpec& s) override {
+    dtrain::dropout_backward(dy, dx, samples, per, s);
+  }
+  void embedding_forward(const int32_t* tokens, const float* wte, const float* pos, float* out, int64_t B,
+                         int64_t T, int64_t d) override {
+    dtrain::embedding_forward(tokens, wte, pos, out, B, T, d);
+  }
+  void embedding_backward(const int32_t* tokens, const float* dout, float* dwte, float* dpos, int64_t B, int64_t T,
+                          int64_t d) override {
+    dtrain::embedding_backward(tokens, dout, dwte, dpos, B, T, d);
+  }
+  void classifier_loss(const ClassifierArgs& a, float* per_row, double* loss_sum) override {
+    *loss_sum += classifier_cross_entropy(a, per_row);
+  }
+  void adamw_update(float* p, const float* g, float* m, float* v, int64_t n, const AdamWHyper& h) override {
+    dtrain::adamw_update(p, g, m, v, n, h);
+  }
+  void sgd_update(float* p, const float* g, float* buf, int64_t n, const SgdHyper& h) override {
+    dtrain::sgd_update(p, g, buf, n, h);
+  }
+
+ private:
+  std::chrono::steady_clock::time_point mark_;
+};
+
+}  // namespace
+
+ComputeDevice& cpu_device() {
+  static CpuDevice d;
+  return d;
+}
+
+}  // namespace dtrain

@@ -1,0 +1,90 @@
+// ComputeDevice: everything the model, optimizer and trainer run on a device behind one interface:
+// its memory, copies to and from the host, and the kernel families. CpuDevice (kernels/cpu) and
+// CudaDevice (kernels/cuda) implement it, so model code is written once.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "kernels/cpu/activation.hpp"
+#include "kernels/cpu/attention.hpp"
+#include "kernels/cpu/cross_entropy.hpp"
+#include "kernels/cpu/dropout.hpp"
+#include "kernels/cpu/matmul.hpp"
+#include "kernels/cpu/optimizer.hpp"
+#include "tensor/memory.hpp"
+
+namespace dtrain {
+
+enum class DeviceKind { cpu, cuda };
+
+// Work on a device is queued in order (on a CPU it runs at once); only download() and
+// synchronize() wait for it. Pointers given to the kernels are the device's own memory.
+class ComputeDevice : public Memory {
+ public:
+  virtual DeviceKind kind() const = 0;
+  virtual std::string describe() const = 0;  // e.g. "cuda:0 (NVIDIA H100 80GB HBM3, sm_90, 79.1 GiB)"
+  // Local device index (which GPU); 0 on the CPU.
+  virtual int index() const { return 0; }
+
+  // Memory and copies. upload() may return before the copy ends (the host data is staged first).
+  virtual void zero(void* p, size_t bytes) = 0;
+  virtual void copy(void* dst, const void* src, size_t bytes) = 0;
+  virtual void upload(void* dst, const void* host, size_t bytes) = 0;
+  virtual void download(void* host, const void* src, size_t bytes) = 0;
+  virtual void synchronize() = 0;
+  // The stream the kernels are queued on (cudaStream_t), for libraries that must order with them.
+  virtual void* stream() const { return nullptr; }
+  // Most device memory in use at once so far, in bytes (0 where not tracked).
+  virtual size_t peak_bytes() const { return 0; }
+
+  // Timing on the device's own clock (CUDA events on a GPU): timer_start() marks the queue;
+  // timer_seconds() waits for the queue and returns the device time since that mark.
+  virtual void timer_start() = 0;
+  virtual double timer_seconds() = 0;
+
+  // Kernels: the contracts of the kernels/cpu headers of the same names.
+  virtual void matmul(const float* A, const float* B, float* C, const MatmulArgs& a) = 0;
+  virtual void colsum_accumulate(const float* x, float* out, int64_t rows, int64_t cols) = 0;
+  virtual void add(const float* a, const float* b, float* out, int64_t n) = 0;  // out = a + b
+  virtual void scale(float* x, float f, int64_t n) = 0;
+  // *out += sum of squares of x[0..n) (out is device memory, a double).
+  virtual void sumsq(const float* x, int64_t n, double* out) = 0;
+  virtual void layernorm_forward(const float* x, const float* gamma, const float* beta, float* y, float* mean,
+                                 float* rstd, int64_t rows, int64_t dim, float eps) = 0;
+  virtual void layernorm_backward(const float* dy, const float* x, const float* gamma, const float* mean,
+                                  const float* rstd, float* dx, float* dgamma, float* dbeta, int64_t rows,
+                                  int64_t dim, bool accumulate_dx) = 0;
+  virtual void attention_forward(const float* qkv, float* out, float* probs, const AttentionShape& s,
+                                 const DropoutSpec& drop) = 0;
+  virtual void attention_backward(const float* dout, const float* qkv, const float* probs, float* dqkv,
+                                  const AttentionShape& s, const DropoutSpec& drop) = 0;
+  virtual void activation_forward(Activation a, const float* x, float* y, int64_t n) = 0;
+  virtual void activation_backward(Activation a, const float* x, const float* dy, float* dx, int64_t n) = 0;
+  virtual void relu_backward_from_output(const float* y, const float* dy, float* dx, int64_t n, float scale) = 0;
+  virtual void dropout_forward(const float* x, float* y, int64_t samples, int64_t per_sample,
+                               const DropoutSpec& s) = 0;
+  virtual void dropout_backward(const float* dy, float* dx, int64_t samples, int64_t per_sample,
+                                const DropoutSpec& s) = 0;
+  virtual void embedding_forward(const int32_t* tokens, const float* wte, const float* pos, float* out, int64_t B,
+                                 int64_t T, int64_t d) = 0;
+  virtual void embedding_backward(const int32_t* tokens, const float* dout, float* dwte, float* dpos, int64_t B,
+                                  int64_t T, int64_t d) = 0;
+  // classifier_cross_entropy, with the loss sum added to *loss_sum (device memory, a double).
+  virtual void classifier_loss(const ClassifierArgs& a, float* per_row, double* loss_sum) = 0;
+  virtual void adamw_update(float* p, const float* g, float* m, float* v, int64_t n, const AdamWHyper& h) = 0;
+  virtual void sgd_update(float* p, const float* g, float* buf, int64_t n, const SgdHyper& h) = 0;
+};
+
+// The process's CPU device.
+ComputeDevice& cpu_device();
+
+// "cpu", "cuda" (the GPU of this process's local rank: local_rank mod the GPUs visible) or
+// "cuda:N". Throws naming the fix when CUDA was not built in or no GPU is visible.
+std::shared_ptr<ComputeDevice> make_device(const std::string& name, int local_rank);
+
+// Whether this build includes the CUDA backend; the number of GPUs visible (0 without CUDA).
+bool cuda_built();
+int cuda_device_count();
+
+}  // namespace dtrain
