@@ -4,19 +4,32 @@
 #include <array>
 #include <cstdint>
 
+#if defined(__CUDACC__)
+#define DT_HOST_DEVICE __host__ __device__
+#else
+#define DT_HOST_DEVICE
+#endif
+
 namespace dtrain {
+
+// Ten Philox rounds on counter c with key (k0, k1), in place; host and GPU share this code.
+DT_HOST_DEVICE inline void philox10(uint32_t c[4], uint32_t k0, uint32_t k1) {
+  constexpr uint32_t M0 = 0xD2511F53u, M1 = 0xCD9E8D57u, W0 = 0x9E3779B9u, W1 = 0xBB67AE85u;
+  for (int r = 0; r < 10; ++r) {
+    const uint64_t p0 = uint64_t(M0) * c[0], p1 = uint64_t(M1) * c[2];
+    const uint32_t n0 = uint32_t(p1 >> 32) ^ c[1] ^ k0, n2 = uint32_t(p0 >> 32) ^ c[3] ^ k1;
+    c[1] = uint32_t(p1);
+    c[3] = uint32_t(p0);
+    c[0] = n0;
+    c[2] = n2;
+    k0 += W0;
+    k1 += W1;
+  }
+}
 
 struct Philox {
   static std::array<uint32_t, 4> block(std::array<uint32_t, 4> ctr, std::array<uint32_t, 2> key) {
-    constexpr uint32_t M0 = 0xD2511F53u, M1 = 0xCD9E8D57u, W0 = 0x9E3779B9u, W1 = 0xBB67AE85u;
-    for (int r = 0; r < 10; ++r) {
-      uint64_t p0 = uint64_t(M0) * ctr[0];
-      uint64_t p1 = uint64_t(M1) * ctr[2];
-      ctr = {uint32_t(p1 >> 32) ^ ctr[1] ^ key[0], uint32_t(p1), uint32_t(p0 >> 32) ^ ctr[3] ^ key[1],
-             uint32_t(p0)};
-      key[0] += W0;
-      key[1] += W1;
-    }
+    philox10(ctr.data(), key[0], key[1]);
     return ctr;
   }
 };

@@ -70,7 +70,8 @@ World::~World() {
   all_.reset();  // joins the communication thread before the device and store go
 }
 
-std::shared_ptr<ProcessGroup> World::new_group(const std::vector<int>& ranks, const std::string& name) {
+std::shared_ptr<ProcessGroup> World::new_group(const std::vector<int>& ranks, const std::string& name,
+                                               const BackendFactory& make) {
   const int id = groups_made_++;
   int me = -1;
   for (size_t i = 0; i < ranks.size(); ++i) {
@@ -92,7 +93,8 @@ std::shared_ptr<ProcessGroup> World::new_group(const std::vector<int>& ranks, co
   require(missing.empty(), "process group '" + name + "' (" + std::to_string(ranks.size()) + " ranks) setup: rank(s) " +
                                list_ranks(missing) + " did not join within " + std::to_string(timeout_.count() / 1000) +
                                " s (not started, crashed before joining, or on a node that cannot reach the store)");
-  auto backend = connect_gloo(gs, me, int(ranks.size()), device_, timeout_, name);
+  auto backend = make ? make(gs, me, int(ranks.size()), timeout_, name)
+                      : connect_gloo(gs, me, int(ranks.size()), device_, timeout_, name);
   return std::make_shared<ProcessGroup>(name, ranks, me, timeout_, liveness_, std::move(backend));
 }
 

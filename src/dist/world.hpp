@@ -1,6 +1,7 @@
 // The job as this process sees it: its place (DistEnv), the store, the group of all ranks and
 // the sub-groups made from it. A single process gets a world of one with no network at all.
 #pragma once
+#include <functional>
 #include <memory>
 
 #include "dist/env.hpp"
@@ -28,9 +29,16 @@ class World {
   ProcessGroup& all() { return *all_; }
   Store* store() { return store_.get(); }
 
-  // A group of the given global ranks. Collective: every rank of the world calls it with the
-  // same arguments, in the same order; non-members get nullptr.
-  std::shared_ptr<ProcessGroup> new_group(const std::vector<int>& ranks, const std::string& name);
+  // Makes a group's backend (NCCL, …) from the group's own store scope, this member's group rank,
+  // the group size, the timeout and the group's name.
+  using BackendFactory =
+      std::function<std::unique_ptr<Backend>(Store&, int rank, int size, Millis timeout, const std::string& name)>;
+
+  // A group of the given global ranks, over Gloo unless `make` builds another backend (a world of
+  // one process always gets the trivial backend). Collective: every rank of the world calls it
+  // with the same arguments, in the same order; non-members get nullptr.
+  std::shared_ptr<ProcessGroup> new_group(const std::vector<int>& ranks, const std::string& name,
+                                          const BackendFactory& make = nullptr);
 
   // Where the ranks run, e.g. "node01: ranks 0-3; node02: ranks 4-7" (collective).
   std::string layout();

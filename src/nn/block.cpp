@@ -27,7 +27,7 @@ Block::Block(ComputeDevice& dev, const ModelConfig& c, int i, uint32_t unit_id, 
 
 void Block::attn_forward(const float* u, float* a_out, const StepContext& ctx) {
   qkv_.forward(u, qkv_buf_, ctx.rows(), ctx.precision);
-  AttentionShape s{ctx.B, ctx.T, c_.heads, c_.dim / c_.heads, c_.causal};
+  AttentionShape s{ctx.B, ctx.T, c_.heads, c_.dim / c_.heads, c_.causal, ctx.precision};
   dev_.attention_forward(qkv_buf_, ctx_, probs_, s, ctx.drop(id_, kDropAttnProbs));
   out_.forward(ctx_, a_out, ctx.rows(), ctx.precision);
 }
@@ -36,7 +36,7 @@ void Block::attn_backward(const float* u, const float* da, float* du, bool accum
                           const StepContext& ctx, const Workspace& ws) {
   const int64_t rows = ctx.rows();
   out_.backward(ctx_, da, ws.tmp2, rows, false, ctx.precision);
-  AttentionShape s{ctx.B, ctx.T, c_.heads, c_.dim / c_.heads, c_.causal};
+  AttentionShape s{ctx.B, ctx.T, c_.heads, c_.dim / c_.heads, c_.causal, ctx.precision};
   dev_.attention_backward(ws.tmp2, qkv_buf_, probs_, ws.grad_qkv, s, ctx.drop(id_, kDropAttnProbs));
   qkv_.backward(u, ws.grad_qkv, du, rows, accumulate, ctx.precision);
 }

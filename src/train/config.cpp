@@ -120,6 +120,7 @@ const std::map<std::string, Key>& keys() {
        {"int", [](RunConfig& c, const std::string& v) { c.train.threads = int(parse_int("train.threads", v, "--set")); },
         [](const RunConfig& c) { return Json(c.train.threads); }}},
       CHOICE_KEY("train.precision", train.precision, "f32|bf16"),
+      STRING_KEY("train.device", train.device),
       FLOAT_KEY("train.lr", optim.lr),
       INT_KEY("train.eval_every", train.eval_every),
       INT_KEY("train.eval_max_batches", train.eval_max_batches),
@@ -149,7 +150,8 @@ std::vector<std::string> RunConfig::known_keys() {
   return out;
 }
 
-void RunConfig::set(const std::string& key, const std::string& value, const std::string& origin) {
+void RunConfig::set(const std::string& key_given, const std::string& value, const std::string& origin) {
+  const std::string key = key_given == "device" ? "train.device" : key_given;  // `--set device=cuda`
   auto it = keys().find(key);
   if (it == keys().end()) {
     std::string section = key.substr(0, key.find('.') + 1), same;
@@ -199,6 +201,8 @@ void RunConfig::load_toml(const std::string& path) {
 }
 
 void RunConfig::validate() const {
+  require(train.device == "cpu" || train.device == "cuda" || train.device.rfind("cuda:", 0) == 0,
+          "train.device = \"" + train.device + "\" is unknown: use cpu, cuda (one GPU per local rank) or cuda:N");
   ModelConfig m = model;
   if (m.vocab_size == 0) m.vocab_size = 1;  // comes from the data
   m.validate();

@@ -17,6 +17,9 @@
 #include "metrics/progress.hpp"
 #include "metrics/tensorboard.hpp"
 #include "parallel/ddp.hpp"
+#ifdef DTRAIN_HAVE_CUDA
+#include "dist/nccl/nccl_backend.hpp"
+#endif
 
 namespace fs = std::filesystem;
 
@@ -61,14 +64,18 @@ struct Trainer::Impl {
   std::string data_dir;
   TokenFile train_tokens, valid_tokens, test_tokens;
   std::unique_ptr<WindowDataset> train_set, valid_set, test_set;
+  std::shared_ptr<ComputeDevice> dev;
   std::unique_ptr<TransformerLM> model;
   std::unique_ptr<Optimizer> opt;
   TrainerState st;
   Precision precision = Precision::f32;
   std::unique_ptr<JsonlWriter> jsonl;
   std::unique_ptr<TensorBoardWriter> tb;
+  std::shared_ptr<ProcessGroup> grad_group;  // the gradients' group: NCCL on GPUs, else the world's
   std::unique_ptr<DataParallel> ddp;
   int dp = 1, dp_rank = 0;
+  double device_seconds = 0.0;  // step time on the device's clock
+  double loss_read = 0.0, loss_divisor = 0.0;  // see train_step
 
   static TokenFile open_split(const std::string& dir, const std::string& split) {
     const std::string p = dir + "/" + split + ".bin";
@@ -102,9 +109,10 @@ struct Trainer::Impl {
     require(cfg.parallel.dp == 0 || cfg.parallel.dp == dp,
             "parallel.dp = " + std::to_string(cfg.parallel.dp) + " but the job has " + std::to_string(dp) +
                 " ranks: data parallel is the only layout so far, so use parallel.dp=0 (all ranks)");
-    model = std::make_unique<TransformerLM>(cfg.model, cfg.train.batch_size);
+    dev = make_device(cfg.train.device, world.env().local_rank);
+    model = std::make_unique<TransformerLM>(cfg.model, cfg.train.batch_size, *dev);
     model->init_weights(cfg.train.seed);
-    opt = std::make_unique<Optimizer>(cfg.optim, unit_shards(model->units()));
+    opt = std::make_unique<Optimizer>(cfg.optim, unit_shards(model->units()), *dev);
     // After dtrun restarted the workers, continue from the latest checkpoint if there is one.
     const bool restarted = world.env().restart_count > 0;
     if (restarted && !resume && !latest_checkpoint(run_dir).empty()) resume = true;
@@ -120,7 +128,8 @@ struct Trainer::Impl {
                     (long long)st.epoch + 1);
     }
     if (dp > 1) {
-      ddp = std::make_unique<DataParallel>(model->units(), world.all(), size_t(cfg.parallel.bucket_mb * (1 << 20)));
+      grad_group = gradient_group();
+      ddp = std::make_unique<DataParallel>(model->units(), *grad_group, size_t(cfg.parallel.bucket_mb * (1 << 20)));
       ddp->broadcast_parameters();  // every rank starts from rank 0's weights
     }
     world.all().barrier();  // every rank has checked the run dir before rank 0 writes into it
@@ -130,6 +139,21 @@ struct Trainer::Impl {
       jsonl = std::make_unique<JsonlWriter>(run_dir + "/metrics.jsonl");
       tb = std::make_unique<TensorBoardWriter>(run_dir);
     }
+  }
+
+  // Gradients live where the model does: on GPUs they are reduced by NCCL, on the CPU by Gloo.
+  std::shared_ptr<ProcessGroup> gradient_group() {
+    std::vector<int> all;
+    for (int r = 0; r < world.size(); ++r) all.push_back(r);
+    if (dev->kind() == DeviceKind::cpu) return world.new_group(all, "grads");
+#ifdef DTRAIN_HAVE_CUDA
+    ComputeDevice* d = dev.get();
+    return world.new_group(all, "grads", [d](Store& st, int rank, int size, Millis timeout, const std::string& name) {
+      return connect_nccl(st, rank, size, d->index(), d->stream(), timeout, name);
+    });
+#else
+    throw Error("internal: a GPU device in a build without CUDA");
+#endif
   }
 
   // Mean over the data-parallel ranks of per-rank values (every rank calls it at the same point).
@@ -169,14 +193,20 @@ struct Trainer::Impl {
     return std::min(cfg.train.batch_size, sampler.size() - b * cfg.train.batch_size);
   }
 
-  // One optimizer step over `micro` loader batches; returns the sum of their mean losses.
-  double train_step(BatchLoader& loader, const DistributedSampler& sampler, int64_t micro, Batch& batch,
+  // One optimizer step's forward and backward over `micro` loader batches, queued on the device.
+  // The sum of the micro-batches' mean losses is read by step_loss() after the optimizer step (no
+  // wait inside the step), unless the micro-batches differ in size (an epoch's last step).
+  void train_step(BatchLoader& loader, const DistributedSampler& sampler, int64_t micro, Batch& batch,
                     int64_t& rows_done) {
     const int64_t T = cfg.model.seq_len;
     int64_t step_rows = 0;
-    for (int64_t m = 0; m < micro; ++m) step_rows += rows_of(sampler, st.batch_in_epoch + m);
+    bool uneven = false;
+    for (int64_t m = 0; m < micro; ++m) {
+      step_rows += rows_of(sampler, st.batch_in_epoch + m);
+      uneven = uneven || rows_of(sampler, st.batch_in_epoch + m) != rows_of(sampler, st.batch_in_epoch);
+    }
     model->zero_grad();
-    double loss_sum = 0.0;
+    loss_read = 0.0;
     rows_done = 0;
     for (int64_t m = 0; m < micro; ++m) {
       require(loader.next(batch), "internal: the loader ran out of batches mid-step");
@@ -194,15 +224,19 @@ struct Trainer::Impl {
       ctx.loss_scale = 1.0f / float(step_rows * T);
       ctx.precision = precision;
       if (ddp) ddp->set_sync(m == micro - 1);
-      const double loss = model->forward_backward(batch.input.data(), batch.target.data(), ctx, ddp.get()) /
-                          double(batch.rows * T);
-      require(std::isfinite(loss), "training diverged at step " + std::to_string(st.global_step) +
-                                       " (loss is not finite): lower train.lr or set optim.grad_clip");
-      loss_sum += loss;
+      model->queue_forward_backward(batch.input.data(), batch.target.data(), ctx, ddp.get());
+      if (uneven) loss_read += model->take_loss() / double(batch.rows * T);
       rows_done += batch.rows;
     }
     if (ddp) ddp->finish_gradients();
-    return loss_sum;
+    loss_divisor = uneven ? 0.0 : double(rows_done / micro * T);
+  }
+
+  double step_loss() {
+    const double loss = loss_divisor > 0 ? loss_read + model->take_loss() / loss_divisor : loss_read;
+    require(std::isfinite(loss), "training diverged at step " + std::to_string(st.global_step) +
+                                     " (loss is not finite): lower train.lr or set optim.grad_clip");
+    return loss;
   }
 
   void run() {
@@ -221,8 +255,12 @@ struct Trainer::Impl {
                   (long long)cfg.model.vocab_size, (long long)train_set->size(), (long long)T, (long long)B);
       if (dp > 1) std::printf(" per rank × %d ranks", dp);
       if (A > 1) std::printf(" × %lld micro-steps", (long long)A);
-      std::printf(", %lld steps/epoch, %d threads%s, %s\n", (long long)per_epoch, threads, dp > 1 ? " per rank" : "",
+      const bool gpu = dev->kind() != DeviceKind::cpu;
+      std::printf(", %lld steps/epoch, %s, %s\n", (long long)per_epoch,
+                  gpu ? dev->describe().c_str()
+                      : (std::to_string(threads) + " threads" + (dp > 1 ? " per rank" : "")).c_str(),
                   precision == Precision::f32 ? "f32"
+                  : gpu                       ? "bf16 (tensor cores, f32 accumulation)"
                   : cpu_has_native_bf16()     ? "bf16 (native avx512_bf16)"
                                               : "bf16 (no native bf16 on this CPU: slower)");
       if (dp > 1)
@@ -251,9 +289,10 @@ struct Trainer::Impl {
       std::snprintf(prefix, sizeof prefix, "[%lld/%lld]", (long long)st.epoch + 1, (long long)epochs);
       while (st.global_step < total && st.batch_in_epoch < batches) {
         const auto t0 = Clock::now();
+        dev->timer_start();
         const int64_t micro = std::min(A, batches - st.batch_in_epoch);
         int64_t rows = 0;
-        const double loss_sum = train_step(loader, sampler, micro, batch, rows);
+        train_step(loader, sampler, micro, batch, rows);
         double norm = 0.0;
         if (cfg.optim.grad_clip > 0) {
           norm = opt->grad_norm();
@@ -261,6 +300,8 @@ struct Trainer::Impl {
         }
         const float lr = opt->lr_at(st.global_step, total);
         opt->step(lr);
+        const double loss_sum = step_loss();
+        device_seconds += dev->timer_seconds();
         const double dt = seconds_since(t0);
         ++st.global_step;
         st.batch_in_epoch += micro;
@@ -335,12 +376,15 @@ struct Trainer::Impl {
     const EvalResult test = evaluate(*model, *test_set, B, 0, precision, &world.all());
     const double tps = st.train_seconds > 0 ? double(st.train_tokens) / st.train_seconds : 0.0;
     if (!root) return;
+    const double device_mb = double(dev->peak_bytes()) / double(1 << 20);
     std::printf("Test loss: %.5f, test perplexity: %.2f (%lld tokens); trained %lld steps at %.0f tokens/s, "
-                "peak memory %.0f MiB%s\n",
+                "peak memory %.0f MiB%s%s\n",
                 test.loss, std::exp(test.loss), (long long)test.tokens, (long long)st.global_step, tps, peak_rss_mb(),
+                device_mb > 0 ? (" (GPU " + std::to_string(int64_t(device_mb)) + " MiB)").c_str() : "",
                 dp > 1 ? " per rank" : "");
     Json s = Json::object();
-    if (ddp && ddp->stats().steps > 0) {
+    // NCCL work runs on the GPU's own clock, so the host-side overlap figures hold for Gloo only
+    if (ddp && ddp->stats().steps > 0 && dev->kind() == DeviceKind::cpu) {
       const DdpStats& d = ddp->stats();
       const double hidden = d.comm_seconds > 0 ? std::max(0.0, 1.0 - d.exposed_seconds / d.comm_seconds) : 0.0;
       std::printf("data parallel: %d ranks, %.1f MB of gradients per step; allreduce %.2f s in all, %.2f s of it "
@@ -358,6 +402,9 @@ struct Trainer::Impl {
     s["train_tokens_per_s"] = tps;
     s["train_flops_per_token"] = cfg.model.train_flops_per_token();
     s["peak_rss_mb"] = peak_rss_mb();
+    s["device"] = dev->describe();
+    s["peak_device_mb"] = device_mb;
+    s["train_device_seconds"] = device_seconds;
     s["threads"] = threads;
     s["world_size"] = dp;
     s["precision"] = cfg.train.precision;

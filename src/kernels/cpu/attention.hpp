@@ -4,12 +4,14 @@
 #include <cstdint>
 
 #include "kernels/cpu/dropout.hpp"
+#include "kernels/cpu/matmul.hpp"
 
 namespace dtrain {
 
 struct AttentionShape {
   int64_t B, T, H, Dh;
   bool causal = true;
+  Precision precision = Precision::f32;  // of the score and value products (the CPU runs them in f32)
 };
 
 // out [B*T, H*Dh]; probs [B, H, T, T] saved for backward (softmax before dropout).

@@ -1,0 +1,227 @@
+// NCCL backend (see nccl_backend.hpp). Every operation: the communication stream waits for the
+// compute stream's work so far, NCCL runs on the communication stream, and the compute stream
+// waits for NCCL before its next kernel. Uneven all-gathers and reduce-scatters are grouped
+// broadcasts and reduces; point-to-point operations are held until the first wait and then
+// issued together in one NCCL group, so a ring of sends and receives cannot deadlock.
+#include "dist/nccl/nccl_backend.hpp"
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <chrono>
+#include <cstring>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "core/error.hpp"
+
+namespace dtrain {
+
+namespace {
+
+void check_cuda(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) throw Error(std::string("CUDA error in ") + what + ": " + cudaGetErrorString(e));
+}
+
+ncclDataType_t nccl_type(ElemType t) {
+  switch (t) {
+    case ElemType::f32: return ncclFloat32;
+    case ElemType::f64: return ncclFloat64;
+    case ElemType::i32: return ncclInt32;
+    case ElemType::i64: return ncclInt64;
+  }
+  return ncclFloat32;
+}
+
+ncclRedOp_t nccl_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::sum: return ncclSum;
+    case ReduceOp::avg: return ncclAvg;
+    case ReduceOp::min: return ncclMin;
+    case ReduceOp::max: return ncclMax;
+  }
+  return ncclSum;
+}
+
+class NcclBackend final : public Backend {
+ public:
+  NcclBackend(ncclComm_t comm, int gpu, cudaStream_t compute, Millis timeout, std::string name)
+      : comm_(comm), gpu_(gpu), compute_(compute), timeout_(timeout), name_(std::move(name)) {
+    check_cuda(cudaSetDevice(gpu_), "cudaSetDevice");
+    check_cuda(cudaStreamCreateWithFlags(&comm_stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+    check_cuda(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming), "cudaEventCreate");
+    check_cuda(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming), "cudaEventCreate");
+    check_cuda(cudaMalloc(&token_, sizeof(float)), "cudaMalloc");
+  }
+  ~NcclBackend() override {
+    cudaSetDevice(gpu_);
+    if (broken_) ncclCommAbort(comm_);
+    else {
+      cudaStreamSynchronize(comm_stream_);
+      ncclCommDestroy(comm_);
+    }
+    cudaFree(token_);
+    cudaEventDestroy(ready_);
+    cudaEventDestroy(done_);
+    cudaStreamDestroy(comm_stream_);
+  }
+
+  void allreduce(void* data, size_t n, ElemType t, ReduceOp op) override {
+    ordered("allreduce", [&] { return ncclAllReduce(data, data, n, nccl_type(t), nccl_op(op), comm_, comm_stream_); });
+  }
+  void allgather(const void* in, void* out, const std::vector<size_t>& counts, ElemType t) override {
+    ordered("allgather", [&] {
+      bool equal = true;
+      for (size_t c : counts) equal = equal && c == counts[0];
+      if (equal) return ncclAllGather(in, out, counts[0], nccl_type(t), comm_, comm_stream_);
+      ncclResult_t r = ncclGroupStart();
+      size_t off = 0;
+      for (size_t i = 0; i < counts.size() && r == ncclSuccess; ++i) {
+        char* dst = static_cast<char*>(out) + off * elem_size(t);
+        r = ncclBroadcast(int(i) == rank() ? in : dst, dst, counts[i], nccl_type(t), int(i), comm_, comm_stream_);
+        off += counts[i];
+      }
+      const ncclResult_t e = ncclGroupEnd();
+      return r != ncclSuccess ? r : e;
+    });
+  }
+  void reduce_scatter(const void* in, void* out, const std::vector<size_t>& counts, ElemType t,
+                      ReduceOp op) override {
+    ordered("reduce_scatter", [&] {
+      bool equal = true;
+      for (size_t c : counts) equal = equal && c == counts[0];
+      if (equal) return ncclReduceScatter(in, out, counts[0], nccl_type(t), nccl_op(op), comm_, comm_stream_);
+      ncclResult_t r = ncclGroupStart();
+      size_t off = 0;
+      for (size_t i = 0; i < counts.size() && r == ncclSuccess; ++i) {
+        const char* src = static_cast<const char*>(in) + off * elem_size(t);
+        // non-roots pass their own output as the (unused) receive buffer
+        r = ncclReduce(src, out, counts[i], nccl_type(t), nccl_op(op), int(i), comm_, comm_stream_);
+        off += counts[i];
+      }
+      const ncclResult_t e = ncclGroupEnd();
+      return r != ncclSuccess ? r : e;
+    });
+  }
+  void broadcast(void* data, size_t n, ElemType t, int root) override {
+    ordered("broadcast", [&] { return ncclBroadcast(data, data, n, nccl_type(t), root, comm_, comm_stream_); });
+  }
+  std::function<void()> post_send(const void* data, size_t bytes, int dst, uint32_t) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    pending_.push_back({const_cast<void*>(data), bytes, dst, true});
+    return [this] { flush_p2p(); };
+  }
+  std::function<void()> post_recv(void* data, size_t bytes, int src, uint32_t) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    pending_.push_back({data, bytes, src, false});
+    return [this] { flush_p2p(); };
+  }
+  // A real barrier: the host waits (up to the group's timeout) until every rank's allreduce of a
+  // token has completed.
+  void barrier() override {
+    allreduce(token_, 1, ElemType::f32, ReduceOp::sum);
+    const auto deadline = std::chrono::steady_clock::now() + timeout_;
+    while (true) {
+      const cudaError_t q = cudaEventQuery(done_);
+      if (q == cudaSuccess) return;
+      if (q != cudaErrorNotReady) check_cuda(q, "barrier");
+      ncclResult_t async = ncclSuccess;
+      ncclCommGetAsyncError(comm_, &async);
+      if (async != ncclSuccess) fail("barrier", async);
+      if (std::chrono::steady_clock::now() > deadline) {
+        broken_ = true;
+        throw Error("NCCL barrier of group '" + name_ + "' did not complete within " +
+                    std::to_string(timeout_.count() / 1000) + " s: a rank has stopped or is stuck");
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+
+ private:
+  struct P2p {
+    void* data;
+    size_t bytes;
+    int peer;
+    bool send;
+  };
+  int rank() const {
+    int r = 0;
+    ncclCommUserRank(comm_, &r);
+    return r;
+  }
+  [[noreturn]] void fail(const char* what, ncclResult_t r) {
+    broken_ = true;
+    throw Error(std::string("NCCL ") + what + " in group '" + name_ + "' failed: " + ncclGetErrorString(r) + " (" +
+                ncclGetLastError(comm_) + ")");
+  }
+  template <class F>
+  void ordered(const char* what, F&& op) {
+    std::lock_guard<std::mutex> lock(mu_);
+    check_cuda(cudaSetDevice(gpu_), "cudaSetDevice");
+    check_cuda(cudaEventRecord(ready_, compute_), "cudaEventRecord");
+    check_cuda(cudaStreamWaitEvent(comm_stream_, ready_, 0), "cudaStreamWaitEvent");
+    const ncclResult_t r = op();
+    if (r != ncclSuccess) fail(what, r);
+    check_cuda(cudaEventRecord(done_, comm_stream_), "cudaEventRecord");
+    check_cuda(cudaStreamWaitEvent(compute_, done_, 0), "cudaStreamWaitEvent");
+  }
+  void flush_p2p() {
+    std::vector<P2p> ops;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ops.swap(pending_);
+    }
+    if (ops.empty()) return;
+    ordered("send/recv", [&] {
+      ncclResult_t r = ncclGroupStart();
+      for (const P2p& p : ops) {
+        if (r != ncclSuccess) break;
+        r = p.send ? ncclSend(p.data, p.bytes, ncclUint8, p.peer, comm_, comm_stream_)
+                   : ncclRecv(p.data, p.bytes, ncclUint8, p.peer, comm_, comm_stream_);
+      }
+      const ncclResult_t e = ncclGroupEnd();
+      return r != ncclSuccess ? r : e;
+    });
+  }
+
+  ncclComm_t comm_;
+  int gpu_;
+  cudaStream_t compute_;
+  Millis timeout_;
+  std::string name_;
+  cudaStream_t comm_stream_ = nullptr;
+  cudaEvent_t ready_ = nullptr, done_ = nullptr;
+  float* token_ = nullptr;
+  std::mutex mu_;
+  std::vector<P2p> pending_;
+  bool broken_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> connect_nccl(Store& store, int rank, int size, int gpu, void* compute_stream, Millis timeout,
+                                      const std::string& group_name) {
+  check_cuda(cudaSetDevice(gpu), "cudaSetDevice");
+  ncclUniqueId id;
+  if (rank == 0) {
+    const ncclResult_t r = ncclGetUniqueId(&id);
+    if (r != ncclSuccess) throw Error(std::string("NCCL could not make an id: ") + ncclGetErrorString(r));
+    store.set("nccl_id", std::string(reinterpret_cast<const char*>(&id), sizeof id));
+  }
+  const auto missing = store.wait({"nccl_id"}, timeout);
+  require(missing.empty(), "NCCL group '" + group_name + "': rank 0 did not publish its NCCL id within " +
+                               std::to_string(timeout.count() / 1000) + " s");
+  const std::string blob = store.get("nccl_id", timeout);
+  require(blob.size() == sizeof id, "NCCL group '" + group_name + "': the published NCCL id is malformed");
+  std::memcpy(&id, blob.data(), sizeof id);
+  ncclComm_t comm;
+  const ncclResult_t r = ncclCommInitRank(&comm, size, id, rank);
+  if (r != ncclSuccess)
+    throw Error("NCCL group '" + group_name + "' could not be formed (rank " + std::to_string(rank) + " of " +
+                std::to_string(size) + "): " + ncclGetErrorString(r) +
+                "; check that every rank sees its GPU and that NCCL_SOCKET_IFNAME names a reachable interface");
+  return std::make_unique<NcclBackend>(comm, gpu, static_cast<cudaStream_t>(compute_stream), timeout, group_name);
+}
+
+}  // namespace dtrain

@@ -1,0 +1,273 @@
+// The CUDA ComputeDevice: one GPU, one compute stream on which every kernel is queued in order,
+// cuBLASLt for the matrix products, pinned staging buffers for uploads (the host returns at
+// once), grow-only scratch, CUDA events for timing, and its own count of the memory it holds.
+#include <cstring>
+#include <mutex>
+#include <unordered_map>
+
+#include "kernels/cuda/check.cuh"
+#include "kernels/cuda/cuda_device.hpp"
+#include "kernels/cuda/kernels.cuh"
+#include "kernels/cuda/lt_matmul.hpp"
+
+namespace dtrain {
+
+namespace {
+
+using namespace cuda;
+
+class CudaDevice final : public ComputeDevice {
+ public:
+  explicit CudaDevice(int index) : index_(index) {
+    DT_CUDA(cudaSetDevice(index));
+    DT_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    DT_CUDA(cudaEventCreate(&timer_start_));
+    DT_CUDA(cudaEventCreate(&timer_stop_));
+    for (auto& s : staging_) DT_CUDA(cudaEventCreateWithFlags(&s.done, cudaEventDisableTiming));
+    lt_ = std::make_unique<LtMatmul>(stream_);
+    cudaDeviceProp prop{};
+    DT_CUDA(cudaGetDeviceProperties(&prop, index));
+    char mem[32];
+    std::snprintf(mem, sizeof mem, "%.1f GiB", double(prop.totalGlobalMem) / double(1u << 30));
+    name_ = "cuda:" + std::to_string(index) + " (" + prop.name + ", sm_" + std::to_string(prop.major) +
+            std::to_string(prop.minor) + ", " + mem + ")";
+  }
+  ~CudaDevice() override {
+    cudaStreamSynchronize(stream_);
+    lt_.reset();
+    for (auto& s : staging_) {
+      if (s.host) cudaFreeHost(s.host);
+      cudaEventDestroy(s.done);
+    }
+    cudaEventDestroy(timer_start_);
+    cudaEventDestroy(timer_stop_);
+    cudaStreamDestroy(stream_);
+  }
+
+  DeviceKind kind() const override { return DeviceKind::cuda; }
+  std::string describe() const override { return name_; }
+  int index() const override { return index_; }
+  void* stream() const override { return stream_; }
+  size_t peak_bytes() const override { return std::max(peak_, live_ + pool_.bytes()) + (size_t(32) << 20); }
+
+  void* allocate_zeroed(size_t bytes) override {
+    const size_t rounded = bytes == 0 ? 256 : (bytes + 255) / 256 * 256;
+    void* p = nullptr;
+    const cudaError_t e = cudaMalloc(&p, rounded);
+    if (e == cudaErrorMemoryAllocation) {
+      cudaGetLastError();
+      throw Error("out of GPU memory on " + name_ + " allocating " + std::to_string(rounded >> 20) + " MiB (" +
+                  std::to_string(live_ >> 20) + " MiB held): lower train.batch_size or the model size");
+    }
+    DT_CUDA(e);
+    DT_CUDA(cudaMemsetAsync(p, 0, rounded, stream_));
+    std::lock_guard<std::mutex> lock(mu_);
+    sizes_[p] = rounded;
+    live_ += rounded;
+    peak_ = std::max(peak_, live_);
+    return p;
+  }
+  void release(void* p) override {
+    if (!p) return;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = sizes_.find(p);
+      if (it != sizes_.end()) {
+        live_ -= it->second;
+        sizes_.erase(it);
+      }
+    }
+    cudaFree(p);
+  }
+  bool host_accessible() const override { return false; }
+
+  void zero(void* p, size_t bytes) override { DT_CUDA(cudaMemsetAsync(p, 0, bytes, stream_)); }
+  void copy(void* dst, const void* src, size_t bytes) override {
+    if (dst != src) DT_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_));
+  }
+  // Small uploads (batches of tokens) go through a ring of pinned buffers and return at once;
+  // large ones (whole parameter sets, at load time) copy directly and wait.
+  void upload(void* dst, const void* host, size_t bytes) override {
+    if (bytes == 0) return;
+    if (bytes > kStagingMax) {
+      DT_CUDA(cudaMemcpyAsync(dst, host, bytes, cudaMemcpyHostToDevice, stream_));
+      DT_CUDA(cudaStreamSynchronize(stream_));
+      return;
+    }
+    Staging& s = staging_[next_staging_++ % kStaging];
+    DT_CUDA(cudaEventSynchronize(s.done));  // its previous copy has ended (long ago, normally)
+    if (s.bytes < bytes) {
+      if (s.host) DT_CUDA(cudaFreeHost(s.host));
+      s.host = nullptr;
+      s.bytes = 0;
+      DT_CUDA(cudaMallocHost(&s.host, bytes));
+      s.bytes = bytes;
+    }
+    std::memcpy(s.host, host, bytes);
+    DT_CUDA(cudaMemcpyAsync(dst, s.host, bytes, cudaMemcpyHostToDevice, stream_));
+    DT_CUDA(cudaEventRecord(s.done, stream_));
+  }
+  void download(void* host, const void* src, size_t bytes) override {
+    if (bytes) DT_CUDA(cudaMemcpyAsync(host, src, bytes, cudaMemcpyDeviceToHost, stream_));
+    DT_CUDA(cudaStreamSynchronize(stream_));
+  }
+  void synchronize() override { DT_CUDA(cudaStreamSynchronize(stream_)); }
+  void timer_start() override { DT_CUDA(cudaEventRecord(timer_start_, stream_)); }
+  double timer_seconds() override {
+    DT_CUDA(cudaEventRecord(timer_stop_, stream_));
+    DT_CUDA(cudaEventSynchronize(timer_stop_));
+    float ms = 0.0f;
+    DT_CUDA(cudaEventElapsedTime(&ms, timer_start_, timer_stop_));
+    return double(ms) / 1000.0;
+  }
+
+  void matmul(const float* A, const float* B, float* C, const MatmulArgs& a) override { lt_->run(A, B, C, a); }
+  void colsum_accumulate(const float* x, float* out, int64_t rows, int64_t cols) override {
+    cuda::colsum_accumulate(x, out, rows, cols, pool_, stream_);
+  }
+  void add(const float* a, const float* b, float* out, int64_t n) override { cuda::add(a, b, out, n, stream_); }
+  void scale(float* x, float f, int64_t n) override { cuda::scale(x, f, n, stream_); }
+  void sumsq(const float* x, int64_t n, double* out) override { cuda::sumsq(x, n, out, pool_, stream_); }
+  void layernorm_forward(const float* x, const float* g, const float* b, float* y, float* mean, float* rstd,
+                         int64_t rows, int64_t dim, float eps) override {
+    cuda::layernorm_forward(x, g, b, y, mean, rstd, rows, dim, eps, stream_);
+  }
+  void layernorm_backward(const float* dy, const float* x, const float* g, const float* mean, const float* rstd,
+                          float* dx, float* dg, float* db, int64_t rows, int64_t dim, bool acc) override {
+    cuda::layernorm_backward(dy, x, g, mean, rstd, dx, dg, db, rows, dim, acc, pool_, stream_);
+  }
+
+  // Our own attention: heads to contiguous blocks, S = scale·Q·Kᵀ, causal softmax (kept for
+  // backward as `probs`, [B, H, T, T] like the CPU's), dropout with the CPU's masks, O = P·V.
+  void attention_forward(const float* qkv, float* out, float* probs, const AttentionShape& s,
+                         const DropoutSpec& drop) override {
+    const int64_t T = s.T, Dh = s.Dh, BH = s.B * s.H, n = BH * T * Dh, TT = T * T;
+    float *q = pool_.get(Scratch::attention_q, n, stream_), *k = pool_.get(Scratch::attention_k, n, stream_),
+          *v = pool_.get(Scratch::attention_v, n, stream_), *o = pool_.get(Scratch::attention_o, n, stream_);
+    split_heads(qkv, q, k, v, s.B, T, s.H, Dh, stream_);
+    lt_->run(q, k, probs, {T, T, Dh, false, true, false, nullptr, s.precision}, BH, T * Dh, T * Dh, TT,
+             1.0f / std::sqrt(float(Dh)));
+    softmax_rows(probs, BH * T, T, s.causal, stream_);
+    const float* P = probs;
+    if (drop.active()) {
+      float* pd = pool_.get(Scratch::attention_p, BH * TT, stream_);
+      cuda::dropout(probs, pd, s.B, s.H * TT, drop, stream_);
+      P = pd;
+    }
+    lt_->run(P, v, o, {T, Dh, T, false, false, false, nullptr, s.precision}, BH, TT, T * Dh, T * Dh);
+    heads_to_rows(o, out, s.B, T, s.H, Dh, stream_);
+  }
+  void attention_backward(const float* dout, const float* qkv, const float* probs, float* dqkv,
+                          const AttentionShape& s, const DropoutSpec& drop) override {
+    const int64_t T = s.T, Dh = s.Dh, BH = s.B * s.H, n = BH * T * Dh, TT = T * T;
+    const Precision p = s.precision;
+    float *q = pool_.get(Scratch::attention_q, n, stream_), *k = pool_.get(Scratch::attention_k, n, stream_),
+          *v = pool_.get(Scratch::attention_v, n, stream_), *dO = pool_.get(Scratch::attention_o, n, stream_);
+    float* dq = pool_.get(Scratch::attention_dqkv, 3 * n, stream_);
+    float *dk = dq + n, *dv = dq + 2 * n;
+    float* dP = pool_.get(Scratch::attention_dp, BH * TT, stream_);
+    split_heads(qkv, q, k, v, s.B, T, s.H, Dh, stream_);  // other blocks have used the buffers since
+    rows_to_heads(dout, dO, s.B, T, s.H, Dh, stream_);
+    const float* P = probs;
+    if (drop.active()) {
+      float* pd = pool_.get(Scratch::attention_p, BH * TT, stream_);
+      cuda::dropout(probs, pd, s.B, s.H * TT, drop, stream_);
+      P = pd;
+    }
+    lt_->run(dO, v, dP, {T, T, Dh, false, true, false, nullptr, p}, BH, T * Dh, T * Dh, TT);  // dPd = dO·Vᵀ
+    lt_->run(P, dO, dv, {T, Dh, T, true, false, false, nullptr, p}, BH, TT, T * Dh, T * Dh);  // dV = Pdᵀ·dO
+    cuda::dropout(dP, dP, s.B, s.H * TT, drop, stream_);                                    // dP = dPd·mask
+    softmax_backward_rows(probs, dP, BH * T, T, stream_);                                   // dS
+    const float scale = 1.0f / std::sqrt(float(Dh));
+    lt_->run(dP, k, dq, {T, Dh, T, false, false, false, nullptr, p}, BH, TT, T * Dh, T * Dh, scale);  // dQ = dS·K
+    lt_->run(dP, q, dk, {T, Dh, T, true, false, false, nullptr, p}, BH, TT, T * Dh, T * Dh, scale);   // dK = dSᵀ·Q
+    merge_heads3(dq, dk, dv, dqkv, s.B, T, s.H, Dh, stream_);
+  }
+
+  void activation_forward(Activation a, const float* x, float* y, int64_t n) override {
+    cuda::activation_forward(a, x, y, n, stream_);
+  }
+  void activation_backward(Activation a, const float* x, const float* dy, float* dx, int64_t n) override {
+    cuda::activation_backward(a, x, dy, dx, n, stream_);
+  }
+  void relu_backward_from_output(const float* y, const float* dy, float* dx, int64_t n, float scale) override {
+    cuda::relu_backward_from_output(y, dy, dx, n, scale, stream_);
+  }
+  void dropout_forward(const float* x, float* y, int64_t samples, int64_t per, const DropoutSpec& s) override {
+    cuda::dropout(x, y, samples, per, s, stream_);
+  }
+  void dropout_backward(const float* dy, float* dx, int64_t samples, int64_t per, const DropoutSpec& s) override {
+    cuda::dropout(dy, dx, samples, per, s, stream_);
+  }
+  void embedding_forward(const int32_t* tokens, const float* wte, const float* pos, float* out, int64_t B,
+                         int64_t T, int64_t d) override {
+    cuda::embedding_forward(tokens, wte, pos, out, B, T, d, stream_);
+  }
+  void embedding_backward(const int32_t* tokens, const float* dout, float* dwte, float* dpos, int64_t B, int64_t T,
+                          int64_t d) override {
+    cuda::embedding_backward(tokens, dout, dwte, dpos, B, T, d, stream_);
+  }
+
+  // Chunks of rows small enough that their logits fit in kClassifierBytes: logits (bias fused),
+  // softmax rows (loss, and in place the gradient), then dx and dW from two more products.
+  void classifier_loss(const ClassifierArgs& a, float* per_row, double* loss_sum) override {
+    if (a.N == 0) return;
+    const int64_t chunk = std::max<int64_t>(1, std::min<int64_t>(a.N, kClassifierBytes / (4 * a.V)));
+    float* logits = pool_.get(Scratch::classifier, chunk * a.V, stream_);
+    float* losses = per_row ? per_row : pool_.get(Scratch::row_loss, a.N, stream_);
+    for (int64_t r0 = 0; r0 < a.N; r0 += chunk) {
+      const int64_t n = std::min(chunk, a.N - r0);
+      const float* xc = a.x + r0 * a.d;
+      lt_->run(xc, a.W, logits, {n, a.V, a.d, false, true, false, a.bias, a.precision});
+      softmax_cross_entropy_rows(logits, a.targets + r0, losses + r0, n, a.V, a.dx != nullptr, a.grad_scale, stream_);
+      if (!a.dx) continue;
+      lt_->run(logits, a.W, a.dx + r0 * a.d, {n, a.d, a.V, false, false, false, nullptr, a.precision});
+      lt_->run(logits, xc, a.dW, {a.V, a.d, n, true, false, true, nullptr, a.precision});
+      if (a.dbias) cuda::colsum_accumulate(logits, a.dbias, n, a.V, pool_, stream_);
+    }
+    sum_into(losses, a.N, loss_sum, pool_, stream_);
+  }
+  void adamw_update(float* p, const float* g, float* m, float* v, int64_t n, const AdamWHyper& h) override {
+    cuda::adamw(p, g, m, v, n, h, stream_);
+  }
+  void sgd_update(float* p, const float* g, float* buf, int64_t n, const SgdHyper& h) override {
+    cuda::sgd(p, g, buf, n, h, stream_);
+  }
+
+ private:
+  static constexpr size_t kStagingMax = size_t(64) << 20;
+  static constexpr int kStaging = 4;
+  static constexpr int64_t kClassifierBytes = int64_t(512) << 20;
+  struct Staging {
+    void* host = nullptr;
+    size_t bytes = 0;
+    cudaEvent_t done = nullptr;
+  };
+
+  int index_;
+  std::string name_;
+  cudaStream_t stream_ = nullptr;
+  cudaEvent_t timer_start_ = nullptr, timer_stop_ = nullptr;
+  std::unique_ptr<LtMatmul> lt_;
+  ScratchPool pool_;
+  Staging staging_[kStaging];
+  size_t next_staging_ = 0;
+  std::mutex mu_;
+  std::unordered_map<void*, size_t> sizes_;
+  size_t live_ = 0, peak_ = 0;
+};
+
+}  // namespace
+
+int cuda_visible_devices() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();  // no driver or no GPU: not an error for this question
+    return 0;
+  }
+  return n;
+}
+
+std::shared_ptr<ComputeDevice> make_cuda_device(int index) { return std::make_shared<CudaDevice>(index); }
+
+}  // namespace dtrain

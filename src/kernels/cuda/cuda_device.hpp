@@ -1,0 +1,14 @@
+// Entry points of the CUDA backend (compiled only when the build has CUDA: DTRAIN_HAVE_CUDA).
+#pragma once
+#include <memory>
+
+#include "kernels/device.hpp"
+
+namespace dtrain {
+
+// The device for GPU `index` (of those visible), with its own stream, cuBLASLt handle and buffers.
+std::shared_ptr<ComputeDevice> make_cuda_device(int index);
+// GPUs visible to this process (0 when there is no driver or no GPU).
+int cuda_visible_devices();
+
+}  // namespace dtrain

@@ -1,0 +1,143 @@
+// Elementwise CUDA kernels: residual add, scaling, activations, dropout (the CPU's Philox masks,
+// element for element) and the optimizer updates.
+#include "core/philox.hpp"
+#include "kernels/cuda/check.cuh"
+#include "kernels/cuda/kernels.cuh"
+
+namespace dtrain::cuda {
+
+namespace {
+constexpr int kThreads = 256;
+inline unsigned blocks_for(int64_t n) { return unsigned((n + kThreads - 1) / kThreads); }
+constexpr float kSqrt2OverPi = 0.7978845608028654f;
+constexpr float kGeluC = 0.044715f;
+
+__global__ void add_kernel(const float* a, const float* b, float* out, int64_t n) {
+  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (i < n) out[i] = a[i] + b[i];
+}
+__global__ void scale_kernel(float* x, float f, int64_t n) {
+  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (i < n) x[i] *= f;
+}
+__global__ void act_forward_kernel(bool relu, const float* x, float* y, int64_t n) {
+  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (i >= n) return;
+  const float v = x[i];
+  y[i] = relu ? (v > 0.0f ? v : 0.0f) : 0.5f * v * (1.0f + tanhf(kSqrt2OverPi * (v + kGeluC * v * v * v)));
+}
+__global__ void act_backward_kernel(bool relu, const float* x, const float* dy, float* dx, int64_t n) {
+  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (i >= n) return;
+  const float v = x[i];
+  if (relu) {
+    dx[i] = v > 0.0f ? dy[i] : 0.0f;
+    return;
+  }
+  const float t = tanhf(kSqrt2OverPi * (v + kGeluC * v * v * v));
+  const float du = kSqrt2OverPi * (1.0f + 3.0f * kGeluC * v * v);
+  dx[i] = dy[i] * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du);
+}
+__global__ void relu_from_output_kernel(const float* y, const float* dy, float* dx, int64_t n, float scale) {
+  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (i < n) dx[i] = y[i] > 0.0f ? dy[i] * scale : 0.0f;
+}
+
+// One thread per Philox block of 8 elements: element e of a sample uses half (e & 1) of word
+// ((e >> 1) & 3) of block e >> 3, as kernels/cpu/dropout.cpp does.
+__global__ void dropout_kernel(const float* x, float* y, int64_t samples, int64_t per_sample, int64_t blocks_per,
+                               uint64_t seed, uint32_t a, uint32_t b, int64_t sample_offset, int64_t sample_stride,
+                               uint32_t threshold, float scale) {
+  const int64_t job = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (job >= samples * blocks_per) return;
+  const int64_t sample = job / blocks_per, blk = job % blocks_per;
+  uint32_t c[4] = {uint32_t(blk), uint32_t(uint64_t(blk) >> 32) ^ a, b,
+                   uint32_t(sample_offset + sample * sample_stride)};
+  philox10(c, uint32_t(seed), uint32_t(seed >> 32));
+  const int64_t base = sample * per_sample;
+  for (int j = 0; j < 8; ++j) {
+    const int64_t e = blk * 8 + j;
+    if (e >= per_sample) break;
+    const uint32_t bits = (c[j >> 1] >> ((j & 1) * 16)) & 0xffffu;
+    y[base + e] = bits >= threshold ? x[base + e] * scale : 0.0f;
+  }
+}
+
+__global__ void adamw_kernel(float* p, const float* g, float* m, float* v, int64_t n, float beta1, float beta2,
+                             float eps, float step_size, float bc2_sqrt, float decay) {
+  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (i >= n) return;
+  const float gi = g[i];
+  float pi = p[i] * decay;
+  const float mi = beta1 * m[i] + (1.0f - beta1) * gi;
+  const float vi = beta2 * v[i] + (1.0f - beta2) * gi * gi;
+  m[i] = mi;
+  v[i] = vi;
+  pi -= step_size * mi / (sqrtf(vi) / bc2_sqrt + eps);
+  p[i] = pi;
+}
+__global__ void sgd_kernel(float* p, const float* g, float* buf, int64_t n, float lr, float momentum, float wd,
+                           bool first) {
+  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (i >= n) return;
+  float d = g[i] + wd * p[i];
+  if (momentum != 0.0f) {
+    buf[i] = first ? d : momentum * buf[i] + d;
+    d = buf[i];
+  }
+  p[i] -= lr * d;
+}
+}  // namespace
+
+void add(const float* a, const float* b, float* out, int64_t n, cudaStream_t s) {
+  if (n == 0) return;
+  add_kernel<<<blocks_for(n), kThreads, 0, s>>>(a, b, out, n);
+  DT_CUDA_LAUNCHED();
+}
+void scale(float* x, float f, int64_t n, cudaStream_t s) {
+  if (n == 0) return;
+  scale_kernel<<<blocks_for(n), kThreads, 0, s>>>(x, f, n);
+  DT_CUDA_LAUNCHED();
+}
+void activation_forward(Activation a, const float* x, float* y, int64_t n, cudaStream_t s) {
+  if (n == 0) return;
+  act_forward_kernel<<<blocks_for(n), kThreads, 0, s>>>(a == Activation::relu, x, y, n);
+  DT_CUDA_LAUNCHED();
+}
+void activation_backward(Activation a, const float* x, const float* dy, float* dx, int64_t n, cudaStream_t s) {
+  if (n == 0) return;
+  act_backward_kernel<<<blocks_for(n), kThreads, 0, s>>>(a == Activation::relu, x, dy, dx, n);
+  DT_CUDA_LAUNCHED();
+}
+void relu_backward_from_output(const float* y, const float* dy, float* dx, int64_t n, float scale, cudaStream_t s) {
+  if (n == 0) return;
+  relu_from_output_kernel<<<blocks_for(n), kThreads, 0, s>>>(y, dy, dx, n, scale);
+  DT_CUDA_LAUNCHED();
+}
+void dropout(const float* x, float* y, int64_t samples, int64_t per_sample, const DropoutSpec& d, cudaStream_t s) {
+  if (!d.active()) {
+    if (x != y) DT_CUDA(cudaMemcpyAsync(y, x, sizeof(float) * samples * per_sample, cudaMemcpyDeviceToDevice, s));
+    return;
+  }
+  const int64_t blocks_per = (per_sample + 7) / 8, jobs = samples * blocks_per;
+  if (jobs == 0) return;
+  dropout_kernel<<<blocks_for(jobs), kThreads, 0, s>>>(x, y, samples, per_sample, blocks_per, d.seed, d.step,
+                                                       (d.unit << 8) | d.site, d.sample_offset, d.sample_stride,
+                                                       d.threshold(), d.scale());
+  DT_CUDA_LAUNCHED();
+}
+void adamw(float* p, const float* g, float* m, float* v, int64_t n, const AdamWHyper& h, cudaStream_t s) {
+  if (n == 0) return;
+  const float bc1 = 1.0f - std::pow(h.beta1, float(h.step));
+  const float bc2 = 1.0f - std::pow(h.beta2, float(h.step));
+  adamw_kernel<<<blocks_for(n), kThreads, 0, s>>>(p, g, m, v, n, h.beta1, h.beta2, h.eps, h.lr / bc1, std::sqrt(bc2),
+                                                  1.0f - h.lr * h.weight_decay);
+  DT_CUDA_LAUNCHED();
+}
+void sgd(float* p, const float* g, float* buf, int64_t n, const SgdHyper& h, cudaStream_t s) {
+  if (n == 0) return;
+  sgd_kernel<<<blocks_for(n), kThreads, 0, s>>>(p, g, buf, n, h.lr, h.momentum, h.weight_decay, h.first_step);
+  DT_CUDA_LAUNCHED();
+}
+
+}  // namespace dtrain::cuda

@@ -1,0 +1,76 @@
+// Launchers of the CUDA kernels, one family per .cu file, all queued on the given stream.
+// Contracts match the CPU kernels of the same names (kernels/cpu/*.hpp).
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/cpu/activation.hpp"
+#include "kernels/cpu/dropout.hpp"
+#include "kernels/cpu/optimizer.hpp"
+
+namespace dtrain::cuda {
+
+// Grow-only device scratch for kernels that need temporary space (sized on the first step).
+enum class Scratch { reduce, layernorm, colsum, attention_q, attention_k, attention_v, attention_o, attention_p, attention_dqkv,
+                     attention_dp, classifier, row_loss, count };
+class ScratchPool {
+ public:
+  ~ScratchPool();
+  float* get(Scratch slot, int64_t n, cudaStream_t s);  // at least n floats, contents undefined
+  size_t bytes() const;
+
+ private:
+  void* ptr_[int(Scratch::count)] = {};
+  int64_t size_[int(Scratch::count)] = {};
+};
+
+// elementwise.cu
+void add(const float* a, const float* b, float* out, int64_t n, cudaStream_t s);
+void scale(float* x, float f, int64_t n, cudaStream_t s);
+void activation_forward(Activation a, const float* x, float* y, int64_t n, cudaStream_t s);
+void activation_backward(Activation a, const float* x, const float* dy, float* dx, int64_t n, cudaStream_t s);
+void relu_backward_from_output(const float* y, const float* dy, float* dx, int64_t n, float scale, cudaStream_t s);
+void dropout(const float* x, float* y, int64_t samples, int64_t per_sample, const DropoutSpec& d, cudaStream_t s);
+void adamw(float* p, const float* g, float* m, float* v, int64_t n, const AdamWHyper& h, cudaStream_t s);
+void sgd(float* p, const float* g, float* buf, int64_t n, const SgdHyper& h, cudaStream_t s);
+
+// reduce.cu: fixed-order reductions (the same result every run).
+void sumsq(const float* x, int64_t n, double* out, ScratchPool& pool, cudaStream_t s);
+void sum_into(const float* x, int64_t n, double* out, ScratchPool& pool, cudaStream_t s);
+void colsum_accumulate(const float* x, float* out, int64_t rows, int64_t cols, ScratchPool& pool, cudaStream_t s);
+
+// layernorm.cu
+void layernorm_forward(const float* x, const float* gamma, const float* beta, float* y, float* mean, float* rstd,
+                       int64_t rows, int64_t dim, float eps, cudaStream_t s);
+void layernorm_backward(const float* dy, const float* x, const float* gamma, const float* mean, const float* rstd,
+                        float* dx, float* dgamma, float* dbeta, int64_t rows, int64_t dim, bool accumulate_dx,
+                        ScratchPool& pool, cudaStream_t s);
+
+// embedding.cu
+void embedding_forward(const int32_t* tokens, const float* wte, const float* pos, float* out, int64_t B, int64_t T,
+                       int64_t d, cudaStream_t s);
+void embedding_backward(const int32_t* tokens, const float* dout, float* dwte, float* dpos, int64_t B, int64_t T,
+                        int64_t d, cudaStream_t s);
+
+// attention.cu: layout changes and row softmax around the batched matmuls.
+// qkv [B*T, 3*H*Dh] → q, k, v [B, H, T, Dh] (contiguous per head).
+void split_heads(const float* qkv, float* q, float* k, float* v, int64_t B, int64_t T, int64_t H, int64_t Dh,
+                 cudaStream_t s);
+// dq, dk, dv [B, H, T, Dh] → dqkv [B*T, 3*H*Dh]
+void merge_heads3(const float* dq, const float* dk, const float* dv, float* dqkv, int64_t B, int64_t T, int64_t H,
+                  int64_t Dh, cudaStream_t s);
+// o [B, H, T, Dh] ↔ out [B*T, H*Dh]
+void heads_to_rows(const float* o, float* out, int64_t B, int64_t T, int64_t H, int64_t Dh, cudaStream_t s);
+void rows_to_heads(const float* rows, float* o, int64_t B, int64_t T, int64_t H, int64_t Dh, cudaStream_t s);
+// In place on [rows, T] score rows (row r is query position r % T): causal mask and softmax.
+void softmax_rows(float* p, int64_t rows, int64_t T, bool causal, cudaStream_t s);
+// dS = P * (dP - rowsum(P * dP)), in place on dP.
+void softmax_backward_rows(const float* p, float* dp, int64_t rows, int64_t T, cudaStream_t s);
+
+// cross_entropy.cu: per row of logits [n, V]: loss = logsumexp - logit[target]; with grad,
+// logits become grad_scale * (softmax - onehot).
+void softmax_cross_entropy_rows(float* logits, const int32_t* targets, float* losses, int64_t n, int64_t V,
+                                bool grad, float grad_scale, cudaStream_t s);
+
+}  // namespace dtrain::cuda

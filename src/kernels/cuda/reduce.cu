@@ -1,0 +1,107 @@
+// Fixed-order reductions on the GPU (sums of squares, sums, column sums) and the scratch pool: the
+// grid shape does not depend on timing, so a result is the same every run.
+#include "kernels/cuda/check.cuh"
+#include "kernels/cuda/kernels.cuh"
+
+namespace dtrain::cuda {
+
+ScratchPool::~ScratchPool() {
+  for (void* p : ptr_)
+    if (p) cudaFree(p);
+}
+
+float* ScratchPool::get(Scratch slot, int64_t n, cudaStream_t s) {
+  const int i = int(slot);
+  if (size_[i] < n) {
+    if (ptr_[i]) {
+      DT_CUDA(cudaStreamSynchronize(s));
+      DT_CUDA(cudaFree(ptr_[i]));
+    }
+    ptr_[i] = nullptr;
+    size_[i] = 0;
+    DT_CUDA(cudaMalloc(&ptr_[i], sizeof(float) * size_t(n)));
+    size_[i] = n;
+  }
+  return static_cast<float*>(ptr_[i]);
+}
+
+size_t ScratchPool::bytes() const {
+  size_t b = 0;
+  for (int64_t n : size_) b += sizeof(float) * size_t(n);
+  return b;
+}
+
+namespace {
+constexpr int kThreads = 256;
+constexpr int kBlocks = 256;     // partial sums of sumsq / sum
+constexpr int kRowBlock = 256;   // rows per partial of a column sum
+
+template <bool kSquare>
+__global__ void partial_sums_kernel(const float* x, int64_t n, double* part) {
+  __shared__ double sh[kThreads];
+  double s = 0.0;
+  for (int64_t i = blockIdx.x * int64_t(kThreads) + threadIdx.x; i < n; i += int64_t(kThreads) * gridDim.x)
+    s += kSquare ? double(x[i]) * double(x[i]) : double(x[i]);
+  sh[threadIdx.x] = s;
+  __syncthreads();
+  for (int w = kThreads / 2; w > 0; w /= 2) {
+    if (int(threadIdx.x) < w) sh[threadIdx.x] += sh[threadIdx.x + w];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) part[blockIdx.x] = sh[0];
+}
+
+__global__ void finish_sum_kernel(const double* part, int n, double* out) {
+  if (threadIdx.x != 0 || blockIdx.x != 0) return;
+  double s = 0.0;
+  for (int i = 0; i < n; ++i) s += part[i];
+  *out += s;
+}
+
+__global__ void colsum_partial_kernel(const float* x, int64_t rows, int64_t cols, float* part) {
+  const int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (c >= cols) return;
+  const int64_t r0 = int64_t(blockIdx.y) * kRowBlock, r1 = min(rows, r0 + kRowBlock);
+  float s = 0.0f;
+  for (int64_t r = r0; r < r1; ++r) s += x[r * cols + c];
+  part[int64_t(blockIdx.y) * cols + c] = s;
+}
+
+__global__ void colsum_finish_kernel(const float* part, int64_t blocks, int64_t cols, float* out) {
+  const int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (c >= cols) return;
+  float s = 0.0f;
+  for (int64_t b = 0; b < blocks; ++b) s += part[b * cols + c];
+  out[c] += s;
+}
+
+template <bool kSquare>
+void blocked_sum(const float* x, int64_t n, double* out, ScratchPool& pool, cudaStream_t s) {
+  if (n == 0) return;
+  double* part = reinterpret_cast<double*>(pool.get(Scratch::reduce, 2 * kBlocks, s));
+  partial_sums_kernel<kSquare><<<kBlocks, kThreads, 0, s>>>(x, n, part);
+  DT_CUDA_LAUNCHED();
+  finish_sum_kernel<<<1, 1, 0, s>>>(part, kBlocks, out);
+  DT_CUDA_LAUNCHED();
+}
+}  // namespace
+
+void sumsq(const float* x, int64_t n, double* out, ScratchPool& pool, cudaStream_t s) {
+  blocked_sum<true>(x, n, out, pool, s);
+}
+void sum_into(const float* x, int64_t n, double* out, ScratchPool& pool, cudaStream_t s) {
+  blocked_sum<false>(x, n, out, pool, s);
+}
+
+void colsum_accumulate(const float* x, float* out, int64_t rows, int64_t cols, ScratchPool& pool, cudaStream_t s) {
+  if (rows == 0 || cols == 0) return;
+  const int64_t blocks = (rows + kRowBlock - 1) / kRowBlock;
+  float* part = pool.get(Scratch::colsum, blocks * cols, s);
+  const dim3 grid(unsigned((cols + kThreads - 1) / kThreads), unsigned(blocks));
+  colsum_partial_kernel<<<grid, kThreads, 0, s>>>(x, rows, cols, part);
+  DT_CUDA_LAUNCHED();
+  colsum_finish_kernel<<<unsigned((cols + kThreads - 1) / kThreads), kThreads, 0, s>>>(part, blocks, cols, out);
+  DT_CUDA_LAUNCHED();
+}
+
+}  // namespace dtrain::cuda
