@@ -1,0 +1,236 @@
+// Every CUDA kernel against the CPU implementation through the one ComputeDevice interface: f32
+// within a few ulps of accumulated rounding, bf16 within bf16 tolerance, dropout masks identical.
+// Without a GPU each test reports itself skipped; the build check runs everywhere.
+#include <filesystem>
+#include <random>
+
+#include "gpu_test_util.hpp"
+#include "kernels/cpu/reduce.hpp"
+#include "nn/context.hpp"
+
+using namespace dtrain;
+using gpu_test::expect_close;
+using gpu_test::OnDevice;
+
+namespace {
+
+std::vector<float> rand_vec(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
+  std::mt19937 g(seed);
+  std::uniform_real_distribution<float> u(lo, hi);
+  std::vector<float> v(n);
+  for (auto& x : v) x = u(g);
+  return v;
+}
+
+DropoutSpec spec(float p, uint32_t unit, uint32_t site) {
+  DropoutSpec s;
+  s.p = p;
+  s.seed = 1234567890123ull;
+  s.step = 7;
+  s.unit = unit;
+  s.site = site;
+  s.sample_offset = 3;
+  s.sample_stride = 2;
+  return s;
+}
+
+}  // namespace
+
+TEST(CudaBuild, BackendIsBuiltWhenTheToolkitIsPresent) {
+  // CI compiles the CUDA code whenever nvcc is there, so it cannot rot unnoticed.
+  if (!std::filesystem::exists("/usr/local/cuda/bin/nvcc")) GTEST_SKIP() << "no CUDA toolkit on this machine";
+  EXPECT_TRUE(cuda_built()) << "the CUDA toolkit is installed but this build left the CUDA backend out";
+}
+
+TEST(CudaKernels, MatmulEveryLayoutF32AndBf16) {
+  NEED_GPU();
+  ComputeDevice& C = cpu_device();
+  const int64_t M = 37, N = 53, K = 129;
+  for (int ta = 0; ta < 2; ++ta)
+    for (int tb = 0; tb < 2; ++tb)
+      for (int mode = 0; mode < 3; ++mode)  // plain, bias, accumulate
+        for (Precision p : {Precision::f32, Precision::bf16}) {
+          const auto A = rand_vec(M * K, 1), B = rand_vec(K * N, 2), bias = rand_vec(N, 3), C0 = rand_vec(M * N, 4);
+          MatmulArgs a{M, N, K, bool(ta), bool(tb), mode == 2, nullptr, p};
+          auto ref = C0;
+          a.bias = mode == 1 ? bias.data() : nullptr;
+          C.matmul(A.data(), B.data(), ref.data(), a);
+          OnDevice<float> dA(G, A), dB(G, B), dbias(G, bias), dC(G, C0);
+          a.bias = mode == 1 ? dbias.p() : nullptr;
+          G.matmul(dA.p(), dB.p(), dC.p(), a);
+          expect_close(ref, dC.host(), p == Precision::f32 ? 1e-5 : 2e-2,
+                       "matmul ta=" + std::to_string(ta) + " tb=" + std::to_string(tb) + " mode=" +
+                           std::to_string(mode) + (p == Precision::f32 ? " f32" : " bf16"));
+        }
+}
+
+TEST(CudaKernels, LayerNormForwardAndBackward) {
+  NEED_GPU();
+  ComputeDevice& C = cpu_device();
+  const int64_t rows = 300, dim = 200;
+  const auto x = rand_vec(rows * dim, 5, -3, 3), g = rand_vec(dim, 6), b = rand_vec(dim, 7), dy = rand_vec(rows * dim, 8);
+  std::vector<float> y(rows * dim), mean(rows), rstd(rows), dx = rand_vec(rows * dim, 9), dg(dim, 0.5f), db(dim, 0.25f);
+  OnDevice<float> X(G, x), Gm(G, g), Bt(G, b), Y(G, y), Mn(G, mean), Rs(G, rstd), DY(G, dy), DX(G, dx), DG(G, dg), DB(G, db);
+  C.layernorm_forward(x.data(), g.data(), b.data(), y.data(), mean.data(), rstd.data(), rows, dim, 1e-5f);
+  G.layernorm_forward(X.p(), Gm.p(), Bt.p(), Y.p(), Mn.p(), Rs.p(), rows, dim, 1e-5f);
+  expect_close(y, Y.host(), 1e-5, "layernorm y");
+  expect_close(rstd, Rs.host(), 1e-5, "layernorm rstd");
+  C.layernorm_backward(dy.data(), x.data(), g.data(), mean.data(), rstd.data(), dx.data(), dg.data(), db.data(), rows,
+                       dim, true);
+  G.layernorm_backward(DY.p(), X.p(), Gm.p(), Mn.p(), Rs.p(), DX.p(), DG.p(), DB.p(), rows, dim, true);
+  expect_close(dx, DX.host(), 1e-5, "layernorm dx (accumulated)");
+  expect_close(dg, DG.host(), 1e-5, "layernorm dgamma");
+  expect_close(db, DB.host(), 1e-5, "layernorm dbeta");
+}
+
+TEST(CudaKernels, ActivationsForwardAndBackward) {
+  NEED_GPU();
+  ComputeDevice& C = cpu_device();
+  const int64_t n = 10007;
+  const auto x = rand_vec(n, 10, -4, 4), dy = rand_vec(n, 11);
+  for (Activation a : {Activation::relu, Activation::gelu}) {
+    std::vector<float> y(n), dx(n);
+    OnDevice<float> X(G, x), Y(G, y), DY(G, dy), DX(G, dx);
+    C.activation_forward(a, x.data(), y.data(), n);
+    G.activation_forward(a, X.p(), Y.p(), n);
+    expect_close(y, Y.host(), 2e-6, "activation forward");
+    C.activation_backward(a, x.data(), dy.data(), dx.data(), n);
+    G.activation_backward(a, X.p(), DY.p(), DX.p(), n);
+    expect_close(dx, DX.host(), 2e-6, "activation backward");
+  }
+  std::vector<float> r(n), dr(n);
+  C.activation_forward(Activation::relu, x.data(), r.data(), n);
+  OnDevice<float> R(G, r), DY(G, dy), DR(G, dr);
+  C.relu_backward_from_output(r.data(), dy.data(), dr.data(), n, 1.25f);
+  G.relu_backward_from_output(R.p(), DY.p(), DR.p(), n, 1.25f);
+  expect_close(dr, DR.host(), 0.0, "relu backward from output");
+}
+
+TEST(CudaKernels, DropoutDrawsTheCpuMasks) {
+  NEED_GPU();
+  ComputeDevice& C = cpu_device();
+  const int64_t samples = 5, per = 4099;  // not a multiple of 8: partial Philox blocks
+  const auto x = rand_vec(samples * per, 12, 0.5f, 1.0f);
+  std::vector<float> y(x.size());
+  OnDevice<float> X(G, x), Y(G, y);
+  const DropoutSpec s = spec(0.3f, 4, kDropFfAct);
+  C.dropout_forward(x.data(), y.data(), samples, per, s);
+  G.dropout_forward(X.p(), Y.p(), samples, per, s);
+  const auto got = Y.host();
+  int64_t dropped = 0;
+  for (size_t i = 0; i < y.size(); ++i) {
+    ASSERT_EQ(y[i] == 0.0f, got[i] == 0.0f) << "mask differs at element " << i;
+    dropped += y[i] == 0.0f;
+  }
+  EXPECT_NEAR(double(dropped) / double(y.size()), 0.3, 0.02);
+  expect_close(y, got, 0.0, "dropout values");
+}
+
+TEST(CudaKernels, AttentionForwardAndBackwardWithDropout) {
+  NEED_GPU();
+  ComputeDevice& C = cpu_device();
+  for (bool causal : {true, false})
+    for (Precision p : {Precision::f32, Precision::bf16}) {
+      const AttentionShape s{3, 17, 4, 8, causal, p};
+      const int64_t d = s.H * s.Dh, rows = s.B * s.T, np = s.B * s.H * s.T * s.T;
+      const auto qkv = rand_vec(rows * 3 * d, 13), dout = rand_vec(rows * d, 14);
+      std::vector<float> out(rows * d), probs(np), dqkv(rows * 3 * d);
+      OnDevice<float> QKV(G, qkv), OUT(G, out), P(G, probs), DOUT(G, dout), DQKV(G, dqkv);
+      const DropoutSpec drop = spec(0.2f, 2, kDropAttnProbs);
+      AttentionShape cpu_shape = s;
+      cpu_shape.precision = Precision::f32;  // the CPU runs attention products in f32
+      C.attention_forward(qkv.data(), out.data(), probs.data(), cpu_shape, drop);
+      G.attention_forward(QKV.p(), OUT.p(), P.p(), s, drop);
+      const double tol = p == Precision::f32 ? 1e-5 : 2e-2;
+      const std::string what = std::string(causal ? "causal" : "full") + (p == Precision::f32 ? " f32" : " bf16");
+      expect_close(probs, P.host(), tol, "attention probs " + what);
+      expect_close(out, OUT.host(), tol, "attention out " + what);
+      C.attention_backward(dout.data(), qkv.data(), probs.data(), dqkv.data(), cpu_shape, drop);
+      G.attention_backward(DOUT.p(), QKV.p(), P.p(), DQKV.p(), s, drop);
+      expect_close(dqkv, DQKV.host(), p == Precision::f32 ? 1e-4 : 5e-2, "attention dqkv " + what);
+    }
+}
+
+TEST(CudaKernels, EmbeddingForwardAndBackward) {
+  NEED_GPU();
+  ComputeDevice& C = cpu_device();
+  const int64_t B = 4, T = 9, d = 24, V = 11;
+  std::vector<int32_t> tok(B * T);
+  for (size_t i = 0; i < tok.size(); ++i) tok[i] = int32_t((i * 7) % V);
+  const auto wte = rand_vec(V * d, 15), pos = rand_vec(T * d, 16), dout = rand_vec(B * T * d, 17);
+  std::vector<float> out(B * T * d), dwte(V * d, 0.1f), dpos(T * d, -0.1f);
+  OnDevice<int32_t> TOK(G, tok);
+  OnDevice<float> WTE(G, wte), POS(G, pos), OUT(G, out), DOUT(G, dout), DWTE(G, dwte), DPOS(G, dpos);
+  C.embedding_forward(tok.data(), wte.data(), pos.data(), out.data(), B, T, d);
+  G.embedding_forward(TOK.p(), WTE.p(), POS.p(), OUT.p(), B, T, d);
+  expect_close(out, OUT.host(), 0.0, "embedding out");
+  C.embedding_backward(tok.data(), dout.data(), dwte.data(), dpos.data(), B, T, d);
+  G.embedding_backward(TOK.p(), DOUT.p(), DWTE.p(), DPOS.p(), B, T, d);
+  expect_close(dwte, DWTE.host(), 1e-6, "embedding dwte");
+  expect_close(dpos, DPOS.host(), 1e-6, "embedding dpos");
+}
+
+TEST(CudaKernels, ClassifierCrossEntropyLossAndGradients) {
+  NEED_GPU();
+  ComputeDevice& C = cpu_device();
+  const int64_t N = 1100, d = 32, V = 777;  // more rows than one CPU chunk
+  const auto x = rand_vec(N * d, 18), W = rand_vec(V * d, 19, -0.3f, 0.3f), bias = rand_vec(V, 20);
+  std::vector<int32_t> tg(N);
+  for (int64_t i = 0; i < N; ++i) tg[size_t(i)] = int32_t((i * 31) % V);
+  for (Precision p : {Precision::f32, Precision::bf16}) {
+    std::vector<float> dx(N * d), dW(V * d, 0.01f), db(V, 0.02f), rows(N);
+    OnDevice<float> X(G, x), Wd(G, W), Bd(G, bias), DX(G, dx), DW(G, dW), DB(G, db), ROWS(G, rows);
+    OnDevice<int32_t> TG(G, tg);
+    OnDevice<double> LOSS(G, std::vector<double>{0.5});
+    ClassifierArgs a{x.data(), W.data(), bias.data(), tg.data(), N, d, V, p};
+    a.grad_scale = 1.0f / float(N);
+    a.dx = dx.data();
+    a.dW = dW.data();
+    a.dbias = db.data();
+    double loss = 0.5;
+    C.classifier_loss(a, rows.data(), &loss);
+    ClassifierArgs g{X.p(), Wd.p(), Bd.p(), TG.p(), N, d, V, p};
+    g.grad_scale = a.grad_scale;
+    g.dx = DX.p();
+    g.dW = DW.p();
+    g.dbias = DB.p();
+    G.classifier_loss(g, ROWS.p(), LOSS.p());
+    const double tol = p == Precision::f32 ? 1e-5 : 2e-2;
+    EXPECT_NEAR(LOSS.host()[0], loss, tol * std::fabs(loss)) << "loss sum";
+    expect_close(rows, ROWS.host(), tol, "row losses");
+    expect_close(dx, DX.host(), tol, "classifier dx");
+    expect_close(dW, DW.host(), tol, "classifier dW (accumulated)");
+    expect_close(db, DB.host(), tol, "classifier dbias (accumulated)");
+  }
+}
+
+TEST(CudaKernels, OptimizersAndReductions) {
+  NEED_GPU();
+  ComputeDevice& C = cpu_device();
+  const int64_t n = 100003;
+  auto p = rand_vec(n, 21), g = rand_vec(n, 22), m = rand_vec(n, 23, -0.01f, 0.01f), v = rand_vec(n, 24, 0.0f, 0.01f);
+  OnDevice<float> P(G, p), Gr(G, g), Mo(G, m), Ve(G, v);
+  const AdamWHyper h{1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 3};
+  C.adamw_update(p.data(), g.data(), m.data(), v.data(), n, h);
+  G.adamw_update(P.p(), Gr.p(), Mo.p(), Ve.p(), n, h);
+  expect_close(p, P.host(), 1e-6, "adamw params");
+  expect_close(v, Ve.host(), 1e-6, "adamw exp_avg_sq");
+  C.sgd_update(p.data(), g.data(), m.data(), n, {0.1f, 0.9f, 0.01f, false});
+  G.sgd_update(P.p(), Gr.p(), Mo.p(), n, {0.1f, 0.9f, 0.01f, false});
+  expect_close(p, P.host(), 1e-6, "sgd params");
+  OnDevice<double> S(G, std::vector<double>{1.0});
+  G.sumsq(Gr.p(), n, S.p());
+  EXPECT_NEAR(S.host()[0], 1.0 + sumsq_deterministic(g.data(), n), 1e-9 * double(n));
+  const int64_t rows = 1000, cols = 300;
+  const auto x = rand_vec(rows * cols, 25);
+  std::vector<float> cs(cols, 1.0f);
+  OnDevice<float> Xd(G, x), CS(G, cs);
+  C.colsum_accumulate(x.data(), cs.data(), rows, cols);
+  G.colsum_accumulate(Xd.p(), CS.p(), rows, cols);
+  expect_close(cs, CS.host(), 1e-5, "colsum");
+  std::vector<float> a = rand_vec(n, 26), out(n);
+  OnDevice<float> Ad(G, a), Out(G, out);
+  C.add(a.data(), g.data(), out.data(), n);
+  G.add(Ad.p(), Gr.p(), Out.p(), n);
+  expect_close(out, Out.host(), 0.0, "add");
+}
