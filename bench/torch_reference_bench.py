@@ -1,8 +1,9 @@
 #!/usr/bin/python3
 # Training-throughput benchmark of the PyTorch reference model (tests/python/reference_model.py)
-# on the CPU: the peer dtrain's bench compares against. Prints one JSON line.
+# on the CPU or a GPU (eager or torch.compile): the peer dtrain's bench compares against. Prints
+# one JSON line.
 # Usage: /usr/bin/python3 bench/torch_reference_bench.py --config-json '{"vocab_size": 12000, ...}'
-#        --batch 64 --steps 5 --warmup 1 --threads 2 --precision f32|bf16
+#        --batch 64 --steps 5 --warmup 1 --threads 2 --precision f32|bf16 [--device cuda] [--compile]
 import argparse
 import contextlib
 import json
@@ -45,6 +46,8 @@ def main(argv=None):
                     help="bf16 = torch.autocast('cpu', dtype=torch.bfloat16), f32 master weights")
     ap.add_argument("--lr", type=float, default=0.002, help="AdamW learning rate")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--device", default="cpu", help="cpu | cuda")
+    ap.add_argument("--compile", action="store_true", help="torch.compile the model (GPU benchmark)")
     args = ap.parse_args(argv)
     if args.batch <= 0 or args.steps <= 0 or args.warmup < 0 or args.threads <= 0:
         ap.error("--batch, --steps and --threads must be positive and --warmup non-negative")
@@ -55,32 +58,38 @@ def main(argv=None):
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
+    gpu = args.device.startswith("cuda")
+    if gpu and not torch.cuda.is_available():
+        ap.error("--device cuda but torch sees no GPU")
     try:
-        model = ReferenceLM(config).float()
+        model = ReferenceLM(config).float().to(args.device)
     except ValueError as e:
         ap.error(str(e))
     model.train()  # dropout as configured, like a real training step
     V, T, B = model.config["vocab_size"], model.config["seq_len"], args.batch
-    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, **({"fused": True} if gpu else {}))
     total = args.warmup + args.steps
-    inputs = torch.randint(0, V, (total, B, T))
-    targets = torch.randint(0, V, (total, B, T))
+    inputs = torch.randint(0, V, (total, B, T), device=args.device)
+    targets = torch.randint(0, V, (total, B, T), device=args.device)
+    forward = torch.compile(model) if args.compile else model
 
     def autocast():
         if args.precision == "bf16":
-            return torch.autocast("cpu", dtype=torch.bfloat16)
+            return torch.autocast("cuda" if gpu else "cpu", dtype=torch.bfloat16)
         return contextlib.nullcontext()
 
     def step(i):
         optimizer.zero_grad(set_to_none=True)
         with autocast():
-            _, loss = model(inputs[i], targets[i])
+            _, loss = forward(inputs[i], targets[i])
         loss.backward()
         optimizer.step()
-        return loss.item()
+        return loss.item()  # waits for the GPU: the step is over
 
     for i in range(args.warmup):
         step(i)
+    if gpu:
+        torch.cuda.reset_peak_memory_stats()
     times = []
     loss = float("nan")
     for i in range(args.warmup, total):
@@ -103,6 +112,9 @@ def main(argv=None):
         "params": params,
         "torch": torch.__version__,
         "blas": loaded_blas(),
+        "device": torch.cuda.get_device_name() if gpu else "cpu",
+        "compile": args.compile,
+        "peak_device_mb": round(torch.cuda.max_memory_allocated() / 2**20, 1) if gpu else 0.0,
     }))
     return 0
 

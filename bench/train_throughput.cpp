@@ -2,6 +2,7 @@
 // side of bench/compare.sh (bench/torch_reference_bench.py is the PyTorch side). Prints one JSON line.
 // Usage: bench_train --config configs/bench-large.toml --vocab 12000 [--set key=value ...]
 //        [--batch B] [--threads 2] [--precision f32|bf16] [--steps 10] [--warmup 2] [--seed 1]
+//        [--device cpu|cuda]  (bench/gpu_compare.sh runs it on a GPU)
 #include <omp.h>
 
 #include <algorithm>
@@ -33,7 +34,8 @@ const char* kUsage =
     "  --batch      samples per step (default: the preset's train.batch_size)\n"
     "  --threads    OpenMP threads (default 2)\n"
     "  --precision  f32 | bf16 (default: the preset's train.precision)\n"
-    "  --steps      timed steps (default 10); --warmup untimed steps first (default 2)\n";
+    "  --steps      timed steps (default 10); --warmup untimed steps first (default 2)\n"
+    "  --device     cpu (default) | cuda | cuda:N\n";
 
 int64_t to_int(const std::string& flag, const std::string& v, int64_t min) {
   char* end = nullptr;
@@ -52,7 +54,7 @@ int main(int argc, char** argv) {
     std::string config_path;
     std::vector<std::pair<std::string, std::string>> sets;
     int64_t vocab = 0, batch = 0, steps = 10, warmup = 2, threads = 2, seed = 1;
-    std::string precision_name;
+    std::string precision_name, device_name = "cpu";
     for (int i = 1; i < argc; ++i) {
       const std::string f = argv[i];
       if (f == "-h" || f == "--help") {
@@ -73,6 +75,7 @@ int main(int argc, char** argv) {
       else if (f == "--threads") threads = to_int(f, v, 1);
       else if (f == "--seed") seed = to_int(f, v, 0);
       else if (f == "--precision") precision_name = v;
+      else if (f == "--device") device_name = v;
       else throw dtrain::Error("unknown flag " + f + ": see --help");
     }
     dtrain::require(!config_path.empty(), "no --config given: pass a preset such as configs/bench-large.toml");
@@ -93,9 +96,10 @@ int main(int argc, char** argv) {
         cfg.train.precision == "bf16" ? dtrain::Precision::bf16 : dtrain::Precision::f32;
     const int64_t B = cfg.train.batch_size, T = cfg.model.seq_len, V = cfg.model.vocab_size;
 
-    dtrain::TransformerLM model(cfg.model, B);
+    auto dev = dtrain::make_device(device_name, 0);
+    dtrain::TransformerLM model(cfg.model, B, *dev);
     model.init_weights(cfg.train.seed);
-    dtrain::Optimizer opt(cfg.optim, dtrain::unit_shards(model.units()));
+    dtrain::Optimizer opt(cfg.optim, dtrain::unit_shards(model.units()), *dev);
 
     // Random batches, drawn up front (like the torch script): inputs and targets per step.
     const int64_t total = warmup + steps;
@@ -120,9 +124,10 @@ int main(int argc, char** argv) {
       ctx.precision = precision;
       model.zero_grad();
       const size_t off = size_t(s * B * T);
-      loss = model.forward_backward(inputs.data() + off, targets.data() + off, ctx) / double(B * T);
-      dtrain::require(std::isfinite(loss), "loss is not finite at step " + std::to_string(s) + ": lower train.lr");
+      model.queue_forward_backward(inputs.data() + off, targets.data() + off, ctx);
       opt.step(opt.lr_at(s, total));
+      loss = model.take_loss() / double(B * T);  // waits for the device: the step is over
+      dtrain::require(std::isfinite(loss), "loss is not finite at step " + std::to_string(s) + ": lower train.lr");
       const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
       if (s >= warmup) times.push_back(dt);
     }
@@ -155,6 +160,8 @@ int main(int argc, char** argv) {
     out["activation_bytes"] = int64_t(model.activation_bytes());
     out["train_flops_per_token"] = cfg.model.train_flops_per_token();
     out["native_bf16"] = dtrain::cpu_has_native_bf16();
+    out["device"] = dev->describe();
+    out["peak_device_mb"] = r1(double(dev->peak_bytes()) / double(1 << 20));
     out["model"] = model_json;
     std::printf("%s\n", out.dump().c_str());
     return 0;
