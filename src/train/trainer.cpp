@@ -143,10 +143,10 @@ struct Trainer::Impl {
 
   // Gradients live where the model does: on GPUs they are reduced by NCCL, on the CPU by Gloo.
   std::shared_ptr<ProcessGroup> gradient_group() {
+    if (dev->kind() == DeviceKind::cpu) return std::shared_ptr<ProcessGroup>(&world.all(), [](ProcessGroup*) {});
+#ifdef DTRAIN_HAVE_CUDA
     std::vector<int> all;
     for (int r = 0; r < world.size(); ++r) all.push_back(r);
-    if (dev->kind() == DeviceKind::cpu) return world.new_group(all, "grads");
-#ifdef DTRAIN_HAVE_CUDA
     ComputeDevice* d = dev.get();
     return world.new_group(all, "grads", [d](Store& st, int rank, int size, Millis timeout, const std::string& name) {
       return connect_nccl(st, rank, size, d->index(), d->stream(), timeout, name);

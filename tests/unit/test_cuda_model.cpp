@@ -34,6 +34,18 @@ std::vector<int32_t> tokens(size_t n, uint32_t seed, int32_t V) {
   return t;
 }
 
+StepContext train_ctx(const ModelConfig& c, int64_t B, uint64_t seed, int step) {
+  StepContext ctx;
+  ctx.B = B;
+  ctx.T = c.seq_len;
+  ctx.training = true;
+  ctx.dropout = c.dropout;
+  ctx.seed = seed;
+  ctx.step = uint32_t(step);
+  ctx.loss_scale = 1.0f / float(B * c.seq_len);
+  return ctx;
+}
+
 std::vector<float> all_grads(TransformerLM& m) {
   std::vector<float> out;
   for (Unit* u : m.units()) {
@@ -55,13 +67,7 @@ TEST(CudaModel, OneStepMatchesTheCpu) {
     cpu.init_weights(3);
     gpu.init_weights(3);
     const auto in = tokens(B * c.seq_len, 1, int32_t(c.vocab_size)), tg = tokens(B * c.seq_len, 2, int32_t(c.vocab_size));
-    StepContext ctx;
-    ctx.B = B;
-    ctx.T = c.seq_len;
-    ctx.training = true;
-    ctx.dropout = c.dropout;
-    ctx.seed = 9;
-    ctx.loss_scale = 1.0f / float(B * c.seq_len);
+    const StepContext ctx = train_ctx(c, B, 9, 0);
     cpu.zero_grad();
     gpu.zero_grad();
     const double lc = cpu.forward_backward(in.data(), tg.data(), ctx);
@@ -84,14 +90,7 @@ TEST(CudaModel, FiftyAdamWStepsTrackTheCpuLossCurve) {
   double worst = 0.0, first = 0.0, last = 0.0;
   for (int step = 0; step < 50; ++step) {
     const auto in = tokens(B * c.seq_len, 100 + step, 20), tg = in;  // a learnable copy task
-    StepContext ctx;
-    ctx.B = B;
-    ctx.T = c.seq_len;
-    ctx.training = true;
-    ctx.dropout = c.dropout;
-    ctx.seed = 1;
-    ctx.step = uint32_t(step);
-    ctx.loss_scale = 1.0f / float(B * c.seq_len);
+    const StepContext ctx = train_ctx(c, B, 1, step);
     cpu.zero_grad();
     gpu.zero_grad();
     const double lc = cpu.forward_backward(in.data(), tg.data(), ctx) / double(B * c.seq_len);
