@@ -21,14 +21,14 @@ struct Linear {
     if (bias) b = u.add(name + ".bias", {out}, bias_init, in);
   }
   void forward(const float* x, float* y, int64_t rows, Precision p) const {
-    dev->matmul(x, w.data(), y, {rows, out, in, false, true, false, has_bias ? b.data() : nullptr, p});
+    dev->matmul(x, w.data(), y, linear_forward_args(rows, in, out, has_bias ? b.data() : nullptr, p));
   }
   // Accumulates dW, db; writes (or adds to) dx unless dx is null.
   void backward(const float* x, const float* dy, float* dx, int64_t rows, bool accumulate_dx,
                 Precision p) const {
-    dev->matmul(dy, x, w.grad(), {out, in, rows, true, false, true, nullptr, p});  // dW += dyᵀ·x
+    dev->matmul(dy, x, w.grad(), linear_backward_weight_args(rows, in, out, p));
     if (has_bias) dev->colsum_accumulate(dy, b.grad(), rows, out);
-    if (dx) dev->matmul(dy, w.data(), dx, {rows, in, out, false, false, accumulate_dx, nullptr, p});  // dx (+)= dy·W
+    if (dx) dev->matmul(dy, w.data(), dx, linear_backward_input_args(rows, in, out, accumulate_dx, p));
   }
 };
 

@@ -183,8 +183,8 @@ void TransformerLM::logits(const int32_t* host_inputs, const StepContext& ctx, f
   Buffer on_device;  // generation and checks only: not in the step loop
   if (!dev_.host_accessible()) on_device = Buffer(dev_, bytes);
   float* y = on_device.data() ? on_device.f32() : out;
-  dev_.matmul(h, head_weight(), y, {rows, c_.vocab_size, c_.dim, false, true, false,
-                                    c_.head_bias ? head_b_.data() : nullptr, ctx.precision});
+  dev_.matmul(h, head_weight(), y,
+              linear_forward_args(rows, c_.dim, c_.vocab_size, c_.head_bias ? head_b_.data() : nullptr, ctx.precision));
   if (on_device.data()) dev_.download(out, y, bytes);
 }
 

@@ -31,20 +31,32 @@ struct Strided4 {
 void matmul_batched(const float* A, Strided4 a, const float* B, Strided4 b, float* C, Strided4 c, int64_t d0,
                     int64_t d1, int64_t M, int64_t N, int64_t K, float alpha);
 
-// Convenience for Linear layers with weights stored [out, in] as in PyTorch.
-// y[rows, out] = x[rows, in] · W^T + b
+// The three products of a Linear layer with weights stored [out, in] as in PyTorch, as MatmulArgs
+// for any device's matmul (operands in the order given):
+// forward       y[rows, out] = x[rows, in] · Wᵀ + b            matmul(x, W, y, …)
+// input grad    dx[rows, in] (+)= dy[rows, out] · W             matmul(dy, W, dx, …)
+// weight grad   dW[out, in] += dyᵀ · x  (bias: colsum_accumulate) matmul(dy, x, dW, …)
+inline MatmulArgs linear_forward_args(int64_t rows, int64_t in, int64_t out, const float* b, Precision p) {
+  return {rows, out, in, false, true, false, b, p};
+}
+inline MatmulArgs linear_backward_input_args(int64_t rows, int64_t in, int64_t out, bool accumulate, Precision p) {
+  return {rows, in, out, false, false, accumulate, nullptr, p};
+}
+inline MatmulArgs linear_backward_weight_args(int64_t rows, int64_t in, int64_t out, Precision p) {
+  return {out, in, rows, true, false, true, nullptr, p};
+}
+// The same on the CPU.
 inline void linear_forward(const float* x, const float* W, const float* b, float* y, int64_t rows,
                            int64_t in, int64_t out, Precision p) {
-  matmul(x, W, y, {rows, out, in, false, true, false, b, p});
+  matmul(x, W, y, linear_forward_args(rows, in, out, b, p));
 }
-// dx[rows, in] (+)= dy · W ; dW[out, in] += dy^T · x  (bias gradient: colsum_accumulate)
 inline void linear_backward_input(const float* dy, const float* W, float* dx, int64_t rows,
                                   int64_t in, int64_t out, bool accumulate, Precision p) {
-  matmul(dy, W, dx, {rows, in, out, false, false, accumulate, nullptr, p});
+  matmul(dy, W, dx, linear_backward_input_args(rows, in, out, accumulate, p));
 }
 inline void linear_backward_weight(const float* dy, const float* x, float* dW, int64_t rows,
                                    int64_t in, int64_t out, Precision p) {
-  matmul(dy, x, dW, {out, in, rows, true, false, true, nullptr, p});
+  matmul(dy, x, dW, linear_backward_weight_args(rows, in, out, p));
 }
 
 }  // namespace dtrain

@@ -137,6 +137,15 @@ class CudaDevice final : public ComputeDevice {
     cuda::layernorm_backward(dy, x, g, mean, rstd, dx, dg, db, rows, dim, acc, pool_, stream_);
   }
 
+  // The attention probabilities after dropout: `probs` itself when dropout is off.
+  const float* dropped_probs(const float* probs, const AttentionShape& s, const DropoutSpec& drop) {
+    if (!drop.active()) return probs;
+    const int64_t per_sample = s.H * s.T * s.T;
+    float* pd = pool_.get(Scratch::attention_p, s.B * per_sample, stream_);
+    cuda::dropout(probs, pd, s.B, per_sample, drop, stream_);
+    return pd;
+  }
+
   // Our own attention: heads to contiguous blocks, S = scale·Q·Kᵀ, causal softmax (kept for
   // backward as `probs`, [B, H, T, T] like the CPU's), dropout with the CPU's masks, O = P·V.
   void attention_forward(const float* qkv, float* out, float* probs, const AttentionShape& s,
@@ -148,12 +157,7 @@ class CudaDevice final : public ComputeDevice {
     lt_->run(q, k, probs, {T, T, Dh, false, true, false, nullptr, s.precision}, BH, T * Dh, T * Dh, TT,
              1.0f / std::sqrt(float(Dh)));
     softmax_rows(probs, BH * T, T, s.causal, stream_);
-    const float* P = probs;
-    if (drop.active()) {
-      float* pd = pool_.get(Scratch::attention_p, BH * TT, stream_);
-      cuda::dropout(probs, pd, s.B, s.H * TT, drop, stream_);
-      P = pd;
-    }
+    const float* P = dropped_probs(probs, s, drop);
     lt_->run(P, v, o, {T, Dh, T, false, false, false, nullptr, s.precision}, BH, TT, T * Dh, T * Dh);
     heads_to_rows(o, out, s.B, T, s.H, Dh, stream_);
   }
@@ -168,12 +172,7 @@ class CudaDevice final : public ComputeDevice {
     float* dP = pool_.get(Scratch::attention_dp, BH * TT, stream_);
     split_heads(qkv, q, k, v, s.B, T, s.H, Dh, stream_);  // other blocks have used the buffers since
     rows_to_heads(dout, dO, s.B, T, s.H, Dh, stream_);
-    const float* P = probs;
-    if (drop.active()) {
-      float* pd = pool_.get(Scratch::attention_p, BH * TT, stream_);
-      cuda::dropout(probs, pd, s.B, s.H * TT, drop, stream_);
-      P = pd;
-    }
+    const float* P = dropped_probs(probs, s, drop);  // drawn again: the same masks
     lt_->run(dO, v, dP, {T, T, Dh, false, true, false, nullptr, p}, BH, T * Dh, T * Dh, TT);  // dPd = dO·Vᵀ
     lt_->run(P, dO, dv, {T, Dh, T, true, false, false, nullptr, p}, BH, TT, T * Dh, T * Dh);  // dV = Pdᵀ·dO
     cuda::dropout(dP, dP, s.B, s.H * TT, drop, stream_);                                    // dP = dPd·mask
@@ -218,11 +217,11 @@ class CudaDevice final : public ComputeDevice {
     for (int64_t r0 = 0; r0 < a.N; r0 += chunk) {
       const int64_t n = std::min(chunk, a.N - r0);
       const float* xc = a.x + r0 * a.d;
-      lt_->run(xc, a.W, logits, {n, a.V, a.d, false, true, false, a.bias, a.precision});
+      lt_->run(xc, a.W, logits, linear_forward_args(n, a.d, a.V, a.bias, a.precision));
       softmax_cross_entropy_rows(logits, a.targets + r0, losses + r0, n, a.V, a.dx != nullptr, a.grad_scale, stream_);
       if (!a.dx) continue;
-      lt_->run(logits, a.W, a.dx + r0 * a.d, {n, a.d, a.V, false, false, false, nullptr, a.precision});
-      lt_->run(logits, xc, a.dW, {a.V, a.d, n, true, false, true, nullptr, a.precision});
+      lt_->run(logits, a.W, a.dx + r0 * a.d, linear_backward_input_args(n, a.d, a.V, false, a.precision));
+      lt_->run(logits, xc, a.dW, linear_backward_weight_args(n, a.d, a.V, a.precision));
       if (a.dbias) cuda::colsum_accumulate(logits, a.dbias, n, a.V, pool_, stream_);
     }
     sum_into(losses, a.N, loss_sum, pool_, stream_);
