@@ -37,7 +37,8 @@ std::shared_ptr<ComputeDevice> make_device(const std::string& name, int local_ra
   int index = local_rank % count;
   if (!any) {
     const std::string n = name.substr(5);
-    require(!n.empty() && n.find_first_not_of("0123456789") == std::string::npos && std::stoi(n) < count,
+    require(!n.empty() && n.size() <= 6 && n.find_first_not_of("0123456789") == std::string::npos &&
+                std::stoi(n) < count,
             "device = \"" + name + "\" names no visible GPU (" + std::to_string(count) + " visible): use cuda:0.." +
                 std::to_string(count - 1) + " or \"cuda\"");
     index = std::stoi(n);
