@@ -1,6 +1,7 @@
 // World (see world.hpp): store, liveness, Gloo device and groups.
 #include "dist/world.hpp"
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -46,6 +47,10 @@ World::World(const DistEnv& env, Millis timeout) : env_(env), timeout_(timeout) 
     all_ = std::make_shared<ProcessGroup>("world", everyone, 0, timeout, nullptr, std::make_unique<SelfBackend>());
     return;
   }
+  // A peer that dies closes its sockets; writing to one must become an error we can explain
+  // ("rank N stopped"), not a SIGPIPE that kills this rank too. Left alone if the program set it.
+  struct sigaction old {};
+  if (sigaction(SIGPIPE, nullptr, &old) == 0 && old.sa_handler == SIG_DFL) signal(SIGPIPE, SIG_IGN);
   std::string address;
   if (!env.store_dir.empty()) {
     store_ = std::make_shared<FileStore>(env.store_dir, env.token);
