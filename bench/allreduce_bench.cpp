@@ -18,8 +18,8 @@
 #include <string>
 #include <vector>
 
-#include "dist/tcp_store.hpp"
-#include "dist/world.hpp"
+#include "comm/tcp_store.hpp"
+#include "comm/world.hpp"
 
 using namespace dtrain;
 using Clock = std::chrono::steady_clock;

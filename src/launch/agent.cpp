@@ -14,7 +14,7 @@
 #include <memory>
 
 #include "core/error.hpp"
-#include "dist/tcp_store.hpp"
+#include "comm/tcp_store.hpp"
 #include "launch/workers.hpp"
 
 namespace dtrain {

@@ -8,7 +8,7 @@
 #include <tuple>
 
 #include "core/error.hpp"
-#include "dist/socket.hpp"
+#include "comm/socket.hpp"
 
 namespace dtrain {
 

@@ -4,7 +4,7 @@
 #pragma once
 #include <vector>
 
-#include "dist/process_group.hpp"
+#include "comm/process_group.hpp"
 #include "nn/transformer.hpp"
 
 namespace dtrain {

@@ -18,7 +18,7 @@
 #include "metrics/tensorboard.hpp"
 #include "parallel/ddp.hpp"
 #ifdef DTRAIN_HAVE_CUDA
-#include "dist/nccl/nccl_backend.hpp"
+#include "comm/nccl/nccl_backend.hpp"
 #endif
 
 namespace fs = std::filesystem;

@@ -6,7 +6,7 @@
 
 #include "data/dataset.hpp"
 #include "data/token_file.hpp"
-#include "dist/world.hpp"
+#include "comm/world.hpp"
 #include "train/checkpoint.hpp"
 #include "train/config.hpp"
 

@@ -8,7 +8,7 @@
 #include <numeric>
 #include <thread>
 
-#include "dist_test_util.hpp"
+#include "comm_test_util.hpp"
 
 using namespace dtrain;
 using dist_test::env_for;

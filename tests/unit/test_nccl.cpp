@@ -5,10 +5,10 @@
 
 #include <filesystem>
 
-#include "dist/file_store.hpp"
+#include "comm/file_store.hpp"
 #include "gpu_test_util.hpp"
 #ifdef DTRAIN_HAVE_CUDA
-#include "dist/nccl/nccl_backend.hpp"
+#include "comm/nccl/nccl_backend.hpp"
 #endif
 
 using namespace dtrain;

@@ -8,9 +8,9 @@
 #include <filesystem>
 #include <thread>
 
-#include "dist/file_store.hpp"
-#include "dist/socket.hpp"
-#include "dist/tcp_store.hpp"
+#include "comm/file_store.hpp"
+#include "comm/socket.hpp"
+#include "comm/tcp_store.hpp"
 #include "error_of.hpp"
 
 using namespace dtrain;

@@ -7,7 +7,7 @@
 #include <mutex>
 #include <thread>
 
-#include "dist/store.hpp"
+#include "comm/store.hpp"
 
 namespace dtrain {
 

@@ -3,7 +3,7 @@
 // waits for NCCL before its next kernel. Uneven all-gathers and reduce-scatters are grouped
 // broadcasts and reduces; point-to-point operations are held until the first wait and then
 // issued together in one NCCL group, so a ring of sends and receives cannot deadlock.
-#include "dist/nccl/nccl_backend.hpp"
+#include "comm/nccl/nccl_backend.hpp"
 
 #include <cuda_runtime.h>
 #include <nccl.h>

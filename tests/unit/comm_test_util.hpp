@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "dist/env.hpp"
-#include "dist/tcp_store.hpp"
-#include "dist/world.hpp"
+#include "comm/env.hpp"
+#include "comm/tcp_store.hpp"
+#include "comm/world.hpp"
 
 namespace dist_test {
 

@@ -5,7 +5,7 @@
 #include <memory>
 #include <string>
 
-#include "dist/process_group.hpp"
+#include "comm/process_group.hpp"
 
 namespace dtrain {
 

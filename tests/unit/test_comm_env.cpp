@@ -4,7 +4,7 @@
 
 #include <map>
 
-#include "dist/env.hpp"
+#include "comm/env.hpp"
 #include "error_of.hpp"
 
 using namespace dtrain;

@@ -1,6 +1,6 @@
 // TCP store server and client (see tcp_store.hpp). One poll loop serves every connection; a
 // WAIT is parked on the server until its keys exist or its timeout passes.
-#include "dist/tcp_store.hpp"
+#include "comm/tcp_store.hpp"
 
 #include <fcntl.h>
 #include <poll.h>

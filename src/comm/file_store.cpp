@@ -1,5 +1,5 @@
 // File store (see file_store.hpp). Key names are hex-encoded into file names.
-#include "dist/file_store.hpp"
+#include "comm/file_store.hpp"
 
 #include <fcntl.h>
 #include <sys/file.h>

@@ -1,5 +1,5 @@
 // TCP helpers (see socket.hpp).
-#include "dist/socket.hpp"
+#include "comm/socket.hpp"
 
 #include <arpa/inet.h>
 #include <fcntl.h>

@@ -4,8 +4,8 @@
 #include <functional>
 #include <memory>
 
-#include "dist/env.hpp"
-#include "dist/process_group.hpp"
+#include "comm/env.hpp"
+#include "comm/process_group.hpp"
 
 namespace gloo::transport {
 class Device;

@@ -13,7 +13,7 @@
 #include <thread>
 #include <vector>
 
-#include "dist/store.hpp"
+#include "comm/store.hpp"
 
 namespace dtrain {
 

@@ -1,5 +1,5 @@
 // Store helpers shared by every store kind (see store.hpp).
-#include "dist/store.hpp"
+#include "comm/store.hpp"
 
 #include "core/error.hpp"
 

@@ -1,5 +1,5 @@
 // World (see world.hpp): store, liveness, Gloo device and groups.
-#include "dist/world.hpp"
+#include "comm/world.hpp"
 
 #include <signal.h>
 #include <unistd.h>
@@ -7,10 +7,10 @@
 #include <cstring>
 
 #include "core/error.hpp"
-#include "dist/file_store.hpp"
-#include "dist/gloo_backend.hpp"
-#include "dist/liveness.hpp"
-#include "dist/tcp_store.hpp"
+#include "comm/file_store.hpp"
+#include "comm/gloo_backend.hpp"
+#include "comm/liveness.hpp"
+#include "comm/tcp_store.hpp"
 
 namespace dtrain {
 

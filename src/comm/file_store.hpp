@@ -4,7 +4,7 @@
 #pragma once
 #include <memory>
 
-#include "dist/store.hpp"
+#include "comm/store.hpp"
 
 namespace dtrain {
 

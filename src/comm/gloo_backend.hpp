@@ -3,7 +3,7 @@
 #include <memory>
 #include <string>
 
-#include "dist/process_group.hpp"
+#include "comm/process_group.hpp"
 
 namespace gloo::transport {
 class Device;

@@ -1,7 +1,7 @@
 // Gloo backend (see gloo_backend.hpp). Collectives use Gloo's option-based API only (mixing in
 // its older algorithm classes on one context slows it down); reduce-scatter and point-to-point
 // run over unbound buffers.
-#include "dist/gloo_backend.hpp"
+#include "comm/gloo_backend.hpp"
 
 #include <gloo/allgather.h>
 #include <gloo/allgatherv.h>

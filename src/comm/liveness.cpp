@@ -1,5 +1,5 @@
 // Liveness (see liveness.hpp). Heartbeat value: "<beat count>;<group>=<started op>;…".
-#include "dist/liveness.hpp"
+#include "comm/liveness.hpp"
 
 #include <sstream>
 

@@ -1,5 +1,5 @@
 // Launcher environment detection (see env.hpp).
-#include "dist/env.hpp"
+#include "comm/env.hpp"
 
 #include <cstdlib>
 

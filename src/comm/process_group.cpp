@@ -1,11 +1,11 @@
 // ProcessGroup (see process_group.hpp): the communication thread, Work handles and the error
 // messages that name what went wrong.
-#include "dist/process_group.hpp"
+#include "comm/process_group.hpp"
 
 #include <chrono>
 
 #include "core/error.hpp"
-#include "dist/liveness.hpp"
+#include "comm/liveness.hpp"
 
 namespace dtrain {
 

@@ -6,8 +6,8 @@
 #include <mutex>
 #include <thread>
 
-#include "dist/socket.hpp"
-#include "dist/store.hpp"
+#include "comm/socket.hpp"
+#include "comm/store.hpp"
 
 namespace dtrain {
 
