@@ -13,6 +13,7 @@
 #include <gloo/rendezvous/store.h>
 #include <gloo/transport/tcp/device.h>
 #include <gloo/transport/unbound_buffer.h>
+#include <netdb.h>
 
 #include <cstring>
 
@@ -228,6 +229,14 @@ std::shared_ptr<gloo::transport::Device> make_gloo_device(const std::string& add
   if (!iface.empty()) {
     attr.iface = iface;
   } else {
+    // Gloo does not check its own lookup of the name: an unresolvable one would crash it.
+    addrinfo hints{};
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* found = nullptr;
+    const int rc = ::getaddrinfo(address.c_str(), nullptr, &hints, &found);
+    if (rc == 0) ::freeaddrinfo(found);
+    require(rc == 0, "cannot open the Gloo transport: address '" + address + "' does not resolve (" +
+                         gai_strerror(rc) + "): set DTRAIN_SOCKET_IFNAME to the interface the nodes share");
     attr.hostname = address;
   }
   try {

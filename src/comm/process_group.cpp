@@ -165,13 +165,14 @@ void ProcessGroup::execute(Work& w, const std::function<void(Backend&, Work&)>& 
   if (!broken_.empty()) {
     error = w.what_ + " not run: the group failed earlier (" + broken_ + ")";
   } else {
-    if (liveness_) liveness_->started(name_, seq);
+    if (liveness_) liveness_->started(name_, seq, ranks_);
     try {
       fn(*backend_, w);
     } catch (const std::exception& e) {
       error = diagnose(w.what_, seq, e.what());
       broken_ = w.what_ + " failed";
     }
+    if (liveness_) liveness_->finished(name_);
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   {

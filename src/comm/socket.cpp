@@ -3,6 +3,8 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <ifaddrs.h>
+#include <net/if.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -13,6 +15,7 @@
 #include <cerrno>
 #include <cstring>
 #include <thread>
+#include <vector>
 
 #include "core/error.hpp"
 
@@ -66,7 +69,59 @@ bool wait_fd(int fd, short events, Deadline deadline) {
   }
 }
 
+std::string numeric_address(const sockaddr* a) {
+  char buf[INET6_ADDRSTRLEN] = {0};
+  if (a->sa_family == AF_INET6) {
+    inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(a)->sin6_addr, buf, sizeof buf);
+  } else {
+    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(a)->sin_addr, buf, sizeof buf);
+  }
+  return buf;
+}
+
 }  // namespace
+
+std::string address_for_peers(const std::string& host_name, bool all_local) {
+  AddrInfo ai;
+  if (resolve(host_name, 0, false, ai) == 0) {
+    for (addrinfo* a = ai.list; a; a = a->ai_next) {
+      Socket s(::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol));
+      if (s.valid() && ::bind(s.fd(), a->ai_addr, a->ai_addrlen) == 0) return numeric_address(a->ai_addr);
+    }
+  }
+  // Interfaces that are up and not loopback, one address each: IPv4, else global IPv6.
+  std::vector<std::pair<std::string, std::string>> v4, v6;  // (interface, address)
+  auto add = [](auto& list, const std::string& name, const std::string& addr) {
+    for (const auto& [n, a] : list)
+      if (n == name) return;
+    list.emplace_back(name, addr);
+  };
+  ifaddrs* ifs = nullptr;
+  if (::getifaddrs(&ifs) == 0) {
+    for (ifaddrs* i = ifs; i; i = i->ifa_next) {
+      if (!i->ifa_addr || !(i->ifa_flags & IFF_UP) || !(i->ifa_flags & IFF_RUNNING) || (i->ifa_flags & IFF_LOOPBACK)) {
+        continue;
+      }
+      if (i->ifa_addr->sa_family == AF_INET) {
+        add(v4, i->ifa_name, numeric_address(i->ifa_addr));
+      } else if (i->ifa_addr->sa_family == AF_INET6 &&
+                 !IN6_IS_ADDR_LINKLOCAL(&reinterpret_cast<const sockaddr_in6*>(i->ifa_addr)->sin6_addr)) {
+        add(v6, i->ifa_name, numeric_address(i->ifa_addr));
+      }
+    }
+    ::freeifaddrs(ifs);
+  }
+  const auto& found = v4.empty() ? v6 : v4;
+  if (found.size() == 1) return found[0].second;
+  if (all_local) return "127.0.0.1";
+  std::string listed;
+  for (const auto& [n, a] : found) listed += (listed.empty() ? "" : ", ") + n + " " + a;
+  throw Error("host name '" + host_name + "' does not resolve to an address of this machine and " +
+              (found.empty()
+                   ? std::string("no interface but loopback is up")
+                   : std::to_string(found.size()) + " interfaces could reach the other nodes (" + listed + ")") +
+              ": set DTRAIN_SOCKET_IFNAME to the interface the nodes share (or fix the name in /etc/hosts or DNS)");
+}
 
 Socket tcp_listen(const std::string& host, int port, int backlog) {
   const std::string h = host == "0.0.0.0" ? "" : host;

@@ -36,6 +36,12 @@ Socket tcp_listen(const std::string& host, int port, int backlog = 128);
 int socket_port(int fd);                 // the local port a socket is bound to
 std::string socket_local_address(int fd);  // the local IP address of a connected socket
 
+// The address peers can reach this machine on when no connection to the store shows one (file
+// store): the host name's address when it resolves to one of this machine; else the address of
+// the one non-loopback interface that is up; else loopback when every rank runs here
+// (`all_local`). Throws one line naming DTRAIN_SOCKET_IFNAME when it cannot choose.
+std::string address_for_peers(const std::string& host_name, bool all_local);
+
 // Connects to host:port, retrying refused/unreachable attempts until `timeout` has passed.
 Socket tcp_connect(const std::string& host, int port, Millis timeout);
 

@@ -7,7 +7,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <unordered_map>
 
@@ -101,7 +103,9 @@ struct TcpStoreServer::Impl {
   int wake[2] = {-1, -1};
   std::thread thread;
   std::unordered_map<std::string, std::string> data;
-  std::vector<std::unique_ptr<Conn>> conns;
+  std::vector<std::unique_ptr<Conn>> conns;  // in the order accepted
+  Clock::time_point accept_paused_until{};   // out of descriptors with none to shed
+  bool warned_out_of_fds = false;
 
   Impl(TcpStoreServer& o, std::string t, TcpStoreLimits l) : owner(o), token(std::move(t)), limits(l) {}
 
@@ -280,9 +284,11 @@ struct TcpStoreServer::Impl {
     for (;;) {
       fds.clear();
       fds.push_back({wake[0], POLLIN, 0});
-      fds.push_back({listener.fd(), POLLIN, 0});
       auto now = Clock::now();
       auto next = now + Millis(1000);
+      const bool accepting = now >= accept_paused_until;
+      fds.push_back({listener.fd(), short(accepting ? POLLIN : 0), 0});
+      if (!accepting) next = std::min(next, accept_paused_until);
       for (auto& c : conns) {
         short ev = POLLIN;
         if (!c->out.empty()) ev |= POLLOUT;
@@ -316,15 +322,57 @@ struct TcpStoreServer::Impl {
     }
   }
 
+  // Accepts what is pending, a bounded number per turn so that those accepted get read. Out of
+  // descriptors with a connection pending, it closes the oldest connection that has had a turn
+  // to prove the token and has not: idle or hostile connections cannot keep a real client out.
+  // With none to close it stops watching the listener for a moment (the pending connection keeps
+  // it readable: watching it would spin).
   void accept_new() {
-    for (;;) {
+    size_t had_a_turn = conns.size();
+    for (int turn = 0; turn < 256; ++turn) {
       int fd = ::accept4(listener.fd(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-      if (fd < 0) return;
+      if (fd < 0) {
+        const int err = errno;
+        if (err == EINTR || err == ECONNABORTED) continue;
+        if ((err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM) && connection_pending()) {
+          if (shed_oldest_unauthenticated(had_a_turn)) {
+            --had_a_turn;
+            continue;
+          }
+          accept_paused_until = Clock::now() + Millis(200);
+          const bool all_authed = std::all_of(conns.begin(), conns.end(), [](const auto& c) { return c->authed; });
+          if (all_authed && !warned_out_of_fds) {
+            warned_out_of_fds = true;
+            std::fprintf(stderr,
+                         "dtrain: warning: the store on port %d is out of file descriptors (%s) with %zu "
+                         "clients connected: raise the limit (ulimit -n) for the process that hosts it\n",
+                         owner.port(), std::strerror(err), conns.size());
+          }
+        }
+        return;
+      }
       auto c = std::make_unique<Conn>();
       c->sock = Socket(fd);
       c->hello_deadline = Clock::now() + limits.hello_timeout;
       conns.push_back(std::move(c));
     }
+  }
+
+  // Linux reports EMFILE before it looks for a pending connection.
+  bool connection_pending() const {
+    pollfd p{listener.fd(), POLLIN, 0};
+    return ::poll(&p, 1, 0) > 0 && (p.revents & POLLIN);
+  }
+
+  // Closes the oldest unauthenticated connection among the first `among`.
+  bool shed_oldest_unauthenticated(size_t among) {
+    for (size_t i = 0; i < among; ++i) {
+      if (conns[i]->authed) continue;
+      owner.rejected_++;
+      conns.erase(conns.begin() + std::ptrdiff_t(i));  // closes it
+      return true;
+    }
+    return false;
   }
 };
 

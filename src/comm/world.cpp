@@ -7,9 +7,11 @@
 #include <cstring>
 
 #include "core/error.hpp"
+#include "core/host_name.hpp"
 #include "comm/file_store.hpp"
 #include "comm/gloo_backend.hpp"
 #include "comm/liveness.hpp"
+#include "comm/socket.hpp"
 #include "comm/tcp_store.hpp"
 
 namespace dtrain {
@@ -54,9 +56,9 @@ World::World(const DistEnv& env, Millis timeout) : env_(env), timeout_(timeout) 
   std::string address;
   if (!env.store_dir.empty()) {
     store_ = std::make_shared<FileStore>(env.store_dir, env.token);
-    char host[256] = {0};
-    gethostname(host, sizeof host - 1);
-    address = host;
+    // No store connection shows our address. Gloo resolves a host name it is given without
+    // checking the lookup (an unresolvable one crashes it), so hand it an address.
+    if (env.socket_ifname.empty()) address = address_for_peers(host_name(), env.local_world_size >= env.world_size);
   } else {
     if (!env.agent_store && env.rank == 0) {
       server_ = std::make_unique<TcpStoreServer>("", env.master_port, env.token);

@@ -2,9 +2,11 @@
 // operation must produce, uneven sizes, sub-groups, async ordering, and failures that name the
 // operation, the group and the missing ranks instead of hanging.
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <numeric>
 #include <thread>
 
@@ -103,6 +105,17 @@ void check_gather_scatter(World& w) {
     for (float v : got) RANK_CHECK(v == float((r + P - 1) % P), "send/recv");
   }
   w.all().barrier();
+}
+
+// The silence reported for `rank` in a failure message ("rank 2 stopped (no heartbeat for
+// [at least ]9.5 s: ..."), -1 when the message does not report it stopped.
+double reported_silence(const std::string& e, int rank) {
+  const std::string key = "rank " + std::to_string(rank) + " stopped (no heartbeat for ";
+  size_t p = e.find(key);
+  if (p == std::string::npos) return -1;
+  p += key.size();
+  if (e.compare(p, 9, "at least ") == 0) p += 9;
+  return std::atof(e.c_str() + p);
 }
 
 }  // namespace
@@ -222,5 +235,39 @@ TEST(Collectives, ARankThatDiesIsNamedByTheOthers) {
     EXPECT_EQ(rs[size_t(r)].exit_code, 1);
     EXPECT_NE(e.find("operation #2 of process group 'world'"), std::string::npos) << e;
     EXPECT_NE(e.find("rank 2 stopped"), std::string::npos) << e;
+  }
+}
+
+TEST(Collectives, AFrozenRankIsReportedWithHowLongItHasBeenSilent) {
+  constexpr Millis kOpTimeout(6000);
+  auto rs = run_ranks(3, [&](int r, int port) {
+    World w(env_for(r, 3, port, "test-token"), kOpTimeout);
+    float x = 1;
+    w.all().allreduce(&x, 1);
+    if (r == 2) {
+      w.store()->set("test/frozen-pid", std::to_string(getpid()));
+      raise(SIGSTOP);  // frozen, heartbeat thread too, until rank 0 kills it
+      return;
+    }
+    // Rank 0 ends the frozen rank once its own operation has failed (or, unexpectedly, not).
+    struct EndFrozen {
+      World& w;
+      ~EndFrozen() {
+        try {
+          if (w.rank() == 0) kill(pid_t(std::stol(w.store()->get("test/frozen-pid", Millis(30000)))), SIGKILL);
+        } catch (const std::exception&) {
+        }
+      }
+    } end_frozen{w};
+    w.all().allreduce(&x, 1);  // rank 2 never comes: fails after the timeout
+  });
+  EXPECT_EQ(rs[2].exit_code, 128 + SIGKILL);
+  for (int r : {0, 1}) {
+    const std::string& e = rs[size_t(r)].error;
+    EXPECT_EQ(rs[size_t(r)].exit_code, 1);
+    EXPECT_NE(e.find("operation #2 of process group 'world'"), std::string::npos) << e;
+    // Frozen for the whole timeout (6 s) and the diagnosis after it: a few beats of watching
+    // less than that, never the diagnosis's own 3.5 s window alone.
+    EXPECT_GE(reported_silence(e, 2), 5.0) << e;
   }
 }

@@ -1,11 +1,18 @@
 // The TCP and file stores: set/get/add/wait semantics, timeouts that name missing keys, job
-// tokens, and a server that survives garbage, oversized and unauthenticated clients.
+// tokens, and a server that survives garbage, oversized, unauthenticated and too many clients.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <sstream>
 #include <thread>
 
 #include "comm/file_store.hpp"
@@ -60,6 +67,66 @@ std::string hello(const std::string& token) {
   uint32_t n = uint32_t(token.size());
   h.append(reinterpret_cast<const char*>(&n), 4);
   return h + token;
+}
+
+// A store server in a child process that may hold at most `max_fds` descriptors (the test
+// process keeps its own limit); killed when this goes out of scope.
+struct ServerProcess {
+  pid_t pid = -1;
+  int port = 0;
+  ServerProcess(int max_fds, TcpStoreLimits limits) {
+    int p[2];
+    if (pipe(p) != 0) std::abort();
+    std::fflush(nullptr);
+    pid = fork();
+    if (pid == 0) {
+      close(p[0]);
+      try {
+        const rlimit rl{rlim_t(max_fds), rlim_t(max_fds)};
+        if (setrlimit(RLIMIT_NOFILE, &rl) != 0) _exit(1);
+        TcpStoreServer server("127.0.0.1", 0, "tok", limits);
+        const int bound = server.port();
+        (void)!write(p[1], &bound, sizeof bound);
+        close(p[1]);
+        for (;;) pause();
+      } catch (...) {
+      }
+      _exit(1);
+    }
+    close(p[1]);
+    if (read(p[0], &port, sizeof port) != ssize_t(sizeof port)) port = 0;
+    close(p[0]);
+  }
+  ~ServerProcess() {
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+  }
+  // CPU time (user + system) the process has used so far, from /proc/PID/stat.
+  double cpu_seconds() const {
+    std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+    const std::string stat((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    std::istringstream fields(stat.substr(stat.rfind(')') + 1));  // the name may hold spaces
+    std::vector<std::string> v{std::istream_iterator<std::string>(fields), std::istream_iterator<std::string>()};
+    if (v.size() < 13) return -1;
+    return double(std::stoll(v[11]) + std::stoll(v[12])) / double(sysconf(_SC_CLK_TCK));  // utime, stime
+  }
+  // CPU time used over two seconds of wall time.
+  double cpu_over_two_seconds() const {
+    const double before = cpu_seconds();
+    std::this_thread::sleep_for(std::chrono::seconds(2));
+    return cpu_seconds() - before;
+  }
+};
+
+// Starts a connection to 127.0.0.1:port without waiting for it to be accepted.
+Socket connect_without_waiting(int port) {
+  Socket s(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(uint16_t(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  (void)!::connect(s.fd(), reinterpret_cast<const sockaddr*>(&a), sizeof a);
+  return s;
 }
 
 }  // namespace
@@ -123,6 +190,49 @@ TEST(TcpStore, GarbageOversizedAndSilentClientsAreDroppedWithoutHarm) {
   EXPECT_EQ(*good.try_get("before"), "1");
   good.set("after", "2");
   EXPECT_EQ(good.add("count", 3), 3);
+}
+
+// `ulimit -n` too low for the connections: pending ones keep the listener readable while accept
+// fails with EMFILE. The server sheds idle unauthenticated connections for real clients and
+// never busy-loops.
+TEST(TcpStore, AnIdleFloodPastTheDescriptorLimitNeitherLocksOutClientsNorSpins) {
+  TcpStoreLimits limits;
+  limits.hello_timeout = Millis(120000);  // the flood is not dropped for silence during the test
+  ServerProcess server(64, limits);
+  ASSERT_GT(server.port, 0);
+  std::vector<Socket> flood;
+  for (int i = 0; i < 200; ++i) flood.push_back(connect_without_waiting(server.port));
+  std::this_thread::sleep_for(Millis(500));
+  const double cpu = server.cpu_over_two_seconds();
+  EXPECT_GE(cpu, 0.0);
+  EXPECT_LT(cpu, 0.25) << "the server spun on its listener (an idle one uses next to none)";
+  const std::string e = error_of([&] {
+    TcpStore real("127.0.0.1", server.port, "tok", Millis(20000));
+    real.set("k", "v");
+    EXPECT_EQ(*real.try_get("k"), "v");
+  });
+  EXPECT_EQ(e, "");
+}
+
+TEST(TcpStore, AuthenticatedClientsPastTheDescriptorLimitMakeTheServerWaitNotSpin) {
+  ServerProcess server(32, {});
+  ASSERT_GT(server.port, 0);
+  std::vector<std::unique_ptr<TcpStore>> clients;
+  std::string refused;
+  while (clients.size() < 64 && refused.empty()) {
+    refused =
+        error_of([&] { clients.push_back(std::make_unique<TcpStore>("127.0.0.1", server.port, "tok", Millis(1500))); });
+  }
+  ASSERT_NE(refused, "") << "the server never ran out of descriptors";
+  Socket pending = connect_without_waiting(server.port);  // keeps the listener readable
+  const double cpu = server.cpu_over_two_seconds();
+  EXPECT_GE(cpu, 0.0);
+  EXPECT_LT(cpu, 0.25) << "the server spun on its listener (an idle one uses next to none)";
+  // A client that leaves frees a descriptor: the server accepts again and still serves.
+  clients.pop_back();
+  TcpStore late("127.0.0.1", server.port, "tok", Millis(20000));
+  late.set("k", "v");
+  EXPECT_EQ(*clients[0]->try_get("k"), "v");
 }
 
 TEST(TcpStore, ConnectFailsWithALineNamingTheAddress) {
