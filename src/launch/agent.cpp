@@ -5,6 +5,8 @@
 // Workers use the same store under <rdzv-id>/r<N>/ (DTRAIN_STORE_PREFIX).
 #include "launch/agent.hpp"
 
+#include <arpa/inet.h>
+#include <netdb.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -14,6 +16,7 @@
 #include <memory>
 
 #include "core/error.hpp"
+#include "comm/socket.hpp"
 #include "comm/tcp_store.hpp"
 #include "launch/workers.hpp"
 
@@ -45,6 +48,46 @@ void say(const std::string& s) {
   std::fflush(stderr);
 }
 
+bool is_loopback(const sockaddr* a) {
+  if (a->sa_family == AF_INET)
+    return (ntohl(reinterpret_cast<const sockaddr_in*>(a)->sin_addr.s_addr) >> 24) == 127;
+  return a->sa_family == AF_INET6 && IN6_IS_ADDR_LOOPBACK(&reinterpret_cast<const sockaddr_in6*>(a)->sin6_addr);
+}
+
+// Where node rank 0's store listens: the endpoint host's address when it is one of this machine's
+// (loopback for 127.0.0.1, the default), else "" (all addresses). With several nodes, a name that
+// resolves here to loopback only (/etc/hosts' "127.0.1.1 node01") also means all addresses: the
+// other nodes reach this one by its real address.
+std::string listen_address(const std::string& host, int nnodes) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  const int rc = getaddrinfo(host.c_str(), nullptr, &hints, &found);
+  require(rc == 0, "--rdzv-endpoint host " + host + " does not resolve here (" + gai_strerror(rc) +
+                       "): node rank 0 hosts the store, so give this machine's name or address");
+  std::string loopback, chosen;
+  for (addrinfo* a = found; a && chosen.empty(); a = a->ai_next) {
+    Socket s(::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol));
+    if (!s.valid() || ::bind(s.fd(), a->ai_addr, a->ai_addrlen) != 0) continue;  // not this machine's
+    char addr[NI_MAXHOST] = {0};
+    getnameinfo(a->ai_addr, a->ai_addrlen, addr, sizeof addr, nullptr, 0, NI_NUMERICHOST);
+    std::string& slot = is_loopback(a->ai_addr) ? loopback : chosen;
+    if (slot.empty()) slot = addr;
+  }
+  freeaddrinfo(found);
+  if (!chosen.empty()) return chosen;
+  if (!loopback.empty()) {
+    unsigned char raw[sizeof(in6_addr)];
+    const bool names_loopback = host == "localhost" || inet_pton(AF_INET, host.c_str(), raw) == 1 ||
+                                inet_pton(AF_INET6, host.c_str(), raw) == 1;
+    return nnodes == 1 || names_loopback ? loopback : "";
+  }
+  say("note: --rdzv-endpoint host " + host + " is not an address of this machine, which hosts the store " +
+      "(node rank 0); listening on all its addresses");
+  return "";
+}
+
 struct Round {
   int world = 0;
   int first_rank = 0;  // this node's first global rank
@@ -58,7 +101,7 @@ class Agent {
     setup_store();
     for (int round = 0;; ++round) {
       const Round r = rendezvous(round);
-      const std::string failure = run_round(round, r);
+      const std::string failure = r.world > 0 ? run_round(round, r) : "signal";
       if (failure.empty()) return finish(round);
       if (g_signal) {
         say("stopped by signal " + std::to_string(g_signal) + " (" + strsignal(g_signal) + ")");
@@ -94,7 +137,7 @@ class Agent {
       server_ = std::make_unique<TcpStoreServer>(host_, 0, token_);
       port_ = server_->port();
     } else if (o_.node_rank == 0) {
-      server_ = std::make_unique<TcpStoreServer>("", port_, token_);
+      server_ = std::make_unique<TcpStoreServer>(listen_address(host_, o_.nnodes), port_, token_);
     }
     const Millis t(int64_t(o_.rdzv_timeout_s) * 1000);
     auto client = std::make_shared<TcpStore>(host_, port_, token_, t, t);
@@ -107,7 +150,13 @@ class Agent {
     store_->set(key(round, "node/" + std::to_string(o_.node_rank)), std::to_string(o_.nproc_per_node));
     std::vector<std::string> keys;
     for (int n = 0; n < o_.nnodes; ++n) keys.push_back(key(round, "node/" + std::to_string(n)));
-    auto missing = store_->wait(keys, Millis(int64_t(o_.rdzv_timeout_s) * 1000));
+    // In slices, so that SIGINT/SIGTERM stop a rendezvous that waits for a node.
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(o_.rdzv_timeout_s);
+    std::vector<std::string> missing;
+    do {
+      missing = store_->wait(keys, Millis(500));
+    } while (!missing.empty() && !g_signal && std::chrono::steady_clock::now() < until);
+    if (g_signal) return {};
     if (!missing.empty()) {
       std::string nodes;
       for (const auto& m : missing) nodes += (nodes.empty() ? "" : ", ") + m.substr(m.rfind('/') + 1);
@@ -240,6 +289,9 @@ int run_agent(const LaunchOptions& options) {
   sigaction(SIGTERM, &sa, nullptr);
   sigaction(SIGHUP, &sa, nullptr);
   signal(SIGPIPE, SIG_IGN);
+  const std::string problem = program_problem(options.command[0]);
+  require(problem.empty(), "program " + options.command[0] + " " + problem +
+                               ": give the path to dtrain, e.g. build/bin/dtrain");
   Agent a(options);
   return a.run();
 }

@@ -18,9 +18,13 @@ usage: dtrun [options] PROGRAM [ARGS...]
   --nproc-per-node N|auto   workers on this node (auto: one per core)            [1]
   --nnodes N                nodes in the job                                     [1]
   --node-rank R             this node's rank (default: SLURM_NODEID, or 0 on one node)
-  --rdzv-endpoint HOST:PORT where the nodes meet; node rank 0 hosts the store there [127.0.0.1:29500]
+  --rdzv-endpoint HOST:PORT where the nodes meet                               [127.0.0.1:29500]
+                            node rank 0 hosts the store there and listens on HOST's address
+                            (127.0.0.1: reachable from this machine only), or on all addresses
+                            when HOST is not this machine's or, with --nnodes > 1, is a name
+                            that resolves here to loopback (/etc/hosts' "127.0.1.1 HOSTNAME")
   --rdzv-id ID              the job's name at the endpoint (e.g. $SLURM_JOB_ID)  [none]
-  --standalone              one node, a free local port and a fresh job token
+  --standalone              one node, a free port on 127.0.0.1 and a fresh job token
   --max-restarts K          restart all workers up to K times after a failure    [0]
   --rdzv-timeout S          seconds nodes wait for each other                    [300]
   --stop-timeout S          seconds between SIGTERM and SIGKILL when stopping    [5]

@@ -4,11 +4,14 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 
 #include "core/error.hpp"
@@ -31,7 +34,31 @@ void write_all(int fd, const std::string& s) {
   }
 }
 
+// "" when `path` is a file this process may execute, else why not.
+std::string file_problem(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return "not found";
+  if (!S_ISREG(st.st_mode)) return "is not a file";
+  if (::access(path.c_str(), X_OK) != 0) return "is not executable";
+  return "";
+}
+
 }  // namespace
+
+std::string program_problem(const std::string& program) {
+  if (program.empty()) return "is empty";
+  if (program.find('/') != std::string::npos) return file_problem(program);
+  const char* env = std::getenv("PATH");
+  const std::string path = env ? env : "/bin:/usr/bin";  // execvp's default
+  for (size_t k = 0; k <= path.size();) {
+    size_t c = path.find(':', k);
+    if (c == std::string::npos) c = path.size();
+    const std::string dir = c == k ? "." : path.substr(k, c - k);  // an empty entry is the current folder
+    if (file_problem(dir + "/" + program).empty()) return "";
+    k = c + 1;
+  }
+  return "not found (not a file on PATH)";
+}
 
 std::string WorkerExit::describe() const {
   if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
@@ -49,6 +76,7 @@ WorkerGroup::WorkerGroup(const std::vector<std::string>& command, std::vector<Wo
                          std::vector<int> only_ranks)
     : tag_(tag_output), only_(std::move(only_ranks)), start_(now_s()) {
   std::fflush(nullptr);
+  const pid_t agent = ::getpid();
   for (auto& spec : specs) {
     int out[2], err[2];
     require(::pipe2(out, O_CLOEXEC) == 0 && ::pipe2(err, O_CLOEXEC) == 0, "cannot create pipes for the workers");
@@ -56,6 +84,10 @@ WorkerGroup::WorkerGroup(const std::vector<std::string>& command, std::vector<Wo
     require(pid >= 0, std::string("cannot start a worker (fork failed: ") + std::strerror(errno) + ")");
     if (pid == 0) {
       ::setpgid(0, 0);  // its own process group: stopping it reaches its children too
+      // Die with the agent, even one killed with SIGKILL (see workers.hpp). If the agent died
+      // before prctl, this process already has another parent.
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != agent) _exit(128 + SIGKILL);
       ::dup2(out[1], 1);
       ::dup2(err[1], 2);
       signal(SIGINT, SIG_DFL);

@@ -24,8 +24,14 @@ struct WorkerExit {
   bool ok() const;
 };
 
+// Why execvp could not run `program` (a path with a slash must be an executable file; a bare name
+// must be one in a PATH folder), e.g. "not found (not a file on PATH)"; "" when it can.
+std::string program_problem(const std::string& program);
+
 class WorkerGroup {
  public:
+  // Starts the workers. Each gets SIGKILL when the thread that created the group ends (Linux's
+  // parent-death signal), so create it on a thread that lives as long as the agent: the main one.
   WorkerGroup(const std::vector<std::string>& command, std::vector<WorkerSpec> specs, bool tag_output,
               std::vector<int> only_ranks);
   ~WorkerGroup();  // kills what is still running

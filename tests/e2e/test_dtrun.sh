@@ -2,7 +2,7 @@
 # dtrun: a worker killed with SIGKILL stops the others within seconds and dtrun exits non-zero
 # naming the rank; SIGTERM to dtrun stops every worker; with --max-restarts 1 the group restarts,
 # resumes from the latest checkpoint and ends with the same weights as an uninterrupted run;
-# usage errors are one line with status 2.
+# usage errors (a missing program too) are one line with status 2.
 source "$2/tests/e2e/lib.sh" "$1" "$2" "to compare weights"
 common=(--config "$src/configs/quickstart.toml" --set data.dir="$work/data" --set model.dim=64
   --set model.heads=4 --set model.layers=2 --set model.ff_dim=256 --set model.seq_len=32
@@ -76,7 +76,11 @@ out=$("$bin/dtrun" --nproc-per-node 2 2>&1) && fail "dtrun without a program suc
 [[ "$out" == "dtrun: error: no program to run"* ]] || fail "unexpected message: $out"
 out=$("$bin/dtrun" --nnodes 2 --rdzv-endpoint 127.0.0.1:1 true 2>&1) && fail "--nnodes 2 without a node rank succeeded"
 [[ "$out" == *"needs --node-rank"* ]] || fail "unexpected message: $out"
-out=$("$bin/dtrun" --standalone --nproc-per-node 2 /nonexistent/program 2>&1) && fail "a missing program succeeded"
-[[ "$out" == *"cannot run /nonexistent/program"* && "$out" =~ rank\ [01]\ .*exited\ with\ status\ 127 ]] ||
-  fail "unexpected message: $out"
+# A missing program is one line before any rendezvous (a path, or a name not on PATH).
+for prog in /nonexistent/program "nosuch-prog-$$"; do
+  rc=0; out=$("$bin/dtrun" --standalone --nproc-per-node 2 "$prog" 2>&1) || rc=$?
+  [ "$rc" -eq 2 ] || fail "dtrun with the missing program $prog exited $rc, expected 2: $out"
+  [ "$(printf '%s\n' "$out" | wc -l)" -eq 1 ] || fail "expected one line for the missing program $prog, got: $out"
+  [[ "$out" == "dtrun: error: program $prog not found"*"build/bin/dtrain" ]] || fail "unexpected message: $out"
+done
 echo "PASS: kill, SIGTERM, restart with resume, usage errors"
