@@ -39,7 +39,14 @@ bool checked_nbytes(const std::vector<int64_t>& shape, size_t elem, uint64_t* ou
   return true;
 }
 
-std::string quoted(const std::string& s) { return "'" + s + "'"; }
+std::string single_quoted(const std::string& s) { return "'" + s + "'"; }
+
+// A shape entry or data offset: an integer in [0, 2^53] (as the reference reader, no 24.0).
+bool is_index(const Json& d) {
+  return d.is_number_unsigned() ? d.get<uint64_t>() <= (1ull << 53)
+                                : d.is_number_integer() && d.get<int64_t>() >= 0 &&
+                                      d.get<int64_t>() <= (int64_t(1) << 53);
+}
 
 }  // namespace
 
@@ -61,20 +68,20 @@ void write_safetensors(const std::string& path, const std::vector<SafeTensorView
     require(!t.name.empty(), "cannot write " + path + ": a tensor has an empty name; name it");
     require(t.name != "__metadata__",
             "cannot write " + path + ": '__metadata__' is reserved; rename that tensor");
-    require(seen.insert(t.name).second, "cannot write " + path + ": tensor " + quoted(t.name) +
+    require(seen.insert(t.name).second, "cannot write " + path + ": tensor " + single_quoted(t.name) +
                                             " appears twice; give each tensor a unique name");
     Json shape = Json::array();
     for (int64_t d : t.shape) {
-      require(d >= 0, "cannot write " + path + ": tensor " + quoted(t.name) + " has shape " +
+      require(d >= 0, "cannot write " + path + ": tensor " + single_quoted(t.name) + " has shape " +
                           shape_str(t.shape) + " with a negative dimension; fix the shape");
       shape.push_back(d);
     }
     uint64_t nbytes = 0;
     require(checked_nbytes(t.shape, dtype_size(t.dtype), &nbytes),
-            "cannot write " + path + ": tensor " + quoted(t.name) + " shape " +
+            "cannot write " + path + ": tensor " + single_quoted(t.name) + " shape " +
                 shape_str(t.shape) + " is too large; fix the shape");
     require(nbytes == 0 || t.data != nullptr, "cannot write " + path + ": tensor " +
-                                                  quoted(t.name) +
+                                                  single_quoted(t.name) +
                                                   " has no data pointer; pass its memory");
     Json entry = Json::object();
     entry["dtype"] = dtype_name(t.dtype);
@@ -113,7 +120,7 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
                                "-byte header, over the 100 MiB limit: " + damaged);
   Json header;
   try {
-    header = Json::parse(std::string_view(b).substr(8, size_t(n)));
+    header = parse_json(std::string_view(b).substr(8, size_t(n)), "the header");
   } catch (const Error& e) {
     throw Error("checkpoint " + path + " has a corrupt header (" + e.what() + "): " + damaged);
   }
@@ -130,61 +137,51 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
   std::vector<Span> spans;
   std::vector<SafeTensorView> found;
   for (const auto& [name, info] : header.items()) {
-    const std::string where = "checkpoint " + path + ", tensor " + quoted(name);
+    const std::string where = "checkpoint " + path + ", tensor " + single_quoted(name);
     if (name == "__metadata__") {
       require(info.is_object(), "checkpoint " + path + ": __metadata__ is a " + info.type_name() +
                                     ", expected an object of strings: " + damaged);
       for (const auto& [k, v] : info.items()) {
-        require(v.is_string(), "checkpoint " + path + ": __metadata__ entry " + quoted(k) +
+        require(v.is_string(), "checkpoint " + path + ": __metadata__ entry " + single_quoted(k) +
                                    " is a " + v.type_name() + ", expected a string: " + damaged);
-        metadata_[k] = v.as_string();
+        metadata_[k] = v.get<std::string>();
       }
       continue;
     }
     require(info.is_object(), where + ": entry is a " + std::string(info.type_name()) +
                                   ", expected an object: " + damaged);
-    const Json* dt = info.find("dtype");
-    const Json* sh = info.find("shape");
-    const Json* off = info.find("data_offsets");
-    require(dt && sh && off,
+    require(info.contains("dtype") && info.contains("shape") && info.contains("data_offsets"),
             where + ": entry lacks dtype, shape or data_offsets: " + damaged);
-    require(dt->is_string(), where + ": dtype is not a string: " + damaged);
+    const Json& dt = info["dtype"];
+    const Json& sh = info["shape"];
+    const Json& off = info["data_offsets"];
+    require(dt.is_string(), where + ": dtype is not a string: " + damaged);
     SafeTensorView v;
     v.name = name;
-    require(parse_dtype(dt->as_string(), &v.dtype),
-            where + " has dtype " + dt->as_string() +
+    const std::string& dtype = dt.get_ref<const std::string&>();
+    require(parse_dtype(dtype, &v.dtype),
+            where + " has dtype " + dtype +
                 ", which dtrain does not read (F32, BF16, I32); convert the checkpoint to one of "
                 "those dtypes");
-    require(sh->is_array(), where + ": shape is not an array: " + damaged);
-    for (const Json& d : sh->as_array()) {
-      bool ok = d.is_number() && d.as_number() >= 0 && d.as_number() <= 9007199254740992.0 &&
-                d.as_number() == double(int64_t(d.as_number()));
-      require(ok, where + ": shape " + sh->dump() +
-                      " has an entry that is not a non-negative integer: " + damaged);
-      v.shape.push_back(int64_t(d.as_number()));
+    require(sh.is_array(), where + ": shape is not an array: " + damaged);
+    for (const Json& d : sh) {
+      require(is_index(d), where + ": shape " + sh.dump() +
+                               " has an entry that is not a non-negative integer: " + damaged);
+      v.shape.push_back(d.get<int64_t>());
     }
     uint64_t nbytes = 0;
     require(checked_nbytes(v.shape, dtype_size(v.dtype), &nbytes),
             where + ": shape " + shape_str(v.shape) + " is impossibly large: " + damaged);
-    bool offsets_ok = off->is_array() && off->size() == 2;
-    uint64_t begin = 0, end = 0;
-    if (offsets_ok) {
-      for (int i = 0; i < 2; ++i) {
-        const Json& o = off->at(size_t(i));
-        bool ok = o.is_number() && o.as_number() >= 0 && o.as_number() <= 9007199254740992.0 &&
-                  o.as_number() == double(int64_t(o.as_number()));
-        offsets_ok = offsets_ok && ok;
-        if (ok) (i == 0 ? begin : end) = uint64_t(o.as_number());
-      }
-    }
-    require(offsets_ok, where + ": data_offsets " + off->dump() +
-                            " is not a pair of non-negative integers: " + damaged);
+    require(off.is_array() && off.size() == 2 && is_index(off[0]) && is_index(off[1]),
+            where + ": data_offsets " + off.dump() +
+                " is not a pair of non-negative integers: " + damaged);
+    const uint64_t begin = off[0].get<uint64_t>(), end = off[1].get<uint64_t>();
     require(begin <= end && end - begin == nbytes,
             where + ": data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) +
-                "] do not match shape " + shape_str(v.shape) + " " + dt->as_string() + " (" +
+                "] do not match shape " + shape_str(v.shape) + " " + dtype + " (" +
                 std::to_string(nbytes) + " bytes): " + damaged);
     require(end <= data_size,
-            "checkpoint " + path + " is truncated (tensor " + quoted(name) + " ends at data byte " +
+            "checkpoint " + path + " is truncated (tensor " + single_quoted(name) + " ends at data byte " +
                 std::to_string(end) + ", file has " + std::to_string(data_size) +
                 " data bytes): the file is damaged (interrupted copy or write); use another "
                 "checkpoint");
@@ -199,8 +196,8 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
   });
   for (size_t i = 1; i < spans.size(); ++i) {
     require(spans[i].begin >= spans[i - 1].end,
-            "checkpoint " + path + ": tensors " + quoted(found[spans[i - 1].idx].name) + " and " +
-                quoted(found[spans[i].idx].name) + " overlap in the data section: " + damaged);
+            "checkpoint " + path + ": tensors " + single_quoted(found[spans[i - 1].idx].name) + " and " +
+                single_quoted(found[spans[i].idx].name) + " overlap in the data section: " + damaged);
   }
   tensors_.reserve(found.size());
   for (const Span& s : spans) {
@@ -218,7 +215,7 @@ std::vector<std::string> SafetensorsFile::names() const {
 
 const SafeTensorView& SafetensorsFile::get(const std::string& name) const {
   auto it = index_.find(name);
-  require(it != index_.end(), "checkpoint " + path_ + " has no tensor " + quoted(name) +
+  require(it != index_.end(), "checkpoint " + path_ + " has no tensor " + single_quoted(name) +
                                   " (it has " + std::to_string(tensors_.size()) +
                                   " tensors); use a checkpoint written for this model");
   return tensors_[it->second];
@@ -228,7 +225,7 @@ void SafetensorsFile::read_into(const std::string& name, DType dtype,
                                 const std::vector<int64_t>& shape, void* dst) const {
   const SafeTensorView& t = get(name);
   require(t.dtype == dtype && t.shape == shape,
-          "cannot load tensor " + quoted(name) + " from " + path_ + ": the checkpoint has " +
+          "cannot load tensor " + single_quoted(name) + " from " + path_ + ": the checkpoint has " +
               dtype_name(t.dtype) + " " + shape_str(t.shape) + " but " + dtype_name(dtype) + " " +
               shape_str(shape) + " is expected; use a checkpoint written with the same model "
               "config");

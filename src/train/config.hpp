@@ -55,8 +55,11 @@ struct RunConfig {
   static std::vector<std::string> known_keys();
 };
 
-// The model section as JSON (stored in checkpoints; resume checks it) and back.
+// The model section as JSON (stored in checkpoints; resume checks it) and back; Errors name
+// `source`, where j was read from.
 Json model_to_json(const ModelConfig& m);
-ModelConfig model_from_json(const Json& j);
+ModelConfig model_from_json(const Json& j, const std::string& source = "checkpoint");
+// A JSON config value as the text RunConfig::set takes: a string's content, else its JSON text.
+std::string json_config_text(const Json& v);
 
 }  // namespace dtrain

@@ -1,9 +1,10 @@
 // Checkpoints: weights + optimizer + trainer state round trip exactly; another model's checkpoint
-// is refused by name; rewriting a checkpoint replaces it whole.
+// is refused by name; rewriting a checkpoint replaces it whole; damaged JSON in it is named.
 #include <gtest/gtest.h>
 
 #include <filesystem>
 
+#include "core/atomic_file.hpp"
 #include "train/checkpoint.hpp"
 #include "train/config.hpp"
 
@@ -107,4 +108,44 @@ TEST(Checkpoint, LatestAndPrune) {
   EXPECT_FALSE(fs::exists(run + "/checkpoints/step_000000003"));
   EXPECT_TRUE(fs::exists(run + "/checkpoints/step_000000007"));
   EXPECT_EQ(latest_checkpoint(temp_dir("empty")), "");
+}
+
+// A damaged trainer.json or dtrain.model metadata gives one Error line naming the file (and the
+// key), not nlohmann's exception or a line without the culprit.
+TEST(Checkpoint, DamagedJsonIsNamed) {
+  TransformerLM a(tiny(), 2);
+  a.init_weights(1);
+  TrainerState st;
+  const std::string dir = temp_dir("badjson") + "/step_1", trainer = dir + "/trainer.json";
+  save_checkpoint(dir, a, nullptr, &st, Json::object(), "");
+  auto load_error = [&] {
+    try {
+      TransformerLM b(tiny(), 2);
+      TrainerState sb;
+      load_checkpoint(dir, b, nullptr, &sb);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  write_file_atomic(trainer, "{\"global_step\": 3,\n garbage");
+  EXPECT_EQ(load_error().rfind("invalid JSON in " + trainer + " at line 2, column 2 (byte 20): ", 0), 0u)
+      << load_error();
+  write_file_atomic(trainer, "{\"global_step\": 3, \"epoch\": \"one\"}");
+  EXPECT_EQ(load_error(), trainer + ": \"epoch\" is a string, expected a 64-bit integer; fix the JSON text");
+  write_file_atomic(trainer, "{\"global_step\": 3}");
+  EXPECT_EQ(load_error(), trainer + " has no key \"epoch\"; fix the JSON text");
+
+  const std::string weights = dir + "/model.safetensors";
+  write_safetensors(weights, weight_views(a), {{"dtrain.model", "{\"dim\": 16, \"dim\": 16}"}});
+  EXPECT_NE(load_error().find("invalid JSON in the dtrain.model metadata of " + weights +
+                              " at line 1, column 13 (byte 12): duplicate key \"dim\""),
+            std::string::npos)
+      << load_error();
+  write_safetensors(weights, weight_views(a), {{"dtrain.model", "[16]"}});
+  EXPECT_NE(load_error().find("the dtrain.model metadata of " + weights + " is a JSON array"), std::string::npos)
+      << load_error();
+  write_safetensors(weights, weight_views(a), {{"dtrain.model", "{\"dim\": \"x\"}"}});
+  EXPECT_NE(load_error().find("model.dim = x (the dtrain.model metadata of " + weights + ")"), std::string::npos)
+      << load_error();
 }

@@ -69,11 +69,17 @@ TEST(Safetensors, RoundTripAllDtypes) {
   uint64_t n = header_len(bytes);
   EXPECT_EQ(n % 8, 0u);
   EXPECT_EQ(bytes.size(), 8 + n + 24 + 10 + 16);
-  Json header = Json::parse(std::string_view(bytes).substr(8, n));
-  EXPECT_EQ(header["w.f32"]["dtype"].as_string(), "F32");
+  Json header = parse_json(std::string_view(bytes).substr(8, n), path);
+  EXPECT_EQ(header["w.f32"]["dtype"], "F32");
   EXPECT_EQ(header["emb.bf16"]["data_offsets"], Json::parse("[24, 34]"));
   EXPECT_EQ(header["ids"]["shape"], Json::parse("[2, 2]"));
-  EXPECT_EQ(header["__metadata__"]["step"].as_string(), "100");
+  EXPECT_EQ(header["__metadata__"]["step"], "100");
+  // The exact bytes (compact, in insertion order, space-padded to 8) that earlier dtrain wrote.
+  EXPECT_EQ(bytes.substr(8, n),
+            R"({"__metadata__":{"config":"{\"d\": 4}","step":"100"},)"
+            R"("w.f32":{"dtype":"F32","shape":[2,3],"data_offsets":[0,24]},)"
+            R"("emb.bf16":{"dtype":"BF16","shape":[5],"data_offsets":[24,34]},)"
+            R"("ids":{"dtype":"I32","shape":[2,2],"data_offsets":[34,50]}}     )");
 
   SafetensorsFile f(path);
   EXPECT_EQ(f.names(), (std::vector<std::string>{"w.f32", "emb.bf16", "ids"}));
