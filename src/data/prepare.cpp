@@ -3,8 +3,12 @@
 #include "data/prepare.hpp"
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <functional>
 #include <set>
 #include <vector>
 
@@ -63,6 +67,144 @@ std::vector<std::string> plain_files(const std::string& input) {
   return files;
 }
 
+constexpr size_t kBlockBytes = size_t(64) << 10;  // read size; the first block is also the binary test
+constexpr size_t kMaxPiece = size_t(16) << 10;    // longer lines are handed out in pieces of at most this
+
+bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
+
+// Throws when the start of `path` looks binary: a NUL byte, or more than 10% control bytes.
+void reject_binary(const std::string& path, std::string_view head) {
+  const std::string fix = ": pass UTF-8 text files with --input (convert UTF-16 text with iconv -f utf-16 -t utf-8)";
+  const size_t nul = head.find('\0');
+  if (nul != std::string_view::npos)
+    throw Error("input " + path + " is a binary file, not text (a NUL byte at offset " + std::to_string(nul) + ")" +
+                fix);
+  size_t control = 0;
+  for (unsigned char c : head) control += (c < 0x20 && !is_space(char(c))) || c == 0x7F;
+  if (control * 10 > head.size())
+    throw Error("input " + path + " is a binary file, not text (" + std::to_string(control) + " control bytes in its first " +
+                std::to_string(head.size()) + " bytes)" + fix);
+}
+
+// At p[0..n), n > 0: the length of a valid UTF-8 sequence (> 0); minus the length of an invalid one
+// (< 0: a bad lead byte, or a lead and its good continuation bytes before a bad one, each replaced by
+// one U+FFFD); 0 when the data ends inside a sequence that is valid so far.
+int utf8_step(const unsigned char* p, size_t n) {
+  const unsigned c = p[0];
+  if (c < 0x80) return 1;
+  int len = 0;
+  unsigned lo = 0x80, hi = 0xBF;  // range of the first continuation byte (no overlongs, surrogates, > U+10FFFF)
+  if (c >= 0xC2 && c <= 0xDF) {
+    len = 2;
+  } else if (c >= 0xE0 && c <= 0xEF) {
+    len = 3;
+    if (c == 0xE0) lo = 0xA0;
+    if (c == 0xED) hi = 0x9F;
+  } else if (c >= 0xF0 && c <= 0xF4) {
+    len = 4;
+    if (c == 0xF0) lo = 0x90;
+    if (c == 0xF4) hi = 0x8F;
+  } else {
+    return -1;
+  }
+  for (int i = 1; i < len; ++i) {
+    if (size_t(i) >= n) return 0;
+    if (p[i] < lo || p[i] > hi) return -i;
+    lo = 0x80;
+    hi = 0xBF;
+  }
+  return len;
+}
+
+// Where a piece of at most kMaxPiece bytes ends in `s` (longer than that): after the last byte that
+// leaves words whole, else (one giant word) at the last UTF-8 character start.
+size_t cut_point(std::string_view s) {
+  for (size_t i = kMaxPiece; i > 0; --i)
+    if (is_space(s[i - 1]) || is_space(s[i])) return i;
+  size_t i = kMaxPiece;
+  while (i > 0 && (static_cast<unsigned char>(s[i]) & 0xC0) == 0x80) --i;
+  return i > 0 ? i : kMaxPiece;
+}
+
+// Reads a text file in blocks and calls fn(piece, eos) for each line (newline removed), cutting
+// lines longer than kMaxPiece bytes between words into several pieces; `eos` is true on the last
+// piece of a line that has a word. Throws Error for binary files. Invalid UTF-8 becomes U+FFFD, one
+// per invalid sequence, counted in `report` when given.
+void for_each_piece(const std::string& path, const std::function<void(std::string_view, bool)>& fn,
+                    PrepareReport* report) {
+  std::error_code ec;
+  if (fs::is_directory(path, ec))
+    throw Error("cannot read " + path + ": it is a folder, not a text file; pass a file or a folder of text files");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error("cannot read " + path + " (" + std::strerror(errno) + "): check that the file exists and is readable");
+  std::vector<char> block(kBlockBytes);
+  std::string raw;   // bytes not decoded yet: a sequence cut by the end of the previous block
+  std::string text;  // decoded text not handed out yet
+  int64_t raw_offset = 0;  // file offset of raw[0]
+  bool line_has_word = false;
+  auto hand_out = [&](std::string_view piece, bool line_end) {
+    if (!line_has_word)
+      for (char c : piece)
+        if (!is_space(c)) {
+          line_has_word = true;
+          break;
+        }
+    fn(piece, line_end && line_has_word);
+    if (line_end) line_has_word = false;
+  };
+  for (bool first = true;; first = false) {
+    in.read(block.data(), std::streamsize(block.size()));
+    const size_t got = size_t(in.gcount());
+    if (in.bad())
+      throw Error("error while reading " + path + " (" + std::strerror(errno) + "): check the file and the disk it is on");
+    const bool eof = got < block.size();
+    if (first) reject_binary(path, std::string_view(block.data(), got));
+    raw.append(block.data(), got);
+    size_t i = 0;
+    while (i < raw.size()) {
+      size_t j = i;
+      while (j < raw.size() && static_cast<unsigned char>(raw[j]) < 0x80) ++j;
+      text.append(raw, i, j - i);
+      i = j;
+      if (i == raw.size()) break;
+      const int step = utf8_step(reinterpret_cast<const unsigned char*>(raw.data()) + i, raw.size() - i);
+      if (step == 0 && !eof) break;  // the rest comes with the next block
+      if (step > 0) {
+        text.append(raw, i, size_t(step));
+        i += size_t(step);
+        continue;
+      }
+      text += "\xEF\xBF\xBD";  // U+FFFD
+      if (report && report->invalid_utf8++ == 0) {
+        report->invalid_utf8_file = path;
+        report->invalid_utf8_offset = raw_offset + int64_t(i);
+      }
+      i += step < 0 ? size_t(-step) : raw.size() - i;
+    }
+    raw.erase(0, i);
+    raw_offset += int64_t(i);
+    // Hand out the complete lines, and pieces of a long unfinished one.
+    size_t pos = 0;  // text[0, pos) is handed out
+    for (;;) {
+      const size_t nl = text.find('\n', pos);
+      const size_t end = nl == std::string::npos ? text.size() : nl;
+      while (end - pos > kMaxPiece) {
+        const std::string_view line(text.data() + pos, end - pos);
+        const size_t cut = cut_point(line);
+        hand_out(line.substr(0, cut), false);
+        pos += cut;
+      }
+      if (nl == std::string::npos && (!eof || pos == text.size())) break;  // unfinished, or no last line
+      std::string_view line(text.data() + pos, end - pos);
+      if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+      hand_out(line, true);
+      pos = nl == std::string::npos ? text.size() : nl + 1;
+    }
+    text.erase(0, pos);
+    if (eof) break;
+  }
+}
+
 // Largest paragraph start p with 0 < p <= target that moves the cut back by at most `slack`
 // lines; otherwise the plain line cut `target`.
 int64_t snap_cut(const std::vector<int64_t>& para_starts, int64_t target, int64_t slack) {
@@ -85,6 +227,7 @@ void write_meta(const std::string& path, const PrepareOptions& o, const PrepareR
   kv("valid_tokens", std::to_string(r.valid_tokens));
   kv("test_tokens", std::to_string(r.test_tokens));
   kv("train_unk", std::to_string(r.train_unk));
+  kv("invalid_utf8", std::to_string(r.invalid_utf8));
   kv("lowercase", o.lowercase ? "1" : "0");
   kv("eos", o.eos ? "1" : "0");
   kv("min_freq", std::to_string(o.min_freq));
@@ -157,26 +300,30 @@ PrepareReport prepare_dataset(const PrepareOptions& o) {
   if (splits) {
     r.format = "wikitext";
     const std::string files[3] = {splits->train, splits->valid, splits->test};
-    data_io::for_each_line(files[0], [&](std::string_view l) { builder.add_line(l); });
+    for_each_piece(files[0], [&](std::string_view t, bool eos) { builder.add_text(t, eos); }, nullptr);
     require(builder.tokens() > 0,
             "train split " + files[0] + " has no tokens: point --input at a folder with a non-empty train split");
     vocab = builder.build();
     for (int s = 0; s < 3; ++s)
-      data_io::for_each_line(files[s], [&](std::string_view l) { vocab.encode_line(l, ids[s]); });
+      for_each_piece(files[s], [&](std::string_view t, bool eos) { vocab.encode_text(t, eos, ids[s]); }, &r);
   } else {
     r.format = "plain";
     const std::vector<std::string> files = plain_files(o.input);
-    // Pass 1: line count and paragraph starts (a file start also starts a paragraph).
+    // Pass 1: line count and paragraph starts (a file start also starts a paragraph). Here and
+    // below, a line longer than kMaxPiece counts as its pieces, so that it can be split too.
     int64_t n_lines = 0;
     std::vector<int64_t> para_starts;
     for (const auto& f : files) {
       bool prev_blank = true;
-      data_io::for_each_line(f, [&](std::string_view l) {
-        bool blank = data_io::is_blank(l);
-        if (!blank && prev_blank) para_starts.push_back(n_lines);
-        prev_blank = blank;
-        ++n_lines;
-      });
+      for_each_piece(
+          f,
+          [&](std::string_view l, bool) {
+            bool blank = data_io::is_blank(l);
+            if (!blank && prev_blank) para_starts.push_back(n_lines);
+            prev_blank = blank;
+            ++n_lines;
+          },
+          &r);
     }
     const int64_t n_test = o.test_fraction > 0 ? int64_t(std::ceil(double(n_lines) * o.test_fraction)) : 0;
     const int64_t test_cut = snap_cut(para_starts, n_lines - n_test, n_test);
@@ -186,16 +333,20 @@ PrepareReport prepare_dataset(const PrepareOptions& o) {
     // Pass 2: count the train lines. Pass 3: encode every line into its split.
     int64_t line = 0;
     for (const auto& f : files)
-      data_io::for_each_line(f, [&](std::string_view l) {
-        if (split_of(line++) == 0) builder.add_line(l);
-      });
+      for_each_piece(
+          f,
+          [&](std::string_view t, bool eos) {
+            if (split_of(line++) == 0) builder.add_text(t, eos);
+          },
+          nullptr);
     require(builder.tokens() > 0, "input " + o.input + " gives an empty train split (no tokens in the first " +
                                       std::to_string(valid_cut) + " of " + std::to_string(n_lines) +
                                       " lines): add text or lower --valid-fraction/--test-fraction");
     vocab = builder.build();
     line = 0;
     for (const auto& f : files)
-      data_io::for_each_line(f, [&](std::string_view l) { vocab.encode_line(l, ids[split_of(line++)]); });
+      for_each_piece(
+          f, [&](std::string_view t, bool eos) { vocab.encode_text(t, eos, ids[split_of(line++)]); }, nullptr);
   }
 
   r.vocab_size = vocab.size();

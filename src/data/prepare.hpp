@@ -25,6 +25,10 @@ struct PrepareReport {
   int64_t valid_tokens = 0;
   int64_t test_tokens = 0;
   int64_t train_unk = 0;  // train tokens that map to <unk>
+  // Invalid UTF-8 sequences in the input, each read as U+FFFD; where the first one is.
+  int64_t invalid_utf8 = 0;
+  std::string invalid_utf8_file;
+  int64_t invalid_utf8_offset = -1;
 };
 
 // The three split files of a folder that holds ready-made splits.
@@ -37,6 +41,9 @@ struct SplitFiles {
 std::optional<SplitFiles> find_split_files(const std::string& dir);
 
 // Writes out_dir/vocab.txt, out_dir/{train,valid,test}.bin and, last, out_dir/meta.txt.
+// Input text is UTF-8: a file whose first 64 KiB hold a NUL byte or over 10% control bytes is
+// rejected as binary; each invalid UTF-8 sequence is read as U+FFFD and counted in the report.
+// Lines may be of any length (longer ones are read in pieces, cut between words).
 PrepareReport prepare_dataset(const PrepareOptions& opts);
 
 // Reads a key=value file such as meta.txt (blank lines and lines starting with '#' ignored).

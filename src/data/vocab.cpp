@@ -3,10 +3,12 @@
 
 #include <algorithm>
 #include <charconv>
+#include <filesystem>
 
 #include "core/error.hpp"
 #include "core/atomic_file.hpp"
 #include "data/io_util.hpp"
+#include "data/token_file.hpp"
 
 namespace dtrain {
 
@@ -95,6 +97,13 @@ int64_t Vocabulary::encode_line(std::string_view line, std::vector<uint32_t>& ou
   size_t before = out.size();
   for_each_word(line, [&](std::string_view w) { out.push_back(id(w)); });
   if (eos_ && out.size() > before) out.push_back(eos_id());
+  return int64_t(out.size() - before);
+}
+
+int64_t Vocabulary::encode_text(std::string_view text, bool eos, std::vector<uint32_t>& out) const {
+  size_t before = out.size();
+  for_each_word(text, [&](std::string_view w) { out.push_back(id(w)); });
+  if (eos_ && eos) out.push_back(eos_id());
   return int64_t(out.size() - before);
 }
 
@@ -209,9 +218,15 @@ VocabBuilder::VocabBuilder(const VocabOptions& opts) : opts_(opts) {
 }
 
 void VocabBuilder::add_line(std::string_view line) {
+  bool has_word = false;
+  for_each_word(line, [&](std::string_view) { has_word = true; });
+  add_text(line, has_word);
+}
+
+void VocabBuilder::add_text(std::string_view text, bool eos) {
   int64_t words = 0;
   std::string lowered;
-  for_each_word(line, [&](std::string_view w) {
+  for_each_word(text, [&](std::string_view w) {
     ++words;
     if (opts_.lowercase && may_change_case(w)) {
       lowered = lowercase_utf8(w);
@@ -230,7 +245,7 @@ void VocabBuilder::add_line(std::string_view line) {
     }
   });
   tokens_ += words;
-  if (opts_.eos && words > 0) {
+  if (opts_.eos && eos) {
     ++eos_;
     ++tokens_;
   }
@@ -259,6 +274,19 @@ Vocabulary VocabBuilder::build() const {
   if (opts_.eos) v.counts_[v.eos_id()] = eos_;
   for (const auto& [w, c] : kept) v.add(std::string(w), c);
   return v;
+}
+
+// ---------------------------------------------------------------------------------------------
+void check_vocab_matches(const std::string& vocab_path, const TokenFile& tokens) {
+  const std::string fix = ": run `dtrain data prepare` (or `dtrain data builtin`) again into that folder";
+  std::error_code ec;
+  require(std::filesystem::exists(vocab_path, ec),
+          "vocabulary file " + vocab_path + " is missing (it belongs next to " + tokens.path() + ")" + fix);
+  const int64_t words = Vocabulary::load(vocab_path).size();
+  require(words == int64_t(tokens.vocab_size()),
+          "vocabulary file " + vocab_path + " lists " + std::to_string(words) + " words but " + tokens.path() +
+              " was written for a vocabulary of " + std::to_string(tokens.vocab_size()) + fix +
+              " to write them together");
 }
 
 }  // namespace dtrain

@@ -11,6 +11,8 @@
 
 namespace dtrain {
 
+class TokenFile;
+
 struct VocabOptions {
   bool lowercase = true;  // lower-case words before counting and encoding
   bool eos = true;        // append <eos> after every line that has at least one word
@@ -52,6 +54,8 @@ class Vocabulary {
   // Appends the ids of `line` (plus <eos> when enabled and the line has a word) to `out`;
   // returns how many were appended.
   int64_t encode_line(std::string_view line, std::vector<uint32_t>& out) const;
+  // Same for a piece of a line: <eos> follows (when enabled) only when `eos` is true.
+  int64_t encode_text(std::string_view text, bool eos, std::vector<uint32_t>& out) const;
   std::vector<uint32_t> encode_line(std::string_view line) const;
   // Words joined by single spaces (<eos> included as a word).
   std::string decode(std::span<const uint32_t> ids) const;
@@ -94,6 +98,8 @@ class VocabBuilder {
  public:
   explicit VocabBuilder(const VocabOptions& opts = {});
   void add_line(std::string_view line);
+  // Same for a piece of a line: counts one <eos> (when enabled) only when `eos` is true.
+  void add_text(std::string_view text, bool eos);
   // Tokens counted so far (words plus <eos> markers).
   int64_t tokens() const { return tokens_; }
   Vocabulary build() const;
@@ -105,5 +111,10 @@ class VocabBuilder {
   int64_t eos_ = 0;
   int64_t tokens_ = 0;
 };
+
+// Checks that the vocab.txt of a prepared data folder fits one of its token files: throws Error
+// naming both files, both sizes and the fix when `vocab_path` is missing, malformed, or lists another
+// number of words than the vocabulary size recorded in `tokens`.
+void check_vocab_matches(const std::string& vocab_path, const TokenFile& tokens);
 
 }  // namespace dtrain

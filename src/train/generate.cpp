@@ -12,8 +12,11 @@
 
 namespace dtrain {
 
-std::string generate_text(const GenerateOptions& o) {
-  require(o.tokens >= 0, "--tokens must not be negative");
+std::string generate_text(const GenerateOptions& o, const std::function<void(std::string_view)>& on_text) {
+  require(o.tokens >= 0 && o.tokens <= kMaxGenerateTokens,
+          "--tokens " + std::to_string(o.tokens) + " is outside 0.." + std::to_string(kMaxGenerateTokens) +
+              ": ask for at most " + std::to_string(kMaxGenerateTokens) +
+              " tokens, and for more run generate again with the output as --prompt");
   require(o.temperature >= 0, "--temperature must not be negative: use 0 for greedy");
   const ModelConfig mc = checkpoint_model_config(o.checkpoint);
   const std::string vocab_path = o.checkpoint + "/vocab.txt";
@@ -29,7 +32,8 @@ std::string generate_text(const GenerateOptions& o) {
   std::vector<uint32_t> ids = vocab.encode_line(o.prompt);
   if (!ids.empty() && vocab.has_eos() && ids.back() == vocab.eos_id()) ids.pop_back();  // continue the line
   if (ids.empty()) ids.push_back(vocab.has_eos() ? vocab.eos_id() : 0);
-  const size_t prompt_len = ids.size();
+  std::string out = o.prompt;
+  if (on_text) on_text(out);
   std::vector<float> logits(size_t(mc.seq_len * mc.vocab_size));
   std::vector<int32_t> window;
   const RandomStream rng{o.seed, 0x9e11u, 0x5eedu, 0};
@@ -57,11 +61,10 @@ std::string generate_text(const GenerateOptions& o) {
       }
     }
     ids.push_back(next);
-  }
-  std::string out = o.prompt;
-  for (size_t i = prompt_len; i < ids.size(); ++i) {
-    const std::string& w = vocab.word(ids[i]);
+    const std::string& w = vocab.word(next);
+    const size_t before = out.size();
     out += w == "<eos>" ? "\n" : (out.empty() || out.back() == '\n' ? "" : " ") + w;
+    if (on_text) on_text(std::string_view(out).substr(before));
   }
   return out;
 }

@@ -2,7 +2,9 @@
 // window of the model's context.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <string_view>
 
 namespace dtrain {
 
@@ -15,7 +17,12 @@ struct GenerateOptions {
   uint64_t seed = 1;
 };
 
-// Returns the prompt followed by the generated words.
-std::string generate_text(const GenerateOptions& o);
+// Most tokens one call makes: each token re-reads the whole context window, so longer texts are
+// better made in several calls, each continuing the last output.
+inline constexpr int64_t kMaxGenerateTokens = 100000;
+
+// Returns the prompt followed by the generated words. `on_text`, when given, receives the same
+// text as it is made: the prompt first, then each token (" word", or "\n" for <eos>).
+std::string generate_text(const GenerateOptions& o, const std::function<void(std::string_view)>& on_text = {});
 
 }  // namespace dtrain

@@ -358,6 +358,138 @@ TEST(Prepare, ErrorPaths) {
   expect_error([&] { read_meta(d / "meta.txt"); }, "line 2 is malformed");
 }
 
+TEST(Prepare, RejectsBinaryInput) {
+  TempDir d;
+  PrepareOptions o;
+  o.out_dir = d / "out";
+  std::string elf = "\x7f" "ELF\x02\x01\x01";
+  elf += std::string(9, '\0') + "some words after the header\n";
+  write_text(d / "prog", elf);
+  o.input = d / "prog";
+  expect_error([&] { prepare_dataset(o); }, "input " + (d / "prog") + " is a binary file, not text (a NUL byte at offset 7)");
+  expect_error([&] { prepare_dataset(o); }, "pass UTF-8 text files with --input");
+  EXPECT_FALSE(fs::exists(d.path / "out/vocab.txt"));
+
+  // No NUL, but a fifth of the bytes are control bytes.
+  std::string ctrl;
+  for (int i = 0; i < 200; ++i) ctrl += "ab\x01\x02" "cdef\x1b\x7f";
+  write_text(d / "ctrl.dat", ctrl);
+  o.input = d / "ctrl.dat";
+  expect_error([&] { prepare_dataset(o); }, "control bytes in its first");
+
+  // In a folder, the binary file is named; text with tabs, form feeds and a few escapes is fine.
+  fs::create_directories(d.path / "in");
+  std::string text;
+  for (int p = 0; p < 30; ++p) text += "para\tnumber " + std::to_string(p) + "\f \x1b[1mbold\x1b[0m\n\n";
+  write_text(d / "in/a.txt", text);
+  o.input = d / "in";
+  EXPECT_GT(prepare_dataset(o).train_tokens, 0);
+  write_text(d / "in/b.gz", std::string("\x1f\x8b\x08\x00", 4) + "xyz");
+  expect_error([&] { prepare_dataset(o); }, (d / "in/b.gz") + " is a binary file");
+
+  // The ready-made splits are checked too.
+  fs::create_directories(d.path / "wiki");
+  write_text(d / "wiki/train.txt", "a b c\n");
+  write_text(d / "wiki/valid.txt", std::string("a\0b\n", 4));
+  write_text(d / "wiki/test.txt", "a b\n");
+  o.input = d / "wiki";
+  expect_error([&] { prepare_dataset(o); }, (d / "wiki/valid.txt") + " is a binary file");
+}
+
+TEST(Prepare, InvalidUtf8IsReplacedAndCounted) {
+  TempDir d;
+  // Latin-1 "café" (1), an overlong '/' (2: C0 and AF are each invalid), a surrogate (3: ED, A0,
+  // 80), a 3-byte sequence cut short by a space (1: E2 82), and valid 2-, 3- and 4-byte characters.
+  const std::string line = "caf\xe9 x\xc0\xafy s\xed\xa0\x80z e\xe2\x82 ok \xc3\xa9t\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80\n";
+  std::string text;
+  for (int i = 0; i < 10; ++i) text += line;
+  write_text(d / "c.txt", text);
+  PrepareOptions o;
+  o.input = d / "c.txt";
+  o.out_dir = d / "out";
+  o.valid_fraction = o.test_fraction = 0;
+  PrepareReport r = prepare_dataset(o);
+  EXPECT_EQ(r.invalid_utf8, 10 * 7);
+  EXPECT_EQ(r.invalid_utf8_file, o.input);
+  EXPECT_EQ(r.invalid_utf8_offset, 3);
+  EXPECT_EQ(read_meta(d / "out/meta.txt").at("invalid_utf8"), "70");
+  Vocabulary v = Vocabulary::load(d / "out/vocab.txt");
+  const std::string fffd = "\xef\xbf\xbd";
+  for (const std::string& w : {"caf" + fffd, "x" + fffd + fffd + "y", "s" + fffd + fffd + fffd + "z", "e" + fffd,
+                               std::string("ok"), std::string("\xc3\xa9t\xc3\xa9"), std::string("\xe2\x82\xac"),
+                               std::string("\xf0\x9f\x98\x80")}) {
+    EXPECT_NE(v.id(w), 0u) << w;
+    EXPECT_EQ(v.count(v.id(w)), 10) << w;
+  }
+  EXPECT_EQ(v.size(), 2 + 8);
+  EXPECT_EQ(r.train_tokens, 10 * 9);
+
+  // A valid character across the 64 KiB read boundary is not invalid; one cut by the end of the
+  // file is (at its offset).
+  std::string big(65534, 'a');  // the euro sign's 3 bytes sit at offsets 65535..65537
+  big += " \xe2\x82\xac end\n\xe2\x82";
+  write_text(d / "b.txt", big);
+  o.input = d / "b.txt";
+  r = prepare_dataset(o);
+  EXPECT_EQ(r.invalid_utf8, 1);
+  EXPECT_EQ(r.invalid_utf8_offset, int64_t(big.size()) - 2);
+  EXPECT_NE(Vocabulary::load(d / "out/vocab.txt").id("\xe2\x82\xac"), 0u);
+}
+
+TEST(Prepare, LongSingleLine) {
+  TempDir d;
+  // ~4 MB on one line, no newline at the end: words w0 .. w9999 over and over.
+  const int64_t n_words = 600000;
+  std::string text;
+  for (int64_t i = 0; i < n_words; ++i) text += (i ? " w" : "w") + std::to_string(i % 10000);
+  ASSERT_GT(text.size(), size_t(3) << 20);
+  write_text(d / "one.txt", text);
+  PrepareOptions o;
+  o.input = d / "one.txt";
+  o.out_dir = d / "out";
+  PrepareReport r = prepare_dataset(o);
+  // Words stay whole (no piece boundary cuts one), and the line's single <eos> ends it.
+  EXPECT_EQ(r.train_tokens + r.valid_tokens + r.test_tokens, n_words + 1);
+  EXPECT_NEAR(double(r.train_tokens) / double(n_words), 0.8, 0.02);
+  EXPECT_NEAR(double(r.valid_tokens) / double(n_words), 0.1, 0.02);
+  Vocabulary v = Vocabulary::load(d / "out/vocab.txt");
+  EXPECT_EQ(v.size(), 2 + 10000);
+  EXPECT_EQ(r.train_unk, 0);
+  TokenFile train(d / "out/train.bin"), valid(d / "out/valid.bin"), test(d / "out/test.bin");
+  std::vector<uint32_t> all = tokens_of(train), part = tokens_of(valid);
+  all.insert(all.end(), part.begin(), part.end());
+  part = tokens_of(test);
+  all.insert(all.end(), part.begin(), part.end());
+  ASSERT_EQ(int64_t(all.size()), n_words + 1);
+  for (int64_t i = 0; i < n_words; i += 997) ASSERT_EQ(v.word(all[size_t(i)]), "w" + std::to_string(i % 10000)) << i;
+  EXPECT_EQ(all.back(), v.eos_id());
+  EXPECT_EQ(std::count(all.begin(), all.end(), v.eos_id()), 1);
+
+  // A long line among short ones: no token lost, one <eos> per line; a 40000-byte "word" is cut
+  // into 16 KiB pieces (3 words).
+  const std::string long_line = text.substr(0, 100000);
+  const int64_t long_words = 1 + std::count(long_line.begin(), long_line.end(), ' ');
+  write_text(d / "mixed.txt", "first line\n\n" + long_line + "\nlast line\n" + std::string(40000, 'x') + "\n");
+  o.input = d / "mixed.txt";
+  o.valid_fraction = o.test_fraction = 0;
+  r = prepare_dataset(o);
+  EXPECT_EQ(r.train_tokens, 3 + (long_words + 1) + 3 + (3 + 1));
+}
+
+TEST(Vocab, CheckVocabMatchesTokenFiles) {
+  TempDir d;
+  auto v = Vocabulary::build({"a b c"});  // <unk> <eos> a b c
+  v.save(d / "vocab.txt");
+  write_token_file(d / "train.bin", 5, std::vector<uint32_t>{2, 3, 4, 1});
+  check_vocab_matches(d / "vocab.txt", TokenFile(d / "train.bin"));
+  write_token_file(d / "big.bin", 3143, std::vector<uint32_t>{2, 3});
+  expect_error([&] { check_vocab_matches(d / "vocab.txt", TokenFile(d / "big.bin")); },
+               "vocabulary file " + (d / "vocab.txt") + " lists 5 words but " + (d / "big.bin") +
+                   " was written for a vocabulary of 3143: run `dtrain data prepare`");
+  expect_error([&] { check_vocab_matches(d / "none.txt", TokenFile(d / "train.bin")); },
+               "vocabulary file " + (d / "none.txt") + " is missing");
+}
+
 TEST(BuiltinCorpus, SplitRuleAndSymlinks) {
   TempDir d;
   fs::create_directories(d.path / "src");
