@@ -6,12 +6,14 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <new>
 #include <string>
 #include <vector>
 
 #include "core/atomic_file.hpp"
 #include "data/prepare.hpp"
 #include "data/token_file.hpp"
+#include "data/vocab.hpp"
 #include "train/debug_dump.hpp"
 #include "train/generate.hpp"
 #include "train/trainer.hpp"
@@ -111,12 +113,13 @@ void apply_sets(RunConfig& cfg, const Args& a) {
 }
 
 void load_json_config(RunConfig& cfg, const std::string& path) {
-  Json j = Json::parse(read_file(path));
-  for (const auto& [section, obj] : j.items())
-    for (const auto& [name, v] : obj.items()) {
-      std::string text = v.is_string() ? v.as_string() : v.is_bool() ? (v.as_bool() ? "true" : "false") : v.dump();
-      cfg.set(section + "." + name, text, path);
-    }
+  Json j = parse_json(read_file(path), path);
+  require(j.is_object(), path + " is a JSON " + j.type_name() + ", expected {\"train\": {...}, ...}; fix the JSON text");
+  for (const auto& [section, obj] : j.items()) {
+    require(obj.is_object(), path + ": \"" + section + "\" is a JSON " + obj.type_name() +
+                                 ", expected an object of keys; fix the JSON text");
+    for (const auto& [name, v] : obj.items()) cfg.set(section + "." + name, json_config_text(v), path);
+  }
 }
 
 int cmd_train(int argc, char** argv) {
@@ -150,14 +153,15 @@ int cmd_eval(int argc, char** argv) {
   ModelConfig mc = checkpoint_model_config(ck);
   std::string data = a.get("data");
   if (data.empty()) {
-    Json t = Json::parse(read_file(ck + "/trainer.json"));
-    data = t.at("config").at("data").at("dir").as_string();
+    const std::string path = ck + "/trainer.json";
+    data = json_get<std::string>(parse_json(read_file(path), path), "config.data.dir", path);
   }
   const std::string split = a.get("split", "test");
   require(split == "valid" || split == "test" || split == "train", "--split " + split + ": use valid or test");
   configure_threads(int(a.integer("threads", 0)));
   TokenFile tokens(data + "/" + split + ".bin");
   tokens.check_ids();
+  check_vocab_matches(data + "/vocab.txt", tokens);
   require(int64_t(tokens.vocab_size()) == mc.vocab_size,
           data + " has a vocabulary of " + std::to_string(tokens.vocab_size()) + " words but the checkpoint " +
               std::to_string(mc.vocab_size) + ": evaluate on the data the model was trained on");
@@ -182,7 +186,11 @@ int cmd_generate(int argc, char** argv) {
   o.temperature = float(a.number("temperature", 1.0));
   o.top_k = a.integer("top-k", 0);
   o.seed = uint64_t(a.integer("seed", 1));
-  std::printf("%s\n", generate_text(o).c_str());
+  generate_text(o, [](std::string_view t) {  // each token as it comes
+    std::fwrite(t.data(), 1, t.size(), stdout);
+    std::fflush(stdout);
+  });
+  std::printf("\n");
   return 0;
 }
 
@@ -211,6 +219,11 @@ int cmd_data(int argc, char** argv) {
   std::printf("prepared %s (%s): vocabulary %lld words; tokens train %lld, valid %lld, test %lld\n",
               o.out_dir.c_str(), r.format.c_str(), (long long)r.vocab_size, (long long)r.train_tokens,
               (long long)r.valid_tokens, (long long)r.test_tokens);
+  if (r.invalid_utf8 > 0)
+    std::fprintf(stderr,
+                 "dtrain: warning: %lld invalid UTF-8 sequences read as U+FFFD (the first in %s at byte %lld): "
+                 "convert the input to UTF-8 (e.g. iconv -f latin1 -t utf-8) if those words matter\n",
+                 (long long)r.invalid_utf8, r.invalid_utf8_file.c_str(), (long long)r.invalid_utf8_offset);
   return 0;
 }
 
@@ -247,6 +260,13 @@ int main(int argc, char** argv) {
     throw Error("unknown command `" + cmd + "`: use train, eval, generate, data, debug or config (see --help)");
   } catch (const Error& e) {
     std::fprintf(stderr, "dtrain: error: %s\n", e.what());
+    return 2;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "dtrain: error: out of memory: lower train.batch_size (or the model's size)\n");
+    return 2;
+  } catch (const std::filesystem::filesystem_error& e) {  // a path the user gave that cannot be used
+    std::fprintf(stderr, "dtrain: error: %s on %s: check the path and its permissions\n",
+                 e.code().message().c_str(), e.path1().c_str());
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "dtrain: internal error: %s\n", e.what());

@@ -1,6 +1,8 @@
 // JSONL metrics writer (see jsonl.hpp).
 #include "metrics/jsonl.hpp"
 
+#include <sys/stat.h>
+
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -28,6 +30,11 @@ JsonlWriter::JsonlWriter(const std::string& path) : path_(path) {
 }
 
 JsonlWriter::~JsonlWriter() = default;
+
+int64_t JsonlWriter::bytes() const {
+  struct stat st {};
+  return ::fstat(::fileno(file_.get()), &st) == 0 ? int64_t(st.st_size) : -1;
+}
 
 void JsonlWriter::write(const Json& obj) {
   DT_ASSERT(file_ && obj.is_object());

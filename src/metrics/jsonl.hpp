@@ -20,6 +20,7 @@ class JsonlWriter {
   // Writes obj.dump() and a newline, then flushes. obj must be an object.
   void write(const Json& obj);
   const std::string& path() const { return path_; }
+  int64_t bytes() const;  // the log's size (every line is flushed)
 
  private:
   struct Close {

@@ -2,6 +2,7 @@
 // length, data, masked crc32c of the data; data = an Event protobuf encoded by hand below.
 #include "metrics/tensorboard.hpp"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -10,6 +11,7 @@
 #include <filesystem>
 
 #include "core/error.hpp"
+#include "core/host_name.hpp"
 #include "metrics/crc32c.hpp"
 
 namespace dtrain {
@@ -54,9 +56,7 @@ double wall_time_now() {
 }
 
 std::string hostname() {
-  char buf[256] = {};
-  if (::gethostname(buf, sizeof buf - 1) != 0 || buf[0] == '\0') return "localhost";
-  std::string h(buf);
+  std::string h = host_name();
   for (char& c : h) {
     if (c == '/') c = '_';
   }
@@ -67,11 +67,18 @@ std::string hostname() {
 
 void TensorBoardWriter::Close::operator()(std::FILE* f) const { std::fclose(f); }
 
-TensorBoardWriter::TensorBoardWriter(const std::string& run_dir) {
+TensorBoardWriter::TensorBoardWriter(const std::string& run_dir, const std::string& continue_file) {
   std::error_code ec;
   std::filesystem::create_directories(run_dir, ec);
   require(!ec, "cannot create TensorBoard run directory " + run_dir + ": " + ec.message() +
                    "; choose a writable directory");
+  if (!continue_file.empty()) {
+    path_ = (std::filesystem::path(run_dir) / continue_file).string();
+    file_.reset(std::fopen(path_.c_str(), "ab"));
+    require(bool(file_), "cannot append to TensorBoard event file " + path_ + ": " + std::strerror(errno) +
+                             "; choose a writable run directory");
+    return;
+  }
   long secs = long(std::chrono::duration_cast<std::chrono::seconds>(
                        std::chrono::system_clock::now().time_since_epoch())
                        .count());
@@ -96,6 +103,11 @@ TensorBoardWriter::TensorBoardWriter(const std::string& run_dir) {
 }
 
 TensorBoardWriter::~TensorBoardWriter() = default;
+
+int64_t TensorBoardWriter::bytes() const {
+  struct stat st {};
+  return ::fstat(::fileno(file_.get()), &st) == 0 ? int64_t(st.st_size) : -1;
+}
 
 void TensorBoardWriter::add_scalar(const std::string& tag, float value, int64_t step) {
   DT_ASSERT(file_);

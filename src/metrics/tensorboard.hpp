@@ -11,8 +11,9 @@ namespace dtrain {
 class TensorBoardWriter {
  public:
   // Creates run_dir if needed and the file run_dir/events.out.tfevents.<unix seconds>.<hostname>
-  // (".2", ".3", ... appended if that name is taken), then writes the file_version record.
-  explicit TensorBoardWriter(const std::string& run_dir);
+  // (".2", ".3", ... appended if that name is taken), then writes the file_version record. With
+  // continue_file (a file name in run_dir, as a resumed run has), appends to that file instead.
+  explicit TensorBoardWriter(const std::string& run_dir, const std::string& continue_file = "");
   ~TensorBoardWriter();
   TensorBoardWriter(TensorBoardWriter&&) noexcept = default;
   TensorBoardWriter& operator=(TensorBoardWriter&&) noexcept = default;
@@ -21,6 +22,7 @@ class TensorBoardWriter {
   void add_scalar(const std::string& tag, float value, int64_t step);
   void flush();
   const std::string& path() const { return path_; }
+  int64_t bytes() const;  // the file's size (everything is flushed)
 
  private:
   struct Close {

@@ -1,6 +1,8 @@
 // Arena and aligned buffers (see arena.hpp).
 #include "tensor/arena.hpp"
 
+#include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -13,27 +15,44 @@ std::string shape_str(const std::vector<int64_t>& shape) {
   return s + "]";
 }
 
-void AlignedBuffer::Free::operator()(void* p) const { std::free(p); }
+size_t available_host_bytes() {
+  std::FILE* f = std::fopen("/proc/meminfo", "r");
+  if (!f) return SIZE_MAX;
+  char line[256];
+  unsigned long long kib = 0, total = 0;
+  int found = 0;
+  while (std::fgets(line, sizeof line, f))
+    if (std::sscanf(line, "MemAvailable: %llu kB", &kib) == 1 || std::sscanf(line, "SwapFree: %llu kB", &kib) == 1) {
+      total += kib;
+      ++found;
+    }
+  std::fclose(f);
+  return found ? size_t(total) * 1024 : SIZE_MAX;
+}
 
-AlignedBuffer::AlignedBuffer(size_t bytes) : bytes_(bytes) {
-  size_t rounded = (bytes + 63) / 64 * 64;
-  if (rounded == 0) rounded = 64;
+namespace {
+
+// 64-byte-aligned zeroed host memory. A large request beyond what the machine has left fails here as
+// std::bad_alloc, rather than the out-of-memory killer ending the process while it is zeroed.
+void* allocate_host_zeroed(size_t bytes) {
+  const size_t rounded = bytes == 0 ? 64 : (bytes + 63) / 64 * 64;
+  if (rounded >= (size_t(64) << 20) && rounded > available_host_bytes()) throw std::bad_alloc();
   void* p = std::aligned_alloc(64, rounded);
   if (!p) throw std::bad_alloc();
   std::memset(p, 0, rounded);
-  ptr_.reset(p);
+  return p;
 }
+
+}  // namespace
+
+void AlignedBuffer::Free::operator()(void* p) const { std::free(p); }
+
+AlignedBuffer::AlignedBuffer(size_t bytes) : ptr_(allocate_host_zeroed(bytes)), bytes_(bytes) {}
 
 namespace {
 class HostMemory final : public Memory {
  public:
-  void* allocate_zeroed(size_t bytes) override {
-    const size_t rounded = bytes == 0 ? 64 : (bytes + 63) / 64 * 64;
-    void* p = std::aligned_alloc(64, rounded);
-    if (!p) throw std::bad_alloc();
-    std::memset(p, 0, rounded);
-    return p;
-  }
+  void* allocate_zeroed(size_t bytes) override { return allocate_host_zeroed(bytes); }
   void release(void* p) override { std::free(p); }
   bool host_accessible() const override { return true; }
 };

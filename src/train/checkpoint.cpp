@@ -24,18 +24,30 @@ Json TrainerState::to_json() const {
   j["best_val"] = std::isfinite(best_val) ? Json(best_val) : Json(nullptr);
   j["train_seconds"] = train_seconds;
   j["train_tokens"] = train_tokens;
+  j["data_parallel"] = data_parallel;
+  j["global_batch"] = global_batch;
+  j["logs"] = {{"metrics_bytes", logs.metrics_bytes}, {"events_file", logs.events_file},
+               {"events_bytes", logs.events_bytes}};
   return j;
 }
 
-TrainerState TrainerState::from_json(const Json& j) {
+TrainerState TrainerState::from_json(const Json& j, const std::string& source) {
   TrainerState s;
-  s.global_step = j.at("global_step").as_int64();
-  s.epoch = j.at("epoch").as_int64();
-  s.batch_in_epoch = j.at("batch_in_epoch").as_int64();
-  s.epoch_loss_sum = j.at("epoch_loss_sum").as_number();
-  s.best_val = j.at("best_val").is_null() ? std::numeric_limits<double>::infinity() : j.at("best_val").as_number();
-  s.train_seconds = j.at("train_seconds").as_number();
-  s.train_tokens = j.at("train_tokens").as_int64();
+  s.global_step = json_get<int64_t>(j, "global_step", source);
+  s.epoch = json_get<int64_t>(j, "epoch", source);
+  s.batch_in_epoch = json_get<int64_t>(j, "batch_in_epoch", source);
+  s.epoch_loss_sum = json_get<double>(j, "epoch_loss_sum", source);
+  s.best_val = json_at(j, "best_val", source).is_null() ? std::numeric_limits<double>::infinity()
+                                                        : json_get<double>(j, "best_val", source);
+  s.train_seconds = json_get<double>(j, "train_seconds", source);
+  s.train_tokens = json_get<int64_t>(j, "train_tokens", source);
+  if (j.contains("logs")) {  // checkpoints before these fields leave them unknown
+    s.data_parallel = json_get<int64_t>(j, "data_parallel", source);
+    s.global_batch = json_get<int64_t>(j, "global_batch", source);
+    s.logs.metrics_bytes = json_get<int64_t>(j, "logs.metrics_bytes", source);
+    s.logs.events_file = json_get<std::string>(j, "logs.events_file", source);
+    s.logs.events_bytes = json_get<int64_t>(j, "logs.events_bytes", source);
+  }
   return s;
 }
 
@@ -59,12 +71,24 @@ std::string describe_difference(const ModelConfig& a, const ModelConfig& b) {
   return "";
 }
 
+// Removes what killed writers of `dir` left beside it (dir.staging.PID, dir.old.PID,
+// dir.deleting.PID). The run dir's lock makes this process its only writer.
+void remove_leftovers_of(const fs::path& dir) {
+  const fs::path parent = dir.parent_path().empty() ? fs::path(".") : dir.parent_path();
+  const std::string stem = dir.filename().string() + ".";
+  std::vector<fs::path> doomed;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(parent, ec))
+    if (e.path().filename().string().rfind(stem, 0) == 0) doomed.push_back(e.path());
+  for (const fs::path& p : doomed) fs::remove_all(p, ec);
+}
+
 }  // namespace
 
 void save_checkpoint(const std::string& dir, TransformerLM& model, Optimizer* opt, const TrainerState* state,
                      const Json& run_config, const std::string& vocab_path) {
   const std::string staged = dir + ".staging." + std::to_string(::getpid());
-  fs::remove_all(staged);
+  remove_leftovers_of(dir);
   fs::create_directories(staged);
   std::map<std::string, std::string> meta{{"format", "dtrain-checkpoint-1"},
                                           {"dtrain.model", model_to_json(model.config()).dump()}};
@@ -93,7 +117,8 @@ ModelConfig checkpoint_model_config(const std::string& dir) {
   auto it = f.metadata().find("dtrain.model");
   require(it != f.metadata().end(),
           path + " has no dtrain.model metadata: it was not written by dtrain; use a dtrain checkpoint");
-  return model_from_json(Json::parse(it->second));
+  const std::string source = "the dtrain.model metadata of " + path;
+  return model_from_json(parse_json(it->second, source), source);
 }
 
 void load_checkpoint(const std::string& dir, TransformerLM& model, Optimizer* opt, TrainerState* state) {
@@ -115,7 +140,10 @@ void load_checkpoint(const std::string& dir, TransformerLM& model, Optimizer* op
     opt->upload_state();
     opt->set_steps_taken(std::stoll(o.metadata().at("steps")));
   }
-  if (state) *state = TrainerState::from_json(Json::parse(read_file(dir + "/trainer.json")));
+  if (state) {
+    const std::string path = dir + "/trainer.json";
+    *state = TrainerState::from_json(parse_json(read_file(path), path), path);
+  }
 }
 
 std::string latest_checkpoint(const std::string& run_dir) {

@@ -9,6 +9,7 @@
 #include "core/json.hpp"
 #include "nn/transformer.hpp"
 #include "optim/optimizer.hpp"
+#include "train/run_dir.hpp"
 
 namespace dtrain {
 
@@ -20,8 +21,11 @@ struct TrainerState {
   double best_val = std::numeric_limits<double>::infinity();
   double train_seconds = 0.0;   // time spent in training steps (for tokens/s)
   int64_t train_tokens = 0;
+  int64_t data_parallel = 0;    // ranks that trained it (0: not recorded)
+  int64_t global_batch = 0;     // samples per optimizer step
+  LogMarks logs;                // where metrics.jsonl and the events file stood
   Json to_json() const;
-  static TrainerState from_json(const Json& j);
+  static TrainerState from_json(const Json& j, const std::string& source);  // Error names source
 };
 
 // The model's parameters as safetensors views (names as in docs/model.md), in unit order.

@@ -161,6 +161,12 @@ void RunConfig::set(const std::string& key_given, const std::string& value, cons
                 (same.empty() ? "sections are model, data, train, optim, parallel" : "known keys here: " + same));
   }
   try {
+    (void)Json(value).dump();  // values are written into config.json and checkpoints: JSON text is UTF-8
+  } catch (const Json::type_error&) {
+    throw Error(key + " (" + origin + ") is not valid UTF-8 text: give it in UTF-8 (a path in another " +
+                "encoding: rename it, or link to it from a UTF-8 name)");
+  }
+  try {
     it->second.set(*this, value);
   } catch (const Error& e) {
     std::string msg = e.what();
@@ -222,6 +228,18 @@ void RunConfig::validate() const {
   require(train.threads >= 0, "train.threads must not be negative: use 0 for all cores");
   require(data.eval_stride >= 0, "data.eval_stride must not be negative: use 0 for seq_len");
   require(train.log_every > 0, "train.log_every must be positive");
+  auto not_negative = [](const char* key, int64_t v, const char* zero) {
+    require(v >= 0, std::string(key) + " = " + std::to_string(v) + " must not be negative: use 0 for " + zero +
+                        " or a positive number of steps");
+  };
+  not_negative("train.checkpoint_every", train.checkpoint_every, "checkpoints at epoch ends only");
+  not_negative("train.eval_every", train.eval_every, "evaluations at epoch ends only");
+  not_negative("train.eval_max_batches", train.eval_max_batches, "the whole validation split");
+  // Far past any memory, and keeps the sizes planned from it (rows × width × bytes) within 64 bits.
+  const int64_t kMaxRows = (int64_t(1) << 31) - 1;
+  require(model.seq_len <= 0 || train.batch_size <= kMaxRows / model.seq_len,
+          "train.batch_size = " + std::to_string(train.batch_size) + " makes batches of more than 2^31 tokens (× " +
+              "model.seq_len " + std::to_string(model.seq_len) + "): lower train.batch_size");
   require(train.keep_checkpoints > 0, "train.keep_checkpoints must be at least 1");
 }
 
@@ -242,12 +260,15 @@ Json model_to_json(const ModelConfig& m) {
   return c.to_json()["model"];
 }
 
-ModelConfig model_from_json(const Json& j) {
+std::string json_config_text(const Json& v) {
+  return v.is_string() ? v.get<std::string>() : v.dump();  // true/false dump as the text set() takes
+}
+
+ModelConfig model_from_json(const Json& j, const std::string& source) {
+  require(j.is_object(), source + " is a JSON " + j.type_name() +
+                             ", expected an object such as {\"dim\": 128}; use a dtrain checkpoint");
   RunConfig c;
-  for (const auto& [name, v] : j.items()) {
-    std::string text = v.is_string() ? v.as_string() : v.is_bool() ? (v.as_bool() ? "true" : "false") : v.dump();
-    c.set("model." + name, text, "checkpoint");
-  }
+  for (const auto& [name, v] : j.items()) c.set("model." + name, json_config_text(v), source);
   return c.model;
 }
 

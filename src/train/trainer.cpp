@@ -13,10 +13,12 @@
 #include "data/loader.hpp"
 #include "data/prepare.hpp"
 #include "data/sampler.hpp"
+#include "data/vocab.hpp"
 #include "metrics/jsonl.hpp"
 #include "metrics/progress.hpp"
 #include "metrics/tensorboard.hpp"
 #include "parallel/ddp.hpp"
+#include "train/run_dir.hpp"
 #ifdef DTRAIN_HAVE_CUDA
 #include "comm/nccl/nccl_backend.hpp"
 #endif
@@ -69,6 +71,7 @@ struct Trainer::Impl {
   std::unique_ptr<Optimizer> opt;
   TrainerState st;
   Precision precision = Precision::f32;
+  std::unique_ptr<RunDirLock> lock;  // rank 0's, for the run's life
   std::unique_ptr<JsonlWriter> jsonl;
   std::unique_ptr<TensorBoardWriter> tb;
   std::shared_ptr<ProcessGroup> grad_group;  // the gradients' group: NCCL on GPUs, else the world's
@@ -83,6 +86,7 @@ struct Trainer::Impl {
                            "--input YOUR_TEXT --out " + dir + "` (or `dtrain data builtin --out " + dir + "`)");
     TokenFile f(p);
     f.check_ids();  // a corrupt id would index outside the embedding
+    check_vocab_matches(dir + "/vocab.txt", f);  // checkpoints copy vocab.txt; generate needs it to fit
     return f;
   }
 
@@ -109,23 +113,32 @@ struct Trainer::Impl {
     require(cfg.parallel.dp == 0 || cfg.parallel.dp == dp,
             "parallel.dp = " + std::to_string(cfg.parallel.dp) + " but the job has " + std::to_string(dp) +
                 " ranks: data parallel is the only layout so far, so use parallel.dp=0 (all ranks)");
+    if (root) lock = std::make_unique<RunDirLock>(run_dir);  // one writer, before anything reads the run dir
     dev = make_device(cfg.train.device, world.env().local_rank);
-    model = std::make_unique<TransformerLM>(cfg.model, cfg.train.batch_size, *dev);
-    model->init_weights(cfg.train.seed);
-    opt = std::make_unique<Optimizer>(cfg.optim, unit_shards(model->units()), *dev);
+    build_model();
     // After dtrun restarted the workers, continue from the latest checkpoint if there is one.
     const bool restarted = world.env().restart_count > 0;
-    if (restarted && !resume && !latest_checkpoint(run_dir).empty()) resume = true;
     require(resume || restarted || !fs::exists(run_dir + "/config.json"),
             "run dir " + run_dir + " already holds a run: continue it with `dtrain train --resume " + run_dir +
                 "`, or choose another --run-dir");
+    const std::string ck = latest_checkpoint(run_dir);
+    if ((resume || restarted) && ck.empty() && root)
+      std::printf("run dir %s has no checkpoint yet (its run stopped before the first one): starting it afresh\n",
+                  run_dir.c_str());
+    resume = (resume || restarted) && !ck.empty();
     if (resume) {
-      const std::string ck = latest_checkpoint(run_dir);
-      require(!ck.empty(), "run dir " + run_dir + " has no checkpoint to resume from: start it without --resume");
       load_checkpoint(ck, *model, opt.get(), &st);
-      if (root)
+      if (root) {
         std::printf("resumed from %s (step %lld, epoch %lld)\n", ck.c_str(), (long long)st.global_step,
                     (long long)st.epoch + 1);
+        const int64_t global_batch = cfg.train.batch_size * dp * cfg.train.grad_accum;
+        if (st.data_parallel > 0 && (st.data_parallel != dp || st.global_batch != global_batch))
+          std::printf("note: the checkpoint was written by %lld data-parallel ranks with a global batch of %lld "
+                      "samples, this run has %d ranks and %lld: the rest of epoch %lld is dealt out afresh at the "
+                      "new size, so some of its samples may be skipped or seen twice\n",
+                      (long long)st.data_parallel, (long long)st.global_batch, dp, (long long)global_batch,
+                      (long long)st.epoch + 1);
+      }
     }
     if (dp > 1) {
       grad_group = gradient_group();
@@ -134,10 +147,41 @@ struct Trainer::Impl {
     }
     world.all().barrier();  // every rank has checked the run dir before rank 0 writes into it
     if (root) {
-      fs::create_directories(run_dir);
       write_file_atomic(run_dir + "/config.json", cfg.to_json().dump(2));
+      // Logs continue where the checkpoint left them (a fresh start clears a failed attempt's); a
+      // checkpoint from before log marks existed leaves them as they are.
+      std::string events;
+      if (!resume || st.logs.metrics_bytes >= 0) events = rewind_logs(run_dir, resume ? st.logs : LogMarks{});
       jsonl = std::make_unique<JsonlWriter>(run_dir + "/metrics.jsonl");
-      tb = std::make_unique<TensorBoardWriter>(run_dir);
+      tb = std::make_unique<TensorBoardWriter>(run_dir, events);
+    }
+  }
+
+  // The model and its optimizer, planned for the per-rank batch: the one place memory for the run is
+  // taken, so a batch that cannot fit is named here, before any step.
+  void build_model() {
+    const int64_t B = cfg.train.batch_size;
+    auto too_big = [&](const std::string& why) {
+      return Error("train.batch_size = " + std::to_string(B) + " does not fit in " +
+                   (dev->kind() == DeviceKind::cpu ? "this machine's memory" : dev->describe() + "'s memory") + " (" +
+                   why + "): lower train.batch_size, and raise train.grad_accum to keep the global batch");
+    };
+    if (dev->kind() == DeviceKind::cpu) {
+      // The plan is linear in the batch: a one-sample model's tells what B samples need, before any
+      // of that memory is touched.
+      const double need = double(TransformerLM(cfg.model, 1).activation_bytes()) * double(B);
+      const double have = double(available_host_bytes());
+      char why[96];
+      std::snprintf(why, sizeof why, "its activations need %.1f GiB, %.1f GiB is available", need / (1 << 30),
+                    have / (1 << 30));
+      if (need > have) throw too_big(why);
+    }
+    try {
+      model = std::make_unique<TransformerLM>(cfg.model, B, *dev);
+      model->init_weights(cfg.train.seed);
+      opt = std::make_unique<Optimizer>(cfg.optim, unit_shards(model->units()), *dev);
+    } catch (const std::bad_alloc&) {
+      throw too_big("activations for " + std::to_string(B) + " × " + std::to_string(cfg.model.seq_len) + " tokens");
     }
   }
 
@@ -164,10 +208,17 @@ struct Trainer::Impl {
   std::string vocab_path() const { return data_dir + "/vocab.txt"; }
 
   void checkpoint() {
+    // The epoch's loss so far is saved averaged over the ranks: a resumed run, at any size, then
+    // prints the epoch loss the uninterrupted run would have.
+    TrainerState saved = st;
+    average(&saved.epoch_loss_sum, 1);
     if (!root) return;
+    saved.data_parallel = dp;
+    saved.global_batch = cfg.train.batch_size * dp * cfg.train.grad_accum;
+    saved.logs = {jsonl->bytes(), fs::path(tb->path()).filename().string(), tb->bytes()};
     char name[32];
     std::snprintf(name, sizeof name, "step_%09lld", (long long)st.global_step);
-    save_checkpoint(run_dir + "/checkpoints/" + name, *model, opt.get(), &st, cfg.to_json(), vocab_path());
+    save_checkpoint(run_dir + "/checkpoints/" + name, *model, opt.get(), &saved, cfg.to_json(), vocab_path());
     prune_checkpoints(run_dir, cfg.train.keep_checkpoints);
   }
 

@@ -19,7 +19,8 @@ run="$work/run"
 "$d" train "${common[@]}" --set train.max_steps=10 --set train.checkpoint_every=5 --run-dir "$run" \
   >"$work/base.out" 2>&1 || { cat "$work/base.out"; fail "the base training run failed"; }
 [ -d "$run/checkpoints/step_000000010" ] || fail "base run should have checkpoints/step_000000010"
-snapshot() { (cd "$1" && find . -type f -exec sha256sum {} + | sort; find . | sort); }
+# run.lock names whoever holds the run dir last (a refused command may have held it): not run data.
+snapshot() { (cd "$1" && find . -type f ! -name run.lock -exec sha256sum {} + | sort; find . ! -name run.lock | sort); }
 base_snap=$(snapshot "$run")
 
 # expect_error NAME NEEDLE CMD...: exit 2, exactly one stderr line, `dtrain: error:` + NEEDLE,
@@ -128,13 +129,14 @@ check_killed_dir() {  # $1 = label; sets $latest to the newest complete checkpoi
   [ -n "$latest" ] || fail "$1: no complete checkpoint at all ($(ls "$krun/checkpoints" | tr '\n' ' '))"
   # keep_checkpoints + 1 complete folders is fine (killed between commit and prune).
 }
-kill_after() {  # $1 = seconds after the first committed checkpoint; the rest is the command
+kill_after() {  # $1 = seconds after training started and a checkpoint is committed; the rest is the command
   local delay=$1; shift
+  rm -f "$work/kill.out"  # else the wait below could read the previous run's lines before this one starts
   "$@" >"$work/kill.out" 2>&1 &
   local pid=$!
   pids+=("$pid")
   local waited=0
-  until ls "$krun/checkpoints" 2>/dev/null | grep -Eq '^step_[0-9]{9}$'; do
+  until grep -qs '^model: ' "$work/kill.out" && ls "$krun/checkpoints" 2>/dev/null | grep -Eq '^step_[0-9]{9}$'; do
     sleep 0.1; waited=$((waited + 1))
     kill -0 "$pid" 2>/dev/null || { cat "$work/kill.out"; fail "the run to be killed exited early"; }
     [ $waited -lt 600 ] || fail "no checkpoint within 60 s in the run to be killed"
@@ -149,7 +151,7 @@ check_killed_dir "killed fresh run"
 echo "killed fresh run: latest complete checkpoint $latest ($(ls "$krun/checkpoints" | tr '\n' ' '))"
 kill_after 0.7 "$d" train --resume "$krun"
 grep -q "resumed from $krun/checkpoints/$latest" "$work/kill.out" ||
-  fail "the resumed run should start from $latest, saw: $(head -1 "$work/kill.out")"
+  { cat "$work/kill.out"; fail "the resumed run should start from $latest, saw: $(head -1 "$work/kill.out")"; }
 check_killed_dir "killed resumed run"
 echo "killed resumed run: latest complete checkpoint $latest ($(ls "$krun/checkpoints" | tr '\n' ' '))"
 step=$((10#${latest#step_}))

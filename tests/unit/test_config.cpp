@@ -86,7 +86,7 @@ TEST(Config, ModelJsonRoundTrip) {
   m.tied = true;
   m.activation = Activation::gelu;
   m.dropout = 0.3f;
-  ModelConfig r = model_from_json(Json::parse(model_to_json(m).dump()));
+  ModelConfig r = model_from_json(parse_json(model_to_json(m).dump(), "test"));
   EXPECT_EQ(model_to_json(r), model_to_json(m));
   EXPECT_EQ(r.vocab_size, 123);
   EXPECT_TRUE(r.tied);
@@ -99,4 +99,27 @@ TEST(Config, EveryKnownKeyRoundTripsThroughJson) {
   size_t n = 0;
   for (const auto& [section, obj] : j.items()) n += obj.size();
   EXPECT_EQ(n, RunConfig::known_keys().size());
+}
+
+TEST(Config, ValuesMustBeUtf8ForTheJsonTheyAreWrittenTo) {
+  RunConfig c;
+  const std::string e = error_of([&] { c.set("data.dir", "/data/caf\xe9", "--set"); });
+  EXPECT_NE(e.find("data.dir (--set) is not valid UTF-8"), std::string::npos) << e;
+  c.set("data.dir", "/data/caf\xc3\xa9");  // é in UTF-8
+  EXPECT_NO_THROW((void)c.to_json().dump());
+}
+
+TEST(Config, NegativeStepCountsAndHugeBatchesAreNamed) {
+  RunConfig c;
+  c.train.checkpoint_every = -1;
+  EXPECT_NE(error_of([&] { c.validate(); }).find("train.checkpoint_every = -1 must not be negative"), std::string::npos);
+  c.train.checkpoint_every = 0;
+  c.train.eval_every = -2;
+  EXPECT_NE(error_of([&] { c.validate(); }).find("train.eval_every = -2"), std::string::npos);
+  c.train.eval_every = 0;
+  c.train.batch_size = 99999999999;
+  EXPECT_NE(error_of([&] { c.validate(); }).find("train.batch_size = 99999999999 makes batches of more than 2^31"),
+            std::string::npos);
+  c.train.batch_size = 8;
+  EXPECT_EQ(error_of([&] { c.validate(); }), "");
 }
