@@ -1,5 +1,6 @@
 # Shared start of the end-to-end scripts (sourced, not a test): arguments, a work dir removed on
-# exit, fail(), a python3 for reading outputs, and the built-in corpus prepared in $work/data.
+# exit, fail(), expect_one_error(), a python3 for reading outputs, and the built-in corpus prepared
+# in $work/data.
 # Usage: source "$2/tests/e2e/lib.sh" "$1" "$2" "why python3 is needed"
 set -euo pipefail
 bin=$1 src=$2
@@ -8,4 +9,18 @@ py=/usr/bin/python3
 if [ -z "$py" ]; then echo "SKIP: no python3 ($3)"; exit 77; fi
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
+# expect_one_error NAME NEEDLE CMD...: the command exits 2 with exactly one stderr line, which starts
+# with `dtrain: error: ` and contains NEEDLE (the line stays in $work/case.err).
+expect_one_error() {
+  local name=$1 needle=$2; shift 2
+  local rc=0
+  timeout 600 "$@" >"$work/case.out" 2>"$work/case.err" || rc=$?
+  local err
+  err=$(cat "$work/case.err")
+  [ $rc -eq 2 ] || fail "$name: expected exit 2, saw $rc (stderr: $err)"
+  [ "$(wc -l <"$work/case.err")" -eq 1 ] && [ -n "$err" ] || fail "$name: expected exactly one line on stderr, saw: $err"
+  [[ $err == "dtrain: error: "* ]] || fail "$name: stderr should start with 'dtrain: error: ', saw: $err"
+  grep -qF -- "$needle" "$work/case.err" || fail "$name: the error should mention '$needle', saw: $err"
+  echo "ok  $name: $err" | cut -c1-200
+}
 "$bin/dtrain" data builtin --out "$work/data" >/dev/null

@@ -2,28 +2,9 @@
 # Bad data and runaway generation: a vocab.txt that does not fit the token files stops `train` at
 # the start; binary input is refused and invalid UTF-8 is read as U+FFFD with one warning; a single
 # multi-megabyte line prepares; `generate` caps --tokens and prints each token as it is made.
-set -euo pipefail
-bin=$1 src=$2
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
+source "$2/tests/e2e/lib.sh" "$1" "$2" "to read the prepared data"
 d=$bin/dtrain
 
-# expect_error NAME NEEDLE CMD...: exit 2 and exactly one stderr line, `dtrain: error:` + NEEDLE.
-expect_error() {
-  local name=$1 needle=$2; shift 2
-  local rc=0
-  timeout 600 "$@" >"$work/case.out" 2>"$work/case.err" || rc=$?
-  local err
-  err=$(cat "$work/case.err")
-  [ $rc -eq 2 ] || fail "$name: expected exit 2, saw $rc (stderr: $err)"
-  [ "$(wc -l <"$work/case.err")" -eq 1 ] || fail "$name: expected one line on stderr, saw: $err"
-  [[ $err == "dtrain: error: "* ]] || fail "$name: stderr should start with 'dtrain: error: ', saw: $err"
-  grep -qF -- "$needle" "$work/case.err" || fail "$name: the error should mention '$needle', saw: $err"
-  echo "ok  $name: $err" | cut -c1-220
-}
-
-"$d" data builtin --out "$work/data" >/dev/null
 common=(--config "$src/configs/quickstart.toml" --set model.dim=32 --set model.heads=2 --set model.layers=1
   --set model.ff_dim=64 --set model.seq_len=16 --set train.batch_size=16 --set data.stride=16
   --set train.threads=1 --set train.progress=false --set train.eval_max_batches=1)
@@ -33,14 +14,14 @@ words=$(($(wc -l <"$work/data/vocab.txt") - 1))
 [ "$words" -gt 1000 ] || fail "the built-in data should have a large vocabulary, saw $words words"
 cp -r "$work/data" "$work/mismatch"
 head -n 101 "$work/data/vocab.txt" >"$work/mismatch/vocab.txt"
-expect_error "train with a 100-word vocab.txt" \
+expect_one_error "train with a 100-word vocab.txt" \
   "$work/mismatch/vocab.txt lists 100 words but $work/mismatch/train.bin was written for a vocabulary of $words" \
   "$d" train "${common[@]}" --set data.dir="$work/mismatch" --run-dir "$work/run_mismatch"
 grep -qF "dtrain data prepare" "$work/case.err" || fail "the vocab error should say to run dtrain data prepare"
 [ ! -e "$work/run_mismatch/checkpoints" ] || fail "train with a bad vocab.txt should write no checkpoint"
 
 # 2. Binary input: one line naming the file.
-expect_error "prepare /bin/ls" "input /bin/ls is a binary file" "$d" data prepare --input /bin/ls --out "$work/ls"
+expect_one_error "prepare /bin/ls" "input /bin/ls is a binary file" "$d" data prepare --input /bin/ls --out "$work/ls"
 [ ! -e "$work/ls/vocab.txt" ] || fail "prepare of a binary file should write no vocab.txt"
 
 # Invalid UTF-8: prepared, with one warning line giving the count and the first offset.
@@ -66,7 +47,7 @@ echo "ok  one 3 MB line: $(cat "$work/one.out")"
 "$d" train "${common[@]}" --set data.dir="$work/data" --set train.max_steps=2 --run-dir "$work/run" \
   >"$work/train.out" 2>&1 || { cat "$work/train.out"; fail "the tiny training run failed"; }
 ck=$work/run/model_final
-expect_error "generate --tokens 100000000" "--tokens 100000000 is outside 0..100000" \
+expect_one_error "generate --tokens 100000000" "--tokens 100000000 is outside 0..100000" \
   "$d" generate --checkpoint "$ck" --prompt the --tokens 100000000
 
 # The prompt and exactly N tokens (words plus line breaks for <eos>), then a newline.

@@ -1,16 +1,11 @@
 #!/usr/bin/env bash
 # Bad input: each user error is one `dtrain: error:` line naming the culprit, exit 2, and leaves the
 # run dir's files untouched; a run SIGKILLed while checkpointing leaves only complete checkpoints.
-set -euo pipefail
-bin=$1 src=$2
-work=$(mktemp -d)
+source "$2/tests/e2e/lib.sh" "$1" "$2" "to read metrics.jsonl"
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done; rm -rf "$work"; }
 trap cleanup EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
 d=$bin/dtrain
-
-"$d" data builtin --out "$work/data" >/dev/null
 common=(--config "$src/configs/quickstart.toml" --set data.dir="$work/data" --set model.dim=32
   --set model.heads=2 --set model.layers=1 --set model.ff_dim=64 --set model.seq_len=16
   --set train.batch_size=16 --set data.stride=16 --set train.threads=1 --set train.progress=false
@@ -23,23 +18,13 @@ run="$work/run"
 snapshot() { (cd "$1" && find . -type f ! -name run.lock -exec sha256sum {} + | sort; find . ! -name run.lock | sort); }
 base_snap=$(snapshot "$run")
 
-# expect_error NAME NEEDLE CMD...: exit 2, exactly one stderr line, `dtrain: error:` + NEEDLE,
-# and the run dir unchanged.
+# expect_error NAME NEEDLE CMD...: one `dtrain: error:` line naming NEEDLE, exit 2, and the run dir
+# unchanged.
 n_cases=0
 expect_error() {
-  local name=$1 needle=$2; shift 2
-  local rc=0
-  "$@" >"$work/case.out" 2>"$work/case.err" || rc=$?
-  local err
-  err=$(cat "$work/case.err")
-  [ $rc -eq 2 ] || fail "$name: expected exit 2, saw $rc (stderr: $err)"
-  [ "$(wc -l <"$work/case.err")" -eq 1 ] && [ -n "$err" ] ||
-    fail "$name: expected exactly one line on stderr, saw $(wc -l <"$work/case.err"): $err"
-  [[ $err == "dtrain: error: "* ]] || fail "$name: stderr should start with 'dtrain: error: ', saw: $err"
-  grep -qF -- "$needle" "$work/case.err" || fail "$name: the error should mention '$needle', saw: $err"
-  [ "$(snapshot "$run")" = "$base_snap" ] || fail "$name: files under the run dir changed"
+  expect_one_error "$@"
+  [ "$(snapshot "$run")" = "$base_snap" ] || fail "$1: files under the run dir changed"
   n_cases=$((n_cases + 1))
-  echo "ok  $name: $err" | cut -c1-200
 }
 
 # Data.
@@ -162,8 +147,6 @@ grep -q "resumed from $krun/checkpoints/$latest (step $step," "$work/final.out" 
   fail "resume after SIGKILL should start from $latest, saw: $(head -1 "$work/final.out")"
 [ -s "$krun/checkpoints/$(printf 'step_%09d' $target)/model.safetensors" ] && [ -s "$krun/model_final/model.safetensors" ] ||
   fail "resume after SIGKILL should reach step $target and write model_final"
-py=/usr/bin/python3
-[ -x "$py" ] || py=$(command -v python3 || echo true)
 "$py" - "$krun/metrics.jsonl" <<'EOF' || fail "metrics.jsonl should stay valid JSON lines across kills"
 import json, sys
 for i, l in enumerate(open(sys.argv[1]), 1):

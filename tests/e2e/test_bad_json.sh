@@ -1,14 +1,8 @@
 #!/usr/bin/env bash
 # Damaged JSON files of a run (a checkpoint's trainer.json, the run's config.json) give one
 # `dtrain: error:` line, exit 2, that names the file, the position and the key where one is at fault.
-set -euo pipefail
-bin=$1 src=$2
+source "$2/tests/e2e/lib.sh" "$1" "$2" "to edit JSON files"
 d=$bin/dtrain
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
-
-"$d" data builtin --out "$work/data" >/dev/null
 run="$work/run"
 "$d" train --config "$src/configs/quickstart.toml" --set data.dir="$work/data" --set model.dim=16 \
   --set model.heads=2 --set model.layers=1 --set model.ff_dim=32 --set model.seq_len=16 \
@@ -18,53 +12,40 @@ run="$work/run"
 ck=checkpoints/step_000000002
 [ -f "$run/$ck/trainer.json" ] && [ -f "$run/config.json" ] || fail "the run should have $ck/trainer.json and config.json"
 
-# expect_error NAME EXPECTED CMD...: exit 2 and stderr exactly one line starting with EXPECTED.
-expect_error() {
-  local name=$1 expected=$2; shift 2
-  local rc=0
-  "$@" >"$work/case.out" 2>"$work/case.err" || rc=$?
-  local err
-  err=$(cat "$work/case.err")
-  [ $rc -eq 2 ] || fail "$name: expected exit 2, saw $rc (stderr: $err)"
-  [ "$(wc -l <"$work/case.err")" -eq 1 ] || fail "$name: expected one line on stderr, saw: $err"
-  [[ $err == "$expected"* ]] || fail "$name: expected a line starting with '$expected', saw: $err"
-  echo "ok  $name: $err"
-}
-
 # A fresh copy of the run for each case, so each damage is the only one.
 copy() { rm -rf "$work/copy"; cp -r "$run" "$work/copy"; }
 
 copy
 printf '\x89PNG\r\n\x1a\n garbage' >"$work/copy/$ck/trainer.json"
-expect_error "eval, binary trainer.json" \
+expect_one_error "eval, binary trainer.json" \
   "dtrain: error: invalid JSON in $work/copy/$ck/trainer.json at line 1, column 1 (byte 0): " \
   "$d" eval --checkpoint "$work/copy/$ck" --split valid
-expect_error "resume, binary trainer.json" \
+expect_one_error "resume, binary trainer.json" \
   "dtrain: error: invalid JSON in $work/copy/$ck/trainer.json at line 1, column 1 (byte 0): " \
   "$d" train --resume "$work/copy"
 
 copy
 printf '{\n  "global_step": 2,\n  "epoch": 0,,\n}\n' >"$work/copy/$ck/trainer.json"
-expect_error "resume, trainer.json with a stray comma" \
+expect_one_error "resume, trainer.json with a stray comma" \
   "dtrain: error: invalid JSON in $work/copy/$ck/trainer.json at line 3, column 14 (byte 35): " \
   "$d" train --resume "$work/copy"
 
 copy
 printf '{"global_step": 2, "config": {"data": {}}}' >"$work/copy/$ck/trainer.json"
-expect_error "eval, trainer.json without config.data.dir" \
+expect_one_error "eval, trainer.json without config.data.dir" \
   "dtrain: error: $work/copy/$ck/trainer.json has no key \"config.data.dir\"; fix the JSON text" \
   "$d" eval --checkpoint "$work/copy/$ck" --split valid
-expect_error "resume, trainer.json without epoch" \
+expect_one_error "resume, trainer.json without epoch" \
   "dtrain: error: $work/copy/$ck/trainer.json has no key \"epoch\"; fix the JSON text" \
   "$d" train --resume "$work/copy"
 
 copy
 printf '{"train": {"epochs": 1}, "train": {"epochs": 2}}' >"$work/copy/config.json"
-expect_error "resume, config.json with a duplicate section" \
+expect_one_error "resume, config.json with a duplicate section" \
   "dtrain: error: invalid JSON in $work/copy/config.json at line 1, column 26 (byte 25): duplicate key \"train\"" \
   "$d" train --resume "$work/copy"
 printf '[1, 2]' >"$work/copy/config.json"
-expect_error "resume, config.json not an object" \
+expect_one_error "resume, config.json not an object" \
   "dtrain: error: $work/copy/config.json is a JSON array" \
   "$d" train --resume "$work/copy"
 echo "damaged JSON is named by file, position and key"

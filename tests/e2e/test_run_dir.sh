@@ -25,17 +25,6 @@ steps = [json.loads(l)["step"] for l in open(sys.argv[1]) if l.endswith("\n") an
 sys.exit(0 if steps and max(steps) >= int(sys.argv[2]) else 1)
 EOF
 }
-# one_error NAME NEEDLE CMD...: exit 2 and exactly one `dtrain: error:` line containing NEEDLE.
-one_error() {
-  local name=$1 needle=$2; shift 2
-  local rc=0
-  "$@" >"$work/case.out" 2>"$work/case.err" || rc=$?
-  [ $rc -eq 2 ] || fail "$name: expected exit 2, saw $rc: $(cat "$work/case.err")"
-  [ "$(wc -l <"$work/case.err")" -eq 1 ] || fail "$name: expected one stderr line, saw: $(cat "$work/case.err")"
-  grep -q "^dtrain: error: " "$work/case.err" || fail "$name: expected 'dtrain: error: …', saw: $(cat "$work/case.err")"
-  grep -qF -- "$needle" "$work/case.err" || fail "$name: the error should name '$needle', saw: $(cat "$work/case.err")"
-  echo "ok  $name: $(cut -c1-160 "$work/case.err")"
-}
 # Every step 1..$2 logged exactly once in $1's metrics.jsonl and its one TensorBoard file.
 check_logs_once() {
   "$py" - "$1" "$2" <<'EOF' || fail "$1: logs hold steps twice or miss some (see above)"
@@ -82,9 +71,9 @@ holder=$!
 pids+=("$holder")
 wait_for 120 logged_step "$run" 6 || { cat "$work/busy.out"; fail "the first writer did not start"; }
 before=$(wc -l <"$run/metrics.jsonl")
-one_error "second writer (--resume)" "in use by another dtrain run (pid $holder on host $(hostname)" \
+expect_one_error "second writer (--resume)" "in use by another dtrain run (pid $holder on host $(hostname)" \
   "$d" train --resume "$run" --set train.max_steps=3
-one_error "second writer (fresh run)" "pid $holder" "$d" train "${common[@]}" --run-dir "$run"
+expect_one_error "second writer (fresh run)" "pid $holder" "$d" train "${common[@]}" --run-dir "$run"
 kill -9 "$holder"
 wait "$holder" 2>/dev/null || true
 [ "$(wc -l <"$run/metrics.jsonl")" -ge "$before" ] || fail "the refused writers touched the holder's metrics"
@@ -97,12 +86,12 @@ check_logs_once "$run" $target
 
 # 2. Run dirs that cannot be used, and a batch that cannot fit: one line each.
 : >"$work/a-file"
-one_error "run dir is a file" "$work/a-file" "$d" train "${common[@]}" --set train.max_steps=2 --run-dir "$work/a-file"
-one_error "huge batch" "train.batch_size = 99999999999" \
+expect_one_error "run dir is a file" "$work/a-file" "$d" train "${common[@]}" --set train.max_steps=2 --run-dir "$work/a-file"
+expect_one_error "huge batch" "train.batch_size = 99999999999" \
   "$d" train "${common[@]}" --set train.batch_size=99999999999 --run-dir "$work/huge"
-one_error "batch beyond memory" "train.batch_size = 100000000 does not fit" \
+expect_one_error "batch beyond memory" "train.batch_size = 100000000 does not fit" \
   "$d" train "${common[@]}" --set train.batch_size=100000000 --run-dir "$work/big"
-one_error "negative checkpoint_every" "train.checkpoint_every = -1" \
+expect_one_error "negative checkpoint_every" "train.checkpoint_every = -1" \
   "$d" train "${common[@]}" --set train.checkpoint_every=-1 --run-dir "$work/neg"
 if unshare --mount true 2>/dev/null; then
   mkdir -p "$work/ro"
