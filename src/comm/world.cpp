@@ -88,7 +88,7 @@ std::shared_ptr<ProcessGroup> World::new_group(const std::vector<int>& ranks, co
     if (ranks[i] == rank()) me = int(i);
   }
   if (me < 0) return nullptr;
-  if (!env_.distributed()) {
+  if (!env_.distributed() || ranks.size() == 1) {  // a group of one needs no connection
     return std::make_shared<ProcessGroup>(name, ranks, 0, timeout_, nullptr, std::make_unique<SelfBackend>());
   }
   PrefixStore gs(store_, "pg/" + std::to_string(id) + "." + name + "/");

@@ -34,8 +34,8 @@ class World {
   using BackendFactory =
       std::function<std::unique_ptr<Backend>(Store&, int rank, int size, Millis timeout, const std::string& name)>;
 
-  // A group of the given global ranks, over Gloo unless `make` builds another backend (a world of
-  // one process always gets the trivial backend). Collective: every rank of the world calls it
+  // A group of the given global ranks, over Gloo unless `make` builds another backend (a group of
+  // one rank, and so any group of a one-process world, gets the trivial backend). Collective: every rank of the world calls it
   // with the same arguments, in the same order; non-members get nullptr.
   std::shared_ptr<ProcessGroup> new_group(const std::vector<int>& ranks, const std::string& name,
                                           const BackendFactory& make = nullptr);

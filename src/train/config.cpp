@@ -109,6 +109,10 @@ const std::map<std::string, Key>& keys() {
       INT_KEY("train.batch_size", train.batch_size),
       INT_KEY("train.grad_accum", train.grad_accum),
       INT_KEY("parallel.dp", parallel.dp),
+      INT_KEY("parallel.pp", parallel.pp),
+      INT_KEY("parallel.dp_replicate", parallel.dp_replicate),
+      INT_KEY("parallel.dp_shard", parallel.dp_shard),
+      INT_KEY("parallel.tp", parallel.tp),
       {"parallel.bucket_mb",
        {"float", [](RunConfig& c, const std::string& v) { c.parallel.bucket_mb = parse_float("parallel.bucket_mb", v, "--set"); },
         [](const RunConfig& c) { return Json(c.parallel.bucket_mb); }}},
@@ -221,6 +225,13 @@ void RunConfig::validate() const {
   positive("train.grad_accum", train.grad_accum);
   positive("parallel.timeout_s", parallel.timeout_s);
   require(parallel.dp >= 0, "parallel.dp must not be negative: use 0 for the world size");
+  for (auto [key, v] : {std::pair{"parallel.pp", parallel.pp}, {"parallel.dp_replicate", parallel.dp_replicate},
+                        {"parallel.dp_shard", parallel.dp_shard}, {"parallel.tp", parallel.tp}})
+    require(v == -1 || (v >= 1 && v <= (1 << 20)), std::string(key) + " = " + std::to_string(v) +
+                                                        " is not a mesh size: give 1 or more, or -1 for what the world leaves");
+  require(parallel.dp == 0 || parallel.dp_replicate == -1 || parallel.dp == parallel.dp_replicate,
+          "parallel.dp = " + std::to_string(parallel.dp) + " and parallel.dp_replicate = " +
+              std::to_string(parallel.dp_replicate) + " disagree: parallel.dp is plain DDP's name for dp_replicate; set one");
   require(parallel.bucket_mb > 0, "parallel.bucket_mb must be positive (25 is PyTorch's default)");
   require(train.epochs > 0 || train.max_steps > 0,
           "train.epochs and train.max_steps are both 0: set at least one of them");

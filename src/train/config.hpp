@@ -35,7 +35,9 @@ struct TrainConfig {
 };
 
 struct ParallelConfig {
-  int64_t dp = 0;             // data-parallel replicas; 0 = the world size
+  int64_t dp = 0;             // plain DDP's name for dp_replicate; 0 = the world size
+  // The device mesh pp × dp_replicate × dp_shard × tp; each ≥ 1, or -1: what the world leaves.
+  int64_t pp = 1, dp_replicate = -1, dp_shard = 1, tp = 1;
   double bucket_mb = 25.0;    // DDP gradient bucket size
   int64_t timeout_s = 300;    // longest wait for another rank in any collective or rendezvous
 };

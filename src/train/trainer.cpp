@@ -17,6 +17,7 @@
 #include "metrics/jsonl.hpp"
 #include "metrics/progress.hpp"
 #include "metrics/tensorboard.hpp"
+#include "comm/mesh.hpp"
 #include "parallel/ddp.hpp"
 #include "train/run_dir.hpp"
 #ifdef DTRAIN_HAVE_CUDA
@@ -74,7 +75,7 @@ struct Trainer::Impl {
   std::unique_ptr<RunDirLock> lock;  // rank 0's, for the run's life
   std::unique_ptr<JsonlWriter> jsonl;
   std::unique_ptr<TensorBoardWriter> tb;
-  std::shared_ptr<ProcessGroup> grad_group;  // the gradients' group: NCCL on GPUs, else the world's
+  std::unique_ptr<DeviceMesh> mesh;  // its data-parallel group reduces the gradients
   std::unique_ptr<DataParallel> ddp;
   int dp = 1, dp_rank = 0;
   double device_seconds = 0.0;  // step time on the device's clock
@@ -108,13 +109,12 @@ struct Trainer::Impl {
     train_set = std::make_unique<WindowDataset>(train_tokens, T, cfg.data.stride);
     valid_set = std::make_unique<WindowDataset>(valid_tokens, T, eval_stride);
     test_set = std::make_unique<WindowDataset>(test_tokens, T, eval_stride);
-    dp = world.size();
-    dp_rank = world.rank();
-    require(cfg.parallel.dp == 0 || cfg.parallel.dp == dp,
-            "parallel.dp = " + std::to_string(cfg.parallel.dp) + " but the job has " + std::to_string(dp) +
-                " ranks: data parallel is the only layout so far, so use parallel.dp=0 (all ranks)");
+    const MeshShape shape = mesh_shape();
+    dp = shape.dp();
+    dp_rank = mesh_coord(shape, world.rank()).dp_index(shape);
     if (root) lock = std::make_unique<RunDirLock>(run_dir);  // one writer, before anything reads the run dir
     dev = make_device(cfg.train.device, world.env().local_rank);
+    mesh = std::make_unique<DeviceMesh>(world, shape, backend_factory());
     build_model();
     // After dtrun restarted the workers, continue from the latest checkpoint if there is one.
     const bool restarted = world.env().restart_count > 0;
@@ -141,8 +141,7 @@ struct Trainer::Impl {
       }
     }
     if (dp > 1) {
-      grad_group = gradient_group();
-      ddp = std::make_unique<DataParallel>(model->units(), *grad_group, size_t(cfg.parallel.bucket_mb * (1 << 20)));
+      ddp = std::make_unique<DataParallel>(model->units(), mesh->dp(), size_t(cfg.parallel.bucket_mb * (1 << 20)));
       ddp->broadcast_parameters();  // every rank starts from rank 0's weights
     }
     world.all().barrier();  // every rank has checked the run dir before rank 0 writes into it
@@ -185,16 +184,29 @@ struct Trainer::Impl {
     }
   }
 
-  // Gradients live where the model does: on GPUs they are reduced by NCCL, on the CPU by Gloo.
-  std::shared_ptr<ProcessGroup> gradient_group() {
-    if (dev->kind() == DeviceKind::cpu) return std::shared_ptr<ProcessGroup>(&world.all(), [](ProcessGroup*) {});
+  // The mesh from parallel.* (parallel.dp is plain DDP's name for dp_replicate); layouts that are
+  // not built yet are refused with one line.
+  MeshShape mesh_shape() const {
+    const ParallelConfig& p = cfg.parallel;
+    const MeshShape s = MeshShape::fit(world.size(), int(p.pp), int(p.dp != 0 ? p.dp : p.dp_replicate),
+                                       int(p.dp_shard), int(p.tp));
+    require(s.tp == 1, "parallel.tp = " + std::to_string(s.tp) +
+                           ": tensor parallelism is not built yet; use parallel.tp=1 (data parallel)");
+    require(s.pp == 1, "parallel.pp = " + std::to_string(s.pp) +
+                           ": pipeline parallelism is not built yet; use parallel.pp=1 (data parallel)");
+    require(s.dp_shard == 1, "parallel.dp_shard = " + std::to_string(s.dp_shard) +
+                                 ": FSDP is not built yet; replicate instead (parallel.dp_replicate, which is DDP)");
+    return s;
+  }
+
+  // Gradients live where the model does: on GPUs the mesh's groups are NCCL's, on the CPU Gloo's.
+  World::BackendFactory backend_factory() {
+    if (dev->kind() == DeviceKind::cpu) return nullptr;
 #ifdef DTRAIN_HAVE_CUDA
-    std::vector<int> all;
-    for (int r = 0; r < world.size(); ++r) all.push_back(r);
     ComputeDevice* d = dev.get();
-    return world.new_group(all, "grads", [d](Store& st, int rank, int size, Millis timeout, const std::string& name) {
+    return [d](Store& st, int rank, int size, Millis timeout, const std::string& name) {
       return connect_nccl(st, rank, size, d->index(), d->stream(), timeout, name);
-    });
+    };
 #else
     throw Error("internal: a GPU device in a build without CUDA");
 #endif
@@ -317,6 +329,9 @@ struct Trainer::Impl {
       if (dp > 1)
         std::printf("data parallel: %s; %zu gradient buckets of up to %.0f MB\n", world.env().describe().c_str(),
                     ddp->num_buckets(), cfg.parallel.bucket_mb);
+      if (world.size() > 1)
+        std::printf("mesh: %s (%d ranks, tp fastest); %s\n", mesh->shape().describe().c_str(), world.size(),
+                    mesh->placement(16).c_str());
       std::fflush(stdout);
     }
     if (dp > 1) {

@@ -1,0 +1,150 @@
+// Device mesh (see mesh.hpp).
+#include "comm/mesh.hpp"
+
+#include <algorithm>
+
+#include "core/error.hpp"
+
+namespace dtrain {
+
+namespace {
+
+constexpr MeshDim kDims[] = {MeshDim::pp, MeshDim::dp_replicate, MeshDim::dp_shard, MeshDim::tp};
+
+// The member of a shape or a coordinate along d (both name their members after the dimensions).
+template <class T>
+auto& along(T& x, MeshDim d) {
+  switch (d) {
+    case MeshDim::pp: return x.pp;
+    case MeshDim::dp_replicate: return x.dp_replicate;
+    case MeshDim::dp_shard: return x.dp_shard;
+    case MeshDim::tp: break;
+  }
+  return x.tp;
+}
+
+}  // namespace
+
+const char* mesh_dim_name(MeshDim d) {
+  switch (d) {
+    case MeshDim::pp: return "pp";
+    case MeshDim::dp_replicate: return "dp_replicate";
+    case MeshDim::dp_shard: return "dp_shard";
+    case MeshDim::tp: return "tp";
+  }
+  return "?";
+}
+
+int MeshShape::extent(MeshDim d) const { return along(*this, d); }
+
+std::string MeshShape::describe() const {
+  std::string s;
+  for (MeshDim d : kDims) s += std::string(s.empty() ? "" : " × ") + mesh_dim_name(d) + " " + std::to_string(extent(d));
+  return s;
+}
+
+MeshShape MeshShape::fit(int world, int pp, int dp_replicate, int dp_shard, int tp) {
+  MeshShape s{pp, dp_replicate, dp_shard, tp};
+  int fixed = 1, open = 0;
+  std::string given;
+  for (MeshDim d : kDims) {
+    const int v = s.extent(d);
+    const std::string key = std::string("parallel.") + mesh_dim_name(d);
+    require(v >= 1 || v == -1, key + " = " + std::to_string(v) + ": give a size of at least 1, or -1 for what the world leaves");
+    given += (given.empty() ? "" : " × ") + key + " " + (v == -1 ? "-1" : std::to_string(v));
+    if (v == -1) ++open;
+    else fixed *= v;
+  }
+  require(open <= 1, given + ": at most one of them may be -1 (what the world leaves)");
+  if (open == 1) {
+    require(world % fixed == 0, given + " cannot fill a world of " + std::to_string(world) + " ranks: " +
+                                    std::to_string(world) + " is not a multiple of " + std::to_string(fixed) +
+                                    "; choose sizes that divide the world size");
+    for (MeshDim d : kDims)
+      if (s.extent(d) == -1) along(s, d) = world / fixed;
+  }
+  require(s.size() == world, given + " = " + std::to_string(s.size()) + " ranks, but the job has " +
+                                 std::to_string(world) + ": make their product the world size (or set one of them to -1)");
+  return s;
+}
+
+int MeshCoord::at(MeshDim d) const { return along(*this, d); }
+
+MeshCoord mesh_coord(const MeshShape& s, int rank) {
+  MeshCoord c;
+  c.tp = rank % s.tp;
+  rank /= s.tp;
+  c.dp_shard = rank % s.dp_shard;
+  rank /= s.dp_shard;
+  c.dp_replicate = rank % s.dp_replicate;
+  c.pp = rank / s.dp_replicate;
+  return c;
+}
+
+int mesh_rank(const MeshShape& s, const MeshCoord& c) {
+  return ((c.pp * s.dp_replicate + c.dp_replicate) * s.dp_shard + c.dp_shard) * s.tp + c.tp;
+}
+
+std::vector<int> mesh_group(const MeshShape& s, int rank, const std::vector<MeshDim>& dims) {
+  int n = 1;
+  for (MeshDim d : dims) n *= s.extent(d);
+  std::vector<int> out;
+  MeshCoord c = mesh_coord(s, rank);
+  for (int i = 0; i < n; ++i) {
+    int rest = i;
+    for (auto d = dims.rbegin(); d != dims.rend(); ++d) {  // the last dimension fastest
+      along(c, *d) = rest % s.extent(*d);
+      rest /= s.extent(*d);
+    }
+    out.push_back(mesh_rank(s, c));
+  }
+  return out;
+}
+
+std::vector<std::vector<int>> mesh_groups(const MeshShape& s, const std::vector<MeshDim>& dims) {
+  std::vector<std::vector<int>> out;
+  for (int r = 0; r < s.size(); ++r) {
+    std::vector<int> g = mesh_group(s, r, dims);
+    if (g.front() == r) out.push_back(std::move(g));
+  }
+  return out;
+}
+
+DeviceMesh::DeviceMesh(World& world, const MeshShape& shape, const World::BackendFactory& backend)
+    : shape_(shape), coord_(mesh_coord(shape, world.rank())) {
+  DT_ASSERT(shape.size() == world.size());
+  std::vector<int> everyone;
+  for (int r = 0; r < world.size(); ++r) everyone.push_back(r);
+  // Every rank walks every group in the same order (World::new_group is collective).
+  auto build = [&](const std::vector<MeshDim>& dims, const std::string& name) {
+    std::shared_ptr<ProcessGroup> mine;
+    for (const auto& members : mesh_groups(shape, dims)) {
+      std::shared_ptr<ProcessGroup> g;
+      if (!backend && members == everyone)
+        g = std::shared_ptr<ProcessGroup>(&world.all(), [](ProcessGroup*) {});
+      else
+        g = world.new_group(members, name, backend);
+      if (g) mine = g;
+    }
+    DT_ASSERT(mine);
+    return mine;
+  };
+  for (MeshDim d : kDims) groups_[size_t(d)] = build({d}, mesh_dim_name(d));
+  dp_ = shape.dp_shard == 1   ? groups_[size_t(MeshDim::dp_replicate)]
+        : shape.dp_replicate == 1 ? groups_[size_t(MeshDim::dp_shard)]
+                                  : build({MeshDim::dp_replicate, MeshDim::dp_shard}, "dp");
+}
+
+std::string DeviceMesh::placement(int max_ranks) const {
+  std::string s;
+  const int shown = std::min(shape_.size(), max_ranks);
+  for (int r = 0; r < shown; ++r) {
+    const MeshCoord c = mesh_coord(shape_, r);
+    s += (r ? "; rank " : "rank ") + std::to_string(r) + ":";
+    for (MeshDim d : kDims) s += std::string(d == MeshDim::pp ? " " : ", ") + mesh_dim_name(d) + " " + std::to_string(c.at(d));
+  }
+  if (shown < shape_.size()) s += "; … and " + std::to_string(shape_.size() - shown) + " more";
+  return s;
+}
+
+}  // namespace dtrain

@@ -1,0 +1,66 @@
+// The device mesh: the job's ranks laid out as pp × dp_replicate × dp_shard × tp (tp varies fastest,
+// so a tensor-parallel group stays inside a node), with the process group of every line of ranks
+// along each dimension, and of data parallelism as a whole, built once.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/world.hpp"
+
+namespace dtrain {
+
+enum class MeshDim { pp, dp_replicate, dp_shard, tp };
+const char* mesh_dim_name(MeshDim d);  // "pp", "dp_replicate", "dp_shard", "tp"
+
+struct MeshShape {
+  int pp = 1, dp_replicate = 1, dp_shard = 1, tp = 1;
+  int size() const { return pp * dp_replicate * dp_shard * tp; }
+  int dp() const { return dp_replicate * dp_shard; }  // ranks that split the batch
+  int extent(MeshDim d) const;
+  std::string describe() const;  // "pp 1 × dp_replicate 2 × dp_shard 2 × tp 1"
+
+  // The shape of `world` ranks from the configured sizes, each ≥ 1 or -1 (whatever the world leaves;
+  // at most one). Error naming the numbers and the fix when they do not make the world size.
+  static MeshShape fit(int world, int pp, int dp_replicate, int dp_shard, int tp);
+};
+
+struct MeshCoord {
+  int pp = 0, dp_replicate = 0, dp_shard = 0, tp = 0;
+  int at(MeshDim d) const;
+  int dp_index(const MeshShape& s) const { return dp_replicate * s.dp_shard + dp_shard; }  // 0..dp-1
+};
+
+MeshCoord mesh_coord(const MeshShape& s, int rank);
+int mesh_rank(const MeshShape& s, const MeshCoord& c);
+
+// The ranks that share every coordinate with `rank` but those along `dims` (listed outermost first),
+// ordered by those coordinates, the last dimension fastest.
+std::vector<int> mesh_group(const MeshShape& s, int rank, const std::vector<MeshDim>& dims);
+// Every such group once, in the order of their smallest rank.
+std::vector<std::vector<int>> mesh_groups(const MeshShape& s, const std::vector<MeshDim>& dims);
+
+class DeviceMesh {
+ public:
+  // Collective: every rank of `world` calls it with the same shape. Groups are made with `backend`
+  // (Gloo when null); a group of one rank needs no connection, and where a group is the whole world
+  // over Gloo, the world's own group serves.
+  DeviceMesh(World& world, const MeshShape& shape, const World::BackendFactory& backend = nullptr);
+
+  const MeshShape& shape() const { return shape_; }
+  const MeshCoord& coord() const { return coord_; }
+  ProcessGroup& group(MeshDim d) { return *groups_[size_t(d)]; }
+  ProcessGroup& dp() { return *dp_; }  // dp_replicate × dp_shard: the ranks that split the batch
+
+  // "rank 0: pp 0, dp_replicate 0, dp_shard 0, tp 0; rank 1: …" for the first `max_ranks` ranks
+  // (then "… and N more"); any rank knows every rank's place.
+  std::string placement(int max_ranks = 1 << 30) const;
+
+ private:
+  MeshShape shape_;
+  MeshCoord coord_;
+  std::shared_ptr<ProcessGroup> groups_[4];
+  std::shared_ptr<ProcessGroup> dp_;
+};
+
+}  // namespace dtrain

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The device mesh from the command line: rank 0 prints the mesh and each rank's place; sizes that do
+# not make the world, or that disagree, are one line; layouts not built yet (tp, pp, dp_shard) are
+# refused with one line on every rank, and dtrun stops the job.
+source "$2/tests/e2e/lib.sh" "$1" "$2" "for the shared test start"
+d=$bin/dtrain
+common=(--config "$src/configs/quickstart.toml" --set data.dir="$work/data" --set model.dim=32
+  --set model.heads=2 --set model.layers=1 --set model.ff_dim=64 --set model.seq_len=16
+  --set train.batch_size=8 --set data.stride=64 --set train.threads=1 --set train.progress=false
+  --set train.eval_max_batches=1 --set train.max_steps=2)
+
+"$bin/dtrun" --standalone --nproc-per-node 2 "$d" train "${common[@]}" --set parallel.dp_replicate=-1 \
+  --run-dir "$work/ddp" >"$work/ddp.out" 2>&1 || { cat "$work/ddp.out"; fail "a 2-rank dp_replicate=-1 run failed"; }
+want="mesh: pp 1 × dp_replicate 2 × dp_shard 1 × tp 1 (2 ranks, tp fastest); rank 0: pp 0, dp_replicate 0, dp_shard 0, tp 0; rank 1: pp 0, dp_replicate 1, dp_shard 0, tp 0"
+grep -qF "$want" "$work/ddp.out" || fail "rank 0 should print '$want', saw: $(grep mesh "$work/ddp.out")"
+[ "$(grep -c "mesh: " "$work/ddp.out")" -eq 1 ] || fail "only rank 0 should print the mesh"
+echo "ok  $(grep -o 'mesh: .*' "$work/ddp.out")"
+
+expect_one_error "mesh larger than the world" \
+  "parallel.pp 1 × parallel.dp_replicate 2 × parallel.dp_shard 1 × parallel.tp 1 = 2 ranks, but the job has 1" \
+  "$d" train "${common[@]}" --set parallel.dp_replicate=2 --run-dir "$work/e1"
+expect_one_error "parallel.dp against dp_replicate" "parallel.dp = 2 and parallel.dp_replicate = 1 disagree" \
+  "$d" train "${common[@]}" --set parallel.dp=2 --set parallel.dp_replicate=1 --run-dir "$work/e2"
+expect_one_error "two sizes left open" "at most one of them may be -1" \
+  "$d" train "${common[@]}" --set parallel.tp=-1 --run-dir "$work/e3"
+
+for layout in "parallel.tp=2:tensor parallelism is not built yet" "parallel.pp=2:pipeline parallelism is not built yet" \
+  "parallel.dp_shard=2:FSDP is not built yet"; do
+  set_arg=${layout%%:*} needle=${layout#*:}
+  rc=0
+  "$bin/dtrun" --standalone --nproc-per-node 2 "$d" train "${common[@]}" --set "$set_arg" --run-dir "$work/r" \
+    >"$work/refused.out" 2>&1 || rc=$?
+  [ $rc -ne 0 ] || fail "$set_arg should be refused, dtrun exited 0"
+  [ "$(grep -c "dtrain: error: ${set_arg%=*} = 2: $needle" "$work/refused.out")" -ge 1 ] ||
+    fail "$set_arg: expected 'dtrain: error: ${set_arg%=*} = 2: $needle', saw: $(cat "$work/refused.out")"
+  echo "ok  $set_arg refused: $(grep -m1 -o "dtrain: error: .*" "$work/refused.out" | cut -c1-120)"
+done
+echo "PASS"
