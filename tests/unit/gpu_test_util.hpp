@@ -30,7 +30,7 @@ inline std::shared_ptr<ComputeDevice> gpu() {
 #define NEED_GPU()                                           \
   auto gpu_dev = gpu_test::gpu();                            \
   if (!gpu_dev) GTEST_SKIP() << gpu_test::no_gpu_reason();   \
-  ComputeDevice& G = *gpu_dev
+  [[maybe_unused]] ComputeDevice& G = *gpu_dev
 
 // A device copy of a host vector.
 template <class T>
