@@ -99,11 +99,12 @@ const float* TransformerLM::run_forward(const int32_t* inputs, const StepContext
     if (hooks) hooks->post_forward(b->unit());
     h = b->output();
   }
+  if (hooks) hooks->pre_forward(head_unit_);  // the head owns the final norm
   if (c_.final_norm) {
     norm_f_.forward(h, hf_, rows);
     h = hf_;
   }
-  return h;
+  return h;  // the head's window is open: the caller runs the classifier, then post_forward
 }
 
 double TransformerLM::forward_backward(const int32_t* inputs, const int32_t* targets,
@@ -125,7 +126,6 @@ void TransformerLM::queue_forward_backward(const int32_t* host_inputs, const int
   const int32_t* inputs = stage(host_inputs, inputs_, rows);
   const int32_t* targets = stage(host_targets, targets_, rows);
   const float* h = run_forward(inputs, ctx, hooks);
-  if (hooks) hooks->pre_forward(head_unit_);
   ClassifierArgs a{h, head_weight(), c_.head_bias ? head_b_.data() : nullptr, targets, rows, d,
                    c_.vocab_size, ctx.precision};
   a.grad_scale = ctx.loss_scale;
@@ -160,31 +160,33 @@ void TransformerLM::queue_forward_backward(const int32_t* host_inputs, const int
 }
 
 double TransformerLM::forward_loss(const int32_t* host_inputs, const int32_t* host_targets, const StepContext& ctx,
-                                   float* per_row) {
+                                   float* per_row, UnitHooks* hooks) {
   StepContext eval = ctx;
   eval.training = false;
   const int64_t rows = ctx.rows();
   const int32_t* targets = stage(host_targets, targets_, rows);
-  const float* h = run_forward(stage(host_inputs, inputs_, rows), eval, nullptr);
+  const float* h = run_forward(stage(host_inputs, inputs_, rows), eval, hooks);
   ClassifierArgs a{h, head_weight(), c_.head_bias ? head_b_.data() : nullptr, targets, rows,
                    c_.dim, c_.vocab_size, ctx.precision};
   const bool host = dev_.host_accessible();
   dev_.classifier_loss(a, per_row && !host ? per_row_ : per_row, loss_sum_);
+  if (hooks) hooks->post_forward(head_unit_);
   if (per_row && !host) dev_.download(per_row, per_row_, sizeof(float) * size_t(rows));
   return take_loss();
 }
 
-void TransformerLM::logits(const int32_t* host_inputs, const StepContext& ctx, float* out) {
+void TransformerLM::logits(const int32_t* host_inputs, const StepContext& ctx, float* out, UnitHooks* hooks) {
   StepContext eval = ctx;
   eval.training = false;
   const int64_t rows = ctx.rows();
-  const float* h = run_forward(stage(host_inputs, inputs_, rows), eval, nullptr);
+  const float* h = run_forward(stage(host_inputs, inputs_, rows), eval, hooks);
   const size_t bytes = sizeof(float) * size_t(rows * c_.vocab_size);
   Buffer on_device;  // generation and checks only: not in the step loop
   if (!dev_.host_accessible()) on_device = Buffer(dev_, bytes);
   float* y = on_device.data() ? on_device.f32() : out;
   dev_.matmul(h, head_weight(), y,
               linear_forward_args(rows, c_.dim, c_.vocab_size, c_.head_bias ? head_b_.data() : nullptr, ctx.precision));
+  if (hooks) hooks->post_forward(head_unit_);
   if (on_device.data()) dev_.download(out, y, bytes);
 }
 

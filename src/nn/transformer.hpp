@@ -52,13 +52,16 @@ class TransformerLM {
   void queue_forward_backward(const int32_t* inputs, const int32_t* targets, const StepContext& ctx,
                               UnitHooks* hooks = nullptr);
   double take_loss();
-  // Evaluation: sum of row losses, no gradients (per_row optional [B*T]).
+  // Evaluation: sum of row losses, no gradients (per_row optional [B*T]). The hooks see every
+  // unit's forward, as in training (so that sharded parameters are gathered for it).
   double forward_loss(const int32_t* inputs, const int32_t* targets, const StepContext& ctx,
-                      float* per_row = nullptr);
+                      float* per_row = nullptr, UnitHooks* hooks = nullptr);
   // Logits [B*T, V] for every position (needs out sized B*T*V).
-  void logits(const int32_t* inputs, const StepContext& ctx, float* out);
+  void logits(const int32_t* inputs, const StepContext& ctx, float* out, UnitHooks* hooks = nullptr);
 
  private:
+  // Embedding and blocks, then the head's pre_forward and its final norm: the output for the
+  // classifier, the head's window still open (the caller ends it with post_forward).
   const float* run_forward(const int32_t* inputs, const StepContext& ctx, UnitHooks* hooks);
   // The device's copy of a host token array (the host array itself on the CPU).
   const int32_t* stage(const int32_t* host, int32_t* device_copy, int64_t n);

@@ -62,4 +62,10 @@ inline const ParamInfo& ParamRef::info() const { return unit->params()[index]; }
 // Fills every parameter of the units with its seeded initial values (docs/model.md).
 void init_parameters(const std::vector<Unit*>& units, uint64_t seed);
 
+// Elements [lo, hi) of a unit's flat buffer as init_parameters makes them (the padding between
+// parameters zero) into out[0, hi - lo); first_index is the model-wide index of the unit's first
+// parameter. Values depend only on (seed, parameter, element): a shard of a unit is initialised
+// directly, equal to the same slice of the whole.
+void init_unit_range(const Unit& u, uint32_t first_index, uint64_t seed, int64_t lo, int64_t hi, float* out);
+
 }  // namespace dtrain
