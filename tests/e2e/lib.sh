@@ -1,13 +1,16 @@
 # Shared start of the end-to-end scripts (sourced, not a test): arguments, a work dir removed on
-# exit, fail(), expect_one_error(), a python3 for reading outputs, and the built-in corpus prepared
-# in $work/data.
+# exit (and the processes listed in $pids killed), fail(), expect_one_error(), a python3 for
+# reading outputs, and the built-in corpus prepared in $work/data.
 # Usage: source "$2/tests/e2e/lib.sh" "$1" "$2" "why python3 is needed"
 set -euo pipefail
 bin=$1 src=$2
 py=/usr/bin/python3
 [ -x "$py" ] || py=$(command -v python3 || true)
 if [ -z "$py" ]; then echo "SKIP: no python3 ($3)"; exit 77; fi
-work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
+work=$(mktemp -d)
+pids=()  # background processes a test starts: killed (by pid) on exit
+cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done; rm -rf "$work"; }
+trap cleanup EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 # expect_one_error NAME NEEDLE CMD...: the command exits 2 with exactly one stderr line, which starts
 # with `dtrain: error: ` and contains NEEDLE (the line stays in $work/case.err).

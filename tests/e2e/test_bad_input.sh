@@ -2,9 +2,6 @@
 # Bad input: each user error is one `dtrain: error:` line naming the culprit, exit 2, and leaves the
 # run dir's files untouched; a run SIGKILLed while checkpointing leaves only complete checkpoints.
 source "$2/tests/e2e/lib.sh" "$1" "$2" "to read metrics.jsonl"
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done; rm -rf "$work"; }
-trap cleanup EXIT
 d=$bin/dtrain
 common=(--config "$src/configs/quickstart.toml" --set data.dir="$work/data" --set model.dim=32
   --set model.heads=2 --set model.layers=1 --set model.ff_dim=64 --set model.seq_len=16

@@ -5,9 +5,6 @@
 # no leftover staging folder; a resumed 2-rank run prints the epoch loss of the uninterrupted one;
 # resuming at another world size says so.
 source "$2/tests/e2e/lib.sh" "$1" "$2" "to read metrics and event files"
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done; rm -rf "$work"; }
-trap cleanup EXIT
 d=$bin/dtrain
 common=(--config "$src/configs/quickstart.toml" --set data.dir="$work/data" --set model.dim=32
   --set model.heads=2 --set model.layers=1 --set model.ff_dim=64 --set model.seq_len=16
