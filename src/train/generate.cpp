@@ -37,6 +37,7 @@ std::string generate_text(const GenerateOptions& o, const std::function<void(std
   std::vector<float> logits(size_t(mc.seq_len * mc.vocab_size));
   std::vector<int32_t> window;
   const RandomStream rng{o.seed, 0x9e11u, 0x5eedu, 0};
+  std::vector<std::pair<float, uint32_t>> cand;  // (logit, word) of the last position
   for (int64_t n = 0; n < o.tokens; ++n) {
     const size_t start = ids.size() > size_t(mc.seq_len) ? ids.size() - size_t(mc.seq_len) : 0;
     window.assign(ids.begin() + int64_t(start), ids.end());
@@ -45,12 +46,14 @@ std::string generate_text(const GenerateOptions& o, const std::function<void(std
     ctx.T = int64_t(window.size());
     model.logits(window.data(), ctx, logits.data());
     const float* last = logits.data() + (ctx.T - 1) * mc.vocab_size;
-    std::vector<std::pair<float, uint32_t>> cand;
+    cand.clear();
     for (int64_t v = 0; v < mc.vocab_size; ++v) cand.push_back({last[v], uint32_t(v)});
-    std::sort(cand.begin(), cand.end(), [](auto a, auto b) { return a.first > b.first; });
+    // Only the k most likely words are ranked (ties by word id, so the order is fully defined).
+    const size_t k = o.temperature <= 0 ? 1 : o.top_k > 0 ? std::min<size_t>(size_t(o.top_k), cand.size()) : cand.size();
+    std::partial_sort(cand.begin(), cand.begin() + int64_t(k), cand.end(),
+                      [](auto a, auto b) { return a.first > b.first || (a.first == b.first && a.second < b.second); });
     uint32_t next = cand[0].second;
     if (o.temperature > 0) {
-      const size_t k = o.top_k > 0 ? std::min<size_t>(size_t(o.top_k), cand.size()) : cand.size();
       std::vector<double> p(k);
       double sum = 0;
       for (size_t i = 0; i < k; ++i) sum += p[i] = std::exp(double(cand[i].first - cand[0].first) / o.temperature);
