@@ -172,7 +172,7 @@ std::string socket_local_address(int fd) {
   return buf;
 }
 
-Socket tcp_connect(const std::string& host, int port, Millis timeout) {
+Socket tcp_connect(const std::string& host, int port, Millis timeout, const std::function<bool()>& give_up) {
   const Deadline deadline = deadline_in(timeout);
   std::string last = "timed out";
   auto backoff = Millis(10);
@@ -210,6 +210,7 @@ Socket tcp_connect(const std::string& host, int port, Millis timeout) {
     }
     if (std::chrono::steady_clock::now() + backoff >= deadline) break;
     std::this_thread::sleep_for(backoff);
+    require(!give_up || !give_up(), "stopped while connecting to " + host + ":" + std::to_string(port));
     backoff = std::min(backoff * 2, Millis(500));
   }
   throw Error("cannot connect to " + host + ":" + std::to_string(port) + " within " +

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 namespace dtrain {
@@ -43,7 +44,9 @@ std::string socket_local_address(int fd);  // the local IP address of a connecte
 std::string address_for_peers(const std::string& host_name, bool all_local);
 
 // Connects to host:port, retrying refused/unreachable attempts until `timeout` has passed.
-Socket tcp_connect(const std::string& host, int port, Millis timeout);
+// `give_up`, when given, is asked between attempts: true stops the wait with an Error (a signal).
+Socket tcp_connect(const std::string& host, int port, Millis timeout,
+                   const std::function<bool()>& give_up = nullptr);
 
 // Sends/receives exactly n bytes before the deadline; false on timeout or a closed peer.
 using Deadline = std::chrono::steady_clock::time_point;

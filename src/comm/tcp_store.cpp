@@ -396,9 +396,9 @@ TcpStoreServer::~TcpStoreServer() {
 // ---- client ----
 
 TcpStore::TcpStore(const std::string& host, int port, const std::string& token, Millis connect_timeout,
-                   Millis op_timeout)
+                   Millis op_timeout, const std::function<bool()>& give_up)
     : host_(host), port_(port), token_(token), op_timeout_(op_timeout) {
-  sock_ = tcp_connect(host, port, connect_timeout);
+  sock_ = tcp_connect(host, port, connect_timeout, give_up);
   require(token.size() <= kMaxToken, "DTRAIN_JOB_TOKEN is longer than " + std::to_string(kMaxToken) + " bytes");
   std::string hello(kMagic, 4);
   put_u32(hello, uint32_t(token.size()));

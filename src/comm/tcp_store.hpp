@@ -36,9 +36,10 @@ class TcpStoreServer {
 
 class TcpStore : public Store {
  public:
-  // Connects (retrying until connect_timeout) and authenticates with the job token.
+  // Connects (retrying until connect_timeout, or until give_up says so) and authenticates with the
+  // job token.
   TcpStore(const std::string& host, int port, const std::string& token, Millis connect_timeout,
-           Millis op_timeout = Millis(300000));
+           Millis op_timeout = Millis(300000), const std::function<bool()>& give_up = nullptr);
   void set(const std::string& key, const std::string& value) override;
   std::optional<std::string> try_get(const std::string& key) override;
   int64_t add(const std::string& key, int64_t delta) override;

@@ -98,8 +98,12 @@ class Agent {
   explicit Agent(const LaunchOptions& o) : o_(o) {}
 
   int run() {
-    setup_store();
-    for (int round = 0;; ++round) {
+    try {
+      setup_store();
+    } catch (const Error&) {
+      if (!g_signal) throw;  // else: a node stopped while still waiting for node 0 (below)
+    }
+    for (int round = 0; !g_signal; ++round) {
       const Round r = rendezvous(round);
       const std::string failure = r.world > 0 ? run_round(round, r) : "signal";
       if (failure.empty()) return finish(round);
@@ -115,6 +119,8 @@ class Agent {
       say("restarting all workers (restart " + std::to_string(round + 1) + " of " + std::to_string(o_.max_restarts) +
           "); they resume from the latest checkpoint");
     }
+    say("stopped by signal " + std::to_string(g_signal) + " (" + strsignal(g_signal) + ")");
+    return 128 + g_signal;
   }
 
  private:
@@ -140,7 +146,7 @@ class Agent {
       server_ = std::make_unique<TcpStoreServer>(listen_address(host_, o_.nnodes), port_, token_);
     }
     const Millis t(int64_t(o_.rdzv_timeout_s) * 1000);
-    auto client = std::make_shared<TcpStore>(host_, port_, token_, t, t);
+    auto client = std::make_shared<TcpStore>(host_, port_, token_, t, t, [] { return g_signal != 0; });
     store_ = std::make_shared<PrefixStore>(client, "dtrun/" + o_.rdzv_id + "/");
   }
 

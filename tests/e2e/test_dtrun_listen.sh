@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Where dtrun's store listens without --standalone: an endpoint on 127.0.0.1 binds loopback only
 # (one node, and node rank 0 of several nodes on one machine), not every address; SIGTERM stops
-# an agent that waits in the rendezvous for a node that never comes.
+# an agent that waits in the rendezvous for a node that never comes, or for node 0 to listen.
 source "$2/tests/e2e/lib.sh" "$1" "$2" "to pick a free port"
 command -v ss >/dev/null || { echo "SKIP: no ss (iproute2) to list listening sockets"; exit 77; }
 
@@ -35,4 +35,19 @@ check() {
 check one_node --nproc-per-node 1
 check node0_waiting --nnodes 2 --node-rank 0 --nproc-per-node 1  # node 1 never comes
 grep -q "stopped by signal 15" "$work/node0_waiting.out" || { cat "$work/node0_waiting.out"; fail "no signal report"; }
-echo "PASS: dtrun on 127.0.0.1 listens on loopback only"
+
+# A node of rank 1 whose node 0 never comes (nothing listens at the endpoint) stops on SIGTERM too,
+# instead of retrying its connection until --rdzv-timeout.
+port=$(free_port)
+"$bin/dtrun" --nnodes 2 --node-rank 1 --nproc-per-node 1 --rdzv-endpoint "127.0.0.1:$port" --rdzv-timeout 600 \
+  sleep 600 >"$work/node1.out" 2>&1 &
+agent=$!
+sleep 1
+kill -TERM "$agent"
+wait_for 10 gone "$agent" || { kill -9 "$agent"; fail "node 1 waiting for node 0 did not stop within 10 s of SIGTERM"; }
+rc=0
+wait "$agent" || rc=$?
+[ "$rc" -eq 143 ] || { cat "$work/node1.out"; fail "node 1: dtrun exited $rc after SIGTERM, expected 143"; }
+grep -q "stopped by signal 15" "$work/node1.out" || { cat "$work/node1.out"; fail "node 1: no signal report"; }
+echo "node1_connecting: stopped by SIGTERM while waiting for node 0"
+echo "PASS: dtrun on 127.0.0.1 listens on loopback only; every agent stops on SIGTERM"
