@@ -79,16 +79,51 @@ std::string numeric_address(const sockaddr* a) {
   return buf;
 }
 
+bool is_loopback(const sockaddr* a) {
+  if (a->sa_family == AF_INET)
+    return (ntohl(reinterpret_cast<const sockaddr_in*>(a)->sin_addr.s_addr) >> 24) == 127;
+  return a->sa_family == AF_INET6 && IN6_IS_ADDR_LOOPBACK(&reinterpret_cast<const sockaddr_in6*>(a)->sin6_addr);
+}
+
+// Of the addresses `host` resolves to, the first routable and the first loopback one that this
+// machine can bind (its own); gai_error when the name does not resolve.
+struct OwnAddresses {
+  std::string routable, loopback;
+  int gai_error = 0;
+};
+OwnAddresses own_addresses(const std::string& host) {
+  OwnAddresses out;
+  AddrInfo ai;
+  out.gai_error = resolve(host, 0, false, ai);
+  if (out.gai_error != 0) return out;
+  for (addrinfo* a = ai.list; a; a = a->ai_next) {
+    Socket s(::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol));
+    if (!s.valid() || ::bind(s.fd(), a->ai_addr, a->ai_addrlen) != 0) continue;  // not this machine's
+    std::string& slot = is_loopback(a->ai_addr) ? out.loopback : out.routable;
+    if (slot.empty()) slot = numeric_address(a->ai_addr);
+  }
+  return out;
+}
+
 }  // namespace
 
+std::string listen_address(const std::string& host, bool all_local, const std::string& what, bool* foreign) {
+  const OwnAddresses own = own_addresses(host);
+  require(own.gai_error == 0, what + " " + host + " does not resolve here (" + gai_strerror(own.gai_error) +
+                                  "): the store is hosted on this machine, so give its name or address");
+  if (foreign) *foreign = own.routable.empty() && own.loopback.empty();
+  if (!own.routable.empty()) return own.routable;
+  if (own.loopback.empty()) return "";
+  unsigned char raw[sizeof(in6_addr)];
+  const bool names_loopback = host == "localhost" || inet_pton(AF_INET, host.c_str(), raw) == 1 ||
+                              inet_pton(AF_INET6, host.c_str(), raw) == 1;
+  return all_local || names_loopback ? own.loopback : "";
+}
+
 std::string address_for_peers(const std::string& host_name, bool all_local) {
-  AddrInfo ai;
-  if (resolve(host_name, 0, false, ai) == 0) {
-    for (addrinfo* a = ai.list; a; a = a->ai_next) {
-      Socket s(::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol));
-      if (s.valid() && ::bind(s.fd(), a->ai_addr, a->ai_addrlen) == 0) return numeric_address(a->ai_addr);
-    }
-  }
+  const OwnAddresses own = own_addresses(host_name);
+  if (!own.routable.empty()) return own.routable;
+  if (!own.loopback.empty()) return own.loopback;
   // Interfaces that are up and not loopback, one address each: IPv4, else global IPv6.
   std::vector<std::pair<std::string, std::string>> v4, v6;  // (interface, address)
   auto add = [](auto& list, const std::string& name, const std::string& addr) {

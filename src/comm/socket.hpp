@@ -37,6 +37,13 @@ Socket tcp_listen(const std::string& host, int port, int backlog = 128);
 int socket_port(int fd);                 // the local port a socket is bound to
 std::string socket_local_address(int fd);  // the local IP address of a connected socket
 
+// Where a store hosted for the address `host` listens: host's address when it is one of this
+// machine's (loopback for 127.0.0.1), else "" (all addresses). When other machines take part
+// (!all_local), a name that resolves here to loopback only (/etc/hosts' "127.0.1.1 node01") also
+// means all addresses: they reach this one by its real address. `what` names the setting in the
+// error for a host that does not resolve; *foreign says host is not this machine's at all.
+std::string listen_address(const std::string& host, bool all_local, const std::string& what, bool* foreign = nullptr);
+
 // The address peers can reach this machine on when no connection to the store shows one (file
 // store): the host name's address when it resolves to one of this machine; else the address of
 // the one non-loopback interface that is up; else loopback when every rank runs here

@@ -61,7 +61,10 @@ World::World(const DistEnv& env, Millis timeout) : env_(env), timeout_(timeout) 
     if (env.socket_ifname.empty()) address = address_for_peers(host_name(), env.local_world_size >= env.world_size);
   } else {
     if (!env.agent_store && env.rank == 0) {
-      server_ = std::make_unique<TcpStoreServer>("", env.master_port, env.token);
+      // Where MASTER_ADDR points, not every address (all of them when that is not this machine)
+      server_ = std::make_unique<TcpStoreServer>(
+          listen_address(env.master_addr, env.local_world_size >= env.world_size, "MASTER_ADDR"), env.master_port,
+          env.token);
     }
     auto tcp = std::make_shared<TcpStore>(env.master_addr, env.master_port, env.token, timeout);
     address = tcp->local_address();

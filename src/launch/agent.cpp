@@ -5,8 +5,6 @@
 // Workers use the same store under <rdzv-id>/r<N>/ (DTRAIN_STORE_PREFIX).
 #include "launch/agent.hpp"
 
-#include <arpa/inet.h>
-#include <netdb.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -46,46 +44,6 @@ std::string random_token() {
 void say(const std::string& s) {
   std::fprintf(stderr, "dtrun: %s\n", s.c_str());
   std::fflush(stderr);
-}
-
-bool is_loopback(const sockaddr* a) {
-  if (a->sa_family == AF_INET)
-    return (ntohl(reinterpret_cast<const sockaddr_in*>(a)->sin_addr.s_addr) >> 24) == 127;
-  return a->sa_family == AF_INET6 && IN6_IS_ADDR_LOOPBACK(&reinterpret_cast<const sockaddr_in6*>(a)->sin6_addr);
-}
-
-// Where node rank 0's store listens: the endpoint host's address when it is one of this machine's
-// (loopback for 127.0.0.1, the default), else "" (all addresses). With several nodes, a name that
-// resolves here to loopback only (/etc/hosts' "127.0.1.1 node01") also means all addresses: the
-// other nodes reach this one by its real address.
-std::string listen_address(const std::string& host, int nnodes) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* found = nullptr;
-  const int rc = getaddrinfo(host.c_str(), nullptr, &hints, &found);
-  require(rc == 0, "--rdzv-endpoint host " + host + " does not resolve here (" + gai_strerror(rc) +
-                       "): node rank 0 hosts the store, so give this machine's name or address");
-  std::string loopback, chosen;
-  for (addrinfo* a = found; a && chosen.empty(); a = a->ai_next) {
-    Socket s(::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol));
-    if (!s.valid() || ::bind(s.fd(), a->ai_addr, a->ai_addrlen) != 0) continue;  // not this machine's
-    char addr[NI_MAXHOST] = {0};
-    getnameinfo(a->ai_addr, a->ai_addrlen, addr, sizeof addr, nullptr, 0, NI_NUMERICHOST);
-    std::string& slot = is_loopback(a->ai_addr) ? loopback : chosen;
-    if (slot.empty()) slot = addr;
-  }
-  freeaddrinfo(found);
-  if (!chosen.empty()) return chosen;
-  if (!loopback.empty()) {
-    unsigned char raw[sizeof(in6_addr)];
-    const bool names_loopback = host == "localhost" || inet_pton(AF_INET, host.c_str(), raw) == 1 ||
-                                inet_pton(AF_INET6, host.c_str(), raw) == 1;
-    return nnodes == 1 || names_loopback ? loopback : "";
-  }
-  say("note: --rdzv-endpoint host " + host + " is not an address of this machine, which hosts the store " +
-      "(node rank 0); listening on all its addresses");
-  return "";
 }
 
 struct Round {
@@ -143,7 +101,12 @@ class Agent {
       server_ = std::make_unique<TcpStoreServer>(host_, 0, token_);
       port_ = server_->port();
     } else if (o_.node_rank == 0) {
-      server_ = std::make_unique<TcpStoreServer>(listen_address(host_, o_.nnodes), port_, token_);
+      bool foreign = false;
+      server_ = std::make_unique<TcpStoreServer>(listen_address(host_, o_.nnodes == 1, "--rdzv-endpoint host", &foreign),
+                                                 port_, token_);
+      if (foreign)
+        say("note: --rdzv-endpoint host " + host_ + " is not an address of this machine, which hosts the store " +
+            "(node rank 0); listening on all its addresses");
     }
     const Millis t(int64_t(o_.rdzv_timeout_s) * 1000);
     auto client = std::make_shared<TcpStore>(host_, port_, token_, t, t, [] { return g_signal != 0; });

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Where dtrun's store listens without --standalone: an endpoint on 127.0.0.1 binds loopback only
-# (one node, and node rank 0 of several nodes on one machine), not every address; SIGTERM stops
+# Where stores listen: dtrun's without --standalone, for an endpoint on 127.0.0.1, binds loopback only
+# (one node, and node rank 0 of several nodes on one machine), not every address, and so does rank
+# 0's own store (no dtrun) for MASTER_ADDR=127.0.0.1; SIGTERM stops
 # an agent that waits in the rendezvous for a node that never comes, or for node 0 to listen.
 source "$2/tests/e2e/lib.sh" "$1" "$2" "to pick a free port"
 command -v ss >/dev/null || { echo "SKIP: no ss (iproute2) to list listening sockets"; exit 77; }
@@ -50,4 +51,17 @@ wait "$agent" || rc=$?
 [ "$rc" -eq 143 ] || { cat "$work/node1.out"; fail "node 1: dtrun exited $rc after SIGTERM, expected 143"; }
 grep -q "stopped by signal 15" "$work/node1.out" || { cat "$work/node1.out"; fail "node 1: no signal report"; }
 echo "node1_connecting: stopped by SIGTERM while waiting for node 0"
-echo "PASS: dtrun on 127.0.0.1 listens on loopback only; every agent stops on SIGTERM"
+
+# Without dtrun, rank 0 hosts the store where MASTER_ADDR points (127.0.0.1: loopback only).
+port=$(free_port)
+RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port DTRAIN_JOB_TOKEN=listen \
+  "$bin/dtrain" train --config "$src/configs/quickstart.toml" --set data.dir="$work/data" --set parallel.timeout_s=600 \
+  --run-dir "$work/rank0" >"$work/rank0.out" 2>&1 &
+rank0=$!
+pids+=("$rank0")
+wait_for 60 has_listener "$rank0" || { cat "$work/rank0.out"; fail "rank 0 never listened"; }
+addr=$(listening "$rank0")
+kill -9 "$rank0"
+[ "$addr" = "127.0.0.1:$port" ] || fail "rank 0 with MASTER_ADDR=127.0.0.1 listens on '$addr', expected 127.0.0.1:$port only"
+echo "rank0_without_dtrun: listened on $addr only"
+echo "PASS: stores for 127.0.0.1 listen on loopback only; every agent stops on SIGTERM"
