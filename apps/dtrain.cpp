@@ -161,7 +161,7 @@ int cmd_eval(int argc, char** argv) {
   configure_threads(int(a.integer("threads", 0)));
   TokenFile tokens(data + "/" + split + ".bin");
   tokens.check_ids();
-  check_vocab_matches(data + "/vocab.txt", tokens);
+  check_vocab_matches(data + "/vocab.txt", {&tokens});
   require(int64_t(tokens.vocab_size()) == mc.vocab_size,
           data + " has a vocabulary of " + std::to_string(tokens.vocab_size()) + " words but the checkpoint " +
               std::to_string(mc.vocab_size) + ": evaluate on the data the model was trained on");

@@ -94,10 +94,9 @@ uint32_t Vocabulary::id(std::string_view word) const {
 }
 
 int64_t Vocabulary::encode_line(std::string_view line, std::vector<uint32_t>& out) const {
-  size_t before = out.size();
-  for_each_word(line, [&](std::string_view w) { out.push_back(id(w)); });
-  if (eos_ && out.size() > before) out.push_back(eos_id());
-  return int64_t(out.size() - before);
+  const int64_t words = encode_text(line, false, out);
+  if (eos_ && words > 0) out.push_back(eos_id());
+  return words > 0 && eos_ ? words + 1 : words;
 }
 
 int64_t Vocabulary::encode_text(std::string_view text, bool eos, std::vector<uint32_t>& out) const {
@@ -218,12 +217,21 @@ VocabBuilder::VocabBuilder(const VocabOptions& opts) : opts_(opts) {
 }
 
 void VocabBuilder::add_line(std::string_view line) {
-  bool has_word = false;
-  for_each_word(line, [&](std::string_view) { has_word = true; });
-  add_text(line, has_word);
+  if (count_words(line) > 0) count_eos();
 }
 
 void VocabBuilder::add_text(std::string_view text, bool eos) {
+  count_words(text);
+  if (eos) count_eos();
+}
+
+void VocabBuilder::count_eos() {
+  if (!opts_.eos) return;
+  ++eos_;
+  ++tokens_;
+}
+
+int64_t VocabBuilder::count_words(std::string_view text) {
   int64_t words = 0;
   std::string lowered;
   for_each_word(text, [&](std::string_view w) {
@@ -245,10 +253,7 @@ void VocabBuilder::add_text(std::string_view text, bool eos) {
     }
   });
   tokens_ += words;
-  if (opts_.eos && eos) {
-    ++eos_;
-    ++tokens_;
-  }
+  return words;
 }
 
 Vocabulary VocabBuilder::build() const {
@@ -277,16 +282,17 @@ Vocabulary VocabBuilder::build() const {
 }
 
 // ---------------------------------------------------------------------------------------------
-void check_vocab_matches(const std::string& vocab_path, const TokenFile& tokens) {
+void check_vocab_matches(const std::string& vocab_path, std::initializer_list<const TokenFile*> token_files) {
   const std::string fix = ": run `dtrain data prepare` (or `dtrain data builtin`) again into that folder";
   std::error_code ec;
-  require(std::filesystem::exists(vocab_path, ec),
-          "vocabulary file " + vocab_path + " is missing (it belongs next to " + tokens.path() + ")" + fix);
+  require(std::filesystem::exists(vocab_path, ec), "vocabulary file " + vocab_path + " is missing (it belongs next to " +
+                                                       (*token_files.begin())->path() + ")" + fix);
   const int64_t words = Vocabulary::load(vocab_path).size();
-  require(words == int64_t(tokens.vocab_size()),
-          "vocabulary file " + vocab_path + " lists " + std::to_string(words) + " words but " + tokens.path() +
-              " was written for a vocabulary of " + std::to_string(tokens.vocab_size()) + fix +
-              " to write them together");
+  for (const TokenFile* tokens : token_files)
+    require(words == int64_t(tokens->vocab_size()),
+            "vocabulary file " + vocab_path + " lists " + std::to_string(words) + " words but " + tokens->path() +
+                " was written for a vocabulary of " + std::to_string(tokens->vocab_size()) + fix +
+                " to write them together");
 }
 
 }  // namespace dtrain

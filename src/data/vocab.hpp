@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <span>
 #include <string>
 #include <string_view>
@@ -110,11 +111,13 @@ class VocabBuilder {
   int64_t unk_ = 0;
   int64_t eos_ = 0;
   int64_t tokens_ = 0;
+  int64_t count_words(std::string_view text);  // counts a piece's words; returns how many
+  void count_eos();                            // one <eos> marker, when enabled
 };
 
-// Checks that the vocab.txt of a prepared data folder fits one of its token files: throws Error
-// naming both files, both sizes and the fix when `vocab_path` is missing, malformed, or lists another
-// number of words than the vocabulary size recorded in `tokens`.
-void check_vocab_matches(const std::string& vocab_path, const TokenFile& tokens);
+// Checks that the vocab.txt of a prepared data folder fits its token files (read once for all of
+// them): throws Error naming both files, both sizes and the fix when `vocab_path` is missing,
+// malformed, or lists another number of words than the vocabulary size recorded in one of them.
+void check_vocab_matches(const std::string& vocab_path, std::initializer_list<const TokenFile*> token_files);
 
 }  // namespace dtrain

@@ -87,7 +87,6 @@ struct Trainer::Impl {
                            "--input YOUR_TEXT --out " + dir + "` (or `dtrain data builtin --out " + dir + "`)");
     TokenFile f(p);
     f.check_ids();  // a corrupt id would index outside the embedding
-    check_vocab_matches(dir + "/vocab.txt", f);  // checkpoints copy vocab.txt; generate needs it to fit
     return f;
   }
 
@@ -100,6 +99,8 @@ struct Trainer::Impl {
         train_tokens(open_split(data_dir, "train")),
         valid_tokens(open_split(data_dir, "valid")),
         test_tokens(open_split(data_dir, "test")) {
+    // checkpoints copy vocab.txt, and generate needs it to fit the model
+    check_vocab_matches(data_dir + "/vocab.txt", {&train_tokens, &valid_tokens, &test_tokens});
     cfg.model.vocab_size = train_tokens.vocab_size();
     cfg.validate();
     cfg.model.validate();

@@ -481,12 +481,15 @@ TEST(Vocab, CheckVocabMatchesTokenFiles) {
   auto v = Vocabulary::build({"a b c"});  // <unk> <eos> a b c
   v.save(d / "vocab.txt");
   write_token_file(d / "train.bin", 5, std::vector<uint32_t>{2, 3, 4, 1});
-  check_vocab_matches(d / "vocab.txt", TokenFile(d / "train.bin"));
+  const TokenFile train(d / "train.bin");
+  check_vocab_matches(d / "vocab.txt", {&train});
   write_token_file(d / "big.bin", 3143, std::vector<uint32_t>{2, 3});
-  expect_error([&] { check_vocab_matches(d / "vocab.txt", TokenFile(d / "big.bin")); },
+  const TokenFile big(d / "big.bin");
+  // every file given is checked, not only the first
+  expect_error([&] { check_vocab_matches(d / "vocab.txt", {&train, &big}); },
                "vocabulary file " + (d / "vocab.txt") + " lists 5 words but " + (d / "big.bin") +
                    " was written for a vocabulary of 3143: run `dtrain data prepare`");
-  expect_error([&] { check_vocab_matches(d / "none.txt", TokenFile(d / "train.bin")); },
+  expect_error([&] { check_vocab_matches(d / "none.txt", {&train}); },
                "vocabulary file " + (d / "none.txt") + " is missing");
 }
 
