@@ -70,8 +70,6 @@ std::vector<std::string> plain_files(const std::string& input) {
 constexpr size_t kBlockBytes = size_t(64) << 10;  // read size; the first block is also the binary test
 constexpr size_t kMaxPiece = size_t(16) << 10;    // longer lines are handed out in pieces of at most this
 
-bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
-
 // Throws when the start of `path` looks binary: a NUL byte, or more than 10% control bytes.
 void reject_binary(const std::string& path, std::string_view head) {
   const std::string fix = ": pass UTF-8 text files with --input (convert UTF-16 text with iconv -f utf-16 -t utf-8)";
@@ -80,7 +78,7 @@ void reject_binary(const std::string& path, std::string_view head) {
     throw Error("input " + path + " is a binary file, not text (a NUL byte at offset " + std::to_string(nul) + ")" +
                 fix);
   size_t control = 0;
-  for (unsigned char c : head) control += (c < 0x20 && !is_space(char(c))) || c == 0x7F;
+  for (unsigned char c : head) control += (c < 0x20 && !is_word_space(char(c))) || c == 0x7F;
   if (control * 10 > head.size())
     throw Error("input " + path + " is a binary file, not text (" + std::to_string(control) + " control bytes in its first " +
                 std::to_string(head.size()) + " bytes)" + fix);
@@ -120,7 +118,7 @@ int utf8_step(const unsigned char* p, size_t n) {
 // leaves words whole, else (one giant word) at the last UTF-8 character start.
 size_t cut_point(std::string_view s) {
   for (size_t i = kMaxPiece; i > 0; --i)
-    if (is_space(s[i - 1]) || is_space(s[i])) return i;
+    if (is_word_space(s[i - 1]) || is_word_space(s[i])) return i;
   size_t i = kMaxPiece;
   while (i > 0 && (static_cast<unsigned char>(s[i]) & 0xC0) == 0x80) --i;
   return i > 0 ? i : kMaxPiece;
@@ -145,7 +143,7 @@ void for_each_piece(const std::string& path, const std::function<void(std::strin
   auto hand_out = [&](std::string_view piece, bool line_end) {
     if (!line_has_word)
       for (char c : piece)
-        if (!is_space(c)) {
+        if (!is_word_space(c)) {
           line_has_word = true;
           break;
         }

@@ -25,15 +25,19 @@ struct VocabOptions {
 // bytes pass through unchanged.
 std::string lowercase_utf8(std::string_view s);
 
+// What separates words: ASCII white space.
+inline bool is_word_space(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+}
+
 // Calls fn(word) for every maximal run of non-whitespace bytes (ASCII whitespace) in `line`.
 template <class F>
 void for_each_word(std::string_view line, F&& fn) {
-  auto space = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; };
   size_t i = 0, n = line.size();
   while (i < n) {
-    while (i < n && space(line[i])) ++i;
+    while (i < n && is_word_space(line[i])) ++i;
     size_t j = i;
-    while (j < n && !space(line[j])) ++j;
+    while (j < n && !is_word_space(line[j])) ++j;
     if (j > i) fn(line.substr(i, j - i));
     i = j;
   }
