@@ -7,6 +7,7 @@
 #include <set>
 
 #include "core/atomic_file.hpp"
+#include "core/error.hpp"
 #include "core/json.hpp"
 
 namespace dtrain {
@@ -50,8 +51,9 @@ bool is_index(const Json& d) {
 
 }  // namespace
 
-void write_safetensors(const std::string& path, const std::vector<SafeTensorView>& tensors,
-                       const std::map<std::string, std::string>& metadata) {
+SafetensorsWriter::SafetensorsWriter(const std::string& path, std::vector<SafeTensorSpec> specs,
+                                     const std::map<std::string, std::string>& metadata)
+    : path_(path), specs_(std::move(specs)) {
   Json header = Json::object();
   if (!metadata.empty()) {
     Json meta = Json::object();
@@ -59,12 +61,9 @@ void write_safetensors(const std::string& path, const std::vector<SafeTensorView
     header["__metadata__"] = std::move(meta);
   }
   std::set<std::string> seen;
-  std::vector<ConstBuffer> parts;
-  parts.reserve(tensors.size() + 2);
-  parts.push_back({nullptr, 0});  // length prefix, filled below
-  parts.push_back({nullptr, 0});  // header
+  nbytes_.reserve(specs_.size());
   uint64_t offset = 0;
-  for (const SafeTensorView& t : tensors) {
+  for (const SafeTensorSpec& t : specs_) {
     require(!t.name.empty(), "cannot write " + path + ": a tensor has an empty name; name it");
     require(t.name != "__metadata__",
             "cannot write " + path + ": '__metadata__' is reserved; rename that tensor");
@@ -80,9 +79,6 @@ void write_safetensors(const std::string& path, const std::vector<SafeTensorView
     require(checked_nbytes(t.shape, dtype_size(t.dtype), &nbytes),
             "cannot write " + path + ": tensor " + single_quoted(t.name) + " shape " +
                 shape_str(t.shape) + " is too large; fix the shape");
-    require(nbytes == 0 || t.data != nullptr, "cannot write " + path + ": tensor " +
-                                                  single_quoted(t.name) +
-                                                  " has no data pointer; pass its memory");
     Json entry = Json::object();
     entry["dtype"] = dtype_name(t.dtype);
     entry["shape"] = std::move(shape);
@@ -92,16 +88,55 @@ void write_safetensors(const std::string& path, const std::vector<SafeTensorView
     entry["data_offsets"] = std::move(offsets);
     header[t.name] = std::move(entry);
     offset += nbytes;
-    parts.push_back({t.data, size_t(nbytes)});
+    nbytes_.push_back(nbytes);
   }
   std::string header_text = header.dump();
   header_text.append((8 - header_text.size() % 8) % 8, ' ');
   uint8_t len_le[8];
   uint64_t n = header_text.size();
   for (int i = 0; i < 8; ++i) len_le[i] = uint8_t(n >> (8 * i));
-  parts[0] = {len_le, 8};
-  parts[1] = {header_text.data(), header_text.size()};
-  write_file_atomic(path, std::span<const ConstBuffer>(parts));
+  file_.emplace(path_);
+  file_->write(len_le, 8);
+  file_->write(header_text);
+}
+
+const SafeTensorSpec& SafetensorsWriter::next() const {
+  DT_ASSERT(next_ < specs_.size());
+  return specs_[next_];
+}
+
+void SafetensorsWriter::append(const void* data) {
+  require(next_ < specs_.size(), "cannot write " + path_ + ": a tensor was appended after all " +
+                                     std::to_string(specs_.size()) +
+                                     " declared tensors; declare every tensor in the specs");
+  const SafeTensorSpec& t = specs_[next_];
+  const uint64_t nbytes = nbytes_[next_];
+  require(nbytes == 0 || data != nullptr, "cannot write " + path_ + ": tensor " +
+                                              single_quoted(t.name) +
+                                              " has no data pointer; pass its memory");
+  DT_ASSERT(file_.has_value());
+  file_->write(data, size_t(nbytes));
+  ++next_;
+}
+
+void SafetensorsWriter::commit() {
+  if (!done()) {
+    throw Error("cannot write " + path_ + ": commit after " + std::to_string(next_) + " of " +
+                std::to_string(specs_.size()) + " tensors; append tensor " +
+                single_quoted(specs_[next_].name) + " and the rest first");
+  }
+  DT_ASSERT(file_.has_value());
+  file_->commit();
+}
+
+void write_safetensors(const std::string& path, const std::vector<SafeTensorView>& tensors,
+                       const std::map<std::string, std::string>& metadata) {
+  std::vector<SafeTensorSpec> specs;
+  specs.reserve(tensors.size());
+  for (const SafeTensorView& t : tensors) specs.push_back({t.name, t.dtype, t.shape});
+  SafetensorsWriter writer(path, std::move(specs), metadata);
+  for (const SafeTensorView& t : tensors) writer.append(t.data);
+  writer.commit();
 }
 
 SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {

@@ -4,9 +4,11 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "core/atomic_file.hpp"
 #include "tensor/tensor.hpp"
 
 namespace dtrain {
@@ -21,8 +23,42 @@ struct SafeTensorView {
   const void* data = nullptr;
 };
 
-// Writes the tensors in the given order (data back to back, header keys in the same order, then
-// "__metadata__" if non-empty) atomically via write_file_atomic. Error on duplicate or empty names,
+// Describes one tensor to be written later (name, dtype, shape), without its data.
+struct SafeTensorSpec {
+  std::string name;
+  DType dtype = DType::f32;
+  std::vector<int64_t> shape;
+};
+
+// Writes a safetensors file tensor by tensor, so that not all tensors need to be in memory at once:
+// the header (all names, dtypes, shapes, offsets, and metadata) is made and validated up front from
+// the specs, then append() gives each tensor's bytes in the spec order; commit() makes the file
+// appear atomically (AtomicFile). Destroyed without commit, nothing appears. Same validation errors
+// as write_safetensors (one line naming file, tensor, fix).
+class SafetensorsWriter {
+ public:
+  SafetensorsWriter(const std::string& path, std::vector<SafeTensorSpec> specs,
+                    const std::map<std::string, std::string>& metadata = {});
+  SafetensorsWriter(const SafetensorsWriter&) = delete;
+  SafetensorsWriter& operator=(const SafetensorsWriter&) = delete;
+
+  // The next tensor's bytes (numel * dtype size bytes at data; may be null for an empty tensor).
+  // Error if called more times than there are specs.
+  void append(const void* data);
+  const SafeTensorSpec& next() const;  // the spec append() expects next (internal assertion if none left)
+  bool done() const { return next_ == specs_.size(); }  // every tensor appended
+  void commit();  // Error if not every tensor was appended
+
+ private:
+  std::string path_;
+  std::vector<SafeTensorSpec> specs_;
+  std::vector<uint64_t> nbytes_;  // per spec
+  size_t next_ = 0;
+  std::optional<AtomicFile> file_;  // opened once the header is valid
+};
+
+// Writes the tensors in the given order (data back to back, header keys in the same order, after
+// "__metadata__" if non-empty) atomically, via SafetensorsWriter. Error on duplicate or empty names,
 // the reserved name "__metadata__", negative dimensions, or a null data pointer for a non-empty tensor.
 void write_safetensors(const std::string& path, const std::vector<SafeTensorView>& tensors,
                        const std::map<std::string, std::string>& metadata = {});

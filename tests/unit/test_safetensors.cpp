@@ -1,8 +1,9 @@
-// Tests for safetensors read/write (round trip, validation of damaged files) and atomic file and
-// directory replacement.
+// Tests for safetensors read/write (round trip, streaming writer, validation of damaged files) and
+// atomic file and directory replacement.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -56,6 +57,14 @@ struct Sample {
             {"ids", DType::i32, {2, 2}, i.data()}};
   }
 };
+
+// Names of the entries in a directory, sorted.
+std::vector<std::string> dir_names(const fs::path& dir) {
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename());
+  std::sort(names.begin(), names.end());
+  return names;
+}
 
 }  // namespace
 
@@ -137,6 +146,123 @@ TEST(Safetensors, WriterRejectsBadInput) {
   EXPECT_THROW(write_safetensors(dir / "a", {{"a", DType::f32, {-1}, &x}}), Error);
   EXPECT_THROW(write_safetensors(dir / "a", {{"a", DType::f32, {1}, nullptr}}), Error);
   EXPECT_FALSE(fs::exists(dir / "a"));
+}
+
+TEST(SafetensorsWriter, TensorByTensorEqualsWholeFileWrite) {
+  TempDir dir;
+  Sample s;
+  const std::map<std::string, std::string> meta{{"step", "7"}, {"config", "{}"}};
+  std::vector<SafeTensorView> views = s.views();
+  float scalar = 2.5f;
+  views.push_back({"empty", DType::f32, {0, 4}, nullptr});
+  views.push_back({"scalar", DType::f32, {}, &scalar});
+  write_safetensors(dir / "whole.safetensors", views, meta);
+
+  std::vector<SafeTensorSpec> specs;
+  for (const auto& v : views) specs.push_back({v.name, v.dtype, v.shape});
+  SafetensorsWriter w(dir / "streamed.safetensors", specs, meta);
+  for (const auto& v : views) {
+    EXPECT_FALSE(w.done());
+    EXPECT_EQ(w.next().name, v.name);
+    EXPECT_EQ(w.next().shape, v.shape);
+    // Each tensor lives in its own short-lived buffer, as a gathered FSDP unit would.
+    size_t nbytes = size_t(shape_numel(v.shape)) * dtype_size(v.dtype);
+    std::vector<char> buf(static_cast<const char*>(v.data), static_cast<const char*>(v.data) + nbytes);
+    w.append(nbytes ? buf.data() : nullptr);
+  }
+  EXPECT_TRUE(w.done());
+  EXPECT_FALSE(fs::exists(dir / "streamed.safetensors"));  // appears only on commit
+  w.commit();
+
+  EXPECT_EQ(read_file(dir / "streamed.safetensors"), read_file(dir / "whole.safetensors"));
+  SafetensorsFile f(dir / "streamed.safetensors");
+  EXPECT_EQ(f.names(), (std::vector<std::string>{"w.f32", "emb.bf16", "ids", "empty", "scalar"}));
+  EXPECT_EQ(f.metadata(), meta);
+  std::vector<uint16_t> b2(5);
+  f.read_into("emb.bf16", DType::bf16, {5}, b2.data());
+  EXPECT_EQ(b2, s.b);
+  std::vector<int32_t> i2(4);
+  f.read_into("ids", DType::i32, {2, 2}, i2.data());
+  EXPECT_EQ(i2, s.i);
+  float out = 0;
+  f.read_into("scalar", DType::f32, {}, &out);
+  EXPECT_EQ(out, 2.5f);
+  EXPECT_EQ(dir_names(dir.path()),
+            (std::vector<std::string>{"streamed.safetensors", "whole.safetensors"}));
+}
+
+TEST(SafetensorsWriter, DestroyedBeforeCommitLeavesNothing) {
+  TempDir dir;
+  Sample s;
+  const std::vector<SafeTensorView> views = s.views();
+  std::vector<SafeTensorSpec> specs;
+  for (const auto& v : views) specs.push_back({v.name, v.dtype, v.shape});
+  {
+    SafetensorsWriter w(dir / "new.safetensors", specs);
+    w.append(views[0].data);
+    EXPECT_EQ(dir_names(dir.path()).size(), 1u);  // the temporary, while writing
+  }
+  EXPECT_TRUE(dir_names(dir.path()).empty());  // no file, no temporary
+
+  // An existing file at the path is left as it was.
+  write_file_atomic(dir / "old.safetensors", std::string_view("old"));
+  {
+    SafetensorsWriter w(dir / "old.safetensors", specs);
+    for (const auto& v : views) w.append(v.data);
+  }
+  EXPECT_EQ(read_file(dir / "old.safetensors"), "old");
+  EXPECT_EQ(dir_names(dir.path()), (std::vector<std::string>{"old.safetensors"}));
+}
+
+TEST(SafetensorsWriter, WrongNumberOfAppendsFails) {
+  TempDir dir;
+  Sample s;
+  const std::vector<SafeTensorView> views = s.views();
+  std::vector<SafeTensorSpec> specs;
+  for (const auto& v : views) specs.push_back({v.name, v.dtype, v.shape});
+  const std::string path = dir / "m.safetensors";
+  {
+    SafetensorsWriter w(path, specs);
+    w.append(views[0].data);
+    std::string msg = error_of([&] { w.commit(); });
+    EXPECT_TRUE(contains(msg, path) && contains(msg, "1 of 3") && contains(msg, "'emb.bf16'")) << msg;
+  }
+  EXPECT_FALSE(fs::exists(path));
+  {
+    SafetensorsWriter w(path, specs);
+    for (const auto& v : views) w.append(v.data);
+    float extra = 1.f;
+    std::string msg = error_of([&] { w.append(&extra); });
+    EXPECT_TRUE(contains(msg, path) && contains(msg, "after all 3")) << msg;
+    EXPECT_THROW(w.next(), std::logic_error);
+  }
+  EXPECT_FALSE(fs::exists(path));
+  EXPECT_TRUE(dir_names(dir.path()).empty());
+}
+
+TEST(SafetensorsWriter, SameValidationErrorsAsWriteSafetensors) {
+  TempDir dir;
+  float x = 0;
+  const std::string path = dir / "a";
+  auto both = [&](const std::vector<SafeTensorView>& views) {
+    std::vector<SafeTensorSpec> specs;
+    for (const auto& v : views) specs.push_back({v.name, v.dtype, v.shape});
+    std::string whole = error_of([&] { write_safetensors(path, views); });
+    std::string streamed = error_of([&] {
+      SafetensorsWriter w(path, specs);
+      for (const auto& v : views) w.append(v.data);
+      w.commit();
+    });
+    EXPECT_FALSE(whole.empty());
+    EXPECT_EQ(whole, streamed);
+    return whole;
+  };
+  EXPECT_TRUE(contains(both({{"a", DType::f32, {1}, &x}, {"a", DType::f32, {1}, &x}}), "'a' appears twice"));
+  EXPECT_TRUE(contains(both({{"", DType::f32, {1}, &x}}), "empty name"));
+  EXPECT_TRUE(contains(both({{"a", DType::f32, {2, -1}, &x}}), "negative dimension"));
+  EXPECT_TRUE(contains(both({{"a", DType::f32, {1}, &x}, {"b", DType::f32, {3}, nullptr}}),
+                       "'b' has no data pointer"));
+  EXPECT_TRUE(dir_names(dir.path()).empty());
 }
 
 TEST(Safetensors, DamagedFilesGiveErrors) {
@@ -251,7 +377,7 @@ TEST(AtomicFile, FailedWriteLeavesOldFileIntact) {
   Sample s;
   write_safetensors(path, s.views());
   const std::string before = read_file(path);
-  // The writer rejects this before touching the disk ...
+  // The writer rejects this (and removes its temporary) ...
   EXPECT_THROW(write_safetensors(path, {{"x", DType::f32, {4}, nullptr}}), Error);
   EXPECT_EQ(read_file(path), before);
   // ... and a write into a missing directory fails cleanly with a fix in the message.
