@@ -7,12 +7,13 @@
 
 namespace dtrain {
 
-TransformerLM::TransformerLM(const ModelConfig& c, int64_t max_batch, ComputeDevice& device)
+TransformerLM::TransformerLM(const ModelConfig& c, int64_t max_batch, ComputeDevice& device, ParamStorage storage)
     : dev_(device), c_(c), max_batch_(max_batch), arena_(device) {
   c_.validate();
   const int64_t R = max_batch * c.seq_len, d = c.dim;
   wte_ = embed_unit_.add("embed.weight", {c.vocab_size, d}, Init::xavier);
   if (c.learned_positions) wpe_ = embed_unit_.add("pos.weight", {c.seq_len, d}, Init::xavier);
+  embed_unit_.set_backward_reads_params(false);
   units_.push_back(&embed_unit_);
   for (int i = 0; i < c.layers; ++i) {
     blocks_.push_back(std::make_unique<Block>(dev_, c_, i, uint32_t(i + 1), arena_, R));
@@ -21,17 +22,22 @@ TransformerLM::TransformerLM(const ModelConfig& c, int64_t max_batch, ComputeDev
   if (c.final_norm) norm_f_ = LayerNorm(dev_, head_unit_, "norm_f", d, c.ln_eps, arena_, R);
   if (!c.tied) head_w_ = head_unit_.add("head.weight", {c.vocab_size, d}, Init::xavier);
   if (c.head_bias) head_b_ = head_unit_.add("head.bias", {c.vocab_size}, Init::fan_in_uniform, d);
+  if (c.tied) head_unit_.add_read(&embed_unit_);
   units_.push_back(&head_unit_);
 
   int64_t total = 0;
-  for (Unit* u : units_) total += u->numel();
-  params_ = Buffer(dev_, sizeof(float) * total);
-  grads_ = Buffer(dev_, sizeof(float) * total);
-  int64_t off = 0;
   for (Unit* u : units_) {
-    u->bind(params_.f32() + off, grads_.f32() + off);
-    off += u->numel();
+    total += u->numel();
     for (const auto& p : u->params()) num_params_ += p.numel();
+  }
+  if (storage == ParamStorage::owned) {
+    params_ = Buffer(dev_, sizeof(float) * total);
+    grads_ = Buffer(dev_, sizeof(float) * total);
+    int64_t off = 0;
+    for (Unit* u : units_) {
+      u->bind(params_.f32() + off, grads_.f32() + off);
+      off += u->numel();
+    }
   }
 
   pos_table_ = arena_.f32(c.seq_len * d);
@@ -51,9 +57,23 @@ TransformerLM::TransformerLM(const ModelConfig& c, int64_t max_batch, ComputeDev
   dev_.synchronize();  // the position table's host copy goes out of scope
 }
 
-void TransformerLM::zero_grad() { dev_.zero(grads_.data(), grads_.size()); }
+void TransformerLM::zero_grad() {
+  DT_ASSERT(owns_params());
+  dev_.zero(grads_.data(), grads_.size());
+}
+
+int64_t TransformerLM::offset_of(const Unit& u) const {
+  int64_t off = 0;
+  for (const Unit* v : units_) {
+    if (v == &u) return off;
+    off += v->numel();
+  }
+  DT_ASSERT(false);
+  return -1;
+}
 
 float* TransformerLM::host_params() {
+  DT_ASSERT(owns_params());
   if (dev_.host_accessible()) return params_.f32();
   if (!host_params_.data()) host_params_ = Buffer(host_memory(), params_.size());
   dev_.download(host_params_.data(), params_.data(), params_.size());
@@ -71,7 +91,7 @@ void TransformerLM::init_weights(uint64_t seed) {
   // fill the host array through the units, then point them back at the device buffers
   for (Unit* u : units_) u->bind(host + offset_of(*u), u->grad_data());
   init_parameters(units_, seed);
-  for (Unit* u : units_) u->bind(params_.f32() + (u->param_data() - host), u->grad_data());
+  for (Unit* u : units_) u->bind(params_.f32() + offset_of(*u), u->grad_data());
   upload_host_params();
 }
 
@@ -125,6 +145,7 @@ void TransformerLM::queue_forward_backward(const int32_t* host_inputs, const int
   const int64_t rows = ctx.rows(), d = c_.dim;
   const int32_t* inputs = stage(host_inputs, inputs_, rows);
   const int32_t* targets = stage(host_targets, targets_, rows);
+  if (hooks) hooks->begin_pass(true);
   const float* h = run_forward(inputs, ctx, hooks);
   ClassifierArgs a{h, head_weight(), c_.head_bias ? head_b_.data() : nullptr, targets, rows, d,
                    c_.vocab_size, ctx.precision};
@@ -157,6 +178,7 @@ void TransformerLM::queue_forward_backward(const int32_t* host_inputs, const int
   dev_.embedding_backward(inputs, dout, wte_.grad(), c_.learned_positions ? wpe_.grad() : nullptr, ctx.B,
                      ctx.T, d);
   if (hooks) hooks->post_backward(embed_unit_);
+  if (hooks) hooks->end_pass();
 }
 
 double TransformerLM::forward_loss(const int32_t* host_inputs, const int32_t* host_targets, const StepContext& ctx,
@@ -165,12 +187,14 @@ double TransformerLM::forward_loss(const int32_t* host_inputs, const int32_t* ho
   eval.training = false;
   const int64_t rows = ctx.rows();
   const int32_t* targets = stage(host_targets, targets_, rows);
+  if (hooks) hooks->begin_pass(false);
   const float* h = run_forward(stage(host_inputs, inputs_, rows), eval, hooks);
   ClassifierArgs a{h, head_weight(), c_.head_bias ? head_b_.data() : nullptr, targets, rows,
                    c_.dim, c_.vocab_size, ctx.precision};
   const bool host = dev_.host_accessible();
   dev_.classifier_loss(a, per_row && !host ? per_row_ : per_row, loss_sum_);
   if (hooks) hooks->post_forward(head_unit_);
+  if (hooks) hooks->end_pass();
   if (per_row && !host) dev_.download(per_row, per_row_, sizeof(float) * size_t(rows));
   return take_loss();
 }
@@ -179,6 +203,7 @@ void TransformerLM::logits(const int32_t* host_inputs, const StepContext& ctx, f
   StepContext eval = ctx;
   eval.training = false;
   const int64_t rows = ctx.rows();
+  if (hooks) hooks->begin_pass(false);
   const float* h = run_forward(stage(host_inputs, inputs_, rows), eval, hooks);
   const size_t bytes = sizeof(float) * size_t(rows * c_.vocab_size);
   Buffer on_device;  // generation and checks only: not in the step loop
@@ -187,6 +212,7 @@ void TransformerLM::logits(const int32_t* host_inputs, const StepContext& ctx, f
   dev_.matmul(h, head_weight(), y,
               linear_forward_args(rows, c_.dim, c_.vocab_size, c_.head_bias ? head_b_.data() : nullptr, ctx.precision));
   if (hooks) hooks->post_forward(head_unit_);
+  if (hooks) hooks->end_pass();
   if (on_device.data()) dev_.download(out, y, bytes);
 }
 

@@ -17,12 +17,22 @@ struct UnitHooks {
   virtual void post_forward(Unit&) {}
   virtual void pre_backward(Unit&) {}
   virtual void post_backward(Unit&) {}
+  // Around each pass of the model: `backward` says whether a backward follows the forward (then the
+  // head writes its gradients during its forward: the classifier and loss are fused).
+  virtual void begin_pass(bool /*backward*/) {}
+  virtual void end_pass() {}
 };
+
+// Who provides the units' parameter and gradient storage: the model (one buffer each for all
+// units), or a parallel strategy that binds each unit's storage itself (FSDP: a gathered buffer for
+// the unit's hook window, the parameters otherwise living as shards).
+enum class ParamStorage { owned, bound_by_caller };
 
 class TransformerLM {
  public:
   // Plans every buffer, on `device`, for batches of up to max_batch samples of config.seq_len tokens.
-  TransformerLM(const ModelConfig& config, int64_t max_batch, ComputeDevice& device = cpu_device());
+  TransformerLM(const ModelConfig& config, int64_t max_batch, ComputeDevice& device = cpu_device(),
+                ParamStorage storage = ParamStorage::owned);
   const ModelConfig& config() const { return c_; }
   const std::vector<Unit*>& units() const { return units_; }
   int64_t num_params() const { return num_params_; }
@@ -30,16 +40,18 @@ class TransformerLM {
   size_t activation_bytes() const { return arena_.bytes_used(); }
   ComputeDevice& device() const { return dev_; }
 
+  bool owns_params() const { return params_.data() != nullptr; }
+  // Both need owned storage.
   void init_weights(uint64_t seed);
   void zero_grad();
 
   // All parameters in unit order as a host array (checkpoints read and write it): host_params()
   // returns it up to date; after writing into it, upload_host_params() makes the model use it.
-  // On the CPU it is the model's own buffer.
+  // On the CPU it is the model's own buffer. Owned storage only.
   float* host_params();
   void upload_host_params();
   // Offset of a unit's parameters within that array.
-  int64_t offset_of(const Unit& u) const { return u.param_data() - params_.f32(); }
+  int64_t offset_of(const Unit& u) const;
 
   // Token arrays are host memory: [B*T] each.
   // Training: loss (sum of row losses) and, accumulated into the units' gradient buffers, the

@@ -46,6 +46,14 @@ class Unit {
   }
   float* param_data() const { return param_; }
   float* grad_data() const { return grad_; }
+  // Units whose parameters this unit's forward also reads, and whose gradients it writes (a tied
+  // head reads the embedding's weight): whoever binds storage binds theirs for this unit's window.
+  void add_read(Unit* other) { reads_.push_back(other); }
+  const std::vector<Unit*>& reads() const { return reads_; }
+  // Whether the unit's backward reads its parameters (an embedding's does not: it only scatters
+  // gradients), so a sharding strategy knows whether to gather them for it.
+  void set_backward_reads_params(bool b) { backward_reads_params_ = b; }
+  bool backward_reads_params() const { return backward_reads_params_; }
 
  private:
   std::string name_;
@@ -53,6 +61,8 @@ class Unit {
   int64_t numel_ = 0;
   float* param_ = nullptr;
   float* grad_ = nullptr;
+  std::vector<Unit*> reads_;
+  bool backward_reads_params_ = true;
 };
 
 inline float* ParamRef::data() const { return unit->param_data() + info().offset; }

@@ -47,13 +47,20 @@ float Optimizer::lr_at(int64_t step, int64_t total) const {
   return float(c_.lr * (floor + (1.0 - floor) * f));
 }
 
-double Optimizer::grad_norm() {
+int64_t Optimizer::state_bytes() const {
+  int64_t n = 0;
+  for (const Buffer& b : m_) n += int64_t(b.size());
+  for (const Buffer& b : v_) n += int64_t(b.size());
+  return n;
+}
+
+double Optimizer::grad_sumsq() {
   double* acc = static_cast<double*>(norm_sq_.data());
   dev_.zero(acc, sizeof(double));
   for (const auto& sh : shards_) dev_.sumsq(sh.grad, sh.numel, acc);
   double s = 0;
   dev_.download(&s, acc, sizeof s);
-  return std::sqrt(s);
+  return s;
 }
 
 void Optimizer::scale_grads(float f) {

@@ -71,9 +71,10 @@ std::string describe_difference(const ModelConfig& a, const ModelConfig& b) {
   return "";
 }
 
-// Removes what killed writers of `dir` left beside it (dir.staging.PID, dir.old.PID,
-// dir.deleting.PID). The run dir's lock makes this process its only writer.
-void remove_leftovers_of(const fs::path& dir) {
+}  // namespace
+
+void remove_leftovers_of(const std::string& dir_path) {
+  const fs::path dir(dir_path);
   const fs::path parent = dir.parent_path().empty() ? fs::path(".") : dir.parent_path();
   const std::string stem = dir.filename().string() + ".";
   std::vector<fs::path> doomed;
@@ -83,28 +84,39 @@ void remove_leftovers_of(const fs::path& dir) {
   for (const fs::path& p : doomed) fs::remove_all(p, ec);
 }
 
-}  // namespace
+void require_same_model(const std::string& dir, const ModelConfig& config) {
+  const std::string diff = describe_difference(checkpoint_model_config(dir), config);
+  require(diff.empty(), "checkpoint " + dir + " was written for a different model (" + diff +
+                            "): use the config it was trained with, or start a new run dir");
+}
 
-void save_checkpoint(const std::string& dir, TransformerLM& model, Optimizer* opt, const TrainerState* state,
-                     const Json& run_config, const std::string& vocab_path) {
-  const std::string staged = dir + ".staging." + std::to_string(::getpid());
-  remove_leftovers_of(dir);
-  fs::create_directories(staged);
-  std::map<std::string, std::string> meta{{"format", "dtrain-checkpoint-1"},
-                                          {"dtrain.model", model_to_json(model.config()).dump()}};
-  write_safetensors(staged + "/model.safetensors", weight_views(model), meta);
-  if (opt) {
-    std::vector<SafeTensorView> v;
-    for (const auto& s : opt->state()) v.push_back({s.name, DType::f32, {s.numel}, s.data});
-    write_safetensors(staged + "/optimizer.safetensors", v,
-                      {{"optimizer", opt->config().name}, {"steps", std::to_string(opt->steps_taken())}});
-  }
+void write_checkpoint_extras(const std::string& staged, const TrainerState* state, const Json& run_config,
+                             const std::string& vocab_path) {
   if (state) {
     Json t = state->to_json();
     t["config"] = run_config;
     write_file_atomic(staged + "/trainer.json", t.dump(2));
   }
   if (!vocab_path.empty()) write_file_atomic(staged + "/vocab.txt", read_file(vocab_path));
+}
+
+std::map<std::string, std::string> weights_metadata(const ModelConfig& config) {
+  return {{"format", "dtrain-checkpoint-1"}, {"dtrain.model", model_to_json(config).dump()}};
+}
+
+void save_checkpoint(const std::string& dir, TransformerLM& model, Optimizer* opt, const TrainerState* state,
+                     const Json& run_config, const std::string& vocab_path) {
+  const std::string staged = dir + ".staging." + std::to_string(::getpid());
+  remove_leftovers_of(dir);
+  fs::create_directories(staged);
+  write_safetensors(staged + "/model.safetensors", weight_views(model), weights_metadata(model.config()));
+  if (opt) {
+    std::vector<SafeTensorView> v;
+    for (const auto& s : opt->state()) v.push_back({s.name, DType::f32, {s.numel}, s.data});
+    write_safetensors(staged + "/optimizer.safetensors", v,
+                      {{"optimizer", opt->config().name}, {"steps", std::to_string(opt->steps_taken())}});
+  }
+  write_checkpoint_extras(staged, state, run_config, vocab_path);
   fs::create_directories(fs::path(dir).parent_path().empty() ? fs::path(".") : fs::path(dir).parent_path());
   replace_dir_atomic(staged, dir);
 }
@@ -122,15 +134,15 @@ ModelConfig checkpoint_model_config(const std::string& dir) {
 }
 
 void load_checkpoint(const std::string& dir, TransformerLM& model, Optimizer* opt, TrainerState* state) {
-  const ModelConfig saved = checkpoint_model_config(dir);
-  const std::string diff = describe_difference(saved, model.config());
-  require(diff.empty(), "checkpoint " + dir + " was written for a different model (" + diff +
-                            "): use the config it was trained with, or start a new run dir");
+  require_same_model(dir, model.config());
   SafetensorsFile f(dir + "/model.safetensors");
   for (const auto& v : weight_views(model)) f.read_into(v.name, DType::f32, v.shape, const_cast<void*>(v.data));
   model.upload_host_params();
   if (opt) {
     const std::string path = dir + "/optimizer.safetensors";
+    require(!fs::exists(dir + "/shards"),
+            "checkpoint " + dir + " holds its optimizer state as FSDP shards: resume it with parallel.dp_shard = " +
+                "the shard count it was written with (the number in its shards/ file names)");
     require(fs::exists(path), "checkpoint " + dir + " has no optimizer state: resume from a full "
                               "checkpoint under RUN/checkpoints, not from model_best/model_final");
     SafetensorsFile o(path);

@@ -39,6 +39,18 @@ void save_checkpoint(const std::string& dir, TransformerLM& model, Optimizer* op
 // The model config a checkpoint was written for (Error if dir is not a checkpoint).
 ModelConfig checkpoint_model_config(const std::string& dir);
 
+// Error unless the checkpoint in dir was written for `config` (names the first difference and the fix).
+void require_same_model(const std::string& dir, const ModelConfig& config);
+// Removes what killed writers of dir left beside it (dir.staging.PID, dir.old.PID, dir.deleting.PID).
+// The run dir's lock makes this process its only writer.
+void remove_leftovers_of(const std::string& dir);
+// What every checkpoint holds besides weights: trainer.json (state and run config, when state is
+// given) and vocab.txt, written into the staging folder.
+void write_checkpoint_extras(const std::string& staged, const TrainerState* state, const Json& run_config,
+                             const std::string& vocab_path);
+// model.safetensors' metadata: the format and the model config.
+std::map<std::string, std::string> weights_metadata(const ModelConfig& config);
+
 // Loads weights (and optimizer and state when given). Error if the checkpoint was written for a
 // different model, or is corrupt or truncated.
 void load_checkpoint(const std::string& dir, TransformerLM& model, Optimizer* optimizer, TrainerState* state);

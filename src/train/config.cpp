@@ -117,6 +117,9 @@ const std::map<std::string, Key>& keys() {
        {"float", [](RunConfig& c, const std::string& v) { c.parallel.bucket_mb = parse_float("parallel.bucket_mb", v, "--set"); },
         [](const RunConfig& c) { return Json(c.parallel.bucket_mb); }}},
       INT_KEY("parallel.timeout_s", parallel.timeout_s),
+      INT_KEY("parallel.fsdp_prefetch", parallel.fsdp_prefetch),
+      BOOL_KEY("parallel.fsdp_reshard_after_forward", parallel.fsdp_reshard_after_forward),
+      CHOICE_KEY("parallel.fsdp_reduce_dtype", parallel.fsdp_reduce_dtype, "f32|bf16"),
       {"train.seed",
        {"int", [](RunConfig& c, const std::string& v) { c.train.seed = uint64_t(parse_int("train.seed", v, "--set")); },
         [](const RunConfig& c) { return Json(c.train.seed); }}},
@@ -232,6 +235,11 @@ void RunConfig::validate() const {
   require(parallel.dp == 0 || parallel.dp_replicate == -1 || parallel.dp == parallel.dp_replicate,
           "parallel.dp = " + std::to_string(parallel.dp) + " and parallel.dp_replicate = " +
               std::to_string(parallel.dp_replicate) + " disagree: parallel.dp is plain DDP's name for dp_replicate; set one");
+  require(parallel.fsdp_prefetch >= 0 && parallel.fsdp_prefetch <= 64,
+          "parallel.fsdp_prefetch = " + std::to_string(parallel.fsdp_prefetch) +
+              " is out of range: give the number of units to gather ahead, 0 to 64 (1 is the default)");
+  require(parallel.fsdp_reduce_dtype == "f32" || train.precision == "bf16",
+          "parallel.fsdp_reduce_dtype = bf16 needs train.precision = bf16: set both, or reduce in f32");
   require(parallel.bucket_mb > 0, "parallel.bucket_mb must be positive (25 is PyTorch's default)");
   require(train.epochs > 0 || train.max_steps > 0,
           "train.epochs and train.max_steps are both 0: set at least one of them");

@@ -39,6 +39,11 @@ struct ParallelConfig {
   // The device mesh pp × dp_replicate × dp_shard × tp; each ≥ 1, or -1: what the world leaves.
   int64_t pp = 1, dp_replicate = -1, dp_shard = 1, tp = 1;
   double bucket_mb = 25.0;    // DDP gradient bucket size
+  // FSDP (dp_shard > 1): units gathered ahead; false keeps gathered parameters from forward to
+  // backward (SHARD_GRAD_OP); the type gradients are reduced in (f32, or bf16 under bf16 precision)
+  int64_t fsdp_prefetch = 1;
+  bool fsdp_reshard_after_forward = true;
+  std::string fsdp_reduce_dtype = "f32";
   int64_t timeout_s = 300;    // longest wait for another rank in any collective or rendezvous
 };
 

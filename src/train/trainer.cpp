@@ -18,7 +18,9 @@
 #include "metrics/progress.hpp"
 #include "metrics/tensorboard.hpp"
 #include "comm/mesh.hpp"
-#include "parallel/ddp.hpp"
+#include "parallel/ddp/ddp.hpp"
+#include "parallel/fsdp/fsdp.hpp"
+#include "train/fsdp_checkpoint.hpp"
 #include "train/run_dir.hpp"
 #ifdef DTRAIN_HAVE_CUDA
 #include "comm/nccl/nccl_backend.hpp"
@@ -34,20 +36,32 @@ int configure_threads(int threads) {
 }
 
 EvalResult evaluate(TransformerLM& model, const WindowDataset& data, int64_t batch_size, int64_t max_windows,
-                    Precision precision, ProcessGroup* group) {
+                    Precision precision, ProcessGroup* group, UnitHooks* hooks) {
   const int R = group ? group->size() : 1, r = group ? group->rank() : 0;
   const int64_t n = max_windows > 0 ? std::min(data.size(), max_windows) : data.size();
   DistributedSampler sampler(n, false, 0, R, r, false, /*pad=*/false);
   BatchLoader loader(data, sampler, batch_size, false);
   loader.start_epoch();
+  // With hooks every rank runs the same number of passes (sharded parameters are gathered by all of
+  // them): the most any rank has; a rank out of windows repeats its last batch and ignores the result.
+  const int64_t passes = hooks ? ((n + R - 1) / R + batch_size - 1) / batch_size : 0;
   Batch b;
   double sums[2] = {0.0, 0.0};  // loss, tokens
-  while (loader.next(b)) {
+  for (int64_t pass = 0;; ++pass) {
+    const bool have = loader.next(b);
+    if (!have && pass >= passes) break;
     StepContext ctx;
-    ctx.B = b.rows;
-    ctx.T = b.seq_len;
+    ctx.B = std::max<int64_t>(b.rows, 1);
+    ctx.T = data.seq_len();
     ctx.precision = precision;
-    sums[0] += model.forward_loss(b.input.data(), b.target.data(), ctx);
+    if (b.rows == 0) {  // no window at all on this rank: score window 0, ignored
+      b.input.resize(size_t(ctx.T));
+      b.target.resize(size_t(ctx.T));
+      data.get(0, b.input.data(), b.target.data());
+    }
+    const double loss = model.forward_loss(b.input.data(), b.target.data(), ctx, nullptr, hooks);
+    if (!have) continue;
+    sums[0] += loss;
     sums[1] += double(b.rows * b.seq_len);
   }
   if (group && R > 1) group->allreduce(sums, 2);
@@ -76,7 +90,8 @@ struct Trainer::Impl {
   std::unique_ptr<JsonlWriter> jsonl;
   std::unique_ptr<TensorBoardWriter> tb;
   std::unique_ptr<DeviceMesh> mesh;  // its data-parallel group reduces the gradients
-  std::unique_ptr<DataParallel> ddp;
+  std::unique_ptr<DataParallel> ddp;            // dp_shard = 1: replicated parameters
+  std::unique_ptr<FullyShardedDataParallel> fsdp;  // dp_shard > 1
   int dp = 1, dp_rank = 0;
   double device_seconds = 0.0;  // step time on the device's clock
   double loss_read = 0.0, loss_divisor = 0.0;  // see train_step
@@ -128,7 +143,10 @@ struct Trainer::Impl {
                   run_dir.c_str());
     resume = (resume || restarted) && !ck.empty();
     if (resume) {
-      load_checkpoint(ck, *model, opt.get(), &st);
+      if (fsdp)
+        load_fsdp_checkpoint(ck, *fsdp, *model, *opt, &st);
+      else
+        load_checkpoint(ck, *model, opt.get(), &st);
       if (root) {
         std::printf("resumed from %s (step %lld, epoch %lld)\n", ck.c_str(), (long long)st.global_step,
                     (long long)st.epoch + 1);
@@ -141,7 +159,7 @@ struct Trainer::Impl {
                       (long long)st.epoch + 1);
       }
     }
-    if (dp > 1) {
+    if (dp > 1 && !fsdp) {
       ddp = std::make_unique<DataParallel>(model->units(), mesh->dp(), size_t(cfg.parallel.bucket_mb * (1 << 20)));
       ddp->broadcast_parameters();  // every rank starts from rank 0's weights
     }
@@ -169,7 +187,9 @@ struct Trainer::Impl {
     if (dev->kind() == DeviceKind::cpu) {
       // The plan is linear in the batch: a one-sample model's tells what B samples need, before any
       // of that memory is touched.
-      const double need = double(TransformerLM(cfg.model, 1).activation_bytes()) * double(B);
+      const double need =
+          double(TransformerLM(cfg.model, 1, cpu_device(), ParamStorage::bound_by_caller).activation_bytes()) *
+          double(B);
       const double have = double(available_host_bytes());
       char why[96];
       std::snprintf(why, sizeof why, "its activations need %.1f GiB, %.1f GiB is available", need / (1 << 30),
@@ -177,9 +197,23 @@ struct Trainer::Impl {
       if (need > have) throw too_big(why);
     }
     try {
-      model = std::make_unique<TransformerLM>(cfg.model, B, *dev);
-      model->init_weights(cfg.train.seed);
-      opt = std::make_unique<Optimizer>(cfg.optim, unit_shards(model->units()), *dev);
+      if (mesh->shape().dp_shard > 1) {
+        // Sharded from the start: no rank ever holds the whole model's parameters, gradients or state.
+        model = std::make_unique<TransformerLM>(cfg.model, B, *dev, ParamStorage::bound_by_caller);
+        FsdpOptions o;
+        o.prefetch = int(cfg.parallel.fsdp_prefetch);
+        o.reshard_after_forward = cfg.parallel.fsdp_reshard_after_forward;
+        o.accumulate = cfg.train.grad_accum > 1;
+        ProcessGroup* replicas = mesh->shape().dp_replicate > 1 ? &mesh->group(MeshDim::dp_replicate) : nullptr;
+        fsdp = std::make_unique<FullyShardedDataParallel>(model->units(), mesh->group(MeshDim::dp_shard), replicas,
+                                                          *dev, o);
+        fsdp->init_parameters(cfg.train.seed);
+        opt = std::make_unique<Optimizer>(cfg.optim, fsdp->shards(), *dev);
+      } else {
+        model = std::make_unique<TransformerLM>(cfg.model, B, *dev);
+        model->init_weights(cfg.train.seed);
+        opt = std::make_unique<Optimizer>(cfg.optim, unit_shards(model->units()), *dev);
+      }
     } catch (const std::bad_alloc&) {
       throw too_big("activations for " + std::to_string(B) + " × " + std::to_string(cfg.model.seq_len) + " tokens");
     }
@@ -195,8 +229,6 @@ struct Trainer::Impl {
                            ": tensor parallelism is not built yet; use parallel.tp=1 (data parallel)");
     require(s.pp == 1, "parallel.pp = " + std::to_string(s.pp) +
                            ": pipeline parallelism is not built yet; use parallel.pp=1 (data parallel)");
-    require(s.dp_shard == 1, "parallel.dp_shard = " + std::to_string(s.dp_shard) +
-                                 ": FSDP is not built yet; replicate instead (parallel.dp_replicate, which is DDP)");
     return s;
   }
 
@@ -225,15 +257,29 @@ struct Trainer::Impl {
     // prints the epoch loss the uninterrupted run would have.
     TrainerState saved = st;
     average(&saved.epoch_loss_sum, 1);
-    if (!root) return;
+    if (!root && !fsdp) return;
     saved.data_parallel = dp;
     saved.global_batch = cfg.train.batch_size * dp * cfg.train.grad_accum;
-    saved.logs = {jsonl->bytes(), fs::path(tb->path()).filename().string(), tb->bytes()};
+    if (root) saved.logs = {jsonl->bytes(), fs::path(tb->path()).filename().string(), tb->bytes()};
     char name[32];
     std::snprintf(name, sizeof name, "step_%09lld", (long long)st.global_step);
-    save_checkpoint(run_dir + "/checkpoints/" + name, *model, opt.get(), &saved, cfg.to_json(), vocab_path());
-    prune_checkpoints(run_dir, cfg.train.keep_checkpoints);
+    save(run_dir + "/checkpoints/" + name, true, saved);
+    if (root) prune_checkpoints(run_dir, cfg.train.keep_checkpoints);
   }
+
+  // A checkpoint folder: with the optimizer (for resuming) or weights only (model_best, model_final).
+  // Under FSDP every rank takes part (its shard is gathered and written); otherwise rank 0 writes.
+  void save(const std::string& dir, bool with_optimizer, const TrainerState& state) {
+    if (fsdp) {
+      const bool first_replica = mesh->coord().dp_replicate == 0;
+      save_fsdp_checkpoint(dir, *fsdp, *model, with_optimizer ? opt.get() : nullptr, &state, cfg.to_json(),
+                           vocab_path(), world.all(), first_replica);
+    } else if (root) {
+      save_checkpoint(dir, *model, with_optimizer ? opt.get() : nullptr, &state, cfg.to_json(), vocab_path());
+    }
+  }
+
+  UnitHooks* hooks() const { return fsdp ? static_cast<UnitHooks*>(fsdp.get()) : ddp.get(); }
 
   // epoch: the epoch the evaluation belongs to (1-based); the final test counts completed epochs
   void log_eval(const char* split, double loss, int64_t epoch) {
@@ -269,7 +315,10 @@ struct Trainer::Impl {
       step_rows += rows_of(sampler, st.batch_in_epoch + m);
       uneven = uneven || rows_of(sampler, st.batch_in_epoch + m) != rows_of(sampler, st.batch_in_epoch);
     }
-    model->zero_grad();
+    if (fsdp)
+      fsdp->zero_grad();
+    else
+      model->zero_grad();
     loss_read = 0.0;
     rows_done = 0;
     for (int64_t m = 0; m < micro; ++m) {
@@ -288,13 +337,25 @@ struct Trainer::Impl {
       ctx.loss_scale = 1.0f / float(step_rows * T);
       ctx.precision = precision;
       if (ddp) ddp->set_sync(m == micro - 1);
-      model->queue_forward_backward(batch.input.data(), batch.target.data(), ctx, ddp.get());
+      if (fsdp) fsdp->set_sync(m == micro - 1);
+      model->queue_forward_backward(batch.input.data(), batch.target.data(), ctx, hooks());
       if (uneven) loss_read += model->take_loss() / double(batch.rows * T);
       rows_done += batch.rows;
     }
     if (ddp) ddp->finish_gradients();
+    if (fsdp) fsdp->finish_gradients();
     loss_divisor = uneven ? 0.0 : double(rows_done / micro * T);
   }
+
+  // Global gradient norm: under FSDP the shards' squares summed over the shard ranks (replicas hold
+  // the same shards); replicated gradients are already whole.
+  double grad_norm() {
+    double sq = opt->grad_sumsq();
+    if (fsdp) fsdp->shard_group().allreduce(&sq, 1);
+    return std::sqrt(sq);
+  }
+
+  UnitHooks* eval_hooks() const { return fsdp.get(); }
 
   double step_loss() {
     const double loss = loss_divisor > 0 ? loss_read + model->take_loss() / loss_divisor : loss_read;
@@ -327,9 +388,19 @@ struct Trainer::Impl {
                   : gpu                       ? "bf16 (tensor cores, f32 accumulation)"
                   : cpu_has_native_bf16()     ? "bf16 (native avx512_bf16)"
                                               : "bf16 (no native bf16 on this CPU: slower)");
-      if (dp > 1)
+      if (ddp)
         std::printf("data parallel: %s; %zu gradient buckets of up to %.0f MB\n", world.env().describe().c_str(),
                     ddp->num_buckets(), cfg.parallel.bucket_mb);
+      if (fsdp) {
+        const MeshShape& m = mesh->shape();
+        std::printf("fully sharded: %s over %d ranks%s, prefetch %lld; per rank %.1f MB of parameter and gradient "
+                    "shards, %.1f MB of optimizer state, %.1f MB of gather buffers, %.1f MB of gradient buffers\n",
+                    cfg.parallel.fsdp_reshard_after_forward ? "FULL_SHARD" : "SHARD_GRAD_OP", m.dp_shard,
+                    m.dp_replicate > 1 ? (" × " + std::to_string(m.dp_replicate) + " replicas (hybrid)").c_str() : "",
+                    (long long)cfg.parallel.fsdp_prefetch, double(fsdp->shard_bytes()) / 1e6,
+                    double(opt->state_bytes()) / 1e6, double(fsdp->pool_bytes()) / 1e6,
+                    double(fsdp->grad_pool_bytes()) / 1e6);
+      }
       if (world.size() > 1)
         std::printf("mesh: %s (%d ranks, tp fastest); %s\n", mesh->shape().describe().c_str(), world.size(),
                     mesh->placement(16).c_str());
@@ -362,7 +433,7 @@ struct Trainer::Impl {
         train_step(loader, sampler, micro, batch, rows);
         double norm = 0.0;
         if (cfg.optim.grad_clip > 0) {
-          norm = opt->grad_norm();
+          norm = grad_norm();
           if (norm > cfg.optim.grad_clip) opt->scale_grads(float(cfg.optim.grad_clip / (norm + 1e-6)));
         }
         const float lr = opt->lr_at(st.global_step, total);
@@ -397,7 +468,7 @@ struct Trainer::Impl {
           }
         }
         if (cfg.train.eval_every > 0 && st.global_step % cfg.train.eval_every == 0) {
-          const double v = evaluate(*model, *valid_set, B, eval_windows(), precision, &world.all()).loss;
+          const double v = evaluate(*model, *valid_set, B, eval_windows(), precision, &world.all(), eval_hooks()).loss;
           log_eval("val", v, st.epoch + 1);
         }
         if (cfg.train.checkpoint_every > 0 && st.global_step % cfg.train.checkpoint_every == 0) checkpoint();
@@ -408,7 +479,7 @@ struct Trainer::Impl {
       if (st.batch_in_epoch == 0) break;
       double train_loss = st.epoch_loss_sum / double(st.batch_in_epoch);
       average(&train_loss, 1);  // the course's figure: mean of batch means, averaged over ranks
-      const double val = evaluate(*model, *valid_set, B, eval_windows(), precision, &world.all()).loss;
+      const double val = evaluate(*model, *valid_set, B, eval_windows(), precision, &world.all(), eval_hooks()).loss;
       const double tps = epoch_step_seconds > 0 ? double(epoch_tokens) / epoch_step_seconds : 0.0;
       if (root) {
         std::printf("[%lld/%lld] Train loss: %.5f, Validation loss: %.5f%s\n", (long long)st.epoch + 1,
@@ -430,7 +501,7 @@ struct Trainer::Impl {
       }
       if (val < st.best_val) {
         st.best_val = val;
-        if (root) save_checkpoint(run_dir + "/model_best", *model, nullptr, &st, cfg.to_json(), vocab_path());
+        save(run_dir + "/model_best", false, st);
       }
       if (epoch_done) {
         ++st.epoch;
@@ -439,8 +510,8 @@ struct Trainer::Impl {
       }
       checkpoint();
     }
-    if (root) save_checkpoint(run_dir + "/model_final", *model, nullptr, &st, cfg.to_json(), vocab_path());
-    const EvalResult test = evaluate(*model, *test_set, B, 0, precision, &world.all());
+    save(run_dir + "/model_final", false, st);
+    const EvalResult test = evaluate(*model, *test_set, B, 0, precision, &world.all(), eval_hooks());
     const double tps = st.train_seconds > 0 ? double(st.train_tokens) / st.train_seconds : 0.0;
     if (!root) return;
     const double device_mb = double(dev->peak_bytes()) / double(1 << 20);
@@ -460,6 +531,26 @@ struct Trainer::Impl {
       s["ddp_comm_seconds"] = d.comm_seconds;
       s["ddp_exposed_seconds"] = d.exposed_seconds;
       s["ddp_hidden_fraction"] = hidden;
+    }
+    if (fsdp) {
+      const FsdpStats& f = fsdp->stats();
+      const double comm = f.gather_seconds + f.reduce_seconds;
+      const double hidden = comm > 0 ? std::max(0.0, 1.0 - f.exposed_seconds / comm) : 0.0;
+      std::printf("fully sharded: all-gather %.2f s, reduce-scatter %.2f s, %.2f s of it exposed (%.0f%% hidden); "
+                  "at most %lld units (%.1f MB) gathered at once\n",
+                  f.gather_seconds, f.reduce_seconds, f.exposed_seconds, 100.0 * hidden,
+                  (long long)f.gathered_units_peak, double(f.gathered_bytes_peak) / 1e6);
+      s["fsdp_gather_seconds"] = f.gather_seconds;
+      s["fsdp_reduce_seconds"] = f.reduce_seconds;
+      s["fsdp_exposed_seconds"] = f.exposed_seconds;
+      s["fsdp_hidden_fraction"] = hidden;
+      s["fsdp_gathered_units_peak"] = f.gathered_units_peak;
+      s["fsdp_gathered_bytes_peak"] = f.gathered_bytes_peak;
+      s["fsdp_full_grad_bytes_peak"] = f.full_grad_bytes_peak;
+      s["fsdp_shard_bytes"] = fsdp->shard_bytes();
+      s["fsdp_pool_bytes"] = fsdp->pool_bytes();
+      s["fsdp_grad_pool_bytes"] = fsdp->grad_pool_bytes();
+      s["optimizer_state_bytes"] = opt->state_bytes();
     }
     s["test_loss"] = test.loss;
     s["test_ppl"] = std::exp(test.loss);

@@ -19,8 +19,9 @@ struct EvalResult {
 
 // Mean loss of `model` over a dataset's first max_windows windows (0 = all; no dropout), in
 // batches of batch_size per rank, shared out over the group's ranks (each window scored once).
+// hooks (FSDP's) run around every unit; then every rank of the group runs the same number of passes.
 EvalResult evaluate(TransformerLM& model, const WindowDataset& data, int64_t batch_size, int64_t max_windows,
-                    Precision precision, ProcessGroup* group = nullptr);
+                    Precision precision, ProcessGroup* group = nullptr, UnitHooks* hooks = nullptr);
 
 // Sets the OpenMP thread count (0 = all cores) and returns what is in effect.
 int configure_threads(int threads);

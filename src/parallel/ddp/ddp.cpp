@@ -1,5 +1,5 @@
 // DataParallel (see ddp.hpp).
-#include "parallel/ddp.hpp"
+#include "parallel/ddp/ddp.hpp"
 
 #include <chrono>
 

@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# FSDP equivalence: FULL_SHARD over 2 and 4 ranks, SHARD_GRAD_OP over 2, hybrid 2 × 2, and FSDP with
+# gradient accumulation and clipping, a tied pre-norm head and prefetch 2, each end 50 steps (dropout
+# on) with the weights of one process with the same global batch under SGD-momentum (relative 1e-5);
+# AdamW's loss trajectory agrees within 1e-5, bf16's within bf16 tolerance. Each rank's model state
+# is 16Ψ/N bytes plus padding (the run's own accounting) and at most 1 + prefetch units are gathered
+# at once (one more while a tied head reads the embedding). Resuming at the same layout is exact, a
+# checkpoint is refused at another shard count with one line, and model_final is a whole-model file.
+source "$2/tests/e2e/lib.sh" "$1" "$2" "to compare weights"
+steps=50
+common=(--config "$src/configs/quickstart.toml" --set data.dir="$work/data" --set model.dim=64
+  --set model.heads=4 --set model.layers=2 --set model.ff_dim=256 --set model.seq_len=32
+  --set data.stride=32 --set train.max_steps=$steps --set train.log_every=1 --set train.progress=false
+  --set train.eval_max_batches=4 --set train.checkpoint_every=25 --set model.dropout=0.1
+  --set optim.name=sgd --set optim.momentum=0.9 --set train.lr=0.05 --set optim.warmup_steps=0)
+one() {  # $1 = name, then extra arguments
+  local name=$1; shift
+  "$bin/dtrain" train "${common[@]}" --set train.batch_size=16 --set train.threads=2 "$@" \
+    --run-dir "$work/$name" >"$work/$name.out" 2>&1 || { cat "$work/$name.out"; fail "run $name failed"; }
+}
+ranks() {  # $1 = name, $2 = ranks, then extra arguments
+  local name=$1 n=$2; shift 2
+  "$bin/dtrun" --standalone --nproc-per-node "$n" "$bin/dtrain" train "${common[@]}" --set train.threads=1 "$@" \
+    --run-dir "$work/$name" >"$work/$name.out" 2>&1 || { cat "$work/$name.out"; fail "run $name failed"; }
+}
+same_weights() {  # $1 = reference run, $2 = run, $3 = tolerance
+  "$py" "$src/tests/python/compare_weights.py" "$work/$1/model_final" "$work/$2/model_final" "$3" "$2 vs $1" ||
+    fail "$2 does not reproduce $1's trajectory"
+}
+
+one single
+ranks fsdp2 2 --set train.batch_size=8 --set parallel.dp_shard=2
+ranks fsdp4 4 --set train.batch_size=4 --set parallel.dp_shard=4
+ranks sgo2 2 --set train.batch_size=8 --set parallel.dp_shard=2 --set parallel.fsdp_reshard_after_forward=false
+ranks hsdp 4 --set train.batch_size=4 --set parallel.dp_shard=2 --set parallel.dp_replicate=2
+for r in fsdp2 fsdp4 sgo2 hsdp; do same_weights single $r 1e-5; done
+grep -q "^\[0\]: fully sharded: FULL_SHARD over 2 ranks × 2 replicas (hybrid)" "$work/hsdp.out" ||
+  fail "hsdp did not report its layout"
+grep -q "^\[0\]: fully sharded: SHARD_GRAD_OP over 2 ranks" "$work/sgo2.out" || fail "sgo2 did not report its mode"
+
+clip=(--set optim.grad_clip=0.5)
+one single_clip "${clip[@]}"
+ranks fsdp2_accum_clip 2 --set train.batch_size=4 --set train.grad_accum=2 --set parallel.dp_shard=2 "${clip[@]}"
+same_weights single_clip fsdp2_accum_clip 1e-5
+tied=(--set model.tied=true --set model.norm=pre --set model.positions=learned)
+one single_tied "${tied[@]}"
+ranks fsdp2_tied 2 --set train.batch_size=8 --set parallel.dp_shard=2 --set parallel.fsdp_prefetch=2 "${tied[@]}"
+same_weights single_tied fsdp2_tied 1e-5
+adamw=(--set optim.name=adamw --set train.lr=0.002)
+one single_adamw "${adamw[@]}"
+ranks fsdp2_adamw 2 --set train.batch_size=8 --set parallel.dp_shard=2 "${adamw[@]}"
+bf16=(--set train.precision=bf16)
+one single_bf16 "${bf16[@]}"
+ranks fsdp2_bf16 2 --set train.batch_size=8 --set parallel.dp_shard=2 "${bf16[@]}"
+
+"$py" - "$work" "$steps" <<'PYEOF'
+import json, sys
+work, steps = sys.argv[1], int(sys.argv[2])
+def losses(name):
+    recs = [json.loads(l) for l in open(f"{work}/{name}/metrics.jsonl")]
+    return [r["loss"] for r in recs if r["type"] == "train"], [r["val_loss"] for r in recs if r["type"] == "epoch"]
+for ref, name, tol in (("single", "fsdp4", 1e-5), ("single_clip", "fsdp2_accum_clip", 1e-5),
+                       ("single_adamw", "fsdp2_adamw", 1e-5), ("single_bf16", "fsdp2_bf16", 2e-2)):
+    base, base_val = losses(ref)
+    tr, val = losses(name)
+    if len(base) != steps or len(tr) != steps or not val:
+        sys.exit(f"FAIL: {ref}/{name} logged {len(base)}/{len(tr)} steps and {len(val)} evaluations")
+    worst = max(abs(a - b) / abs(a) for a, b in zip(base, tr))
+    print(f"{name}: worst relative step-loss difference {worst:.1e} (tolerance {tol:.0e}); val {val[-1]:.6f} vs {base_val[-1]:.6f}")
+    if worst > tol:
+        sys.exit(f"FAIL: {name} step losses differ from one process by {worst:.1e} > {tol:.0e}")
+    if abs(val[-1] - base_val[-1]) > tol * abs(base_val[-1]):
+        sys.exit(f"FAIL: {name} validation loss {val[-1]} differs from one process's {base_val[-1]}")
+clip = [json.loads(l) for l in open(f"{work}/fsdp2_accum_clip/metrics.jsonl")]
+if not any(r.get("grad_norm", 0) > 0.5 for r in clip if r["type"] == "train"):
+    sys.exit("FAIL: the clipping run never had a gradient norm above optim.grad_clip: it tested nothing")
+
+# Model state per rank: parameter and gradient shards (8 bytes an element) and AdamW's two moments
+# (8 more) are 16Ψ/N plus padding; the gather buffers hold at most 1 + prefetch units.
+for name, n, adamw, prefetch, tied in (("fsdp2_adamw", 2, True, 1, False), ("fsdp4", 4, False, 1, False),
+                                       ("fsdp2_tied", 2, False, 2, True)):
+    s = json.load(open(f"{work}/{name}/summary.json"))
+    psi = s["parameters"]
+    state = s["fsdp_shard_bytes"] + s["optimizer_state_bytes"]
+    ideal = (16 if adamw else 12) * psi / n  # SGD keeps one momentum buffer: 12 bytes an element
+    print(f"{name}: model state {state} bytes per rank, {(16 if adamw else 12)}Ψ/N = {ideal:.0f} "
+          f"(+{100 * (state / ideal - 1):.2f}% padding); at most {s['fsdp_gathered_units_peak']} units gathered")
+    if not ideal <= state <= ideal * 1.05:
+        sys.exit(f"FAIL: {name} holds {state} bytes of model state per rank, expected {ideal:.0f} plus padding")
+    limit = 1 + prefetch + (1 if tied else 0)
+    if not 1 <= s["fsdp_gathered_units_peak"] <= limit:
+        sys.exit(f"FAIL: {name} gathered {s['fsdp_gathered_units_peak']} units at once, more than {limit}")
+PYEOF
+
+# Resume at the same layout is exact: 25 steps, then 25 more from the step-25 checkpoint.
+ranks half 2 --set train.batch_size=8 --set parallel.dp_shard=2 --set train.max_steps=25
+[ -f "$work/half/checkpoints/step_000000025/shards/shard-1-of-2.safetensors" ] || fail "no shard files in the checkpoint"
+"$bin/dtrun" --standalone --nproc-per-node 2 "$bin/dtrain" train --resume "$work/half" >"$work/resumed.out" 2>&1 ||
+  { cat "$work/resumed.out"; fail "resume failed"; }
+"$py" "$src/tests/python/compare_weights.py" "$work/fsdp2/model_final" "$work/half/model_final" 0 \
+  "resumed vs uninterrupted" || fail "the resumed FSDP run ended with other weights"
+
+# Another shard count: one line naming the layout to use.
+rc=0
+"$bin/dtrun" --standalone --nproc-per-node 4 "$bin/dtrain" train --resume "$work/half" --set parallel.dp_shard=4 \
+  >"$work/other.out" 2>&1 || rc=$?
+[ "$rc" -ne 0 ] || fail "resuming 2 shards on 4 succeeded"
+grep -q "holds FSDP shards for 2 ranks, this run shards over 4: resume with parallel.dp_shard = 2" "$work/other.out" ||
+  { cat "$work/other.out"; fail "no clear line for the shard count mismatch"; }
+
+# model_final is whole: a one-process evaluation and generation read it.
+"$bin/dtrain" generate --checkpoint "$work/fsdp2/model_final" --prompt "the" --tokens 5 >"$work/gen.out" 2>&1 ||
+  { cat "$work/gen.out"; fail "generate from an FSDP model_final failed"; }
+echo "PASS: FSDP 2 and 4, SHARD_GRAD_OP, HSDP, accumulation with clipping, tied head, AdamW, bf16, memory, resume"
