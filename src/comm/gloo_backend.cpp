@@ -17,6 +17,7 @@
 
 #include <cstring>
 
+#include "core/bf16.hpp"
 #include "core/error.hpp"
 
 namespace dtrain {
@@ -61,8 +62,22 @@ ReduceFn reduce_fn(ReduceOp op) {
   }
 }
 
+// bf16 elements reduce through f32, each result rounded back to bf16.
+template <float (*Op)(float, float)>
+void bf16_reduce(void* c, const void* a, const void* b, size_t n) {
+  auto* out = static_cast<uint16_t*>(c);
+  const auto* x = static_cast<const uint16_t*>(a);
+  const auto* y = static_cast<const uint16_t*>(b);
+  for (size_t i = 0; i < n; ++i) out[i] = to_bf16(Op(to_f32(bf16{x[i]}), to_f32(bf16{y[i]}))).bits;
+}
+float add_f(float a, float b) { return a + b; }
+float min_f(float a, float b) { return std::min(a, b); }
+float max_f(float a, float b) { return std::max(a, b); }
+
 ReduceFn reduce_fn(ElemType t, ReduceOp op) {
   switch (t) {
+    case ElemType::bf16:
+      return op == ReduceOp::min ? &bf16_reduce<min_f> : op == ReduceOp::max ? &bf16_reduce<max_f> : &bf16_reduce<add_f>;
     case ElemType::f32:
       return reduce_fn<float>(op);
     case ElemType::f64:
@@ -76,7 +91,10 @@ ReduceFn reduce_fn(ElemType t, ReduceOp op) {
 }
 
 void scale(void* data, size_t n, ElemType t, double s) {
-  if (t == ElemType::f32) {
+  if (t == ElemType::bf16) {
+    uint16_t* p = static_cast<uint16_t*>(data);
+    for (size_t i = 0; i < n; ++i) p[i] = to_bf16(float(to_f32(bf16{p[i]}) * s)).bits;
+  } else if (t == ElemType::f32) {
     float* p = static_cast<float*>(data);
     for (size_t i = 0; i < n; ++i) p[i] = float(p[i] * s);
   } else {
@@ -212,6 +230,8 @@ class GlooBackend : public Backend {
         return o.setOutput<int32_t>(std::move(buf));
       case ElemType::i64:
         return o.setOutput<int64_t>(std::move(buf));
+      case ElemType::bf16:
+        return o.setOutput<uint16_t>(std::move(buf));
     }
   }
   uint32_t next_tag() { return tag_++ & 0x00FFFFFFu; }

@@ -9,6 +9,8 @@
 
 namespace dtrain {
 
+bool is_floating(ElemType t) { return t == ElemType::f32 || t == ElemType::f64 || t == ElemType::bf16; }
+
 size_t elem_size(ElemType t) {
   switch (t) {
     case ElemType::f32:
@@ -17,6 +19,8 @@ size_t elem_size(ElemType t) {
     case ElemType::f64:
     case ElemType::i64:
       return 8;
+    case ElemType::bf16:
+      return 2;
   }
   return 0;
 }
@@ -198,8 +202,7 @@ std::string ProcessGroup::diagnose(const std::string& what, int64_t seq, const s
 }
 
 WorkPtr ProcessGroup::allreduce_async(void* data, size_t n, ElemType t, ReduceOp op) {
-  require(op != ReduceOp::avg || t == ElemType::f32 || t == ElemType::f64,
-          "allreduce avg is defined for floating-point data only");
+  require(op != ReduceOp::avg || is_floating(t), "allreduce avg is defined for floating-point data only");
   return enqueue(std::string("allreduce ") + reduce_op_name(op) + " of " + bytes_str(n * elem_size(t)),
                  [=](Backend& b, Work&) { b.allreduce(data, n, t, op); });
 }
@@ -217,8 +220,7 @@ void ProcessGroup::allgather(const void* in, void* out, size_t n, ElemType t) {
 }
 
 void ProcessGroup::allreduce(void* d, size_t n, ElemType t, ReduceOp op) {
-  require(op != ReduceOp::avg || t == ElemType::f32 || t == ElemType::f64,
-          "allreduce avg is defined for floating-point data only");
+  require(op != ReduceOp::avg || is_floating(t), "allreduce avg is defined for floating-point data only");
   enqueue(std::string("allreduce ") + reduce_op_name(op) + " of " + bytes_str(n * elem_size(t)),
           [=](Backend& b, Work&) { b.allreduce(d, n, t, op); }, true)->wait();
 }
@@ -234,7 +236,7 @@ void ProcessGroup::barrier() { enqueue("barrier", [](Backend& b, Work&) { b.barr
 WorkPtr ProcessGroup::reduce_scatter_async(const void* in, void* out, const std::vector<size_t>& counts, ElemType t,
                                            ReduceOp op) {
   require(int(counts.size()) == size(), "reduce-scatter needs one count per rank of the group");
-  require(t == ElemType::f32 || t == ElemType::f64, "reduce-scatter is defined for floating-point data only");
+  require(is_floating(t), "reduce-scatter is defined for floating-point data only");
   return enqueue(std::string("reduce-scatter ") + reduce_op_name(op) + " of " + bytes_str(total(counts) * elem_size(t)),
                  [=](Backend& b, Work&) { b.reduce_scatter(in, out, counts, t, op); });
 }

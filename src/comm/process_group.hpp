@@ -18,8 +18,9 @@
 namespace dtrain {
 
 enum class ReduceOp { sum, avg, min, max };
-enum class ElemType { f32, f64, i32, i64 };
+enum class ElemType { f32, f64, i32, i64, bf16 };  // bf16: its 16 bits (uint16_t)
 size_t elem_size(ElemType t);
+bool is_floating(ElemType t);
 const char* reduce_op_name(ReduceOp op);
 
 // What a backend (Gloo, NCCL, …) provides: blocking operations on one group. `counts` are

@@ -48,6 +48,9 @@ class ComputeDevice : public Memory {
   virtual void colsum_accumulate(const float* x, float* out, int64_t rows, int64_t cols) = 0;
   virtual void add(const float* a, const float* b, float* out, int64_t n) = 0;  // out = a + b
   virtual void scale(float* x, float f, int64_t n) = 0;
+  // bf16 (as its 16 bits) from f32, rounding to nearest even, and back (FSDP's bf16 gathers and reductions).
+  virtual void to_bf16(const float* x, uint16_t* y, int64_t n) = 0;
+  virtual void from_bf16(const uint16_t* x, float* y, int64_t n) = 0;
   // *out += sum of squares of x[0..n) (out is device memory, a double).
   virtual void sumsq(const float* x, int64_t n, double* out) = 0;
   virtual void layernorm_forward(const float* x, const float* gamma, const float* beta, float* y, float* mean,

@@ -204,6 +204,8 @@ struct Trainer::Impl {
         o.prefetch = int(cfg.parallel.fsdp_prefetch);
         o.reshard_after_forward = cfg.parallel.fsdp_reshard_after_forward;
         o.accumulate = cfg.train.grad_accum > 1;
+        o.gather_bf16 = precision == Precision::bf16;  // master shards and optimizer state stay f32
+        o.reduce_bf16 = cfg.parallel.fsdp_reduce_dtype == "bf16";
         ProcessGroup* replicas = mesh->shape().dp_replicate > 1 ? &mesh->group(MeshDim::dp_replicate) : nullptr;
         fsdp = std::make_unique<FullyShardedDataParallel>(model->units(), mesh->group(MeshDim::dp_shard), replicas,
                                                           *dev, o);

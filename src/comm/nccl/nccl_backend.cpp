@@ -30,6 +30,7 @@ ncclDataType_t nccl_type(ElemType t) {
     case ElemType::f64: return ncclFloat64;
     case ElemType::i32: return ncclInt32;
     case ElemType::i64: return ncclInt64;
+    case ElemType::bf16: return ncclBfloat16;
   }
   return ncclFloat32;
 }

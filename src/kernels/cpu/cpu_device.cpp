@@ -3,6 +3,7 @@
 #include <cstring>
 #include <omp.h>
 
+#include "core/bf16.hpp"
 #include "kernels/cpu/embedding.hpp"
 #include "kernels/cpu/layernorm.hpp"
 #include "kernels/cpu/reduce.hpp"
@@ -42,6 +43,14 @@ class CpuDevice final : public ComputeDevice {
   void scale(float* x, float f, int64_t n) override {
 #pragma omp parallel for simd schedule(static)
     for (int64_t i = 0; i < n; ++i) x[i] *= f;
+  }
+  void to_bf16(const float* x, uint16_t* y, int64_t n) override {
+#pragma omp parallel for simd schedule(static)
+    for (int64_t i = 0; i < n; ++i) y[i] = dtrain::to_bf16(x[i]).bits;
+  }
+  void from_bf16(const uint16_t* x, float* y, int64_t n) override {
+#pragma omp parallel for simd schedule(static)
+    for (int64_t i = 0; i < n; ++i) y[i] = to_f32(bf16{x[i]});
   }
   void sumsq(const float* x, int64_t n, double* out) override { *out += sumsq_deterministic(x, n); }
   void layernorm_forward(const float* x, const float* g, const float* b, float* y, float* mean, float* rstd,

@@ -127,6 +127,8 @@ class CudaDevice final : public ComputeDevice {
   }
   void add(const float* a, const float* b, float* out, int64_t n) override { cuda::add(a, b, out, n, stream_); }
   void scale(float* x, float f, int64_t n) override { cuda::scale(x, f, n, stream_); }
+  void to_bf16(const float* x, uint16_t* y, int64_t n) override { cuda::to_bf16(x, y, n, stream_); }
+  void from_bf16(const uint16_t* x, float* y, int64_t n) override { cuda::from_bf16(x, y, n, stream_); }
   void sumsq(const float* x, int64_t n, double* out) override { cuda::sumsq(x, n, out, pool_, stream_); }
   void layernorm_forward(const float* x, const float* g, const float* b, float* y, float* mean, float* rstd,
                          int64_t rows, int64_t dim, float eps) override {

@@ -20,6 +20,14 @@ __global__ void scale_kernel(float* x, float f, int64_t n) {
   const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   if (i < n) x[i] *= f;
 }
+__global__ void to_bf16_kernel(const float* x, uint16_t* y, int64_t n) {
+  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (i < n) y[i] = __bfloat16_as_ushort(__float2bfloat16_rn(x[i]));
+}
+__global__ void from_bf16_kernel(const uint16_t* x, float* y, int64_t n) {
+  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (i < n) y[i] = __bfloat162float(__ushort_as_bfloat16(x[i]));
+}
 __global__ void act_forward_kernel(bool relu, const float* x, float* y, int64_t n) {
   const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   if (i >= n) return;
@@ -97,6 +105,16 @@ void add(const float* a, const float* b, float* out, int64_t n, cudaStream_t s) 
 void scale(float* x, float f, int64_t n, cudaStream_t s) {
   if (n == 0) return;
   scale_kernel<<<blocks_for(n), kThreads, 0, s>>>(x, f, n);
+  DT_CUDA_LAUNCHED();
+}
+void to_bf16(const float* x, uint16_t* y, int64_t n, cudaStream_t s) {
+  if (n == 0) return;
+  to_bf16_kernel<<<blocks_for(n), kThreads, 0, s>>>(x, y, n);
+  DT_CUDA_LAUNCHED();
+}
+void from_bf16(const uint16_t* x, float* y, int64_t n, cudaStream_t s) {
+  if (n == 0) return;
+  from_bf16_kernel<<<blocks_for(n), kThreads, 0, s>>>(x, y, n);
   DT_CUDA_LAUNCHED();
 }
 void activation_forward(Activation a, const float* x, float* y, int64_t n, cudaStream_t s) {

@@ -28,6 +28,8 @@ class ScratchPool {
 // elementwise.cu
 void add(const float* a, const float* b, float* out, int64_t n, cudaStream_t s);
 void scale(float* x, float f, int64_t n, cudaStream_t s);
+void to_bf16(const float* x, uint16_t* y, int64_t n, cudaStream_t s);
+void from_bf16(const uint16_t* x, float* y, int64_t n, cudaStream_t s);
 void activation_forward(Activation a, const float* x, float* y, int64_t n, cudaStream_t s);
 void activation_backward(Activation a, const float* x, const float* dy, float* dx, int64_t n, cudaStream_t s);
 void relu_backward_from_output(const float* y, const float* dy, float* dx, int64_t n, float scale, cudaStream_t s);

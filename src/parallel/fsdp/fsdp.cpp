@@ -31,6 +31,7 @@ FullyShardedDataParallel::FullyShardedDataParallel(const std::vector<Unit*>& uni
     s.shard = (s.unit->numel() + N - 1) / N;  // a unit smaller than N leaves some shards all padding
     s.shard = std::max<int64_t>(s.shard, 1);
     total_shard_ += s.shard;
+    max_shard_ = std::max(max_shard_, s.shard);
     max_padded = std::max(max_padded, padded(k));
     for (Unit* r : s.unit->reads()) s.reads.push_back(index_of(*r));
     max_reads = std::max(max_reads, s.reads.size());
@@ -49,11 +50,15 @@ FullyShardedDataParallel::FullyShardedDataParallel(const std::vector<Unit*>& uni
   // SHARD_GRAD_OP keeps every unit from forward to backward, each in a slot of its own size.
   if (o_.reshard_after_forward) {
     const size_t n = std::min(K, std::max(size_t(1 + o_.prefetch), 1 + max_reads));
-    for (size_t i = 0; i < n; ++i) pool_.push_back({Buffer(dev_, sizeof(float) * size_t(max_padded)), max_padded, -1});
+    for (size_t i = 0; i < n; ++i) pool_.push_back({Buffer(dev_, sizeof(float) * size_t(max_padded)), max_padded, -1, Buffer()});
   } else {
-    for (size_t k = 0; k < K; ++k) pool_.push_back({Buffer(dev_, sizeof(float) * size_t(padded(k))), padded(k), -1});
+    for (size_t k = 0; k < K; ++k) pool_.push_back({Buffer(dev_, sizeof(float) * size_t(padded(k))), padded(k), -1, Buffer()});
   }
-  for (const Slot& s : pool_) pool_bytes_ += s.capacity * int64_t(sizeof(float));
+  for (Slot& s : pool_) {
+    // bf16 gathers: this rank's shard and then the gathered whole, as bf16, beside the f32 buffer
+    if (o_.gather_bf16) s.half = Buffer(dev_, sizeof(uint16_t) * size_t(s.capacity + max_shard_));
+    pool_bytes_ += int64_t(s.buf.size() + s.half.size());
+  }
   // Full gradients: accumulating, one buffer per unit for the whole step; otherwise a small pool
   // (the unit in backward, the head and its tied embedding, whose gradients its fused loss writes
   // in forward, and the reductions in flight), a slot freed when its reduce-scatter ends.
@@ -66,8 +71,14 @@ FullyShardedDataParallel::FullyShardedDataParallel(const std::vector<Unit*>& uni
   } else {
     const size_t n = std::min(K, 3 + max_reads);
     for (size_t i = 0; i < n; ++i)
-      grad_pool_.push_back({Buffer(dev_, sizeof(float) * size_t(max_padded)), max_padded, -1});
+      grad_pool_.push_back({Buffer(dev_, sizeof(float) * size_t(max_padded)), max_padded, -1, Buffer()});
     for (const Slot& s : grad_pool_) grad_pool_bytes_ += s.capacity * int64_t(sizeof(float));
+  }
+  if (o_.reduce_bf16) {  // a bf16 copy of each full gradient in flight, and its reduced shard
+    for (size_t i = 0; i < std::min(K, size_t(3) + max_reads); ++i) {
+      half_pool_.push_back({Buffer(), max_padded, -1, Buffer(dev_, sizeof(uint16_t) * size_t(max_padded + max_shard_))});
+      grad_pool_bytes_ += int64_t(half_pool_.back().half.size());
+    }
   }
   for (size_t k = 0; k < K; ++k) units_[k]->bind(nullptr, state_[k].full_grad);
 }
@@ -138,10 +149,18 @@ void FullyShardedDataParallel::gather_async(size_t k) {
   s.slot = take_slot(pool_, padded(k), k);
   DT_ASSERT(s.slot >= 0 && "FSDP gather pool exhausted");
   const std::vector<size_t> counts(size_t(shard_.size()), size_t(s.shard));
-  s.gather = shard_.allgather_async(s.param_shard, pool_[size_t(s.slot)].buf.f32(), counts, ElemType::f32);
+  Slot& slot = pool_[size_t(s.slot)];
+  if (o_.gather_bf16) {
+    uint16_t* half = static_cast<uint16_t*>(slot.half.data());
+    dev_.to_bf16(s.param_shard, half + slot.capacity, s.shard);
+    dev_.synchronize();  // the communication thread reads it next
+    s.gather = shard_.allgather_async(half + slot.capacity, half, counts, ElemType::bf16);
+  } else {
+    s.gather = shard_.allgather_async(s.param_shard, slot.buf.f32(), counts, ElemType::f32);
+  }
   ++gathered_units_;
   gathered_bytes_ += padded(k) * int64_t(sizeof(float));
-  stats_.gathered_bytes += padded(k) * int64_t(sizeof(float));
+  stats_.gathered_bytes += padded(k) * int64_t(o_.gather_bf16 ? sizeof(uint16_t) : sizeof(float));
   stats_.gathered_units_peak = std::max(stats_.gathered_units_peak, gathered_units_);
   stats_.gathered_bytes_peak = std::max(stats_.gathered_bytes_peak, gathered_bytes_);
 }
@@ -156,11 +175,13 @@ void FullyShardedDataParallel::wait_timed(const WorkPtr& w, double& comm_seconds
 void FullyShardedDataParallel::ensure_gathered(size_t k) {
   gather_async(k);
   UnitState& s = state_[k];
+  Slot& slot = pool_[size_t(s.slot)];
   if (s.gather) {
     wait_timed(s.gather, stats_.gather_seconds);
     s.gather.reset();
+    if (o_.gather_bf16) dev_.from_bf16(static_cast<const uint16_t*>(slot.half.data()), slot.buf.f32(), padded(k));
   }
-  s.unit->bind(pool_[size_t(s.slot)].buf.f32(), s.full_grad);
+  s.unit->bind(slot.buf.f32(), s.full_grad);
 }
 
 void FullyShardedDataParallel::release_params(size_t k) {
@@ -198,7 +219,15 @@ void FullyShardedDataParallel::launch_reduce(size_t k) {
   UnitState& s = state_[k];
   DT_ASSERT(s.full_grad && !s.reduce);
   const std::vector<size_t> counts(size_t(shard_.size()), size_t(s.shard));
-  s.reduce = shard_.reduce_scatter_async(s.full_grad, s.grad_shard, counts, ElemType::f32, ReduceOp::avg);
+  if (o_.reduce_bf16) {
+    while ((s.half_slot = take_slot(half_pool_, padded(k), k)) < 0) complete_oldest_reduce();
+    uint16_t* half = static_cast<uint16_t*>(half_pool_[size_t(s.half_slot)].half.data());
+    dev_.to_bf16(s.full_grad, half, padded(k));
+    dev_.synchronize();  // the communication thread reads it next
+    s.reduce = shard_.reduce_scatter_async(half, half + half_pool_[size_t(s.half_slot)].capacity, counts, ElemType::bf16, ReduceOp::avg);
+  } else {
+    s.reduce = shard_.reduce_scatter_async(s.full_grad, s.grad_shard, counts, ElemType::f32, ReduceOp::avg);
+  }
   reducing_.push_back(k);
 }
 
@@ -209,6 +238,12 @@ void FullyShardedDataParallel::complete_oldest_reduce() {
   UnitState& s = state_[k];
   wait_timed(s.reduce, stats_.reduce_seconds);
   s.reduce.reset();
+  if (s.half_slot >= 0) {
+    Slot& h = half_pool_[size_t(s.half_slot)];
+    dev_.from_bf16(static_cast<const uint16_t*>(h.half.data()) + h.capacity, s.grad_shard, s.shard);
+    h.owner = -1;
+    s.half_slot = -1;
+  }
   if (s.grad_slot >= 0) {
     grad_pool_[size_t(s.grad_slot)].owner = -1;
     s.grad_slot = -1;

@@ -29,7 +29,7 @@ struct FsdpStats {
   int64_t gathered_units_peak = 0;  // units whose full parameters were held at once, at most
   int64_t gathered_bytes_peak = 0;  // their bytes
   int64_t full_grad_bytes_peak = 0;  // full (unsharded) gradient buffers bound at once, at most
-  int64_t gathered_bytes = 0;        // gathered parameter bytes per step (forward and backward)
+  int64_t gathered_bytes = 0;        // parameter bytes all-gathered (as sent: bf16 or f32), all steps
 };
 
 class FullyShardedDataParallel : public UnitHooks {
@@ -78,8 +78,10 @@ class FullyShardedDataParallel : public UnitHooks {
  private:
   struct Slot {
     Buffer buf;
-    int64_t capacity = 0;  // floats
+    int64_t capacity = 0;  // elements
     int owner = -1;        // unit index, -1 free
+    Buffer half;           // bf16 transfers: what is sent and received (gathers: shard, then the whole;
+                           // reductions: the whole, then the shard)
   };
   struct UnitState {
     Unit* unit = nullptr;
@@ -91,6 +93,7 @@ class FullyShardedDataParallel : public UnitHooks {
     int grad_slot = -1;            // gradient pool slot bound as the full gradient
     float* full_grad = nullptr;    // the bound full gradient (pool slot or, accumulating, own buffer)
     WorkPtr reduce;                // reduce-scatter in flight
+    int half_slot = -1;            // bf16 reductions: its staging slot
     std::vector<size_t> reads;     // units whose parameters its forward reads
   };
   size_t index_of(const Unit& u) const;
@@ -112,9 +115,10 @@ class FullyShardedDataParallel : public UnitHooks {
   std::vector<UnitState> state_;
   Buffer param_shards_, grad_shards_;
   int64_t total_shard_ = 0;
-  std::vector<Slot> pool_, grad_pool_;
+  std::vector<Slot> pool_, grad_pool_, half_pool_;  // half_pool_: bf16 reduction staging
   std::vector<Buffer> full_grads_;  // accumulating: one per unit
   int64_t pool_bytes_ = 0, grad_pool_bytes_ = 0;
+  int64_t max_shard_ = 0;
   std::deque<size_t> reducing_;     // units whose reduce-scatter is in flight, in launch order
   std::vector<WorkPtr> replicating_;  // HSDP all-reduces of finished shards
   bool training_ = false, sync_ = true;
