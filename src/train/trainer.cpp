@@ -569,6 +569,13 @@ struct Trainer::Impl {
     s["world_size"] = dp;
     s["precision"] = cfg.train.precision;
     s["parameters"] = model->num_params();
+    // dtrain's own accounting of this rank's memory: model state (parameters, gradients, optimizer
+    // state; shards under FSDP), FSDP's gather and gradient buffers, the planned activations
+    int64_t units_numel = 0;
+    for (const Unit* u : model->units()) units_numel += u->numel();
+    s["model_state_bytes"] = (fsdp ? fsdp->shard_bytes() : 2 * units_numel * int64_t(sizeof(float))) + opt->state_bytes();
+    s["gather_buffer_bytes"] = fsdp ? fsdp->pool_bytes() + fsdp->grad_pool_bytes() : 0;
+    s["activation_bytes"] = int64_t(model->activation_bytes());
     write_file_atomic(run_dir + "/summary.json", s.dump(2) + "\n");
     log_eval("test", test.loss, st.epoch);
     tb->flush();

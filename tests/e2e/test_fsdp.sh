@@ -5,7 +5,8 @@
 # AdamW's loss trajectory agrees within 1e-5, bf16's within bf16 tolerance. Each rank's model state
 # is 16Ψ/N bytes plus padding (the run's own accounting) and at most 1 + prefetch units are gathered
 # at once (one more while a tied head reads the embedding). Resuming at the same layout is exact, a
-# checkpoint is refused at another shard count with one line, and model_final is a whole-model file.
+# checkpoint is refused at another shard count with one line, a rank killed under dtrun --max-restarts
+# resumes to the uninterrupted weights, and model_final is a whole-model file.
 source "$2/tests/e2e/lib.sh" "$1" "$2" "to compare weights"
 steps=50
 common=(--config "$src/configs/quickstart.toml" --set data.dir="$work/data" --set model.dim=64
@@ -64,25 +65,13 @@ ranks fsdp2_bf16 2 --set train.batch_size=8 --set parallel.dp_shard=2 "${bf16[@]
 ranks fsdp2_bf16_reduce 2 --set train.batch_size=8 --set parallel.dp_shard=2 "${bf16[@]}" \
   --set parallel.fsdp_reduce_dtype=bf16
 
-"$py" - "$work" "$steps" <<'PYEOF'
+"$py" "$src/tests/python/compare_losses.py" "$work" "$steps" single:fsdp4:1e-5 single_clip:fsdp2_accum_clip:1e-5 \
+  single_adamw:fsdp2_adamw:1e-5 single_bf16:fsdp2_bf16:2e-3 single_bf16:fsdp2_bf16_reduce:2e-3 ||
+  fail "an FSDP run's losses differ from one process's"
+
+"$py" - "$work" <<'PYEOF'
 import json, sys
-work, steps = sys.argv[1], int(sys.argv[2])
-def losses(name):
-    recs = [json.loads(l) for l in open(f"{work}/{name}/metrics.jsonl")]
-    return [r["loss"] for r in recs if r["type"] == "train"], [r["val_loss"] for r in recs if r["type"] == "epoch"]
-for ref, name, tol in (("single", "fsdp4", 1e-5), ("single_clip", "fsdp2_accum_clip", 1e-5),
-                       ("single_adamw", "fsdp2_adamw", 1e-5), ("single_bf16", "fsdp2_bf16", 2e-3),
-                       ("single_bf16", "fsdp2_bf16_reduce", 2e-3)):
-    base, base_val = losses(ref)
-    tr, val = losses(name)
-    if len(base) != steps or len(tr) != steps or not val:
-        sys.exit(f"FAIL: {ref}/{name} logged {len(base)}/{len(tr)} steps and {len(val)} evaluations")
-    worst = max(abs(a - b) / abs(a) for a, b in zip(base, tr))
-    print(f"{name}: worst relative step-loss difference {worst:.1e} (tolerance {tol:.0e}); val {val[-1]:.6f} vs {base_val[-1]:.6f}")
-    if worst > tol:
-        sys.exit(f"FAIL: {name} step losses differ from one process by {worst:.1e} > {tol:.0e}")
-    if abs(val[-1] - base_val[-1]) > tol * abs(base_val[-1]):
-        sys.exit(f"FAIL: {name} validation loss {val[-1]} differs from one process's {base_val[-1]}")
+work = sys.argv[1]
 clip = [json.loads(l) for l in open(f"{work}/fsdp2_clip/metrics.jsonl")]
 if not any(r.get("grad_norm", 0) > 0.5 for r in clip if r["type"] == "train"):
     sys.exit("FAIL: the clipping run never had a gradient norm above optim.grad_clip: it tested nothing")
@@ -122,7 +111,29 @@ rc=0
 grep -q "holds FSDP shards for 2 ranks, this run shards over 4: resume with parallel.dp_shard = 2" "$work/other.out" ||
   { cat "$work/other.out"; fail "no clear line for the shard count mismatch"; }
 
+# A rank killed under FSDP with dtrun --max-restarts 1: the group restarts, resumes from its latest
+# checkpoint and ends with the uninterrupted run's weights.
+restart=(--set train.batch_size=8 --set parallel.dp_shard=2 --set train.max_steps=120 --set train.checkpoint_every=20)
+ranks straight 2 "${restart[@]}"
+"$bin/dtrun" --standalone --nproc-per-node 2 --max-restarts 1 "$bin/dtrain" train "${common[@]}" --set train.threads=1 \
+  "${restart[@]}" --set train.keep_checkpoints=10 --run-dir "$work/restarted" >"$work/restarted.out" 2>&1 &
+agent=$!
+pids+=("$agent")
+for _ in $(seq 1200); do [ -d "$work/restarted/checkpoints/step_000000020" ] && break; sleep 0.1; done
+[ -d "$work/restarted/checkpoints/step_000000020" ] || { cat "$work/restarted.out"; fail "no checkpoint to resume from"; }
+victim=""
+for p in $(pgrep -P "$agent"); do
+  tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "RANK=1" && victim=$p
+done
+[ -n "$victim" ] && kill -9 "$victim"
+rc=0; wait "$agent" || rc=$?
+[ "$rc" -eq 0 ] || { cat "$work/restarted.out"; fail "the restarted FSDP job failed ($rc)"; }
+grep -q "restarting all workers (restart 1 of 1)" "$work/restarted.out" || { cat "$work/restarted.out"; fail "no restart"; }
+grep -q "^\[0\]: resumed from .*step_0000000[0-9]0" "$work/restarted.out" || { cat "$work/restarted.out"; fail "did not resume"; }
+"$py" "$src/tests/python/compare_weights.py" "$work/straight/model_final" "$work/restarted/model_final" 0 \
+  "restarted vs uninterrupted" || fail "the restarted FSDP run ended with other weights"
+
 # model_final is whole: a one-process evaluation and generation read it.
 "$bin/dtrain" generate --checkpoint "$work/fsdp2/model_final" --prompt "the" --tokens 5 >"$work/gen.out" 2>&1 ||
   { cat "$work/gen.out"; fail "generate from an FSDP model_final failed"; }
-echo "PASS: FSDP 2 and 4, SHARD_GRAD_OP, HSDP, accumulation with clipping, tied head, AdamW, bf16, memory, resume"
+echo "PASS: FSDP 2 and 4, SHARD_GRAD_OP, HSDP, accumulation, clipping, tied head, AdamW, bf16, memory, resume, restart"

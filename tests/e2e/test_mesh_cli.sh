@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The device mesh from the command line: rank 0 prints the mesh and each rank's place; sizes that do
-# not make the world, or that disagree, are one line; layouts not built yet (tp, pp, dp_shard) are
-# refused with one line on every rank, and dtrun stops the job.
+# not make the world, or that disagree, are one line, as are bad FSDP settings; dp_shard left to the
+# world shards over it; layouts not built yet (tp, pp) are refused with one line on every rank, and
+# dtrun stops the job.
 source "$2/tests/e2e/lib.sh" "$1" "$2" "for the shared test start"
 d=$bin/dtrain
 common=(--config "$src/configs/quickstart.toml" --set data.dir="$work/data" --set model.dim=32
@@ -24,8 +25,17 @@ expect_one_error "parallel.dp against dp_replicate" "parallel.dp = 2 and paralle
 expect_one_error "two sizes left open" "at most one of them may be -1" \
   "$d" train "${common[@]}" --set parallel.tp=-1 --run-dir "$work/e3"
 
-for layout in "parallel.tp=2:tensor parallelism is not built yet" "parallel.pp=2:pipeline parallelism is not built yet" \
-  "parallel.dp_shard=2:FSDP is not built yet"; do
+expect_one_error "negative prefetch" "parallel.fsdp_prefetch = -1 is out of range" \
+  "$d" train "${common[@]}" --set parallel.fsdp_prefetch=-1 --run-dir "$work/e4"
+expect_one_error "bf16 reduction in f32 training" "parallel.fsdp_reduce_dtype = bf16 needs train.precision = bf16" \
+  "$d" train "${common[@]}" --set parallel.fsdp_reduce_dtype=bf16 --run-dir "$work/e5"
+
+"$bin/dtrun" --standalone --nproc-per-node 2 "$d" train "${common[@]}" --set parallel.dp_replicate=1 \
+  --set parallel.dp_shard=-1 --run-dir "$work/fsdp" >"$work/fsdp.out" 2>&1 || { cat "$work/fsdp.out"; fail "a dp_shard=-1 run failed"; }
+grep -qF "mesh: pp 1 × dp_replicate 1 × dp_shard 2 × tp 1" "$work/fsdp.out" || fail "dp_shard=-1 did not shard over both ranks"
+grep -q "fully sharded: FULL_SHARD over 2 ranks" "$work/fsdp.out" || fail "the FSDP run did not say so"
+
+for layout in "parallel.tp=2:tensor parallelism is not built yet" "parallel.pp=2:pipeline parallelism is not built yet"; do
   set_arg=${layout%%:*} needle=${layout#*:}
   rc=0
   "$bin/dtrun" --standalone --nproc-per-node 2 "$d" train "${common[@]}" --set "$set_arg" --run-dir "$work/r" \

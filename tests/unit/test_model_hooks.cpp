@@ -17,7 +17,9 @@ namespace {
 
 constexpr int64_t kB = 2, kT = 6;
 
-// Outside a unit's forward or backward window its parameters are NaN; inside they are restored.
+// Outside a unit's forward or backward window its parameters are NaN; inside they are restored,
+// with those of the units it declares it reads (a tied head: the embedding) in its forward window,
+// and not at all in the backward of a unit that declares its backward reads none (the embedding).
 class PoisonOutsideWindows : public UnitHooks {
  public:
   explicit PoisonOutsideWindows(const std::vector<Unit*>& units) {
@@ -26,13 +28,22 @@ class PoisonOutsideWindows : public UnitHooks {
   ~PoisonOutsideWindows() override {
     for (auto& [u, saved] : saved_) std::copy(saved.begin(), saved.end(), u->param_data());
   }
-  void pre_forward(Unit& u) override { restore(u); }
-  void post_forward(Unit& u) override { poison(u); }
-  void pre_backward(Unit& u) override { restore(u); }
+  void pre_forward(Unit& u) override {
+    restore(u);
+    for (Unit* r : u.reads()) restore(*r);
+  }
+  void post_forward(Unit& u) override {
+    poison(u);
+    for (Unit* r : u.reads()) poison(*r);
+  }
+  void pre_backward(Unit& u) override {
+    if (u.backward_reads_params()) restore(u);
+  }
   void post_backward(Unit& u) override { poison(u); }
 
  private:
   void poison(Unit& u) {
+    if (std::isnan(u.param_data()[0])) return;  // poisoned already
     saved_[&u].assign(u.param_data(), u.param_data() + u.numel());
     std::fill(u.param_data(), u.param_data() + u.numel(), std::nanf(""));
   }
@@ -40,7 +51,7 @@ class PoisonOutsideWindows : public UnitHooks {
   std::map<Unit*, std::vector<float>> saved_;
 };
 
-ModelConfig config(bool pre_norm) {
+ModelConfig config(bool pre_norm, bool tied = false) {
   ModelConfig c;
   c.vocab_size = 13;
   c.seq_len = kT;
@@ -53,7 +64,7 @@ ModelConfig config(bool pre_norm) {
   c.learned_positions = pre_norm;
   c.final_norm = true;
   c.head_bias = true;
-  c.tied = false;  // a tied head reads the embedding's weight: FSDP will share it explicitly (DESIGN §3.1)
+  c.tied = tied;
   return c;
 }
 
@@ -104,6 +115,7 @@ void check_windows(const ModelConfig& c) {
 
 TEST(ModelHooks, PostNormModelReadsParametersOnlyInsideTheirUnitsWindows) { check_windows(config(false)); }
 TEST(ModelHooks, PreNormModelReadsParametersOnlyInsideTheirUnitsWindows) { check_windows(config(true)); }
+TEST(ModelHooks, TiedHeadReadsTheEmbeddingOnlyInItsDeclaredWindow) { check_windows(config(true, true)); }
 
 // Any range of a unit's flat buffer initialises to the same values as that slice of the whole
 // model's initialisation: a 1/N shard can be made without the whole unit ever existing.
