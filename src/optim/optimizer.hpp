@@ -1,7 +1,6 @@
 // Optimizers over the parameter shards a rank owns (all of them on one device): AdamW and SGD with
 // state in buffers planned up front, learning-rate schedules, and global-norm gradient clipping.
 #pragma once
-#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -41,10 +40,9 @@ class Optimizer {
   Optimizer(const OptimizerConfig& c, std::vector<ParamShard> shards, ComputeDevice& device = cpu_device());
   // Learning rate used by step number `step` (0-based) of `total_steps`.
   float lr_at(int64_t step, int64_t total_steps) const;
-  // Sum of squared gradients over these shards (a sharded caller sums it across the shard ranks
-  // for the global norm), and the norm of these shards alone. On a GPU both wait for the device.
+  // Sum of squared gradients over these shards (the global norm is its square root, after a sharded
+  // caller sums it across the shard ranks). On a GPU this waits for the device.
   double grad_sumsq();
-  double grad_norm() { return std::sqrt(grad_sumsq()); }
   // Bytes of optimizer state (momentum, second moments) this optimizer allocated.
   int64_t state_bytes() const;
   // Scales gradients so their global norm is at most max_norm; returns the norm before.

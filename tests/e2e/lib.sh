@@ -1,6 +1,6 @@
 # Shared start of the end-to-end scripts (sourced, not a test): arguments, a work dir removed on
-# exit (and the processes listed in $pids killed), fail(), expect_one_error(), a python3 for
-# reading outputs, and the built-in corpus prepared in $work/data.
+# exit (and the processes listed in $pids killed), fail(), expect_one_error(), wait_for(),
+# worker_pid(), a python3 for reading outputs, and the built-in corpus prepared in $work/data.
 # Usage: source "$2/tests/e2e/lib.sh" "$1" "$2" "why python3 is needed"
 set -euo pipefail
 bin=$1 src=$2
@@ -25,5 +25,17 @@ expect_one_error() {
   [[ $err == "dtrain: error: "* ]] || fail "$name: stderr should start with 'dtrain: error: ', saw: $err"
   grep -qF -- "$needle" "$work/case.err" || fail "$name: the error should mention '$needle', saw: $err"
   echo "ok  $name: $err" | cut -c1-200
+}
+wait_for() {  # $1 = seconds, then a command that must succeed (polled every 50 ms)
+  local t=$1; shift
+  for _ in $(seq $((t * 20))); do "$@" && return 0; sleep 0.05; done
+  return 1
+}
+# The pid of the worker with RANK=$2 among dtrun $1's children (empty when there is none).
+worker_pid() {
+  local p
+  for p in $(pgrep -P "$1"); do
+    if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "RANK=$2"; then echo "$p"; return; fi
+  done
 }
 "$bin/dtrain" data builtin --out "$work/data" >/dev/null

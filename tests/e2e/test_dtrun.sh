@@ -9,18 +9,6 @@ common=(--config "$src/configs/quickstart.toml" --set data.dir="$work/data" --se
   --set data.stride=32 --set train.batch_size=8 --set train.threads=1 --set train.log_every=1
   --set train.progress=false --set train.eval_max_batches=2)
 
-# The pid of the worker with RANK=$2 among dtrun $1's children.
-worker_pid() {
-  local p
-  for p in $(pgrep -P "$1"); do
-    if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "RANK=$2"; then echo "$p"; return; fi
-  done
-}
-wait_for() {  # $1 = seconds, then a command that must succeed
-  local t=$1; shift
-  for _ in $(seq $((t * 10))); do "$@" && return 0; sleep 0.1; done
-  return 1
-}
 lines() { [ -f "$1" ] && [ "$(wc -l <"$1")" -ge "$2" ]; }
 
 # 1. SIGKILL one of three workers mid-training.

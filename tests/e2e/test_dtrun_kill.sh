@@ -9,11 +9,6 @@ common=(--config "$src/configs/quickstart.toml" --set data.dir="$work/data" --se
   --set train.progress=false --set train.eval_max_batches=2 --set train.max_steps=1000000
   --set train.epochs=0 --set train.checkpoint_every=5 --set train.keep_checkpoints=1000)
 
-wait_for() {  # $1 = seconds, then a command that must succeed
-  local t=$1; shift
-  for _ in $(seq $((t * 10))); do "$@" && return 0; sleep 0.1; done
-  return 1
-}
 lines() { [ -f "$1" ] && [ "$(wc -l <"$1")" -ge "$2" ]; }
 # A process that runs (a zombie waiting for a reaper does not count).
 alive() { [ -r "/proc/$1/stat" ] && [ "$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1)" != Z ]; }

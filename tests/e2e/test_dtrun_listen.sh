@@ -7,11 +7,6 @@ source "$2/tests/e2e/lib.sh" "$1" "$2" "to pick a free port"
 command -v ss >/dev/null || { echo "SKIP: no ss (iproute2) to list listening sockets"; exit 77; }
 
 free_port() { "$py" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-wait_for() {  # $1 = seconds, then a command that must succeed
-  local t=$1; shift
-  for _ in $(seq $((t * 10))); do "$@" && return 0; sleep 0.1; done
-  return 1
-}
 listening() { ss -ltnpH | grep "pid=$1," | awk '{print $4}' | sort; }  # local address:port of pid $1
 has_listener() { [ -n "$(listening "$1")" ]; }
 gone() { ! kill -0 "$1" 2>/dev/null; }

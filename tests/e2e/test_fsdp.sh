@@ -119,12 +119,9 @@ ranks straight 2 "${restart[@]}"
   "${restart[@]}" --set train.keep_checkpoints=10 --run-dir "$work/restarted" >"$work/restarted.out" 2>&1 &
 agent=$!
 pids+=("$agent")
-for _ in $(seq 1200); do [ -d "$work/restarted/checkpoints/step_000000020" ] && break; sleep 0.1; done
-[ -d "$work/restarted/checkpoints/step_000000020" ] || { cat "$work/restarted.out"; fail "no checkpoint to resume from"; }
-victim=""
-for p in $(pgrep -P "$agent"); do
-  tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "RANK=1" && victim=$p
-done
+wait_for 120 test -d "$work/restarted/checkpoints/step_000000020" ||
+  { cat "$work/restarted.out"; fail "no checkpoint to resume from"; }
+victim=$(worker_pid "$agent" 1)
 [ -n "$victim" ] && kill -9 "$victim"
 rc=0; wait "$agent" || rc=$?
 [ "$rc" -eq 0 ] || { cat "$work/restarted.out"; fail "the restarted FSDP job failed ($rc)"; }

@@ -10,11 +10,6 @@ common=(--config "$src/configs/quickstart.toml" --set data.dir="$work/data" --se
   --set model.heads=2 --set model.layers=1 --set model.ff_dim=64 --set model.seq_len=16
   --set train.batch_size=16 --set train.threads=1 --set train.progress=false --set train.log_every=1
   --set train.eval_max_batches=2)
-wait_for() {  # $1 = seconds, then a command that must succeed
-  local t=$1; shift
-  for _ in $(seq $((t * 20))); do "$@" && return 0; sleep 0.05; done
-  return 1
-}
 logged_step() {  # true once $1/metrics.jsonl has a train record at step >= $2
   [ -f "$1/metrics.jsonl" ] && "$py" - "$1/metrics.jsonl" "$2" <<'EOF'
 import json, sys

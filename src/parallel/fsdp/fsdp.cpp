@@ -45,6 +45,8 @@ FullyShardedDataParallel::FullyShardedDataParallel(const std::vector<Unit*>& uni
     off += s.shard;
   }
   const size_t K = units_.size();
+  // Full gradients bound at once without accumulation (see below), and bf16 reductions in flight.
+  const size_t grads_in_flight = std::min(K, 3 + max_reads);
   // Gather pool: FULL_SHARD holds the running unit, the prefetched ones and what a unit's forward
   // reads besides its own (a tied head: the embedding) in shared slots of the largest unit's size;
   // SHARD_GRAD_OP keeps every unit from forward to backward, each in a slot of its own size.
@@ -69,13 +71,12 @@ FullyShardedDataParallel::FullyShardedDataParallel(const std::vector<Unit*>& uni
       grad_pool_bytes_ += padded(k) * int64_t(sizeof(float));
     }
   } else {
-    const size_t n = std::min(K, 3 + max_reads);
-    for (size_t i = 0; i < n; ++i)
+    for (size_t i = 0; i < grads_in_flight; ++i)
       grad_pool_.push_back({Buffer(dev_, sizeof(float) * size_t(max_padded)), max_padded, -1, Buffer()});
     for (const Slot& s : grad_pool_) grad_pool_bytes_ += s.capacity * int64_t(sizeof(float));
   }
   if (o_.reduce_bf16) {  // a bf16 copy of each full gradient in flight, and its reduced shard
-    for (size_t i = 0; i < std::min(K, size_t(3) + max_reads); ++i) {
+    for (size_t i = 0; i < grads_in_flight; ++i) {
       half_pool_.push_back({Buffer(), max_padded, -1, Buffer(dev_, sizeof(uint16_t) * size_t(max_padded + max_shard_))});
       grad_pool_bytes_ += int64_t(half_pool_.back().half.size());
     }
