@@ -14,6 +14,7 @@
 #include "data/prepare.hpp"
 #include "data/token_file.hpp"
 #include "data/vocab.hpp"
+#include "train/checkpoint_tools.hpp"
 #include "train/debug_dump.hpp"
 #include "train/generate.hpp"
 #include "train/trainer.hpp"
@@ -26,13 +27,17 @@ const char* kUsage = R"(dtrain — train Transformer language models
 
 usage:
   dtrain train --config FILE [--set key=value ...] [--run-dir DIR]
-  dtrain train --resume RUN_DIR [--set key=value ...]
+  dtrain train --resume RUN_DIR|CHECKPOINT [--run-dir DIR] [--set key=value ...]
   dtrain eval --checkpoint DIR [--data DIR] [--split valid|test] [--batch-size N] [--threads N]
               [--precision f32|bf16]
   dtrain generate --checkpoint DIR --prompt TEXT [--tokens N] [--temperature T] [--top-k K] [--seed S]
   dtrain data prepare --input PATH --out DIR [--no-lowercase] [--no-eos] [--min-freq N] [--max-vocab N]
                       [--valid-fraction F] [--test-fraction F]   (plain text: split by paragraphs)
   dtrain data builtin --out DIR        (the offline default corpus: Debian's licence texts)
+  dtrain ckpt inspect DIR             (layout it was saved from, step, tensors, sizes)
+  dtrain ckpt verify DIR              (every checksum)
+  dtrain ckpt export DIR --out FILE.safetensors [--optimizer]   (whole weights + config.json beside)
+  dtrain ckpt import FILE.safetensors --config CONFIG --out DIR [--vocab vocab.txt]
   dtrain debug dump --config FILE [--set key=value ...] --out DIR [--steps N]
   dtrain config keys                   (every config key)
 
@@ -126,12 +131,25 @@ int cmd_train(int argc, char** argv) {
   Args a = parse(argc, argv, 2, {}, {"config", "set", "run-dir", "resume"});
   RunConfig cfg;
   const std::string resume = a.get("resume");
-  std::string run_dir = a.get("run-dir");
-  if (!resume.empty()) {
-    require(std::filesystem::exists(resume + "/config.json"),
-            "--resume " + resume + ": no config.json there; give the run dir of an earlier `dtrain train`");
+  std::string run_dir = a.get("run-dir"), checkpoint;
+  if (!resume.empty() && std::filesystem::exists(resume + "/config.json")) {  // a run dir
+    require(run_dir.empty() || run_dir == resume, "--resume " + resume + " is a run dir and continues in it: leave "
+                                                  "out --run-dir, or resume from one of its checkpoints instead");
     load_json_config(cfg, resume + "/config.json");
     run_dir = resume;
+  } else if (!resume.empty()) {  // a checkpoint folder: its run's config, continued here or in --run-dir
+    require(std::filesystem::exists(resume + "/trainer.json"),
+            "--resume " + resume + ": neither a run dir (config.json) nor a resumable checkpoint (trainer.json): "
+            "give the run dir of an earlier `dtrain train` or one of its RUN/checkpoints/step_… folders");
+    const std::string t = read_checkpoint_file(resume, "trainer.json");
+    const Json saved = parse_json(t, resume + "/trainer.json");
+    for (const auto& [section, obj] : json_at(saved, "config", resume + "/trainer.json").items())
+      for (const auto& [name, v] : obj.items()) cfg.set(section + "." + name, json_config_text(v), resume);
+    const std::filesystem::path parent = std::filesystem::path(resume).lexically_normal().parent_path();
+    if (run_dir.empty() && parent.filename() == "checkpoints") run_dir = parent.parent_path().string();
+    require(!run_dir.empty(), "--resume " + resume + " is a checkpoint outside a run dir: say where the run goes "
+                              "on with --run-dir DIR");
+    checkpoint = resume;
   } else {
     cfg.load_toml(a.need("config"));
   }
@@ -139,7 +157,7 @@ int cmd_train(int argc, char** argv) {
   if (run_dir.empty()) run_dir = "runs/latest";
   cfg.validate();
   World world(detect_env(), Millis(cfg.parallel.timeout_s * 1000));
-  Trainer t(cfg, run_dir, !resume.empty(), world);
+  Trainer t(cfg, run_dir, !resume.empty(), world, checkpoint);
   t.run();
   world.shutdown();
   if (world.rank() == 0)
@@ -154,7 +172,9 @@ int cmd_eval(int argc, char** argv) {
   std::string data = a.get("data");
   if (data.empty()) {
     const std::string path = ck + "/trainer.json";
-    data = json_get<std::string>(parse_json(read_file(path), path), "config.data.dir", path);
+    require(std::filesystem::exists(path), "checkpoint " + ck + " does not say which data it was trained on: "
+                                           "give --data DIR");
+    data = json_get<std::string>(parse_json(read_checkpoint_file(ck, "trainer.json"), path), "config.data.dir", path);
   }
   const std::string split = a.get("split", "test");
   require(split == "valid" || split == "test" || split == "train", "--split " + split + ": use valid or test");
@@ -168,9 +188,11 @@ int cmd_eval(int argc, char** argv) {
   WindowDataset ds(tokens, mc.seq_len, mc.seq_len);
   const int64_t B = a.integer("batch-size", 64);
   TransformerLM model(mc, B);
-  load_checkpoint(ck, model, nullptr, nullptr);
+  load_weights(ck, model);
   const Precision p = a.get("precision", "f32") == "bf16" ? Precision::bf16 : Precision::f32;
   EvalResult r = evaluate(model, ds, B, 0, p);
+  require(std::isfinite(r.loss), "the " + split + " loss of " + ck + " is not finite: its weights hold NaN or "
+                                 "infinity (a diverged run); evaluate an earlier checkpoint");
   std::printf("%s loss: %.5f, perplexity: %.2f (%lld tokens)\n", split.c_str(), r.loss, std::exp(r.loss),
               (long long)r.tokens);
   return 0;
@@ -227,6 +249,41 @@ int cmd_data(int argc, char** argv) {
   return 0;
 }
 
+int cmd_ckpt(int argc, char** argv) {
+  require(argc >= 4, "usage: dtrain ckpt inspect|verify|export|import …: see `dtrain --help`");
+  const std::string sub = argv[2];
+  Args a = parse(argc, argv, 3, {"optimizer"}, {"out", "config", "vocab"});
+  require(a.positional.size() == 1, "dtrain ckpt " + sub + " takes one folder or file: see `dtrain --help`");
+  const std::string what = a.positional[0];
+  if (sub == "inspect") {
+    std::fputs(inspect_checkpoint(what).c_str(), stdout);
+    return 0;
+  }
+  if (sub == "verify") {
+    const std::vector<std::string> problems = verify_checkpoint_folder(what);
+    for (const std::string& p : problems) std::fprintf(stderr, "dtrain: %s\n", p.c_str());
+    if (!problems.empty()) {
+      std::fprintf(stderr, "dtrain: error: checkpoint %s is damaged (%zu problems): resume from an older one\n",
+                   what.c_str(), problems.size());
+      return 2;
+    }
+    std::printf("checkpoint %s: every chunk and file matches its checksum\n", what.c_str());
+    return 0;
+  }
+  if (sub == "export") {
+    const std::string out = a.need("out");
+    export_checkpoint(what, out, a.flag("optimizer"));
+    std::printf("exported %s to %s (and config.json beside it)\n", what.c_str(), out.c_str());
+    return 0;
+  }
+  require(sub == "import", "unknown command `dtrain ckpt " + sub + "`: use inspect, verify, export or import");
+  const std::string out = a.need("out");
+  import_checkpoint(what, a.need("config"), out, a.get("vocab"));
+  std::printf("imported %s as checkpoint %s (start from it with --set train.init_from=%s)\n", what.c_str(),
+              out.c_str(), out.c_str());
+  return 0;
+}
+
 int cmd_debug(int argc, char** argv) {
   require(argc >= 3 && std::string(argv[2]) == "dump", "usage: dtrain debug dump …: see `dtrain --help`");
   Args a = parse(argc, argv, 3, {}, {"config", "set", "out", "steps"});
@@ -253,11 +310,12 @@ int main(int argc, char** argv) {
     if (cmd == "generate") return cmd_generate(argc, argv);
     if (cmd == "data") return cmd_data(argc, argv);
     if (cmd == "debug") return cmd_debug(argc, argv);
+    if (cmd == "ckpt") return cmd_ckpt(argc, argv);
     if (cmd == "config") {
       for (const auto& k : RunConfig::known_keys()) std::printf("%s\n", k.c_str());
       return 0;
     }
-    throw Error("unknown command `" + cmd + "`: use train, eval, generate, data, debug or config (see --help)");
+    throw Error("unknown command `" + cmd + "`: use train, eval, generate, data, ckpt, debug or config (see --help)");
   } catch (const Error& e) {
     std::fprintf(stderr, "dtrain: error: %s\n", e.what());
     return 2;

@@ -98,6 +98,7 @@ SafetensorsWriter::SafetensorsWriter(const std::string& path, std::vector<SafeTe
   file_.emplace(path_);
   file_->write(len_le, 8);
   file_->write(header_text);
+  at_ = 8 + n;
 }
 
 const SafeTensorSpec& SafetensorsWriter::next() const {
@@ -105,7 +106,7 @@ const SafeTensorSpec& SafetensorsWriter::next() const {
   return specs_[next_];
 }
 
-void SafetensorsWriter::append(const void* data) {
+uint64_t SafetensorsWriter::append(const void* data) {
   require(next_ < specs_.size(), "cannot write " + path_ + ": a tensor was appended after all " +
                                      std::to_string(specs_.size()) +
                                      " declared tensors; declare every tensor in the specs");
@@ -117,6 +118,9 @@ void SafetensorsWriter::append(const void* data) {
   DT_ASSERT(file_.has_value());
   file_->write(data, size_t(nbytes));
   ++next_;
+  const uint64_t where = at_;
+  at_ += nbytes;
+  return where;
 }
 
 void SafetensorsWriter::commit() {

@@ -43,8 +43,8 @@ class SafetensorsWriter {
   SafetensorsWriter& operator=(const SafetensorsWriter&) = delete;
 
   // The next tensor's bytes (numel * dtype size bytes at data; may be null for an empty tensor).
-  // Error if called more times than there are specs.
-  void append(const void* data);
+  // Error if called more times than there are specs. Returns where in the file its bytes start.
+  uint64_t append(const void* data);
   const SafeTensorSpec& next() const;  // the spec append() expects next (internal assertion if none left)
   bool done() const { return next_ == specs_.size(); }  // every tensor appended
   void commit();  // Error if not every tensor was appended
@@ -54,6 +54,7 @@ class SafetensorsWriter {
   std::vector<SafeTensorSpec> specs_;
   std::vector<uint64_t> nbytes_;  // per spec
   size_t next_ = 0;
+  uint64_t at_ = 0;  // bytes written so far (header included)
   std::optional<AtomicFile> file_;  // opened once the header is valid
 };
 

@@ -12,7 +12,7 @@
 
 #include "core/error.hpp"
 #include "core/host_name.hpp"
-#include "metrics/crc32c.hpp"
+#include "core/crc32c.hpp"
 
 namespace dtrain {
 

@@ -89,11 +89,12 @@ std::vector<Optimizer::StateView> Optimizer::state() {
   for (size_t i = 0; i < shards_.size(); ++i) {
     float* m = host ? m_[i].f32() : host_m_[i].f32();
     if (!host) dev_.download(m, m_[i].data(), m_[i].size());
-    out.push_back({(c_.name == "adamw" ? "exp_avg." : "momentum.") + std::to_string(i), m, shards_[i].numel});
+    const std::string first = c_.name == "adamw" ? "exp_avg" : "momentum";
+    out.push_back({first + "." + std::to_string(i), first, i, m, shards_[i].numel});
     if (c_.name != "adamw") continue;
     float* v = host ? v_[i].f32() : host_v_[i].f32();
     if (!host) dev_.download(v, v_[i].data(), v_[i].size());
-    out.push_back({"exp_avg_sq." + std::to_string(i), v, shards_[i].numel});
+    out.push_back({"exp_avg_sq." + std::to_string(i), "exp_avg_sq", i, v, shards_[i].numel});
   }
   return out;
 }

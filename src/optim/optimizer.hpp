@@ -56,7 +56,9 @@ class Optimizer {
   // state() returns them up to date, and after writing into them, upload_state() makes the
   // optimizer use them (both no-ops on the CPU, where they are the state itself).
   struct StateView {
-    std::string name;
+    std::string name;    // family.shard, e.g. "exp_avg.3"
+    std::string family;  // exp_avg, exp_avg_sq (adamw) or momentum (sgd)
+    size_t shard;        // which of the shards it belongs to (laid out like that shard's parameters)
     float* data;
     int64_t numel;
   };

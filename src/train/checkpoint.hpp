@@ -1,14 +1,18 @@
-// Checkpoints: a folder with the weights (model.safetensors, loadable by PyTorch), the optimizer
-// state, the trainer's position and the vocabulary. Written to a staging folder and swapped in
-// atomically, so an existing checkpoint is never half-overwritten.
+// Checkpoint folders: an index (index.json) of every tensor's chunks, the data files they point
+// into, the trainer's state and position (trainer.json) and the vocabulary (docs/checkpoints.md).
+// Loading intersects what a rank holds with the saved chunks, so any layout reads any other, and
+// checks every chunk it reads against its checksum. Writing: checkpoint_writer.hpp.
 #pragma once
 #include <limits>
 #include <string>
+#include <vector>
 
+#include "ckpt/index.hpp"
 #include "ckpt/safetensors.hpp"
 #include "core/json.hpp"
 #include "nn/transformer.hpp"
 #include "optim/optimizer.hpp"
+#include "train/rank_state.hpp"
 #include "train/run_dir.hpp"
 
 namespace dtrain {
@@ -16,7 +20,8 @@ namespace dtrain {
 struct TrainerState {
   int64_t global_step = 0;      // optimizer steps taken
   int64_t epoch = 0;            // current epoch (0-based)
-  int64_t batch_in_epoch = 0;   // batches of `epoch` already trained
+  int64_t batch_in_epoch = 0;   // this layout's loader batches of `epoch` already trained
+  int64_t samples_in_epoch = 0; // the same position, global: samples of the epoch's permutation consumed
   double epoch_loss_sum = 0.0;  // sum of per-batch mean losses in `epoch` so far
   double best_val = std::numeric_limits<double>::infinity();
   double train_seconds = 0.0;   // time spent in training steps (for tokens/s)
@@ -28,36 +33,41 @@ struct TrainerState {
   static TrainerState from_json(const Json& j, const std::string& source);  // Error names source
 };
 
-// The model's parameters as safetensors views (names as in docs/model.md), in unit order.
+// The model's parameters as safetensors views (names as in docs/model.md), in unit order; the
+// model must own its parameters.
 std::vector<SafeTensorView> weight_views(TransformerLM& model);
 
-// Writes dir (replacing any previous content atomically). optimizer and state may be null
-// (weights-only export such as model_best).
-void save_checkpoint(const std::string& dir, TransformerLM& model, Optimizer* optimizer,
-                     const TrainerState* state, const Json& run_config, const std::string& vocab_path);
-
-// The model config a checkpoint was written for (Error if dir is not a checkpoint).
-ModelConfig checkpoint_model_config(const std::string& dir);
-
-// Error unless the checkpoint in dir was written for `config` (names the first difference and the fix).
-void require_same_model(const std::string& dir, const ModelConfig& config);
-// Removes what killed writers of dir left beside it (dir.staging.PID, dir.old.PID, dir.deleting.PID).
-// The run dir's lock makes this process its only writer.
-void remove_leftovers_of(const std::string& dir);
-// What every checkpoint holds besides weights: trainer.json (state and run config, when state is
-// given) and vocab.txt, written into the staging folder.
-void write_checkpoint_extras(const std::string& staged, const TrainerState* state, const Json& run_config,
-                             const std::string& vocab_path);
 // model.safetensors' metadata: the format and the model config.
 std::map<std::string, std::string> weights_metadata(const ModelConfig& config);
 
-// Loads weights (and optimizer and state when given). Error if the checkpoint was written for a
-// different model, or is corrupt or truncated.
-void load_checkpoint(const std::string& dir, TransformerLM& model, Optimizer* optimizer, TrainerState* state);
+// The model config a checkpoint was written for (from its index; CheckpointDamaged without one).
+ModelConfig checkpoint_model_config(const std::string& dir);
+// Error unless the checkpoint was written for `config` (names the first difference and the fix).
+void require_same_model(const std::string& dir, const CheckpointIndex& index, const ModelConfig& config);
 
-// The newest complete checkpoint under run_dir/checkpoints, or "" when there is none.
-std::string latest_checkpoint(const std::string& run_dir);
-// Removes all but the newest `keep` checkpoints under run_dir/checkpoints.
+struct LoadReport {
+  int64_t step = 0;        // the optimizer step it was saved at
+  int64_t bytes_read = 0;  // by this rank
+  double seconds = 0.0;
+};
+
+// Fills what `held` holds (weights, and optimizer state when it was built with an optimizer, then
+// also the optimizer's step count and, given `state`, the trainer state) from the checkpoint in
+// dir, whatever layout wrote it. CheckpointDamaged (naming the file) when the checkpoint cannot be
+// trusted; Error (naming the fix) when it was written for another model or optimizer.
+LoadReport load_checkpoint(const std::string& dir, const ModelConfig& config, RankState& held, Optimizer* optimizer,
+                           TrainerState* state);
+// A small file of the checkpoint (trainer.json, vocab.txt), checked against its size and checksum
+// in the index (CheckpointDamaged when it does not match or is missing).
+std::string read_checkpoint_file(const std::string& dir, const std::string& name);
+// Weights only, into a model that owns its parameters (eval, generate, train.init_from).
+void load_weights(const std::string& dir, TransformerLM& model);
+
+// The complete checkpoints under run_dir/checkpoints (step_N folders, no leftovers), newest first.
+std::vector<std::string> checkpoints_newest_first(const std::string& run_dir);
+// Removes all but the newest `keep` checkpoints under run_dir/checkpoints, and writers' leftovers.
 void prune_checkpoints(const std::string& run_dir, int64_t keep);
+// Removes what killed writers of dir left beside it (dir.staging.PID, dir.old.PID, dir.deleting.PID).
+void remove_leftovers_of(const std::string& dir);
 
 }  // namespace dtrain

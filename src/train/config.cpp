@@ -133,6 +133,9 @@ const std::map<std::string, Key>& keys() {
       INT_KEY("train.eval_max_batches", train.eval_max_batches),
       INT_KEY("train.checkpoint_every", train.checkpoint_every),
       INT_KEY("train.keep_checkpoints", train.keep_checkpoints),
+      CHOICE_KEY("train.checkpoint_format", train.checkpoint_format, "auto|full|sharded"),
+      BOOL_KEY("train.checkpoint_async", train.checkpoint_async),
+      STRING_KEY("train.init_from", train.init_from),
       INT_KEY("train.log_every", train.log_every),
       BOOL_KEY("train.progress", train.progress),
       CHOICE_KEY("optim.name", optim.name, "adamw|sgd"),
@@ -260,6 +263,9 @@ void RunConfig::validate() const {
           "train.batch_size = " + std::to_string(train.batch_size) + " makes batches of more than 2^31 tokens (× " +
               "model.seq_len " + std::to_string(model.seq_len) + "): lower train.batch_size");
   require(train.keep_checkpoints > 0, "train.keep_checkpoints must be at least 1");
+  require(!train.checkpoint_async || train.checkpoint_format != "full",
+          "train.checkpoint_async = true writes sharded checkpoints in the background; the full format is written "
+          "by rank 0 while the units are gathered: set train.checkpoint_format=sharded (or auto), or turn async off");
 }
 
 Json RunConfig::to_json() const {

@@ -30,6 +30,11 @@ struct TrainConfig {
   int64_t eval_max_batches = 0;   // cap on validation per evaluation, in global batches; 0 = all
   int64_t checkpoint_every = 0;   // steps between checkpoints in addition to epoch ends; 0 = epochs only
   int64_t keep_checkpoints = 2;
+  // auto: sharded (one data file per rank) when the world is larger than 1, else full (one
+  // safetensors file of the whole model); docs/checkpoints.md
+  std::string checkpoint_format = "auto";  // auto | full | sharded
+  bool checkpoint_async = false;  // sharded saves written by a background thread while training goes on
+  std::string init_from;          // a checkpoint folder whose weights a fresh run starts from
   int64_t log_every = 10;         // steps between metrics.jsonl points
   bool progress = true;           // progress line on a terminal
 };

@@ -24,6 +24,7 @@ void dump_parity(const RunConfig& cfg_in, const std::string& out, int64_t steps)
   std::filesystem::create_directories(out);
   TransformerLM model(cfg.model, B);
   model.init_weights(cfg.train.seed);
+  if (!cfg.train.init_from.empty()) load_weights(cfg.train.init_from, model);
   const OptimizerConfig& oc = cfg.optim;
   auto str = [](double x) {
     char b[64];

@@ -22,12 +22,13 @@ std::string generate_text(const GenerateOptions& o, const std::function<void(std
   const std::string vocab_path = o.checkpoint + "/vocab.txt";
   require(std::filesystem::exists(vocab_path),
           "checkpoint " + o.checkpoint + " has no vocab.txt: use a checkpoint written by `dtrain train`");
+  read_checkpoint_file(o.checkpoint, "vocab.txt");  // checked against the index before use
   const Vocabulary vocab = Vocabulary::load(vocab_path);
   require(vocab.size() == mc.vocab_size, "checkpoint " + o.checkpoint + ": vocab.txt has " +
                                              std::to_string(vocab.size()) + " words but the model " +
                                              std::to_string(mc.vocab_size) + ": the checkpoint is inconsistent");
   TransformerLM model(mc, 1);
-  load_checkpoint(o.checkpoint, model, nullptr, nullptr);
+  load_weights(o.checkpoint, model);
 
   std::vector<uint32_t> ids = vocab.encode_line(o.prompt);
   if (!ids.empty() && vocab.has_eos() && ids.back() == vocab.eos_id()) ids.pop_back();  // continue the line

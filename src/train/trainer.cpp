@@ -20,7 +20,8 @@
 #include "comm/mesh.hpp"
 #include "parallel/ddp/ddp.hpp"
 #include "parallel/fsdp/fsdp.hpp"
-#include "train/fsdp_checkpoint.hpp"
+#include "train/checkpoint_writer.hpp"
+#include "train/rank_state.hpp"
 #include "train/run_dir.hpp"
 #ifdef DTRAIN_HAVE_CUDA
 #include "comm/nccl/nccl_backend.hpp"
@@ -95,6 +96,11 @@ struct Trainer::Impl {
   int dp = 1, dp_rank = 0;
   double device_seconds = 0.0;  // step time on the device's clock
   double loss_read = 0.0, loss_divisor = 0.0;  // see train_step
+  std::unique_ptr<CheckpointWriter> writer;
+  int64_t last_checkpoint_step = -1;  // the step of this run dir's newest checkpoint written by this run
+  int64_t async_step = -1;             // the background save in flight, if any
+  LoadReport load_report;              // of the checkpoint resumed from
+  int64_t rank_samples = 0;            // training samples per rank and epoch (padded sampler)
 
   static TokenFile open_split(const std::string& dir, const std::string& split) {
     const std::string p = dir + "/" + split + ".bin";
@@ -105,7 +111,7 @@ struct Trainer::Impl {
     return f;
   }
 
-  Impl(RunConfig c, std::string dir, bool resume, World& w)
+  Impl(RunConfig c, std::string dir, bool resume, const std::string& from, World& w)
       : cfg(std::move(c)),
         run_dir(std::move(dir)),
         world(w),
@@ -128,36 +134,34 @@ struct Trainer::Impl {
     const MeshShape shape = mesh_shape();
     dp = shape.dp();
     dp_rank = mesh_coord(shape, world.rank()).dp_index(shape);
+    rank_samples = DistributedSampler(train_set->size(), cfg.data.shuffle, cfg.train.seed, dp, dp_rank).size();
     if (root) lock = std::make_unique<RunDirLock>(run_dir);  // one writer, before anything reads the run dir
     dev = make_device(cfg.train.device, world.env().local_rank);
     mesh = std::make_unique<DeviceMesh>(world, shape, backend_factory());
     build_model();
-    // After dtrun restarted the workers, continue from the latest checkpoint if there is one.
+    writer = std::make_unique<CheckpointWriter>(world.all(), double(cfg.parallel.timeout_s));
+    // After dtrun restarted the workers, continue from the run dir's newest good checkpoint if there
+    // is one; --resume FOLDER starts from that checkpoint (into this or another run dir).
     const bool restarted = world.env().restart_count > 0;
     require(resume || restarted || !fs::exists(run_dir + "/config.json"),
             "run dir " + run_dir + " already holds a run: continue it with `dtrain train --resume " + run_dir +
                 "`, or choose another --run-dir");
-    const std::string ck = latest_checkpoint(run_dir);
-    if ((resume || restarted) && ck.empty() && root)
+    std::vector<std::string> candidates = checkpoints_newest_first(run_dir);
+    if (!from.empty() && (candidates.empty() || !restarted)) candidates = {from};
+    if ((resume || restarted) && candidates.empty() && root)
       std::printf("run dir %s has no checkpoint yet (its run stopped before the first one): starting it afresh\n",
                   run_dir.c_str());
-    resume = (resume || restarted) && !ck.empty();
-    if (resume) {
-      if (fsdp)
-        load_fsdp_checkpoint(ck, *fsdp, *model, *opt, &st);
-      else
-        load_checkpoint(ck, *model, opt.get(), &st);
-      if (root) {
-        std::printf("resumed from %s (step %lld, epoch %lld)\n", ck.c_str(), (long long)st.global_step,
-                    (long long)st.epoch + 1);
-        const int64_t global_batch = cfg.train.batch_size * dp * cfg.train.grad_accum;
-        if (st.data_parallel > 0 && (st.data_parallel != dp || st.global_batch != global_batch))
-          std::printf("note: the checkpoint was written by %lld data-parallel ranks with a global batch of %lld "
-                      "samples, this run has %d ranks and %lld: the rest of epoch %lld is dealt out afresh at the "
-                      "new size, so some of its samples may be skipped or seen twice\n",
-                      (long long)st.data_parallel, (long long)st.global_batch, dp, (long long)global_batch,
-                      (long long)st.epoch + 1);
-      }
+    bool same_run = true;  // the checkpoint belongs to this run dir: its logs continue
+    if (resume || restarted) {
+      const std::string ck = resume_from(candidates, !from.empty() && candidates == std::vector<std::string>{from});
+      resume = !ck.empty();
+      std::error_code ec;
+      same_run = resume && fs::equivalent(fs::path(ck).parent_path().parent_path(), run_dir, ec);
+      if (same_run) last_checkpoint_step = st.global_step;
+    } else if (!cfg.train.init_from.empty()) {
+      RankState held(*model, fsdp.get(), nullptr);
+      load_checkpoint(cfg.train.init_from, cfg.model, held, nullptr, nullptr);
+      if (root) std::printf("initial weights from %s\n", cfg.train.init_from.c_str());
     }
     if (dp > 1 && !fsdp) {
       ddp = std::make_unique<DataParallel>(model->units(), mesh->dp(), size_t(cfg.parallel.bucket_mb * (1 << 20)));
@@ -166,11 +170,18 @@ struct Trainer::Impl {
     world.all().barrier();  // every rank has checked the run dir before rank 0 writes into it
     if (root) {
       write_file_atomic(run_dir + "/config.json", cfg.to_json().dump(2));
-      // Logs continue where the checkpoint left them (a fresh start clears a failed attempt's); a
-      // checkpoint from before log marks existed leaves them as they are.
-      std::string events;
-      if (!resume || st.logs.metrics_bytes >= 0) events = rewind_logs(run_dir, resume ? st.logs : LogMarks{});
+      // Logs continue where this run dir's checkpoint left them (a fresh start, or a checkpoint of
+      // another run, clears them).
+      const std::string events = rewind_logs(run_dir, resume && same_run ? st.logs : LogMarks{});
       jsonl = std::make_unique<JsonlWriter>(run_dir + "/metrics.jsonl");
+      if (resume) {
+        Json j = Json::object();
+        j["type"] = "checkpoint_load";
+        j["step"] = st.global_step;
+        j["seconds"] = load_report.seconds;
+        j["bytes_read"] = load_report.bytes_read;  // by rank 0
+        jsonl->write(j);
+      }
       tb = std::make_unique<TensorBoardWriter>(run_dir, events);
     }
   }
@@ -254,30 +265,132 @@ struct Trainer::Impl {
 
   std::string vocab_path() const { return data_dir + "/vocab.txt"; }
 
+  // A resume checkpoint of the current step under RUN/checkpoints (sharded or full, see
+  // train.checkpoint_format), then older ones pruned. Every rank takes part.
   void checkpoint() {
+    finish_async_save();
     // The epoch's loss so far is saved averaged over the ranks: a resumed run, at any size, then
     // prints the epoch loss the uninterrupted run would have.
     TrainerState saved = st;
     average(&saved.epoch_loss_sum, 1);
-    if (!root && !fsdp) return;
     saved.data_parallel = dp;
     saved.global_batch = cfg.train.batch_size * dp * cfg.train.grad_accum;
+    saved.samples_in_epoch = std::min(st.batch_in_epoch * cfg.train.batch_size, rank_samples) * dp;
     if (root) saved.logs = {jsonl->bytes(), fs::path(tb->path()).filename().string(), tb->bytes()};
     char name[32];
     std::snprintf(name, sizeof name, "step_%09lld", (long long)st.global_step);
-    save(run_dir + "/checkpoints/" + name, true, saved);
-    if (root) prune_checkpoints(run_dir, cfg.train.keep_checkpoints);
+    const std::string& f = cfg.train.checkpoint_format;
+    const bool async = cfg.train.checkpoint_async;
+    const bool sharded = f == "sharded" || (f == "auto" && (world.size() > 1 || async));
+    const int64_t keep = cfg.train.keep_checkpoints;
+    const std::string dir = run_dir;
+    const SaveReport rep = save(run_dir + "/checkpoints/" + name, true, saved, sharded, async,
+                                [dir, keep] { prune_checkpoints(dir, keep); });
+    last_checkpoint_step = st.global_step;
+    if (async) async_step = st.global_step;
+    if (root) {
+      Json j = Json::object();
+      j["type"] = "checkpoint";
+      j["step"] = st.global_step;
+      j["format"] = sharded ? "sharded" : "full";
+      j["async"] = async;
+      j["bytes"] = rep.bytes;  // written by rank 0
+      j["stall_seconds"] = rep.stall_seconds;
+      jsonl->write(j);
+    }
   }
 
-  // A checkpoint folder: with the optimizer (for resuming) or weights only (model_best, model_final).
-  // Under FSDP every rank takes part (its shard is gathered and written); otherwise rank 0 writes.
-  void save(const std::string& dir, bool with_optimizer, const TrainerState& state) {
-    if (fsdp) {
-      const bool first_replica = mesh->coord().dp_replicate == 0;
-      save_fsdp_checkpoint(dir, *fsdp, *model, with_optimizer ? opt.get() : nullptr, &state, cfg.to_json(),
-                           vocab_path(), world.all(), first_replica);
-    } else if (root) {
-      save_checkpoint(dir, *model, with_optimizer ? opt.get() : nullptr, &state, cfg.to_json(), vocab_path());
+  // Waits for the background save in flight (if any) and logs how long its writing took.
+  void finish_async_save() {
+    const double seconds = writer->wait();
+    if (async_step < 0) return;
+    if (root) {
+      Json j = Json::object();
+      j["type"] = "checkpoint_written";
+      j["step"] = async_step;
+      j["write_seconds"] = seconds;
+      jsonl->write(j);
+    }
+    async_step = -1;
+  }
+
+  // A checkpoint folder: with the optimizer (for resuming) or weights only (model_best, model_final,
+  // always in the full format: one model.safetensors that PyTorch, eval and generate read). Every
+  // rank takes part: under FSDP the units are gathered; sharded, every rank writes its share.
+  SaveReport save(const std::string& dir, bool with_optimizer, const TrainerState& state, bool sharded = false,
+                  bool async = false, std::function<void()> after_commit = {}) {
+    const MeshShape& m = mesh->shape();
+    SaveRequest r;
+    r.dir = dir;
+    r.sharded = sharded;
+    r.async = async;
+    r.with_optimizer = with_optimizer;
+    r.state = &state;
+    r.run_config = cfg.to_json();
+    r.vocab_path = vocab_path();
+    r.saved_from = {{"world", world.size()}, {"pp", m.pp}, {"dp_replicate", m.dp_replicate},
+                    {"dp_shard", m.dp_shard}, {"tp", m.tp}};
+    // ranks holding the same values split the writing: DDP's replicas, HSDP's replicas of a shard
+    r.part = fsdp ? mesh->coord().dp_replicate : dp_rank;
+    r.parts = fsdp ? m.dp_replicate : dp;
+    r.after_commit = std::move(after_commit);
+    return writer->save(r, *model, fsdp.get(), opt.get());
+  }
+
+  // Loads the newest good checkpoint of `candidates`: every rank reads what it holds and checks
+  // each chunk it reads. A damaged checkpoint is named (by the rank that found it) and the next
+  // older one is used; named: the user gave this one checkpoint, so there is no fallback. Returns
+  // the checkpoint loaded ("" when there are no candidates).
+  std::string resume_from(const std::vector<std::string>& candidates, bool named) {
+    for (size_t i = 0; i < candidates.size(); ++i) {
+      const std::string& ck = candidates[i];
+      std::string damage;
+      try {
+        RankState held(*model, fsdp.get(), opt.get());
+        load_report = load_checkpoint(ck, cfg.model, held, opt.get(), &st);
+      } catch (const CheckpointDamaged& e) {
+        damage = e.what();
+      }
+      double bad = damage.empty() ? 0.0 : 1.0;
+      world.all().allreduce(&bad, 1, ReduceOp::max);
+      if (bad == 0.0) {
+        if (root) {
+          std::printf("resumed from %s (step %lld, epoch %lld)%s\n", ck.c_str(), (long long)st.global_step,
+                      (long long)st.epoch + 1, i > 0 ? ": the newest good checkpoint" : "");
+          std::fflush(stdout);
+        }
+        place_loader();
+        return ck;
+      }
+      if (!damage.empty())
+        std::fprintf(stderr, "dtrain: checkpoint %s is damaged: %s%s\n", ck.c_str(), damage.c_str(),
+                     named || i + 1 == candidates.size() ? "" : "; using an older checkpoint");
+      std::fflush(stderr);
+      require(!named, "checkpoint " + ck + " is damaged (see above): resume from another checkpoint folder, "
+                      "or from the run dir to use its newest good one");
+    }
+    require(candidates.empty(), "no good checkpoint in " + run_dir + "/checkpoints (each is damaged, see above): "
+                                "start afresh with another --run-dir, or resume from a copy you trust");
+    return "";
+  }
+
+  // Puts the loader where the checkpoint's global position says (samples consumed of the epoch's
+  // permutation), in this layout's batches: with the same global batch, a run resumed at any size
+  // goes on with the very samples the uninterrupted run would have seen next.
+  void place_loader() {
+    const int64_t B = cfg.train.batch_size, per_batch = B * dp;
+    const int64_t batches = (rank_samples + B - 1) / B;
+    const bool whole_epoch = st.samples_in_epoch >= rank_samples * dp;
+    st.batch_in_epoch = whole_epoch ? batches : st.samples_in_epoch / per_batch;
+    const int64_t global_batch = B * dp * cfg.train.grad_accum;
+    const bool exact = whole_epoch || st.samples_in_epoch % per_batch == 0;
+    if (root && (!exact || (st.global_batch > 0 && st.global_batch != global_batch))) {
+      std::printf("note: the checkpoint was written with a global batch of %lld samples (%lld consumed in epoch "
+                  "%lld), this run has %lld: the rest of the epoch is dealt out at the new size, so the trajectory "
+                  "differs from the uninterrupted run's%s\n",
+                  (long long)st.global_batch, (long long)st.samples_in_epoch, (long long)st.epoch + 1,
+                  (long long)global_batch, exact ? "" : " and some samples may be skipped or seen twice");
+      std::fflush(stdout);
     }
   }
 
@@ -512,6 +625,8 @@ struct Trainer::Impl {
       }
       checkpoint();
     }
+    if (last_checkpoint_step != st.global_step) checkpoint();  // a run always ends resumable where it stopped
+    finish_async_save();
     save(run_dir + "/model_final", false, st);
     const EvalResult test = evaluate(*model, *test_set, B, 0, precision, &world.all(), eval_hooks());
     const double tps = st.train_seconds > 0 ? double(st.train_tokens) / st.train_seconds : 0.0;
@@ -582,8 +697,8 @@ struct Trainer::Impl {
   }
 };
 
-Trainer::Trainer(RunConfig config, std::string run_dir, bool resume, World& world)
-    : impl_(std::make_unique<Impl>(std::move(config), std::move(run_dir), resume, world)) {}
+Trainer::Trainer(RunConfig config, std::string run_dir, bool resume, World& world, const std::string& resume_checkpoint)
+    : impl_(std::make_unique<Impl>(std::move(config), std::move(run_dir), resume, resume_checkpoint, world)) {}
 Trainer::~Trainer() = default;
 void Trainer::run() { impl_->run(); }
 

@@ -28,9 +28,10 @@ int configure_threads(int threads);
 
 class Trainer {
  public:
-  // Fresh run into run_dir, or, with resume, continue from run_dir's latest checkpoint. With
-  // several ranks in `world`, trains data parallel; only rank 0 prints and writes.
-  Trainer(RunConfig config, std::string run_dir, bool resume, World& world);
+  // Fresh run into run_dir, or, with resume, continue from run_dir's newest good checkpoint, or
+  // from resume_checkpoint when given (a checkpoint folder of this or another run, any layout).
+  // With several ranks in `world`, trains in parallel; only rank 0 prints and writes logs.
+  Trainer(RunConfig config, std::string run_dir, bool resume, World& world, const std::string& resume_checkpoint = "");
   ~Trainer();
   void run();
 

@@ -324,10 +324,15 @@ void FullyShardedDataParallel::finish_gradients() {
 }
 
 void FullyShardedDataParallel::gather_full(size_t k, float* out) {
+  std::vector<float> shard(size_t(state_[k].shard));
+  dev_.download(shard.data(), state_[k].param_shard, sizeof(float) * shard.size());
+  gather_full_host(k, shard.data(), out);
+}
+
+void FullyShardedDataParallel::gather_full_host(size_t k, const float* shard, float* out) {
   const UnitState& s = state_[k];
-  std::vector<float> shard(size_t(s.shard)), whole(size_t(padded(k)));
-  dev_.download(shard.data(), s.param_shard, sizeof(float) * shard.size());
-  shard_.allgather(shard.data(), whole.data(), size_t(s.shard), ElemType::f32);
+  std::vector<float> whole(size_t(padded(k)));
+  shard_.allgather(shard, whole.data(), size_t(s.shard), ElemType::f32);
   std::copy(whole.begin(), whole.begin() + s.unit->numel(), out);
 }
 

@@ -59,6 +59,8 @@ class FullyShardedDataParallel : public UnitHooks {
   float* param_shard(size_t k) const { return state_[k].param_shard; }
   // Collective over the shard ranks: unit k's whole parameters (numel floats) into host memory.
   void gather_full(size_t k, float* out);
+  // The same for any host buffer laid out like unit k's shard (optimizer state): numel floats into out.
+  void gather_full_host(size_t k, const float* shard, float* out);
 
   // Bytes this rank allocated: parameter and gradient shards, the gather pool, the gradient pool.
   int64_t shard_bytes() const { return 2 * total_shard_ * int64_t(sizeof(float)); }

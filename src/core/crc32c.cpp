@@ -1,6 +1,6 @@
 // CRC-32C implementations (see crc32c.hpp): slicing-by-8 tables, and SSE4.2 on x86-64 chosen at
 // run time with __builtin_cpu_supports.
-#include "metrics/crc32c.hpp"
+#include "core/crc32c.hpp"
 
 #include <array>
 #include <cstring>

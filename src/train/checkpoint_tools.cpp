@@ -1,0 +1,159 @@
+// dtrain ckpt (see checkpoint_tools.hpp).
+#include "train/checkpoint_tools.hpp"
+
+#include <cstdio>
+#include <filesystem>
+#include <set>
+
+#include "ckpt/chunk_io.hpp"
+#include "ckpt/safetensors.hpp"
+#include "comm/world.hpp"
+#include "core/atomic_file.hpp"
+#include "train/checkpoint.hpp"
+#include "train/checkpoint_writer.hpp"
+#include "train/config.hpp"
+
+namespace fs = std::filesystem;
+
+namespace dtrain {
+
+namespace {
+
+std::string human_bytes(double b) {
+  const char* units[] = {"B", "KB", "MB", "GB", "TB"};
+  int u = 0;
+  while (b >= 1000 && u < 4) {
+    b /= 1000;
+    ++u;
+  }
+  char s[32];
+  std::snprintf(s, sizeof s, u ? "%.1f %s" : "%.0f %s", b, units[u]);
+  return s;
+}
+
+std::string shape_text(const std::vector<int64_t>& s) {
+  std::string t = "[";
+  for (size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + std::to_string(s[i]);
+  return t + "]";
+}
+
+}  // namespace
+
+std::string inspect_checkpoint(const std::string& dir) {
+  const CheckpointIndex idx = CheckpointIndex::read(dir);
+  const std::string src = dir + "/index.json";
+  const Json& from = json_at(idx.meta, "saved_from", src);
+  std::string out = "checkpoint " + dir + "\n";
+  out += "  format: " + json_get<std::string>(from, "format", src) + " (" + std::to_string(idx.files.size()) +
+         " files, " + human_bytes(double(idx.data_bytes())) + " of tensor data)\n";
+  out += "  saved from: " + std::to_string(json_get<int64_t>(from, "world", src)) + " ranks (pp " +
+         std::to_string(json_get<int64_t>(from, "pp", src)) + " × dp_replicate " +
+         std::to_string(json_get<int64_t>(from, "dp_replicate", src)) + " × dp_shard " +
+         std::to_string(json_get<int64_t>(from, "dp_shard", src)) + " × tp " +
+         std::to_string(json_get<int64_t>(from, "tp", src)) + ")\n";
+  out += "  step: " + std::to_string(json_get<int64_t>(idx.meta, "step", src)) + "\n";
+  const Json& opt = json_at(idx.meta, "optimizer", src);
+  out += "  optimizer: " + (opt.is_null() ? std::string("none (weights only)")
+                                          : json_get<std::string>(opt, "name", src) + ", " +
+                                                std::to_string(json_get<int64_t>(opt, "steps", src)) + " steps") + "\n";
+  out += "  model: " + json_at(idx.meta, "model", src).dump() + "\n";
+  out += "  tensors (" + std::to_string(idx.tensors.size()) + "):\n";
+  for (const auto& [name, t] : idx.tensors) {
+    std::set<std::string> files;
+    for (const ChunkRecord& c : t.chunks) files.insert(c.file);
+    char line[512];
+    std::snprintf(line, sizeof line, "    %-44s %-4s %-14s %3zu chunks in %zu files, %s\n", name.c_str(),
+                  dtype_name(t.dtype), shape_text(t.shape).c_str(), t.chunks.size(), files.size(),
+                  human_bytes(double(whole_box(t.shape).volume() * int64_t(dtype_size(t.dtype)))).c_str());
+    out += line;
+  }
+  out += "  files:\n";
+  for (const auto& [name, f] : idx.files) out += "    " + name + ": " + human_bytes(double(f.bytes)) + "\n";
+  return out;
+}
+
+std::vector<std::string> verify_checkpoint_folder(const std::string& dir) {
+  try {
+    return verify_checkpoint(dir, CheckpointIndex::read(dir));
+  } catch (const CheckpointDamaged& e) {
+    return {e.what()};
+  }
+}
+
+void export_checkpoint(const std::string& dir, const std::string& out_file, bool optimizer) {
+  const CheckpointIndex idx = CheckpointIndex::read(dir);
+  const ModelConfig mc = checkpoint_model_config(dir);
+  // Tensors in the model's order (as a trained model.safetensors), then the optimizer state.
+  TransformerLM model(mc, 1, cpu_device(), ParamStorage::bound_by_caller);
+  std::vector<std::string> names;
+  for (const Unit* u : model.units())
+    for (const ParamInfo& p : u->params()) names.push_back(p.name);
+  if (optimizer) {
+    require(!idx.meta.value("optimizer", Json()).is_null(), "checkpoint " + dir + " holds no optimizer state: export it without --optimizer");
+    std::vector<std::string> state;
+    for (const auto& [name, t] : idx.tensors)
+      if (name.rfind("optimizer.", 0) == 0) state.push_back(name);
+    names.insert(names.end(), state.begin(), state.end());
+  }
+  std::vector<SafeTensorSpec> specs;
+  for (const std::string& n : names) {
+    auto it = idx.tensors.find(n);
+    require(it != idx.tensors.end(), "checkpoint " + dir + " has no tensor " + n + ": its index is damaged");
+    specs.push_back({n, it->second.dtype, it->second.shape});
+  }
+  const fs::path parent = fs::path(out_file).parent_path();
+  if (!parent.empty()) fs::create_directories(parent);
+  SafetensorsWriter out(out_file, specs, weights_metadata(mc));
+  std::vector<char> buf;
+  for (const SafeTensorSpec& s : specs) {  // one tensor in memory at a time
+    buf.resize(size_t(whole_box(s.shape).volume()) * dtype_size(s.dtype));
+    read_chunks(dir, idx, {{s.name, s.dtype, s.shape, whole_box(s.shape), buf.data()}});
+    out.append(buf.data());
+  }
+  out.commit();
+  const fs::path cfg = fs::path(out_file).parent_path() / "config.json";
+  write_file_atomic(cfg.string(), model_to_json(mc).dump(2) + "\n");
+}
+
+void import_checkpoint(const std::string& file, const std::string& config, const std::string& out_dir,
+                       const std::string& vocab) {
+  SafetensorsFile f(file);
+  ModelConfig mc;
+  if (config.size() >= 5 && config.substr(config.size() - 5) == ".json") {
+    mc = model_from_json(parse_json(read_file(config), config), config);
+  } else {
+    RunConfig rc;
+    rc.load_toml(config);
+    mc = rc.model;
+  }
+  // The vocabulary size is the embedding's rows.
+  const SafeTensorView& embed = f.get("embed.weight");
+  require(embed.shape.size() == 2, file + ": embed.weight is not a matrix [vocab, dim]: it is not a dtrain model");
+  mc.vocab_size = embed.shape[0];
+  mc.validate();
+  TransformerLM model(mc, 1);
+  float* host = model.host_params();
+  std::set<std::string> expected;
+  for (const Unit* u : model.units())
+    for (const ParamInfo& p : u->params()) {
+      require(f.contains(p.name), file + " has no tensor " + p.name + ": the config (" + config +
+                                      ") describes another model than the file holds; fix the config");
+      f.read_into(p.name, DType::f32, p.shape, host + model.offset_of(*u) + p.offset);
+      expected.insert(p.name);
+    }
+  for (const std::string& n : f.names())
+    require(expected.count(n), file + " holds " + n + ", which the model of " + config +
+                                   " does not have: fix the config (e.g. model.tied, model.positions)");
+  model.upload_host_params();
+  World world(DistEnv{}, Millis(60000));
+  CheckpointWriter writer(world.all(), 60.0);
+  SaveRequest r;
+  r.dir = out_dir;
+  r.sharded = false;
+  r.with_optimizer = false;
+  r.vocab_path = vocab;
+  r.saved_from = {{"world", 1}, {"pp", 1}, {"dp_replicate", 1}, {"dp_shard", 1}, {"tp", 1}, {"imported", file}};
+  writer.save(r, model, nullptr, nullptr);
+}
+
+}  // namespace dtrain

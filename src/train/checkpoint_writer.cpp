@@ -1,0 +1,229 @@
+// CheckpointWriter (see checkpoint_writer.hpp).
+#include "train/checkpoint_writer.hpp"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+
+#include "ckpt/chunk_io.hpp"
+#include "ckpt/safetensors.hpp"
+#include "core/atomic_file.hpp"
+#include "core/crc32c.hpp"
+#include "train/config.hpp"
+
+namespace fs = std::filesystem;
+
+namespace dtrain {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+std::string numbered(const char* stem, int rank, const char* ext) {
+  char b[64];
+  std::snprintf(b, sizeof b, "%s-%05d%s", stem, rank, ext);
+  return b;
+}
+
+// The index's description of the checkpoint (everything but tensors and files).
+Json index_meta(const SaveRequest& r, const TransformerLM& model, const Optimizer* opt) {
+  Json m = Json::object();
+  m["format"] = kCheckpointFormat;
+  m["step"] = r.state ? r.state->global_step : 0;
+  m["model"] = model_to_json(model.config());
+  m["optimizer"] = r.with_optimizer && opt ? Json{{"name", opt->config().name}, {"steps", opt->steps_taken()}}
+                                           : Json(nullptr);
+  m["saved_from"] = r.saved_from;
+  m["saved_from"]["format"] = r.sharded ? "sharded" : "full";
+  return m;
+}
+
+}  // namespace
+
+CheckpointWriter::CheckpointWriter(ProcessGroup& all, double timeout_s) : all_(all), timeout_s_(timeout_s) {}
+
+CheckpointWriter::~CheckpointWriter() {
+  try {
+    wait();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "dtrain: error: the last checkpoint was not written: %s\n", e.what());
+  }
+}
+
+double CheckpointWriter::wait() {
+  if (!worker_.joinable()) return 0.0;
+  worker_.join();
+  if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
+  return write_seconds_;
+}
+
+void CheckpointWriter::write_part(const std::string& staged, const std::vector<ChunkSource>& sources) const {
+  CheckpointIndex part;
+  part.meta["format"] = kCheckpointFormat;
+  write_chunk_file(staged, numbered("rank", all_.rank(), ".bin"), sources, part);
+  write_file_atomic(staged + "/" + numbered("part", all_.rank(), ".json"), part.to_json().dump());
+}
+
+void CheckpointWriter::commit(const SaveRequest& r, const std::string& staged, CheckpointIndex index,
+                              bool wait_for_parts) const {
+  const auto deadline = Clock::now() + std::chrono::duration<double>(timeout_s_);
+  for (int rank = 0; wait_for_parts && rank < all_.size(); ++rank) {
+    const std::string path = staged + "/" + numbered("part", rank, ".json");
+    while (!fs::exists(path)) {
+      require(Clock::now() < deadline, "checkpoint " + r.dir + ": rank " + std::to_string(rank) +
+                                           " did not write its part within " + std::to_string(int(timeout_s_)) +
+                                           " s (parallel.timeout_s): it died or its disk is full");
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    const CheckpointIndex part = CheckpointIndex::from_json(parse_json(read_file(path), path), path);
+    for (const auto& [name, t] : part.tensors)
+      for (const ChunkRecord& c : t.chunks) index.add(name, t.dtype, t.shape, c);
+    for (const auto& [name, f] : part.files) index.files[name] = f;
+    fs::remove(path);
+  }
+  if (fs::exists(staged + "/trainer.json")) index.add_file(staged, "trainer.json");
+  if (!r.vocab_path.empty()) index.add_file(staged, "vocab.txt");
+  index.write(staged);
+  fs::create_directories(fs::path(r.dir).parent_path().empty() ? fs::path(".") : fs::path(r.dir).parent_path());
+  replace_dir_atomic(staged, r.dir);
+  if (r.after_commit) r.after_commit();
+}
+
+void CheckpointWriter::save_full(const SaveRequest& r, const std::string& staged, TransformerLM& model,
+                                 FullyShardedDataParallel* fsdp, Optimizer* opt, CheckpointIndex& index) {
+  const bool root = all_.rank() == 0;
+  const std::vector<Unit*>& units = model.units();
+  std::vector<std::vector<Optimizer::StateView>> state(units.size());  // per unit, its families
+  if (r.with_optimizer && opt)
+    for (const Optimizer::StateView& s : opt->state()) state[s.shard].push_back(s);
+  std::vector<SafeTensorSpec> model_specs, opt_specs;
+  for (size_t k = 0; k < units.size(); ++k) {
+    for (const ParamInfo& p : units[k]->params()) model_specs.push_back({p.name, DType::f32, p.shape});
+    for (const auto& s : state[k])
+      for (const ParamInfo& p : units[k]->params())
+        opt_specs.push_back({RankState::optimizer_tensor(s.family, p.name), DType::f32, p.shape});
+  }
+  std::unique_ptr<SafetensorsWriter> weights, optim;
+  if (root) {
+    weights = std::make_unique<SafetensorsWriter>(staged + "/model.safetensors", model_specs,
+                                                  weights_metadata(model.config()));
+    if (!opt_specs.empty())
+      optim = std::make_unique<SafetensorsWriter>(staged + "/optimizer.safetensors", opt_specs,
+                                                  std::map<std::string, std::string>{{"format", kCheckpointFormat}});
+  }
+  // Each unit's tensors appended to `out` and indexed (file offsets from the writer).
+  auto append_unit = [&](SafetensorsWriter& out, const std::string& file, const Unit& u, const std::string& prefix,
+                         const float* whole) {
+    for (const ParamInfo& p : u.params()) {
+      const int64_t at = int64_t(out.append(whole + p.offset));
+      const Box box = whole_box(p.shape);
+      for_each_piece(box, whole + p.offset, sizeof(float), kMaxChunkBytes,
+                     [&](const Box& piece, const char* b, size_t n) {
+                       const int64_t off = at + offset_within(box, piece) * int64_t(sizeof(float));
+                       index.add(prefix + p.name, DType::f32, p.shape, {piece, file, off, int64_t(n), crc32c(b, n)});
+                     });
+    }
+  };
+  // Unit by unit: gathered (under FSDP, by every rank) and written by rank 0, then dropped.
+  std::vector<float> whole;
+  const float* host = fsdp ? nullptr : model.host_params();
+  for (size_t k = 0; k < units.size(); ++k) {
+    const Unit& u = *units[k];
+    const float* params = host ? host + model.offset_of(u) : nullptr;
+    if (fsdp) {
+      whole.resize(size_t(u.numel()));
+      fsdp->gather_full(k, whole.data());
+      params = whole.data();
+    }
+    if (root) append_unit(*weights, "model.safetensors", u, "", params);
+    for (const auto& s : state[k]) {
+      const float* data = s.data;
+      if (fsdp) {
+        fsdp->gather_full_host(k, s.data, whole.data());
+        data = whole.data();
+      }
+      if (root) append_unit(*optim, "optimizer.safetensors", u, "optimizer." + s.family + ".", data);
+    }
+  }
+  if (!root) return;
+  weights->commit();
+  index.files["model.safetensors"] = {int64_t(fs::file_size(staged + "/model.safetensors")), false, 0};
+  if (optim) {
+    optim->commit();
+    index.files["optimizer.safetensors"] = {int64_t(fs::file_size(staged + "/optimizer.safetensors")), false, 0};
+  }
+}
+
+SaveReport CheckpointWriter::save(const SaveRequest& r, TransformerLM& model, FullyShardedDataParallel* fsdp,
+                                  Optimizer* opt) {
+  const auto t0 = Clock::now();
+  wait();
+  const bool root = all_.rank() == 0;
+  // Every rank writes into rank 0's staging folder.
+  int64_t pid = root ? int64_t(::getpid()) : 0;
+  all_.broadcast(&pid, 1, ElemType::i64, 0);
+  const std::string staged = r.dir + ".staging." + std::to_string(pid);
+  if (root) {
+    remove_leftovers_of(r.dir);
+    fs::create_directories(staged);
+    if (r.state) {
+      Json t = r.state->to_json();
+      t["config"] = r.run_config;
+      write_file_atomic(staged + "/trainer.json", t.dump(2));
+    }
+    if (!r.vocab_path.empty()) write_file_atomic(staged + "/vocab.txt", read_file(r.vocab_path));
+  }
+  all_.barrier();
+  CheckpointIndex index;
+  if (root) index.meta = index_meta(r, model, opt);
+  SaveReport rep;
+  if (!r.sharded) {
+    save_full(r, staged, model, fsdp, opt, index);
+    rep.bytes = root ? index.data_bytes() : 0;
+    all_.barrier();
+    if (root) commit(r, staged, std::move(index), false);
+    all_.barrier();  // the checkpoint is in place before anyone goes on
+    rep.stall_seconds = since(t0);
+    return rep;
+  }
+  RankState held(model, fsdp, r.with_optimizer ? opt : nullptr);
+  std::vector<ChunkSource> sources = held.save_sources(r.part, r.parts);
+  for (const ChunkSource& s : sources) rep.bytes += s.box.volume() * int64_t(dtype_size(s.dtype));
+  if (!r.async) {
+    write_part(staged, sources);
+    all_.barrier();  // every rank's file is written and synced
+    if (root) commit(r, staged, std::move(index), true);
+    all_.barrier();
+    rep.stall_seconds = since(t0);
+    return rep;
+  }
+  // Background: this rank's share copied to host memory, written by a thread; rank 0's thread then
+  // waits for every rank's part and commits. Training goes on meanwhile.
+  staging_.resize(size_t(rep.bytes));
+  size_t at = 0;
+  for (ChunkSource& s : sources) {
+    const size_t n = size_t(s.box.volume()) * dtype_size(s.dtype);
+    std::memcpy(staging_.data() + at, s.data, n);
+    s.data = staging_.data() + at;
+    at += n;
+  }
+  worker_ = std::thread([this, r, staged, sources = std::move(sources), index = std::move(index), root]() mutable {
+    const auto w0 = Clock::now();
+    try {
+      write_part(staged, sources);
+      if (root) commit(r, staged, std::move(index), true);
+    } catch (...) {
+      error_ = std::current_exception();
+    }
+    write_seconds_ = since(w0);
+  });
+  rep.stall_seconds = since(t0);
+  return rep;
+}
+
+}  // namespace dtrain
