@@ -70,8 +70,8 @@ namespace {
 
 std::string describe_difference(const ModelConfig& a, const ModelConfig& b) {
   Json ja = model_to_json(a), jb = model_to_json(b);
-  for (const auto& [k, v] : ja.items())
-    if (!(jb.at(k) == v)) return "model." + k + " " + v.dump() + " vs " + jb.at(k).dump();
+  for (const auto& [k, v] : ja.items())  // dropout is how it is trained, not what the weights mean
+    if (k != "dropout" && !(jb.at(k) == v)) return "model." + k + " " + v.dump() + " vs " + jb.at(k).dump();
   return "";
 }
 

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <memory>
@@ -214,6 +215,9 @@ SaveReport CheckpointWriter::save(const SaveRequest& r, TransformerLM& model, Fu
   }
   worker_ = std::thread([this, r, staged, sources = std::move(sources), index = std::move(index), root]() mutable {
     const auto w0 = Clock::now();
+    // Testing: hold the write back so a test can kill the job while a background save is in flight.
+    if (const char* d = std::getenv("DTRAIN_TEST_CKPT_WRITE_DELAY_MS"))
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(d)));
     try {
       write_part(staged, sources);
       if (root) commit(r, staged, std::move(index), true);

@@ -11,7 +11,7 @@
 
 #include "core/error.hpp"
 #include "core/json.hpp"
-#include "metrics/crc32c.hpp"
+#include "core/crc32c.hpp"
 #include "metrics/jsonl.hpp"
 #include "metrics/tensorboard.hpp"
 
