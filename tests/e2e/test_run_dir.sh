@@ -158,6 +158,6 @@ EOF
   { cat "$work/grow1.out"; fail "the 1-rank run failed"; }
 "$bin/dtrun" --standalone --nproc-per-node 2 "$d" train --resume "$work/grow" --set train.max_steps=4 \
   >"$work/grow2.out" 2>&1 || { cat "$work/grow2.out"; fail "resuming at 2 ranks failed"; }
-[ "$(grep -c "note: the checkpoint was written by 1 data-parallel ranks with a global batch of 16 samples, this run has 2 ranks and 32" "$work/grow2.out")" -eq 1 ] ||
+[ "$(grep -c "note: the checkpoint was written with a global batch of 16 samples (32 consumed in epoch 1), this run has 32" "$work/grow2.out")" -eq 1 ] ||
   fail "resuming at another world size should say so once, saw: $(cat "$work/grow2.out")"
 echo "PASS"
