@@ -81,11 +81,20 @@ class DataFiles {
       throw CheckpointDamaged(path(file) + ": cannot open (" + std::strerror(errno) + "): the checkpoint is incomplete");
     struct stat sb {};
     ::fstat(fd, &sb);
-    const int64_t want = index_.files.at(file).bytes;
-    if (int64_t(sb.st_size) != want) {
+    const FileRecord& rec = index_.files.at(file);
+    if (int64_t(sb.st_size) != rec.bytes) {
       ::close(fd);
       throw CheckpointDamaged(path(file) + " is " + std::to_string(sb.st_size) + " bytes, the index says " +
-                              std::to_string(want) + ": it is truncated or was replaced");
+                              std::to_string(rec.bytes) + ": it is truncated or was replaced");
+    }
+    if (rec.header_bytes > 0) {  // a safetensors header: what other readers (PyTorch) rely on
+      std::vector<char> h(size_t(rec.header_bytes));
+      const bool read = ::pread(fd, h.data(), h.size(), 0) == ssize_t(h.size());
+      if (!read || crc32c(h.data(), h.size()) != rec.header_crc32c) {
+        ::close(fd);
+        throw CheckpointDamaged(path(file) + ": its header (bytes 0.." + std::to_string(rec.header_bytes) +
+                                ") fails its checksum (the file is corrupt)");
+      }
     }
     fds_[file] = fd;
     return fd;

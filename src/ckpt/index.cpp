@@ -28,6 +28,10 @@ Json CheckpointIndex::to_json() const {
   for (const auto& [name, f] : files) {
     fs[name] = {{"bytes", f.bytes}};
     if (f.has_crc) fs[name]["crc32c"] = f.crc32c;
+    if (f.header_bytes > 0) {
+      fs[name]["header_bytes"] = f.header_bytes;
+      fs[name]["header_crc32c"] = f.header_crc32c;
+    }
   }
   j["files"] = std::move(fs);
   j["tensors"] = std::move(ts);
@@ -48,6 +52,10 @@ CheckpointIndex CheckpointIndex::from_json(const Json& j, const std::string& sou
       r.bytes = json_get<int64_t>(f, "bytes", source + " " + at);
       r.has_crc = f.contains("crc32c");
       if (r.has_crc) r.crc32c = uint32_t(json_get<int64_t>(f, "crc32c", source + " " + at));
+      if (f.contains("header_bytes")) {
+        r.header_bytes = json_get<int64_t>(f, "header_bytes", source + " " + at);
+        r.header_crc32c = uint32_t(json_get<int64_t>(f, "header_crc32c", source + " " + at));
+      }
       idx.files[name] = r;
     }
     for (const auto& [name, t] : json_at(j, "tensors", source).items()) {
@@ -116,6 +124,12 @@ void CheckpointIndex::add(const std::string& tensor, DType dtype, const std::vec
 void CheckpointIndex::add_file(const std::string& dir, const std::string& name) {
   const std::string bytes = read_file(dir + "/" + name);
   files[name] = {int64_t(bytes.size()), true, crc32c(bytes.data(), bytes.size())};
+}
+
+void CheckpointIndex::add_data_file(const std::string& dir, const std::string& name, int64_t header_bytes) {
+  const std::string bytes = read_file(dir + "/" + name);  // (full-format files: written by rank 0 just now)
+  DT_ASSERT(int64_t(bytes.size()) >= header_bytes);
+  files[name] = {int64_t(bytes.size()), false, 0, header_bytes, crc32c(bytes.data(), size_t(header_bytes))};
 }
 
 int64_t CheckpointIndex::data_bytes() const {

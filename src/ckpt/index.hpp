@@ -42,6 +42,8 @@ struct FileRecord {
   int64_t bytes = 0;
   bool has_crc = false;  // data files are checked chunk by chunk; small files (trainer.json) whole
   uint32_t crc32c = 0;
+  int64_t header_bytes = 0;  // a data file's leading bytes that no chunk covers (a safetensors header)
+  uint32_t header_crc32c = 0;
 };
 
 struct CheckpointIndex {
@@ -60,6 +62,8 @@ struct CheckpointIndex {
   void add(const std::string& tensor, DType dtype, const std::vector<int64_t>& shape, ChunkRecord chunk);
   // Records a small whole file of the folder (its size and checksum).
   void add_file(const std::string& dir, const std::string& name);
+  // Records a data file's size and the checksum of its first header_bytes bytes.
+  void add_data_file(const std::string& dir, const std::string& name, int64_t header_bytes);
   int64_t data_bytes() const;  // sum of all chunks' bytes
 };
 

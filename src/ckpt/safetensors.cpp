@@ -98,7 +98,7 @@ SafetensorsWriter::SafetensorsWriter(const std::string& path, std::vector<SafeTe
   file_.emplace(path_);
   file_->write(len_le, 8);
   file_->write(header_text);
-  at_ = 8 + n;
+  at_ = data_start_ = 8 + n;
 }
 
 const SafeTensorSpec& SafetensorsWriter::next() const {

@@ -47,6 +47,7 @@ class SafetensorsWriter {
   uint64_t append(const void* data);
   const SafeTensorSpec& next() const;  // the spec append() expects next (internal assertion if none left)
   bool done() const { return next_ == specs_.size(); }  // every tensor appended
+  uint64_t data_start() const { return data_start_; }   // bytes of the length and header before the data
   void commit();  // Error if not every tensor was appended
 
  private:
@@ -55,6 +56,7 @@ class SafetensorsWriter {
   std::vector<uint64_t> nbytes_;  // per spec
   size_t next_ = 0;
   uint64_t at_ = 0;  // bytes written so far (header included)
+  uint64_t data_start_ = 0;
   std::optional<AtomicFile> file_;  // opened once the header is valid
 };
 

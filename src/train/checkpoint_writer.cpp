@@ -153,10 +153,10 @@ void CheckpointWriter::save_full(const SaveRequest& r, const std::string& staged
   }
   if (!root) return;
   weights->commit();
-  index.files["model.safetensors"] = {int64_t(fs::file_size(staged + "/model.safetensors")), false, 0};
+  index.add_data_file(staged, "model.safetensors", weights->data_start());
   if (optim) {
     optim->commit();
-    index.files["optimizer.safetensors"] = {int64_t(fs::file_size(staged + "/optimizer.safetensors")), false, 0};
+    index.add_data_file(staged, "optimizer.safetensors", optim->data_start());
   }
 }
 

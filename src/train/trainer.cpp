@@ -362,15 +362,20 @@ struct Trainer::Impl {
         place_loader();
         return ck;
       }
-      if (!damage.empty())
-        std::fprintf(stderr, "dtrain: checkpoint %s is damaged: %s%s\n", ck.c_str(), damage.c_str(),
-                     named || i + 1 == candidates.size() ? "" : "; using an older checkpoint");
-      std::fflush(stderr);
-      require(!named, "checkpoint " + ck + " is damaged (see above): resume from another checkpoint folder, "
-                      "or from the run dir to use its newest good one");
+      const bool last = named || i + 1 == candidates.size();
+      if (last) {
+        const std::string what = damage.empty() ? std::string("(another rank named the problem)") : damage;
+        throw Error("checkpoint " + ck + " is damaged: " + what +
+                    (named ? "; resume from another checkpoint folder, or from its run dir to use the newest good one"
+                           : "; no good checkpoint is left in " + run_dir +
+                                 "/checkpoints: start afresh with another --run-dir, or resume from a copy you trust"));
+      }
+      if (!damage.empty()) {
+        std::fprintf(stderr, "dtrain: checkpoint %s is damaged: %s; using an older checkpoint\n", ck.c_str(),
+                     damage.c_str());
+        std::fflush(stderr);
+      }
     }
-    require(candidates.empty(), "no good checkpoint in " + run_dir + "/checkpoints (each is damaged, see above): "
-                                "start afresh with another --run-dir, or resume from a copy you trust");
     return "";
   }
 

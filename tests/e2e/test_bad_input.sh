@@ -68,17 +68,28 @@ expect_error "resume with unknown key" "train.lrr" "$d" train --resume "$run" --
 expect_error "fresh run into an existing run dir" "--resume $run" \
   "$d" train "${common[@]}" --set train.max_steps=3 --run-dir "$run"
 
-# Resume whose latest checkpoint is damaged (a copy of the run): a clear error, nothing changed.
+# Resume whose newest checkpoint is damaged (a copy of the run): named, and the one before used.
 cp -r "$run" "$work/run_bad"
 printf '\xff\xfe' | dd of="$work/run_bad/checkpoints/step_000000010/model.safetensors" bs=1 seek=20 conv=notrunc status=none
-bad_snap=$(snapshot "$work/run_bad")
 rc=0
 "$d" train --resume "$work/run_bad" >"$work/case.out" 2>"$work/case.err" || rc=$?
-[ $rc -eq 2 ] && [ "$(wc -l <"$work/case.err")" -eq 1 ] &&
-  grep -qF "dtrain: error: checkpoint $work/run_bad/checkpoints/step_000000010/model.safetensors" "$work/case.err" ||
-  fail "resume from a damaged checkpoint: expected exit 2 and one error line naming the file, saw rc $rc: $(cat "$work/case.err")"
-[ "$(snapshot "$work/run_bad")" = "$bad_snap" ] || fail "resume from a damaged checkpoint changed the run dir"
-echo "ok  resume from damaged checkpoint: $(cut -c1-150 "$work/case.err")"
+[ $rc -eq 0 ] && grep -qF "dtrain: checkpoint $work/run_bad/checkpoints/step_000000010 is damaged: $work/run_bad/checkpoints/step_000000010/model.safetensors: its header" "$work/case.err" &&
+  grep -q "resumed from $work/run_bad/checkpoints/step_0000000[0-9][0-9] .*: the newest good checkpoint" "$work/case.out" ||
+  fail "resume past a damaged checkpoint: expected the file named and an older checkpoint used, saw rc $rc: $(cat "$work/case.err" "$work/case.out")"
+echo "ok  resume past a damaged checkpoint: $(cut -c1-150 "$work/case.err")"
+# Every checkpoint damaged: one error line naming the last one tried, exit 2, nothing changed.
+cp -r "$run" "$work/run_all_bad"
+for c in "$work"/run_all_bad/checkpoints/step_*; do
+  printf '\xff\xfe' | dd of="$c/model.safetensors" bs=1 seek=20 conv=notrunc status=none
+done
+bad_snap=$(snapshot "$work/run_all_bad")
+rc=0
+"$d" train --resume "$work/run_all_bad" >"$work/case.out" 2>"$work/case.err" || rc=$?
+[ $rc -eq 2 ] && [ "$(grep -c "dtrain: error: " "$work/case.err")" -eq 1 ] &&
+  grep -q "dtrain: error: checkpoint $work/run_all_bad/checkpoints/step_.* is damaged: .*model.safetensors: its header .*no good checkpoint is left" "$work/case.err" ||
+  fail "resume with every checkpoint damaged: expected exit 2 and one error line, saw rc $rc: $(cat "$work/case.err")"
+[ "$(snapshot "$work/run_all_bad")" = "$bad_snap" ] || fail "resume with every checkpoint damaged changed the run dir"
+echo "ok  every checkpoint damaged: $(grep "dtrain: error" "$work/case.err" | cut -c1-150)"
 echo "$n_cases error cases: one line, exit 2, culprit named, run dir unchanged"
 
 # SIGKILL while checkpointing every step, twice (fresh run, then a resumed one); every committed

@@ -14,24 +14,47 @@ ck=checkpoints/step_000000002
 
 # A fresh copy of the run for each case, so each damage is the only one.
 copy() { rm -rf "$work/copy"; cp -r "$run" "$work/copy"; }
+# The copy's index made to agree with its edited trainer.json (as if it had been saved so), so the
+# JSON reader, not the checksum, meets the damage.
+reindex() {
+  "$py" - "$work/copy/$ck" <<'PY'
+import json, sys
+d = sys.argv[1]
+table = []
+for i in range(256):
+    c = i
+    for _ in range(8): c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+    table.append(c)
+def crc32c(b):
+    c = 0xFFFFFFFF
+    for x in b: c = table[(c ^ x) & 0xFF] ^ (c >> 8)
+    return c ^ 0xFFFFFFFF
+idx = json.load(open(f"{d}/index.json"))
+data = open(f"{d}/trainer.json", "rb").read()
+idx["files"]["trainer.json"] = {"bytes": len(data), "crc32c": crc32c(data)}
+json.dump(idx, open(f"{d}/index.json", "w"))
+PY
+}
 
 copy
 printf '\x89PNG\r\n\x1a\n garbage' >"$work/copy/$ck/trainer.json"
 expect_one_error "eval, binary trainer.json" \
-  "dtrain: error: invalid JSON in $work/copy/$ck/trainer.json at line 1, column 1 (byte 0): " \
+  "dtrain: error: $work/copy/$ck/trainer.json does not match its size or checksum in the index (it is corrupt)" \
   "$d" eval --checkpoint "$work/copy/$ck" --split valid
 expect_one_error "resume, binary trainer.json" \
-  "dtrain: error: invalid JSON in $work/copy/$ck/trainer.json at line 1, column 1 (byte 0): " \
+  "trainer.json does not match its size or checksum in the index (it is corrupt); no good checkpoint is left" \
   "$d" train --resume "$work/copy"
 
 copy
 printf '{\n  "global_step": 2,\n  "epoch": 0,,\n}\n' >"$work/copy/$ck/trainer.json"
+reindex
 expect_one_error "resume, trainer.json with a stray comma" \
   "dtrain: error: invalid JSON in $work/copy/$ck/trainer.json at line 3, column 14 (byte 35): " \
   "$d" train --resume "$work/copy"
 
 copy
 printf '{"global_step": 2, "config": {"data": {}}}' >"$work/copy/$ck/trainer.json"
+reindex
 expect_one_error "eval, trainer.json without config.data.dir" \
   "dtrain: error: $work/copy/$ck/trainer.json has no key \"config.data.dir\"; fix the JSON text" \
   "$d" eval --checkpoint "$work/copy/$ck" --split valid

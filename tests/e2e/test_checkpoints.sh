@@ -118,7 +118,7 @@ rm "$(ck "$work/noindex" 20)/index.json"
 rm -rf "$(ck "$work/noindex" 40)"
 rc=0
 "$bin/dtrun" --standalone --nproc-per-node 2 "$bin/dtrain" train --resume "$work/noindex" >"$work/none.out" 2>&1 || rc=$?
-[ "$rc" -ne 0 ] && grep -q "dtrain: error: no good checkpoint in $work/noindex/checkpoints" "$work/none.out" ||
+[ "$rc" -ne 0 ] && grep -q "dtrain: error: checkpoint $(ck "$work/noindex" 20) is damaged: .*index.json is missing.*; no good checkpoint is left in $work/noindex/checkpoints" "$work/none.out" ||
   { cat "$work/none.out"; fail "no good checkpoint: expected one error line"; }
 # 64 flipped bytes in the middle of a full checkpoint's model.safetensors (one process).
 cp -r "$work/straight" "$work/flip64"
