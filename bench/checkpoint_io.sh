@@ -71,14 +71,14 @@ for c in cases:
     stall = min(r["stall_seconds"] for r in saves)
     save_s = min(r["write_seconds"] for r in written) if written else stall
     per_rank = saves[0]["bytes"]
-    if c.endswith("_sync") or c.endswith("_full"): sync_save[c.split("_")[0]] = stall
+    if not written: sync_save[c] = stall
     rows.append((c, ranks, per_rank, save_s, stall, load["seconds"], load["bytes_read"]))
 print(f"{'case':<10} {'ranks':>5} {'MB/rank':>8} {'save s':>7} {'MB/s/rank':>9} {'of disk':>7} {'stall s':>8} "
       f"{'stall/sync':>10} {'load s':>7} {'MB/s/rank':>9}")
 for c, n, b, s, st, ls, lb in rows:
-    ratio = st / sync_save.get(c.split("_")[0], st)
+    ratio = st / sync_save.get(c.replace("_async", "_sync"), st)
     print(f"{c:<10} {n:>5} {b / 1e6:>8.1f} {s:>7.2f} {b / s / 1e6:>9.1f} {b * n / s / disk_bps:>6.0%} {st:>8.3f} "
           f"{ratio:>10.1%} {ls:>7.2f} {lb / ls / 1e6:>9.1f}")
-print("save s: the fastest of 3 saves (async: the background write); of disk: all ranks' bytes/s against dd's "
+print("stall/sync: the stall against the same layout's synchronous save; save s: the fastest of 3 saves (async: the background write); of disk: all ranks' bytes/s against dd's "
       "write speed; stall: how long the save held training; load s: a resume at the same layout (rank 0)")
 PY

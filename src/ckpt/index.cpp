@@ -2,6 +2,7 @@
 #include "ckpt/index.hpp"
 
 #include <filesystem>
+#include <fstream>
 
 #include "core/atomic_file.hpp"
 #include "core/crc32c.hpp"
@@ -127,9 +128,12 @@ void CheckpointIndex::add_file(const std::string& dir, const std::string& name) 
 }
 
 void CheckpointIndex::add_data_file(const std::string& dir, const std::string& name, int64_t header_bytes) {
-  const std::string bytes = read_file(dir + "/" + name);  // (full-format files: written by rank 0 just now)
-  DT_ASSERT(int64_t(bytes.size()) >= header_bytes);
-  files[name] = {int64_t(bytes.size()), false, 0, header_bytes, crc32c(bytes.data(), size_t(header_bytes))};
+  const std::string path = dir + "/" + name;
+  std::string header(size_t(header_bytes), '\0');  // only the header is read back
+  std::ifstream in(path, std::ios::binary);
+  require(bool(in.read(header.data(), header_bytes)), "cannot read the header of " + path + " just written");
+  files[name] = {int64_t(std::filesystem::file_size(path)), false, 0, header_bytes,
+                 crc32c(header.data(), header.size())};
 }
 
 int64_t CheckpointIndex::data_bytes() const {

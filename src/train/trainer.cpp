@@ -146,6 +146,10 @@ struct Trainer::Impl {
     require(resume || restarted || !fs::exists(run_dir + "/config.json"),
             "run dir " + run_dir + " already holds a run: continue it with `dtrain train --resume " + run_dir +
                 "`, or choose another --run-dir");
+    std::error_code ec;
+    require(from.empty() || restarted || !fs::exists(run_dir + "/config.json") ||
+                fs::equivalent(fs::path(from).parent_path().parent_path(), run_dir, ec),
+            "run dir " + run_dir + " already holds another run: resume " + from + " into a new --run-dir");
     std::vector<std::string> candidates = checkpoints_newest_first(run_dir);
     if (!from.empty() && (candidates.empty() || !restarted)) candidates = {from};
     if ((resume || restarted) && candidates.empty() && root)
@@ -155,7 +159,6 @@ struct Trainer::Impl {
     if (resume || restarted) {
       const std::string ck = resume_from(candidates, !from.empty() && candidates == std::vector<std::string>{from});
       resume = !ck.empty();
-      std::error_code ec;
       same_run = resume && fs::equivalent(fs::path(ck).parent_path().parent_path(), run_dir, ec);
       if (same_run) last_checkpoint_step = st.global_step;
     } else if (!cfg.train.init_from.empty()) {
@@ -268,7 +271,6 @@ struct Trainer::Impl {
   // A resume checkpoint of the current step under RUN/checkpoints (sharded or full, see
   // train.checkpoint_format), then older ones pruned. Every rank takes part.
   void checkpoint() {
-    finish_async_save();
     // The epoch's loss so far is saved averaged over the ranks: a resumed run, at any size, then
     // prints the epoch loss the uninterrupted run would have.
     TrainerState saved = st;
@@ -319,6 +321,7 @@ struct Trainer::Impl {
   // rank takes part: under FSDP the units are gathered; sharded, every rank writes its share.
   SaveReport save(const std::string& dir, bool with_optimizer, const TrainerState& state, bool sharded = false,
                   bool async = false, std::function<void()> after_commit = {}) {
+    finish_async_save();  // one save at a time; the one in flight is logged as it lands
     const MeshShape& m = mesh->shape();
     SaveRequest r;
     r.dir = dir;
