@@ -130,7 +130,8 @@ void load_json_config(RunConfig& cfg, const std::string& path) {
 int cmd_train(int argc, char** argv) {
   Args a = parse(argc, argv, 2, {}, {"config", "set", "run-dir", "resume"});
   RunConfig cfg;
-  const std::string resume = a.get("resume");
+  std::string resume = a.get("resume");
+  while (resume.size() > 1 && resume.back() == '/') resume.pop_back();  // a tab-completed folder
   std::string run_dir = a.get("run-dir"), checkpoint;
   if (!resume.empty() && std::filesystem::exists(resume + "/config.json")) {  // a run dir
     require(run_dir.empty() || run_dir == resume, "--resume " + resume + " is a run dir and continues in it: leave "
