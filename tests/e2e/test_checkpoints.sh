@@ -68,7 +68,8 @@ for l in fsdp4 ddp2 hsdp one; do
   prev=$(ck "$work/rt_$l" 80)
   [ -f "$prev/index.json" ] || fail "rt_$l wrote no checkpoint at step 80"
 done
-"$bin/dtrain" ckpt inspect "$(ck "$work/rt_hsdp" 80)" | grep -q "saved from: 4 ranks (pp 1 × dp_replicate 2 × dp_shard 2" ||
+"$bin/dtrain" ckpt inspect "$(ck "$work/rt_hsdp" 80)" >"$work/inspect.out"  # (grep -q on a pipe could cut it short)
+grep -q "saved from: 4 ranks (pp 1 × dp_replicate 2 × dp_shard 2" "$work/inspect.out" ||
   fail "inspect does not show the HSDP layout"
 for r in straight rt_fsdp4 rt_ddp2 rt_hsdp rt_one; do
   "$bin/dtrain" ckpt export "$(ck "$work/$r" 80)" --optimizer --out "$work/export/$r.safetensors" >/dev/null
