@@ -117,14 +117,18 @@ void apply_sets(RunConfig& cfg, const Args& a) {
   }
 }
 
-void load_json_config(RunConfig& cfg, const std::string& path) {
-  Json j = parse_json(read_file(path), path);
+// {"section": {"key": value, ...}, ...} (config.json, or trainer.json's "config") into cfg.
+void apply_json_config(RunConfig& cfg, const Json& j, const std::string& path) {
   require(j.is_object(), path + " is a JSON " + j.type_name() + ", expected {\"train\": {...}, ...}; fix the JSON text");
   for (const auto& [section, obj] : j.items()) {
     require(obj.is_object(), path + ": \"" + section + "\" is a JSON " + obj.type_name() +
                                  ", expected an object of keys; fix the JSON text");
     for (const auto& [name, v] : obj.items()) cfg.set(section + "." + name, json_config_text(v), path);
   }
+}
+
+void load_json_config(RunConfig& cfg, const std::string& path) {
+  apply_json_config(cfg, parse_json(read_file(path), path), path);
 }
 
 int cmd_train(int argc, char** argv) {
@@ -142,10 +146,9 @@ int cmd_train(int argc, char** argv) {
     require(std::filesystem::exists(resume + "/trainer.json"),
             "--resume " + resume + ": neither a run dir (config.json) nor a resumable checkpoint (trainer.json): "
             "give the run dir of an earlier `dtrain train` or one of its RUN/checkpoints/step_… folders");
-    const std::string t = read_checkpoint_file(resume, "trainer.json");
-    const Json saved = parse_json(t, resume + "/trainer.json");
-    for (const auto& [section, obj] : json_at(saved, "config", resume + "/trainer.json").items())
-      for (const auto& [name, v] : obj.items()) cfg.set(section + "." + name, json_config_text(v), resume);
+    const std::string path = resume + "/trainer.json";
+    const Json saved = parse_json(read_checkpoint_file(resume, "trainer.json"), path);
+    apply_json_config(cfg, json_at(saved, "config", path), path);
     const std::filesystem::path parent = std::filesystem::path(resume).lexically_normal().parent_path();
     if (run_dir.empty() && parent.filename() == "checkpoints") run_dir = parent.parent_path().string();
     require(!run_dir.empty(), "--resume " + resume + " is a checkpoint outside a run dir: say where the run goes "

@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <set>
@@ -104,12 +105,6 @@ class DataFiles {
   std::map<std::string, int> fds_;
 };
 
-std::string shape_text(const std::vector<int64_t>& s) {
-  std::string t = "[";
-  for (size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + std::to_string(s[i]);
-  return t + "]";
-}
-
 }  // namespace
 
 ReadReport read_chunks(const std::string& dir, const CheckpointIndex& index, const std::vector<ChunkTarget>& targets) {
@@ -126,8 +121,8 @@ ReadReport read_chunks(const std::string& dir, const CheckpointIndex& index, con
                                            "config it was trained with");
     const TensorRecord& rec = it->second;
     require(rec.shape == wanted[0]->shape && rec.dtype == wanted[0]->dtype,
-            "checkpoint " + dir + " holds " + name + " as " + dtype_name(rec.dtype) + " " + shape_text(rec.shape) +
-                ", this model has " + dtype_name(wanted[0]->dtype) + " " + shape_text(wanted[0]->shape) +
+            "checkpoint " + dir + " holds " + name + " as " + dtype_name(rec.dtype) + " " + shape_str(rec.shape) +
+                ", this model has " + dtype_name(wanted[0]->dtype) + " " + shape_str(wanted[0]->shape) +
                 ": use the config it was trained with");
     const size_t elem = dtype_size(rec.dtype);
     std::vector<int64_t> covered(wanted.size(), 0);
@@ -155,6 +150,17 @@ ReadReport read_chunks(const std::string& dir, const CheckpointIndex& index, con
   return rep;
 }
 
+std::string read_indexed_file(const std::string& dir, const CheckpointIndex& index, const std::string& name) {
+  const std::string path = dir + "/" + name;
+  auto it = index.files.find(name);
+  if (it == index.files.end() || !std::filesystem::exists(path))
+    throw CheckpointDamaged(path + " is missing (the checkpoint is incomplete)");
+  std::string bytes = read_file(path);
+  if (int64_t(bytes.size()) != it->second.bytes || crc32c(bytes.data(), bytes.size()) != it->second.crc32c)
+    throw CheckpointDamaged(path + " does not match its size or checksum in the index (it is corrupt)");
+  return bytes;
+}
+
 std::vector<std::string> verify_checkpoint(const std::string& dir, const CheckpointIndex& index) {
   std::vector<std::string> problems;
   std::set<std::string> seen;  // a short file fails every chunk in it: said once
@@ -177,9 +183,7 @@ std::vector<std::string> verify_checkpoint(const std::string& dir, const Checkpo
   for (const auto& [name, f] : index.files) {
     if (!f.has_crc) continue;
     try {
-      const std::string bytes = read_file(dir + "/" + name);
-      if (int64_t(bytes.size()) != f.bytes || crc32c(bytes.data(), bytes.size()) != f.crc32c)
-        problems.push_back(dir + "/" + name + " does not match its size or checksum in the index (it is corrupt)");
+      read_indexed_file(dir, index, name);
     } catch (const Error& e) {
       problems.push_back(e.what());
     }

@@ -53,6 +53,10 @@ struct ReadReport {
 // (naming the file) when a file is shorter than the index says or a chunk fails its checksum.
 ReadReport read_chunks(const std::string& dir, const CheckpointIndex& index, const std::vector<ChunkTarget>& targets);
 
+// A small whole file of the checkpoint (trainer.json, vocab.txt) read and checked against its size
+// and checksum in the index; CheckpointDamaged when it is missing or does not match.
+std::string read_indexed_file(const std::string& dir, const CheckpointIndex& index, const std::string& name);
+
 // Every chunk and every recorded file of the checkpoint checked; one line per problem (empty: good).
 std::vector<std::string> verify_checkpoint(const std::string& dir, const CheckpointIndex& index);
 

@@ -10,7 +10,6 @@
 
 #include "ckpt/chunk_io.hpp"
 #include "core/atomic_file.hpp"
-#include "core/crc32c.hpp"
 #include "train/config.hpp"
 
 namespace fs = std::filesystem;
@@ -84,21 +83,11 @@ ModelConfig model_of(const std::string& dir, const CheckpointIndex& index) {
   }
 }
 
-std::string read_checked(const std::string& dir, const CheckpointIndex& index, const std::string& name) {
-  const std::string path = dir + "/" + name;
-  auto it = index.files.find(name);
-  if (it == index.files.end() || !fs::exists(path))
-    throw CheckpointDamaged(path + " is missing (the checkpoint is incomplete)");
-  std::string bytes = read_file(path);
-  if (int64_t(bytes.size()) != it->second.bytes || crc32c(bytes.data(), bytes.size()) != it->second.crc32c)
-    throw CheckpointDamaged(path + " does not match its size or checksum in the index (it is corrupt)");
-  return bytes;
-}
 
 }  // namespace
 
 std::string read_checkpoint_file(const std::string& dir, const std::string& name) {
-  return read_checked(dir, CheckpointIndex::read(dir), name);
+  return read_indexed_file(dir, CheckpointIndex::read(dir), name);
 }
 
 ModelConfig checkpoint_model_config(const std::string& dir) {
@@ -130,7 +119,7 @@ LoadReport load_checkpoint(const std::string& dir, const ModelConfig& config, Ra
   }
   rep.bytes_read = read_chunks(dir, index, held.load_targets()).bytes_read;
   if (state) {
-    const std::string text = read_checked(dir, index, "trainer.json");
+    const std::string text = read_indexed_file(dir, index, "trainer.json");
     const std::string path = dir + "/trainer.json";
     *state = TrainerState::from_json(parse_json(text, path), path);
   }

@@ -31,12 +31,6 @@ std::string human_bytes(double b) {
   return s;
 }
 
-std::string shape_text(const std::vector<int64_t>& s) {
-  std::string t = "[";
-  for (size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + std::to_string(s[i]);
-  return t + "]";
-}
-
 }  // namespace
 
 std::string inspect_checkpoint(const std::string& dir) {
@@ -63,7 +57,7 @@ std::string inspect_checkpoint(const std::string& dir) {
     for (const ChunkRecord& c : t.chunks) files.insert(c.file);
     char line[512];
     std::snprintf(line, sizeof line, "    %-44s %-4s %-14s %3zu chunks in %zu files, %s\n", name.c_str(),
-                  dtype_name(t.dtype), shape_text(t.shape).c_str(), t.chunks.size(), files.size(),
+                  dtype_name(t.dtype), shape_str(t.shape).c_str(), t.chunks.size(), files.size(),
                   human_bytes(double(whole_box(t.shape).volume() * int64_t(dtype_size(t.dtype)))).c_str());
     out += line;
   }

@@ -146,9 +146,12 @@ struct Trainer::Impl {
     require(resume || restarted || !fs::exists(run_dir + "/config.json"),
             "run dir " + run_dir + " already holds a run: continue it with `dtrain train --resume " + run_dir +
                 "`, or choose another --run-dir");
-    std::error_code ec;
-    require(from.empty() || restarted || !fs::exists(run_dir + "/config.json") ||
-                fs::equivalent(fs::path(from).parent_path().parent_path(), run_dir, ec),
+    // RUN/checkpoints/step_N belongs to RUN
+    auto in_run_dir = [&](const std::string& ck) {
+      std::error_code ec;
+      return fs::equivalent(fs::path(ck).parent_path().parent_path(), run_dir, ec);
+    };
+    require(from.empty() || restarted || !fs::exists(run_dir + "/config.json") || in_run_dir(from),
             "run dir " + run_dir + " already holds another run: resume " + from + " into a new --run-dir");
     std::vector<std::string> candidates = checkpoints_newest_first(run_dir);
     if (!from.empty() && (candidates.empty() || !restarted)) candidates = {from};
@@ -159,7 +162,7 @@ struct Trainer::Impl {
     if (resume || restarted) {
       const std::string ck = resume_from(candidates, !from.empty() && candidates == std::vector<std::string>{from});
       resume = !ck.empty();
-      same_run = resume && fs::equivalent(fs::path(ck).parent_path().parent_path(), run_dir, ec);
+      same_run = resume && in_run_dir(ck);
       if (same_run) last_checkpoint_step = st.global_step;
     } else if (!cfg.train.init_from.empty()) {
       RankState held(*model, fsdp.get(), nullptr);
