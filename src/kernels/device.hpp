@@ -10,6 +10,7 @@
 #include "kernels/cpu/attention.hpp"
 #include "kernels/cpu/cross_entropy.hpp"
 #include "kernels/cpu/dropout.hpp"
+#include "kernels/cpu/embedding.hpp"
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/optimizer.hpp"
 #include "tensor/memory.hpp"
@@ -65,15 +66,15 @@ class ComputeDevice : public Memory {
   virtual void activation_forward(Activation a, const float* x, float* y, int64_t n) = 0;
   virtual void activation_backward(Activation a, const float* x, const float* dy, float* dx, int64_t n) = 0;
   virtual void relu_backward_from_output(const float* y, const float* dy, float* dx, int64_t n, float scale) = 0;
-  virtual void dropout_forward(const float* x, float* y, int64_t samples, int64_t per_sample,
-                               const DropoutSpec& s) = 0;
-  virtual void dropout_backward(const float* dy, float* dx, int64_t samples, int64_t per_sample,
-                                const DropoutSpec& s) = 0;
+  // A [rows, cols] tile of an activation, placed by the spec's geometry.
+  virtual void dropout_forward(const float* x, float* y, int64_t rows, int64_t cols, const DropoutSpec& s) = 0;
+  virtual void dropout_backward(const float* dy, float* dx, int64_t rows, int64_t cols, const DropoutSpec& s) = 0;
   virtual void embedding_forward(const int32_t* tokens, const float* wte, const float* pos, float* out, int64_t B,
-                                 int64_t T, int64_t d) = 0;
+                                 int64_t T, int64_t d, VocabRange range) = 0;
   virtual void embedding_backward(const int32_t* tokens, const float* dout, float* dwte, float* dpos, int64_t B,
-                                  int64_t T, int64_t d) = 0;
-  // classifier_cross_entropy, with the loss sum added to *loss_sum (device memory, a double).
+                                  int64_t T, int64_t d, VocabRange range) = 0;
+  // classifier_cross_entropy, with the loss sum added to *loss_sum (device memory, a double). A
+  // vocabulary slice's combiner is called with device memory.
   virtual void classifier_loss(const ClassifierArgs& a, float* per_row, double* loss_sum) = 0;
   virtual void adamw_update(float* p, const float* g, float* m, float* v, int64_t n, const AdamWHyper& h) = 0;
   virtual void sgd_update(float* p, const float* g, float* buf, int64_t n, const SgdHyper& h) = 0;

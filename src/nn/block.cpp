@@ -1,55 +1,104 @@
 // Transformer block forward and backward (see block.hpp). Post-norm: y = LN(x + drop(f(x)));
 // pre-norm: y = x + drop(f(LN(x))). The feed-forward activation is recomputed in backward
-// instead of stored (it is the largest activation).
+// instead of stored (it is the largest activation). Tensor parallel: qkv and fc1 are column
+// parallel (their input's rows gathered first under sequence parallel), the attention output and
+// fc2 row parallel (their partial sums added up across the slices).
 #include "nn/block.hpp"
 
 namespace dtrain {
 
-Block::Block(ComputeDevice& dev, const ModelConfig& c, int i, uint32_t unit_id, Arena& arena, int64_t max_rows)
-    : dev_(dev), c_(c), id_(unit_id), unit_("blocks." + std::to_string(i)) {
+Block::Block(ComputeDevice& dev, const ModelConfig& c, int i, uint32_t unit_id, Arena& arena, int64_t max_rows,
+             TpSlice slice, TpRegions& regions)
+    : dev_(dev),
+      c_(c),
+      id_(unit_id),
+      slice_(slice),
+      regions_(regions),
+      heads_(c.heads / slice.count),
+      ff_(c.ff_dim / slice.count),
+      unit_("blocks." + std::to_string(i)) {
   const std::string p = unit_.name();
-  const int64_t d = c.dim, R = max_rows;
-  qkv_ = Linear(dev, unit_, p + ".attn.qkv", d, 3 * d, true, Init::zeros);
-  out_ = Linear(dev, unit_, p + ".attn.out", d, d, true, Init::zeros);
-  ln1_ = LayerNorm(dev, unit_, p + ".norm1", d, c.ln_eps, arena, R);
-  fc1_ = Linear(dev, unit_, p + ".ff.fc1", d, c.ff_dim, true, Init::fan_in_uniform);
-  fc2_ = Linear(dev, unit_, p + ".ff.fc2", c.ff_dim, d, true, Init::fan_in_uniform);
-  ln2_ = LayerNorm(dev, unit_, p + ".norm2", d, c.ln_eps, arena, R);
-  ln1_out_ = arena.f32(R * d);
-  r1_ = arena.f32(R * d);
-  qkv_buf_ = arena.f32(R * 3 * d);
-  ctx_ = arena.f32(R * d);
-  probs_ = arena.f32(R * c.heads * c.seq_len);
-  ln2_out_ = arena.f32(R * d);
-  r2_ = arena.f32(R * d);
-  ff_saved_ = arena.f32(R * c.ff_dim);
+  const int64_t d = c.dim, R = max_rows, dl = heads_ * (d / c.heads);
+  const int64_t Rn = slice.sequence ? R / slice.count : R;  // rows of the norms and residuals
+  const bool rows_split = slice.sequence && slice.count > 1;
+  qkv_ = Linear(dev, unit_, p + ".attn.qkv", d, 3 * d, true, Init::zeros, LinearCut::columns, slice, 3);
+  out_ = Linear(dev, unit_, p + ".attn.out", d, d, true, Init::zeros, LinearCut::rows, slice);
+  ln1_ = LayerNorm(dev, unit_, p + ".norm1", d, c.ln_eps, arena, Rn, rows_split);
+  fc1_ = Linear(dev, unit_, p + ".ff.fc1", d, c.ff_dim, true, Init::fan_in_uniform, LinearCut::columns, slice);
+  fc2_ = Linear(dev, unit_, p + ".ff.fc2", c.ff_dim, d, true, Init::fan_in_uniform, LinearCut::rows, slice);
+  ln2_ = LayerNorm(dev, unit_, p + ".norm2", d, c.ln_eps, arena, Rn, rows_split);
+  ln1_out_ = arena.f32(Rn * d);
+  r1_ = arena.f32(Rn * d);
+  qkv_buf_ = arena.f32(R * 3 * dl);
+  ctx_ = arena.f32(R * dl);
+  probs_ = arena.f32(R * heads_ * c.seq_len);
+  ln2_out_ = arena.f32(Rn * d);
+  r2_ = arena.f32(Rn * d);
+  ff_saved_ = arena.f32(R * ff_);
+  if (rows_split) {
+    u1_full_ = arena.f32(R * d);
+    u2_full_ = arena.f32(R * d);
+  }
+}
+
+AttentionShape Block::attention_shape(const StepContext& ctx) const {
+  return AttentionShape{ctx.B, ctx.T, heads_, c_.dim / c_.heads, c_.causal, ctx.precision};
+}
+
+// The probabilities [B, heads, T, T] of this slice's heads within all heads' (mask keys are global).
+DropoutSpec Block::drop_probs(const StepContext& ctx) const {
+  DropoutSpec s = ctx.drop(id_, kDropAttnProbs);
+  const int64_t per_head = ctx.T * ctx.T;
+  s.global_cols = c_.heads * per_head;
+  s.col_offset = slice_.index * heads_ * per_head;
+  return s;
 }
 
 void Block::attn_forward(const float* u, float* a_out, const StepContext& ctx) {
   qkv_.forward(u, qkv_buf_, ctx.rows(), ctx.precision);
-  AttentionShape s{ctx.B, ctx.T, c_.heads, c_.dim / c_.heads, c_.causal, ctx.precision};
-  dev_.attention_forward(qkv_buf_, ctx_, probs_, s, ctx.drop(id_, kDropAttnProbs));
+  dev_.attention_forward(qkv_buf_, ctx_, probs_, attention_shape(ctx), drop_probs(ctx));
   out_.forward(ctx_, a_out, ctx.rows(), ctx.precision);
+}
+
+void Block::input_grad(float* partial, float* du, bool accumulate, const StepContext& ctx, const Workspace& ws) {
+  const float* total = regions_.sum_partials(partial, ws.full1, ctx.rows(), c_.dim);
+  const int64_t n = local_rows(ctx) * c_.dim;
+  if (accumulate)
+    dev_.add(du, total, du, n);
+  else
+    dev_.copy(du, total, sizeof(float) * size_t(n));
 }
 
 void Block::attn_backward(const float* u, const float* da, float* du, bool accumulate,
                           const StepContext& ctx, const Workspace& ws) {
   const int64_t rows = ctx.rows();
-  out_.backward(ctx_, da, ws.tmp2, rows, false, ctx.precision);
-  AttentionShape s{ctx.B, ctx.T, c_.heads, c_.dim / c_.heads, c_.causal, ctx.precision};
-  dev_.attention_backward(ws.tmp2, qkv_buf_, probs_, ws.grad_qkv, s, ctx.drop(id_, kDropAttnProbs));
-  qkv_.backward(u, ws.grad_qkv, du, rows, accumulate, ctx.precision);
+  const float* da_all = regions_.all_rows(da, ws.full1, rows, c_.dim);
+  out_.backward(ctx_, da_all, ws.tmp2, rows, false, ctx.precision);
+  dev_.attention_backward(ws.tmp2, qkv_buf_, probs_, ws.grad_qkv, attention_shape(ctx), drop_probs(ctx));
+  if (slice_.count == 1) {
+    qkv_.backward(u, ws.grad_qkv, du, rows, accumulate, ctx.precision);
+    return;
+  }
+  qkv_.backward(u, ws.grad_qkv, ws.full2, rows, false, ctx.precision);
+  input_grad(ws.full2, du, accumulate, ctx, ws);
+}
+
+// The feed-forward activation of this slice's columns [rows, ff_] within all ff_dim columns.
+static DropoutSpec drop_ff(const StepContext& ctx, uint32_t unit, int64_t ff_all, int64_t ff, int slice) {
+  DropoutSpec s = ctx.drop_rows(unit, kDropFfAct, 0);
+  s.global_cols = ff_all;
+  s.col_offset = int64_t(slice) * ff;
+  return s;
 }
 
 // The feed-forward's saved activation: for ReLU, a = drop(relu(fc1(u))) itself, from which both
 // fc2's weight gradient and the ReLU+dropout backward follow (nothing recomputed, no mask
 // redrawn); for GELU, the pre-activation fc1(u), from which a is recomputed in backward.
 const float* Block::ff_activation(const StepContext& ctx, const Workspace& ws) {
-  const int64_t n = ctx.rows() * c_.ff_dim;
-  const DropoutSpec drop = ctx.drop(id_, kDropFfAct);
+  const int64_t n = ctx.rows() * ff_;
   float* a = relu() ? ff_saved_ : ws.ff_act;
   dev_.activation_forward(c_.activation, ff_saved_, a, n);
-  dev_.dropout_forward(a, a, ctx.B, ctx.T * c_.ff_dim, drop);
+  dev_.dropout_forward(a, a, ctx.rows(), ff_, drop_ff(ctx, id_, c_.ff_dim, ff_, slice_.index));
   return a;
 }
 
@@ -60,59 +109,68 @@ void Block::ff_forward(const float* u, float* f_out, const StepContext& ctx, con
 
 void Block::ff_backward(const float* u, const float* df, float* du, bool accumulate,
                         const StepContext& ctx, const Workspace& ws) {
-  const int64_t rows = ctx.rows(), n = rows * c_.ff_dim;
-  const DropoutSpec drop = ctx.drop(id_, kDropFfAct);
+  const int64_t rows = ctx.rows(), n = rows * ff_;
+  const DropoutSpec drop = drop_ff(ctx, id_, c_.ff_dim, ff_, slice_.index);
   const float* a = relu() ? ff_saved_ : ff_activation(ctx, ws);
-  fc2_.backward(a, df, ws.grad_ff, rows, false, ctx.precision);
+  fc2_.backward(a, regions_.all_rows(df, ws.full1, rows, c_.dim), ws.grad_ff, rows, false, ctx.precision);
   if (relu()) {
     dev_.relu_backward_from_output(a, ws.grad_ff, ws.grad_ff, n, drop.active() ? drop.scale() : 1.0f);
   } else {
-    dev_.dropout_backward(ws.grad_ff, ws.grad_ff, ctx.B, ctx.T * c_.ff_dim, drop);
+    dev_.dropout_backward(ws.grad_ff, ws.grad_ff, rows, ff_, drop);
     dev_.activation_backward(c_.activation, ff_saved_, ws.grad_ff, ws.grad_ff, n);
   }
-  fc1_.backward(u, ws.grad_ff, du, rows, accumulate, ctx.precision);
+  if (slice_.count == 1) {
+    fc1_.backward(u, ws.grad_ff, du, rows, accumulate, ctx.precision);
+    return;
+  }
+  fc1_.backward(u, ws.grad_ff, ws.full2, rows, false, ctx.precision);
+  input_grad(ws.full2, du, accumulate, ctx, ws);
 }
 
-// r = x + drop(a)  (a is overwritten)
-static void residual_dropout(ComputeDevice& dev, const float* x, float* a, float* r, const StepContext& ctx,
-                             int64_t d, const DropoutSpec& spec) {
-  dev.dropout_forward(a, a, ctx.B, ctx.T * d, spec);
-  dev.add(x, a, r, ctx.rows() * d);
+// r = x + drop(a)  (a is overwritten); rows: this slice's
+static void residual_dropout(ComputeDevice& dev, const float* x, float* a, float* r, int64_t rows, int64_t d,
+                             const DropoutSpec& spec) {
+  dev.dropout_forward(a, a, rows, d, spec);
+  dev.add(x, a, r, rows * d);
 }
 
 void Block::forward(const float* x, const StepContext& ctx, const Workspace& ws) {
-  const int64_t rows = ctx.rows(), d = c_.dim;
+  const int64_t rows = ctx.rows(), n = local_rows(ctx), d = c_.dim;
   const bool pre = c_.pre_norm;
-  if (pre) ln1_.forward(x, ln1_out_, rows);
-  attn_forward(pre ? ln1_out_ : x, ws.tmp1, ctx);
-  residual_dropout(dev_, x, ws.tmp1, r1_, ctx, d, ctx.drop(id_, kDropAttnOut));
-  if (!pre) ln1_.forward(r1_, ln1_out_, rows);
+  if (pre) ln1_.forward(x, ln1_out_, n);
+  u1_ = regions_.all_rows(pre ? ln1_out_ : x, u1_full_, rows, d);
+  attn_forward(u1_, ws.tmp1, ctx);
+  residual_dropout(dev_, x, regions_.sum_partials(ws.tmp1, ws.tmp2, rows, d), r1_, n, d,
+                   drop_rows(ctx, kDropAttnOut));
+  if (!pre) ln1_.forward(r1_, ln1_out_, n);
   const float* y1 = pre ? r1_ : ln1_out_;
-  if (pre) ln2_.forward(y1, ln2_out_, rows);
-  ff_forward(pre ? ln2_out_ : y1, ws.tmp1, ctx, ws);
-  residual_dropout(dev_, y1, ws.tmp1, r2_, ctx, d, ctx.drop(id_, kDropFfOut));
-  if (!pre) ln2_.forward(r2_, ln2_out_, rows);
+  if (pre) ln2_.forward(y1, ln2_out_, n);
+  u2_ = regions_.all_rows(pre ? ln2_out_ : y1, u2_full_, rows, d);
+  ff_forward(u2_, ws.tmp1, ctx, ws);
+  residual_dropout(dev_, y1, regions_.sum_partials(ws.tmp1, ws.tmp2, rows, d), r2_, n, d,
+                   drop_rows(ctx, kDropFfOut));
+  if (!pre) ln2_.forward(r2_, ln2_out_, n);
 }
 
 void Block::backward(const float* x, const float* dout, float* dx, const StepContext& ctx,
                      const Workspace& ws) {
-  const int64_t rows = ctx.rows(), d = c_.dim;
-  const DropoutSpec drop_ff = ctx.drop(id_, kDropFfOut), drop_attn = ctx.drop(id_, kDropAttnOut);
+  const int64_t n = local_rows(ctx), d = c_.dim;
+  const DropoutSpec drop_ff_out = drop_rows(ctx, kDropFfOut), drop_attn = drop_rows(ctx, kDropAttnOut);
   if (!c_.pre_norm) {
-    ln2_.backward(r2_, dout, ws.tmp2, rows, false);                  // tmp2 = d r2
-    dev_.dropout_backward(ws.tmp2, ws.tmp1, ctx.B, ctx.T * d, drop_ff);  // tmp1 = d f
-    ff_backward(ln1_out_, ws.tmp1, ws.tmp2, true, ctx, ws);          // tmp2 = d y1
-    ln1_.backward(r1_, ws.tmp2, dx, rows, false);                    // dx = d r1
-    dev_.dropout_backward(dx, ws.tmp1, ctx.B, ctx.T * d, drop_attn);      // tmp1 = d a
-    attn_backward(x, ws.tmp1, dx, true, ctx, ws);                    // dx += d x via attention
+    ln2_.backward(r2_, dout, ws.tmp2, n, false);                 // tmp2 = d r2
+    dev_.dropout_backward(ws.tmp2, ws.tmp1, n, d, drop_ff_out);  // tmp1 = d f
+    ff_backward(u2_, ws.tmp1, ws.tmp2, true, ctx, ws);           // tmp2 = d y1
+    ln1_.backward(r1_, ws.tmp2, dx, n, false);                   // dx = d r1
+    dev_.dropout_backward(dx, ws.tmp1, n, d, drop_attn);         // tmp1 = d a
+    attn_backward(u1_, ws.tmp1, dx, true, ctx, ws);              // dx += d x via attention
   } else {
-    dev_.copy(dx, dout, sizeof(float) * rows * d);                 // residual path
-    dev_.dropout_backward(dout, ws.tmp1, ctx.B, ctx.T * d, drop_ff);      // tmp1 = d f
-    ff_backward(ln2_out_, ws.tmp1, ws.tmp2, false, ctx, ws);         // tmp2 = d ln2_out
-    ln2_.backward(r1_, ws.tmp2, dx, rows, true);                     // dx = d r1
-    dev_.dropout_backward(dx, ws.tmp1, ctx.B, ctx.T * d, drop_attn);      // tmp1 = d a
-    attn_backward(ln1_out_, ws.tmp1, ws.tmp1, false, ctx, ws);       // tmp1 = d ln1_out
-    ln1_.backward(x, ws.tmp1, dx, rows, true);                       // dx += d x via norm1
+    dev_.copy(dx, dout, sizeof(float) * n * d);                  // residual path
+    dev_.dropout_backward(dout, ws.tmp1, n, d, drop_ff_out);     // tmp1 = d f
+    ff_backward(u2_, ws.tmp1, ws.tmp2, false, ctx, ws);          // tmp2 = d ln2_out
+    ln2_.backward(r1_, ws.tmp2, dx, n, true);                    // dx = d r1
+    dev_.dropout_backward(dx, ws.tmp1, n, d, drop_attn);         // tmp1 = d a
+    attn_backward(u1_, ws.tmp1, ws.tmp1, false, ctx, ws);        // tmp1 = d ln1_out
+    ln1_.backward(x, ws.tmp1, dx, n, true);                      // dx += d x via norm1
   }
 }
 

@@ -1,17 +1,22 @@
 // One Transformer block as a unit: multi-head attention and feed-forward sublayers with residuals,
-// post-norm or pre-norm (docs/model.md). Keeps the activations its backward needs.
+// post-norm or pre-norm (docs/model.md). Keeps the activations its backward needs. Under tensor
+// parallelism it holds a slice (whole heads; a share of the feed-forward width) and meets the other
+// slices through TpRegions at the edges of its cut matmuls (Megatron's f and g).
 #pragma once
 #include "nn/config.hpp"
 #include "nn/context.hpp"
 #include "nn/layers.hpp"
+#include "nn/tp_regions.hpp"
 
 namespace dtrain {
 
 class Block {
  public:
-  Block(ComputeDevice& dev, const ModelConfig& c, int index, uint32_t unit_id, Arena& arena, int64_t max_rows);
+  Block(ComputeDevice& dev, const ModelConfig& c, int index, uint32_t unit_id, Arena& arena, int64_t max_rows,
+        TpSlice slice = {}, TpRegions& regions = no_tp_regions());
   Unit& unit() { return unit_; }
-  // x [rows, d] → output() [rows, d]; x must stay unchanged until backward.
+  // x [rows, d] → output() [rows, d]; x must stay unchanged until backward. Under sequence
+  // parallel, rows are this slice's share of ctx.rows().
   void forward(const float* x, const StepContext& ctx, const Workspace& ws);
   const float* output() const { return c_.pre_norm ? r2_ : ln2_out_; }
   // dout [rows, d] → dx [rows, d] (distinct buffers); accumulates parameter gradients.
@@ -19,7 +24,8 @@ class Block {
 
  private:
   void ff_forward(const float* u, float* f_out, const StepContext& ctx, const Workspace& ws);
-  // From the gradient df of the ff output (after its dropout): parameter grads, du (+)= input grad.
+  // From the gradient df of the ff output (this slice's rows): parameter grads; du (+)= the input's
+  // gradient (this slice's rows).
   void ff_backward(const float* u, const float* df, float* du, bool accumulate, const StepContext& ctx,
                    const Workspace& ws);
   const float* ff_activation(const StepContext& ctx, const Workspace& ws);
@@ -27,15 +33,30 @@ class Block {
   void attn_forward(const float* u, float* a_out, const StepContext& ctx);
   void attn_backward(const float* u, const float* da, float* du, bool accumulate, const StepContext& ctx,
                      const Workspace& ws);
+  // du (+)= the slices' input-gradient partial sums `partial` [all rows, d] added up (this slice's rows).
+  void input_grad(float* partial, float* du, bool accumulate, const StepContext& ctx, const Workspace& ws);
+  // The rows this slice runs its norms, dropout and residuals on, and where they start.
+  int64_t local_rows(const StepContext& ctx) const { return slice_.sequence ? ctx.rows() / slice_.count : ctx.rows(); }
+  int64_t row_offset(const StepContext& ctx) const { return slice_.sequence ? slice_.index * local_rows(ctx) : 0; }
+  DropoutSpec drop_rows(const StepContext& ctx, uint32_t site) const {
+    return ctx.drop_rows(id_, site, row_offset(ctx));
+  }
+  AttentionShape attention_shape(const StepContext& ctx) const;
+  DropoutSpec drop_probs(const StepContext& ctx) const;
 
   ComputeDevice& dev_;
   ModelConfig c_;
   uint32_t id_;
+  TpSlice slice_;
+  TpRegions& regions_;
+  int64_t heads_, ff_;  // this slice's heads and feed-forward width
   Unit unit_;
   Linear qkv_, out_, fc1_, fc2_;
   LayerNorm ln1_, ln2_;
   // saved activations
   float *ln1_out_, *r1_, *qkv_buf_, *ctx_, *probs_, *ln2_out_, *r2_, *ff_saved_;
+  float *u1_full_ = nullptr, *u2_full_ = nullptr;  // sequence parallel: the gathered matmul inputs
+  const float *u1_ = nullptr, *u2_ = nullptr;      // the attention's and feed-forward's inputs, all rows
 };
 
 }  // namespace dtrain

@@ -26,6 +26,19 @@ void ModelConfig::validate() const {
   require(ln_eps > 0.0f, "model.ln_eps must be positive: use e.g. 1e-5");
 }
 
+void ModelConfig::validate_tensor_parallel(int slices, bool sequence) const {
+  if (slices == 1) return;
+  const std::string tp = "parallel.tp = " + std::to_string(slices);
+  auto divides = [&](const char* what, int64_t v, const char* fix) {
+    require(v % slices == 0, tp + " does not divide " + what + " = " + std::to_string(v) + ": " + fix);
+  };
+  divides("model.heads", heads, "choose a tp that divides the number of heads (each rank owns whole heads)");
+  divides("model.ff_dim", ff_dim, "choose a tp that divides the feed-forward width");
+  if (sequence)
+    divides("model.seq_len", seq_len, "sequence parallel splits each sample's positions: choose a tp that divides "
+                                      "seq_len, or set parallel.tp_sequence=false");
+}
+
 int64_t ModelConfig::num_params() const {
   const int64_t d = dim, f = ff_dim, V = vocab_size;
   int64_t n = V * d + (learned_positions ? seq_len * d : 0);

@@ -26,6 +26,9 @@ struct ModelConfig {
 
   // Throws Error naming the bad key and the fix.
   void validate() const;
+  // Tensor parallelism over `slices`: heads and feed-forward width must divide (and the
+  // sequence, when it is split too); throws naming which.
+  void validate_tensor_parallel(int slices, bool sequence) const;
   // Parameter count (what a checkpoint of this model holds).
   int64_t num_params() const;
   // Training FLOPs per token: 6 * (matmul parameters) + attention (see docs/model.md).

@@ -32,12 +32,21 @@ struct StepContext {
     s.sample_stride = sample_stride;
     return s;
   }
+  // The mask of a [rows, cols] activation's tile of rows from row `row_offset` on (sequence
+  // parallel: this slice's rows), all columns.
+  DropoutSpec drop_rows(uint32_t unit, uint32_t site, int64_t row_offset) const {
+    DropoutSpec s = drop(unit, site);
+    s.rows_per_sample = T;
+    s.row_offset = row_offset;
+    return s;
+  }
 };
 
 // Dropout sites within a unit.
 enum DropSite : uint32_t { kDropEmbed = 0, kDropAttnProbs = 1, kDropAttnOut = 2, kDropFfAct = 3, kDropFfOut = 4 };
 
-// Activation-gradient buffers shared by all units (only one unit runs backward at a time).
+// Activation-gradient buffers shared by all units (only one unit runs backward at a time). Under
+// tensor parallelism 3d and ff are this slice's widths.
 struct Workspace {
   float* grad_a;    // [rows, d]  ping
   float* grad_b;    // [rows, d]  pong
@@ -46,6 +55,8 @@ struct Workspace {
   float* grad_qkv;  // [rows, 3d]
   float* ff_act;    // [rows, ff] activation output (recomputed in backward)
   float* grad_ff;   // [rows, ff]
+  float* full1;     // [rows, d] tensor parallel only: gathered rows, partial sums
+  float* full2;     // [rows, d]
 };
 
 }  // namespace dtrain

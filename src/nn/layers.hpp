@@ -1,5 +1,7 @@
 // The two parameterised building blocks: Linear ([out, in] weights as in PyTorch, optional bias)
 // and LayerNorm (which keeps its own per-row statistics for backward), run on a ComputeDevice.
+// Under tensor parallelism a Linear holds a slice: its output features (column parallel) or its
+// input features (row parallel, whose outputs are partial sums the caller adds up).
 #pragma once
 #include <string>
 
@@ -8,20 +10,33 @@
 
 namespace dtrain {
 
+// none: whole; columns: a slice of the outputs (of each of `blocks` output blocks); rows: a slice of
+// the inputs.
+enum class LinearCut { none, columns, rows };
+
 struct Linear {
-  int64_t in = 0, out = 0;
+  int64_t in = 0, out = 0;  // this slice's
   ParamRef w, b;
   bool has_bias = false;
+  bool bias_in_forward = true;  // row parallel: only slice 0 adds the bias into its partial sum
   ComputeDevice* dev = nullptr;
 
   Linear() = default;
-  Linear(ComputeDevice& d, Unit& u, const std::string& name, int64_t in_, int64_t out_, bool bias, Init bias_init)
-      : in(in_), out(out_), has_bias(bias), dev(&d) {
-    w = u.add(name + ".weight", {out, in}, Init::xavier);
-    if (bias) b = u.add(name + ".bias", {out}, bias_init, in);
+  Linear(ComputeDevice& d, Unit& u, const std::string& name, int64_t in_, int64_t out_, bool bias, Init bias_init,
+         LinearCut cut = LinearCut::none, TpSlice slice = {}, int blocks = 1)
+      : has_bias(bias), dev(&d) {
+    const TpSplit none, w_split = cut == LinearCut::columns ? TpSplit{0, blocks}
+                                  : cut == LinearCut::rows  ? TpSplit{1, 1}
+                                                            : none;
+    w = u.add(name + ".weight", {out_, in_}, Init::xavier, 0, w_split, slice);
+    if (bias) b = u.add(name + ".bias", {out_}, bias_init, in_, cut == LinearCut::columns ? w_split : none, slice);
+    out = w.info().shape[0];
+    in = w.info().shape[1];
+    bias_in_forward = cut != LinearCut::rows || slice.index == 0;
   }
   void forward(const float* x, float* y, int64_t rows, Precision p) const {
-    dev->matmul(x, w.data(), y, linear_forward_args(rows, in, out, has_bias ? b.data() : nullptr, p));
+    const float* bias = has_bias && bias_in_forward ? b.data() : nullptr;
+    dev->matmul(x, w.data(), y, linear_forward_args(rows, in, out, bias, p));
   }
   // Accumulates dW, db; writes (or adds to) dx unless dx is null.
   void backward(const float* x, const float* dy, float* dx, int64_t rows, bool accumulate_dx,
@@ -41,11 +56,16 @@ struct LayerNorm {
   ComputeDevice* dev = nullptr;
 
   LayerNorm() = default;
+  // rows_split: it sees only this slice's rows (sequence parallel), so its gradients are partial.
   LayerNorm(ComputeDevice& d, Unit& u, const std::string& name, int64_t dim_, float eps_, Arena& arena,
-            int64_t max_rows)
+            int64_t max_rows, bool rows_split = false)
       : dim(dim_), eps(eps_), dev(&d) {
     w = u.add(name + ".weight", {dim}, Init::ones);
     b = u.add(name + ".bias", {dim}, Init::zeros);
+    if (rows_split) {
+      u.set_partial_grad(w);
+      u.set_partial_grad(b);
+    }
     mean = arena.f32(max_rows);
     rstd = arena.f32(max_rows);
   }

@@ -1,6 +1,7 @@
 // TransformerLM: token embedding unit → block units → head unit (final norm, classifier, fused
 // loss). Explicit forward and backward on a ComputeDevice; hooks let a caller act around every unit,
-// the seam where data and model parallelism attach. Knows nothing of ranks.
+// the seam where data and model parallelism attach. Knows nothing of ranks: under tensor
+// parallelism it is one slice (TpSlice) and meets the others through TpRegions.
 #pragma once
 #include <memory>
 #include <vector>
@@ -31,11 +32,15 @@ enum class ParamStorage { owned, bound_by_caller };
 class TransformerLM {
  public:
   // Plans every buffer, on `device`, for batches of up to max_batch samples of config.seq_len tokens.
+  // Tensor parallel: `slice` of the model (whole heads, a share of the feed-forward width and of
+  // the vocabulary), joined to the other slices by `regions`.
   TransformerLM(const ModelConfig& config, int64_t max_batch, ComputeDevice& device = cpu_device(),
-                ParamStorage storage = ParamStorage::owned);
+                ParamStorage storage = ParamStorage::owned, TpSlice slice = {},
+                TpRegions& regions = no_tp_regions());
   const ModelConfig& config() const { return c_; }
+  const TpSlice& tp_slice() const { return slice_; }
   const std::vector<Unit*>& units() const { return units_; }
-  int64_t num_params() const { return num_params_; }
+  int64_t num_params() const { return num_params_; }  // of the whole model, all slices
   int64_t max_batch() const { return max_batch_; }
   size_t activation_bytes() const { return arena_.bytes_used(); }
   ComputeDevice& device() const { return dev_; }
@@ -79,9 +84,19 @@ class TransformerLM {
   const int32_t* stage(const int32_t* host, int32_t* device_copy, int64_t n);
   const float* head_weight() const;
   float* head_weight_grad() const;
+  // The vocabulary slice this model's embedding and classifier hold; the rows its norms, dropout and
+  // residuals run on (sequence parallel: a share of the batch's) and where they start.
+  VocabRange vocab_range() const;
+  int64_t local_rows(const StepContext& ctx) const { return slice_.sequence ? ctx.rows() / slice_.count : ctx.rows(); }
+  int64_t row_offset(const StepContext& ctx) const { return slice_.sequence ? slice_.index * local_rows(ctx) : 0; }
+  // The classifier and loss over all rows of the head's input `h` (this slice's rows), with the
+  // vocabulary slices' row statistics combined; in training dx gets the input's gradient.
+  ClassifierArgs classifier_args(const float* h, const int32_t* targets, const StepContext& ctx);
 
   ComputeDevice& dev_;
   ModelConfig c_;
+  TpSlice slice_;
+  TpRegions& regions_;
   int64_t max_batch_;
   Arena arena_;
   Buffer params_, grads_, host_params_;
@@ -93,7 +108,7 @@ class TransformerLM {
   LayerNorm norm_f_;
   ParamRef head_w_, head_b_;
   float* pos_table_;  // sinusoidal table [T, d] (fixed positions)
-  float* h0_;         // embedding output [rows, d]
+  float* h0_;         // embedding output [rows, d] (sequence parallel: this slice's rows)
   float* hf_;         // final norm output [rows, d]
   float* dhf_;        // its gradient [rows, d]
   int32_t *inputs_, *targets_;  // device copies of the batch's tokens [rows]

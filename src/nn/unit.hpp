@@ -12,13 +12,40 @@ namespace dtrain {
 
 enum class Init { xavier, zeros, ones, fan_in_uniform };
 
+// How tensor parallelism cuts a parameter: along dimension `dim` (-1: not cut, every slice holds
+// all of it), seen as `blocks` equal blocks (qkv's rows are [q|k|v]: 3 blocks, so a slice of heads
+// is three row blocks), each slice holding the same 1/count of every block. A single block that
+// the slices do not divide (the vocabulary) is padded: each holds ceil(size/count) rows, and the
+// rows past the end are padding (zero, outside the global tensor).
+struct TpSplit {
+  int dim = -1;
+  int blocks = 1;
+};
+
+// Which of `count` tensor-parallel slices a model is, and whether the rows between its cut matmuls
+// are split across the slices too (sequence parallel). One process: the one slice.
+struct TpSlice {
+  int count = 1;
+  int index = 0;
+  bool sequence = false;
+};
+
 struct ParamInfo {
   std::string name;
-  std::vector<int64_t> shape;
+  std::vector<int64_t> shape;  // what this slice holds (the global shape when not cut)
   Init init;
   int64_t fan_in = 0;  // for Init::fan_in_uniform (biases)
   int64_t offset = 0;  // in floats, within the unit's buffers
+  std::vector<int64_t> global_shape;
+  TpSplit split;
+  int64_t split_offset = 0;  // along split.dim, within each block: where this slice's part starts
+  // Its gradient is this slice's rows' share only (a norm under sequence parallel): the slices'
+  // gradients are summed before the optimizer step.
+  bool partial_grad = false;
   int64_t numel() const { return shape_numel(shape); }
+  bool is_cut() const { return split.dim >= 0 && shape != global_shape; }
+  // Flat index in the global tensor of element e of this slice's part; -1 for padding.
+  int64_t global_element(int64_t e) const;
 };
 
 class Unit;
@@ -36,8 +63,12 @@ class Unit {
  public:
   explicit Unit(std::string name) : name_(std::move(name)) {}
   const std::string& name() const { return name_; }
-  ParamRef add(const std::string& name, std::vector<int64_t> shape, Init init, int64_t fan_in = 0);
+  // A parameter of global shape `shape`, of which this unit holds slice `slice` when cut by `split`.
+  ParamRef add(const std::string& name, std::vector<int64_t> shape, Init init, int64_t fan_in = 0,
+               TpSplit split = {}, TpSlice slice = {});
   const std::vector<ParamInfo>& params() const { return params_; }
+  // The parameter's gradient is this slice's rows' share (see ParamInfo::partial_grad).
+  void set_partial_grad(const ParamRef& p);
   int64_t numel() const { return numel_; }
   // Points the unit at its parameter and gradient storage (numel() floats each).
   void bind(float* params, float* grads) {
@@ -65,6 +96,7 @@ class Unit {
   bool backward_reads_params_ = true;
 };
 
+inline void Unit::set_partial_grad(const ParamRef& p) { params_[p.index].partial_grad = true; }
 inline float* ParamRef::data() const { return unit->param_data() + info().offset; }
 inline float* ParamRef::grad() const { return unit->grad_data() + info().offset; }
 inline const ParamInfo& ParamRef::info() const { return unit->params()[index]; }

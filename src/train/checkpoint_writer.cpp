@@ -15,6 +15,7 @@
 #include "core/atomic_file.hpp"
 #include "core/crc32c.hpp"
 #include "train/config.hpp"
+#include "train/tp_boxes.hpp"
 
 namespace fs = std::filesystem;
 
@@ -104,10 +105,10 @@ void CheckpointWriter::save_full(const SaveRequest& r, const std::string& staged
     for (const Optimizer::StateView& s : opt->state()) state[s.shard].push_back(s);
   std::vector<SafeTensorSpec> model_specs, opt_specs;
   for (size_t k = 0; k < units.size(); ++k) {
-    for (const ParamInfo& p : units[k]->params()) model_specs.push_back({p.name, DType::f32, p.shape});
+    for (const ParamInfo& p : units[k]->params()) model_specs.push_back({p.name, DType::f32, p.global_shape});
     for (const auto& s : state[k])
       for (const ParamInfo& p : units[k]->params())
-        opt_specs.push_back({RankState::optimizer_tensor(s.family, p.name), DType::f32, p.shape});
+        opt_specs.push_back({RankState::optimizer_tensor(s.family, p.name), DType::f32, p.global_shape});
   }
   std::unique_ptr<SafetensorsWriter> weights, optim;
   if (root) {
@@ -117,17 +118,35 @@ void CheckpointWriter::save_full(const SaveRequest& r, const std::string& staged
       optim = std::make_unique<SafetensorsWriter>(staged + "/optimizer.safetensors", opt_specs,
                                                   std::map<std::string, std::string>{{"format", kCheckpointFormat}});
   }
-  // Each unit's tensors appended to `out` and indexed (file offsets from the writer).
-  auto append_unit = [&](SafetensorsWriter& out, const std::string& file, const Unit& u, const std::string& prefix,
+  // Each unit's tensors appended to `out` and indexed (file offsets from the writer). Tensor
+  // parallel: every slice's unit is gathered (collective over the slices) and rank 0 joins them.
+  const int slices = r.tp ? r.tp->size() : 1;
+  std::vector<float> all_slices, joined;
+  auto append_unit = [&](SafetensorsWriter* out, const std::string& file, const Unit& u, const std::string& prefix,
                          const float* whole) {
+    if (slices > 1) {
+      all_slices.resize(size_t(slices * u.numel()));
+      r.tp->allgather(whole, all_slices.data(), size_t(u.numel()), ElemType::f32);
+    }
+    if (!out) return;
     for (const ParamInfo& p : u.params()) {
-      const int64_t at = int64_t(out.append(whole + p.offset));
-      const Box box = whole_box(p.shape);
-      for_each_piece(box, whole + p.offset, sizeof(float), kMaxChunkBytes,
-                     [&](const Box& piece, const char* b, size_t n) {
-                       const int64_t off = at + offset_within(box, piece) * int64_t(sizeof(float));
-                       index.add(prefix + p.name, DType::f32, p.shape, {piece, file, off, int64_t(n), crc32c(b, n)});
-                     });
+      const float* data = whole + p.offset;
+      const Box box = whole_box(p.global_shape);
+      if (p.is_cut()) {  // each slice's part put in its place
+        joined.resize(size_t(box.volume()));
+        for (int s = 0; s < slices; ++s) {
+          const ParamInfo q = as_slice(p, s);
+          for (const auto& [global, within] : global_boxes(q, whole_box(q.shape)))
+            copy_region(all_slices.data() + s * u.numel() + p.offset + within, global, joined.data(), box, global,
+                        sizeof(float));
+        }
+        data = joined.data();
+      }
+      const int64_t at = int64_t(out->append(data));
+      for_each_piece(box, data, sizeof(float), kMaxChunkBytes, [&](const Box& piece, const char* b, size_t n) {
+        const int64_t off = at + offset_within(box, piece) * int64_t(sizeof(float));
+        index.add(prefix + p.name, DType::f32, p.global_shape, {piece, file, off, int64_t(n), crc32c(b, n)});
+      });
     }
   };
   // Unit by unit: gathered (under FSDP, by every rank) and written by rank 0, then dropped.
@@ -141,14 +160,14 @@ void CheckpointWriter::save_full(const SaveRequest& r, const std::string& staged
       fsdp->gather_full(k, whole.data());
       params = whole.data();
     }
-    if (root) append_unit(*weights, "model.safetensors", u, "", params);
+    append_unit(weights.get(), "model.safetensors", u, "", params);
     for (const auto& s : state[k]) {
       const float* data = s.data;
       if (fsdp) {
         fsdp->gather_full_host(k, s.data, whole.data());
         data = whole.data();
       }
-      if (root) append_unit(*optim, "optimizer.safetensors", u, "optimizer." + s.family + ".", data);
+      append_unit(optim.get(), "optimizer.safetensors", u, "optimizer." + s.family + ".", data);
     }
   }
   if (!root) return;

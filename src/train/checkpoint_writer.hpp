@@ -24,6 +24,7 @@ struct SaveRequest {
   std::string vocab_path;     // copied as vocab.txt ("" : none)
   Json saved_from;            // the layout, recorded in the index
   int part = 0, parts = 1;    // this rank's share of what it holds (ranks holding the same values)
+  ProcessGroup* tp = nullptr; // tensor parallel: the slices, joined into whole tensors for the full format
   std::function<void()> after_commit;  // rank 0, once the folder is in place (pruning)
 };
 

@@ -119,6 +119,7 @@ const std::map<std::string, Key>& keys() {
       INT_KEY("parallel.timeout_s", parallel.timeout_s),
       INT_KEY("parallel.fsdp_prefetch", parallel.fsdp_prefetch),
       BOOL_KEY("parallel.fsdp_reshard_after_forward", parallel.fsdp_reshard_after_forward),
+      BOOL_KEY("parallel.tp_sequence", parallel.tp_sequence),
       CHOICE_KEY("parallel.fsdp_reduce_dtype", parallel.fsdp_reduce_dtype, "f32|bf16"),
       {"train.seed",
        {"int", [](RunConfig& c, const std::string& v) { c.train.seed = uint64_t(parse_int("train.seed", v, "--set")); },

@@ -48,6 +48,9 @@ struct ParallelConfig {
   // backward (SHARD_GRAD_OP); the type gradients are reduced in (f32, or bf16 under bf16 precision)
   int64_t fsdp_prefetch = 1;
   bool fsdp_reshard_after_forward = true;
+  // Tensor parallel: also split the rows of norms, dropout and residuals across the tp ranks
+  // (all-gather and reduce-scatter instead of all-reduce; less activation memory).
+  bool tp_sequence = false;
   std::string fsdp_reduce_dtype = "f32";
   int64_t timeout_s = 300;    // longest wait for another rank in any collective or rendezvous
 };

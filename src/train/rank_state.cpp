@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "train/tp_boxes.hpp"
+
 namespace dtrain {
 
 std::string RankState::optimizer_tensor(const std::string& family, const std::string& param) {
@@ -39,20 +41,26 @@ RankState::RankState(TransformerLM& model, FullyShardedDataParallel* fsdp, Optim
       held_[s.shard].buffers.push_back({"optimizer." + s.family + ".", s.data});
 }
 
-// fn(tensor name, shape, box, host data of the box) for every box of part `part` of `parts` of
-// each held range, for every buffer.
+// fn(tensor name, global shape, global box, host data of the box) for every box of part `part` of
+// `parts` of each held range, for every buffer. A parameter every tensor-parallel slice holds whole
+// is split among the slices too (part `part`·slices + slice of parts·slices), so each value is
+// written once.
 template <class Fn>
 void RankState::for_each_box(int64_t part, int64_t parts, Fn&& fn) const {
+  const TpSlice& tp = model_.tp_slice();
   for (const Held& h : held_) {
     const int64_t len = h.end - h.begin;
-    const int64_t lo = h.begin + len * part / parts, hi = h.begin + len * (part + 1) / parts;
     for (const ParamInfo& p : h.unit->params()) {
+      const int64_t k = p.is_cut() ? part : part * tp.count + tp.index, K = p.is_cut() ? parts : parts * tp.count;
+      const int64_t lo = h.begin + len * k / K, hi = h.begin + len * (k + 1) / K;
       const int64_t a = std::max(lo, p.offset), b = std::min(hi, p.offset + p.numel());
       if (a >= b) continue;
       for (const Box& box : boxes_of_flat_range(p.shape, a - p.offset, b - p.offset)) {
         // a box of a flat range is contiguous: it starts at its first element's flat index
         const int64_t first = p.offset + offset_within(whole_box(p.shape), box);
-        for (const auto& [prefix, data] : h.buffers) fn(prefix + p.name, p.shape, box, data + (first - h.begin));
+        for (const auto& [global, within] : global_boxes(p, box))
+          for (const auto& [prefix, data] : h.buffers)
+            fn(prefix + p.name, p.global_shape, global, data + (first - h.begin) + within);
       }
     }
   }

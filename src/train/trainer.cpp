@@ -18,6 +18,8 @@
 #include "metrics/progress.hpp"
 #include "metrics/tensorboard.hpp"
 #include "comm/mesh.hpp"
+#include "parallel/tp/grads.hpp"
+#include "parallel/tp/regions.hpp"
 #include "parallel/ddp/ddp.hpp"
 #include "parallel/fsdp/fsdp.hpp"
 #include "train/checkpoint_writer.hpp"
@@ -93,6 +95,8 @@ struct Trainer::Impl {
   std::unique_ptr<DeviceMesh> mesh;  // its data-parallel group reduces the gradients
   std::unique_ptr<DataParallel> ddp;            // dp_shard = 1: replicated parameters
   std::unique_ptr<FullyShardedDataParallel> fsdp;  // dp_shard > 1
+  std::unique_ptr<TensorParallelRegions> tp_regions;  // tp > 1: where the model's slices meet
+  std::unique_ptr<TensorParallelGrads> tp_grads;      // and their gradients
   int dp = 1, dp_rank = 0;
   double device_seconds = 0.0;  // step time on the device's clock
   double loss_read = 0.0, loss_divisor = 0.0;  // see train_step
@@ -196,6 +200,12 @@ struct Trainer::Impl {
   // taken, so a batch that cannot fit is named here, before any step.
   void build_model() {
     const int64_t B = cfg.train.batch_size;
+    // Tensor parallel: this rank's slice of every layer, meeting the others over the mesh's tp group.
+    const TpSlice slice{mesh->shape().tp, mesh->coord().tp, cfg.parallel.tp_sequence};
+    cfg.model.validate_tensor_parallel(slice.count, slice.sequence);
+    if (slice.count > 1)
+      tp_regions = std::make_unique<TensorParallelRegions>(mesh->group(MeshDim::tp), slice.sequence);
+    TpRegions& regions = tp_regions ? static_cast<TpRegions&>(*tp_regions) : no_tp_regions();
     auto too_big = [&](const std::string& why) {
       return Error("train.batch_size = " + std::to_string(B) + " does not fit in " +
                    (dev->kind() == DeviceKind::cpu ? "this machine's memory" : dev->describe() + "'s memory") + " (" +
@@ -205,7 +215,7 @@ struct Trainer::Impl {
       // The plan is linear in the batch: a one-sample model's tells what B samples need, before any
       // of that memory is touched.
       const double need =
-          double(TransformerLM(cfg.model, 1, cpu_device(), ParamStorage::bound_by_caller).activation_bytes()) *
+          double(TransformerLM(cfg.model, 1, cpu_device(), ParamStorage::bound_by_caller, slice).activation_bytes()) *
           double(B);
       const double have = double(available_host_bytes());
       char why[96];
@@ -216,7 +226,7 @@ struct Trainer::Impl {
     try {
       if (mesh->shape().dp_shard > 1) {
         // Sharded from the start: no rank ever holds the whole model's parameters, gradients or state.
-        model = std::make_unique<TransformerLM>(cfg.model, B, *dev, ParamStorage::bound_by_caller);
+        model = std::make_unique<TransformerLM>(cfg.model, B, *dev, ParamStorage::bound_by_caller, slice, regions);
         FsdpOptions o;
         o.prefetch = int(cfg.parallel.fsdp_prefetch);
         o.reshard_after_forward = cfg.parallel.fsdp_reshard_after_forward;
@@ -229,9 +239,16 @@ struct Trainer::Impl {
         fsdp->init_parameters(cfg.train.seed);
         opt = std::make_unique<Optimizer>(cfg.optim, fsdp->shards(), *dev);
       } else {
-        model = std::make_unique<TransformerLM>(cfg.model, B, *dev);
+        model = std::make_unique<TransformerLM>(cfg.model, B, *dev, ParamStorage::owned, slice, regions);
         model->init_weights(cfg.train.seed);
         opt = std::make_unique<Optimizer>(cfg.optim, unit_shards(model->units()), *dev);
+      }
+      if (slice.count > 1) {
+        const std::vector<Unit*>& units = model->units();
+        std::vector<ShardOf> where;
+        for (size_t k = 0; k < units.size(); ++k) where.push_back({units[k], fsdp ? fsdp->shard_offset(k) : 0});
+        tp_grads = std::make_unique<TensorParallelGrads>(mesh->group(MeshDim::tp),
+                                                         fsdp ? fsdp->shards() : unit_shards(units), where, *dev);
       }
     } catch (const std::bad_alloc&) {
       throw too_big("activations for " + std::to_string(B) + " × " + std::to_string(cfg.model.seq_len) + " tokens");
@@ -244,8 +261,6 @@ struct Trainer::Impl {
     const ParallelConfig& p = cfg.parallel;
     const MeshShape s = MeshShape::fit(world.size(), int(p.pp), int(p.dp != 0 ? p.dp : p.dp_replicate),
                                        int(p.dp_shard), int(p.tp));
-    require(s.tp == 1, "parallel.tp = " + std::to_string(s.tp) +
-                           ": tensor parallelism is not built yet; use parallel.tp=1 (data parallel)");
     require(s.pp == 1, "parallel.pp = " + std::to_string(s.pp) +
                            ": pipeline parallelism is not built yet; use parallel.pp=1 (data parallel)");
     return s;
@@ -339,6 +354,7 @@ struct Trainer::Impl {
     // ranks holding the same values split the writing: DDP's replicas, HSDP's replicas of a shard
     r.part = fsdp ? mesh->coord().dp_replicate : dp_rank;
     r.parts = fsdp ? m.dp_replicate : dp;
+    r.tp = m.tp > 1 ? &mesh->group(MeshDim::tp) : nullptr;
     r.after_commit = std::move(after_commit);
     return writer->save(r, *model, fsdp.get(), opt.get());
   }
@@ -470,14 +486,17 @@ struct Trainer::Impl {
     }
     if (ddp) ddp->finish_gradients();
     if (fsdp) fsdp->finish_gradients();
+    if (tp_grads) tp_grads->finish_gradients();
     loss_divisor = uneven ? 0.0 : double(rows_done / micro * T);
   }
 
   // Global gradient norm: under FSDP the shards' squares summed over the shard ranks (replicas hold
-  // the same shards); replicated gradients are already whole.
+  // the same shards); replicated gradients are already whole; tensor-parallel slices' summed over
+  // the tp ranks (parameters every slice holds whole counted once).
   double grad_norm() {
-    double sq = opt->grad_sumsq();
+    double sq = tp_grads ? tp_grads->grad_sumsq_part() : opt->grad_sumsq();
     if (fsdp) fsdp->shard_group().allreduce(&sq, 1);
+    if (tp_grads) mesh->group(MeshDim::tp).allreduce(&sq, 1);
     return std::sqrt(sq);
   }
 
@@ -594,7 +613,7 @@ struct Trainer::Impl {
           }
         }
         if (cfg.train.eval_every > 0 && st.global_step % cfg.train.eval_every == 0) {
-          const double v = evaluate(*model, *valid_set, B, eval_windows(), precision, &world.all(), eval_hooks()).loss;
+          const double v = evaluate(*model, *valid_set, B, eval_windows(), precision, &mesh->dp(), eval_hooks()).loss;
           log_eval("val", v, st.epoch + 1);
         }
         if (cfg.train.checkpoint_every > 0 && st.global_step % cfg.train.checkpoint_every == 0) checkpoint();
@@ -605,7 +624,7 @@ struct Trainer::Impl {
       if (st.batch_in_epoch == 0) break;
       double train_loss = st.epoch_loss_sum / double(st.batch_in_epoch);
       average(&train_loss, 1);  // the course's figure: mean of batch means, averaged over ranks
-      const double val = evaluate(*model, *valid_set, B, eval_windows(), precision, &world.all(), eval_hooks()).loss;
+      const double val = evaluate(*model, *valid_set, B, eval_windows(), precision, &mesh->dp(), eval_hooks()).loss;
       const double tps = epoch_step_seconds > 0 ? double(epoch_tokens) / epoch_step_seconds : 0.0;
       if (root) {
         std::printf("[%lld/%lld] Train loss: %.5f, Validation loss: %.5f%s\n", (long long)st.epoch + 1,
@@ -639,7 +658,7 @@ struct Trainer::Impl {
     if (last_checkpoint_step != st.global_step) checkpoint();  // a run always ends resumable where it stopped
     finish_async_save();
     save(run_dir + "/model_final", false, st);
-    const EvalResult test = evaluate(*model, *test_set, B, 0, precision, &world.all(), eval_hooks());
+    const EvalResult test = evaluate(*model, *test_set, B, 0, precision, &mesh->dp(), eval_hooks());
     const double tps = st.train_seconds > 0 ? double(st.train_tokens) / st.train_seconds : 0.0;
     if (!root) return;
     const double device_mb = double(dev->peak_bytes()) / double(1 << 20);

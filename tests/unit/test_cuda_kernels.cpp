@@ -124,6 +124,17 @@ TEST(CudaKernels, DropoutDrawsTheCpuMasks) {
   }
   EXPECT_NEAR(double(dropped) / double(y.size()), 0.3, 0.02);
   expect_close(y, got, 0.0, "dropout values");
+  // a tensor- and sequence-parallel tile: rows 13.. of [samples·T, 2·cols], the second half of the columns
+  DropoutSpec tile = s;
+  tile.rows_per_sample = 7;
+  tile.row_offset = 13;
+  tile.global_cols = 2 * 301;
+  tile.col_offset = 301;
+  std::vector<float> ty(size_t(11 * 301));
+  OnDevice<float> TY(G, ty);
+  C.dropout_forward(x.data(), ty.data(), 11, 301, tile);
+  G.dropout_forward(X.p(), TY.p(), 11, 301, tile);
+  expect_close(ty, TY.host(), 0.0, "dropout tile values");
 }
 
 TEST(CudaKernels, AttentionForwardAndBackwardWithDropout) {
@@ -161,13 +172,15 @@ TEST(CudaKernels, EmbeddingForwardAndBackward) {
   std::vector<float> out(B * T * d), dwte(V * d, 0.1f), dpos(T * d, -0.1f);
   OnDevice<int32_t> TOK(G, tok);
   OnDevice<float> WTE(G, wte), POS(G, pos), OUT(G, out), DOUT(G, dout), DWTE(G, dwte), DPOS(G, dpos);
-  C.embedding_forward(tok.data(), wte.data(), pos.data(), out.data(), B, T, d);
-  G.embedding_forward(TOK.p(), WTE.p(), POS.p(), OUT.p(), B, T, d);
-  expect_close(out, OUT.host(), 0.0, "embedding out");
-  C.embedding_backward(tok.data(), dout.data(), dwte.data(), dpos.data(), B, T, d);
-  G.embedding_backward(TOK.p(), DOUT.p(), DWTE.p(), DPOS.p(), B, T, d);
-  expect_close(dwte, DWTE.host(), 1e-6, "embedding dwte");
-  expect_close(dpos, DPOS.host(), 1e-6, "embedding dpos");
+  for (const VocabRange range : {VocabRange{0, V}, VocabRange{4, 5}}) {  // whole, and a vocabulary slice
+    C.embedding_forward(tok.data(), wte.data(), pos.data(), out.data(), B, T, d, range);
+    G.embedding_forward(TOK.p(), WTE.p(), POS.p(), OUT.p(), B, T, d, range);
+    expect_close(out, OUT.host(), 0.0, "embedding out");
+    C.embedding_backward(tok.data(), dout.data(), dwte.data(), dpos.data(), B, T, d, range);
+    G.embedding_backward(TOK.p(), DOUT.p(), DWTE.p(), DPOS.p(), B, T, d, range);
+    expect_close(dwte, DWTE.host(), 1e-6, "embedding dwte");
+    expect_close(dpos, DPOS.host(), 1e-6, "embedding dpos");
+  }
 }
 
 TEST(CudaKernels, ClassifierCrossEntropyLossAndGradients) {

@@ -78,19 +78,19 @@ class CpuDevice final : public ComputeDevice {
   void relu_backward_from_output(const float* y, const float* dy, float* dx, int64_t n, float scale) override {
     dtrain::relu_backward_from_output(y, dy, dx, n, scale);
   }
-  void dropout_forward(const float* x, float* y, int64_t samples, int64_t per, const DropoutSpec& s) override {
-    dtrain::dropout_forward(x, y, samples, per, s);
+  void dropout_forward(const float* x, float* y, int64_t rows, int64_t cols, const DropoutSpec& s) override {
+    dtrain::dropout_forward(x, y, rows, cols, s);
   }
-  void dropout_backward(const float* dy, float* dx, int64_t samples, int64_t per, const DropoutSpec& s) override {
-    dtrain::dropout_backward(dy, dx, samples, per, s);
+  void dropout_backward(const float* dy, float* dx, int64_t rows, int64_t cols, const DropoutSpec& s) override {
+    dtrain::dropout_backward(dy, dx, rows, cols, s);
   }
   void embedding_forward(const int32_t* tokens, const float* wte, const float* pos, float* out, int64_t B,
-                         int64_t T, int64_t d) override {
-    dtrain::embedding_forward(tokens, wte, pos, out, B, T, d);
+                         int64_t T, int64_t d, VocabRange range) override {
+    dtrain::embedding_forward(tokens, wte, pos, out, B, T, d, range);
   }
   void embedding_backward(const int32_t* tokens, const float* dout, float* dwte, float* dpos, int64_t B, int64_t T,
-                          int64_t d) override {
-    dtrain::embedding_backward(tokens, dout, dwte, dpos, B, T, d);
+                          int64_t d, VocabRange range) override {
+    dtrain::embedding_backward(tokens, dout, dwte, dpos, B, T, d, range);
   }
   void classifier_loss(const ClassifierArgs& a, float* per_row, double* loss_sum) override {
     *loss_sum += classifier_cross_entropy(a, per_row);

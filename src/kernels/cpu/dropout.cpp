@@ -62,35 +62,56 @@ DT_SIMD void dropout_mask(const RandomStream& st, uint32_t threshold, int64_t fi
 }
 
 namespace {
+// Calls apply(local offset, n, keep) over the tile in pieces of at most kChunk elements, each within
+// one sample's contiguous run: where the tile has whole rows (cols == global cols) consecutive rows
+// of a sample are one run, otherwise each row is one.
 template <class F>
-void for_each_masked(int64_t samples, int64_t per_sample, const DropoutSpec& s, F&& apply) {
+void for_each_masked(int64_t rows, int64_t cols, const DropoutSpec& s, F&& apply) {
   constexpr int64_t kChunk = 4096;
-  const int64_t chunks_per_sample = (per_sample + kChunk - 1) / kChunk;
+  const int64_t gcols = s.global_cols > 0 ? s.global_cols : cols, rps = s.rows_per_sample;
+  const bool whole_rows = gcols == cols;
+  // runs: [first local row, rows in run); with whole rows, split at sample boundaries
+  const int64_t g0 = s.row_offset, g1 = s.row_offset + rows;
+  const int64_t runs = whole_rows ? (g1 - 1) / rps - g0 / rps + 1 : rows;
+  const int64_t run_elems = whole_rows ? rps * cols : cols;
+  const int64_t chunks = (run_elems + kChunk - 1) / kChunk;
   const uint32_t thr = s.threshold();
 #pragma omp parallel for schedule(static)
-  for (int64_t job = 0; job < samples * chunks_per_sample; ++job) {
+  for (int64_t job = 0; job < runs * chunks; ++job) {
+    const int64_t run = job / chunks, c = job % chunks;
+    int64_t first_row, nrows;  // whole rows g of this run
+    if (whole_rows) {
+      const int64_t sample_first = (g0 / rps + run) * rps;
+      first_row = std::max(g0, sample_first);
+      nrows = std::min(g1, sample_first + rps) - first_row;
+    } else {
+      first_row = g0 + run;
+      nrows = 1;
+    }
+    const int64_t len = nrows * cols, from = c * kChunk;
+    if (from >= len) continue;
+    const int64_t n = std::min(kChunk, len - from);
+    const int64_t elem = (first_row % rps) * gcols + s.col_offset + from;
     uint8_t keep[kChunk];
-    int64_t sample = job / chunks_per_sample, first = (job % chunks_per_sample) * kChunk;
-    int64_t n = per_sample - first < kChunk ? per_sample - first : kChunk;
-    dropout_mask(s.stream(sample), thr, first, n, keep);
-    apply(sample * per_sample + first, n, keep);
+    dropout_mask(s.stream(first_row / rps), thr, elem, n, keep);
+    apply((first_row - g0) * cols + from, n, keep);
   }
 }
 }  // namespace
 
-DT_SIMD void dropout_forward(const float* x, float* y, int64_t samples, int64_t per_sample, const DropoutSpec& s) {
+DT_SIMD void dropout_forward(const float* x, float* y, int64_t rows, int64_t cols, const DropoutSpec& s) {
   if (!s.active()) {
-    if (x != y) std::memcpy(y, x, sizeof(float) * samples * per_sample);
+    if (x != y) std::memcpy(y, x, sizeof(float) * rows * cols);
     return;
   }
   const float scale = s.scale();
-  for_each_masked(samples, per_sample, s, [&](int64_t off, int64_t n, const uint8_t* keep) {
+  for_each_masked(rows, cols, s, [&](int64_t off, int64_t n, const uint8_t* keep) {
     for (int64_t i = 0; i < n; ++i) y[off + i] = keep[i] ? x[off + i] * scale : 0.0f;
   });
 }
 
-void dropout_backward(const float* dy, float* dx, int64_t samples, int64_t per_sample, const DropoutSpec& s) {
-  dropout_forward(dy, dx, samples, per_sample, s);  // same mask, same scale
+void dropout_backward(const float* dy, float* dx, int64_t rows, int64_t cols, const DropoutSpec& s) {
+  dropout_forward(dy, dx, rows, cols, s);  // same mask, same scale
 }
 
 }  // namespace dtrain

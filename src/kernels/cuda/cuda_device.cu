@@ -142,9 +142,9 @@ class CudaDevice final : public ComputeDevice {
   // The attention probabilities after dropout: `probs` itself when dropout is off.
   const float* dropped_probs(const float* probs, const AttentionShape& s, const DropoutSpec& drop) {
     if (!drop.active()) return probs;
-    const int64_t per_sample = s.H * s.T * s.T;
-    float* pd = pool_.get(Scratch::attention_p, s.B * per_sample, stream_);
-    cuda::dropout(probs, pd, s.B, per_sample, drop, stream_);
+    const int64_t cols = s.H * s.T * s.T;  // rows: the B samples; the spec may place a slice of heads
+    float* pd = pool_.get(Scratch::attention_p, s.B * cols, stream_);
+    cuda::dropout(probs, pd, s.B, cols, drop, stream_);
     return pd;
   }
 
@@ -194,33 +194,61 @@ class CudaDevice final : public ComputeDevice {
   void relu_backward_from_output(const float* y, const float* dy, float* dx, int64_t n, float scale) override {
     cuda::relu_backward_from_output(y, dy, dx, n, scale, stream_);
   }
-  void dropout_forward(const float* x, float* y, int64_t samples, int64_t per, const DropoutSpec& s) override {
-    cuda::dropout(x, y, samples, per, s, stream_);
+  void dropout_forward(const float* x, float* y, int64_t rows, int64_t cols, const DropoutSpec& s) override {
+    cuda::dropout(x, y, rows, cols, s, stream_);
   }
-  void dropout_backward(const float* dy, float* dx, int64_t samples, int64_t per, const DropoutSpec& s) override {
-    cuda::dropout(dy, dx, samples, per, s, stream_);
+  void dropout_backward(const float* dy, float* dx, int64_t rows, int64_t cols, const DropoutSpec& s) override {
+    cuda::dropout(dy, dx, rows, cols, s, stream_);
   }
-  void embedding_forward(const int32_t* tokens, const float* wte, const float* pos, float* out, int64_t B,
-                         int64_t T, int64_t d) override {
-    cuda::embedding_forward(tokens, wte, pos, out, B, T, d, stream_);
+  void embedding_forward(const int32_t* tokens, const float* wte, const float* pos, float* out, int64_t B, int64_t T,
+                         int64_t d, VocabRange range) override {
+    cuda::embedding_forward(tokens, wte, pos, out, B, T, d, range, stream_);
   }
   void embedding_backward(const int32_t* tokens, const float* dout, float* dwte, float* dpos, int64_t B, int64_t T,
-                          int64_t d) override {
-    cuda::embedding_backward(tokens, dout, dwte, dpos, B, T, d, stream_);
+                          int64_t d, VocabRange range) override {
+    cuda::embedding_backward(tokens, dout, dwte, dpos, B, T, d, range, stream_);
   }
 
-  // Chunks of rows small enough that their logits fit in kClassifierBytes: logits (bias fused),
-  // softmax rows (loss, and in place the gradient), then dx and dW from two more products.
+  // Softmax cross-entropy of a chunk of logits rows [n, a.V]: the losses, and with a.dx the
+  // gradient in place. One pass on its own; a vocabulary slice combines the row max, then the sums
+  // and target logits (in device memory, on this stream) with the other slices' in between.
+  // `stats` holds 3 * n floats when a.combine is set.
+  void softmax_rows_loss(const ClassifierArgs& a, float* logits, int64_t r0, int64_t n, float* losses, float* stats) {
+    const int32_t* targets = a.targets + r0;
+    const bool grad = a.dx != nullptr;
+    if (!a.combine) {
+      softmax_cross_entropy_rows(logits, targets, losses, n, a.V, a.vocab_begin, grad, a.grad_scale, stream_);
+      return;
+    }
+    float* mx = stats;
+    float* st = stats + n;  // 2 per row: sum of exponentials, target logit
+    cross_entropy_row_max(logits, mx, n, a.V, stream_);
+    a.combine->max(mx, n);
+    cross_entropy_row_sums(logits, targets, mx, st, n, a.V, a.vocab_begin, stream_);
+    a.combine->sum(st, 2 * n);
+    cross_entropy_row_losses(logits, targets, mx, st, losses, n, a.V, a.vocab_begin, grad, a.grad_scale, stream_);
+  }
+
+  // Rows per chunk: as many as kClassifierBytes of logits hold; a vocabulary slice takes a fixed
+  // count instead, since every slice must run the same chunks (its combiner is a collective).
+  static int64_t classifier_chunk(const ClassifierArgs& a) {
+    const int64_t rows = a.combine ? kCombinedChunk : kClassifierBytes / (4 * std::max<int64_t>(1, a.V));
+    return std::max<int64_t>(1, std::min(a.N, rows));
+  }
+
+  // Per chunk of rows (classifier_chunk): logits (bias fused), softmax rows (loss, and in place the
+  // gradient), then dx and dW from two more products.
   void classifier_loss(const ClassifierArgs& a, float* per_row, double* loss_sum) override {
     if (a.N == 0) return;
-    const int64_t chunk = std::max<int64_t>(1, std::min<int64_t>(a.N, kClassifierBytes / (4 * a.V)));
+    const int64_t chunk = classifier_chunk(a);
     float* logits = pool_.get(Scratch::classifier, chunk * a.V, stream_);
     float* losses = per_row ? per_row : pool_.get(Scratch::row_loss, a.N, stream_);
+    float* stats = a.combine ? pool_.get(Scratch::row_stats, 3 * chunk, stream_) : nullptr;
     for (int64_t r0 = 0; r0 < a.N; r0 += chunk) {
       const int64_t n = std::min(chunk, a.N - r0);
       const float* xc = a.x + r0 * a.d;
       lt_->run(xc, a.W, logits, linear_forward_args(n, a.d, a.V, a.bias, a.precision));
-      softmax_cross_entropy_rows(logits, a.targets + r0, losses + r0, n, a.V, a.dx != nullptr, a.grad_scale, stream_);
+      softmax_rows_loss(a, logits, r0, n, losses + r0, stats);
       if (!a.dx) continue;
       lt_->run(logits, a.W, a.dx + r0 * a.d, linear_backward_input_args(n, a.d, a.V, false, a.precision));
       lt_->run(logits, xc, a.dW, linear_backward_weight_args(n, a.d, a.V, a.precision));
@@ -239,6 +267,7 @@ class CudaDevice final : public ComputeDevice {
   static constexpr size_t kStagingMax = size_t(64) << 20;
   static constexpr int kStaging = 4;
   static constexpr int64_t kClassifierBytes = int64_t(512) << 20;
+  static constexpr int64_t kCombinedChunk = 2048;
   struct Staging {
     void* host = nullptr;
     size_t bytes = 0;

@@ -51,23 +51,47 @@ __global__ void relu_from_output_kernel(const float* y, const float* dy, float* 
   if (i < n) dx[i] = y[i] > 0.0f ? dy[i] * scale : 0.0f;
 }
 
-// One thread per Philox block of 8 elements: element e of a sample uses half (e & 1) of word
-// ((e >> 1) & 3) of block e >> 3, as kernels/cpu/dropout.cpp does.
-__global__ void dropout_kernel(const float* x, float* y, int64_t samples, int64_t per_sample, int64_t blocks_per,
-                               uint64_t seed, uint32_t a, uint32_t b, int64_t sample_offset, int64_t sample_stride,
-                               uint32_t threshold, float scale) {
+// What a dropout kernel needs of a DropoutSpec: the stream's key and the tile's geometry.
+struct DropoutKey {
+  uint64_t seed;
+  uint32_t a, b;  // the stream's purpose words (step; unit and site)
+  int64_t sample_offset, sample_stride;
+  int64_t rows_per_sample, row_offset, global_cols, col_offset;
+  uint32_t threshold;
+  float scale;
+};
+
+DropoutKey dropout_key(const DropoutSpec& d, int64_t cols) {
+  return {d.seed, d.step, (d.unit << 8) | d.site, d.sample_offset, d.sample_stride, d.rows_per_sample,
+          d.row_offset, d.global_cols > 0 ? d.global_cols : cols, d.col_offset, d.threshold(), d.scale()};
+}
+
+// Philox blocks a tile row may touch: cols elements starting anywhere in a block (up to 7 after its first).
+inline int64_t dropout_blocks_per_row(int64_t cols) { return (cols + 7 + 7) / 8; }
+
+// One thread per (tile row, Philox block of 8 elements). Tile row i is whole row g = row_offset + i,
+// row g % rows_per_sample of sample g / rows_per_sample; its column c keys element
+// e = (g % rows_per_sample) * global_cols + col_offset + c, which uses half (e & 1) of word
+// ((e >> 1) & 3) of block e >> 3 of the sample's stream, as kernels/cpu/dropout.cpp does.
+__global__ void dropout_kernel(const float* x, float* y, int64_t rows, int64_t cols, int64_t blocks_per_row,
+                               DropoutKey k) {
   const int64_t job = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
-  if (job >= samples * blocks_per) return;
-  const int64_t sample = job / blocks_per, blk = job % blocks_per;
-  uint32_t c[4] = {uint32_t(blk), uint32_t(uint64_t(blk) >> 32) ^ a, b,
-                   uint32_t(sample_offset + sample * sample_stride)};
-  philox10(c, uint32_t(seed), uint32_t(seed >> 32));
-  const int64_t base = sample * per_sample;
-  for (int j = 0; j < 8; ++j) {
-    const int64_t e = blk * 8 + j;
-    if (e >= per_sample) break;
+  if (job >= rows * blocks_per_row) return;
+  const int64_t i = job / blocks_per_row, g = k.row_offset + i;
+  const int64_t e0 = (g % k.rows_per_sample) * k.global_cols + k.col_offset;  // element of tile column 0
+  const int64_t blk = (e0 >> 3) + job % blocks_per_row;
+  const int64_t lo = blk * 8, hi = lo + 8;  // the block's elements, of which this row has [first, end)
+  const int64_t first = lo > e0 ? lo : e0, end = hi < e0 + cols ? hi : e0 + cols;
+  if (first >= end) return;  // past the row's last block
+  const int64_t sample = g / k.rows_per_sample;
+  uint32_t c[4] = {uint32_t(blk), uint32_t(uint64_t(blk) >> 32) ^ k.a, k.b,
+                   uint32_t(k.sample_offset + sample * k.sample_stride)};
+  philox10(c, uint32_t(k.seed), uint32_t(k.seed >> 32));
+  const int64_t at = i * cols - e0;  // element e is at x[at + e]
+  for (int64_t e = first; e < end; ++e) {
+    const int j = int(e & 7);
     const uint32_t bits = (c[j >> 1] >> ((j & 1) * 16)) & 0xffffu;
-    y[base + e] = bits >= threshold ? x[base + e] * scale : 0.0f;
+    y[at + e] = bits >= k.threshold ? x[at + e] * k.scale : 0.0f;
   }
 }
 
@@ -132,16 +156,15 @@ void relu_backward_from_output(const float* y, const float* dy, float* dx, int64
   relu_from_output_kernel<<<blocks_for(n), kThreads, 0, s>>>(y, dy, dx, n, scale);
   DT_CUDA_LAUNCHED();
 }
-void dropout(const float* x, float* y, int64_t samples, int64_t per_sample, const DropoutSpec& d, cudaStream_t s) {
+void dropout(const float* x, float* y, int64_t rows, int64_t cols, const DropoutSpec& d, cudaStream_t s) {
+  if (rows * cols == 0) return;
   if (!d.active()) {
-    if (x != y) DT_CUDA(cudaMemcpyAsync(y, x, sizeof(float) * samples * per_sample, cudaMemcpyDeviceToDevice, s));
+    if (x != y) DT_CUDA(cudaMemcpyAsync(y, x, sizeof(float) * rows * cols, cudaMemcpyDeviceToDevice, s));
     return;
   }
-  const int64_t blocks_per = (per_sample + 7) / 8, jobs = samples * blocks_per;
-  if (jobs == 0) return;
-  dropout_kernel<<<blocks_for(jobs), kThreads, 0, s>>>(x, y, samples, per_sample, blocks_per, d.seed, d.step,
-                                                       (d.unit << 8) | d.site, d.sample_offset, d.sample_stride,
-                                                       d.threshold(), d.scale());
+  const int64_t blocks_per_row = dropout_blocks_per_row(cols);
+  dropout_kernel<<<blocks_for(rows * blocks_per_row), kThreads, 0, s>>>(x, y, rows, cols, blocks_per_row,
+                                                                        dropout_key(d, cols));
   DT_CUDA_LAUNCHED();
 }
 void adamw(float* p, const float* g, float* m, float* v, int64_t n, const AdamWHyper& h, cudaStream_t s) {

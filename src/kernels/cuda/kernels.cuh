@@ -7,13 +7,14 @@
 
 #include "kernels/cpu/activation.hpp"
 #include "kernels/cpu/dropout.hpp"
+#include "kernels/cpu/embedding.hpp"
 #include "kernels/cpu/optimizer.hpp"
 
 namespace dtrain::cuda {
 
 // Grow-only device scratch for kernels that need temporary space (sized on the first step).
 enum class Scratch { reduce, layernorm, colsum, attention_q, attention_k, attention_v, attention_o, attention_p, attention_dqkv,
-                     attention_dp, classifier, row_loss, count };
+                     attention_dp, classifier, row_loss, row_stats, count };
 class ScratchPool {
  public:
   ~ScratchPool();
@@ -33,7 +34,8 @@ void from_bf16(const uint16_t* x, float* y, int64_t n, cudaStream_t s);
 void activation_forward(Activation a, const float* x, float* y, int64_t n, cudaStream_t s);
 void activation_backward(Activation a, const float* x, const float* dy, float* dx, int64_t n, cudaStream_t s);
 void relu_backward_from_output(const float* y, const float* dy, float* dx, int64_t n, float scale, cudaStream_t s);
-void dropout(const float* x, float* y, int64_t samples, int64_t per_sample, const DropoutSpec& d, cudaStream_t s);
+// A [rows, cols] tile placed by the spec's geometry (kernels/cpu/dropout.hpp); in place allowed.
+void dropout(const float* x, float* y, int64_t rows, int64_t cols, const DropoutSpec& d, cudaStream_t s);
 void adamw(float* p, const float* g, float* m, float* v, int64_t n, const AdamWHyper& h, cudaStream_t s);
 void sgd(float* p, const float* g, float* buf, int64_t n, const SgdHyper& h, cudaStream_t s);
 
@@ -49,11 +51,11 @@ void layernorm_backward(const float* dy, const float* x, const float* gamma, con
                         float* dx, float* dgamma, float* dbeta, int64_t rows, int64_t dim, bool accumulate_dx,
                         ScratchPool& pool, cudaStream_t s);
 
-// embedding.cu
+// embedding.cu: wte holds the words of `range` (row 0 is word range.begin); pos and dpos may be null.
 void embedding_forward(const int32_t* tokens, const float* wte, const float* pos, float* out, int64_t B, int64_t T,
-                       int64_t d, cudaStream_t s);
+                       int64_t d, VocabRange range, cudaStream_t s);
 void embedding_backward(const int32_t* tokens, const float* dout, float* dwte, float* dpos, int64_t B, int64_t T,
-                        int64_t d, cudaStream_t s);
+                        int64_t d, VocabRange range, cudaStream_t s);
 
 // attention.cu: layout changes and row softmax around the batched matmuls.
 // qkv [B*T, 3*H*Dh] → q, k, v [B, H, T, Dh] (contiguous per head).
@@ -70,9 +72,17 @@ void softmax_rows(float* p, int64_t rows, int64_t T, bool causal, cudaStream_t s
 // dS = P * (dP - rowsum(P * dP)), in place on dP.
 void softmax_backward_rows(const float* p, float* dp, int64_t rows, int64_t T, cudaStream_t s);
 
-// cross_entropy.cu: per row of logits [n, V]: loss = logsumexp - logit[target]; with grad,
-// logits become grad_scale * (softmax - onehot).
-void softmax_cross_entropy_rows(float* logits, const int32_t* targets, float* losses, int64_t n, int64_t V,
+// cross_entropy.cu: per row r of logits [n, V], the vocabulary slice [v0, v0 + V) (a target
+// outside it has logit 0 and no onehot): loss = logsumexp - logit[target]; with grad, logits
+// become grad_scale * (softmax - onehot). Whole rows in one pass:
+void softmax_cross_entropy_rows(float* logits, const int32_t* targets, float* losses, int64_t n, int64_t V, int64_t v0,
                                 bool grad, float grad_scale, cudaStream_t s);
+// The same in three phases, so that the statistics can be combined across slices in between:
+// mx[r] = row max; st[2r] = sum of exp(l - mx[r]), st[2r+1] = target logit; then losses (and grad).
+void cross_entropy_row_max(const float* logits, float* mx, int64_t n, int64_t V, cudaStream_t s);
+void cross_entropy_row_sums(const float* logits, const int32_t* targets, const float* mx, float* st, int64_t n,
+                            int64_t V, int64_t v0, cudaStream_t s);
+void cross_entropy_row_losses(float* logits, const int32_t* targets, const float* mx, const float* st, float* losses,
+                              int64_t n, int64_t V, int64_t v0, bool grad, float grad_scale, cudaStream_t s);
 
 }  // namespace dtrain::cuda

@@ -1,0 +1,46 @@
+// Tensor parallelism's region operators over the mesh's tp group (Megatron's f and g): all-reduce
+// of partial sums, or under sequence parallel all-gather before the column-parallel matmuls and
+// reduce-scatter after the row-parallel ones; plus the vocabulary-parallel loss's row statistics.
+#pragma once
+#include <cstdint>
+
+#include "comm/process_group.hpp"
+#include "kernels/device.hpp"
+#include "nn/tp_regions.hpp"
+
+namespace dtrain {
+
+// Bytes this rank sent into each kind of collective (as the payload it contributes), all passes.
+struct TpStats {
+  int64_t allreduce_bytes = 0;       // partial sums (no sequence parallel) and row statistics
+  int64_t allgather_bytes = 0;       // this rank's rows, gathered (sequence parallel)
+  int64_t reduce_scatter_bytes = 0;  // whole partial sums, scattered (sequence parallel)
+  int64_t collectives = 0;
+  double seconds = 0.0;              // waiting for them
+};
+
+class TensorParallelRegions : public TpRegions {
+ public:
+  // group: the tp ranks (this rank is slice group.rank()); sequence: rows split across them.
+  TensorParallelRegions(ProcessGroup& group, bool sequence);
+
+  const float* all_rows(const float* local, float* full, int64_t rows, int64_t cols) override;
+  float* sum_partials(float* partial, float* local, int64_t rows, int64_t cols) override;
+  void all_columns(const float* local, float* full, int64_t rows, int64_t cols, int64_t full_cols) override;
+  void max(float* v, int64_t n) override;
+  void sum(float* v, int64_t n) override;
+
+  const TpStats& stats() const { return stats_; }
+  void reset_stats() { stats_ = {}; }
+
+ private:
+  // Runs one collective, counting its bytes into `counter` and its time.
+  template <class F>
+  void timed(int64_t& counter, int64_t bytes, F&& collective);
+
+  ProcessGroup& group_;
+  bool sequence_;
+  TpStats stats_;
+};
+
+}  // namespace dtrain
