@@ -42,12 +42,12 @@ RankState::RankState(TransformerLM& model, FullyShardedDataParallel* fsdp, Optim
 }
 
 // fn(tensor name, global shape, global box, host data of the box) for every box of part `part` of
-// `parts` of each held range, for every buffer. A parameter every tensor-parallel slice holds whole
-// is split among the slices too (part `part`·slices + slice of parts·slices), so each value is
-// written once.
+// `parts` of each held range, for every buffer. Saving (`writing`), a parameter every tensor-parallel
+// slice holds whole is split among the slices too (part `part`·slices + slice of parts·slices), so
+// each value is written once; loading, every slice reads all of it.
 template <class Fn>
-void RankState::for_each_box(int64_t part, int64_t parts, Fn&& fn) const {
-  const TpSlice& tp = model_.tp_slice();
+void RankState::for_each_box(int64_t part, int64_t parts, bool writing, Fn&& fn) const {
+  const TpSlice tp = writing ? model_.tp_slice() : TpSlice{};
   for (const Held& h : held_) {
     const int64_t len = h.end - h.begin;
     for (const ParamInfo& p : h.unit->params()) {
@@ -68,14 +68,14 @@ void RankState::for_each_box(int64_t part, int64_t parts, Fn&& fn) const {
 
 std::vector<ChunkSource> RankState::save_sources(int part, int parts) const {
   std::vector<ChunkSource> out;
-  for_each_box(part, parts, [&](const std::string& name, const std::vector<int64_t>& shape, const Box& box,
+  for_each_box(part, parts, true, [&](const std::string& name, const std::vector<int64_t>& shape, const Box& box,
                                 float* data) { out.push_back({name, DType::f32, shape, box, data}); });
   return out;
 }
 
 std::vector<ChunkTarget> RankState::load_targets() {
   std::vector<ChunkTarget> out;
-  for_each_box(0, 1, [&](const std::string& name, const std::vector<int64_t>& shape, const Box& box, float* data) {
+  for_each_box(0, 1, false, [&](const std::string& name, const std::vector<int64_t>& shape, const Box& box, float* data) {
     out.push_back({name, DType::f32, shape, box, data});
   });
   return out;

@@ -37,7 +37,7 @@ class RankState {
     std::vector<std::pair<std::string, float*>> buffers;  // (name prefix, host data of element begin)
   };
   template <class Fn>
-  void for_each_box(int64_t part, int64_t parts, Fn&& fn) const;
+  void for_each_box(int64_t part, int64_t parts, bool writing, Fn&& fn) const;
 
   TransformerLM& model_;
   FullyShardedDataParallel* fsdp_;

@@ -97,6 +97,7 @@ struct Trainer::Impl {
   std::unique_ptr<FullyShardedDataParallel> fsdp;  // dp_shard > 1
   std::unique_ptr<TensorParallelRegions> tp_regions;  // tp > 1: where the model's slices meet
   std::unique_ptr<TensorParallelGrads> tp_grads;      // and their gradients
+  TpStats tp_train;                                   // the regions' traffic in training steps only
   int dp = 1, dp_rank = 0;
   double device_seconds = 0.0;  // step time on the device's clock
   double loss_read = 0.0, loss_divisor = 0.0;  // see train_step
@@ -421,6 +422,24 @@ struct Trainer::Impl {
     }
   }
 
+  // Floats of this rank's units (a tensor-parallel slice of the model; whole before FSDP shards it).
+  int64_t units_numel() const {
+    int64_t n = 0;
+    for (const Unit* u : model->units()) n += u->numel();
+    return n;
+  }
+
+  int64_t tp_steps = 0;
+  void add_tp_stats() {
+    const TpStats& t = tp_regions->stats();
+    tp_train.allreduce_bytes += t.allreduce_bytes;
+    tp_train.allgather_bytes += t.allgather_bytes;
+    tp_train.reduce_scatter_bytes += t.reduce_scatter_bytes;
+    tp_train.collectives += t.collectives;
+    tp_train.seconds += t.seconds;
+    ++tp_steps;
+  }
+
   UnitHooks* hooks() const { return fsdp ? static_cast<UnitHooks*>(fsdp.get()) : ddp.get(); }
 
   // epoch: the epoch the evaluation belongs to (1-based); the final test counts completed epochs
@@ -546,6 +565,11 @@ struct Trainer::Impl {
                     double(opt->state_bytes()) / 1e6, double(fsdp->pool_bytes()) / 1e6,
                     double(fsdp->grad_pool_bytes()) / 1e6);
       }
+      if (tp_regions)
+        std::printf("tensor parallel: %d ranks%s; per rank %.1f MB of parameters (the model: %.1f MB)\n",
+                    mesh->shape().tp, cfg.parallel.tp_sequence ? ", sequence parallel" : "",
+                    double(units_numel() * int64_t(sizeof(float))) / 1e6,
+                    double(model->num_params() * int64_t(sizeof(float))) / 1e6);
       if (world.size() > 1)
         std::printf("mesh: %s (%d ranks, tp fastest); %s\n", mesh->shape().describe().c_str(), world.size(),
                     mesh->placement(16).c_str());
@@ -575,7 +599,9 @@ struct Trainer::Impl {
         dev->timer_start();
         const int64_t micro = std::min(A, batches - st.batch_in_epoch);
         int64_t rows = 0;
+        if (tp_regions) tp_regions->reset_stats();  // (evaluations between steps are not counted)
         train_step(loader, sampler, micro, batch, rows);
+        if (tp_regions) add_tp_stats();
         double norm = 0.0;
         if (cfg.optim.grad_clip > 0) {
           norm = grad_norm();
@@ -679,6 +705,21 @@ struct Trainer::Impl {
       s["ddp_exposed_seconds"] = d.exposed_seconds;
       s["ddp_hidden_fraction"] = hidden;
     }
+    if (tp_regions && tp_steps > 0) {
+      const double steps = double(std::max<int64_t>(tp_steps, 1));
+      const TpStats& t = tp_train;
+      std::printf("tensor parallel: per step and rank %.2f MB all-reduced, %.2f MB all-gathered, %.2f MB "
+                  "reduce-scattered in %.0f collectives; %.2f s waiting in all\n",
+                  double(t.allreduce_bytes) / steps / 1e6, double(t.allgather_bytes) / steps / 1e6,
+                  double(t.reduce_scatter_bytes) / steps / 1e6, double(t.collectives) / steps, t.seconds);
+      s["tp"] = mesh->shape().tp;
+      s["tp_sequence"] = cfg.parallel.tp_sequence;
+      s["tp_allreduce_bytes_per_step"] = double(t.allreduce_bytes) / steps;
+      s["tp_allgather_bytes_per_step"] = double(t.allgather_bytes) / steps;
+      s["tp_reduce_scatter_bytes_per_step"] = double(t.reduce_scatter_bytes) / steps;
+      s["tp_collectives_per_step"] = double(t.collectives) / steps;
+      s["tp_comm_seconds"] = t.seconds;
+    }
     if (fsdp) {
       const FsdpStats& f = fsdp->stats();
       const double comm = f.gather_seconds + f.reduce_seconds;
@@ -716,9 +757,9 @@ struct Trainer::Impl {
     s["parameters"] = model->num_params();
     // dtrain's own accounting of this rank's memory: model state (parameters, gradients, optimizer
     // state; shards under FSDP), FSDP's gather and gradient buffers, the planned activations
-    int64_t units_numel = 0;
-    for (const Unit* u : model->units()) units_numel += u->numel();
-    s["model_state_bytes"] = (fsdp ? fsdp->shard_bytes() : 2 * units_numel * int64_t(sizeof(float))) + opt->state_bytes();
+    s["model_state_bytes"] =
+        (fsdp ? fsdp->shard_bytes() : 2 * units_numel() * int64_t(sizeof(float))) + opt->state_bytes();
+    s["parameter_bytes"] = units_numel() * int64_t(sizeof(float));  // this rank's (a tensor-parallel slice)
     s["gather_buffer_bytes"] = fsdp ? fsdp->pool_bytes() + fsdp->grad_pool_bytes() : 0;
     s["activation_bytes"] = int64_t(model->activation_bytes());
     write_file_atomic(run_dir + "/summary.json", s.dump(2) + "\n");

@@ -188,32 +188,52 @@ TEST(CudaKernels, ClassifierCrossEntropyLossAndGradients) {
   ComputeDevice& C = cpu_device();
   const int64_t N = 1100, d = 32, V = 777;  // more rows than one CPU chunk
   const auto x = rand_vec(N * d, 18), W = rand_vec(V * d, 19, -0.3f, 0.3f), bias = rand_vec(V, 20);
-  std::vector<int32_t> tg(N);
-  for (int64_t i = 0; i < N; ++i) tg[size_t(i)] = int32_t((i * 31) % V);
-  for (Precision p : {Precision::f32, Precision::bf16}) {
-    std::vector<float> dx(N * d), dW(V * d, 0.01f), db(V, 0.02f), rows(N);
-    OnDevice<float> X(G, x), Wd(G, W), Bd(G, bias), DX(G, dx), DW(G, dW), DB(G, db), ROWS(G, rows);
-    OnDevice<int32_t> TG(G, tg);
-    OnDevice<double> LOSS(G, std::vector<double>{0.5});
-    ClassifierArgs a{x.data(), W.data(), bias.data(), tg.data(), N, d, V, p};
-    a.grad_scale = 1.0f / float(N);
-    a.dx = dx.data();
-    a.dW = dW.data();
-    a.dbias = db.data();
-    double loss = 0.5;
-    C.classifier_loss(a, rows.data(), &loss);
-    ClassifierArgs g{X.p(), Wd.p(), Bd.p(), TG.p(), N, d, V, p};
-    g.grad_scale = a.grad_scale;
-    g.dx = DX.p();
-    g.dW = DW.p();
-    g.dbias = DB.p();
-    G.classifier_loss(g, ROWS.p(), LOSS.p());
-    const double tol = p == Precision::f32 ? 1e-5 : 2e-2;
-    EXPECT_NEAR(LOSS.host()[0], loss, tol * std::fabs(loss)) << "loss sum";
-    expect_close(rows, ROWS.host(), tol, "row losses");
-    expect_close(dx, DX.host(), tol, "classifier dx");
-    expect_close(dW, DW.host(), tol, "classifier dW (accumulated)");
-    expect_close(db, DB.host(), tol, "classifier dbias (accumulated)");
+  // The whole vocabulary; then a padded last slice (no combiner): words [100, 800) in rows [0, 700),
+  // rows [700, 777) padding, targets below 100 in another slice.
+  struct Slice {
+    int64_t vocab_begin, words;
+  };
+  for (const Slice sl : {Slice{0, -1}, Slice{100, 700}}) {
+    const int64_t words = sl.words >= 0 ? sl.words : V, vocab = sl.vocab_begin + words;
+    std::vector<int32_t> tg(N);
+    for (int64_t i = 0; i < N; ++i) tg[size_t(i)] = int32_t((i * 31) % vocab);
+    for (Precision p : {Precision::f32, Precision::bf16}) {
+      SCOPED_TRACE("vocab_begin " + std::to_string(sl.vocab_begin) + ", words " + std::to_string(sl.words) + ", " +
+                   (p == Precision::f32 ? "f32" : "bf16"));
+      std::vector<float> dx(N * d), dW(V * d, 0.01f), db(V, 0.02f), rows(N);
+      OnDevice<float> X(G, x), Wd(G, W), Bd(G, bias), DX(G, dx), DW(G, dW), DB(G, db), ROWS(G, rows);
+      OnDevice<int32_t> TG(G, tg);
+      OnDevice<double> LOSS(G, std::vector<double>{0.5});
+      ClassifierArgs a{x.data(), W.data(), bias.data(), tg.data(), N, d, V, p};
+      a.vocab_begin = sl.vocab_begin;
+      a.words = sl.words;
+      a.grad_scale = 1.0f / float(N);
+      a.dx = dx.data();
+      a.dW = dW.data();
+      a.dbias = db.data();
+      double loss = 0.5;
+      C.classifier_loss(a, rows.data(), &loss);
+      ClassifierArgs g{X.p(), Wd.p(), Bd.p(), TG.p(), N, d, V, p};
+      g.vocab_begin = sl.vocab_begin;
+      g.words = sl.words;
+      g.grad_scale = a.grad_scale;
+      g.dx = DX.p();
+      g.dW = DW.p();
+      g.dbias = DB.p();
+      G.classifier_loss(g, ROWS.p(), LOSS.p());
+      const double tol = p == Precision::f32 ? 1e-5 : 2e-2;
+      EXPECT_NEAR(LOSS.host()[0], loss, tol * std::fabs(loss)) << "loss sum";
+      expect_close(rows, ROWS.host(), tol, "row losses");
+      expect_close(dx, DX.host(), tol, "classifier dx");
+      const auto gdW = DW.host(), gdb = DB.host();
+      expect_close(dW, gdW, tol, "classifier dW (accumulated)");
+      expect_close(db, gdb, tol, "classifier dbias (accumulated)");
+      // padding rows get no gradient: their accumulators keep the initial values exactly
+      for (int64_t v = words; v < V; ++v) {
+        EXPECT_EQ(gdb[size_t(v)], 0.02f) << "dbias of padding row " << v;
+        for (int64_t k = 0; k < d; ++k) ASSERT_EQ(gdW[size_t(v * d + k)], 0.01f) << "dW of padding row " << v;
+      }
+    }
   }
 }
 

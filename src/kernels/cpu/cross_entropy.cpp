@@ -58,7 +58,7 @@ DT_SIMD void row_sums(float* logits, const int32_t* targets, const float* mx, fl
 // loss = log(sum) + max - target logit; with grad, l (holding exp(l - max)) becomes the loss
 // gradient grad_scale * (softmax - onehot(target)) (all zero when grad_scale is 0).
 DT_SIMD void row_losses(float* logits, const int32_t* targets, const float* mx, const float* st, float* losses,
-                        int64_t n, int64_t V, int64_t v0, bool grad, float grad_scale) {
+                        int64_t n, int64_t V, int64_t W, int64_t v0, bool grad, float grad_scale) {
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < n; ++r) {
     losses[r] = std::log(st[2 * r]) + mx[r] - st[2 * r + 1];
@@ -68,7 +68,7 @@ DT_SIMD void row_losses(float* logits, const int32_t* targets, const float* mx, 
 #pragma omp simd
     for (int64_t v = 0; v < V; ++v) l[v] *= k;
     const int64_t t = int64_t(targets[r]) - v0;
-    if (t >= 0 && t < V) l[t] -= grad_scale;
+    if (t >= 0 && t < W) l[t] -= grad_scale;
   }
 }
 }  // namespace
@@ -90,12 +90,12 @@ double classifier_cross_entropy(const ClassifierArgs& a, float* per_row) {
     const float* xc = a.x + r0 * a.d;
     linear_forward(xc, a.W, a.bias, logits, n, a.d, a.V, a.precision);
     const bool grad = a.dx != nullptr;
-    const int64_t W = a.words > 0 ? a.words : a.V;
+    const int64_t W = a.words >= 0 ? a.words : a.V;
     row_max(logits, mx, n, a.V, W);
     if (a.combine) a.combine->max(mx, n);
     row_sums(logits, a.targets + r0, mx, st, n, a.V, W, a.vocab_begin, grad);
     if (a.combine) a.combine->sum(st, 2 * n);
-    row_losses(logits, a.targets + r0, mx, st, losses, n, a.V, a.vocab_begin, grad, a.grad_scale);
+    row_losses(logits, a.targets + r0, mx, st, losses, n, a.V, W, a.vocab_begin, grad, a.grad_scale);
     for (int64_t r = 0; r < n; ++r) {
       total += losses[r];
       if (per_row) per_row[r0 + r] = losses[r];

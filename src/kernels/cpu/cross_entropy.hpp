@@ -26,9 +26,9 @@ struct ClassifierArgs {
   Precision precision = Precision::f32;
   // Vocabulary parallel: W's row 0 is word vocab_begin, and `combine` joins the other slices. Rows
   // from `words` on pad the slice (a vocabulary the slices do not divide): their logits are left
-  // out of the softmax and get no gradient. 0: every row is a word.
+  // out of the softmax and get no gradient. -1: every row is a word.
   int64_t vocab_begin = 0;
-  int64_t words = 0;
+  int64_t words = -1;
   RowStatsCombiner* combine = nullptr;
   // Training: when dx is set, dx [N, d] is overwritten and dW [V, d], dbias [V] accumulated with
   // the gradient of grad_scale * sum of row losses.

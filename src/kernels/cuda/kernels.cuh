@@ -72,17 +72,20 @@ void softmax_rows(float* p, int64_t rows, int64_t T, bool causal, cudaStream_t s
 // dS = P * (dP - rowsum(P * dP)), in place on dP.
 void softmax_backward_rows(const float* p, float* dp, int64_t rows, int64_t T, cudaStream_t s);
 
-// cross_entropy.cu: per row r of logits [n, V], the vocabulary slice [v0, v0 + V) (a target
-// outside it has logit 0 and no onehot): loss = logsumexp - logit[target]; with grad, logits
-// become grad_scale * (softmax - onehot). Whole rows in one pass:
-void softmax_cross_entropy_rows(float* logits, const int32_t* targets, float* losses, int64_t n, int64_t V, int64_t v0,
-                                bool grad, float grad_scale, cudaStream_t s);
+// cross_entropy.cu: per row r of logits [n, V], the vocabulary slice [v0, v0 + V) of which only
+// the first W (0 <= W <= V; W = V when every row is a word) are words and the rest padding. The
+// max (from -FLT_MAX), the sum of exponentials and target matching see only the words (a target
+// outside [v0, v0 + W) has logit 0 and no onehot): loss = logsumexp - logit[target]; with grad,
+// logits become grad_scale * (softmax - onehot), and exactly 0 at padding. Whole rows in one pass:
+void softmax_cross_entropy_rows(float* logits, const int32_t* targets, float* losses, int64_t n, int64_t V, int64_t W,
+                                int64_t v0, bool grad, float grad_scale, cudaStream_t s);
 // The same in three phases, so that the statistics can be combined across slices in between:
 // mx[r] = row max; st[2r] = sum of exp(l - mx[r]), st[2r+1] = target logit; then losses (and grad).
-void cross_entropy_row_max(const float* logits, float* mx, int64_t n, int64_t V, cudaStream_t s);
+void cross_entropy_row_max(const float* logits, float* mx, int64_t n, int64_t V, int64_t W, cudaStream_t s);
 void cross_entropy_row_sums(const float* logits, const int32_t* targets, const float* mx, float* st, int64_t n,
-                            int64_t V, int64_t v0, cudaStream_t s);
+                            int64_t V, int64_t W, int64_t v0, cudaStream_t s);
 void cross_entropy_row_losses(float* logits, const int32_t* targets, const float* mx, const float* st, float* losses,
-                              int64_t n, int64_t V, int64_t v0, bool grad, float grad_scale, cudaStream_t s);
+                              int64_t n, int64_t V, int64_t W, int64_t v0, bool grad, float grad_scale,
+                              cudaStream_t s);
 
 }  // namespace dtrain::cuda
