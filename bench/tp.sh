@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# Tensor parallelism, side by side in one run: per-rank parameter memory and per-layer activation
+# memory at tp 1, 2 and 4 (with and without sequence parallel) beside Megatron's activation formulas;
+# the bytes each rank moves per step, measured against what the layout must move; step time of TP 2
+# against one process on the same batch, one thread per rank. Per-layer activations are measured as
+# the planned arena's growth from L/2 to L layers. On a 2-core machine 4 ranks share 2 cores: their
+# times are not comparable and are not printed.
+# usage: bench/tp.sh [--bin DIR] [--batch N] [--steps N] [--set key=value ...]
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+bin=$here/../build/bin batch=4 steps=6 sets=()
+while [ $# -gt 0 ]; do
+  case $1 in
+    --bin) bin=$2; shift 2 ;;
+    --batch) batch=$2; shift 2 ;;
+    --steps) steps=$2; shift 2 ;;
+    --set) sets+=(--set "$2"); shift 2 ;;
+    *) echo "unknown option $1 (see the header of $0)" >&2; exit 2 ;;
+  esac
+done
+work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
+"$bin/dtrain" data builtin --out "$work/data" >/dev/null
+L=4 d=512 heads=8 ff=2048 seq=128
+common=(--config "$here/../configs/quickstart.toml" --set data.dir="$work/data" --set model.dim=$d
+  --set model.heads=$heads --set model.ff_dim=$ff --set model.seq_len=$seq --set data.stride=$seq
+  --set train.batch_size="$batch" --set train.epochs=0 --set train.eval_max_batches=1 --set train.progress=false
+  --set train.log_every=1000 --set train.threads=1 --set optim.warmup_steps=0 --set train.checkpoint_every=0
+  "${sets[@]}")
+run() {  # $1 = name, $2 = tp, $3 = sequence parallel, $4 = layers, $5 = steps
+  local name=$1 t=$2 sp=$3 layers=$4 n=$5
+  local args=("${common[@]}" --set model.layers="$layers" --set train.max_steps="$n" --set parallel.tp="$t"
+    --set parallel.dp_replicate=1 --set parallel.tp_sequence="$sp" --run-dir "$work/$name")
+  if [ "$t" -eq 1 ]; then
+    "$bin/dtrain" train "${args[@]}" >"$work/$name.out" 2>&1
+  else
+    OMP_NUM_THREADS=1 "$bin/dtrun" --standalone --nproc-per-node "$t" --no-tag "$bin/dtrain" train "${args[@]}" \
+      >"$work/$name.out" 2>&1
+  fi || { cat "$work/$name.out"; exit 1; }
+}
+echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+names=()
+for cfg in "1 false" "2 false" "2 true" "4 false" "4 true"; do
+  read -r t sp <<<"$cfg"
+  name="tp${t}$([ "$sp" = true ] && echo _sp || true)"
+  run "$name" "$t" "$sp" $L "$steps"
+  run "${name}_half" "$t" "$sp" $((L / 2)) 1
+  names+=("$name")
+done
+echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"
+/usr/bin/python3 - "$work" "$L" "$d" "$heads" "$ff" "$seq" "$batch" "${names[@]}" <<'PY'
+import json, sys
+work, L, h, a, ff, s, b = sys.argv[1], *map(int, sys.argv[2:8])
+names = sys.argv[8:]
+MB, R = 1e6, s * b  # rows per step on each rank (one micro-batch)
+print(f"model: d {h}, {a} heads, ff {ff}, {L} layers, seq {s}, batch {b} (f32)")
+print(f"{'run':<7} {'params MB':>9} {'act MB/layer':>12} {'ours (theory)':>13} {'Megatron×2':>10} "
+      f"{'AR MB/step':>10} {'AG MB/step':>10} {'RS MB/step':>10} {'theory AR/AG/RS':>17} {'ms/step':>8}")
+ms = {}
+for name in names:
+    t, sp = int(name[2]), name.endswith("_sp")
+    full, half = (json.load(open(f"{work}/{n}/summary.json")) for n in (name, name + "_half"))
+    layer = (full["activation_bytes"] - half["activation_bytes"]) / (L - L // 2)
+    # what a block keeps (floats): norm outputs and residuals (rows split under sequence parallel),
+    # qkv, attention context and probabilities and the feed-forward activation (cut by t), the norms'
+    # row statistics, and under sequence parallel the two gathered matmul inputs
+    rows = R // t if sp else R
+    ours = 4 * (4 * rows * h + 3 * R * h / t + R * h / t + R * a * s / t + R * ff / t + 4 * rows + (2 * R * h if sp else 0))
+    # Megatron (2-byte activations, 1-byte masks): sbh(10 + 24/t + 5as/(ht)) with tp alone, sbh/t(34 + 5as/h)
+    # with sequence parallel (before selective recompute); doubled for f32
+    mega = 2 * (R * h * (34 + 5 * a * s / h) / t if sp else R * h * (10 + 24 / t + 5 * a * s / (h * t)))
+    # what the regions must move per step (payload each rank contributes): 4 per layer (2 forward, 2 backward)
+    # plus the embedding's and the head's, each R·h floats; the loss's row statistics (max, sum, target) 3R
+    n_big = 4 * L + 2
+    th_ar = 4 * (3 * R + (0 if sp else n_big * R * h)) if t > 1 else 0
+    th_ag = 4 * n_big * R * h / t if sp else 0
+    th_rs = 4 * n_big * R * h if sp else 0
+    ar = full.get("tp_allreduce_bytes_per_step", 0)
+    ag = full.get("tp_allgather_bytes_per_step", 0)
+    rs = full.get("tp_reduce_scatter_bytes_per_step", 0)
+    for got, want, what in ((ar, th_ar, "all-reduce"), (ag, th_ag, "all-gather"), (rs, th_rs, "reduce-scatter")):
+        if abs(got - want) > 1e-6 * max(want, 1):
+            print(f"  note: {name} {what} {got:.0f} B/step, theory {want:.0f}")
+    ms[name] = 1000 * full["train_tokens"] / full["steps"] / full["train_tokens_per_s"]
+    shown = f"{ms[name]:8.0f}" if t <= 2 else "       -"
+    print(f"{name:<7} {full['parameter_bytes'] / MB:9.1f} {layer / MB:12.2f} {ours / MB:13.2f} {mega / MB:10.2f} "
+          f"{ar / MB:10.2f} {ag / MB:10.2f} {rs / MB:10.2f} {th_ar / MB:5.1f}/{th_ag / MB:4.1f}/{th_rs / MB:5.1f} {shown}")
+print(f"step time TP 2 / one process (one thread per rank): {ms['tp2'] / ms['tp1']:.2f}x; "
+      f"TP 2 + sequence parallel: {ms['tp2_sp'] / ms['tp1']:.2f}x")
+print("params: this rank's parameter bytes; act: the planned activations' growth per layer (dtrain's arena); "
+      "AR/AG/RS: bytes this rank contributed to all-reduces, all-gathers and reduce-scatters per training step.")
+PY
