@@ -1,6 +1,7 @@
 # Shared start of the end-to-end scripts (sourced, not a test): arguments, a work dir removed on
 # exit (and the processes listed in $pids killed), fail(), expect_one_error(), wait_for(),
-# worker_pid(), a python3 for reading outputs, and the built-in corpus prepared in $work/data.
+# worker_pid(), the layout-equivalence helpers run_one(), run_ranks() and same_weights(), a
+# python3 for reading outputs, and the built-in corpus prepared in $work/data.
 # Usage: source "$2/tests/e2e/lib.sh" "$1" "$2" "why python3 is needed"
 set -euo pipefail
 bin=$1 src=$2
@@ -39,3 +40,20 @@ worker_pid() {
   done
 }
 "$bin/dtrain" data builtin --out "$work/data" >/dev/null
+# Layout equivalence (the caller sets the array `common`): `dtrain train` with common and the extra
+# arguments, in one process or as N ranks under dtrun, into the run dir $work/NAME (its output in
+# $work/NAME.out); and two runs' model_final compared within a relative tolerance.
+run_one() {  # $1 = name, then extra arguments
+  local name=$1; shift
+  "$bin/dtrain" train "${common[@]}" "$@" --run-dir "$work/$name" >"$work/$name.out" 2>&1 ||
+    { cat "$work/$name.out"; fail "run $name failed"; }
+}
+run_ranks() {  # $1 = name, $2 = ranks, then extra arguments
+  local name=$1 n=$2; shift 2
+  "$bin/dtrun" --standalone --nproc-per-node "$n" "$bin/dtrain" train "${common[@]}" "$@" \
+    --run-dir "$work/$name" >"$work/$name.out" 2>&1 || { cat "$work/$name.out"; fail "run $name failed"; }
+}
+same_weights() {  # $1 = reference run, $2 = run, $3 = tolerance
+  "$py" "$src/tests/python/compare_weights.py" "$work/$1/model_final" "$work/$2/model_final" "$3" "$2 vs $1" ||
+    fail "$2 does not reproduce $1's trajectory"
+}

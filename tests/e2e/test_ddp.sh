@@ -12,23 +12,13 @@ common=(--config "$src/configs/quickstart.toml" --set data.dir="$work/data" --se
   --set data.stride=32 --set train.max_steps=$steps --set train.log_every=1 --set train.progress=false
   --set train.eval_max_batches=4 --set train.checkpoint_every=25 --set parallel.bucket_mb=0.5
   --set optim.name=sgd --set optim.momentum=0.9 --set train.lr=0.05 --set optim.warmup_steps=0)
-one() {  # $1 = name, then extra arguments
-  local name=$1; shift
-  "$bin/dtrain" train "${common[@]}" "$@" --run-dir "$work/$name" >"$work/$name.out" 2>&1 ||
-    { cat "$work/$name.out"; fail "run $name failed"; }
-}
-ranks() {  # $1 = name, $2 = ranks, then extra arguments
-  local name=$1 n=$2; shift 2
-  "$bin/dtrun" --standalone --nproc-per-node "$n" "$bin/dtrain" train "${common[@]}" "$@" \
-    --run-dir "$work/$name" >"$work/$name.out" 2>&1 || { cat "$work/$name.out"; fail "run $name failed"; }
-}
-one single --set train.batch_size=16 --set train.threads=2
-ranks ddp2 2 --set train.batch_size=8 --set train.threads=1
-ranks ddp4 4 --set train.batch_size=4 --set train.threads=1
-one accum --set train.batch_size=4 --set train.grad_accum=4 --set train.threads=2
+run_one single --set train.batch_size=16 --set train.threads=2
+run_ranks ddp2 2 --set train.batch_size=8 --set train.threads=1
+run_ranks ddp4 4 --set train.batch_size=4 --set train.threads=1
+run_one accum --set train.batch_size=4 --set train.grad_accum=4 --set train.threads=2
 adamw=(--set optim.name=adamw --set train.lr=0.002)
-one single_adamw --set train.batch_size=16 --set train.threads=2 "${adamw[@]}"
-ranks ddp2_adamw 2 --set train.batch_size=8 --set train.threads=1 "${adamw[@]}"
+run_one single_adamw --set train.batch_size=16 --set train.threads=2 "${adamw[@]}"
+run_ranks ddp2_adamw 2 --set train.batch_size=8 --set train.threads=1 "${adamw[@]}"
 
 for r in ddp2 ddp4 accum; do
   "$py" "$src/tests/python/compare_weights.py" "$work/single/model_final" "$work/$r/model_final" 1e-5 "$r vs 1 rank" ||

@@ -14,20 +14,8 @@ common=(--config "$src/configs/quickstart.toml" --set data.dir="$work/data" --se
   --set data.stride=32 --set train.max_steps=$steps --set train.log_every=1 --set train.progress=false
   --set train.eval_max_batches=4 --set train.checkpoint_every=25 --set model.dropout=0.1
   --set optim.name=sgd --set optim.momentum=0.9 --set train.lr=0.05 --set optim.warmup_steps=0)
-one() {  # $1 = name, then extra arguments
-  local name=$1; shift
-  "$bin/dtrain" train "${common[@]}" --set train.batch_size=16 --set train.threads=2 "$@" \
-    --run-dir "$work/$name" >"$work/$name.out" 2>&1 || { cat "$work/$name.out"; fail "run $name failed"; }
-}
-ranks() {  # $1 = name, $2 = ranks, then extra arguments
-  local name=$1 n=$2; shift 2
-  "$bin/dtrun" --standalone --nproc-per-node "$n" "$bin/dtrain" train "${common[@]}" --set train.threads=1 "$@" \
-    --run-dir "$work/$name" >"$work/$name.out" 2>&1 || { cat "$work/$name.out"; fail "run $name failed"; }
-}
-same_weights() {  # $1 = reference run, $2 = run, $3 = tolerance
-  "$py" "$src/tests/python/compare_weights.py" "$work/$1/model_final" "$work/$2/model_final" "$3" "$2 vs $1" ||
-    fail "$2 does not reproduce $1's trajectory"
-}
+one() { run_one "$1" --set train.batch_size=16 --set train.threads=2 "${@:2}"; }  # one process, batch 16
+ranks() { run_ranks "$1" "$2" --set train.threads=1 "${@:3}"; }                  # N ranks, one thread each
 
 one single
 ranks fsdp2 2 --set train.batch_size=8 --set parallel.dp_shard=2

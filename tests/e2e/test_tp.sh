@@ -15,29 +15,17 @@ common=(--config "$src/configs/quickstart.toml" --set data.dir="$work/data" --se
   --set train.eval_max_batches=4 --set train.checkpoint_every=25 --set model.dropout=0.1
   --set optim.name=sgd --set optim.momentum=0.9 --set train.lr=0.05 --set optim.warmup_steps=0
   --set train.keep_checkpoints=5)
-one() {  # $1 = name, then extra arguments
-  local name=$1; shift
-  "$bin/dtrain" train "${common[@]}" --set train.batch_size=16 --set train.threads=2 "$@" \
-    --run-dir "$work/$name" >"$work/$name.out" 2>&1 || { cat "$work/$name.out"; fail "run $name failed"; }
-}
-ranks() {  # $1 = name, $2 = ranks, then extra arguments
-  local name=$1 n=$2; shift 2
-  "$bin/dtrun" --standalone --nproc-per-node "$n" "$bin/dtrain" train "${common[@]}" --set train.threads=1 "$@" \
-    >"$work/$name.out" 2>&1 || { cat "$work/$name.out"; fail "run $name failed"; }
-}
-same_weights() {  # $1 = reference run, $2 = run, $3 = tolerance
-  "$py" "$src/tests/python/compare_weights.py" "$work/$1/model_final" "$work/$2/model_final" "$3" "$2 vs $1" ||
-    fail "$2 does not reproduce $1's trajectory"
-}
+one() { run_one "$1" --set train.batch_size=16 --set train.threads=2 "${@:2}"; }  # one process, batch 16
+ranks() { run_ranks "$1" "$2" --set train.threads=1 "${@:3}"; }                  # N ranks, one thread each
 tp2=(--set parallel.tp=2 --set parallel.dp_replicate=1)
 one single
 vocab=$(sed -n 's/.*, vocab \([0-9]*\),.*/\1/p' "$work/single.out")
 [ -n "$vocab" ] && [ $((vocab % 4)) -ne 0 ] || fail "the test vocabulary ($vocab) divides 4: no padded slice tested"
-ranks tp2 2 --set train.batch_size=16 "${tp2[@]}" --run-dir "$work/tp2"
-ranks tp4 4 --set train.batch_size=16 --set parallel.tp=4 --set parallel.dp_replicate=1 --run-dir "$work/tp4"
-ranks tp2_sp 2 --set train.batch_size=16 "${tp2[@]}" --set parallel.tp_sequence=true --run-dir "$work/tp2_sp"
-ranks tp2_fsdp2 4 --set train.batch_size=8 "${tp2[@]}" --set parallel.dp_shard=2 --run-dir "$work/tp2_fsdp2"
-ranks tp2_ddp2 4 --set train.batch_size=8 --set parallel.tp=2 --set parallel.dp_replicate=2 --run-dir "$work/tp2_ddp2"
+ranks tp2 2 --set train.batch_size=16 "${tp2[@]}"
+ranks tp4 4 --set train.batch_size=16 --set parallel.tp=4 --set parallel.dp_replicate=1
+ranks tp2_sp 2 --set train.batch_size=16 "${tp2[@]}" --set parallel.tp_sequence=true
+ranks tp2_fsdp2 4 --set train.batch_size=8 "${tp2[@]}" --set parallel.dp_shard=2
+ranks tp2_ddp2 4 --set train.batch_size=8 --set parallel.tp=2 --set parallel.dp_replicate=2
 for r in tp2 tp4 tp2_sp tp2_fsdp2 tp2_ddp2; do same_weights single $r 1e-5; done
 grep -q "^\[0\]: tensor parallel: 2 ranks, sequence parallel; per rank" "$work/tp2_sp.out" ||
   fail "tp2_sp did not report its layout"
@@ -45,12 +33,12 @@ grep -q "^\[0\]: mesh: pp 1 × dp_replicate 1 × dp_shard 2 × tp 2" "$work/tp2_
 
 adamw=(--set optim.name=adamw --set train.lr=0.002)
 one single_adamw "${adamw[@]}"
-ranks tp2_adamw 2 --set train.batch_size=16 "${tp2[@]}" "${adamw[@]}" --run-dir "$work/tp2_adamw"
+ranks tp2_adamw 2 --set train.batch_size=16 "${tp2[@]}" "${adamw[@]}"
 pre=(--set model.tied=true --set model.norm=pre --set model.positions=learned --set model.activation=gelu
   --set train.lr=0.02 --set optim.grad_clip=0.5)
 one single_pre "${pre[@]}"
-ranks tp2_sp_pre 2 --set train.batch_size=16 "${tp2[@]}" --set parallel.tp_sequence=true "${pre[@]}" \
-  --run-dir "$work/tp2_sp_pre"
+ranks tp2_sp_pre 2 --set train.batch_size=16 "${tp2[@]}" --set parallel.tp_sequence=true "${pre[@]}"
+ 
 same_weights single_pre tp2_sp_pre 1e-5
 "$py" "$src/tests/python/compare_losses.py" "$work" "$steps" single:tp2:1e-5 single:tp2_fsdp2:1e-5 \
   single_adamw:tp2_adamw:1e-5 single_pre:tp2_sp_pre:1e-5 || fail "a tensor-parallel run's losses differ"
@@ -81,7 +69,7 @@ ck() { printf '%s/checkpoints/step_%09d' "$1" "$2"; }
 [ -f "$(ck "$work/tp2" 50)/rank-00001.bin" ] || fail "TP 2's checkpoint is not sharded"
 "$bin/dtrain" train --resume "$(ck "$work/tp2" 50)" --run-dir "$work/rt_one" --set train.threads=2 --set parallel.tp=1 \
   >"$work/rt_one.out" 2>&1 || { cat "$work/rt_one.out"; fail "one process did not resume TP 2's checkpoint"; }
-ranks rt_fsdp 4 --resume "$(ck "$work/rt_one" 50)" --run-dir "$work/rt_fsdp" --set train.batch_size=8 "${tp2[@]}" \
+ranks rt_fsdp 4 --resume "$(ck "$work/rt_one" 50)" --set train.batch_size=8 "${tp2[@]}" \
   --set parallel.dp_shard=2
 for r in tp2 rt_one rt_fsdp; do
   "$bin/dtrain" ckpt export "$(ck "$work/$r" 50)" --optimizer --out "$work/export/$r.safetensors" >/dev/null ||
@@ -91,7 +79,7 @@ for r in tp2 rt_one rt_fsdp; do
 done
 echo "ok  round trip TP 2 → 1 process → TP 2 × FSDP 2: weights and optimizer state bit-identical"
 # Continuation: TP 2's step-25 checkpoint resumed at TP 4 with sequence parallel ends where one process does.
-ranks cont_tp4 4 --resume "$(ck "$work/tp2" 25)" --run-dir "$work/cont_tp4" --set train.batch_size=16 \
+ranks cont_tp4 4 --resume "$(ck "$work/tp2" 25)" --set train.batch_size=16 \
   --set parallel.tp=4 --set parallel.dp_replicate=1 --set parallel.tp_sequence=true
 grep -q "resumed from $(ck "$work/tp2" 25) (step 25," "$work/cont_tp4.out" || fail "cont_tp4 did not resume at step 25"
 same_weights single cont_tp4 1e-5
