@@ -62,17 +62,18 @@ for name in names:
     layer = (full["activation_bytes"] - half["activation_bytes"]) / (L - L // 2)
     # what a block keeps (floats): norm outputs and residuals (rows split under sequence parallel),
     # qkv, attention context and probabilities and the feed-forward activation (cut by t), the norms'
-    # row statistics, and under sequence parallel the two gathered matmul inputs
+    # row statistics (sequence parallel gathers the matmul inputs again in backward, as Megatron does)
     rows = R // t if sp else R
-    ours = 4 * (4 * rows * h + 3 * R * h / t + R * h / t + R * a * s / t + R * ff / t + 4 * rows + (2 * R * h if sp else 0))
+    ours = 4 * (4 * rows * h + 3 * R * h / t + R * h / t + R * a * s / t + R * ff / t + 4 * rows)
     # Megatron (2-byte activations, 1-byte masks): sbh(10 + 24/t + 5as/(ht)) with tp alone, sbh/t(34 + 5as/h)
     # with sequence parallel (before selective recompute); doubled for f32
     mega = 2 * (R * h * (34 + 5 * a * s / h) / t if sp else R * h * (10 + 24 / t + 5 * a * s / (h * t)))
     # what the regions must move per step (payload each rank contributes): 4 per layer (2 forward, 2 backward)
-    # plus the embedding's and the head's, each R·h floats; the loss's row statistics (max, sum, target) 3R
+    # plus the embedding's and the head's, each R·h floats; sequence parallel gathers the 2 matmul inputs
+    # again in each layer's backward; the loss's row statistics (max, sum, target) are 3R floats
     n_big = 4 * L + 2
     th_ar = 4 * (3 * R + (0 if sp else n_big * R * h)) if t > 1 else 0
-    th_ag = 4 * n_big * R * h / t if sp else 0
+    th_ag = 4 * (n_big + 2 * L) * R * h / t if sp else 0
     th_rs = 4 * n_big * R * h if sp else 0
     ar = full.get("tp_allreduce_bytes_per_step", 0)
     ag = full.get("tp_allgather_bytes_per_step", 0)

@@ -35,10 +35,6 @@ Block::Block(ComputeDevice& dev, const ModelConfig& c, int i, uint32_t unit_id, 
   ln2_out_ = arena.f32(Rn * d);
   r2_ = arena.f32(Rn * d);
   ff_saved_ = arena.f32(R * ff_);
-  if (rows_split) {
-    u1_full_ = arena.f32(R * d);
-    u2_full_ = arena.f32(R * d);
-  }
 }
 
 AttentionShape Block::attention_shape(const StepContext& ctx) const {
@@ -75,6 +71,7 @@ void Block::attn_backward(const float* u, const float* da, float* du, bool accum
   const float* da_all = regions_.all_rows(da, ws.full1, rows, c_.dim);
   out_.backward(ctx_, da_all, ws.tmp2, rows, false, ctx.precision);
   dev_.attention_backward(ws.tmp2, qkv_buf_, probs_, ws.grad_qkv, attention_shape(ctx), drop_probs(ctx));
+  u = regions_.all_rows(u, ws.full1, rows, c_.dim);  // (da_all is spent)
   if (slice_.count == 1) {
     qkv_.backward(u, ws.grad_qkv, du, rows, accumulate, ctx.precision);
     return;
@@ -119,6 +116,7 @@ void Block::ff_backward(const float* u, const float* df, float* du, bool accumul
     dev_.dropout_backward(ws.grad_ff, ws.grad_ff, rows, ff_, drop);
     dev_.activation_backward(c_.activation, ff_saved_, ws.grad_ff, ws.grad_ff, n);
   }
+  u = regions_.all_rows(u, ws.full1, rows, c_.dim);  // (df's gathered rows are spent)
   if (slice_.count == 1) {
     fc1_.backward(u, ws.grad_ff, du, rows, accumulate, ctx.precision);
     return;
@@ -138,15 +136,15 @@ void Block::forward(const float* x, const StepContext& ctx, const Workspace& ws)
   const int64_t rows = ctx.rows(), n = local_rows(ctx), d = c_.dim;
   const bool pre = c_.pre_norm;
   if (pre) ln1_.forward(x, ln1_out_, n);
-  u1_ = regions_.all_rows(pre ? ln1_out_ : x, u1_full_, rows, d);
-  attn_forward(u1_, ws.tmp1, ctx);
+  u1_ = pre ? ln1_out_ : x;
+  attn_forward(regions_.all_rows(u1_, ws.full2, rows, d), ws.tmp1, ctx);
   residual_dropout(dev_, x, regions_.sum_partials(ws.tmp1, ws.tmp2, rows, d), r1_, n, d,
                    drop_rows(ctx, kDropAttnOut));
   if (!pre) ln1_.forward(r1_, ln1_out_, n);
   const float* y1 = pre ? r1_ : ln1_out_;
   if (pre) ln2_.forward(y1, ln2_out_, n);
-  u2_ = regions_.all_rows(pre ? ln2_out_ : y1, u2_full_, rows, d);
-  ff_forward(u2_, ws.tmp1, ctx, ws);
+  u2_ = pre ? ln2_out_ : y1;
+  ff_forward(regions_.all_rows(u2_, ws.full2, rows, d), ws.tmp1, ctx, ws);
   residual_dropout(dev_, y1, regions_.sum_partials(ws.tmp1, ws.tmp2, rows, d), r2_, n, d,
                    drop_rows(ctx, kDropFfOut));
   if (!pre) ln2_.forward(r2_, ln2_out_, n);

@@ -24,8 +24,8 @@ class Block {
 
  private:
   void ff_forward(const float* u, float* f_out, const StepContext& ctx, const Workspace& ws);
-  // From the gradient df of the ff output (this slice's rows): parameter grads; du (+)= the input's
-  // gradient (this slice's rows).
+  // From the gradient df of the ff output (this slice's rows; u: its input, this slice's rows):
+  // parameter grads; du (+)= the input's gradient (this slice's rows).
   void ff_backward(const float* u, const float* df, float* du, bool accumulate, const StepContext& ctx,
                    const Workspace& ws);
   const float* ff_activation(const StepContext& ctx, const Workspace& ws);
@@ -55,8 +55,9 @@ class Block {
   LayerNorm ln1_, ln2_;
   // saved activations
   float *ln1_out_, *r1_, *qkv_buf_, *ctx_, *probs_, *ln2_out_, *r2_, *ff_saved_;
-  float *u1_full_ = nullptr, *u2_full_ = nullptr;  // sequence parallel: the gathered matmul inputs
-  const float *u1_ = nullptr, *u2_ = nullptr;      // the attention's and feed-forward's inputs, all rows
+  // The attention's and feed-forward's inputs (this slice's rows): sequence parallel gathers them
+  // again in backward rather than keeping all rows of them (Megatron's choice).
+  const float *u1_ = nullptr, *u2_ = nullptr;
 };
 
 }  // namespace dtrain
