@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The device mesh from the command line: rank 0 prints the mesh and each rank's place; sizes that do
 # not make the world, or that disagree, are one line, as are bad FSDP settings; dp_shard left to the
-# world shards over it; layouts not built yet (tp, pp) are refused with one line on every rank, and
-# dtrun stops the job.
+# world shards over it; tp=-1 takes what the world leaves for tensor parallelism; a layout not built
+# yet (pp) is refused with one line on every rank, and dtrun stops the job.
 source "$2/tests/e2e/lib.sh" "$1" "$2" "for the shared test start"
 d=$bin/dtrain
 common=(--config "$src/configs/quickstart.toml" --set data.dir="$work/data" --set model.dim=32
@@ -35,7 +35,12 @@ expect_one_error "bf16 reduction in f32 training" "parallel.fsdp_reduce_dtype = 
 grep -qF "mesh: pp 1 × dp_replicate 1 × dp_shard 2 × tp 1" "$work/fsdp.out" || fail "dp_shard=-1 did not shard over both ranks"
 grep -q "fully sharded: FULL_SHARD over 2 ranks" "$work/fsdp.out" || fail "the FSDP run did not say so"
 
-for layout in "parallel.tp=2:tensor parallelism is not built yet" "parallel.pp=2:pipeline parallelism is not built yet"; do
+"$bin/dtrun" --standalone --nproc-per-node 2 "$d" train "${common[@]}" --set parallel.dp_replicate=1 \
+  --set parallel.tp=-1 --run-dir "$work/tp" >"$work/tp.out" 2>&1 || { cat "$work/tp.out"; fail "a tp=-1 run failed"; }
+grep -qF "mesh: pp 1 × dp_replicate 1 × dp_shard 1 × tp 2" "$work/tp.out" || fail "tp=-1 did not take both ranks"
+grep -q "tensor parallel: 2 ranks; per rank" "$work/tp.out" || fail "the tensor-parallel run did not say so"
+
+for layout in "parallel.pp=2:pipeline parallelism is not built yet"; do
   set_arg=${layout%%:*} needle=${layout#*:}
   rc=0
   "$bin/dtrun" --standalone --nproc-per-node 2 "$d" train "${common[@]}" --set "$set_arg" --run-dir "$work/r" \

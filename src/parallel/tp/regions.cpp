@@ -9,7 +9,6 @@
 
 namespace dtrain {
 
-
 TensorParallelRegions::TensorParallelRegions(ProcessGroup& group, bool sequence)
     : group_(group), sequence_(sequence) {}
 
