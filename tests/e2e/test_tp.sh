@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Tensor parallelism end to end: TP 2 and 4, TP 2 with sequence parallel, TP 2 × FSDP 2 and TP 2 ×
-# DDP 2 each end 50 steps (dropout on, a vocabulary tp does not divide) with the weights of one
-# process with the same global batch under SGD-momentum (relative 1e-5), and with its validation and
-# test losses; AdamW's loss trajectory agrees within 1e-5; a pre-norm tied GELU model with learned
-# positions and clipping agrees under sequence parallel. Checkpoints reshard across tp degrees: TP 2
+# Tensor parallelism end to end: TP 2 and 4, TP 2 with sequence parallel (also with gradient
+# accumulation), TP 2 × FSDP 2 and TP 2 × DDP 2 each end 50 steps (dropout on, a vocabulary tp does
+# not divide) with the weights of one process with the same global batch under SGD-momentum
+# (relative 1e-5), and with its validation and test losses; AdamW's loss trajectory agrees within
+# 1e-5, bf16's within bf16 tolerance; a pre-norm tied GELU model with learned positions and clipping
+# agrees under sequence parallel. Checkpoints reshard across tp degrees: TP 2
 # → 1 process → TP 2 × FSDP 2 keeps weights and optimizer state bit for bit, and TP 2's mid-run
 # checkpoint resumed at TP 4 with sequence parallel ends on the uninterrupted trajectory. The joined
 # model_final generates text in one process; a tp that does not divide the heads is named.
@@ -26,7 +27,8 @@ ranks tp4 4 --set train.batch_size=16 --set parallel.tp=4 --set parallel.dp_repl
 ranks tp2_sp 2 --set train.batch_size=16 "${tp2[@]}" --set parallel.tp_sequence=true
 ranks tp2_fsdp2 4 --set train.batch_size=8 "${tp2[@]}" --set parallel.dp_shard=2
 ranks tp2_ddp2 4 --set train.batch_size=8 --set parallel.tp=2 --set parallel.dp_replicate=2
-for r in tp2 tp4 tp2_sp tp2_fsdp2 tp2_ddp2; do same_weights single $r 1e-5; done
+ranks tp2_sp_accum 2 --set train.batch_size=8 --set train.grad_accum=2 "${tp2[@]}" --set parallel.tp_sequence=true
+for r in tp2 tp4 tp2_sp tp2_fsdp2 tp2_ddp2 tp2_sp_accum; do same_weights single $r 1e-5; done
 grep -q "^\[0\]: tensor parallel: 2 ranks, sequence parallel; per rank" "$work/tp2_sp.out" ||
   fail "tp2_sp did not report its layout"
 grep -q "^\[0\]: mesh: pp 1 × dp_replicate 1 × dp_shard 2 × tp 2" "$work/tp2_fsdp2.out" || fail "tp2_fsdp2: no mesh line"
@@ -34,6 +36,8 @@ grep -q "^\[0\]: mesh: pp 1 × dp_replicate 1 × dp_shard 2 × tp 2" "$work/tp2_
 adamw=(--set optim.name=adamw --set train.lr=0.002)
 one single_adamw "${adamw[@]}"
 ranks tp2_adamw 2 --set train.batch_size=16 "${tp2[@]}" "${adamw[@]}"
+one single_bf16 --set train.precision=bf16
+ranks tp2_bf16 2 --set train.batch_size=16 "${tp2[@]}" --set train.precision=bf16
 pre=(--set model.tied=true --set model.norm=pre --set model.positions=learned --set model.activation=gelu
   --set train.lr=0.02 --set optim.grad_clip=0.5)
 one single_pre "${pre[@]}"
@@ -41,7 +45,8 @@ ranks tp2_sp_pre 2 --set train.batch_size=16 "${tp2[@]}" --set parallel.tp_seque
  
 same_weights single_pre tp2_sp_pre 1e-5
 "$py" "$src/tests/python/compare_losses.py" "$work" "$steps" single:tp2:1e-5 single:tp2_fsdp2:1e-5 \
-  single_adamw:tp2_adamw:1e-5 single_pre:tp2_sp_pre:1e-5 || fail "a tensor-parallel run's losses differ"
+  single_adamw:tp2_adamw:1e-5 single_pre:tp2_sp_pre:1e-5 single_bf16:tp2_bf16:2e-3 ||
+  fail "a tensor-parallel run's losses differ"
 
 "$py" - "$work" <<'PYEOF'
 import json, sys
