@@ -19,9 +19,7 @@ class TpRegions : public RowStatsCombiner {
   // After a row-parallel matmul (and in backward, the input gradient of a column-parallel one): the
   // slices' partial sums [rows, cols] added up; returned is this slice's rows of the total (sequence
   // parallel: a reduce-scatter into `local`) or all of them (an all-reduce in place: `partial`).
-  virtual float* sum_partials(float* partial, float* /*local*/, int64_t /*rows*/, int64_t /*cols*/) {
-    return partial;
-  }
+  virtual float* sum_partials(float* partial, float* /*local*/, int64_t /*rows*/, int64_t /*cols*/) { return partial; }
   // Columns of every vocabulary slice side by side: `local` [rows, cols] → `full` [rows, full_cols],
   // the first full_cols of the slices' cols·slices (the rest pad the last slices). Host memory
   // (generation's logits; not in the step loop).

@@ -18,10 +18,7 @@
 #include "metrics/progress.hpp"
 #include "metrics/tensorboard.hpp"
 #include "comm/mesh.hpp"
-#include "parallel/tp/grads.hpp"
-#include "parallel/tp/regions.hpp"
-#include "parallel/ddp/ddp.hpp"
-#include "parallel/fsdp/fsdp.hpp"
+#include "parallel/plan.hpp"
 #include "train/checkpoint_writer.hpp"
 #include "train/rank_state.hpp"
 #include "train/run_dir.hpp"
@@ -85,19 +82,19 @@ struct Trainer::Impl {
   TokenFile train_tokens, valid_tokens, test_tokens;
   std::unique_ptr<WindowDataset> train_set, valid_set, test_set;
   std::shared_ptr<ComputeDevice> dev;
-  std::unique_ptr<TransformerLM> model;
-  std::unique_ptr<Optimizer> opt;
   TrainerState st;
   Precision precision = Precision::f32;
   std::unique_ptr<RunDirLock> lock;  // rank 0's, for the run's life
   std::unique_ptr<JsonlWriter> jsonl;
   std::unique_ptr<TensorBoardWriter> tb;
-  std::unique_ptr<DeviceMesh> mesh;  // its data-parallel group reduces the gradients
-  std::unique_ptr<DataParallel> ddp;            // dp_shard = 1: replicated parameters
-  std::unique_ptr<FullyShardedDataParallel> fsdp;  // dp_shard > 1
-  std::unique_ptr<TensorParallelRegions> tp_regions;  // tp > 1: where the model's slices meet
-  std::unique_ptr<TensorParallelGrads> tp_grads;      // and their gradients
-  TpStats tp_train;                                   // the regions' traffic in training steps only
+  std::unique_ptr<DeviceMesh> mesh;
+  std::unique_ptr<ParallelModel> par;  // the parallel plan applied on the mesh; its parts:
+  TransformerLM* model = nullptr;
+  Optimizer* opt = nullptr;
+  DataParallel* ddp = nullptr;                   // dp_shard = 1, dp > 1: replicated parameters
+  FullyShardedDataParallel* fsdp = nullptr;      // dp_shard > 1
+  TensorParallelRegions* tp_regions = nullptr;   // tp > 1: where the model's slices meet
+  TpStats tp_train;                              // the regions' traffic in training steps only
   int dp = 1, dp_rank = 0;
   double device_seconds = 0.0;  // step time on the device's clock
   double loss_read = 0.0, loss_divisor = 0.0;  // see train_step
@@ -170,14 +167,11 @@ struct Trainer::Impl {
       same_run = resume && in_run_dir(ck);
       if (same_run) last_checkpoint_step = st.global_step;
     } else if (!cfg.train.init_from.empty()) {
-      RankState held(*model, fsdp.get(), nullptr);
+      RankState held(*model, fsdp, nullptr);
       load_checkpoint(cfg.train.init_from, cfg.model, held, nullptr, nullptr);
       if (root) std::printf("initial weights from %s\n", cfg.train.init_from.c_str());
     }
-    if (dp > 1 && !fsdp) {
-      ddp = std::make_unique<DataParallel>(model->units(), mesh->dp(), size_t(cfg.parallel.bucket_mb * (1 << 20)));
-      ddp->broadcast_parameters();  // every rank starts from rank 0's weights
-    }
+    par->broadcast_parameters();  // DDP: every replica starts from data-parallel rank 0's weights
     world.all().barrier();  // every rank has checked the run dir before rank 0 writes into it
     if (root) {
       write_file_atomic(run_dir + "/config.json", cfg.to_json().dump(2));
@@ -201,12 +195,16 @@ struct Trainer::Impl {
   // taken, so a batch that cannot fit is named here, before any step.
   void build_model() {
     const int64_t B = cfg.train.batch_size;
-    // Tensor parallel: this rank's slice of every layer, meeting the others over the mesh's tp group.
-    const TpSlice slice{mesh->shape().tp, mesh->coord().tp, cfg.parallel.tp_sequence};
+    ParallelPlan plan;
+    plan.tp_sequence = cfg.parallel.tp_sequence;
+    plan.fsdp.prefetch = int(cfg.parallel.fsdp_prefetch);
+    plan.fsdp.reshard_after_forward = cfg.parallel.fsdp_reshard_after_forward;
+    plan.fsdp.accumulate = cfg.train.grad_accum > 1;
+    plan.fsdp.gather_bf16 = precision == Precision::bf16;  // master shards and optimizer state stay f32
+    plan.fsdp.reduce_bf16 = cfg.parallel.fsdp_reduce_dtype == "bf16";
+    plan.ddp_bucket_bytes = size_t(cfg.parallel.bucket_mb * (1 << 20));
+    const TpSlice slice = tp_slice_of(*mesh, plan);
     cfg.model.validate_tensor_parallel(slice.count, slice.sequence);
-    if (slice.count > 1)
-      tp_regions = std::make_unique<TensorParallelRegions>(mesh->group(MeshDim::tp), slice.sequence);
-    TpRegions& regions = tp_regions ? static_cast<TpRegions&>(*tp_regions) : no_tp_regions();
     auto too_big = [&](const std::string& why) {
       return Error("train.batch_size = " + std::to_string(B) + " does not fit in " +
                    (dev->kind() == DeviceKind::cpu ? "this machine's memory" : dev->describe() + "'s memory") + " (" +
@@ -225,35 +223,15 @@ struct Trainer::Impl {
       if (need > have) throw too_big(why);
     }
     try {
-      if (mesh->shape().dp_shard > 1) {
-        // Sharded from the start: no rank ever holds the whole model's parameters, gradients or state.
-        model = std::make_unique<TransformerLM>(cfg.model, B, *dev, ParamStorage::bound_by_caller, slice, regions);
-        FsdpOptions o;
-        o.prefetch = int(cfg.parallel.fsdp_prefetch);
-        o.reshard_after_forward = cfg.parallel.fsdp_reshard_after_forward;
-        o.accumulate = cfg.train.grad_accum > 1;
-        o.gather_bf16 = precision == Precision::bf16;  // master shards and optimizer state stay f32
-        o.reduce_bf16 = cfg.parallel.fsdp_reduce_dtype == "bf16";
-        ProcessGroup* replicas = mesh->shape().dp_replicate > 1 ? &mesh->group(MeshDim::dp_replicate) : nullptr;
-        fsdp = std::make_unique<FullyShardedDataParallel>(model->units(), mesh->group(MeshDim::dp_shard), replicas,
-                                                          *dev, o);
-        fsdp->init_parameters(cfg.train.seed);
-        opt = std::make_unique<Optimizer>(cfg.optim, fsdp->shards(), *dev);
-      } else {
-        model = std::make_unique<TransformerLM>(cfg.model, B, *dev, ParamStorage::owned, slice, regions);
-        model->init_weights(cfg.train.seed);
-        opt = std::make_unique<Optimizer>(cfg.optim, unit_shards(model->units()), *dev);
-      }
-      if (slice.count > 1) {
-        const std::vector<Unit*>& units = model->units();
-        std::vector<ShardOf> where;
-        for (size_t k = 0; k < units.size(); ++k) where.push_back({units[k], fsdp ? fsdp->shard_offset(k) : 0});
-        tp_grads = std::make_unique<TensorParallelGrads>(mesh->group(MeshDim::tp),
-                                                         fsdp ? fsdp->shards() : unit_shards(units), where, *dev);
-      }
+      par = std::make_unique<ParallelModel>(cfg.model, B, *dev, *mesh, plan, cfg.optim, cfg.train.seed);
     } catch (const std::bad_alloc&) {
       throw too_big("activations for " + std::to_string(B) + " × " + std::to_string(cfg.model.seq_len) + " tokens");
     }
+    model = &par->model();
+    opt = &par->optimizer();
+    ddp = par->ddp();
+    fsdp = par->fsdp();
+    tp_regions = par->tp_regions();
   }
 
   // The mesh from parallel.* (parallel.dp is plain DDP's name for dp_replicate); layouts that are
@@ -357,7 +335,7 @@ struct Trainer::Impl {
     r.parts = fsdp ? m.dp_replicate : dp;
     r.tp = m.tp > 1 ? &mesh->group(MeshDim::tp) : nullptr;
     r.after_commit = std::move(after_commit);
-    return writer->save(r, *model, fsdp.get(), opt.get());
+    return writer->save(r, *model, fsdp, opt);
   }
 
   // Loads the newest good checkpoint of `candidates`: every rank reads what it holds and checks
@@ -369,8 +347,8 @@ struct Trainer::Impl {
       const std::string& ck = candidates[i];
       std::string damage;
       try {
-        RankState held(*model, fsdp.get(), opt.get());
-        load_report = load_checkpoint(ck, cfg.model, held, opt.get(), &st);
+        RankState held(*model, fsdp, opt);
+        load_report = load_checkpoint(ck, cfg.model, held, opt, &st);
       } catch (const CheckpointDamaged& e) {
         damage = e.what();
       }
@@ -440,7 +418,6 @@ struct Trainer::Impl {
     ++tp_steps;
   }
 
-  UnitHooks* hooks() const { return fsdp ? static_cast<UnitHooks*>(fsdp.get()) : ddp.get(); }
 
   // epoch: the epoch the evaluation belongs to (1-based); the final test counts completed epochs
   void log_eval(const char* split, double loss, int64_t epoch) {
@@ -476,10 +453,7 @@ struct Trainer::Impl {
       step_rows += rows_of(sampler, st.batch_in_epoch + m);
       uneven = uneven || rows_of(sampler, st.batch_in_epoch + m) != rows_of(sampler, st.batch_in_epoch);
     }
-    if (fsdp)
-      fsdp->zero_grad();
-    else
-      model->zero_grad();
+    par->zero_grad();
     loss_read = 0.0;
     rows_done = 0;
     for (int64_t m = 0; m < micro; ++m) {
@@ -497,29 +471,15 @@ struct Trainer::Impl {
       ctx.sample_stride = dp;
       ctx.loss_scale = 1.0f / float(step_rows * T);
       ctx.precision = precision;
-      if (ddp) ddp->set_sync(m == micro - 1);
-      if (fsdp) fsdp->set_sync(m == micro - 1);
-      model->queue_forward_backward(batch.input.data(), batch.target.data(), ctx, hooks());
+      par->set_sync(m == micro - 1);
+      model->queue_forward_backward(batch.input.data(), batch.target.data(), ctx, par->hooks());
       if (uneven) loss_read += model->take_loss() / double(batch.rows * T);
       rows_done += batch.rows;
     }
-    if (ddp) ddp->finish_gradients();
-    if (fsdp) fsdp->finish_gradients();
-    if (tp_grads) tp_grads->finish_gradients();
+    par->finish_gradients();
     loss_divisor = uneven ? 0.0 : double(rows_done / micro * T);
   }
 
-  // Global gradient norm: under FSDP the shards' squares summed over the shard ranks (replicas hold
-  // the same shards); replicated gradients are already whole; tensor-parallel slices' summed over
-  // the tp ranks (parameters every slice holds whole counted once).
-  double grad_norm() {
-    double sq = tp_grads ? tp_grads->grad_sumsq_part() : opt->grad_sumsq();
-    if (fsdp) fsdp->shard_group().allreduce(&sq, 1);
-    if (tp_grads) mesh->group(MeshDim::tp).allreduce(&sq, 1);
-    return std::sqrt(sq);
-  }
-
-  UnitHooks* eval_hooks() const { return fsdp.get(); }
 
   double step_loss() {
     const double loss = loss_divisor > 0 ? loss_read + model->take_loss() / loss_divisor : loss_read;
@@ -604,7 +564,7 @@ struct Trainer::Impl {
         if (tp_regions) add_tp_stats();
         double norm = 0.0;
         if (cfg.optim.grad_clip > 0) {
-          norm = grad_norm();
+          norm = par->grad_norm();
           if (norm > cfg.optim.grad_clip) opt->scale_grads(float(cfg.optim.grad_clip / (norm + 1e-6)));
         }
         const float lr = opt->lr_at(st.global_step, total);
@@ -639,7 +599,8 @@ struct Trainer::Impl {
           }
         }
         if (cfg.train.eval_every > 0 && st.global_step % cfg.train.eval_every == 0) {
-          const double v = evaluate(*model, *valid_set, B, eval_windows(), precision, &mesh->dp(), eval_hooks()).loss;
+          const double v =
+              evaluate(*model, *valid_set, B, eval_windows(), precision, &mesh->dp(), par->eval_hooks()).loss;
           log_eval("val", v, st.epoch + 1);
         }
         if (cfg.train.checkpoint_every > 0 && st.global_step % cfg.train.checkpoint_every == 0) checkpoint();
@@ -650,7 +611,8 @@ struct Trainer::Impl {
       if (st.batch_in_epoch == 0) break;
       double train_loss = st.epoch_loss_sum / double(st.batch_in_epoch);
       average(&train_loss, 1);  // the course's figure: mean of batch means, averaged over ranks
-      const double val = evaluate(*model, *valid_set, B, eval_windows(), precision, &mesh->dp(), eval_hooks()).loss;
+      const double val =
+          evaluate(*model, *valid_set, B, eval_windows(), precision, &mesh->dp(), par->eval_hooks()).loss;
       const double tps = epoch_step_seconds > 0 ? double(epoch_tokens) / epoch_step_seconds : 0.0;
       if (root) {
         std::printf("[%lld/%lld] Train loss: %.5f, Validation loss: %.5f%s\n", (long long)st.epoch + 1,
@@ -684,7 +646,7 @@ struct Trainer::Impl {
     if (last_checkpoint_step != st.global_step) checkpoint();  // a run always ends resumable where it stopped
     finish_async_save();
     save(run_dir + "/model_final", false, st);
-    const EvalResult test = evaluate(*model, *test_set, B, 0, precision, &mesh->dp(), eval_hooks());
+    const EvalResult test = evaluate(*model, *test_set, B, 0, precision, &mesh->dp(), par->eval_hooks());
     const double tps = st.train_seconds > 0 ? double(st.train_tokens) / st.train_seconds : 0.0;
     if (!root) return;
     const double device_mb = double(dev->peak_bytes()) / double(1 << 20);

@@ -47,7 +47,8 @@ void vocabulary_parallel_loss(int P, int64_t V) {  // V words: the last slices a
   auto rs = run_ranks(P, [&](int r, int port) {
     World w(env_for(r, P, port, "test-token"), kTimeout);
     // the whole classifier, in each rank
-    std::vector<float> dx(static_cast<size_t>(N * d)), dW(static_cast<size_t>(V * d)), db(static_cast<size_t>(V)), rows(static_cast<size_t>(N));
+    std::vector<float> dx(static_cast<size_t>(N * d)), dW(static_cast<size_t>(V * d)), db(static_cast<size_t>(V)),
+        rows(static_cast<size_t>(N));
     ClassifierArgs whole{x.data(), W.data(), bias.data(), targets.data(), N, d, V};
     whole.grad_scale = 0.5f;
     whole.dx = dx.data();
@@ -59,7 +60,8 @@ void vocabulary_parallel_loss(int P, int64_t V) {  // V words: the last slices a
     std::vector<float> Ws(size_t(Vl * d), 0.0f), bs(size_t(Vl), 0.0f);
     std::copy(W.begin() + v0 * d, W.begin() + (v0 + words) * d, Ws.begin());
     std::copy(bias.begin() + v0, bias.begin() + v0 + words, bs.begin());
-    std::vector<float> sdx(static_cast<size_t>(N * d)), sdW(static_cast<size_t>(Vl * d)), sdb(static_cast<size_t>(Vl)), srows(static_cast<size_t>(N));
+    std::vector<float> sdx(static_cast<size_t>(N * d)), sdW(static_cast<size_t>(Vl * d)), sdb(static_cast<size_t>(Vl)),
+        srows(static_cast<size_t>(N));
     TensorParallelRegions regions(w.all(), false);
     ClassifierArgs part{x.data(), Ws.data(), bs.data(), targets.data(), N, d, Vl};
     part.vocab_begin = v0;
@@ -70,7 +72,8 @@ void vocabulary_parallel_loss(int P, int64_t V) {  // V words: the last slices a
     part.dW = sdW.data();
     part.dbias = sdb.data();
     const double sloss = classifier_cross_entropy(part, srows.data());
-    RANK_CHECK(std::fabs(sloss - loss) <= 1e-5 * std::fabs(loss), "loss " + std::to_string(sloss) + " vs " + std::to_string(loss));
+    RANK_CHECK(std::fabs(sloss - loss) <= 1e-5 * std::fabs(loss),
+               "loss " + std::to_string(sloss) + " vs " + std::to_string(loss));
     check_close(srows.data(), rows.data(), rows.size(), 1e-5, "row loss");
     w.all().allreduce(sdx.data(), sdx.size());  // each slice's part of the input gradient
     check_close(sdx.data(), dx.data(), dx.size(), 1e-5, "dx");
@@ -146,7 +149,8 @@ void sliced_model(int P, bool sequence, bool pre_norm) {
     check_params(sliced, whole, false, 0.0);  // the one-process initial values, sliced
     sliced.zero_grad();
     const double sloss = sliced.forward_backward(in.data(), tgt.data(), ctx);
-    RANK_CHECK(std::fabs(sloss - loss) <= 1e-5 * std::fabs(loss), "loss " + std::to_string(sloss) + " vs " + std::to_string(loss));
+    RANK_CHECK(std::fabs(sloss - loss) <= 1e-5 * std::fabs(loss),
+               "loss " + std::to_string(sloss) + " vs " + std::to_string(loss));
     std::vector<ShardOf> where;
     for (Unit* u : sliced.units()) where.push_back({u, 0});
     TensorParallelGrads grads(w.all(), unit_shards(sliced.units()), where, cpu_device());

@@ -38,7 +38,7 @@ class TensorParallelGrads {
   std::vector<Range> partial_, cut_, replicated_;
   Buffer staging_;  // the partial gradients packed for one all-reduce
   int64_t staged_ = 0;
-  Buffer acc_;      // two doubles on the device
+  Buffer acc_;  // two doubles on the device
 };
 
 }  // namespace dtrain

@@ -9,8 +9,7 @@
 
 namespace dtrain {
 
-TensorParallelRegions::TensorParallelRegions(ProcessGroup& group, bool sequence)
-    : group_(group), sequence_(sequence) {}
+TensorParallelRegions::TensorParallelRegions(ProcessGroup& group, bool sequence) : group_(group), sequence_(sequence) {}
 
 template <class F>
 void TensorParallelRegions::timed(int64_t& counter, int64_t bytes, F&& collective) {
@@ -39,9 +38,8 @@ float* TensorParallelRegions::sum_partials(float* partial, float* local, int64_t
   const int64_t n = rows / group_.size();
   DT_ASSERT(n * group_.size() == rows);
   const std::vector<size_t> counts(size_t(group_.size()), size_t(n * cols));
-  timed(stats_.reduce_scatter_bytes, bytes, [&] {
-    group_.reduce_scatter_async(partial, local, counts, ElemType::f32, ReduceOp::sum)->wait();
-  });
+  timed(stats_.reduce_scatter_bytes, bytes,
+        [&] { group_.reduce_scatter_async(partial, local, counts, ElemType::f32, ReduceOp::sum)->wait(); });
   return local;
 }
 

@@ -16,7 +16,7 @@ struct TpStats {
   int64_t allgather_bytes = 0;       // this rank's rows, gathered (sequence parallel)
   int64_t reduce_scatter_bytes = 0;  // whole partial sums, scattered (sequence parallel)
   int64_t collectives = 0;
-  double seconds = 0.0;              // waiting for them
+  double seconds = 0.0;  // waiting for them
 };
 
 class TensorParallelRegions : public TpRegions {
