@@ -16,60 +16,75 @@ namespace dtrain {
 namespace {
 constexpr int64_t kChunk = 512;
 
-// Per row r of a chunk of logits l (vocabulary slice [v0, v0 + V)): mx[r] = max, then with the
-// other slices' combined (when `combine` is set), st[2r] = sum of exp(l - mx), st[2r+1] = the
-// target's logit (0 when the target lies in another slice); with grad, l becomes exp(l - mx).
-// (Only the first W of each row's V logits are words: the rest pad the slice.)
-DT_SIMD void row_max(const float* logits, float* mx, int64_t n, int64_t V, int64_t W) {
-#pragma omp parallel for schedule(static)
-  for (int64_t r = 0; r < n; ++r) {
-    const float* l = logits + r * V;
-    float m = -std::numeric_limits<float>::max();
+// The three steps on one row l of a chunk of logits (vocabulary slice [v0, v0 + V), of which the
+// first W are words and the rest pad the slice). t: the target's column in the slice.
+struct RowGeometry {
+  int64_t V, W, v0;
+};
+
+// 1. the row's max
+DT_SIMD inline float row_max(const float* l, const RowGeometry& g) {
+  float m = -std::numeric_limits<float>::max();
 #pragma omp simd reduction(max : m)
-    for (int64_t v = 0; v < W; ++v) m = l[v] > m ? l[v] : m;
-    mx[r] = m;
-  }
+  for (int64_t v = 0; v < g.W; ++v) m = l[v] > m ? l[v] : m;
+  return m;
 }
 
-DT_SIMD void row_sums(float* logits, const int32_t* targets, const float* mx, float* st, int64_t n, int64_t V,
-                      int64_t W, int64_t v0, bool grad) {
-#pragma omp parallel for schedule(static)
-  for (int64_t r = 0; r < n; ++r) {
-    float* l = logits + r * V;
-    const int64_t t = int64_t(targets[r]) - v0;
-    st[2 * r + 1] = t >= 0 && t < W ? l[t] : 0.0f;
-    const float m = mx[r];
-    float sum = 0.0f;
-    if (grad) {
+// 2. with the max m (combined across slices): st[0] = sum of exp(l - m), st[1] = the target's logit
+// (0 when it lies in another slice); with grad, l becomes exp(l - m) (0 on padding)
+DT_SIMD inline void row_sums(float* l, int64_t t, float m, float* st, const RowGeometry& g, bool grad) {
+  st[1] = t >= 0 && t < g.W ? l[t] : 0.0f;
+  float sum = 0.0f;
+  if (grad) {
 #pragma omp simd reduction(+ : sum)
-      for (int64_t v = 0; v < W; ++v) {
-        l[v] = fast_exp(l[v] - m);
-        sum += l[v];
-      }
-      for (int64_t v = W; v < V; ++v) l[v] = 0.0f;  // padding: no gradient
-    } else {
-#pragma omp simd reduction(+ : sum)
-      for (int64_t v = 0; v < W; ++v) sum += fast_exp(l[v] - m);
+    for (int64_t v = 0; v < g.W; ++v) {
+      l[v] = fast_exp(l[v] - m);
+      sum += l[v];
     }
-    st[2 * r] = sum;
+    for (int64_t v = g.W; v < g.V; ++v) l[v] = 0.0f;
+  } else {
+#pragma omp simd reduction(+ : sum)
+    for (int64_t v = 0; v < g.W; ++v) sum += fast_exp(l[v] - m);
   }
+  st[0] = sum;
 }
 
-// loss = log(sum) + max - target logit; with grad, l (holding exp(l - max)) becomes the loss
-// gradient grad_scale * (softmax - onehot(target)) (all zero when grad_scale is 0).
-DT_SIMD void row_losses(float* logits, const int32_t* targets, const float* mx, const float* st, float* losses,
-                        int64_t n, int64_t V, int64_t W, int64_t v0, bool grad, float grad_scale) {
-#pragma omp parallel for schedule(static)
-  for (int64_t r = 0; r < n; ++r) {
-    losses[r] = std::log(st[2 * r]) + mx[r] - st[2 * r + 1];
-    if (!grad) continue;
-    float* l = logits + r * V;
-    const float k = grad_scale / st[2 * r];
+// 3. with the sums combined: the loss log(sum) + max - target logit; with grad, l becomes the loss
+// gradient grad_scale * (softmax - onehot(target)) (all zero when grad_scale is 0)
+DT_SIMD inline float row_loss(float* l, int64_t t, float m, const float* st, const RowGeometry& g, bool grad,
+                              float grad_scale) {
+  if (grad) {
+    const float k = grad_scale / st[0];
 #pragma omp simd
-    for (int64_t v = 0; v < V; ++v) l[v] *= k;
-    const int64_t t = int64_t(targets[r]) - v0;
-    if (t >= 0 && t < W) l[t] -= grad_scale;
+    for (int64_t v = 0; v < g.V; ++v) l[v] *= k;
+    if (t >= 0 && t < g.W) l[t] -= grad_scale;
   }
+  return std::log(st[0]) + m - st[1];
+}
+
+// The rows of a chunk: one pass per row while it is in cache; with other vocabulary slices, each
+// step over every row, their statistics combined between the steps.
+void softmax_rows(float* logits, const int32_t* targets, float* mx, float* st, float* losses, int64_t n,
+                  const RowGeometry& g, bool grad, float grad_scale, RowStatsCombiner* combine) {
+  auto row = [&](int64_t r) { return logits + r * g.V; };
+  auto target = [&](int64_t r) { return int64_t(targets[r]) - g.v0; };
+  if (!combine) {
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < n; ++r) {
+      mx[r] = row_max(row(r), g);
+      row_sums(row(r), target(r), mx[r], st + 2 * r, g, grad);
+      losses[r] = row_loss(row(r), target(r), mx[r], st + 2 * r, g, grad, grad_scale);
+    }
+    return;
+  }
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < n; ++r) mx[r] = row_max(row(r), g);
+  combine->max(mx, n);
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < n; ++r) row_sums(row(r), target(r), mx[r], st + 2 * r, g, grad);
+  combine->sum(st, 2 * n);
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < n; ++r) losses[r] = row_loss(row(r), target(r), mx[r], st + 2 * r, g, grad, grad_scale);
 }
 }  // namespace
 
@@ -89,13 +104,8 @@ double classifier_cross_entropy(const ClassifierArgs& a, float* per_row) {
     const int64_t n = std::min(chunk, a.N - r0);
     const float* xc = a.x + r0 * a.d;
     linear_forward(xc, a.W, a.bias, logits, n, a.d, a.V, a.precision);
-    const bool grad = a.dx != nullptr;
-    const int64_t W = a.words >= 0 ? a.words : a.V;
-    row_max(logits, mx, n, a.V, W);
-    if (a.combine) a.combine->max(mx, n);
-    row_sums(logits, a.targets + r0, mx, st, n, a.V, W, a.vocab_begin, grad);
-    if (a.combine) a.combine->sum(st, 2 * n);
-    row_losses(logits, a.targets + r0, mx, st, losses, n, a.V, W, a.vocab_begin, grad, a.grad_scale);
+    const RowGeometry g{a.V, a.words >= 0 ? a.words : a.V, a.vocab_begin};
+    softmax_rows(logits, a.targets + r0, mx, st, losses, n, g, a.dx != nullptr, a.grad_scale, a.combine);
     for (int64_t r = 0; r < n; ++r) {
       total += losses[r];
       if (per_row) per_row[r0 + r] = losses[r];
