@@ -133,12 +133,16 @@ void SafetensorsWriter::commit() {
   file_->commit();
 }
 
-void write_safetensors(const std::string& path, const std::vector<SafeTensorView>& tensors,
-                       const std::map<std::string, std::string>& metadata) {
+std::vector<SafeTensorSpec> specs_of(const std::vector<SafeTensorView>& tensors) {
   std::vector<SafeTensorSpec> specs;
   specs.reserve(tensors.size());
   for (const SafeTensorView& t : tensors) specs.push_back({t.name, t.dtype, t.shape});
-  SafetensorsWriter writer(path, std::move(specs), metadata);
+  return specs;
+}
+
+void write_safetensors(const std::string& path, const std::vector<SafeTensorView>& tensors,
+                       const std::map<std::string, std::string>& metadata) {
+  SafetensorsWriter writer(path, specs_of(tensors), metadata);
   for (const SafeTensorView& t : tensors) writer.append(t.data);
   writer.commit();
 }

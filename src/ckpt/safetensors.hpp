@@ -30,6 +30,9 @@ struct SafeTensorSpec {
   std::vector<int64_t> shape;
 };
 
+// The specs of tensors at hand (their names, dtypes and shapes).
+std::vector<SafeTensorSpec> specs_of(const std::vector<SafeTensorView>& tensors);
+
 // Writes a safetensors file tensor by tensor, so that not all tensors need to be in memory at once:
 // the header (all names, dtypes, shapes, offsets, and metadata) is made and validated up front from
 // the specs, then append() gives each tensor's bytes in the spec order; commit() makes the file

@@ -158,8 +158,7 @@ TEST(SafetensorsWriter, TensorByTensorEqualsWholeFileWrite) {
   views.push_back({"scalar", DType::f32, {}, &scalar});
   write_safetensors(dir / "whole.safetensors", views, meta);
 
-  std::vector<SafeTensorSpec> specs;
-  for (const auto& v : views) specs.push_back({v.name, v.dtype, v.shape});
+  const std::vector<SafeTensorSpec> specs = specs_of(views);
   SafetensorsWriter w(dir / "streamed.safetensors", specs, meta);
   for (const auto& v : views) {
     EXPECT_FALSE(w.done());
@@ -195,8 +194,7 @@ TEST(SafetensorsWriter, DestroyedBeforeCommitLeavesNothing) {
   TempDir dir;
   Sample s;
   const std::vector<SafeTensorView> views = s.views();
-  std::vector<SafeTensorSpec> specs;
-  for (const auto& v : views) specs.push_back({v.name, v.dtype, v.shape});
+  const std::vector<SafeTensorSpec> specs = specs_of(views);
   {
     SafetensorsWriter w(dir / "new.safetensors", specs);
     w.append(views[0].data);
@@ -218,8 +216,7 @@ TEST(SafetensorsWriter, WrongNumberOfAppendsFails) {
   TempDir dir;
   Sample s;
   const std::vector<SafeTensorView> views = s.views();
-  std::vector<SafeTensorSpec> specs;
-  for (const auto& v : views) specs.push_back({v.name, v.dtype, v.shape});
+  const std::vector<SafeTensorSpec> specs = specs_of(views);
   const std::string path = dir / "m.safetensors";
   {
     SafetensorsWriter w(path, specs);
@@ -245,8 +242,7 @@ TEST(SafetensorsWriter, SameValidationErrorsAsWriteSafetensors) {
   float x = 0;
   const std::string path = dir / "a";
   auto both = [&](const std::vector<SafeTensorView>& views) {
-    std::vector<SafeTensorSpec> specs;
-    for (const auto& v : views) specs.push_back({v.name, v.dtype, v.shape});
+    const std::vector<SafeTensorSpec> specs = specs_of(views);
     std::string whole = error_of([&] { write_safetensors(path, views); });
     std::string streamed = error_of([&] {
       SafetensorsWriter w(path, specs);
