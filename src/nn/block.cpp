@@ -19,8 +19,8 @@ Block::Block(ComputeDevice& dev, const ModelConfig& c, int i, uint32_t unit_id, 
       unit_("blocks." + std::to_string(i)) {
   const std::string p = unit_.name();
   const int64_t d = c.dim, R = max_rows, dl = heads_ * (d / c.heads);
-  const int64_t Rn = slice.sequence ? R / slice.count : R;  // rows of the norms and residuals
-  const bool rows_split = slice.sequence && slice.count > 1;
+  const int64_t Rn = slice.local_rows(R);  // rows of the norms and residuals
+  const bool rows_split = slice.splits_rows();
   qkv_ = Linear(dev, unit_, p + ".attn.qkv", d, 3 * d, true, Init::zeros, LinearCut::columns, slice, 3);
   out_ = Linear(dev, unit_, p + ".attn.out", d, d, true, Init::zeros, LinearCut::rows, slice);
   ln1_ = LayerNorm(dev, unit_, p + ".norm1", d, c.ln_eps, arena, Rn, rows_split);
@@ -58,7 +58,7 @@ void Block::attn_forward(const float* u, float* a_out, const StepContext& ctx) {
 
 void Block::input_grad(float* partial, float* du, bool accumulate, const StepContext& ctx, const Workspace& ws) {
   const float* total = regions_.sum_partials(partial, ws.full1, ctx.rows(), c_.dim);
-  const int64_t n = local_rows(ctx) * c_.dim;
+  const int64_t n = slice_.local_rows(ctx.rows()) * c_.dim;
   if (accumulate)
     dev_.add(du, total, du, n);
   else
@@ -133,7 +133,7 @@ static void residual_dropout(ComputeDevice& dev, const float* x, float* a, float
 }
 
 void Block::forward(const float* x, const StepContext& ctx, const Workspace& ws) {
-  const int64_t rows = ctx.rows(), n = local_rows(ctx), d = c_.dim;
+  const int64_t rows = ctx.rows(), n = slice_.local_rows(rows), d = c_.dim;
   const bool pre = c_.pre_norm;
   if (pre) ln1_.forward(x, ln1_out_, n);
   u1_ = pre ? ln1_out_ : x;
@@ -152,7 +152,7 @@ void Block::forward(const float* x, const StepContext& ctx, const Workspace& ws)
 
 void Block::backward(const float* x, const float* dout, float* dx, const StepContext& ctx,
                      const Workspace& ws) {
-  const int64_t n = local_rows(ctx), d = c_.dim;
+  const int64_t n = slice_.local_rows(ctx.rows()), d = c_.dim;
   const DropoutSpec drop_ff_out = drop_rows(ctx, kDropFfOut), drop_attn = drop_rows(ctx, kDropAttnOut);
   if (!c_.pre_norm) {
     ln2_.backward(r2_, dout, ws.tmp2, n, false);                 // tmp2 = d r2

@@ -35,11 +35,8 @@ class Block {
                      const Workspace& ws);
   // du (+)= the slices' input-gradient partial sums `partial` [all rows, d] added up (this slice's rows).
   void input_grad(float* partial, float* du, bool accumulate, const StepContext& ctx, const Workspace& ws);
-  // The rows this slice runs its norms, dropout and residuals on, and where they start.
-  int64_t local_rows(const StepContext& ctx) const { return slice_.sequence ? ctx.rows() / slice_.count : ctx.rows(); }
-  int64_t row_offset(const StepContext& ctx) const { return slice_.sequence ? slice_.index * local_rows(ctx) : 0; }
   DropoutSpec drop_rows(const StepContext& ctx, uint32_t site) const {
-    return ctx.drop_rows(id_, site, row_offset(ctx));
+    return ctx.drop_rows(id_, site, slice_.first_row(ctx.rows()));
   }
   AttentionShape attention_shape(const StepContext& ctx) const;
   DropoutSpec drop_probs(const StepContext& ctx) const;

@@ -13,9 +13,8 @@ TransformerLM::TransformerLM(const ModelConfig& c, int64_t max_batch, ComputeDev
     : dev_(device), c_(c), slice_(slice), regions_(regions), max_batch_(max_batch), arena_(device) {
   c_.validate();
   c_.validate_tensor_parallel(slice.count, slice.sequence);
-  slice_.sequence = slice.sequence && slice.count > 1;
   const int64_t R = max_batch * c.seq_len, d = c.dim;
-  const int64_t Rn = slice_.sequence ? R / slice.count : R;  // rows of the norms and residuals
+  const int64_t Rn = slice.local_rows(R);  // rows of the norms and residuals
   const TpSplit vocab{0, 1};  // embedding and classifier rows: the vocabulary
   wte_ = embed_unit_.add("embed.weight", {c.vocab_size, d}, Init::xavier, 0, vocab, slice);
   if (c.learned_positions) wpe_ = embed_unit_.add("pos.weight", {c.seq_len, d}, Init::xavier);
@@ -25,7 +24,7 @@ TransformerLM::TransformerLM(const ModelConfig& c, int64_t max_batch, ComputeDev
     blocks_.push_back(std::make_unique<Block>(dev_, c_, i, uint32_t(i + 1), arena_, R, slice_, regions_));
     units_.push_back(&blocks_.back()->unit());
   }
-  if (c.final_norm) norm_f_ = LayerNorm(dev_, head_unit_, "norm_f", d, c.ln_eps, arena_, Rn, slice_.sequence);
+  if (c.final_norm) norm_f_ = LayerNorm(dev_, head_unit_, "norm_f", d, c.ln_eps, arena_, Rn, slice.splits_rows());
   if (!c.tied) head_w_ = head_unit_.add("head.weight", {c.vocab_size, d}, Init::xavier, 0, vocab, slice);
   if (c.head_bias) head_b_ = head_unit_.add("head.bias", {c.vocab_size}, Init::fan_in_uniform, d, vocab, slice);
   if (c.tied) head_unit_.add_read(&embed_unit_);
@@ -132,14 +131,14 @@ ClassifierArgs TransformerLM::classifier_args(const float* h, const int32_t* tar
 const float* TransformerLM::run_forward(const int32_t* inputs, const StepContext& ctx, UnitHooks* hooks) {
   DT_ASSERT(ctx.B <= max_batch_ && ctx.T <= c_.seq_len);
   const int64_t rows = ctx.rows(), d = c_.dim;
-  const int64_t n = local_rows(ctx);
+  const int64_t n = slice_.local_rows(rows);
   if (hooks) hooks->pre_forward(embed_unit_);
   // each vocabulary slice's rows of the table (positions added by slice 0), summed across slices
-  float* part = slice_.sequence ? ws_.full1 : h0_;
+  float* part = slice_.splits_rows() ? ws_.full1 : h0_;
   const float* pos = slice_.index != 0 ? nullptr : c_.learned_positions ? wpe_.data() : pos_table_;
   dev_.embedding_forward(inputs, wte_.data(), pos, part, ctx.B, ctx.T, d, vocab_range());
   regions_.sum_partials(part, h0_, rows, d);
-  dev_.dropout_forward(h0_, h0_, n, d, ctx.drop_rows(0, kDropEmbed, row_offset(ctx)));
+  dev_.dropout_forward(h0_, h0_, n, d, ctx.drop_rows(0, kDropEmbed, slice_.first_row(rows)));
   if (hooks) hooks->post_forward(embed_unit_);
   const float* h = h0_;
   for (auto& b : blocks_) {
@@ -175,12 +174,12 @@ void TransformerLM::queue_forward_backward(const int32_t* host_inputs, const int
   const int32_t* inputs = stage(host_inputs, inputs_, rows);
   const int32_t* targets = stage(host_targets, targets_, rows);
   if (hooks) hooks->begin_pass(true);
-  const int64_t n = local_rows(ctx);
+  const int64_t n = slice_.local_rows(rows);
   const float* h = run_forward(inputs, ctx, hooks);
   ClassifierArgs a = classifier_args(h, targets, ctx);
   a.grad_scale = ctx.loss_scale;
   float* dh = c_.final_norm ? dhf_ : ws_.grad_a;  // the head input's gradient, this slice's rows
-  a.dx = slice_.sequence ? ws_.full1 : dh;        // each vocabulary slice's part, summed below
+  a.dx = slice_.splits_rows() ? ws_.full1 : dh;        // each vocabulary slice's part, summed below
   a.dW = head_weight_grad();
   a.dbias = c_.head_bias ? head_b_.grad() : nullptr;
   dev_.classifier_loss(a, nullptr, loss_sum_);
@@ -205,7 +204,7 @@ void TransformerLM::queue_forward_backward(const int32_t* host_inputs, const int
     std::swap(dout, dx);
   }
   if (hooks) hooks->pre_backward(embed_unit_);
-  dev_.dropout_backward(dout, dout, n, d, ctx.drop_rows(0, kDropEmbed, row_offset(ctx)));
+  dev_.dropout_backward(dout, dout, n, d, ctx.drop_rows(0, kDropEmbed, slice_.first_row(rows)));
   dev_.embedding_backward(inputs, regions_.all_rows(dout, ws_.full1, rows, d), wte_.grad(),
                           c_.learned_positions ? wpe_.grad() : nullptr, ctx.B, ctx.T, d, vocab_range());
   if (hooks) hooks->post_backward(embed_unit_);

@@ -84,11 +84,8 @@ class TransformerLM {
   const int32_t* stage(const int32_t* host, int32_t* device_copy, int64_t n);
   const float* head_weight() const;
   float* head_weight_grad() const;
-  // The vocabulary slice this model's embedding and classifier hold; the rows its norms, dropout and
-  // residuals run on (sequence parallel: a share of the batch's) and where they start.
+  // The vocabulary slice this model's embedding and classifier hold.
   VocabRange vocab_range() const;
-  int64_t local_rows(const StepContext& ctx) const { return slice_.sequence ? ctx.rows() / slice_.count : ctx.rows(); }
-  int64_t row_offset(const StepContext& ctx) const { return slice_.sequence ? slice_.index * local_rows(ctx) : 0; }
   // The classifier and loss over all rows of the head's input `h` (this slice's rows), with the
   // vocabulary slices' row statistics combined; in training dx gets the input's gradient.
   ClassifierArgs classifier_args(const float* h, const int32_t* targets, const StepContext& ctx);

@@ -28,6 +28,11 @@ struct TpSlice {
   int count = 1;
   int index = 0;
   bool sequence = false;
+  bool splits_rows() const { return sequence && count > 1; }
+  // Of a pass's `rows` rows, those this slice runs its norms, dropout and residuals on: how many, and
+  // the first (sequence parallel: a contiguous share; otherwise all of them).
+  int64_t local_rows(int64_t rows) const { return splits_rows() ? rows / count : rows; }
+  int64_t first_row(int64_t rows) const { return splits_rows() ? index * local_rows(rows) : 0; }
 };
 
 struct ParamInfo {

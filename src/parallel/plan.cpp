@@ -15,7 +15,6 @@ ParallelModel::ParallelModel(const ModelConfig& config, int64_t max_batch, Compu
   const MeshShape& shape = mesh.shape();
   // 1. tensor parallel: this rank's slice of every layer, meeting the others over the tp group
   const TpSlice slice = tp_slice_of(mesh, plan);
-  config.validate_tensor_parallel(slice.count, slice.sequence);
   if (slice.count > 1) regions_ = std::make_unique<TensorParallelRegions>(mesh.group(MeshDim::tp), slice.sequence);
   TpRegions& regions = regions_ ? static_cast<TpRegions&>(*regions_) : no_tp_regions();
   // 2. data parallel: sharded from the start (no rank ever holds the whole slice's parameters,

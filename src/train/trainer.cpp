@@ -203,8 +203,7 @@ struct Trainer::Impl {
     plan.fsdp.gather_bf16 = precision == Precision::bf16;  // master shards and optimizer state stay f32
     plan.fsdp.reduce_bf16 = cfg.parallel.fsdp_reduce_dtype == "bf16";
     plan.ddp_bucket_bytes = size_t(cfg.parallel.bucket_mb * (1 << 20));
-    const TpSlice slice = tp_slice_of(*mesh, plan);
-    cfg.model.validate_tensor_parallel(slice.count, slice.sequence);
+    const TpSlice slice = tp_slice_of(*mesh, plan);  // (a model built for it names what it does not divide)
     auto too_big = [&](const std::string& why) {
       return Error("train.batch_size = " + std::to_string(B) + " does not fit in " +
                    (dev->kind() == DeviceKind::cpu ? "this machine's memory" : dev->describe() + "'s memory") + " (" +
