@@ -95,6 +95,7 @@ struct Trainer::Impl {
   FullyShardedDataParallel* fsdp = nullptr;      // dp_shard > 1
   TensorParallelRegions* tp_regions = nullptr;   // tp > 1: where the model's slices meet
   TpStats tp_train;                              // the regions' traffic in training steps only
+  int64_t tp_steps = 0;                          // the steps it is of
   int dp = 1, dp_rank = 0;
   double device_seconds = 0.0;  // step time on the device's clock
   double loss_read = 0.0, loss_divisor = 0.0;  // see train_step
@@ -406,18 +407,6 @@ struct Trainer::Impl {
     return n;
   }
 
-  int64_t tp_steps = 0;
-  void add_tp_stats() {
-    const TpStats& t = tp_regions->stats();
-    tp_train.allreduce_bytes += t.allreduce_bytes;
-    tp_train.allgather_bytes += t.allgather_bytes;
-    tp_train.reduce_scatter_bytes += t.reduce_scatter_bytes;
-    tp_train.collectives += t.collectives;
-    tp_train.seconds += t.seconds;
-    ++tp_steps;
-  }
-
-
   // epoch: the epoch the evaluation belongs to (1-based); the final test counts completed epochs
   void log_eval(const char* split, double loss, int64_t epoch) {
     if (!root) return;
@@ -560,7 +549,10 @@ struct Trainer::Impl {
         int64_t rows = 0;
         if (tp_regions) tp_regions->reset_stats();  // (evaluations between steps are not counted)
         train_step(loader, sampler, micro, batch, rows);
-        if (tp_regions) add_tp_stats();
+        if (tp_regions) {
+          tp_train += tp_regions->stats();
+          ++tp_steps;
+        }
         double norm = 0.0;
         if (cfg.optim.grad_clip > 0) {
           norm = par->grad_norm();
@@ -667,7 +659,7 @@ struct Trainer::Impl {
       s["ddp_hidden_fraction"] = hidden;
     }
     if (tp_regions && tp_steps > 0) {
-      const double steps = double(std::max<int64_t>(tp_steps, 1));
+      const double steps = double(tp_steps);
       const TpStats& t = tp_train;
       std::printf("tensor parallel: per step and rank %.2f MB all-reduced, %.2f MB all-gathered, %.2f MB "
                   "reduce-scattered in %.0f collectives; %.2f s waiting in all\n",

@@ -17,6 +17,14 @@ struct TpStats {
   int64_t reduce_scatter_bytes = 0;  // whole partial sums, scattered (sequence parallel)
   int64_t collectives = 0;
   double seconds = 0.0;  // waiting for them
+  TpStats& operator+=(const TpStats& o) {
+    allreduce_bytes += o.allreduce_bytes;
+    allgather_bytes += o.allgather_bytes;
+    reduce_scatter_bytes += o.reduce_scatter_bytes;
+    collectives += o.collectives;
+    seconds += o.seconds;
+    return *this;
+  }
 };
 
 class TensorParallelRegions : public TpRegions {
