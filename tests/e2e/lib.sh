@@ -1,7 +1,7 @@
 # Shared start of the end-to-end scripts (sourced, not a test): arguments, a work dir removed on
 # exit (and the processes listed in $pids killed), fail(), expect_one_error(), wait_for(),
-# worker_pid(), the layout-equivalence helpers run_one(), run_ranks() and same_weights(), a
-# python3 for reading outputs, and the built-in corpus prepared in $work/data.
+# worker_pid(), the layout-equivalence helpers run_one(), run_ranks() and same_weights(),
+# restart_after_kill(), a python3 for reading outputs, and the built-in corpus prepared in $work/data.
 # Usage: source "$2/tests/e2e/lib.sh" "$1" "$2" "why python3 is needed"
 set -euo pipefail
 bin=$1 src=$2
@@ -56,4 +56,25 @@ run_ranks() {  # $1 = name, $2 = ranks, then extra arguments
 same_weights() {  # $1 = reference run, $2 = run, $3 = tolerance
   "$py" "$src/tests/python/compare_weights.py" "$work/$1/model_final" "$work/$2/model_final" "$3" "$2 vs $1" ||
     fail "$2 does not reproduce $1's trajectory"
+}
+# A job run by `dtrun --standalone --max-restarts 1 ARGS…` into the run dir $work/restarted (output in
+# $work/restarted.out) loses rank 1 (kill -9) once its step-20 checkpoint exists: it must restart its
+# workers, resume from a checkpoint whose step matches $1 (a grep pattern), and end with the weights
+# of the uninterrupted run in $work/straight.
+restart_after_kill() {  # $1 = pattern of the step resumed from, then dtrun's arguments
+  local resumed=$1; shift
+  "$bin/dtrun" --standalone --max-restarts 1 "$@" --run-dir "$work/restarted" >"$work/restarted.out" 2>&1 &
+  local agent=$!
+  pids+=("$agent")
+  wait_for 120 test -d "$work/restarted/checkpoints/step_000000020" ||
+    { cat "$work/restarted.out"; fail "no checkpoint to resume from"; }
+  local victim
+  victim=$(worker_pid "$agent" 1)
+  [ -n "$victim" ] && kill -9 "$victim"
+  local rc=0; wait "$agent" || rc=$?
+  [ "$rc" -eq 0 ] || { cat "$work/restarted.out"; fail "the restarted job failed ($rc)"; }
+  grep -q "restarting all workers (restart 1 of 1)" "$work/restarted.out" || { cat "$work/restarted.out"; fail "no restart"; }
+  grep -q "^\[0\]: resumed from .*step_$resumed" "$work/restarted.out" || { cat "$work/restarted.out"; fail "did not resume"; }
+  "$py" "$src/tests/python/compare_weights.py" "$work/straight/model_final" "$work/restarted/model_final" 0 \
+    "restarted vs uninterrupted" || fail "the restarted run ended with other weights"
 }

@@ -46,18 +46,8 @@ for p in $kids; do ! kill -0 "$p" 2>/dev/null || fail "worker $p still runs afte
 restart=(--set train.max_steps=200 --set train.epochs=0 --set train.checkpoint_every=20)
 "$bin/dtrun" --standalone --nproc-per-node 2 "$bin/dtrain" train "${common[@]}" "${restart[@]}" \
   --run-dir "$work/straight" >"$work/straight.out" 2>&1 || { cat "$work/straight.out"; fail "uninterrupted run failed"; }
-"$bin/dtrun" --standalone --nproc-per-node 2 --max-restarts 1 "$bin/dtrain" train "${common[@]}" "${restart[@]}" \
-  --set train.keep_checkpoints=10 --run-dir "$work/restarted" >"$work/restarted.out" 2>&1 &
-agent=$!
-wait_for 120 test -d "$work/restarted/checkpoints/step_000000020" || { cat "$work/restarted.out"; fail "no checkpoint"; }
-victim=$(worker_pid "$agent" 1)
-[ -n "$victim" ] && kill -9 "$victim"
-rc=0; wait "$agent" || rc=$?
-[ "$rc" -eq 0 ] || { cat "$work/restarted.out"; fail "the restarted job failed ($rc)"; }
-grep -q "restarting all workers (restart 1 of 1)" "$work/restarted.out" || { cat "$work/restarted.out"; fail "no restart"; }
-grep -q "^\[0\]: resumed from .*step_000000[0-1][0-9]0" "$work/restarted.out" || { cat "$work/restarted.out"; fail "did not resume"; }
-"$py" "$src/tests/python/compare_weights.py" "$work/straight/model_final" "$work/restarted/model_final" 0 \
-  "restarted vs uninterrupted" || fail "the restarted run ended with other weights"
+restart_after_kill "000000[0-1][0-9]0" --nproc-per-node 2 "$bin/dtrain" train "${common[@]}" "${restart[@]}" \
+  --set train.keep_checkpoints=10
 
 # 4. Usage errors.
 out=$("$bin/dtrun" --nproc-per-node 2 2>&1) && fail "dtrun without a program succeeded"

@@ -95,20 +95,8 @@ grep -q "^\[0\]: resumed from .*step_000000025" "$work/resumed.out" || { cat "$w
 # checkpoint and ends with the uninterrupted run's weights.
 restart=(--set train.batch_size=8 --set parallel.dp_shard=2 --set train.max_steps=120 --set train.checkpoint_every=20)
 ranks straight 2 "${restart[@]}"
-"$bin/dtrun" --standalone --nproc-per-node 2 --max-restarts 1 "$bin/dtrain" train "${common[@]}" --set train.threads=1 \
-  "${restart[@]}" --set train.keep_checkpoints=10 --run-dir "$work/restarted" >"$work/restarted.out" 2>&1 &
-agent=$!
-pids+=("$agent")
-wait_for 120 test -d "$work/restarted/checkpoints/step_000000020" ||
-  { cat "$work/restarted.out"; fail "no checkpoint to resume from"; }
-victim=$(worker_pid "$agent" 1)
-[ -n "$victim" ] && kill -9 "$victim"
-rc=0; wait "$agent" || rc=$?
-[ "$rc" -eq 0 ] || { cat "$work/restarted.out"; fail "the restarted FSDP job failed ($rc)"; }
-grep -q "restarting all workers (restart 1 of 1)" "$work/restarted.out" || { cat "$work/restarted.out"; fail "no restart"; }
-grep -q "^\[0\]: resumed from .*step_0000000[0-9]0" "$work/restarted.out" || { cat "$work/restarted.out"; fail "did not resume"; }
-"$py" "$src/tests/python/compare_weights.py" "$work/straight/model_final" "$work/restarted/model_final" 0 \
-  "restarted vs uninterrupted" || fail "the restarted FSDP run ended with other weights"
+restart_after_kill "0000000[0-9]0" --nproc-per-node 2 "$bin/dtrain" train "${common[@]}" --set train.threads=1 \
+  "${restart[@]}" --set train.keep_checkpoints=10
 
 # model_final is whole: a one-process evaluation and generation read it.
 "$bin/dtrain" generate --checkpoint "$work/fsdp2/model_final" --prompt "the" --tokens 5 >"$work/gen.out" 2>&1 ||
