@@ -2,12 +2,13 @@
 // rank's tensor-parallel slice, then sharded by FSDP over dp_shard (each rank's slice) or replicated
 // with DDP over the data-parallel ranks, and the optimizer steps what this rank owns. What a
 // training step needs of the result lives here too: hooks, zeroing and finishing gradients, the
-// global gradient norm.
+// global gradient norm; and, after the run, what each strategy moved.
 #pragma once
 #include <cstdint>
 #include <memory>
 
 #include "comm/mesh.hpp"
+#include "core/json.hpp"
 #include "optim/optimizer.hpp"
 #include "parallel/ddp/ddp.hpp"
 #include "parallel/fsdp/fsdp.hpp"
@@ -44,7 +45,7 @@ class ParallelModel {
   void broadcast_parameters();
   UnitHooks* hooks();       // training passes
   UnitHooks* eval_hooks();  // evaluation passes (FSDP gathers; DDP has nothing to do)
-  void zero_grad();
+  void zero_grad();  // a step begins
   // Off: gradients only accumulate locally (the non-final micro-steps of gradient accumulation).
   void set_sync(bool last_micro_step);
   // After a step's last micro-step: gradients averaged over the data-parallel ranks, and those a
@@ -52,6 +53,10 @@ class ParallelModel {
   void finish_gradients();
   // The global gradient norm (collective over the shard and tp ranks).
   double grad_norm();
+  // After the run: a line per strategy on what it moved in training steps (and how much of it the
+  // computation hid), printed, with the same figures into `summary` (summary.json). host_timing:
+  // the collectives ran on the host's clock (Gloo), so overlap measured there means something.
+  void report(Json& summary, bool host_timing) const;
 
  private:
   DeviceMesh& mesh_;
@@ -61,6 +66,8 @@ class ParallelModel {
   std::unique_ptr<DataParallel> ddp_;
   std::unique_ptr<Optimizer> opt_;
   std::unique_ptr<TensorParallelGrads> tp_grads_;
+  TpStats tp_train_;      // the regions' traffic from zero_grad to finish_gradients (evaluations not counted)
+  int64_t tp_steps_ = 0;  // the steps it is of
 };
 
 }  // namespace dtrain

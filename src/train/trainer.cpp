@@ -94,8 +94,6 @@ struct Trainer::Impl {
   DataParallel* ddp = nullptr;                   // dp_shard = 1, dp > 1: replicated parameters
   FullyShardedDataParallel* fsdp = nullptr;      // dp_shard > 1
   TensorParallelRegions* tp_regions = nullptr;   // tp > 1: where the model's slices meet
-  TpStats tp_train;                              // the regions' traffic in training steps only
-  int64_t tp_steps = 0;                          // the steps it is of
   int dp = 1, dp_rank = 0;
   double device_seconds = 0.0;  // step time on the device's clock
   double loss_read = 0.0, loss_divisor = 0.0;  // see train_step
@@ -547,12 +545,7 @@ struct Trainer::Impl {
         dev->timer_start();
         const int64_t micro = std::min(A, batches - st.batch_in_epoch);
         int64_t rows = 0;
-        if (tp_regions) tp_regions->reset_stats();  // (evaluations between steps are not counted)
         train_step(loader, sampler, micro, batch, rows);
-        if (tp_regions) {
-          tp_train += tp_regions->stats();
-          ++tp_steps;
-        }
         double norm = 0.0;
         if (cfg.optim.grad_clip > 0) {
           norm = par->grad_norm();
@@ -648,51 +641,7 @@ struct Trainer::Impl {
                 dp > 1 ? " per rank" : "");
     Json s = Json::object();
     // NCCL work runs on the GPU's own clock, so the host-side overlap figures hold for Gloo only
-    if (ddp && ddp->stats().steps > 0 && dev->kind() == DeviceKind::cpu) {
-      const DdpStats& d = ddp->stats();
-      const double hidden = d.comm_seconds > 0 ? std::max(0.0, 1.0 - d.exposed_seconds / d.comm_seconds) : 0.0;
-      std::printf("data parallel: %d ranks, %.1f MB of gradients per step; allreduce %.2f s in all, %.2f s of it "
-                  "exposed after backward (%.0f%% hidden)\n",
-                  dp, double(d.bytes) / 1e6, d.comm_seconds, d.exposed_seconds, 100.0 * hidden);
-      s["ddp_comm_seconds"] = d.comm_seconds;
-      s["ddp_exposed_seconds"] = d.exposed_seconds;
-      s["ddp_hidden_fraction"] = hidden;
-    }
-    if (tp_regions && tp_steps > 0) {
-      const double steps = double(tp_steps);
-      const TpStats& t = tp_train;
-      std::printf("tensor parallel: per step and rank %.2f MB all-reduced, %.2f MB all-gathered, %.2f MB "
-                  "reduce-scattered in %.0f collectives; %.2f s waiting in all\n",
-                  double(t.allreduce_bytes) / steps / 1e6, double(t.allgather_bytes) / steps / 1e6,
-                  double(t.reduce_scatter_bytes) / steps / 1e6, double(t.collectives) / steps, t.seconds);
-      s["tp"] = mesh->shape().tp;
-      s["tp_sequence"] = cfg.parallel.tp_sequence;
-      s["tp_allreduce_bytes_per_step"] = double(t.allreduce_bytes) / steps;
-      s["tp_allgather_bytes_per_step"] = double(t.allgather_bytes) / steps;
-      s["tp_reduce_scatter_bytes_per_step"] = double(t.reduce_scatter_bytes) / steps;
-      s["tp_collectives_per_step"] = double(t.collectives) / steps;
-      s["tp_comm_seconds"] = t.seconds;
-    }
-    if (fsdp) {
-      const FsdpStats& f = fsdp->stats();
-      const double comm = f.gather_seconds + f.reduce_seconds;
-      const double hidden = comm > 0 ? std::max(0.0, 1.0 - f.exposed_seconds / comm) : 0.0;
-      std::printf("fully sharded: all-gather %.2f s, reduce-scatter %.2f s, %.2f s of it exposed (%.0f%% hidden); "
-                  "at most %lld units (%.1f MB) gathered at once\n",
-                  f.gather_seconds, f.reduce_seconds, f.exposed_seconds, 100.0 * hidden,
-                  (long long)f.gathered_units_peak, double(f.gathered_bytes_peak) / 1e6);
-      s["fsdp_gather_seconds"] = f.gather_seconds;
-      s["fsdp_reduce_seconds"] = f.reduce_seconds;
-      s["fsdp_exposed_seconds"] = f.exposed_seconds;
-      s["fsdp_hidden_fraction"] = hidden;
-      s["fsdp_gathered_units_peak"] = f.gathered_units_peak;
-      s["fsdp_gathered_bytes_peak"] = f.gathered_bytes_peak;
-      s["fsdp_full_grad_bytes_peak"] = f.full_grad_bytes_peak;
-      s["fsdp_shard_bytes"] = fsdp->shard_bytes();
-      s["fsdp_pool_bytes"] = fsdp->pool_bytes();
-      s["fsdp_grad_pool_bytes"] = fsdp->grad_pool_bytes();
-      s["optimizer_state_bytes"] = opt->state_bytes();
-    }
+    par->report(s, dev->kind() == DeviceKind::cpu);
     s["test_loss"] = test.loss;
     s["test_ppl"] = std::exp(test.loss);
     s["best_val_loss"] = std::isfinite(st.best_val) ? Json(st.best_val) : Json(nullptr);
