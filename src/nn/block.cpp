@@ -8,7 +8,7 @@
 namespace dtrain {
 
 Block::Block(ComputeDevice& dev, const ModelConfig& c, int i, uint32_t unit_id, Arena& arena, int64_t max_rows,
-             TpSlice slice, TpRegions& regions)
+             TpSlice slice, TpRegions& regions, int slots, bool split_backward)
     : dev_(dev),
       c_(c),
       id_(unit_id),
@@ -23,18 +23,27 @@ Block::Block(ComputeDevice& dev, const ModelConfig& c, int i, uint32_t unit_id, 
   const bool rows_split = slice.splits_rows();
   qkv_ = Linear(dev, unit_, p + ".attn.qkv", d, 3 * d, true, Init::zeros, LinearCut::columns, slice, 3);
   out_ = Linear(dev, unit_, p + ".attn.out", d, d, true, Init::zeros, LinearCut::rows, slice);
-  ln1_ = LayerNorm(dev, unit_, p + ".norm1", d, c.ln_eps, arena, Rn, rows_split);
+  ln1_ = LayerNorm(dev, unit_, p + ".norm1", d, c.ln_eps, arena, Rn, rows_split, slots);
   fc1_ = Linear(dev, unit_, p + ".ff.fc1", d, c.ff_dim, true, Init::fan_in_uniform, LinearCut::columns, slice);
   fc2_ = Linear(dev, unit_, p + ".ff.fc2", c.ff_dim, d, true, Init::fan_in_uniform, LinearCut::rows, slice);
-  ln2_ = LayerNorm(dev, unit_, p + ".norm2", d, c.ln_eps, arena, Rn, rows_split);
-  ln1_out_ = arena.f32(Rn * d);
-  r1_ = arena.f32(Rn * d);
-  qkv_buf_ = arena.f32(R * 3 * dl);
-  ctx_ = arena.f32(R * dl);
-  probs_ = arena.f32(R * heads_ * c.seq_len);
-  ln2_out_ = arena.f32(Rn * d);
-  r2_ = arena.f32(Rn * d);
-  ff_saved_ = arena.f32(R * ff_);
+  ln2_ = LayerNorm(dev, unit_, p + ".norm2", d, c.ln_eps, arena, Rn, rows_split, slots);
+  // split backward keeps each Linear's output gradient, and its input where no saved activation
+  // holds it (gathered rows under sequence parallel; GELU's recomputed activation)
+  const bool relu = c.activation == Activation::relu;
+  const int64_t kept = R * (3 * dl + d + ff_ + d) + (rows_split ? 2 * R * d : 0) + (relu ? 0 : R * ff_);
+  saved_.resize(size_t(slots));
+  for (Saved& v : saved_) {
+    v.ln1_out = arena.f32(Rn * d);
+    v.r1 = arena.f32(Rn * d);
+    v.qkv = arena.f32(R * 3 * dl);
+    v.ctx = arena.f32(R * dl);
+    v.probs = arena.f32(R * heads_ * c.seq_len);
+    v.ln2_out = arena.f32(Rn * d);
+    v.r2 = arena.f32(Rn * d);
+    v.ff = arena.f32(R * ff_);
+    if (split_backward) v.weight_grads = WeightGradStore(dev, arena.f32(kept), kept);
+  }
+  s_ = &saved_[0];
 }
 
 AttentionShape Block::attention_shape(const StepContext& ctx) const {
@@ -51,9 +60,9 @@ DropoutSpec Block::drop_probs(const StepContext& ctx) const {
 }
 
 void Block::attn_forward(const float* u, float* a_out, const StepContext& ctx) {
-  qkv_.forward(u, qkv_buf_, ctx.rows(), ctx.precision);
-  dev_.attention_forward(qkv_buf_, ctx_, probs_, attention_shape(ctx), drop_probs(ctx));
-  out_.forward(ctx_, a_out, ctx.rows(), ctx.precision);
+  qkv_.forward(u, s_->qkv, ctx.rows(), ctx.precision);
+  dev_.attention_forward(s_->qkv, s_->ctx, s_->probs, attention_shape(ctx), drop_probs(ctx));
+  out_.forward(s_->ctx, a_out, ctx.rows(), ctx.precision);
 }
 
 void Block::input_grad(float* partial, float* du, bool accumulate, const StepContext& ctx, const Workspace& ws) {
@@ -69,14 +78,15 @@ void Block::attn_backward(const float* u, const float* da, float* du, bool accum
                           const StepContext& ctx, const Workspace& ws) {
   const int64_t rows = ctx.rows();
   const float* da_all = regions_.all_rows(da, ws.full1, rows, c_.dim);
-  out_.backward(ctx_, da_all, ws.tmp2, rows, false, ctx.precision);
-  dev_.attention_backward(ws.tmp2, qkv_buf_, probs_, ws.grad_qkv, attention_shape(ctx), drop_probs(ctx));
+  linear_backward(out_, s_->ctx, true, da_all, ws.tmp2, rows, false, ctx);
+  dev_.attention_backward(ws.tmp2, s_->qkv, s_->probs, ws.grad_qkv, attention_shape(ctx), drop_probs(ctx));
   u = regions_.all_rows(u, ws.full1, rows, c_.dim);  // (da_all is spent)
+  const bool u_lives = !slice_.splits_rows();        // else gathered into the workspace
   if (slice_.count == 1) {
-    qkv_.backward(u, ws.grad_qkv, du, rows, accumulate, ctx.precision);
+    linear_backward(qkv_, u, u_lives, ws.grad_qkv, du, rows, accumulate, ctx);
     return;
   }
-  qkv_.backward(u, ws.grad_qkv, ws.full2, rows, false, ctx.precision);
+  linear_backward(qkv_, u, u_lives, ws.grad_qkv, ws.full2, rows, false, ctx);
   input_grad(ws.full2, du, accumulate, ctx, ws);
 }
 
@@ -93,14 +103,14 @@ static DropoutSpec drop_ff(const StepContext& ctx, uint32_t unit, int64_t ff_all
 // redrawn); for GELU, the pre-activation fc1(u), from which a is recomputed in backward.
 const float* Block::ff_activation(const StepContext& ctx, const Workspace& ws) {
   const int64_t n = ctx.rows() * ff_;
-  float* a = relu() ? ff_saved_ : ws.ff_act;
-  dev_.activation_forward(c_.activation, ff_saved_, a, n);
+  float* a = relu() ? s_->ff : ws.ff_act;
+  dev_.activation_forward(c_.activation, s_->ff, a, n);
   dev_.dropout_forward(a, a, ctx.rows(), ff_, drop_ff(ctx, id_, c_.ff_dim, ff_, slice_.index));
   return a;
 }
 
 void Block::ff_forward(const float* u, float* f_out, const StepContext& ctx, const Workspace& ws) {
-  fc1_.forward(u, ff_saved_, ctx.rows(), ctx.precision);
+  fc1_.forward(u, s_->ff, ctx.rows(), ctx.precision);
   fc2_.forward(ff_activation(ctx, ws), f_out, ctx.rows(), ctx.precision);
 }
 
@@ -108,20 +118,21 @@ void Block::ff_backward(const float* u, const float* df, float* du, bool accumul
                         const StepContext& ctx, const Workspace& ws) {
   const int64_t rows = ctx.rows(), n = rows * ff_;
   const DropoutSpec drop = drop_ff(ctx, id_, c_.ff_dim, ff_, slice_.index);
-  const float* a = relu() ? ff_saved_ : ff_activation(ctx, ws);
-  fc2_.backward(a, regions_.all_rows(df, ws.full1, rows, c_.dim), ws.grad_ff, rows, false, ctx.precision);
+  const float* a = relu() ? s_->ff : ff_activation(ctx, ws);
+  linear_backward(fc2_, a, relu(), regions_.all_rows(df, ws.full1, rows, c_.dim), ws.grad_ff, rows, false, ctx);
   if (relu()) {
     dev_.relu_backward_from_output(a, ws.grad_ff, ws.grad_ff, n, drop.active() ? drop.scale() : 1.0f);
   } else {
     dev_.dropout_backward(ws.grad_ff, ws.grad_ff, rows, ff_, drop);
-    dev_.activation_backward(c_.activation, ff_saved_, ws.grad_ff, ws.grad_ff, n);
+    dev_.activation_backward(c_.activation, s_->ff, ws.grad_ff, ws.grad_ff, n);
   }
   u = regions_.all_rows(u, ws.full1, rows, c_.dim);  // (df's gathered rows are spent)
+  const bool u_lives = !slice_.splits_rows();
   if (slice_.count == 1) {
-    fc1_.backward(u, ws.grad_ff, du, rows, accumulate, ctx.precision);
+    linear_backward(fc1_, u, u_lives, ws.grad_ff, du, rows, accumulate, ctx);
     return;
   }
-  fc1_.backward(u, ws.grad_ff, ws.full2, rows, false, ctx.precision);
+  linear_backward(fc1_, u, u_lives, ws.grad_ff, ws.full2, rows, false, ctx);
   input_grad(ws.full2, du, accumulate, ctx, ws);
 }
 
@@ -132,43 +143,63 @@ static void residual_dropout(ComputeDevice& dev, const float* x, float* a, float
   dev.add(x, a, r, rows * d);
 }
 
-void Block::forward(const float* x, const StepContext& ctx, const Workspace& ws) {
+void Block::linear_backward(const Linear& l, const float* x, bool x_lives, const float* dy, float* dx, int64_t rows,
+                            bool accumulate, const StepContext& ctx) const {
+  if (part_ == BackwardPart::all) {
+    l.backward(x, dy, dx, rows, accumulate, ctx.precision);
+    return;
+  }
+  l.backward_input(dy, dx, rows, accumulate, ctx.precision);
+  s_->weight_grads.add(l, x, x_lives, dy, rows, ctx.precision);
+}
+
+void Block::forward(const float* x, const StepContext& ctx, const Workspace& ws, int slot) {
+  s_ = &saved_[size_t(slot)];
+  slot_ = slot;
   const int64_t rows = ctx.rows(), n = slice_.local_rows(rows), d = c_.dim;
   const bool pre = c_.pre_norm;
-  if (pre) ln1_.forward(x, ln1_out_, n);
-  u1_ = pre ? ln1_out_ : x;
-  attn_forward(regions_.all_rows(u1_, ws.full2, rows, d), ws.tmp1, ctx);
-  residual_dropout(dev_, x, regions_.sum_partials(ws.tmp1, ws.tmp2, rows, d), r1_, n, d,
+  if (pre) ln1_.forward(x, s_->ln1_out, n, slot_);
+  s_->u1 = pre ? s_->ln1_out : x;
+  attn_forward(regions_.all_rows(s_->u1, ws.full2, rows, d), ws.tmp1, ctx);
+  residual_dropout(dev_, x, regions_.sum_partials(ws.tmp1, ws.tmp2, rows, d), s_->r1, n, d,
                    drop_rows(ctx, kDropAttnOut));
-  if (!pre) ln1_.forward(r1_, ln1_out_, n);
-  const float* y1 = pre ? r1_ : ln1_out_;
-  if (pre) ln2_.forward(y1, ln2_out_, n);
-  u2_ = pre ? ln2_out_ : y1;
-  ff_forward(regions_.all_rows(u2_, ws.full2, rows, d), ws.tmp1, ctx, ws);
-  residual_dropout(dev_, y1, regions_.sum_partials(ws.tmp1, ws.tmp2, rows, d), r2_, n, d,
+  if (!pre) ln1_.forward(s_->r1, s_->ln1_out, n, slot_);
+  const float* y1 = pre ? s_->r1 : s_->ln1_out;
+  if (pre) ln2_.forward(y1, s_->ln2_out, n, slot_);
+  s_->u2 = pre ? s_->ln2_out : y1;
+  ff_forward(regions_.all_rows(s_->u2, ws.full2, rows, d), ws.tmp1, ctx, ws);
+  residual_dropout(dev_, y1, regions_.sum_partials(ws.tmp1, ws.tmp2, rows, d), s_->r2, n, d,
                    drop_rows(ctx, kDropFfOut));
-  if (!pre) ln2_.forward(r2_, ln2_out_, n);
+  if (!pre) ln2_.forward(s_->r2, s_->ln2_out, n, slot_);
 }
 
 void Block::backward(const float* x, const float* dout, float* dx, const StepContext& ctx,
-                     const Workspace& ws) {
+                     const Workspace& ws, int slot, BackwardPart part) {
+  s_ = &saved_[size_t(slot)];
+  slot_ = slot;
+  part_ = part;
+  if (part == BackwardPart::weight) {
+    s_->weight_grads.run();
+    return;
+  }
+  DT_ASSERT(s_->weight_grads.empty());  // a split backward's W ran before this slot was reused
   const int64_t n = slice_.local_rows(ctx.rows()), d = c_.dim;
   const DropoutSpec drop_ff_out = drop_rows(ctx, kDropFfOut), drop_attn = drop_rows(ctx, kDropAttnOut);
   if (!c_.pre_norm) {
-    ln2_.backward(r2_, dout, ws.tmp2, n, false);                 // tmp2 = d r2
+    ln2_.backward(s_->r2, dout, ws.tmp2, n, false, slot_);                 // tmp2 = d r2
     dev_.dropout_backward(ws.tmp2, ws.tmp1, n, d, drop_ff_out);  // tmp1 = d f
-    ff_backward(u2_, ws.tmp1, ws.tmp2, true, ctx, ws);           // tmp2 = d y1
-    ln1_.backward(r1_, ws.tmp2, dx, n, false);                   // dx = d r1
+    ff_backward(s_->u2, ws.tmp1, ws.tmp2, true, ctx, ws);           // tmp2 = d y1
+    ln1_.backward(s_->r1, ws.tmp2, dx, n, false, slot_);                   // dx = d r1
     dev_.dropout_backward(dx, ws.tmp1, n, d, drop_attn);         // tmp1 = d a
-    attn_backward(u1_, ws.tmp1, dx, true, ctx, ws);              // dx += d x via attention
+    attn_backward(s_->u1, ws.tmp1, dx, true, ctx, ws);              // dx += d x via attention
   } else {
     dev_.copy(dx, dout, sizeof(float) * n * d);                  // residual path
     dev_.dropout_backward(dout, ws.tmp1, n, d, drop_ff_out);     // tmp1 = d f
-    ff_backward(u2_, ws.tmp1, ws.tmp2, false, ctx, ws);          // tmp2 = d ln2_out
-    ln2_.backward(r1_, ws.tmp2, dx, n, true);                    // dx = d r1
+    ff_backward(s_->u2, ws.tmp1, ws.tmp2, false, ctx, ws);          // tmp2 = d ln2_out
+    ln2_.backward(s_->r1, ws.tmp2, dx, n, true, slot_);                    // dx = d r1
     dev_.dropout_backward(dx, ws.tmp1, n, d, drop_attn);         // tmp1 = d a
-    attn_backward(u1_, ws.tmp1, ws.tmp1, false, ctx, ws);        // tmp1 = d ln1_out
-    ln1_.backward(x, ws.tmp1, dx, n, true);                      // dx += d x via norm1
+    attn_backward(s_->u1, ws.tmp1, ws.tmp1, false, ctx, ws);        // tmp1 = d ln1_out
+    ln1_.backward(x, ws.tmp1, dx, n, true, slot_);                      // dx += d x via norm1
   }
 }
 

@@ -7,20 +7,26 @@
 #include "nn/context.hpp"
 #include "nn/layers.hpp"
 #include "nn/tp_regions.hpp"
+#include "nn/weight_grads.hpp"
 
 namespace dtrain {
 
 class Block {
  public:
+  // slots: micro-batches in flight, each with its own saved activations (pipeline schedules);
+  // split_backward: plan the storage a backward in two parts needs.
   Block(ComputeDevice& dev, const ModelConfig& c, int index, uint32_t unit_id, Arena& arena, int64_t max_rows,
-        TpSlice slice = {}, TpRegions& regions = no_tp_regions());
+        TpSlice slice = {}, TpRegions& regions = no_tp_regions(), int slots = 1, bool split_backward = false);
   Unit& unit() { return unit_; }
-  // x [rows, d] → output() [rows, d]; x must stay unchanged until backward. Under sequence
-  // parallel, rows are this slice's share of ctx.rows().
-  void forward(const float* x, const StepContext& ctx, const Workspace& ws);
-  const float* output() const { return c_.pre_norm ? r2_ : ln2_out_; }
-  // dout [rows, d] → dx [rows, d] (distinct buffers); accumulates parameter gradients.
-  void backward(const float* x, const float* dout, float* dx, const StepContext& ctx, const Workspace& ws);
+  // x [rows, d] → output(slot) [rows, d]; x must stay unchanged until the slot's backward is done.
+  // Under sequence parallel, rows are this slice's share of ctx.rows().
+  void forward(const float* x, const StepContext& ctx, const Workspace& ws, int slot = 0);
+  const float* output(int slot = 0) const { return c_.pre_norm ? saved_[slot].r2 : saved_[slot].ln2_out; }
+  // dout [rows, d] → dx [rows, d] (distinct buffers); accumulates parameter gradients. part = input
+  // computes dx (and the norms' gradients) and keeps what part = weight, later, needs for the
+  // Linear layers' weight gradients (x, dout and dx are then unused).
+  void backward(const float* x, const float* dout, float* dx, const StepContext& ctx, const Workspace& ws,
+                int slot = 0, BackwardPart part = BackwardPart::all);
 
  private:
   void ff_forward(const float* u, float* f_out, const StepContext& ctx, const Workspace& ws);
@@ -40,6 +46,9 @@ class Block {
   }
   AttentionShape attention_shape(const StepContext& ctx) const;
   DropoutSpec drop_probs(const StepContext& ctx) const;
+  // A Linear's backward, or (part = input) its input half with the weight half kept for later.
+  void linear_backward(const Linear& l, const float* x, bool x_lives, const float* dy, float* dx, int64_t rows,
+                       bool accumulate, const StepContext& ctx) const;
 
   ComputeDevice& dev_;
   ModelConfig c_;
@@ -50,11 +59,18 @@ class Block {
   Unit unit_;
   Linear qkv_, out_, fc1_, fc2_;
   LayerNorm ln1_, ln2_;
-  // saved activations
-  float *ln1_out_, *r1_, *qkv_buf_, *ctx_, *probs_, *ln2_out_, *r2_, *ff_saved_;
-  // The attention's and feed-forward's inputs (this slice's rows): sequence parallel gathers them
-  // again in backward rather than keeping all rows of them (Megatron's choice).
-  const float *u1_ = nullptr, *u2_ = nullptr;
+  // What one micro-batch's backward needs.
+  struct Saved {
+    float *ln1_out, *r1, *qkv, *ctx, *probs, *ln2_out, *r2, *ff;
+    // The attention's and feed-forward's inputs (this slice's rows): sequence parallel gathers them
+    // again in backward rather than keeping all rows of them (Megatron's choice).
+    const float *u1 = nullptr, *u2 = nullptr;
+    WeightGradStore weight_grads;  // split backward: what W needs
+  };
+  std::vector<Saved> saved_;  // one per slot
+  Saved* s_ = nullptr;        // the slot of the running forward or backward
+  int slot_ = 0;
+  BackwardPart part_ = BackwardPart::all;
 };
 
 }  // namespace dtrain

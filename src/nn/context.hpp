@@ -42,6 +42,10 @@ struct StepContext {
   }
 };
 
+// What a backward computes: everything, or (zero-bubble pipeline schedules) the input gradient
+// first and the weight gradients later, from what the first half kept.
+enum class BackwardPart { all, input, weight };
+
 // Dropout sites within a unit.
 enum DropSite : uint32_t { kDropEmbed = 0, kDropAttnProbs = 1, kDropAttnOut = 2, kDropFfAct = 3, kDropFfOut = 4 };
 

@@ -41,9 +41,16 @@ struct Linear {
   // Accumulates dW, db; writes (or adds to) dx unless dx is null.
   void backward(const float* x, const float* dy, float* dx, int64_t rows, bool accumulate_dx,
                 Precision p) const {
+    backward_weight(x, dy, rows, p);
+    if (dx) backward_input(dy, dx, rows, accumulate_dx, p);
+  }
+  // The two halves of backward, which zero-bubble pipeline schedules run apart (I, then W).
+  void backward_input(const float* dy, float* dx, int64_t rows, bool accumulate_dx, Precision p) const {
+    dev->matmul(dy, w.data(), dx, linear_backward_input_args(rows, in, out, accumulate_dx, p));
+  }
+  void backward_weight(const float* x, const float* dy, int64_t rows, Precision p) const {
     dev->matmul(dy, x, w.grad(), linear_backward_weight_args(rows, in, out, p));
     if (has_bias) dev->colsum_accumulate(dy, b.grad(), rows, out);
-    if (dx) dev->matmul(dy, w.data(), dx, linear_backward_input_args(rows, in, out, accumulate_dx, p));
   }
 };
 
@@ -51,29 +58,32 @@ struct LayerNorm {
   int64_t dim = 0;
   float eps = 1e-5f;
   ParamRef w, b;
-  float* mean = nullptr;  // [max rows]
+  float* mean = nullptr;  // [slots, max rows]: one set of statistics per micro-batch in flight
   float* rstd = nullptr;
+  int64_t max_rows = 0;
   ComputeDevice* dev = nullptr;
 
   LayerNorm() = default;
   // rows_split: it sees only this slice's rows (sequence parallel), so its gradients are partial.
   LayerNorm(ComputeDevice& d, Unit& u, const std::string& name, int64_t dim_, float eps_, Arena& arena,
-            int64_t max_rows, bool rows_split = false)
-      : dim(dim_), eps(eps_), dev(&d) {
+            int64_t max_rows_, bool rows_split = false, int slots = 1)
+      : dim(dim_), eps(eps_), max_rows(max_rows_), dev(&d) {
     w = u.add(name + ".weight", {dim}, Init::ones);
     b = u.add(name + ".bias", {dim}, Init::zeros);
     if (rows_split) {
       u.set_partial_grad(w);
       u.set_partial_grad(b);
     }
-    mean = arena.f32(max_rows);
-    rstd = arena.f32(max_rows);
+    mean = arena.f32(max_rows * slots);
+    rstd = arena.f32(max_rows * slots);
   }
-  void forward(const float* x, float* y, int64_t rows) const {
-    dev->layernorm_forward(x, w.data(), b.data(), y, mean, rstd, rows, dim, eps);
+  void forward(const float* x, float* y, int64_t rows, int slot = 0) const {
+    const int64_t at = slot * max_rows;
+    dev->layernorm_forward(x, w.data(), b.data(), y, mean + at, rstd + at, rows, dim, eps);
   }
-  void backward(const float* x, const float* dy, float* dx, int64_t rows, bool accumulate_dx) const {
-    dev->layernorm_backward(dy, x, w.data(), mean, rstd, dx, w.grad(), b.grad(), rows, dim, accumulate_dx);
+  void backward(const float* x, const float* dy, float* dx, int64_t rows, bool accumulate_dx, int slot = 0) const {
+    const int64_t at = slot * max_rows;
+    dev->layernorm_backward(dy, x, w.data(), mean + at, rstd + at, dx, w.grad(), b.grad(), rows, dim, accumulate_dx);
   }
 };
 

@@ -36,14 +36,14 @@ int64_t ParamInfo::global_element(int64_t e) const {
   return (outer * global_shape[dim] + g) * inner + within;
 }
 
-void init_unit_range(const Unit& u, uint32_t first_index, uint64_t seed, int64_t lo, int64_t hi, float* out) {
+void init_unit_range(const Unit& u, uint64_t seed, int64_t lo, int64_t hi, float* out) {
   DT_ASSERT(0 <= lo && lo <= hi && hi <= u.numel());
   std::fill(out, out + (hi - lo), 0.0f);  // the padding between parameters
   for (size_t i = 0; i < u.params().size(); ++i) {
     const ParamInfo& p = u.params()[i];
     const int64_t from = std::max(lo, p.offset), to = std::min(hi, p.offset + p.numel());
     if (from >= to) continue;
-    const RandomStream rs = init_stream(seed, first_index + uint32_t(i));
+    const RandomStream rs = init_stream(seed, u.first_index() + uint32_t(i));
     float bound = 0.0f;
     switch (p.init) {
       case Init::zeros: bound = 0.0f; break;
@@ -61,11 +61,7 @@ void init_unit_range(const Unit& u, uint32_t first_index, uint64_t seed, int64_t
 }
 
 void init_parameters(const std::vector<Unit*>& units, uint64_t seed) {
-  uint32_t index = 0;
-  for (Unit* u : units) {
-    init_unit_range(*u, index, seed, 0, u->numel(), u->param_data());
-    index += uint32_t(u->params().size());
-  }
+  for (Unit* u : units) init_unit_range(*u, seed, 0, u->numel(), u->param_data());
 }
 
 }  // namespace dtrain

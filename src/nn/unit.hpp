@@ -90,6 +90,10 @@ class Unit {
   // gradients), so a sharding strategy knows whether to gather them for it.
   void set_backward_reads_params(bool b) { backward_reads_params_ = b; }
   bool backward_reads_params() const { return backward_reads_params_; }
+  // Model-wide index of its first parameter: with the seed, it keys the initial values, so a unit
+  // built alone (a pipeline stage) draws what it would in the whole model.
+  void set_first_index(uint32_t i) { first_index_ = i; }
+  uint32_t first_index() const { return first_index_; }
 
  private:
   std::string name_;
@@ -99,6 +103,7 @@ class Unit {
   float* grad_ = nullptr;
   std::vector<Unit*> reads_;
   bool backward_reads_params_ = true;
+  uint32_t first_index_ = 0;
 };
 
 inline void Unit::set_partial_grad(const ParamRef& p) { params_[p.index].partial_grad = true; }
@@ -110,9 +115,8 @@ inline const ParamInfo& ParamRef::info() const { return unit->params()[index]; }
 void init_parameters(const std::vector<Unit*>& units, uint64_t seed);
 
 // Elements [lo, hi) of a unit's flat buffer as init_parameters makes them (the padding between
-// parameters zero) into out[0, hi - lo); first_index is the model-wide index of the unit's first
-// parameter. Values depend only on (seed, parameter, element): a shard of a unit is initialised
-// directly, equal to the same slice of the whole.
-void init_unit_range(const Unit& u, uint32_t first_index, uint64_t seed, int64_t lo, int64_t hi, float* out);
+// parameters zero) into out[0, hi - lo). Values depend only on (seed, model-wide parameter index,
+// element): a shard of a unit is initialised directly, equal to the same slice of the whole.
+void init_unit_range(const Unit& u, uint64_t seed, int64_t lo, int64_t hi, float* out);
 
 }  // namespace dtrain

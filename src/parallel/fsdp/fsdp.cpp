@@ -109,15 +109,13 @@ size_t FullyShardedDataParallel::index_of(const Unit& u) const {
 }
 
 void FullyShardedDataParallel::init_parameters(uint64_t seed) {
-  uint32_t first = 0;
   std::vector<float> host;
   for (size_t k = 0; k < units_.size(); ++k) {
     const Unit& u = *units_[k];
     const int64_t lo = std::min(shard_offset(k), u.numel()), hi = std::min(lo + shard_numel(k), u.numel());
     host.assign(size_t(shard_numel(k)), 0.0f);  // padding past the unit's end stays zero
-    init_unit_range(u, first, seed, lo, hi, host.data());
+    init_unit_range(u, seed, lo, hi, host.data());
     dev_.upload(state_[k].param_shard, host.data(), sizeof(float) * host.size());
-    first += uint32_t(u.params().size());
   }
   dev_.synchronize();
 }

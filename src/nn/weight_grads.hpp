@@ -1,0 +1,53 @@
+// The weight-gradient half of a backward, kept for later: zero-bubble pipeline schedules run a
+// unit's input gradient (I) first and its Linear layers' weight gradients (W) afterwards. Per
+// Linear it keeps the layer's input and its output's gradient, copied into storage planned up
+// front unless the input is a saved activation that lives until W anyway.
+#pragma once
+#include <vector>
+
+#include "nn/layers.hpp"
+
+namespace dtrain {
+
+class WeightGradStore {
+ public:
+  WeightGradStore() = default;
+  WeightGradStore(ComputeDevice& dev, float* storage, int64_t floats) : dev_(&dev), base_(storage), cap_(floats) {
+    entries_.reserve(8);
+  }
+  // Keeps lin's weight gradient from x [rows, lin.in] and dy [rows, lin.out] for run(); x is kept
+  // as is when x_lives (it stays unchanged until run), else copied, like dy.
+  void add(const Linear& lin, const float* x, bool x_lives, const float* dy, int64_t rows, Precision p) {
+    const float* xs = x_lives ? x : keep(x, rows * lin.in);
+    entries_.push_back({&lin, xs, keep(dy, rows * lin.out), rows, p});
+  }
+  // Accumulates every kept weight gradient, then forgets them.
+  void run() {
+    for (const Entry& e : entries_) e.lin->backward_weight(e.x, e.dy, e.rows, e.p);
+    entries_.clear();
+    used_ = 0;
+  }
+  bool empty() const { return entries_.empty(); }
+
+ private:
+  struct Entry {
+    const Linear* lin;
+    const float* x;
+    const float* dy;
+    int64_t rows;
+    Precision p;
+  };
+  const float* keep(const float* src, int64_t n) {
+    DT_ASSERT(used_ + n <= cap_ && "weight-gradient store planned too small");
+    float* dst = base_ + used_;
+    dev_->copy(dst, src, sizeof(float) * size_t(n));
+    used_ += n;
+    return dst;
+  }
+  ComputeDevice* dev_ = nullptr;
+  float* base_ = nullptr;
+  int64_t cap_ = 0, used_ = 0;
+  std::vector<Entry> entries_;
+};
+
+}  // namespace dtrain
