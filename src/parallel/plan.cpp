@@ -5,10 +5,57 @@
 #include <cmath>
 #include <cstdio>
 
+#include "parallel/pp/stages.hpp"
+
 namespace dtrain {
 
 TpSlice tp_slice_of(const DeviceMesh& mesh, const ParallelPlan& plan) {
   return {mesh.shape().tp, mesh.coord().tp, plan.tp_sequence};
+}
+
+std::vector<Schedule> pipeline_schedules(const PipelineOptions& o, int pp) {
+  const int M = o.microbatches > 0 ? o.microbatches : pp;
+  Schedule full;
+  if (!o.schedule_file.empty()) {
+    full = read_schedule(o.schedule_file);
+    require(full.pp == pp, "pipeline schedule " + o.schedule_file + " is for pp = " + std::to_string(full.pp) +
+                               ", the mesh has parallel.pp = " + std::to_string(pp) + ": make one for this pp");
+    require(o.microbatches <= 0 || full.microbatches == M,
+            "pipeline schedule " + o.schedule_file + " runs " + std::to_string(full.microbatches) +
+                " micro-batches, parallel.microbatches = " + std::to_string(M) + ": leave it unset or make them agree");
+  } else {
+    full = make_schedule(o.schedule, pp, o.virtual_stages, M);
+  }
+  std::vector<Schedule> lists;
+  for (int n = 1; n < full.microbatches; ++n) {
+    try {
+      lists.push_back(o.schedule_file.empty() ? make_schedule(o.schedule, pp, o.virtual_stages, n)
+                                              : forward_then_backward(full, n));
+    } catch (const Error&) {  // e.g. fewer micro-batches than the schedule needs
+      lists.push_back(forward_then_backward(full, n));
+    }
+  }
+  lists.push_back(std::move(full));
+  for (const Schedule& l : lists) {
+    const std::vector<std::string> problems = validate(l);
+    if (!problems.empty())
+      throw Error("pipeline schedule " + l.name + " is not valid: " + problems.front() +
+                  (problems.size() > 1 ? " (and " + std::to_string(problems.size() - 1) + " more problems)" : "") +
+                  "; see every problem with `dtrain plan`");
+  }
+  return lists;
+}
+
+StagePlan pipeline_stage_plan(const ModelConfig& model, const PipelineOptions& o, const std::vector<Schedule>& lists,
+                              int rank) {
+  const Schedule& s = lists.back();
+  StagePlan plan;
+  plan.stages = stage_ranges(cut_stages(model, s.stages(), o.split), s.stages_of(rank));
+  for (const Schedule& l : lists) {
+    plan.slots = std::max(plan.slots, l.slots()[size_t(rank)]);
+    plan.split_backward = plan.split_backward || l.split_backward();
+  }
+  return plan;
 }
 
 ParallelModel::ParallelModel(const ModelConfig& config, int64_t max_batch, ComputeDevice& device, DeviceMesh& mesh,
@@ -19,20 +66,33 @@ ParallelModel::ParallelModel(const ModelConfig& config, int64_t max_batch, Compu
   const TpSlice slice = tp_slice_of(mesh, plan);
   if (slice.count > 1) regions_ = std::make_unique<TensorParallelRegions>(mesh.group(MeshDim::tp), slice.sequence);
   TpRegions& regions = regions_ ? static_cast<TpRegions&>(*regions_) : no_tp_regions();
-  // 2. data parallel: sharded from the start (no rank ever holds the whole slice's parameters,
+  // 2. pipeline parallel: this rank's stages only, with the activation slots its schedule needs
+  std::vector<Schedule> lists;
+  StagePlan stages;
+  if (shape.pp > 1) {
+    lists = pipeline_schedules(plan.pp, shape.pp);
+    stages = pipeline_stage_plan(config, plan.pp, lists, mesh.coord().pp);
+  }
+  // 3. data parallel: sharded from the start (no rank ever holds the whole slice's parameters,
   // gradients or optimizer state), or replicated
   if (shape.dp_shard > 1) {
-    model_ = std::make_unique<TransformerLM>(config, max_batch, device, ParamStorage::bound_by_caller, slice, regions);
+    model_ = std::make_unique<TransformerLM>(config, max_batch, device, ParamStorage::bound_by_caller, slice, regions,
+                                             stages);
     ProcessGroup* replicas = shape.dp_replicate > 1 ? &mesh.group(MeshDim::dp_replicate) : nullptr;
+    FsdpOptions fsdp = plan.fsdp;
+    fsdp.keep_for_step = shape.pp > 1;  // gathered once per step, not once per micro-batch
     fsdp_ = std::make_unique<FullyShardedDataParallel>(model_->units(), mesh.group(MeshDim::dp_shard), replicas, device,
-                                                       plan.fsdp);
+                                                       fsdp);
     fsdp_->init_parameters(seed);
   } else {
-    model_ = std::make_unique<TransformerLM>(config, max_batch, device, ParamStorage::owned, slice, regions);
+    model_ = std::make_unique<TransformerLM>(config, max_batch, device, ParamStorage::owned, slice, regions, stages);
     model_->init_weights(seed);
     if (shape.dp() > 1) ddp_ = std::make_unique<DataParallel>(model_->units(), mesh.dp(), plan.ddp_bucket_bytes);
   }
-  // 3. the optimizer over what this rank owns
+  if (shape.pp > 1)
+    pipeline_ = std::make_unique<PipelineEngine>(*model_, std::move(lists), mesh.group(MeshDim::pp),
+                                                 [this](bool on) { set_sync(on); });
+  // 4. the optimizer over what this rank owns
   const std::vector<Unit*>& units = model_->units();
   const std::vector<ParamShard> shards = fsdp_ ? fsdp_->shards() : unit_shards(units);
   opt_ = std::make_unique<Optimizer>(optimizer, shards, device);
@@ -59,12 +119,44 @@ void ParallelModel::zero_grad() {
     model_->zero_grad();
 }
 
-void ParallelModel::set_sync(bool last_micro_step) {
-  if (ddp_) ddp_->set_sync(last_micro_step);
-  if (fsdp_) fsdp_->set_sync(last_micro_step);
+void ParallelModel::set_sync(bool on) {
+  if (ddp_) ddp_->set_sync(on);
+  if (fsdp_) fsdp_->set_sync(on);
+}
+
+void ParallelModel::forward_backward(const int32_t* inputs, const int32_t* targets, const StepContext& ctx,
+                                     bool last_micro_step) {
+  if (!pipeline_) {
+    set_sync(last_micro_step);
+    model_->queue_forward_backward(inputs, targets, ctx, hooks());
+    return;
+  }
+  // the batch's rows dealt into micro-batches as evenly as they go, each keyed by its samples'
+  // global indices (so dropout draws what one pass of the whole batch would)
+  const int64_t M = std::min<int64_t>(pipeline_->schedule().microbatches, ctx.B);
+  micro_.clear();
+  for (int64_t m = 0, row = 0; m < M; ++m) {
+    const int64_t rows = ctx.B / M + (m < ctx.B % M ? 1 : 0);
+    MicroBatch b{inputs + row * ctx.T, targets + row * ctx.T, ctx};
+    b.ctx.B = rows;
+    b.ctx.sample_offset = ctx.sample_offset + row * ctx.sample_stride;
+    micro_.push_back(b);
+    row += rows;
+  }
+  pipeline_->train(micro_, hooks(), last_micro_step);
+}
+
+double ParallelModel::take_loss() { return pipeline_ ? pipeline_->take_loss() : model_->take_loss(); }
+
+double ParallelModel::eval_loss(const int32_t* inputs, const int32_t* targets, const StepContext& ctx) {
+  if (!pipeline_) return model_->forward_loss(inputs, targets, ctx, nullptr, eval_hooks());
+  StepContext eval = ctx;
+  eval.training = false;
+  return pipeline_->forward_loss({inputs, targets, eval}, eval_hooks());
 }
 
 void ParallelModel::finish_gradients() {
+  set_sync(true);
   if (ddp_) ddp_->finish_gradients();
   if (fsdp_) fsdp_->finish_gradients();
   if (tp_grads_) tp_grads_->finish_gradients();
@@ -74,6 +166,36 @@ void ParallelModel::finish_gradients() {
   }
 }
 
+void ParallelModel::write_timeline(ProcessGroup& all, const std::string& path) const {
+  // each event as (stage, op, micro, start, duration); every rank's gathered on rank 0
+  std::vector<double> mine;
+  if (pipeline_)
+    for (const TraceEvent& e : pipeline_->timeline()) {
+      const Action a = parse_action(e.name);
+      mine.insert(mine.end(), {double(a.stage), double(int(a.op)), double(a.micro), e.start_s, e.dur_s});
+    }
+  std::vector<double> counts(size_t(all.size()));
+  double n = double(mine.size());
+  all.allgather(&n, counts.data(), 1, ElemType::f64);
+  std::vector<size_t> sizes;
+  size_t total = 0;
+  for (double c : counts) {
+    sizes.push_back(size_t(c));
+    total += size_t(c);
+  }
+  std::vector<double> every(total);
+  all.allgather_async(mine.data(), every.data(), sizes, ElemType::f64)->wait();
+  if (all.rank() != 0) return;
+  std::vector<TraceEvent> events;
+  size_t at = 0;
+  for (int r = 0; r < all.size(); ++r)
+    for (size_t i = 0; i < sizes[size_t(r)]; i += 5, at += 5) {
+      const Action a{Op(int(every[at + 1])), int(every[at]), int(every[at + 2])};
+      events.push_back({r, to_string(a), every[at + 3], every[at + 4]});
+    }
+  write_chrome_trace(path, events);
+}
+
 // Under FSDP the shards' squares are summed over the shard ranks (replicas hold the same shards);
 // replicated gradients are already whole; tensor-parallel slices' are summed over the tp ranks
 // (parameters every slice holds whole counted once).
@@ -81,6 +203,7 @@ double ParallelModel::grad_norm() {
   double sq = tp_grads_ ? tp_grads_->grad_sumsq_part() : opt_->grad_sumsq();
   if (fsdp_) fsdp_->shard_group().allreduce(&sq, 1);
   if (tp_grads_) mesh_.group(MeshDim::tp).allreduce(&sq, 1);
+  if (pipeline_) mesh_.group(MeshDim::pp).allreduce(&sq, 1);  // each stage's units
   return std::sqrt(sq);
 }
 

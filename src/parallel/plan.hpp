@@ -1,24 +1,38 @@
 // The one place a parallel plan is applied (DESIGN §3), in a fixed order: the model is built as this
-// rank's tensor-parallel slice, then sharded by FSDP over dp_shard (each rank's slice) or replicated
-// with DDP over the data-parallel ranks, and the optimizer steps what this rank owns. What a
-// training step needs of the result lives here too: hooks, zeroing and finishing gradients, the
-// global gradient norm; and, after the run, what each strategy moved.
+// rank's tensor-parallel slice of this rank's pipeline stages, then sharded by FSDP over dp_shard
+// (each rank's slice) or replicated with DDP over the data-parallel ranks, and the optimizer steps
+// what this rank owns. What a training step needs of the result lives here too: the passes (one
+// pass of the model, or a pipeline schedule over micro-batches), zeroing and finishing gradients,
+// the global gradient norm; and, after the run, what each strategy moved.
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "comm/mesh.hpp"
 #include "core/json.hpp"
 #include "optim/optimizer.hpp"
 #include "parallel/ddp/ddp.hpp"
 #include "parallel/fsdp/fsdp.hpp"
+#include "parallel/pp/engine.hpp"
 #include "parallel/tp/grads.hpp"
 #include "parallel/tp/regions.hpp"
 
 namespace dtrain {
 
+// Pipeline parallel (pp > 1): the schedule and how the model is cut.
+struct PipelineOptions {
+  std::string schedule = "1f1b";  // gpipe | 1f1b | interleaved-1f1b | zb-h1 | zb-v
+  std::string schedule_file;      // a list of actions to run instead (`dtrain plan --save`)
+  int virtual_stages = 1;         // stages per rank
+  int microbatches = 0;           // per pass; 0: pp
+  std::vector<int> split;         // first unit of each stage but the first; empty: balanced by cost
+};
+
 // How the strategies are set up; which of them apply comes from the mesh's shape.
 struct ParallelPlan {
+  PipelineOptions pp;
   bool tp_sequence = false;            // tensor parallel: rows of norms, dropout, residuals split too
   FsdpOptions fsdp;                    // dp_shard > 1
   size_t ddp_bucket_bytes = 25 << 20;  // dp > 1 without sharding
@@ -26,6 +40,14 @@ struct ParallelPlan {
 
 // This rank's tensor-parallel slice of the model on `mesh`.
 TpSlice tp_slice_of(const DeviceMesh& mesh, const ParallelPlan& plan);
+
+// The pipeline's schedules for a pass of 1 … microbatches micro-batches (the named one, or the
+// file's; forward-then-backward where it cannot be made for fewer), each validated: Error naming
+// the first problem otherwise.
+std::vector<Schedule> pipeline_schedules(const PipelineOptions& o, int pp);
+// The stages `model` would run on pp rank `rank` under those schedules (for memory planning too).
+StagePlan pipeline_stage_plan(const ModelConfig& model, const PipelineOptions& o, const std::vector<Schedule>& lists,
+                              int rank);
 
 class ParallelModel {
  public:
@@ -40,18 +62,30 @@ class ParallelModel {
   FullyShardedDataParallel* fsdp() { return fsdp_.get(); }        // dp_shard > 1
   DataParallel* ddp() { return ddp_.get(); }                      // replicated data parallel
   TensorParallelRegions* tp_regions() { return regions_.get(); }  // tp > 1
+  PipelineEngine* pipeline() { return pipeline_.get(); }          // pp > 1
+
+  // One micro-step of training over a batch [ctx.B * ctx.T]: one pass of the model or, pipelined,
+  // the schedule over its micro-batches. Gradients accumulate; last_micro_step: the optimizer
+  // step's last, after which finish_gradients() follows.
+  void forward_backward(const int32_t* inputs, const int32_t* targets, const StepContext& ctx, bool last_micro_step);
+  // The training loss summed over rows since the last call, on every rank.
+  double take_loss();
+  // Evaluation: the loss summed over the batch's rows, on every rank of the pipeline and tp group.
+  double eval_loss(const int32_t* inputs, const int32_t* targets, const StepContext& ctx);
+  // Whether every data-parallel rank must run the same evaluation passes (sharded parameters).
+  bool eval_in_lockstep() const { return fsdp_ != nullptr; }
+  // Collective: every rank's recorded pipeline actions as one Chrome trace (rank 0 writes it).
+  void write_timeline(ProcessGroup& all, const std::string& path) const;
 
   // DDP: every replica takes data-parallel rank 0's weights (call once any checkpoint is loaded).
   void broadcast_parameters();
   UnitHooks* hooks();       // training passes
   UnitHooks* eval_hooks();  // evaluation passes (FSDP gathers; DDP has nothing to do)
   void zero_grad();  // a step begins
-  // Off: gradients only accumulate locally (the non-final micro-steps of gradient accumulation).
-  void set_sync(bool last_micro_step);
   // After a step's last micro-step: gradients averaged over the data-parallel ranks, and those a
   // tensor-parallel slice holds only its rows' share of summed over the slices.
   void finish_gradients();
-  // The global gradient norm (collective over the shard and tp ranks).
+  // The global gradient norm (collective over the shard, tp and pp ranks).
   double grad_norm();
   // After the run: a line per strategy on what it moved in training steps (and how much of it the
   // computation hid), printed, with the same figures into `summary` (summary.json). host_timing:
@@ -59,6 +93,9 @@ class ParallelModel {
   void report(Json& summary, bool host_timing) const;
 
  private:
+  // Off: the gradients a backward completes are kept locally (not reduced yet).
+  void set_sync(bool on);
+
   DeviceMesh& mesh_;
   std::unique_ptr<TensorParallelRegions> regions_;  // before the model, which refers to it
   std::unique_ptr<TransformerLM> model_;
@@ -66,6 +103,8 @@ class ParallelModel {
   std::unique_ptr<DataParallel> ddp_;
   std::unique_ptr<Optimizer> opt_;
   std::unique_ptr<TensorParallelGrads> tp_grads_;
+  std::unique_ptr<PipelineEngine> pipeline_;
+  std::vector<MicroBatch> micro_;  // the running pass's micro-batches
   TpStats tp_train_;      // the regions' traffic from zero_grad to finish_gradients (evaluations not counted)
   int64_t tp_steps_ = 0;  // the steps it is of
 };

@@ -2,6 +2,7 @@
 #include "train/config.hpp"
 
 #include <charconv>
+#include <cstdlib>
 #include <cmath>
 #include <functional>
 #include <map>
@@ -121,6 +122,12 @@ const std::map<std::string, Key>& keys() {
       BOOL_KEY("parallel.fsdp_reshard_after_forward", parallel.fsdp_reshard_after_forward),
       BOOL_KEY("parallel.tp_sequence", parallel.tp_sequence),
       CHOICE_KEY("parallel.fsdp_reduce_dtype", parallel.fsdp_reduce_dtype, "f32|bf16"),
+      CHOICE_KEY("parallel.pp_schedule", parallel.pp_schedule, "gpipe|1f1b|interleaved-1f1b|zb-h1|zb-v"),
+      STRING_KEY("parallel.pp_schedule_file", parallel.pp_schedule_file),
+      INT_KEY("parallel.pp_virtual", parallel.pp_virtual),
+      INT_KEY("parallel.microbatches", parallel.microbatches),
+      STRING_KEY("parallel.pp_split", parallel.pp_split),
+      BOOL_KEY("parallel.pp_timeline", parallel.pp_timeline),
       {"train.seed",
        {"int", [](RunConfig& c, const std::string& v) { c.train.seed = uint64_t(parse_int("train.seed", v, "--set")); },
         [](const RunConfig& c) { return Json(c.train.seed); }}},
@@ -217,6 +224,27 @@ void RunConfig::load_toml(const std::string& path) {
   }
 }
 
+std::vector<int> RunConfig::pp_split_units() const {
+  std::vector<int> units;
+  std::string item;
+  const std::string& text = parallel.pp_split;
+  for (size_t i = 0; i <= text.size(); ++i) {
+    if (i < text.size() && text[i] != ',') {
+      item += text[i];
+      continue;
+    }
+    if (item.empty() && text.empty()) break;
+    char* end = nullptr;
+    const long v = std::strtol(item.c_str(), &end, 10);
+    require(!item.empty() && *end == 0 && v > 0 && v < (1 << 20),
+            "parallel.pp_split = \"" + text + "\" is not a list of unit indices: write the first unit of every "
+            "stage but the first, e.g. \"3,5\" (0 is the embedding, 1..layers the blocks, layers+1 the head)");
+    units.push_back(int(v));
+    item.clear();
+  }
+  return units;
+}
+
 void RunConfig::validate() const {
   require(train.device == "cpu" || train.device == "cuda" || train.device.rfind("cuda:", 0) == 0,
           "train.device = \"" + train.device + "\" is unknown: use cpu, cuda (one GPU per local rank) or cuda:N");
@@ -245,6 +273,13 @@ void RunConfig::validate() const {
   require(parallel.fsdp_reduce_dtype == "f32" || train.precision == "bf16",
           "parallel.fsdp_reduce_dtype = bf16 needs train.precision = bf16: set both, or reduce in f32");
   require(parallel.bucket_mb > 0, "parallel.bucket_mb must be positive (25 is PyTorch's default)");
+  require(parallel.pp_virtual >= 1 && parallel.pp_virtual <= 64,
+          "parallel.pp_virtual = " + std::to_string(parallel.pp_virtual) +
+              " is out of range: give the stages per pipeline rank, 1 to 64 (2 for interleaved-1f1b and zb-v)");
+  require(parallel.microbatches >= 0 && parallel.microbatches <= 4096,
+          "parallel.microbatches = " + std::to_string(parallel.microbatches) +
+              " is out of range: give the micro-batches per pass (0: as many as pipeline ranks)");
+  pp_split_units();  // names a malformed list
   require(train.epochs > 0 || train.max_steps > 0,
           "train.epochs and train.max_steps are both 0: set at least one of them");
   require(train.epochs >= 0 && train.max_steps >= 0, "train.epochs and train.max_steps must not be negative");

@@ -52,6 +52,16 @@ struct ParallelConfig {
   // (all-gather and reduce-scatter instead of all-reduce; less activation memory).
   bool tp_sequence = false;
   std::string fsdp_reduce_dtype = "f32";
+  // Pipeline parallel (pp > 1): the schedule (docs/pipeline.md), or a file of actions to run
+  // instead; stages per rank; micro-batches per pass (0: pp); where stages begin ("" : balanced by
+  // cost, else the first unit of every stage but the first, e.g. "3,5"); whether rank 0 writes
+  // every rank's pipeline actions to RUN/timeline.json (Chrome trace).
+  std::string pp_schedule = "1f1b";
+  std::string pp_schedule_file;
+  int64_t pp_virtual = 1;
+  int64_t microbatches = 0;
+  std::string pp_split;
+  bool pp_timeline = false;
   int64_t timeout_s = 300;    // longest wait for another rank in any collective or rendezvous
 };
 
@@ -66,6 +76,7 @@ struct RunConfig {
   void set(const std::string& key, const std::string& value, const std::string& origin = "--set");
   void load_toml(const std::string& path);
   void validate() const;  // everything but model.vocab_size, which comes from the data
+  std::vector<int> pp_split_units() const;  // parallel.pp_split parsed (empty: balanced); Error if malformed
   Json to_json() const;
   static std::vector<std::string> known_keys();
 };

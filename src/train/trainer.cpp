@@ -37,6 +37,15 @@ int configure_threads(int threads) {
 
 EvalResult evaluate(TransformerLM& model, const WindowDataset& data, int64_t batch_size, int64_t max_windows,
                     Precision precision, ProcessGroup* group, UnitHooks* hooks) {
+  return evaluate(
+      [&](const int32_t* in, const int32_t* tg, const StepContext& ctx) {
+        return model.forward_loss(in, tg, ctx, nullptr, hooks);
+      },
+      hooks != nullptr, data, batch_size, max_windows, precision, group);
+}
+
+EvalResult evaluate(const PassLoss& loss_of, bool lockstep, const WindowDataset& data, int64_t batch_size,
+                    int64_t max_windows, Precision precision, ProcessGroup* group) {
   const int R = group ? group->size() : 1, r = group ? group->rank() : 0;
   const int64_t n = max_windows > 0 ? std::min(data.size(), max_windows) : data.size();
   DistributedSampler sampler(n, false, 0, R, r, false, /*pad=*/false);
@@ -44,7 +53,7 @@ EvalResult evaluate(TransformerLM& model, const WindowDataset& data, int64_t bat
   loader.start_epoch();
   // With hooks every rank runs the same number of passes (sharded parameters are gathered by all of
   // them): the most any rank has; a rank out of windows repeats its last batch and ignores the result.
-  const int64_t passes = hooks ? ((n + R - 1) / R + batch_size - 1) / batch_size : 0;
+  const int64_t passes = lockstep ? ((n + R - 1) / R + batch_size - 1) / batch_size : 0;
   Batch b;
   double sums[2] = {0.0, 0.0};  // loss, tokens
   for (int64_t pass = 0;; ++pass) {
@@ -59,7 +68,7 @@ EvalResult evaluate(TransformerLM& model, const WindowDataset& data, int64_t bat
       b.target.resize(size_t(ctx.T));
       data.get(0, b.input.data(), b.target.data());
     }
-    const double loss = model.forward_loss(b.input.data(), b.target.data(), ctx, nullptr, hooks);
+    const double loss = loss_of(b.input.data(), b.target.data(), ctx);
     if (!have) continue;
     sums[0] += loss;
     sums[1] += double(b.rows * b.seq_len);
@@ -202,7 +211,15 @@ struct Trainer::Impl {
     plan.fsdp.gather_bf16 = precision == Precision::bf16;  // master shards and optimizer state stay f32
     plan.fsdp.reduce_bf16 = cfg.parallel.fsdp_reduce_dtype == "bf16";
     plan.ddp_bucket_bytes = size_t(cfg.parallel.bucket_mb * (1 << 20));
+    plan.pp.schedule = cfg.parallel.pp_schedule;
+    plan.pp.schedule_file = cfg.parallel.pp_schedule_file;
+    plan.pp.virtual_stages = int(cfg.parallel.pp_virtual);
+    plan.pp.microbatches = int(cfg.parallel.microbatches);
+    plan.pp.split = cfg.pp_split_units();
     const TpSlice slice = tp_slice_of(*mesh, plan);  // (a model built for it names what it does not divide)
+    const int pp = mesh->shape().pp;
+    StagePlan stages;  // this rank's pipeline stages (schedules and cut checked here, before any memory)
+    if (pp > 1) stages = pipeline_stage_plan(cfg.model, plan.pp, pipeline_schedules(plan.pp, pp), mesh->coord().pp);
     auto too_big = [&](const std::string& why) {
       return Error("train.batch_size = " + std::to_string(B) + " does not fit in " +
                    (dev->kind() == DeviceKind::cpu ? "this machine's memory" : dev->describe() + "'s memory") + " (" +
@@ -212,7 +229,9 @@ struct Trainer::Impl {
       // The plan is linear in the batch: a one-sample model's tells what B samples need, before any
       // of that memory is touched.
       const double need =
-          double(TransformerLM(cfg.model, 1, cpu_device(), ParamStorage::bound_by_caller, slice).activation_bytes()) *
+          double(TransformerLM(cfg.model, 1, cpu_device(), ParamStorage::bound_by_caller, slice, no_tp_regions(),
+                               stages)
+                     .activation_bytes()) *
           double(B);
       const double have = double(available_host_bytes());
       char why[96];
@@ -232,15 +251,11 @@ struct Trainer::Impl {
     tp_regions = par->tp_regions();
   }
 
-  // The mesh from parallel.* (parallel.dp is plain DDP's name for dp_replicate); layouts that are
-  // not built yet are refused with one line.
+  // The mesh from parallel.* (parallel.dp is plain DDP's name for dp_replicate).
   MeshShape mesh_shape() const {
     const ParallelConfig& p = cfg.parallel;
-    const MeshShape s = MeshShape::fit(world.size(), int(p.pp), int(p.dp != 0 ? p.dp : p.dp_replicate),
-                                       int(p.dp_shard), int(p.tp));
-    require(s.pp == 1, "parallel.pp = " + std::to_string(s.pp) +
-                           ": pipeline parallelism is not built yet; use parallel.pp=1 (data parallel)");
-    return s;
+    return MeshShape::fit(world.size(), int(p.pp), int(p.dp != 0 ? p.dp : p.dp_replicate), int(p.dp_shard),
+                          int(p.tp));
   }
 
   // Gradients live where the model does: on GPUs the mesh's groups are NCCL's, on the CPU Gloo's.
@@ -320,7 +335,9 @@ struct Trainer::Impl {
     const MeshShape& m = mesh->shape();
     SaveRequest r;
     r.dir = dir;
-    r.sharded = sharded;
+    // Pipeline parallel: no rank holds every stage, so each writes its own (the sharded format,
+    // which eval, generate, init_from and `dtrain ckpt export` read like the full one).
+    r.sharded = sharded || m.pp > 1;
     r.async = async;
     r.with_optimizer = with_optimizer;
     r.state = &state;
@@ -422,6 +439,11 @@ struct Trainer::Impl {
     return cfg.train.eval_max_batches * cfg.train.batch_size * dp * cfg.train.grad_accum;
   }
 
+  // One evaluation pass of this rank's model (a pipeline's: through every stage).
+  PassLoss eval_pass() {
+    return [this](const int32_t* in, const int32_t* tg, const StepContext& ctx) { return par->eval_loss(in, tg, ctx); };
+  }
+
   // Rows of this rank's batch b of the epoch (the last one may be short).
   int64_t rows_of(const DistributedSampler& sampler, int64_t b) const {
     return std::min(cfg.train.batch_size, sampler.size() - b * cfg.train.batch_size);
@@ -457,9 +479,8 @@ struct Trainer::Impl {
       ctx.sample_stride = dp;
       ctx.loss_scale = 1.0f / float(step_rows * T);
       ctx.precision = precision;
-      par->set_sync(m == micro - 1);
-      model->queue_forward_backward(batch.input.data(), batch.target.data(), ctx, par->hooks());
-      if (uneven) loss_read += model->take_loss() / double(batch.rows * T);
+      par->forward_backward(batch.input.data(), batch.target.data(), ctx, m == micro - 1);
+      if (uneven) loss_read += par->take_loss() / double(batch.rows * T);
       rows_done += batch.rows;
     }
     par->finish_gradients();
@@ -468,7 +489,7 @@ struct Trainer::Impl {
 
 
   double step_loss() {
-    const double loss = loss_divisor > 0 ? loss_read + model->take_loss() / loss_divisor : loss_read;
+    const double loss = loss_divisor > 0 ? loss_read + par->take_loss() / loss_divisor : loss_read;
     require(std::isfinite(loss), "training diverged at step " + std::to_string(st.global_step) +
                                      " (loss is not finite): lower train.lr or set optim.grad_clip");
     return loss;
@@ -584,7 +605,7 @@ struct Trainer::Impl {
         }
         if (cfg.train.eval_every > 0 && st.global_step % cfg.train.eval_every == 0) {
           const double v =
-              evaluate(*model, *valid_set, B, eval_windows(), precision, &mesh->dp(), par->eval_hooks()).loss;
+              evaluate(eval_pass(), par->eval_in_lockstep(), *valid_set, B, eval_windows(), precision, &mesh->dp()).loss;
           log_eval("val", v, st.epoch + 1);
         }
         if (cfg.train.checkpoint_every > 0 && st.global_step % cfg.train.checkpoint_every == 0) checkpoint();
@@ -596,7 +617,7 @@ struct Trainer::Impl {
       double train_loss = st.epoch_loss_sum / double(st.batch_in_epoch);
       average(&train_loss, 1);  // the course's figure: mean of batch means, averaged over ranks
       const double val =
-          evaluate(*model, *valid_set, B, eval_windows(), precision, &mesh->dp(), par->eval_hooks()).loss;
+          evaluate(eval_pass(), par->eval_in_lockstep(), *valid_set, B, eval_windows(), precision, &mesh->dp()).loss;
       const double tps = epoch_step_seconds > 0 ? double(epoch_tokens) / epoch_step_seconds : 0.0;
       if (root) {
         std::printf("[%lld/%lld] Train loss: %.5f, Validation loss: %.5f%s\n", (long long)st.epoch + 1,
@@ -630,7 +651,7 @@ struct Trainer::Impl {
     if (last_checkpoint_step != st.global_step) checkpoint();  // a run always ends resumable where it stopped
     finish_async_save();
     save(run_dir + "/model_final", false, st);
-    const EvalResult test = evaluate(*model, *test_set, B, 0, precision, &mesh->dp(), par->eval_hooks());
+    const EvalResult test = evaluate(eval_pass(), par->eval_in_lockstep(), *test_set, B, 0, precision, &mesh->dp());
     const double tps = st.train_seconds > 0 ? double(st.train_tokens) / st.train_seconds : 0.0;
     if (!root) return;
     const double device_mb = double(dev->peak_bytes()) / double(1 << 20);

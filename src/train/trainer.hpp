@@ -1,6 +1,7 @@
 // The Trainer: epochs of steps over the prepared data, evaluation, checkpoints, resume, metrics
 // (course line per epoch, metrics.jsonl, TensorBoard, summary.json).
 #pragma once
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -22,6 +23,11 @@ struct EvalResult {
 // hooks (FSDP's) run around every unit; then every rank of the group runs the same number of passes.
 EvalResult evaluate(TransformerLM& model, const WindowDataset& data, int64_t batch_size, int64_t max_windows,
                     Precision precision, ProcessGroup* group = nullptr, UnitHooks* hooks = nullptr);
+// The same with any pass: loss_of(inputs, targets, ctx) is a batch's summed loss (a pipeline's,
+// through every stage); lockstep: every rank of the group must run the same passes.
+using PassLoss = std::function<double(const int32_t* inputs, const int32_t* targets, const StepContext& ctx)>;
+EvalResult evaluate(const PassLoss& loss_of, bool lockstep, const WindowDataset& data, int64_t batch_size,
+                    int64_t max_windows, Precision precision, ProcessGroup* group = nullptr);
 
 // Sets the OpenMP thread count (0 = all cores) and returns what is in effect.
 int configure_threads(int threads);

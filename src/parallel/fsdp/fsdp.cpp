@@ -20,6 +20,10 @@ FullyShardedDataParallel::FullyShardedDataParallel(const std::vector<Unit*>& uni
                                                    const FsdpOptions& options)
     : units_(units), shard_(shard), replicate_(replicate && replicate->size() > 1 ? replicate : nullptr),
       dev_(device), o_(options), state_(units.size()) {
+  if (o_.keep_for_step) {
+    o_.reshard_after_forward = false;
+    o_.accumulate = true;
+  }
   require(o_.prefetch >= 0, "parallel.fsdp_prefetch = " + std::to_string(o_.prefetch) +
                                 " must not be negative: use 0 (no prefetch) or e.g. 1");
   const int N = shard_.size();
@@ -299,11 +303,12 @@ void FullyShardedDataParallel::pre_backward(Unit& u) {
 
 void FullyShardedDataParallel::post_backward(Unit& u) {
   const size_t k = index_of(u);
-  release_params(k);
   if (!sync_) {  // accumulating: the full gradient stays for the next micro-step
     DT_ASSERT(o_.accumulate);
+    if (!o_.keep_for_step) release_params(k);  // (a pipeline's unit keeps its parameters for the step)
     return;
   }
+  release_params(k);
   launch_reduce(k);
   while (!reducing_.empty() && state_[reducing_.front()].reduce->done()) complete_oldest_reduce();
 }

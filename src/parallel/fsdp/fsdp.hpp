@@ -18,6 +18,10 @@ struct FsdpOptions {
   bool accumulate = false;            // gradient accumulation: full gradients kept across micro-steps
   bool gather_bf16 = false;           // gather parameters as bf16 (half the bytes); shards stay f32
   bool reduce_bf16 = false;           // reduce gradients in bf16 instead of f32
+  // Pipeline parallel: a unit runs once per micro-batch, so its parameters stay gathered (and its
+  // full gradient accumulates) from its first forward of a step to its last backward, gathered
+  // once per step. Implies SHARD_GRAD_OP's pool and accumulation.
+  bool keep_for_step = false;
 };
 
 // What one rank holds and moves, from its own allocations.

@@ -1,0 +1,232 @@
+// PipelineEngine (see engine.hpp): slots, transfers and the action loop.
+#include "parallel/pp/engine.hpp"
+
+#include <algorithm>
+
+#include "core/error.hpp"
+#include "parallel/pp/schedule_detail.hpp"
+
+namespace dtrain {
+
+namespace {
+bool is_receive(Op op) { return op == Op::RECV_F || op == Op::RECV_B; }
+bool is_send(Op op) { return op == Op::SEND_F || op == Op::SEND_B; }
+}  // namespace
+
+Schedule forward_then_backward(const Schedule& like, int n) {
+  Schedule s;
+  s.name = like.name + " (forward-then-backward, " + std::to_string(n) + " micro-batches)";
+  s.pp = like.pp;
+  s.virtual_stages = like.virtual_stages;
+  s.microbatches = n;
+  s.stage_rank = like.stage_rank;
+  s.ranks.assign(size_t(like.pp), {});
+  for (int m = 0; m < n; ++m)
+    for (int st = 0; st < s.stages(); ++st) s.ranks[size_t(s.stage_rank[size_t(st)])].push_back({Op::F, st, m});
+  for (int m = 0; m < n; ++m)
+    for (int st = s.stages(); st-- > 0;) s.ranks[size_t(s.stage_rank[size_t(st)])].push_back({Op::B, st, m});
+  pp_detail::insert_communication(s);
+  return s;
+}
+
+PipelineEngine::PipelineEngine(TransformerLM& model, std::vector<Schedule> lists, ProcessGroup& pp,
+                               std::function<void(bool)> set_sync)
+    : model_(model), lists_(std::move(lists)), pp_(pp), set_sync_(std::move(set_sync)), rank_(pp.rank()) {
+  DT_ASSERT(!lists_.empty());
+  const Schedule& s = lists_.back();
+  DT_ASSERT(s.pp == pp.size());
+  last_stage_rank_ = s.stage_rank.back();
+  local_.assign(size_t(s.stages()), -1);
+  const std::vector<int> mine = s.stages_of(rank_);
+  DT_ASSERT(int(mine.size()) == model.num_stages());
+  for (size_t k = 0; k < mine.size(); ++k) local_[size_t(mine[k])] = int(k);
+  for (const Schedule& l : lists_) {
+    const std::vector<std::string> problems = validate(l);
+    if (!problems.empty())
+      throw Error("pipeline schedule " + l.name + " is not valid: " + problems.front() +
+                  (problems.size() > 1 ? " (and " + std::to_string(problems.size() - 1) + " more problems)" : "") +
+                  "; check it with `dtrain plan`");
+  }
+  slot_.assign(size_t(s.stages()), std::vector<int>(size_t(s.microbatches), -1));
+  free_.assign(size_t(s.stages()), {});
+}
+
+int PipelineEngine::slot_of(int stage, int micro) {
+  int& slot = slot_[size_t(stage)][size_t(micro)];
+  if (slot >= 0) return slot;
+  std::vector<int>& f = free_[size_t(stage)];
+  require(!f.empty(), "internal: pipeline stage " + std::to_string(stage) +
+                          " needs more activation slots than its model was planned with");
+  slot = f.front();
+  f.erase(f.begin());
+  return slot;
+}
+
+// The slot stays recorded for the pass: a send after the backward still reads its buffer (which
+// nothing overwrites before that send is waited for).
+void PipelineEngine::free_slot(int stage, int micro) {
+  const int slot = slot_[size_t(stage)][size_t(micro)];
+  DT_ASSERT(slot >= 0);
+  free_[size_t(stage)].push_back(slot);
+}
+
+uint32_t PipelineEngine::tag(const Action& a) const {
+  // the boundary between stages b and b + 1, and the direction
+  const int b = a.op == Op::SEND_F || a.op == Op::RECV_B ? a.stage : a.stage - 1;
+  const bool grad = a.op == Op::SEND_B || a.op == Op::RECV_B;
+  return uint32_t((a.micro * lists_.back().stages() + b) * 2 + (grad ? 1 : 0));
+}
+
+int PipelineEngine::peer(const Action& a) const {
+  const bool down = a.op == Op::SEND_F || a.op == Op::RECV_B;  // with the next stage
+  return lists_.back().stage_rank[size_t(a.stage + (down ? 1 : -1))];
+}
+
+float* PipelineEngine::buffer(const Action& a, int slot) const {
+  const int k = local(a.stage);
+  switch (a.op) {
+    case Op::SEND_F: return const_cast<float*>(model_.stage_output(k, slot));
+    case Op::RECV_F: return model_.stage_input(k, slot);
+    case Op::SEND_B: return const_cast<float*>(model_.stage_input_grad(k, slot));
+    case Op::RECV_B: return model_.stage_output_grad(k, slot);
+    default: DT_ASSERT(false); return nullptr;
+  }
+}
+
+bool PipelineEngine::post_receive(size_t i, const Action& a) {
+  if (receives_[i]) return true;
+  const bool forward = a.op == Op::RECV_F;
+  if (forward && slot_[size_t(a.stage)][size_t(a.micro)] < 0 && free_[size_t(a.stage)].empty()) return false;
+  if (!forward && slot_[size_t(a.stage)][size_t(a.micro)] < 0) return false;  // not forwarded yet
+  receives_[i] = pp_.recv_async(buffer(a, slot_of(a.stage, a.micro)), size_t(hidden_bytes_), peer(a), tag(a));
+  return true;
+}
+
+void PipelineEngine::wait_receive(size_t i, const Action& a) {
+  require(post_receive(i, a), "internal: pipeline receive " + to_string(a) + " has no free slot");
+  try {
+    receives_[i]->wait();
+  } catch (const std::exception& e) {
+    const int from = peer(a);
+    throw Error("pipeline stage " + std::to_string(a.stage) + " (pp rank " + std::to_string(rank_) + ") got no " +
+                (a.op == Op::RECV_F ? "activations" : "gradient") + " of micro-batch " + std::to_string(a.micro) +
+                " from stage " + std::to_string(a.op == Op::RECV_F ? a.stage - 1 : a.stage + 1) + " on pp rank " +
+                std::to_string(from) + " (global rank " + std::to_string(pp_.ranks()[size_t(from)]) + "): " + e.what());
+  }
+  receives_[i].reset();
+}
+
+void PipelineEngine::wait_sends_from(const float* buffer) {
+  for (Pending& p : sends_)
+    if (p.work && p.buffer == buffer) {
+      p.work->wait();
+      p.work.reset();
+    }
+}
+
+void PipelineEngine::run(const Schedule& s, const std::vector<MicroBatch>& mb, UnitHooks* hooks, bool backward,
+                         bool last_of_step) {
+  const std::vector<Action>& list = s.ranks[size_t(rank_)];
+  ComputeDevice& dev = model_.device();
+  for (auto& v : slot_) std::fill(v.begin(), v.end(), -1);
+  for (size_t st = 0; st < free_.size(); ++st) {
+    free_[st].clear();
+    if (local(int(st)) >= 0)
+      for (int k = 0; k < s.slots()[size_t(rank_)] || k < 1; ++k) free_[st].push_back(k);
+  }
+  receives_.assign(list.size(), nullptr);
+  sends_.clear();
+  // the action that completes each stage's gradients in this pass
+  std::vector<size_t> final_of(size_t(s.stages()), list.size());
+  for (size_t i = 0; i < list.size(); ++i)
+    if (list[i].op == Op::B || list[i].op == Op::W) final_of[size_t(list[i].stage)] = i;
+  if (hooks) hooks->begin_pass(backward);
+  const double start = seconds();
+  double busy = 0.0;
+  // receives for the actions up to the next compute after `from`, posted where their slot is free
+  auto post_ahead = [&](size_t from) {
+    for (size_t j = from; j < list.size(); ++j) {
+      if (is_receive(list[j].op)) {
+        hidden_bytes_ = model_.hidden_floats(mb[size_t(list[j].micro)].ctx) * int64_t(sizeof(float));
+        if (!post_receive(j, list[j])) return;
+      } else if (!is_send(list[j].op)) {
+        return;
+      }
+    }
+  };
+  for (size_t i = 0; i < list.size(); ++i) {
+    const Action& a = list[i];
+    const MicroBatch& b = mb[size_t(a.micro)];
+    const int k = local(a.stage);
+    hidden_bytes_ = model_.hidden_floats(b.ctx) * int64_t(sizeof(float));
+    if (is_receive(a.op)) {
+      wait_receive(i, a);
+      continue;
+    }
+    if (is_send(a.op)) {
+      float* buf = buffer(a, slot_of(a.stage, a.micro));
+      sends_.push_back({buf, pp_.send_async(buf, size_t(hidden_bytes_), peer(a), tag(a))});
+      stats_.bytes_sent += hidden_bytes_;
+      continue;
+    }
+    post_ahead(i + 1);
+    const int slot = slot_of(a.stage, a.micro);
+    const double t = seconds();
+    if (a.op == Op::F) {
+      wait_sends_from(model_.stage_output(k, slot));
+      model_.stage_forward(k, slot, b.inputs, b.targets, b.ctx, backward, hooks);
+      const int next = a.stage + 1;
+      if (next < s.stages() && local(next) >= 0)  // the next stage is here too: hand over in memory
+        dev.copy(model_.stage_input(local(next), slot_of(next, a.micro)), model_.stage_output(k, slot),
+                 size_t(hidden_bytes_));
+    } else {
+      if (a.op != Op::I) set_sync_(last_of_step && final_of[size_t(a.stage)] == i);
+      if (a.op != Op::W) wait_sends_from(model_.stage_input_grad(k, slot));
+      model_.stage_backward(k, slot, b.ctx,
+                            a.op == Op::B   ? BackwardPart::all
+                            : a.op == Op::I ? BackwardPart::input
+                                            : BackwardPart::weight,
+                            hooks);
+      const int prev = a.stage - 1;
+      if (a.op != Op::W && prev >= 0 && local(prev) >= 0)
+        dev.copy(model_.stage_output_grad(local(prev), slot_of(prev, a.micro)), model_.stage_input_grad(k, slot),
+                 size_t(hidden_bytes_));
+      if (a.op != Op::I) free_slot(a.stage, a.micro);
+    }
+    const double end = seconds();
+    busy += end - t;
+    if (recording_) timeline_.push_back({rank_, to_string(a), t, end - t});
+  }
+  for (Pending& p : sends_)
+    if (p.work) p.work->wait();
+  sends_.clear();
+  if (hooks) hooks->end_pass();
+  if (backward) {
+    stats_.passes++;
+    stats_.pass_seconds += seconds() - start;
+    stats_.busy_seconds += busy;
+  }
+}
+
+void PipelineEngine::train(const std::vector<MicroBatch>& mb, UnitHooks* hooks, bool last_of_step) {
+  DT_ASSERT(!mb.empty() && mb.size() <= lists_.size());
+  run(lists_[mb.size() - 1], mb, hooks, true, last_of_step);
+}
+
+double PipelineEngine::forward_loss(const MicroBatch& b, UnitHooks* hooks) {
+  Schedule s = forward_then_backward(lists_.back(), 1);
+  for (auto& list : s.ranks)  // forward only
+    list.erase(std::remove_if(list.begin(), list.end(),
+                              [](const Action& a) { return a.op == Op::B || a.op == Op::SEND_B || a.op == Op::RECV_B; }),
+               list.end());
+  run(s, {b}, hooks, false, false);
+  return take_loss();
+}
+
+double PipelineEngine::take_loss() {
+  double v = rank_ == last_stage_rank_ ? model_.take_loss() : 0.0;
+  pp_.broadcast(&v, 1, ElemType::f64, last_stage_rank_);
+  return v;
+}
+
+}  // namespace dtrain

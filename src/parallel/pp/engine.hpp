@@ -1,0 +1,95 @@
+// The pipeline engine (DESIGN §3.8): runs this rank's action list of any schedule on its stages of
+// the model. Activations and their gradients move point-to-point over the mesh's pp group, sends
+// in the background while the rank computes, each receive posted ahead as soon as its buffer is
+// free; between two stages of the same rank they are handed over in memory. Every micro-batch
+// keeps its activations in a slot of its stage, taken at its forward and freed after its backward.
+#pragma once
+#include <chrono>
+#include <functional>
+#include <vector>
+
+#include "comm/process_group.hpp"
+#include "metrics/chrome_trace.hpp"
+#include "nn/transformer.hpp"
+#include "parallel/pp/schedule.hpp"
+
+namespace dtrain {
+
+struct MicroBatch {
+  const int32_t* inputs = nullptr;   // host [ctx.B * ctx.T], unchanged until the pass ends
+  const int32_t* targets = nullptr;
+  StepContext ctx;
+};
+
+struct PipelineStats {
+  int64_t passes = 0;         // training passes run
+  double pass_seconds = 0.0;  // their wall time, from the first action to the last send done
+  double busy_seconds = 0.0;  // of it, computing (F, B, I, W)
+  int64_t bytes_sent = 0;     // activations and gradients sent
+  double idle_share() const { return pass_seconds > 0 ? 1.0 - busy_seconds / pass_seconds : 0.0; }
+};
+
+class PipelineEngine {
+ public:
+  // `lists(n)`: the schedule for a pass of n micro-batches (n = 1 … microbatches); every one is
+  // validated here, and the model must have been built with slots() and stages for this rank.
+  // set_sync(on): whether the data-parallel strategy reduces the gradients the next backward
+  // completes (on only for each stage's last one of an optimizer step).
+  PipelineEngine(TransformerLM& model, std::vector<Schedule> lists, ProcessGroup& pp,
+                 std::function<void(bool)> set_sync);
+
+  const Schedule& schedule() const { return lists_.back(); }
+  // Training: the schedule over micro-batches mb; gradients accumulate into the units' buffers.
+  // last_of_step: the optimizer step's last pass, whose final backwards complete the gradients.
+  void train(const std::vector<MicroBatch>& mb, UnitHooks* hooks, bool last_of_step);
+  // Evaluation: one batch forward through all stages; its loss sum, on every rank.
+  double forward_loss(const MicroBatch& b, UnitHooks* hooks);
+  // The training loss summed since the last call: the last stage's, on every rank (collective).
+  double take_loss();
+
+  // Each compute action's start and duration (seconds since the engine began), when recording.
+  void record_timeline(bool on) { recording_ = on; }
+  const std::vector<TraceEvent>& timeline() const { return timeline_; }
+  const PipelineStats& stats() const { return stats_; }
+
+ private:
+  struct Pending {
+    const float* buffer;
+    WorkPtr work;
+  };
+  int local(int stage) const { return local_[size_t(stage)]; }
+  int slot_of(int stage, int micro);                    // taking a free slot on first use
+  void free_slot(int stage, int micro);
+  uint32_t tag(const Action& a) const;                  // the same on both ends of a transfer
+  int peer(const Action& a) const;                      // pp rank at the other end
+  float* buffer(const Action& a, int slot) const;       // what a send reads or a receive fills
+  bool post_receive(size_t i, const Action& a);         // false: its slot is not free yet
+  void wait_receive(size_t i, const Action& a);
+  void wait_sends_from(const float* buffer);
+  void run(const Schedule& s, const std::vector<MicroBatch>& mb, UnitHooks* hooks, bool backward, bool last_of_step);
+  double seconds() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count(); }
+
+  TransformerLM& model_;
+  std::vector<Schedule> lists_;  // [n - 1]: for n micro-batches
+  ProcessGroup& pp_;
+  std::function<void(bool)> set_sync_;
+  int rank_;
+  int last_stage_rank_;
+  std::vector<int> local_;  // stage → the model's stage index here (-1: another rank's)
+  std::vector<std::vector<int>> slot_;    // [stage][micro] → slot, -1 none
+  std::vector<std::vector<int>> free_;    // [stage] → free slots
+  std::vector<WorkPtr> receives_;         // [action index] posted ahead
+  std::vector<Pending> sends_;
+  int64_t hidden_bytes_ = 0;              // of the running pass's hidden states
+  std::chrono::steady_clock::time_point t0_ = std::chrono::steady_clock::now();
+  bool recording_ = false;
+  std::vector<TraceEvent> timeline_;
+  PipelineStats stats_;
+};
+
+// A pass of n micro-batches in GPipe's order on any stage placement (every forward, then every
+// backward, micro-batch by micro-batch): what a pass runs when its schedule cannot be made for n
+// (an epoch's short last batch).
+Schedule forward_then_backward(const Schedule& like, int n);
+
+}  // namespace dtrain

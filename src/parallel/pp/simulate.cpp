@@ -1,0 +1,165 @@
+// simulate(): a schedule's timeline on an ideal machine (durations per action, a fixed delay per
+// message), and render_grid(): that timeline as a time × rank grid with its bubbles and slots.
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <tuple>
+
+#include "core/error.hpp"
+#include "parallel/pp/schedule_detail.hpp"
+
+namespace dtrain {
+
+namespace {
+
+std::string fixed(double x, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, x);
+  return buf;
+}
+
+// "1", "1.5": a cost as short text.
+std::string number(double x) {
+  std::string t = fixed(x, 3);
+  while (t.back() == '0') t.pop_back();
+  if (t.back() == '.') t.pop_back();
+  return t;
+}
+
+}  // namespace
+
+Simulation simulate(const Schedule& s, const ActionCosts& costs) {
+  Simulation sim;
+  sim.ranks.assign(s.pp, {});
+  std::vector<size_t> pos(s.pp, 0);
+  std::vector<double> clock(s.pp, 0.0), busy(s.pp, 0.0);
+  std::map<std::tuple<bool, int, int>, double> arrival;  // (backward, sending stage, micro) → time
+  bool moved = true;
+  while (moved) {
+    moved = false;
+    for (int r = 0; r < s.pp; ++r) {
+      const auto& list = s.ranks[r];
+      while (pos[r] < list.size()) {
+        const Action& a = list[pos[r]];
+        if (a.op == Op::RECV_F || a.op == Op::RECV_B) {
+          const bool backward = a.op == Op::RECV_B;
+          auto it = arrival.find({backward, backward ? a.stage + 1 : a.stage - 1, a.micro});
+          if (it == arrival.end()) break;  // its sender has not got there yet
+          clock[r] = std::max(clock[r], it->second);
+        } else if (a.op == Op::SEND_F || a.op == Op::SEND_B) {
+          arrival[{a.op == Op::SEND_B, a.stage, a.micro}] = clock[r] + costs.comm;
+        } else {
+          const double d = a.op == Op::F ? costs.F : a.op == Op::B ? costs.B : a.op == Op::I ? costs.I : costs.W;
+          sim.ranks[r].push_back({a, clock[r], clock[r] + d});
+          clock[r] += d;
+          busy[r] += d;
+        }
+        ++pos[r];
+        moved = true;
+      }
+    }
+  }
+  for (int r = 0; r < s.pp; ++r)
+    require(pos[r] == s.ranks[r].size(), "schedule " + s.name + " cannot be simulated: rank " + std::to_string(r) +
+                                             " waits forever at " + to_string(s.ranks[r][pos[r]]) +
+                                             "; run validate() on it and fix what it reports");
+  for (int r = 0; r < s.pp; ++r) sim.makespan = std::max(sim.makespan, clock[r]);
+  sim.bubble.assign(s.pp, 0.0);
+  for (int r = 0; r < s.pp; ++r) {
+    sim.bubble[r] = sim.makespan > 0 ? (sim.makespan - busy[r]) / sim.makespan : 0.0;
+    sim.mean_bubble += sim.bubble[r] / s.pp;
+  }
+  return sim;
+}
+
+std::string render_grid(const Schedule& s, const Simulation& sim) {
+  // The column width in time units: 1, or finer when durations are fractions; at most 400 columns.
+  double unit = 1.0;
+  auto fits = [&](double u) {
+    for (const auto& list : sim.ranks)
+      for (const TimedAction& t : list)
+        for (double x : {t.start, t.end})
+          if (std::fabs(x / u - std::round(x / u)) > 1e-6) return false;
+    return true;
+  };
+  for (double u : {1.0, 0.5, 0.25, 0.2, 0.1})
+    if (fits(u)) {
+      unit = u;
+      break;
+    }
+  int columns = int(std::ceil(sim.makespan / unit - 1e-9));
+  if (columns > 400) {
+    unit = sim.makespan / 400;
+    columns = 400;
+  }
+
+  // Cell labels: op and micro-batch; with two stages per rank the second in lower case, with more a
+  // ".c" suffix naming the rank's stage (0 = its first).
+  auto label = [&](const Action& a, int rank) {
+    std::string op = op_name(a.op), text;
+    const std::vector<int> mine = s.stages_of(rank);
+    const int chunk = int(std::find(mine.begin(), mine.end(), a.stage) - mine.begin());
+    if (s.virtual_stages == 2 && chunk == 1)
+      for (char& ch : op) ch = char(std::tolower(static_cast<unsigned char>(ch)));
+    text = op + std::to_string(a.micro);
+    if (s.virtual_stages > 2) text += "." + std::to_string(chunk);
+    return text;
+  };
+  size_t width = 2;
+  for (int r = 0; r < s.pp; ++r)
+    for (const TimedAction& t : sim.ranks[r]) width = std::max(width, label(t.action, r).size());
+  const std::string rank_head = "rank " + std::to_string(s.pp - 1);
+
+  std::string out = "schedule " + s.name + ": pp " + std::to_string(s.pp) + ", virtual " +
+                    std::to_string(s.virtual_stages) + ", micro-batches " + std::to_string(s.microbatches) + "; " +
+                    number(sim.makespan) + " time units, one column = " + number(unit) + "\n";
+  // A time ruler: the time at every 5th column (or further apart where the labels are wider).
+  std::string ruler(rank_head.size(), ' ');
+  for (int col = 0; col < columns; col += 5) {
+    const size_t at = rank_head.size() + 1 + size_t(col) * (width + 1);
+    if (ruler.size() + (ruler.size() > rank_head.size() ? 1 : 0) > at) continue;
+    ruler.resize(at, ' ');
+    ruler += number(col * unit);
+  }
+  out += ruler + "\n";
+  for (int r = 0; r < s.pp; ++r) {
+    std::vector<std::string> cells(columns, ".");
+    for (const TimedAction& t : sim.ranks[r]) {
+      const int a = int(std::round(t.start / unit)), b = std::max(a + 1, int(std::round(t.end / unit)));
+      for (int col = a; col < b && col < columns; ++col) cells[col] = label(t.action, r);
+    }
+    std::string line = "rank " + std::to_string(r);
+    line.resize(rank_head.size(), ' ');
+    for (const std::string& cell : cells) {
+      line += ' ';
+      line += cell;
+      line.append(width - cell.size(), ' ');
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    out += line + "\n";
+  }
+  out += "bubble (simulated):";
+  for (int r = 0; r < s.pp; ++r) out += " rank " + std::to_string(r) + " " + fixed(sim.bubble[r], 3) + ",";
+  out += " mean " + fixed(sim.mean_bubble, 3) + "\n";
+  const double theory = theoretical_bubble(s.name, s.pp, s.virtual_stages, s.microbatches);
+  if (theory >= 0)
+    out += "bubble (textbook " + s.name + (s.name.rfind("zb-", 0) == 0 ? ", when F = I = W" : "") +
+           "): " + fixed(theory, 3) + "\n";
+  const std::vector<int> slots = s.slots(), peak = s.peak_in_flight();
+  out += "activation slots per stage:";
+  for (int r = 0; r < s.pp; ++r) out += " rank " + std::to_string(r) + " " + std::to_string(slots[r]) + ",";
+  out.pop_back();
+  out += "\n";
+  if (s.virtual_stages > 1) {
+    out += "activations in flight (whole-rank units):";
+    for (int r = 0; r < s.pp; ++r)
+      out += " rank " + std::to_string(r) + " " + number(double(peak[r]) / s.virtual_stages) + ",";
+    out.pop_back();
+    out += "\n";
+  }
+  return out;
+}
+
+}  // namespace dtrain
