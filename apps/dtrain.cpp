@@ -1,4 +1,4 @@
-// dtrain: the command-line program (train, eval, generate, data, debug). Thin: parses arguments
+// dtrain: the command-line program (train, eval, generate, data, ckpt, debug, plan). Thin: parses arguments
 // and calls the library; a user error prints one line and exits with status 2.
 #include <algorithm>
 #include <cmath>
@@ -14,6 +14,8 @@
 #include "data/prepare.hpp"
 #include "data/token_file.hpp"
 #include "data/vocab.hpp"
+#include "metrics/chrome_trace.hpp"
+#include "parallel/pp/schedule.hpp"
 #include "train/checkpoint_tools.hpp"
 #include "train/debug_dump.hpp"
 #include "train/generate.hpp"
@@ -39,6 +41,10 @@ usage:
   dtrain ckpt export DIR --out FILE.safetensors [--optimizer]   (whole weights + config.json beside)
   dtrain ckpt import FILE.safetensors --config CONFIG --out DIR [--vocab vocab.txt]
   dtrain debug dump --config FILE [--set key=value ...] --out DIR [--steps N]
+  dtrain plan --pp P --microbatches M --schedule gpipe|1f1b|interleaved-1f1b|zb-h1|zb-v [--virtual V]
+              [--costs F,B,I,W[,COMM]] [--save LIST.txt] [--trace timeline.json]
+  dtrain plan --file LIST.txt [--costs ...] [--trace ...]   (a pipeline schedule checked and simulated,
+              printed as a time × rank grid; docs/pipeline.md)
   dtrain config keys                   (every config key)
 
 Data parallel: start it with `dtrun --nproc-per-node N dtrain train ...` (see `dtrun --help`),
@@ -299,6 +305,74 @@ int cmd_debug(int argc, char** argv) {
   return 0;
 }
 
+// "F,B,I,W" or "F,B,I,W,COMM": the relative durations the simulation uses.
+ActionCosts parse_costs(const std::string& text) {
+  std::vector<double> v;
+  size_t at = 0;
+  while (at <= text.size()) {
+    const size_t comma = std::min(text.find(',', at), text.size());
+    const std::string part = text.substr(at, comma - at);
+    char* end = nullptr;
+    const double x = std::strtod(part.c_str(), &end);
+    require(!part.empty() && *end == 0 && std::isfinite(x) && x >= 0,
+            "--costs " + text + ": `" + part +
+                "` is not a duration: give F,B,I,W (and optionally COMM) as numbers >= 0, e.g. --costs 1,2,1,1");
+    v.push_back(x);
+    at = comma + 1;
+  }
+  require(v.size() == 4 || v.size() == 5,
+          "--costs " + text + " has " + std::to_string(v.size()) + " numbers: give F,B,I,W or F,B,I,W,COMM");
+  ActionCosts c;
+  c.F = v[0];
+  c.B = v[1];
+  c.I = v[2];
+  c.W = v[3];
+  if (v.size() == 5) c.comm = v[4];
+  return c;
+}
+
+// dtrain plan: a pipeline schedule (generated, or a user's list) validated, simulated and shown.
+int cmd_plan(int argc, char** argv) {
+  Args a = parse(argc, argv, 2, {}, {"pp", "microbatches", "schedule", "virtual", "file", "save", "trace", "costs"});
+  if (!a.positional.empty())
+    throw Error("dtrain plan takes no argument `" + a.positional[0] + "`: see `dtrain --help`");
+  const ActionCosts costs = a.get("costs").empty() ? ActionCosts{} : parse_costs(a.get("costs"));
+  Schedule s;
+  const std::string file = a.get("file");
+  if (!file.empty()) {
+    for (const char* k : {"pp", "microbatches", "schedule", "virtual"})
+      require(a.get(k).empty(), std::string("--") + k + " with --file: the list gives its own shape; leave out --" + k);
+    s = read_schedule(file);
+  } else {
+    const std::string name = a.need("schedule");
+    const int default_virtual = name == "interleaved-1f1b" || name == "zb-v" ? 2 : 1;
+    a.need("pp");  // both required without --file
+    a.need("microbatches");
+    s = make_schedule(name, int(a.integer("pp", 0)), int(a.integer("virtual", default_virtual)),
+                      int(a.integer("microbatches", 0)));
+  }
+  const std::vector<std::string> problems = validate(s);
+  for (const std::string& p : problems) std::fprintf(stderr, "dtrain: %s\n", p.c_str());
+  require(problems.empty(), "schedule " + s.name + " is not valid (" + std::to_string(problems.size()) +
+                                " problems above): fix the lists, or start from one that `dtrain plan --save` writes");
+  const Simulation sim = simulate(s, costs);
+  std::fputs(render_grid(s, sim).c_str(), stdout);
+  if (const std::string save = a.get("save"); !save.empty()) {
+    write_file_atomic(save, write_schedule(s));
+    std::printf("wrote the lists to %s (edit them and check with dtrain plan --file %s)\n", save.c_str(), save.c_str());
+  }
+  if (const std::string trace = a.get("trace"); !trace.empty()) {
+    std::vector<TraceEvent> events;
+    for (int r = 0; r < s.pp; ++r)
+      for (const TimedAction& t : sim.ranks[r])  // one time unit shown as one millisecond
+        events.push_back({r, to_string(t.action), t.start * 1e-3, (t.end - t.start) * 1e-3});
+    write_chrome_trace(trace, events);
+    std::printf("wrote the simulated timeline to %s (open it in ui.perfetto.dev; 1 time unit = 1 ms)\n",
+                trace.c_str());
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -315,11 +389,13 @@ int main(int argc, char** argv) {
     if (cmd == "data") return cmd_data(argc, argv);
     if (cmd == "debug") return cmd_debug(argc, argv);
     if (cmd == "ckpt") return cmd_ckpt(argc, argv);
+    if (cmd == "plan") return cmd_plan(argc, argv);
     if (cmd == "config") {
       for (const auto& k : RunConfig::known_keys()) std::printf("%s\n", k.c_str());
       return 0;
     }
-    throw Error("unknown command `" + cmd + "`: use train, eval, generate, data, ckpt, debug or config (see --help)");
+    throw Error("unknown command `" + cmd +
+                "`: use train, eval, generate, data, ckpt, debug, plan or config (see --help)");
   } catch (const Error& e) {
     std::fprintf(stderr, "dtrain: error: %s\n", e.what());
     return 2;

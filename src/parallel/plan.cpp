@@ -46,6 +46,8 @@ std::vector<Schedule> pipeline_schedules(const PipelineOptions& o, int pp) {
   return lists;
 }
 
+int64_t micro_batch_rows(int64_t batch, int microbatches) { return (batch + microbatches - 1) / microbatches; }
+
 StagePlan pipeline_stage_plan(const ModelConfig& model, const PipelineOptions& o, const std::vector<Schedule>& lists,
                               int rank) {
   const Schedule& s = lists.back();
@@ -72,6 +74,9 @@ ParallelModel::ParallelModel(const ModelConfig& config, int64_t max_batch, Compu
   if (shape.pp > 1) {
     lists = pipeline_schedules(plan.pp, shape.pp);
     stages = pipeline_stage_plan(config, plan.pp, lists, mesh.coord().pp);
+    const int64_t rows = micro_batch_rows(max_batch, lists.back().microbatches);  // each slot holds one micro-batch
+    eval_pieces_ = (max_batch + rows - 1) / rows;
+    max_batch = rows;
   }
   // 3. data parallel: sharded from the start (no rank ever holds the whole slice's parameters,
   // gradients or optimizer state), or replicated
@@ -150,9 +155,22 @@ double ParallelModel::take_loss() { return pipeline_ ? pipeline_->take_loss() : 
 
 double ParallelModel::eval_loss(const int32_t* inputs, const int32_t* targets, const StepContext& ctx) {
   if (!pipeline_) return model_->forward_loss(inputs, targets, ctx, nullptr, eval_hooks());
-  StepContext eval = ctx;
-  eval.training = false;
-  return pipeline_->forward_loss({inputs, targets, eval}, eval_hooks());
+  // In pieces of a micro-batch's rows (the most an activation slot holds), always as many as a full
+  // batch has: every rank of the mesh runs the same passes (a short batch repeats its first piece,
+  // not counted), so that sharded parameters are gathered by all of them.
+  double loss = 0.0;
+  const int64_t rows = model_->max_batch();
+  for (int64_t piece = 0; piece < eval_pieces_; ++piece) {
+    const bool counted = piece * rows < ctx.B;
+    const int64_t row = counted ? piece * rows : 0;
+    StepContext eval = ctx;
+    eval.training = false;
+    eval.B = std::min(rows, ctx.B - row);
+    eval.sample_offset = ctx.sample_offset + row * ctx.sample_stride;
+    const double l = pipeline_->forward_loss({inputs + row * ctx.T, targets + row * ctx.T, eval}, eval_hooks());
+    if (counted) loss += l;
+  }
+  return loss;
 }
 
 void ParallelModel::finish_gradients() {
@@ -233,6 +251,22 @@ void ParallelModel::report(Json& s, bool host_timing) const {
     s["tp_collectives_per_step"] = double(t.collectives) / steps;
     s["tp_comm_seconds"] = t.seconds;
   }
+  if (pipeline_ && pipeline_->stats().passes > 0) {
+    const PipelineStats& p = pipeline_->stats();
+    const Schedule& sch = pipeline_->schedule();
+    const double simulated = simulate(sch).mean_bubble;
+    std::printf("pipeline: %s over %d ranks × %d stages, %d micro-batches; idle %.1f%% of this rank's pass time "
+                "(simulated %.1f%%); %.2f MB sent per pass\n",
+                sch.name.c_str(), sch.pp, sch.virtual_stages, sch.microbatches, 100.0 * p.idle_share(),
+                100.0 * simulated, double(p.bytes_sent) / double(p.passes) / 1e6);
+    s["pp"] = sch.pp;
+    s["pp_schedule"] = sch.name;
+    s["pp_virtual"] = sch.virtual_stages;
+    s["pp_microbatches"] = sch.microbatches;
+    s["pp_idle_share"] = p.idle_share();  // rank 0's
+    s["pp_simulated_bubble"] = simulated;
+    s["pp_bytes_sent_per_pass"] = double(p.bytes_sent) / double(p.passes);
+  }
   if (fsdp_) {
     const FsdpStats& f = fsdp_->stats();
     const double comm = f.gather_seconds + f.reduce_seconds;
@@ -247,6 +281,7 @@ void ParallelModel::report(Json& s, bool host_timing) const {
     s["fsdp_hidden_fraction"] = hidden;
     s["fsdp_gathered_units_peak"] = f.gathered_units_peak;
     s["fsdp_gathered_bytes_peak"] = f.gathered_bytes_peak;
+    s["fsdp_gathered_bytes_per_step"] = f.steps > 0 ? double(f.gathered_bytes) / double(f.steps) : 0.0;
     s["fsdp_full_grad_bytes_peak"] = f.full_grad_bytes_peak;
     s["fsdp_shard_bytes"] = fsdp_->shard_bytes();
     s["fsdp_pool_bytes"] = fsdp_->pool_bytes();

@@ -45,6 +45,9 @@ TpSlice tp_slice_of(const DeviceMesh& mesh, const ParallelPlan& plan);
 // file's; forward-then-backward where it cannot be made for fewer), each validated: Error naming
 // the first problem otherwise.
 std::vector<Schedule> pipeline_schedules(const PipelineOptions& o, int pp);
+// The most rows a micro-batch of a batch of up to `batch` rows gets (a pass deals its rows into at
+// most `microbatches` micro-batches as evenly as they go).
+int64_t micro_batch_rows(int64_t batch, int microbatches);
 // The stages `model` would run on pp rank `rank` under those schedules (for memory planning too).
 StagePlan pipeline_stage_plan(const ModelConfig& model, const PipelineOptions& o, const std::vector<Schedule>& lists,
                               int rank);
@@ -105,6 +108,7 @@ class ParallelModel {
   std::unique_ptr<TensorParallelGrads> tp_grads_;
   std::unique_ptr<PipelineEngine> pipeline_;
   std::vector<MicroBatch> micro_;  // the running pass's micro-batches
+  int64_t eval_pieces_ = 1;        // pipeline: forward passes per evaluation batch
   TpStats tp_train_;      // the regions' traffic from zero_grad to finish_gradients (evaluations not counted)
   int64_t tp_steps_ = 0;  // the steps it is of
 };

@@ -219,7 +219,12 @@ struct Trainer::Impl {
     const TpSlice slice = tp_slice_of(*mesh, plan);  // (a model built for it names what it does not divide)
     const int pp = mesh->shape().pp;
     StagePlan stages;  // this rank's pipeline stages (schedules and cut checked here, before any memory)
-    if (pp > 1) stages = pipeline_stage_plan(cfg.model, plan.pp, pipeline_schedules(plan.pp, pp), mesh->coord().pp);
+    int64_t slot_rows = B;  // rows an activation slot holds: a pipeline's are micro-batches
+    if (pp > 1) {
+      const std::vector<Schedule> lists = pipeline_schedules(plan.pp, pp);
+      stages = pipeline_stage_plan(cfg.model, plan.pp, lists, mesh->coord().pp);
+      slot_rows = micro_batch_rows(B, lists.back().microbatches);
+    }
     auto too_big = [&](const std::string& why) {
       return Error("train.batch_size = " + std::to_string(B) + " does not fit in " +
                    (dev->kind() == DeviceKind::cpu ? "this machine's memory" : dev->describe() + "'s memory") + " (" +
@@ -232,7 +237,7 @@ struct Trainer::Impl {
           double(TransformerLM(cfg.model, 1, cpu_device(), ParamStorage::bound_by_caller, slice, no_tp_regions(),
                                stages)
                      .activation_bytes()) *
-          double(B);
+          double(slot_rows);
       const double have = double(available_host_bytes());
       char why[96];
       std::snprintf(why, sizeof why, "its activations need %.1f GiB, %.1f GiB is available", need / (1 << 30),
@@ -537,6 +542,13 @@ struct Trainer::Impl {
                     mesh->shape().tp, cfg.parallel.tp_sequence ? ", sequence parallel" : "",
                     double(units_numel() * int64_t(sizeof(float))) / 1e6,
                     double(model->num_params() * int64_t(sizeof(float))) / 1e6);
+      if (PipelineEngine* pipe = par->pipeline()) {
+        const Schedule& sch = pipe->schedule();
+        std::printf("pipeline: %s, %d ranks × %d stages, %d micro-batches per pass; rank 0 holds", sch.name.c_str(),
+                    sch.pp, sch.virtual_stages, sch.microbatches);
+        for (const Unit* u : model->units()) std::printf(" %s", u->name().c_str());
+        std::printf("; simulated bubble %.1f%%\n", 100.0 * simulate(sch).mean_bubble);
+      }
       if (world.size() > 1)
         std::printf("mesh: %s (%d ranks, tp fastest); %s\n", mesh->shape().describe().c_str(), world.size(),
                     mesh->placement(16).c_str());
@@ -546,6 +558,7 @@ struct Trainer::Impl {
       const std::string where = world.layout();
       if (root) std::printf("workers: %s\n", where.c_str());
     }
+    if (cfg.parallel.pp_timeline && par->pipeline()) par->pipeline()->record_timeline(true);
     ProgressLine progress(root && cfg.train.progress);
     Batch batch;
     bool stop = st.global_step >= total;
@@ -651,6 +664,7 @@ struct Trainer::Impl {
     if (last_checkpoint_step != st.global_step) checkpoint();  // a run always ends resumable where it stopped
     finish_async_save();
     save(run_dir + "/model_final", false, st);
+    if (cfg.parallel.pp_timeline) par->write_timeline(world.all(), run_dir + "/timeline.json");
     const EvalResult test = evaluate(eval_pass(), par->eval_in_lockstep(), *test_set, B, 0, precision, &mesh->dp());
     const double tps = st.train_seconds > 0 ? double(st.train_tokens) / st.train_seconds : 0.0;
     if (!root) return;

@@ -53,9 +53,13 @@ run_ranks() {  # $1 = name, $2 = ranks, then extra arguments
   "$bin/dtrun" --standalone --nproc-per-node "$n" "$bin/dtrain" train "${common[@]}" "$@" \
     --run-dir "$work/$name" >"$work/$name.out" 2>&1 || { cat "$work/$name.out"; fail "run $name failed"; }
 }
+whole() {  # $1 = a checkpoint folder: itself when it holds model.safetensors, else its export (sharded)
+  if [ -f "$1/model.safetensors" ]; then echo "$1"; return; fi
+  mkdir -p "$1.whole" && "$bin/dtrain" ckpt export "$1" --out "$1.whole/model.safetensors" >/dev/null && echo "$1.whole"
+}
 same_weights() {  # $1 = reference run, $2 = run, $3 = tolerance
-  "$py" "$src/tests/python/compare_weights.py" "$work/$1/model_final" "$work/$2/model_final" "$3" "$2 vs $1" ||
-    fail "$2 does not reproduce $1's trajectory"
+  "$py" "$src/tests/python/compare_weights.py" "$(whole "$work/$1/model_final")" "$(whole "$work/$2/model_final")" \
+    "$3" "$2 vs $1" || fail "$2 does not reproduce $1's trajectory"
 }
 # A job run by `dtrun --standalone --max-restarts 1 ARGS…` into the run dir $work/restarted (output in
 # $work/restarted.out) loses rank 1 (kill -9) once its step-20 checkpoint exists: it must restart its
@@ -75,6 +79,7 @@ restart_after_kill() {  # $1 = pattern of the step resumed from, then dtrun's ar
   [ "$rc" -eq 0 ] || { cat "$work/restarted.out"; fail "the restarted job failed ($rc)"; }
   grep -q "restarting all workers (restart 1 of 1)" "$work/restarted.out" || { cat "$work/restarted.out"; fail "no restart"; }
   grep -q "^\[0\]: resumed from .*step_$resumed" "$work/restarted.out" || { cat "$work/restarted.out"; fail "did not resume"; }
-  "$py" "$src/tests/python/compare_weights.py" "$work/straight/model_final" "$work/restarted/model_final" 0 \
+  "$py" "$src/tests/python/compare_weights.py" "$(whole "$work/straight/model_final")" \
+    "$(whole "$work/restarted/model_final")" 0 \
     "restarted vs uninterrupted" || fail "the restarted run ended with other weights"
 }

@@ -163,7 +163,7 @@ void FullyShardedDataParallel::gather_async(size_t k) {
   }
   ++gathered_units_;
   gathered_bytes_ += padded(k) * int64_t(sizeof(float));
-  stats_.gathered_bytes += padded(k) * int64_t(o_.gather_bf16 ? sizeof(uint16_t) : sizeof(float));
+  if (training_) stats_.gathered_bytes += padded(k) * int64_t(o_.gather_bf16 ? sizeof(uint16_t) : sizeof(float));
   stats_.gathered_units_peak = std::max(stats_.gathered_units_peak, gathered_units_);
   stats_.gathered_bytes_peak = std::max(stats_.gathered_bytes_peak, gathered_bytes_);
 }

@@ -33,7 +33,7 @@ struct FsdpStats {
   int64_t gathered_units_peak = 0;  // units whose full parameters were held at once, at most
   int64_t gathered_bytes_peak = 0;  // their bytes
   int64_t full_grad_bytes_peak = 0;  // full (unsharded) gradient buffers bound at once, at most
-  int64_t gathered_bytes = 0;        // parameter bytes all-gathered (as sent: bf16 or f32), all steps
+  int64_t gathered_bytes = 0;        // parameter bytes all-gathered (as sent: bf16 or f32) in training passes
 };
 
 class FullyShardedDataParallel : public UnitHooks {

@@ -9,6 +9,7 @@
 namespace dtrain {
 
 namespace {
+constexpr size_t kMaxTimelineEvents = 200000;  // a long run keeps its first steps' actions
 bool is_receive(Op op) { return op == Op::RECV_F || op == Op::RECV_B; }
 bool is_send(Op op) { return op == Op::SEND_F || op == Op::SEND_B; }
 }  // namespace
@@ -195,7 +196,7 @@ void PipelineEngine::run(const Schedule& s, const std::vector<MicroBatch>& mb, U
     }
     const double end = seconds();
     busy += end - t;
-    if (recording_) timeline_.push_back({rank_, to_string(a), t, end - t});
+    if (recording_ && timeline_.size() < kMaxTimelineEvents) timeline_.push_back({rank_, to_string(a), t, end - t});
   }
   for (Pending& p : sends_)
     if (p.work) p.work->wait();

@@ -42,8 +42,8 @@ Schedule greedy_schedule(const std::string& name, int pp, int v, int m, std::vec
   const ActionCosts& c = policy.costs;
   const bool split = policy.split_backward;
 
-  // End times of each (stage, micro-batch)'s F, B-or-I and W once placed; -1 before.
-  std::vector<double> f_end(size_t(S) * m, -1.0), bi_end(f_end), w_end(f_end);
+  // End times of each (stage, micro-batch)'s F and B-or-I once placed; -1 before.
+  std::vector<double> f_end(size_t(S) * m, -1.0), bi_end(f_end);
   auto at = [m](int stage, int micro) { return size_t(stage) * m + micro; };
 
   // Per rank and kind, the actions still to place, in policy order.
@@ -131,7 +131,7 @@ Schedule greedy_schedule(const std::string& name, int pp, int v, int m, std::vec
         const double dur = op == Op::F ? c.F : op == Op::B ? c.B : op == Op::I ? c.I : c.W;
         const double end = t + dur;
         const size_t i = at(best->stage, best->micro);
-        (best_kind == Kind::F ? f_end : best_kind == Kind::BI ? bi_end : w_end)[i] = end;
+        if (best_kind != Kind::W) (best_kind == Kind::F ? f_end : bi_end)[i] = end;
         if (best_kind == Kind::F) {
           ++in_flight[r];
           ++before_input[r];
