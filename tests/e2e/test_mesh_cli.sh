@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The device mesh from the command line: rank 0 prints the mesh and each rank's place; sizes that do
 # not make the world, or that disagree, are one line, as are bad FSDP settings; dp_shard left to the
-# world shards over it; tp=-1 takes what the world leaves for tensor parallelism; a layout not built
-# yet (pp) is refused with one line on every rank, and dtrun stops the job.
+# world shards over it; tp=-1 and pp=-1 take what the world leaves for tensor or pipeline
+# parallelism; pipelines that cannot be built are refused with one line, and dtrun stops the job.
 source "$2/tests/e2e/lib.sh" "$1" "$2" "for the shared test start"
 d=$bin/dtrain
 common=(--config "$src/configs/quickstart.toml" --set data.dir="$work/data" --set model.dim=32
@@ -40,14 +40,26 @@ grep -q "fully sharded: FULL_SHARD over 2 ranks" "$work/fsdp.out" || fail "the F
 grep -qF "mesh: pp 1 × dp_replicate 1 × dp_shard 1 × tp 2" "$work/tp.out" || fail "tp=-1 did not take both ranks"
 grep -q "tensor parallel: 2 ranks; per rank" "$work/tp.out" || fail "the tensor-parallel run did not say so"
 
-for layout in "parallel.pp=2:pipeline parallelism is not built yet"; do
-  set_arg=${layout%%:*} needle=${layout#*:}
-  rc=0
-  "$bin/dtrun" --standalone --nproc-per-node 2 "$d" train "${common[@]}" --set "$set_arg" --run-dir "$work/r" \
+"$bin/dtrun" --standalone --nproc-per-node 2 "$d" train "${common[@]}" --set parallel.dp_replicate=1 \
+  --set parallel.pp=-1 --run-dir "$work/pp" >"$work/pp.out" 2>&1 || { cat "$work/pp.out"; fail "a pp=-1 run failed"; }
+grep -qF "mesh: pp 2 × dp_replicate 1 × dp_shard 1 × tp 1" "$work/pp.out" || fail "pp=-1 did not take both ranks"
+grep -q "pipeline: 1f1b, 2 ranks × 1 stages, 2 micro-batches per pass" "$work/pp.out" || fail "the pipeline run did not say so"
+
+# pipelines that cannot be built are refused with one line on every rank
+refused() {  # $1 = what, $2 = the expected error, then --set arguments
+  local what=$1 needle=$2; shift 2
+  local rc=0
+  "$bin/dtrun" --standalone --nproc-per-node 2 "$d" train "${common[@]}" --set parallel.pp=2 "$@" --run-dir "$work/r" \
     >"$work/refused.out" 2>&1 || rc=$?
-  [ $rc -ne 0 ] || fail "$set_arg should be refused, dtrun exited 0"
-  [ "$(grep -c "dtrain: error: ${set_arg%=*} = 2: $needle" "$work/refused.out")" -ge 1 ] ||
-    fail "$set_arg: expected 'dtrain: error: ${set_arg%=*} = 2: $needle', saw: $(cat "$work/refused.out")"
-  echo "ok  $set_arg refused: $(grep -m1 -o "dtrain: error: .*" "$work/refused.out" | cut -c1-120)"
-done
+  [ $rc -ne 0 ] || fail "$what should be refused, dtrun exited 0"
+  grep -q "dtrain: error: $needle" "$work/refused.out" ||
+    fail "$what: expected 'dtrain: error: $needle', saw: $(cat "$work/refused.out")"
+  echo "ok  $what refused: $(grep -m1 -o "dtrain: error: .*" "$work/refused.out" | cut -c1-120)"
+}
+refused "more stages than units" "the pipeline has 4 stages but the model only 3 units" \
+  --set parallel.pp_schedule=zb-v --set parallel.pp_virtual=2
+refused "a tied head on another stage" "model.tied = true with the embedding and the head on different pipeline ranks" \
+  --set model.tied=true
+refused "zb-v with one stage per rank" "parallel.pp_schedule = zb-v needs parallel.pp_virtual = 2"  \
+  --set parallel.pp_schedule=zb-v
 echo "PASS"
