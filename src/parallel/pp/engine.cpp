@@ -41,13 +41,7 @@ PipelineEngine::PipelineEngine(TransformerLM& model, std::vector<Schedule> lists
   const std::vector<int> mine = s.stages_of(rank_);
   DT_ASSERT(int(mine.size()) == model.num_stages());
   for (size_t k = 0; k < mine.size(); ++k) local_[size_t(mine[k])] = int(k);
-  for (const Schedule& l : lists_) {
-    const std::vector<std::string> problems = validate(l);
-    if (!problems.empty())
-      throw Error("pipeline schedule " + l.name + " is not valid: " + problems.front() +
-                  (problems.size() > 1 ? " (and " + std::to_string(problems.size() - 1) + " more problems)" : "") +
-                  "; check it with `dtrain plan`");
-  }
+  for (const Schedule& l : lists_) slots_.push_back(std::max(1, l.slots()[size_t(rank_)]));
   slot_.assign(size_t(s.stages()), std::vector<int>(size_t(s.microbatches), -1));
   free_.assign(size_t(s.stages()), {});
 }
@@ -130,15 +124,17 @@ void PipelineEngine::run(const Schedule& s, const std::vector<MicroBatch>& mb, U
   const std::vector<Action>& list = s.ranks[size_t(rank_)];
   ComputeDevice& dev = model_.device();
   for (auto& v : slot_) std::fill(v.begin(), v.end(), -1);
+  const int slots = &s == eval_list_.get() ? 1 : slots_[size_t(s.microbatches - 1)];
   for (size_t st = 0; st < free_.size(); ++st) {
     free_[st].clear();
     if (local(int(st)) >= 0)
-      for (int k = 0; k < s.slots()[size_t(rank_)] || k < 1; ++k) free_[st].push_back(k);
+      for (int k = 0; k < slots; ++k) free_[st].push_back(k);
   }
   receives_.assign(list.size(), nullptr);
   sends_.clear();
   // the action that completes each stage's gradients in this pass
-  std::vector<size_t> final_of(size_t(s.stages()), list.size());
+  std::vector<size_t>& final_of = final_of_;
+  final_of.assign(size_t(s.stages()), list.size());
   for (size_t i = 0; i < list.size(); ++i)
     if (list[i].op == Op::B || list[i].op == Op::W) final_of[size_t(list[i].stage)] = i;
   if (hooks) hooks->begin_pass(backward);
@@ -215,12 +211,15 @@ void PipelineEngine::train(const std::vector<MicroBatch>& mb, UnitHooks* hooks, 
 }
 
 double PipelineEngine::forward_loss(const MicroBatch& b, UnitHooks* hooks) {
-  Schedule s = forward_then_backward(lists_.back(), 1);
-  for (auto& list : s.ranks)  // forward only
-    list.erase(std::remove_if(list.begin(), list.end(),
-                              [](const Action& a) { return a.op == Op::B || a.op == Op::SEND_B || a.op == Op::RECV_B; }),
-               list.end());
-  run(s, {b}, hooks, false, false);
+  if (!eval_list_) {  // one batch through every stage, forward only
+    eval_list_ = std::make_unique<Schedule>(forward_then_backward(lists_.back(), 1));
+    for (auto& list : eval_list_->ranks)
+      list.erase(std::remove_if(list.begin(), list.end(),
+                                [](const Action& a) { return a.op == Op::B || a.op == Op::SEND_B || a.op == Op::RECV_B; }),
+                 list.end());
+  }
+  eval_batch_.assign(1, b);
+  run(*eval_list_, eval_batch_, hooks, false, false);
   return take_loss();
 }
 

@@ -6,6 +6,7 @@
 #pragma once
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "comm/process_group.hpp"
@@ -31,8 +32,9 @@ struct PipelineStats {
 
 class PipelineEngine {
  public:
-  // `lists(n)`: the schedule for a pass of n micro-batches (n = 1 … microbatches); every one is
-  // validated here, and the model must have been built with slots() and stages for this rank.
+  // `lists[n - 1]`: the schedule for a pass of n micro-batches (n = 1 … microbatches), each
+  // validated already (pipeline_schedules); the model must have been built with this rank's stages
+  // and at least its slots().
   // set_sync(on): whether the data-parallel strategy reduces the gradients the next backward
   // completes (on only for each stage's last one of an optimizer step).
   PipelineEngine(TransformerLM& model, std::vector<Schedule> lists, ProcessGroup& pp,
@@ -71,6 +73,9 @@ class PipelineEngine {
 
   TransformerLM& model_;
   std::vector<Schedule> lists_;  // [n - 1]: for n micro-batches
+  std::vector<int> slots_;       // [n - 1]: this rank's activation slots per stage under lists_[n - 1]
+  std::unique_ptr<Schedule> eval_list_;  // forward only, one micro-batch (made at the first evaluation)
+  std::vector<MicroBatch> eval_batch_;
   ProcessGroup& pp_;
   std::function<void(bool)> set_sync_;
   int rank_;
@@ -80,6 +85,7 @@ class PipelineEngine {
   std::vector<std::vector<int>> free_;    // [stage] → free slots
   std::vector<WorkPtr> receives_;         // [action index] posted ahead
   std::vector<Pending> sends_;
+  std::vector<size_t> final_of_;          // [stage] → the action completing its gradients in this pass
   int64_t hidden_bytes_ = 0;              // of the running pass's hidden states
   std::chrono::steady_clock::time_point t0_ = std::chrono::steady_clock::now();
   bool recording_ = false;
