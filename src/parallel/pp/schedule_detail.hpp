@@ -41,4 +41,15 @@ Schedule greedy_schedule(const std::string& name, int pp, int virtual_stages, in
 // and RECV_F / RECV_B right before the compute that consumes one.
 void insert_communication(Schedule& s);
 
+// The lists run as the engine runs them: a send never blocks and its message arrives costs.comm
+// later; a receive waits for its message; compute takes its cost. Goes on until no rank can: a rank
+// whose pos is short of its list's end waits forever there (deadlock). simulate() and validate()
+// both replay this way.
+struct Replay {
+  std::vector<std::vector<TimedAction>> ranks;  // compute actions, in time order
+  std::vector<size_t> pos;                      // [pp]: where each rank stopped
+  std::vector<double> clock, busy;              // [pp]: its time then, and how much of it computing
+};
+Replay replay(const Schedule& s, const ActionCosts& costs);
+
 }  // namespace dtrain::pp_detail

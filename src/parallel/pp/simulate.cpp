@@ -30,37 +30,51 @@ std::string number(double x) {
 
 }  // namespace
 
-Simulation simulate(const Schedule& s, const ActionCosts& costs) {
-  Simulation sim;
-  sim.ranks.assign(s.pp, {});
-  std::vector<size_t> pos(s.pp, 0);
-  std::vector<double> clock(s.pp, 0.0), busy(s.pp, 0.0);
+namespace pp_detail {
+
+Replay replay(const Schedule& s, const ActionCosts& costs) {
+  Replay p;
+  p.ranks.assign(s.pp, {});
+  p.pos.assign(s.pp, 0);
+  p.clock.assign(s.pp, 0.0);
+  p.busy.assign(s.pp, 0.0);
   std::map<std::tuple<bool, int, int>, double> arrival;  // (backward, sending stage, micro) → time
   bool moved = true;
   while (moved) {
     moved = false;
     for (int r = 0; r < s.pp; ++r) {
       const auto& list = s.ranks[r];
-      while (pos[r] < list.size()) {
-        const Action& a = list[pos[r]];
+      while (p.pos[r] < list.size()) {
+        const Action& a = list[p.pos[r]];
         if (a.op == Op::RECV_F || a.op == Op::RECV_B) {
           const bool backward = a.op == Op::RECV_B;
           auto it = arrival.find({backward, backward ? a.stage + 1 : a.stage - 1, a.micro});
           if (it == arrival.end()) break;  // its sender has not got there yet
-          clock[r] = std::max(clock[r], it->second);
+          p.clock[r] = std::max(p.clock[r], it->second);
         } else if (a.op == Op::SEND_F || a.op == Op::SEND_B) {
-          arrival[{a.op == Op::SEND_B, a.stage, a.micro}] = clock[r] + costs.comm;
+          arrival[{a.op == Op::SEND_B, a.stage, a.micro}] = p.clock[r] + costs.comm;
         } else {
           const double d = a.op == Op::F ? costs.F : a.op == Op::B ? costs.B : a.op == Op::I ? costs.I : costs.W;
-          sim.ranks[r].push_back({a, clock[r], clock[r] + d});
-          clock[r] += d;
-          busy[r] += d;
+          p.ranks[r].push_back({a, p.clock[r], p.clock[r] + d});
+          p.clock[r] += d;
+          p.busy[r] += d;
         }
-        ++pos[r];
+        ++p.pos[r];
         moved = true;
       }
     }
   }
+  return p;
+}
+
+}  // namespace pp_detail
+
+Simulation simulate(const Schedule& s, const ActionCosts& costs) {
+  pp_detail::Replay p = pp_detail::replay(s, costs);
+  const std::vector<size_t>& pos = p.pos;
+  const std::vector<double>&clock = p.clock, &busy = p.busy;
+  Simulation sim;
+  sim.ranks = std::move(p.ranks);
   for (int r = 0; r < s.pp; ++r)
     require(pos[r] == s.ranks[r].size(), "schedule " + s.name + " cannot be simulated: rank " + std::to_string(r) +
                                              " waits forever at " + to_string(s.ranks[r][pos[r]]) +

@@ -1,7 +1,6 @@
 // validate(): every problem of a pipeline schedule, one line each (shape, placement, completeness,
 // order, matching sends and receives, activation slots), then a run that finds deadlocks.
 #include <map>
-#include <set>
 #include <tuple>
 
 #include "parallel/pp/schedule_detail.hpp"
@@ -16,30 +15,10 @@ using pp_detail::is_compute;
 std::string str(int x) { return std::to_string(x); }
 std::string act(Op op, int stage, int micro) { return to_string(Action{op, stage, micro}); }
 
-// The key of a message: which way it goes, the stage that sends it, the micro-batch.
-using Message = std::tuple<bool, int, int>;  // (backward, sending stage, micro)
-
-// Runs the lists with sends that never block and receives that wait for their send; the lists are
-// otherwise valid (local order checked). Returns one line per rank that stops before its end.
+// Replays the lists (sends never block, receives wait for their send); the lists are otherwise
+// valid (local order checked). Returns one line per rank that stops before its end.
 std::vector<std::string> find_deadlock(const Schedule& s) {
-  std::vector<size_t> pos(s.pp, 0);
-  std::set<Message> sent;
-  bool moved = true;
-  while (moved) {
-    moved = false;
-    for (int r = 0; r < s.pp; ++r) {
-      const auto& list = s.ranks[r];
-      while (pos[r] < list.size()) {
-        const Action& a = list[pos[r]];
-        if (a.op == Op::RECV_F && !sent.count({false, a.stage - 1, a.micro})) break;
-        if (a.op == Op::RECV_B && !sent.count({true, a.stage + 1, a.micro})) break;
-        if (a.op == Op::SEND_F) sent.insert({false, a.stage, a.micro});
-        if (a.op == Op::SEND_B) sent.insert({true, a.stage, a.micro});
-        ++pos[r];
-        moved = true;
-      }
-    }
-  }
+  const std::vector<size_t> pos = pp_detail::replay(s, {}).pos;
   std::vector<std::string> out;
   for (int r = 0; r < s.pp; ++r) {
     if (pos[r] == s.ranks[r].size()) continue;
