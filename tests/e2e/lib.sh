@@ -1,6 +1,7 @@
 # Shared start of the end-to-end scripts (sourced, not a test): arguments, a work dir removed on
 # exit (and the processes listed in $pids killed), fail(), expect_one_error(), wait_for(),
-# worker_pid(), the layout-equivalence helpers run_one(), run_ranks() and same_weights(),
+# worker_pid(), the layout-equivalence helpers run_one(), run_ranks(), same_weights(), ck() and
+# same_checkpoints(),
 # restart_after_kill(), a python3 for reading outputs, and the built-in corpus prepared in $work/data.
 # Usage: source "$2/tests/e2e/lib.sh" "$1" "$2" "why python3 is needed"
 set -euo pipefail
@@ -56,6 +57,18 @@ run_ranks() {  # $1 = name, $2 = ranks, then extra arguments
 whole() {  # $1 = a checkpoint folder: itself when it holds model.safetensors, else its export (sharded)
   if [ -f "$1/model.safetensors" ]; then echo "$1"; return; fi
   mkdir -p "$1.whole" && "$bin/dtrain" ckpt export "$1" --out "$1.whole/model.safetensors" >/dev/null && echo "$1.whole"
+}
+ck() { printf '%s/checkpoints/step_%09d' "$1" "$2"; }  # $1 = run dir, $2 = step: its checkpoint folder
+# $1 = step, $2 = reference run, then runs: each run's checkpoint of that step, exported with its
+# optimizer state (to $work/export/RUN.safetensors), is byte-identical to the reference run's.
+same_checkpoints() {
+  local step=$1 ref=$2 r; shift 2
+  for r in "$ref" "$@"; do
+    "$bin/dtrain" ckpt export "$(ck "$work/$r" "$step")" --optimizer --out "$work/export/$r.safetensors" >/dev/null ||
+      fail "export of $r's checkpoint failed"
+    cmp -s "$work/export/$ref.safetensors" "$work/export/$r.safetensors" ||
+      fail "$r: weights or optimizer state differ from $ref's checkpoint after the round trip"
+  done
 }
 same_weights() {  # $1 = reference run, $2 = run, $3 = tolerance
   "$py" "$src/tests/python/compare_weights.py" "$(whole "$work/$1/model_final")" "$(whole "$work/$2/model_final")" \

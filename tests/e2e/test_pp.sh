@@ -101,17 +101,11 @@ rc=0
 echo "ok  lists from files run; broken lists and a bad split are named"
 
 # --- Checkpoints across pp degrees: pp 2's step-30 checkpoint → 1 process → pp 2 × dp 2.
-ck() { printf '%s/checkpoints/step_%09d' "$1" "$2"; }
 "$bin/dtrain" train --resume "$(ck "$work/pp2_1f1b" $steps)" --run-dir "$work/rt_one" --set train.threads=2 \
   --set parallel.pp=1 >"$work/rt_one.out" 2>&1 || { cat "$work/rt_one.out"; fail "one process did not resume pp 2's"; }
 ranks rt_ddp 4 --resume "$(ck "$work/rt_one" $steps)" --set parallel.pp=2 --set parallel.dp_replicate=2 \
   --set train.batch_size=4
-for r in pp2_1f1b rt_one rt_ddp; do
-  "$bin/dtrain" ckpt export "$(ck "$work/$r" $steps)" --optimizer --out "$work/export/$r.safetensors" >/dev/null ||
-    fail "export of $r's checkpoint failed"
-  cmp -s "$work/export/pp2_1f1b.safetensors" "$work/export/$r.safetensors" ||
-    fail "$r: weights or optimizer state differ from pp 2's checkpoint after the round trip"
-done
+same_checkpoints $steps pp2_1f1b rt_one rt_ddp
 echo "ok  round trip pp 2 → 1 process → pp 2 × dp 2: weights and optimizer state bit-identical"
 
 # --- A stage killed mid-run. Without restarts the job stops, naming the pipeline stage that lost
