@@ -143,7 +143,18 @@ int cmd_train(int argc, char** argv) {
   std::string resume = a.get("resume");
   while (resume.size() > 1 && resume.back() == '/') resume.pop_back();  // a tab-completed folder
   std::string run_dir = a.get("run-dir"), checkpoint;
-  if (!resume.empty() && std::filesystem::exists(resume + "/config.json")) {  // a run dir
+  const DistEnv env = detect_env();
+  // Restarted by dtrun with `--resume RUN/checkpoints/step_N`: the run goes on in RUN from its newest
+  // checkpoint (step_N itself may have been pruned since), with the config the first attempt wrote.
+  const std::filesystem::path resume_parent = std::filesystem::path(resume).lexically_normal().parent_path();
+  const bool restarted_in_run = env.restart_count > 0 && resume_parent.filename() == "checkpoints" &&
+                                (run_dir.empty() || run_dir == resume_parent.parent_path().string()) &&
+                                std::filesystem::exists(resume_parent.parent_path() / "config.json");
+  if (restarted_in_run) {
+    run_dir = resume_parent.parent_path().string();
+    load_json_config(cfg, run_dir + "/config.json");
+    checkpoint = resume;
+  } else if (!resume.empty() && std::filesystem::exists(resume + "/config.json")) {  // a run dir
     require(run_dir.empty() || run_dir == resume, "--resume " + resume + " is a run dir and continues in it: leave "
                                                   "out --run-dir, or resume from one of its checkpoints instead");
     load_json_config(cfg, resume + "/config.json");
@@ -155,8 +166,7 @@ int cmd_train(int argc, char** argv) {
     const std::string path = resume + "/trainer.json";
     const Json saved = parse_json(read_checkpoint_file(resume, "trainer.json"), path);
     apply_json_config(cfg, json_at(saved, "config", path), path);
-    const std::filesystem::path parent = std::filesystem::path(resume).lexically_normal().parent_path();
-    if (run_dir.empty() && parent.filename() == "checkpoints") run_dir = parent.parent_path().string();
+    if (run_dir.empty() && resume_parent.filename() == "checkpoints") run_dir = resume_parent.parent_path().string();
     require(!run_dir.empty(), "--resume " + resume + " is a checkpoint outside a run dir: say where the run goes "
                               "on with --run-dir DIR");
     checkpoint = resume;
@@ -166,7 +176,7 @@ int cmd_train(int argc, char** argv) {
   apply_sets(cfg, a);
   if (run_dir.empty()) run_dir = "runs/latest";
   cfg.validate();
-  World world(detect_env(), Millis(cfg.parallel.timeout_s * 1000));
+  World world(env, Millis(cfg.parallel.timeout_s * 1000));
   Trainer t(cfg, run_dir, !resume.empty(), world, checkpoint);
   t.run();
   world.shutdown();
@@ -192,6 +202,7 @@ int cmd_eval(int argc, char** argv) {
   TokenFile tokens(data + "/" + split + ".bin");
   tokens.check_ids();
   check_vocab_matches(data + "/vocab.txt", {&tokens});
+  require_same_vocabulary(ck, data + "/vocab.txt");
   require(int64_t(tokens.vocab_size()) == mc.vocab_size,
           data + " has a vocabulary of " + std::to_string(tokens.vocab_size()) + " words but the checkpoint " +
               std::to_string(mc.vocab_size) + ": evaluate on the data the model was trained on");
@@ -271,12 +282,10 @@ int cmd_ckpt(int argc, char** argv) {
   }
   if (sub == "verify") {
     const std::vector<std::string> problems = verify_checkpoint_folder(what);
+    if (problems.size() == 1) throw Error("checkpoint " + what + " is damaged: " + problems[0] + "; resume from an older one");
     for (const std::string& p : problems) std::fprintf(stderr, "dtrain: %s\n", p.c_str());
-    if (!problems.empty()) {
-      std::fprintf(stderr, "dtrain: error: checkpoint %s is damaged (%zu problems): resume from an older one\n",
-                   what.c_str(), problems.size());
-      return 2;
-    }
+    require(problems.empty(), "checkpoint " + what + " is damaged (" + std::to_string(problems.size()) +
+                                  " problems above): resume from an older one");
     std::printf("checkpoint %s: every chunk and file matches its checksum\n", what.c_str());
     return 0;
   }

@@ -32,6 +32,45 @@ std::optional<Box> intersect(const Box& a, const Box& b) {
   return r;
 }
 
+std::string box_str(const Box& box) {
+  std::string s = "[";
+  for (size_t d = 0; d < box.offsets.size(); ++d)
+    s += (d ? ", " : "") + std::to_string(box.offsets[d]) + ":" + std::to_string(box.offsets[d] + box.sizes[d]);
+  return s + "]";
+}
+
+std::string tiling_problem(const Box& whole, const std::vector<Box>& boxes) {
+  const size_t dims = whole.sizes.size();
+  int64_t covered = 0;
+  for (size_t i = 0; i < boxes.size(); ++i) {
+    const Box& b = boxes[i];
+    bool inside = b.offsets.size() == dims && b.sizes.size() == dims;
+    for (size_t d = 0; inside && d < dims; ++d)
+      inside = b.sizes[d] > 0 && b.offsets[d] >= whole.offsets[d] &&
+               b.sizes[d] <= whole.offsets[d] + whole.sizes[d] - b.offsets[d];
+    if (!inside) return "chunk " + std::to_string(i) + " " + box_str(b) + " lies outside " + box_str(whole);
+    covered += b.volume();  // each is inside whole, so the sum stays far from overflow
+  }
+  // Overlaps: a sweep along the first dimension, each box compared with those still open there.
+  std::vector<size_t> order(boxes.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return boxes[a].offsets[0] < boxes[b].offsets[0]; });
+  std::vector<size_t> open;
+  for (size_t i : order) {
+    const int64_t start = boxes[i].offsets[0];
+    std::erase_if(open, [&](size_t j) { return boxes[j].offsets[0] + boxes[j].sizes[0] <= start; });
+    for (size_t j : open)
+      if (const auto common = intersect(boxes[i], boxes[j]))
+        return "chunks " + std::to_string(std::min(i, j)) + " and " + std::to_string(std::max(i, j)) + " overlap in " +
+               box_str(*common);
+    open.push_back(i);
+  }
+  if (covered != whole.volume())  // no overlap, so the shortfall is uncovered elements
+    return std::to_string(whole.volume() - covered) + " of its " + std::to_string(whole.volume()) +
+           " elements are in no chunk";
+  return "";
+}
+
 namespace {
 
 // Appends the boxes of [begin, end) within the tensor shape[d:], prefixed by `prefix` (the fixed

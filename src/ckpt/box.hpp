@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 namespace dtrain {
@@ -28,6 +29,14 @@ std::vector<Box> boxes_of_flat_range(const std::vector<int64_t>& shape, int64_t 
 // `box` cut into contiguous pieces of at most max_elems elements (along its first dimension, then the
 // next), in row-major order. A single element larger than the limit stays whole.
 std::vector<Box> split_box(const Box& box, int64_t max_elems);
+
+// How `boxes` fail to tile `whole` exactly once (every element of whole in exactly one box, no box
+// outside it), as a phrase such as "chunks 1 and 2 overlap in [0:4, 0:8]"; "" when they tile it.
+// Boxes are named by their position in the list.
+std::string tiling_problem(const Box& whole, const std::vector<Box>& boxes);
+
+// "[0:4, 0:8]": the box's index ranges per dimension (offset : offset + size).
+std::string box_str(const Box& box);
 
 // Index (in elements) of `inner`'s first element within the row-major data of `outer`.
 int64_t offset_within(const Box& outer, const Box& inner);

@@ -116,14 +116,16 @@ ReadReport read_chunks(const std::string& dir, const CheckpointIndex& index, con
   std::vector<char> buf;
   for (const auto& [name, wanted] : by_tensor) {
     auto it = index.tensors.find(name);
-    require(it != index.tensors.end(), "checkpoint " + dir + " has no tensor " + name +
-                                           ": it was written for another model or optimizer; resume with the "
-                                           "config it was trained with");
+    // The caller checked that the index's model and optimizer are the ones it reads for, so a tensor
+    // missing or of another shape is the index contradicting itself.
+    if (it == index.tensors.end())
+      throw CheckpointDamaged(dir + "/index.json lists no tensor " + name + ", which the model and optimizer it "
+                              "records have: the index is damaged");
     const TensorRecord& rec = it->second;
-    require(rec.shape == wanted[0]->shape && rec.dtype == wanted[0]->dtype,
-            "checkpoint " + dir + " holds " + name + " as " + dtype_name(rec.dtype) + " " + shape_str(rec.shape) +
-                ", this model has " + dtype_name(wanted[0]->dtype) + " " + shape_str(wanted[0]->shape) +
-                ": use the config it was trained with");
+    if (rec.shape != wanted[0]->shape || rec.dtype != wanted[0]->dtype)
+      throw CheckpointDamaged(dir + "/index.json records " + name + " as " + dtype_name(rec.dtype) + " " +
+                              shape_str(rec.shape) + ", but the model it records has " + dtype_name(wanted[0]->dtype) +
+                              " " + shape_str(wanted[0]->shape) + ": the index is damaged");
     const size_t elem = dtype_size(rec.dtype);
     std::vector<int64_t> covered(wanted.size(), 0);
     for (const ChunkRecord& c : rec.chunks) {
@@ -166,19 +168,15 @@ std::vector<std::string> verify_checkpoint(const std::string& dir, const Checkpo
   std::set<std::string> seen;  // a short file fails every chunk in it: said once
   DataFiles files(dir, index);
   std::vector<char> buf;
+  problems = index.tiling_problems(dir + "/index.json");
   for (const auto& [name, rec] : index.tensors) {
-    int64_t volume = 0;
     for (const ChunkRecord& c : rec.chunks) {
-      volume += c.box.volume();
       try {
         files.read(c, buf);
       } catch (const CheckpointDamaged& e) {
         if (seen.insert(e.what()).second) problems.push_back(std::string(e.what()) + " (tensor " + name + ")");
       }
     }
-    if (volume != whole_box(rec.shape).volume())
-      problems.push_back(dir + "/index.json: the chunks of " + name + " cover " + std::to_string(volume) + " of " +
-                         std::to_string(whole_box(rec.shape).volume()) + " elements");
   }
   for (const auto& [name, f] : index.files) {
     if (!f.has_crc) continue;

@@ -48,9 +48,10 @@ struct ReadReport {
 };
 
 // Fills every target from the checkpoint in dir: only the saved chunks that intersect a target
-// are read, each once, and each is checked against its checksum first. Error (naming the fix)
-// when a tensor is missing, has another shape or dtype, or is not wholly covered; CheckpointDamaged
-// (naming the file) when a file is shorter than the index says or a chunk fails its checksum.
+// are read, each once, and each is checked against its checksum first. The caller has checked that
+// the index was written for the model and optimizer the targets belong to, so a tensor that is
+// missing or has another shape or dtype is damage: CheckpointDamaged (naming the file), as for a
+// file shorter than the index says or a chunk that fails its checksum.
 ReadReport read_chunks(const std::string& dir, const CheckpointIndex& index, const std::vector<ChunkTarget>& targets);
 
 // A small whole file of the checkpoint (trainer.json, vocab.txt) read and checked against its size

@@ -106,7 +106,26 @@ CheckpointIndex CheckpointIndex::read(const std::string& dir) {
   } catch (const Error& e) {
     throw CheckpointDamaged(e.what());
   }
-  return from_json(j, path);
+  CheckpointIndex index = from_json(j, path);
+  const std::vector<std::string> problems = index.tiling_problems(path);
+  if (!problems.empty())
+    throw CheckpointDamaged(problems[0] + (problems.size() > 1 ? " (and " + std::to_string(problems.size() - 1) +
+                                                                     " more tensors like it)"
+                                                               : "") +
+                            ": the index is damaged");
+  return index;
+}
+
+std::vector<std::string> CheckpointIndex::tiling_problems(const std::string& source) const {
+  std::vector<std::string> out;
+  std::vector<Box> boxes;
+  for (const auto& [name, t] : tensors) {
+    boxes.clear();
+    for (const ChunkRecord& c : t.chunks) boxes.push_back(c.box);
+    const std::string why = tiling_problem(whole_box(t.shape), boxes);
+    if (!why.empty()) out.push_back(source + ": the chunks of " + name + " do not tile it: " + why);
+  }
+  return out;
 }
 
 void CheckpointIndex::write(const std::string& dir) const { write_file_atomic(dir + "/index.json", to_json().dump(1)); }

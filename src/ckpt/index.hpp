@@ -54,8 +54,12 @@ struct CheckpointIndex {
   Json to_json() const;
   // Error (CheckpointDamaged) naming `source` when the text is not a valid index.
   static CheckpointIndex from_json(const Json& j, const std::string& source);
-  // dir/index.json; CheckpointDamaged when it is missing or unreadable.
+  // dir/index.json; CheckpointDamaged when it is missing or unreadable, or when a tensor's chunks do
+  // not tile it exactly once (tiling_problems).
   static CheckpointIndex read(const std::string& dir);
+  // One line per tensor whose chunks leave an element uncovered, cover one twice or reach outside
+  // it (a complete index; a rank's part of one covers only what that rank wrote). Empty: all tile.
+  std::vector<std::string> tiling_problems(const std::string& source) const;
   void write(const std::string& dir) const;  // atomically
 
   // Adds a chunk (its tensor is created with dtype and shape on first use; Error if they disagree).

@@ -14,6 +14,7 @@
 
 #include "core/error.hpp"
 #include "core/atomic_file.hpp"
+#include "core/crc32c.hpp"
 #include "data/io_util.hpp"
 #include "data/token_file.hpp"
 #include "data/vocab.hpp"
@@ -356,8 +357,10 @@ PrepareReport prepare_dataset(const PrepareOptions& o) {
   make_dir(o.out_dir);
   const fs::path out(o.out_dir);
   vocab.save((out / "vocab.txt").string());
+  const std::string vocab_bytes = read_file((out / "vocab.txt").string());  // what the ids index, as saved
+  const uint32_t vocab_crc = crc32c(vocab_bytes.data(), vocab_bytes.size());
   for (int s = 0; s < 3; ++s)
-    write_token_file((out / (std::string(kSplits[s]) + ".bin")).string(), uint32_t(vocab.size()), ids[s]);
+    write_token_file((out / (std::string(kSplits[s]) + ".bin")).string(), uint32_t(vocab.size()), ids[s], vocab_crc);
   write_meta((out / "meta.txt").string(), o, r);
   return r;
 }

@@ -27,7 +27,8 @@ struct Header {
   uint32_t version;
   uint32_t vocab_size;
   uint64_t n_tokens;
-  uint64_t reserved;
+  uint32_t vocab_crc32c;  // version 2 (version 1: 0)
+  uint32_t reserved;
 };
 static_assert(sizeof(Header) == kTokenFileHeaderBytes);
 
@@ -35,7 +36,8 @@ std::string prepare_again() { return "; run `dtrain data prepare` again"; }
 
 }  // namespace
 
-void write_token_file(const std::string& path, uint32_t vocab_size, std::span<const uint32_t> ids) {
+void write_token_file(const std::string& path, uint32_t vocab_size, std::span<const uint32_t> ids,
+                      uint32_t vocab_crc32c) {
   DT_ASSERT(vocab_size > 0);
   for (uint32_t id : ids) DT_ASSERT(id < vocab_size);
   Header h{};
@@ -43,6 +45,7 @@ void write_token_file(const std::string& path, uint32_t vocab_size, std::span<co
   h.version = kTokenFileVersion;
   h.vocab_size = vocab_size;
   h.n_tokens = ids.size();
+  h.vocab_crc32c = vocab_crc32c;
   h.reserved = 0;
   AtomicFile w(path);
   w.write(&h, sizeof(h));
@@ -81,10 +84,10 @@ TokenFile::TokenFile(const std::string& path) : path_(path) {
     release();
     throw Error(path + " is not a dtrain token file (bad magic)" + prepare_again());
   }
-  if (h.version != kTokenFileVersion) {
+  if (h.version != 1 && h.version != kTokenFileVersion) {
     release();
-    throw Error("token file " + path + " has version " + std::to_string(h.version) + " but this dtrain reads version " +
-                std::to_string(kTokenFileVersion) + prepare_again());
+    throw Error("token file " + path + " has version " + std::to_string(h.version) + " but this dtrain reads versions 1 "
+                "to " + std::to_string(kTokenFileVersion) + prepare_again());
   }
   if (h.vocab_size == 0 || h.vocab_size > uint32_t(INT32_MAX)) {
     release();
@@ -106,6 +109,8 @@ TokenFile::TokenFile(const std::string& path) : path_(path) {
   }
   n_tokens_ = int64_t(h.n_tokens);
   vocab_size_ = h.vocab_size;
+  has_vocab_crc_ = h.version >= 2;
+  vocab_crc_ = h.vocab_crc32c;
   data_ = reinterpret_cast<const uint32_t*>(static_cast<const char*>(m) + sizeof(Header));
 }
 
@@ -117,7 +122,9 @@ TokenFile::TokenFile(TokenFile&& o) noexcept
       map_bytes_(std::exchange(o.map_bytes_, 0)),
       data_(std::exchange(o.data_, nullptr)),
       n_tokens_(std::exchange(o.n_tokens_, 0)),
-      vocab_size_(std::exchange(o.vocab_size_, 0)) {}
+      vocab_size_(std::exchange(o.vocab_size_, 0)),
+      has_vocab_crc_(std::exchange(o.has_vocab_crc_, false)),
+      vocab_crc_(std::exchange(o.vocab_crc_, 0)) {}
 
 TokenFile& TokenFile::operator=(TokenFile&& o) noexcept {
   if (this != &o) {
@@ -128,6 +135,8 @@ TokenFile& TokenFile::operator=(TokenFile&& o) noexcept {
     data_ = std::exchange(o.data_, nullptr);
     n_tokens_ = std::exchange(o.n_tokens_, 0);
     vocab_size_ = std::exchange(o.vocab_size_, 0);
+    has_vocab_crc_ = std::exchange(o.has_vocab_crc_, false);
+    vocab_crc_ = std::exchange(o.vocab_crc_, 0);
   }
   return *this;
 }

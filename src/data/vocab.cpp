@@ -7,6 +7,7 @@
 
 #include "core/error.hpp"
 #include "core/atomic_file.hpp"
+#include "core/crc32c.hpp"
 #include "data/io_util.hpp"
 #include "data/token_file.hpp"
 
@@ -282,17 +283,26 @@ Vocabulary VocabBuilder::build() const {
 }
 
 // ---------------------------------------------------------------------------------------------
-void check_vocab_matches(const std::string& vocab_path, std::initializer_list<const TokenFile*> token_files) {
+bool check_vocab_matches(const std::string& vocab_path, std::initializer_list<const TokenFile*> token_files) {
   const std::string fix = ": run `dtrain data prepare` (or `dtrain data builtin`) again into that folder";
   std::error_code ec;
   require(std::filesystem::exists(vocab_path, ec), "vocabulary file " + vocab_path + " is missing (it belongs next to " +
                                                        (*token_files.begin())->path() + ")" + fix);
+  const std::string bytes = read_file(vocab_path);
+  const uint32_t crc = crc32c(bytes.data(), bytes.size());
   const int64_t words = Vocabulary::load(vocab_path).size();
-  for (const TokenFile* tokens : token_files)
+  bool checked = true;
+  for (const TokenFile* tokens : token_files) {
     require(words == int64_t(tokens->vocab_size()),
             "vocabulary file " + vocab_path + " lists " + std::to_string(words) + " words but " + tokens->path() +
                 " was written for a vocabulary of " + std::to_string(tokens->vocab_size()) + fix +
                 " to write them together");
+    checked = checked && tokens->has_vocab_crc32c();
+    require(!tokens->has_vocab_crc32c() || tokens->vocab_crc32c() == crc,
+            "vocabulary file " + vocab_path + " is not the one " + tokens->path() + " was prepared with (its checksum "
+            "differs: words were changed or swapped, or the file was replaced)" + fix + " to write them together");
+  }
+  return checked;
 }
 
 }  // namespace dtrain

@@ -119,9 +119,11 @@ class VocabBuilder {
   void count_eos();                            // one <eos> marker, when enabled
 };
 
-// Checks that the vocab.txt of a prepared data folder fits its token files (read once for all of
-// them): throws Error naming both files, both sizes and the fix when `vocab_path` is missing,
-// malformed, or lists another number of words than the vocabulary size recorded in one of them.
-void check_vocab_matches(const std::string& vocab_path, std::initializer_list<const TokenFile*> token_files);
+// Checks that the vocab.txt of a prepared data folder is the one its token files index (read once
+// for all of them): throws Error naming both files and the fix when `vocab_path` is missing or
+// malformed, lists another number of words than the vocabulary size recorded in one of them, or
+// (token files that record the vocabulary's checksum) has other bytes: words changed or swapped.
+// Returns whether every token file recorded the checksum (files of older dtrain versions do not).
+bool check_vocab_matches(const std::string& vocab_path, std::initializer_list<const TokenFile*> token_files);
 
 }  // namespace dtrain

@@ -7,9 +7,12 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <map>
 
 #include "ckpt/chunk_io.hpp"
 #include "core/atomic_file.hpp"
+#include "core/crc32c.hpp"
+#include "data/vocab.hpp"
 #include "train/config.hpp"
 
 namespace fs = std::filesystem;
@@ -100,6 +103,61 @@ void require_same_model(const std::string& dir, const CheckpointIndex& index, co
   const std::string diff = describe_difference(model_of(dir, index), config);
   require(diff.empty(), "checkpoint " + dir + " was written for a different model (" + diff +
                             "): use the config it was trained with, or start a new run dir");
+}
+
+void require_same_vocabulary(const std::string& dir, const std::string& vocab_path) {
+  const CheckpointIndex index = CheckpointIndex::read(dir);
+  const auto it = index.files.find("vocab.txt");
+  if (it == index.files.end() || !it->second.has_crc) return;
+  const std::string bytes = read_file(vocab_path);
+  require(crc32c(bytes.data(), bytes.size()) == it->second.crc32c,
+          "checkpoint " + dir + " was trained with another vocabulary than " + vocab_path + " (" +
+              std::to_string(Vocabulary::load(vocab_path).size()) + " words, but not the same ones): use the data "
+              "it was trained on (its data.dir), or start a new run dir on this data");
+}
+
+RecordedTensors recorded_tensors(const std::string& dir, const CheckpointIndex& index) {
+  RecordedTensors out;
+  const ModelConfig mc = model_of(dir, index);
+  const std::string at = dir + "/index.json";
+  std::map<std::string, std::vector<int64_t>> params;
+  TransformerLM model(mc, 1, cpu_device(), ParamStorage::bound_by_caller);
+  for (const Unit* u : model.units())
+    for (const ParamInfo& p : u->params()) {
+      out.tensors.emplace_back(p.name, p.global_shape);
+      params[p.name] = p.global_shape;
+    }
+  const bool with_state = index.meta.contains("optimizer") && !index.meta["optimizer"].is_null();
+  std::map<std::string, size_t> per_family;  // state tensors listed per family
+  for (const auto& [name, t] : index.tensors) {
+    if (name.rfind("optimizer.", 0) != 0) {
+      if (!params.count(name)) out.problems.push_back(at + " lists " + name + ", which the model it records does not have");
+      continue;
+    }
+    const size_t dot = name.find('.', 10);  // optimizer.FAMILY.PARAM
+    const auto param = dot == std::string::npos ? params.end() : params.find(name.substr(dot + 1));
+    if (!with_state || param == params.end()) {
+      out.problems.push_back(at + " lists " + name + ", the state of no parameter of the model and optimizer it records");
+      continue;
+    }
+    out.tensors.emplace_back(name, param->second);
+    ++per_family[name.substr(10, dot - 10)];
+  }
+  if (with_state && per_family.empty()) out.problems.push_back(at + " records an optimizer but lists none of its state");
+  for (const auto& [family, n] : per_family)
+    if (n != params.size())
+      out.problems.push_back(at + " lists optimizer." + family + " state for " + std::to_string(n) + " of the model's " +
+                             std::to_string(params.size()) + " parameters");
+  for (const auto& [name, shape] : out.tensors) {
+    auto it = index.tensors.find(name);
+    if (it == index.tensors.end())
+      out.problems.push_back(at + " lists no tensor " + name + ", which the model it records has");
+    else if (it->second.shape != shape || it->second.dtype != DType::f32)
+      out.problems.push_back(at + " records " + name + " as " + dtype_name(it->second.dtype) + " " +
+                             shape_str(it->second.shape) + ", but the model it records has F32 " + shape_str(shape));
+  }
+  for (std::string& p : out.problems) p += ": the index is damaged";
+  return out;
 }
 
 LoadReport load_checkpoint(const std::string& dir, const ModelConfig& config, RankState& held, Optimizer* opt,

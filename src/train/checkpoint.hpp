@@ -45,6 +45,22 @@ ModelConfig checkpoint_model_config(const std::string& dir);
 // Error unless the checkpoint was written for `config` (names the first difference and the fix).
 void require_same_model(const std::string& dir, const CheckpointIndex& index, const ModelConfig& config);
 
+// The tensors a checkpoint holds by what its index records, under the model's global names: each
+// parameter of the recorded model (in unit order), then, when it holds optimizer state, every
+// `optimizer.FAMILY.PARAM` it lists, each with its parameter's shape. `problems` names each way the
+// index contradicts that (a parameter missing or of another shape or dtype, state of no parameter,
+// a family missing for some parameters): such an index is damaged.
+struct RecordedTensors {
+  std::vector<std::pair<std::string, std::vector<int64_t>>> tensors;  // (name, shape)
+  std::vector<std::string> problems;
+};
+RecordedTensors recorded_tensors(const std::string& dir, const CheckpointIndex& index);
+
+// Error unless the vocabulary the checkpoint in dir was trained with (its vocab.txt, by the checksum
+// in its index) is the file at vocab_path: a model read with another vocabulary of the same size
+// gives wrong words and losses without a sign. A checkpoint without vocab.txt (imported) passes.
+void require_same_vocabulary(const std::string& dir, const std::string& vocab_path);
+
 struct LoadReport {
   int64_t step = 0;        // the optimizer step it was saved at
   int64_t bytes_read = 0;  // by this rank

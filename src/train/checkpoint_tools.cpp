@@ -68,7 +68,10 @@ std::string inspect_checkpoint(const std::string& dir) {
 
 std::vector<std::string> verify_checkpoint_folder(const std::string& dir) {
   try {
-    return verify_checkpoint(dir, CheckpointIndex::read(dir));
+    const CheckpointIndex idx = CheckpointIndex::read(dir);
+    std::vector<std::string> problems = recorded_tensors(dir, idx).problems;
+    for (std::string& p : verify_checkpoint(dir, idx)) problems.push_back(std::move(p));
+    return problems;
   } catch (const CheckpointDamaged& e) {
     return {e.what()};
   }
@@ -78,23 +81,13 @@ void export_checkpoint(const std::string& dir, const std::string& out_file, bool
   const CheckpointIndex idx = CheckpointIndex::read(dir);
   const ModelConfig mc = checkpoint_model_config(dir);
   // Tensors in the model's order (as a trained model.safetensors), then the optimizer state.
-  TransformerLM model(mc, 1, cpu_device(), ParamStorage::bound_by_caller);
-  std::vector<std::string> names;
-  for (const Unit* u : model.units())
-    for (const ParamInfo& p : u->params()) names.push_back(p.name);
-  if (optimizer) {
+  const RecordedTensors recorded = recorded_tensors(dir, idx);
+  if (!recorded.problems.empty()) throw CheckpointDamaged(recorded.problems[0]);
+  if (optimizer)
     require(!idx.meta.value("optimizer", Json()).is_null(), "checkpoint " + dir + " holds no optimizer state: export it without --optimizer");
-    std::vector<std::string> state;
-    for (const auto& [name, t] : idx.tensors)
-      if (name.rfind("optimizer.", 0) == 0) state.push_back(name);
-    names.insert(names.end(), state.begin(), state.end());
-  }
   std::vector<SafeTensorSpec> specs;
-  for (const std::string& n : names) {
-    auto it = idx.tensors.find(n);
-    require(it != idx.tensors.end(), "checkpoint " + dir + " has no tensor " + n + ": its index is damaged");
-    specs.push_back({n, it->second.dtype, it->second.shape});
-  }
+  for (const auto& [name, shape] : recorded.tensors)
+    if (optimizer || name.rfind("optimizer.", 0) != 0) specs.push_back({name, DType::f32, shape});
   const fs::path parent = fs::path(out_file).parent_path();
   if (!parent.empty()) fs::create_directories(parent);
   SafetensorsWriter out(out_file, specs, weights_metadata(mc));

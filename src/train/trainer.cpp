@@ -20,6 +20,7 @@
 #include "comm/mesh.hpp"
 #include "parallel/plan.hpp"
 #include "train/checkpoint_writer.hpp"
+#include "train/history.hpp"
 #include "train/rank_state.hpp"
 #include "train/run_dir.hpp"
 #ifdef DTRAIN_HAVE_CUDA
@@ -131,7 +132,15 @@ struct Trainer::Impl {
         valid_tokens(open_split(data_dir, "valid")),
         test_tokens(open_split(data_dir, "test")) {
     // checkpoints copy vocab.txt, and generate needs it to fit the model
-    check_vocab_matches(data_dir + "/vocab.txt", {&train_tokens, &valid_tokens, &test_tokens});
+    const bool vocab_checked = check_vocab_matches(vocab_path(), {&train_tokens, &valid_tokens, &test_tokens});
+    if (root && !vocab_checked)
+      std::printf("note: %s was prepared by an older dtrain, whose token files hold no checksum of vocab.txt: "
+                  "prepare it again to have the vocabulary checked\n", data_dir.c_str());
+    require(cfg.model.vocab_size == 0 || cfg.model.vocab_size == int64_t(train_tokens.vocab_size()),
+            "model.vocab_size = " + std::to_string(cfg.model.vocab_size) + " but the vocabulary of " + data_dir +
+                " has " + std::to_string(train_tokens.vocab_size()) +
+                " words: leave model.vocab_size out (it is taken from the data), or point data.dir at the data "
+                "prepared with that vocabulary");
     cfg.model.vocab_size = train_tokens.vocab_size();
     cfg.validate();
     cfg.model.validate();
@@ -163,7 +172,7 @@ struct Trainer::Impl {
     };
     require(from.empty() || restarted || !fs::exists(run_dir + "/config.json") || in_run_dir(from),
             "run dir " + run_dir + " already holds another run: resume " + from + " into a new --run-dir");
-    std::vector<std::string> candidates = checkpoints_newest_first(run_dir);
+    std::vector<std::string> candidates = checkpoints_of_line(run_dir);
     if (!from.empty() && (candidates.empty() || !restarted)) candidates = {from};
     if ((resume || restarted) && candidates.empty() && root)
       std::printf("run dir %s has no checkpoint yet (its run stopped before the first one): starting it afresh\n",
@@ -177,11 +186,21 @@ struct Trainer::Impl {
     } else if (!cfg.train.init_from.empty()) {
       RankState held(*model, fsdp, nullptr);
       load_checkpoint(cfg.train.init_from, cfg.model, held, nullptr, nullptr);
+      require_same_vocabulary(cfg.train.init_from, vocab_path());
       if (root) std::printf("initial weights from %s\n", cfg.train.init_from.c_str());
     }
     par->broadcast_parameters();  // DDP: every replica starts from data-parallel rank 0's weights
     world.all().barrier();  // every rank has checked the run dir before rank 0 writes into it
     if (root) {
+      // The run dir keeps one line of history: what a resumed or restarted run leaves behind it
+      // (later checkpoints, a later model_best or model_final) is moved aside before anything is written.
+      const int64_t goes_on_from = resume && same_run ? st.global_step : 0;
+      const SetAside aside = set_aside_after(run_dir, goes_on_from);
+      if (!aside.folder.empty()) {
+        std::printf("run dir %s goes on from step %lld: what came after it (%s) moved to %s\n", run_dir.c_str(),
+                    (long long)goes_on_from, aside.describe().c_str(), aside.folder.c_str());
+        std::fflush(stdout);
+      }
       write_file_atomic(run_dir + "/config.json", cfg.to_json().dump(2));
       // Logs continue where this run dir's checkpoint left them (a fresh start, or a checkpoint of
       // another run, clears them).
@@ -375,6 +394,7 @@ struct Trainer::Impl {
       double bad = damage.empty() ? 0.0 : 1.0;
       world.all().allreduce(&bad, 1, ReduceOp::max);
       if (bad == 0.0) {
+        require_same_vocabulary(ck, vocab_path());
         if (root) {
           std::printf("resumed from %s (step %lld, epoch %lld)%s\n", ck.c_str(), (long long)st.global_step,
                       (long long)st.epoch + 1, i > 0 ? ": the newest good checkpoint" : "");

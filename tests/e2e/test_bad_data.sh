@@ -20,6 +20,23 @@ expect_one_error "train with a 100-word vocab.txt" \
 grep -qF "dtrain data prepare" "$work/case.err" || fail "the vocab error should say to run dtrain data prepare"
 [ ! -e "$work/run_mismatch/checkpoints" ] || fail "train with a bad vocab.txt should write no checkpoint"
 
+# Two words swapped (same count): the token files' checksum of their vocabulary tells.
+cp -r "$work/data" "$work/swapped"
+"$py" - "$work/swapped/vocab.txt" <<'EOF'
+import sys
+lines = open(sys.argv[1], encoding="utf-8").read().split("\n")
+(a, ca), (b, cb) = lines[10].split("\t"), lines[11].split("\t")
+lines[10], lines[11] = f"{b}\t{ca}", f"{a}\t{cb}"
+open(sys.argv[1], "w", encoding="utf-8").write("\n".join(lines))
+EOF
+[ "$(wc -l <"$work/swapped/vocab.txt")" -eq "$(wc -l <"$work/data/vocab.txt")" ] || fail "the swap should keep the word count"
+expect_one_error "train with two words swapped in vocab.txt" \
+  "vocabulary file $work/swapped/vocab.txt is not the one $work/swapped/train.bin was prepared with" \
+  "$d" train "${common[@]}" --set data.dir="$work/swapped" --run-dir "$work/run_swapped"
+[ ! -e "$work/run_swapped/checkpoints" ] || fail "train with a swapped vocab.txt should write no checkpoint"
+expect_one_error "model.vocab_size the data contradicts" "model.vocab_size = 5000 but the vocabulary of $work/data has $words" \
+  "$d" train "${common[@]}" --set data.dir="$work/data" --set model.vocab_size=5000 --run-dir "$work/run_vs"
+
 # 2. Binary input: one line naming the file.
 expect_one_error "prepare /bin/ls" "input /bin/ls is a binary file" "$d" data prepare --input /bin/ls --out "$work/ls"
 [ ! -e "$work/ls/vocab.txt" ] || fail "prepare of a binary file should write no vocab.txt"
@@ -47,6 +64,29 @@ echo "ok  one 3 MB line: $(cat "$work/one.out")"
 "$d" train "${common[@]}" --set data.dir="$work/data" --set train.max_steps=2 --run-dir "$work/run" \
   >"$work/train.out" 2>&1 || { cat "$work/train.out"; fail "the tiny training run failed"; }
 ck=$work/run/model_final
+# A checkpoint evaluated on data whose vocabulary has as many words but other ones (the swap above,
+# its token files given the new vocabulary's checksum as `data prepare` would): refused; a
+# checkpoint whose own vocab.txt was edited: damaged.
+cp -r "$work/swapped" "$work/swapped_ok"
+"$py" - "$work/swapped_ok" <<'EOF'
+import struct, sys
+d = sys.argv[1]
+def crc32c(data):
+    crc = 0xFFFFFFFF
+    for x in data:
+        crc ^= x
+        for _ in range(8): crc = (crc >> 1) ^ (0x82F63B78 & -(crc & 1))
+    return crc ^ 0xFFFFFFFF
+c = crc32c(open(f"{d}/vocab.txt", "rb").read())
+for s in ("train", "valid", "test"):  # header bytes 24..28: the vocabulary's CRC-32C
+    p = f"{d}/{s}.bin"; b = bytearray(open(p, "rb").read()); b[24:28] = struct.pack("<I", c); open(p, "wb").write(b)
+EOF
+expect_one_error "eval on data with other words" "was trained with another vocabulary than $work/swapped_ok/vocab.txt" \
+  "$d" eval --checkpoint "$ck" --data "$work/swapped_ok"
+cp -r "$ck" "$work/ck_vocab"
+cp "$work/swapped/vocab.txt" "$work/ck_vocab/vocab.txt"
+expect_one_error "generate with an edited vocab.txt in the checkpoint" "$work/ck_vocab/vocab.txt does not match" \
+  "$d" generate --checkpoint "$work/ck_vocab" --prompt the --tokens 3
 expect_one_error "generate --tokens 100000000" "--tokens 100000000 is outside 0..100000" \
   "$d" generate --checkpoint "$ck" --prompt the --tokens 100000000
 

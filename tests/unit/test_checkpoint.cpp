@@ -101,6 +101,25 @@ TEST(Box, PiecesAreContiguousBoundedAndCoverTheBox) {
   }
 }
 
+TEST(Box, TilingIsProvedExactlyOnce) {
+  const Box whole = whole_box({6, 4});
+  // Exact: rows cut unevenly, one row cut by columns, in any order.
+  const std::vector<Box> exact = {{{3, 0}, {3, 4}}, {{0, 0}, {2, 4}}, {{2, 2}, {1, 2}}, {{2, 0}, {1, 2}}};
+  EXPECT_EQ(tiling_problem(whole, exact), "");
+  EXPECT_EQ(tiling_problem(whole, boxes_of_flat_range({6, 4}, 0, 24)), "");
+  // The probe's damage: a chunk moved onto another (same total volume, half the tensor in none).
+  std::vector<Box> moved = {{{0, 0}, {3, 4}}, {{0, 0}, {3, 4}}};
+  EXPECT_NE(tiling_problem(whole, moved).find("chunks 0 and 1 overlap in [0:3, 0:4]"), std::string::npos)
+      << tiling_problem(whole, moved);
+  // Overlap found wherever the boxes sit in the list (the sweep sorts them).
+  const std::vector<Box> late = {{{4, 0}, {2, 4}}, {{0, 0}, {3, 4}}, {{2, 3}, {2, 1}}, {{3, 0}, {1, 3}}};
+  EXPECT_NE(tiling_problem(whole, late).find("overlap"), std::string::npos) << tiling_problem(whole, late);
+  EXPECT_NE(tiling_problem(whole, {{{0, 0}, {3, 4}}}).find("12 of its 24 elements are in no chunk"), std::string::npos);
+  EXPECT_NE(tiling_problem(whole, {{{0, 0}, {7, 4}}}).find("outside"), std::string::npos);
+  EXPECT_NE(tiling_problem(whole, {{{0, 0}, {6, 0}}}).find("outside"), std::string::npos);  // empty chunk
+  EXPECT_NE(tiling_problem(whole, {{{0}, {24}}}).find("outside"), std::string::npos);       // other rank
+}
+
 TEST(Box, CopyRegionMatchesElementwiseCopy) {
   const std::vector<int64_t> shape{7, 9};
   const Box src{{1, 2}, {5, 6}}, dst{{3, 0}, {4, 9}};

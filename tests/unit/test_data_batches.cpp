@@ -7,7 +7,7 @@ std::string iota_file(const TempDir& d, int n) {
   std::vector<uint32_t> ids(static_cast<size_t>(n));
   std::iota(ids.begin(), ids.end(), 0u);
   std::string p = d / ("iota" + std::to_string(n) + ".bin");
-  write_token_file(p, uint32_t(n + 1), ids);
+  write_token_file(p, uint32_t(n + 1), ids, 0);
   return p;
 }
 }  // namespace

@@ -1,5 +1,6 @@
 // Data layer, text side: vocabulary, token files, `prepare` (WikiText and plain text) and the
 // built-in corpus.
+#include "core/crc32c.hpp"
 #include "data_test_util.hpp"
 
 TEST(Vocab, OrderByCountThenAlphabetical) {
@@ -129,12 +130,14 @@ TEST(Vocab, LoadRejectsMalformedFiles) {
 TEST(TokenFile, RoundTrip) {
   TempDir d;
   std::vector<uint32_t> ids{5, 0, 9, 3, 3, 1};
-  write_token_file(d / "t.bin", 10, ids);
+  write_token_file(d / "t.bin", 10, ids, 0xC0FFEE42u);
   EXPECT_EQ(fs::file_size(d / "t.bin"), 32u + 4 * ids.size());
   EXPECT_EQ(read_text(d / "t.bin").substr(0, 8), "DTRTOK01");
   TokenFile f(d / "t.bin");
   EXPECT_EQ(f.size(), 6);
   EXPECT_EQ(f.vocab_size(), 10u);
+  EXPECT_TRUE(f.has_vocab_crc32c());
+  EXPECT_EQ(f.vocab_crc32c(), 0xC0FFEE42u);
   EXPECT_EQ(tokens_of(f), ids);
   EXPECT_EQ(f[2], 9u);
   f.check_ids();
@@ -142,7 +145,7 @@ TEST(TokenFile, RoundTrip) {
   EXPECT_EQ(moved.size(), 6);
   EXPECT_EQ(tokens_of(moved), ids);
 
-  write_token_file(d / "empty.bin", 3, std::vector<uint32_t>{});
+  write_token_file(d / "empty.bin", 3, std::vector<uint32_t>{}, 0);
   TokenFile e(d / "empty.bin");
   EXPECT_EQ(e.size(), 0);
   // No temporary files are left behind.
@@ -154,7 +157,7 @@ TEST(TokenFile, RoundTrip) {
 TEST(TokenFile, CorruptFilesRaiseError) {
   TempDir d;
   std::vector<uint32_t> ids(100, 7);
-  write_token_file(d / "t.bin", 8, ids);
+  write_token_file(d / "t.bin", 8, ids, 0);
   std::string good = read_text(d / "t.bin");
 
   fs::resize_file(d / "t.bin", good.size() - 4);
@@ -173,9 +176,13 @@ TEST(TokenFile, CorruptFilesRaiseError) {
   expect_error([&] { TokenFile f(d / "t.bin"); }, "not a dtrain token file");
 
   std::string version = good;
-  version[8] = 2;
+  version[8] = 3;
   write_text(d / "t.bin", version);
-  expect_error([&] { TokenFile f(d / "t.bin"); }, "version 2");
+  expect_error([&] { TokenFile f(d / "t.bin"); }, "version 3");
+  // Version 1 (before the vocabulary checksum) is read, with no checksum to check.
+  version[8] = 1;
+  write_text(d / "t.bin", version);
+  EXPECT_FALSE(TokenFile(d / "t.bin").has_vocab_crc32c());
 
   expect_error([&] { TokenFile f(d / "nope.bin"); }, "cannot open token file");
 
@@ -480,10 +487,12 @@ TEST(Vocab, CheckVocabMatchesTokenFiles) {
   TempDir d;
   auto v = Vocabulary::build({"a b c"});  // <unk> <eos> a b c
   v.save(d / "vocab.txt");
-  write_token_file(d / "train.bin", 5, std::vector<uint32_t>{2, 3, 4, 1});
+  const std::string saved = read_text(d / "vocab.txt");
+  const uint32_t crc = crc32c(saved.data(), saved.size());
+  write_token_file(d / "train.bin", 5, std::vector<uint32_t>{2, 3, 4, 1}, crc);
   const TokenFile train(d / "train.bin");
-  check_vocab_matches(d / "vocab.txt", {&train});
-  write_token_file(d / "big.bin", 3143, std::vector<uint32_t>{2, 3});
+  EXPECT_TRUE(check_vocab_matches(d / "vocab.txt", {&train}));
+  write_token_file(d / "big.bin", 3143, std::vector<uint32_t>{2, 3}, crc);
   const TokenFile big(d / "big.bin");
   // every file given is checked, not only the first
   expect_error([&] { check_vocab_matches(d / "vocab.txt", {&train, &big}); },
@@ -491,6 +500,23 @@ TEST(Vocab, CheckVocabMatchesTokenFiles) {
                    " was written for a vocabulary of 3143: run `dtrain data prepare`");
   expect_error([&] { check_vocab_matches(d / "none.txt", {&train}); },
                "vocabulary file " + (d / "none.txt") + " is missing");
+  // Two words swapped (same count of words, a valid vocabulary): the checksum tells.
+  std::string swapped = saved;
+  const size_t a = swapped.find("\na\t"), b = swapped.find("\nb\t");
+  ASSERT_NE(a, std::string::npos);
+  ASSERT_NE(b, std::string::npos);
+  std::swap(swapped[a + 1], swapped[b + 1]);
+  write_text(d / "vocab.txt", swapped);
+  EXPECT_EQ(Vocabulary::load(d / "vocab.txt").size(), 5);
+  expect_error([&] { check_vocab_matches(d / "vocab.txt", {&train}); },
+               "vocabulary file " + (d / "vocab.txt") + " is not the one " + (d / "train.bin") + " was prepared with");
+  // A token file of an older dtrain has no checksum: sizes are checked, the rest cannot be.
+  write_token_file(d / "old.bin", 5, std::vector<uint32_t>{2, 3}, 0);
+  std::string old = read_text(d / "old.bin");
+  old[8] = 1;
+  write_text(d / "old.bin", old);
+  const TokenFile v1(d / "old.bin");
+  EXPECT_FALSE(check_vocab_matches(d / "vocab.txt", {&v1}));
 }
 
 TEST(BuiltinCorpus, SplitRuleAndSymlinks) {
