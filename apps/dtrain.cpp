@@ -1,6 +1,9 @@
 // dtrain: the command-line program (train, eval, generate, data, ckpt, debug, plan). Thin: parses arguments
 // and calls the library; a user error prints one line and exits with status 2.
 #include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -8,9 +11,12 @@
 #include <map>
 #include <new>
 #include <string>
+#include <system_error>
+#include <thread>
 #include <vector>
 
 #include "core/atomic_file.hpp"
+#include "core/limits.hpp"
 #include "data/prepare.hpp"
 #include "data/token_file.hpp"
 #include "data/vocab.hpp"
@@ -38,7 +44,7 @@ usage:
   dtrain data builtin --out DIR        (the offline default corpus: Debian's licence texts)
   dtrain ckpt inspect DIR             (layout it was saved from, step, tensors, sizes)
   dtrain ckpt verify DIR              (every checksum)
-  dtrain ckpt export DIR --out FILE.safetensors [--optimizer]   (whole weights + config.json beside)
+  dtrain ckpt export DIR --out FILE.safetensors [--optimizer]   (whole weights + FILE.config.json beside)
   dtrain ckpt import FILE.safetensors --config CONFIG --out DIR [--vocab vocab.txt]
   dtrain debug dump --config FILE [--set key=value ...] --out DIR [--steps N]
   dtrain plan --pp P --microbatches M --schedule gpipe|1f1b|interleaved-1f1b|zb-h1|zb-v [--virtual V]
@@ -50,6 +56,9 @@ usage:
 Data parallel: start it with `dtrun --nproc-per-node N dtrain train ...` (see `dtrun --help`),
 `srun dtrain train ...` or `mpirun -np N dtrain train ...`; docs/distributed.md.
 )";
+
+// Largest count an option takes (a vocabulary, a batch, a thread count): far past any real one.
+constexpr int64_t kMaxCount = int64_t(1) << 31;
 
 // Options: --name value pairs (repeatable --set), flags without value.
 struct Args {
@@ -67,12 +76,17 @@ struct Args {
     return it->second;
   }
   bool flag(const std::string& f) const { return std::find(flags.begin(), flags.end(), f) != flags.end(); }
-  int64_t integer(const std::string& k, int64_t def) const {
+  // --k as a whole number within [lo, hi] (def when absent); one line naming the option otherwise.
+  int64_t integer(const std::string& k, int64_t def, int64_t lo, int64_t hi) const {
     std::string v = get(k);
     if (v.empty()) return def;
     char* end = nullptr;
-    long long x = std::strtoll(v.c_str(), &end, 10);
-    require(*end == 0, "--" + k + " " + v + " is not an integer: give a whole number");
+    errno = 0;
+    const long long x = std::strtoll(v.c_str(), &end, 10);
+    require(*end == 0 && errno == 0, "--" + k + " " + v + " is not a whole number: give one from " +
+                                         std::to_string(lo) + " to " + std::to_string(hi));
+    require(x >= lo && x <= hi,
+            "--" + k + " " + v + " is outside " + std::to_string(lo) + ".." + std::to_string(hi) + ": give one within");
     return x;
   }
   double number(const std::string& k, double def) const {
@@ -80,7 +94,7 @@ struct Args {
     if (v.empty()) return def;
     char* end = nullptr;
     double x = std::strtod(v.c_str(), &end);
-    require(*end == 0, "--" + k + " " + v + " is not a number");
+    require(*end == 0 && std::isfinite(x), "--" + k + " " + v + " is not a number");
     return x;
   }
 };
@@ -171,11 +185,14 @@ int cmd_train(int argc, char** argv) {
                               "on with --run-dir DIR");
     checkpoint = resume;
   } else {
-    cfg.load_toml(a.need("config"));
+    same_on_every_rank([&] { cfg.load_toml(a.need("config")); });
   }
-  apply_sets(cfg, a);
+  same_on_every_rank([&] {
+    apply_sets(cfg, a);
+    cfg.validate();
+  });
   if (run_dir.empty()) run_dir = "runs/latest";
-  cfg.validate();
+  configure_threads(cfg.train.threads);  // before anything runs in parallel
   World world(env, Millis(cfg.parallel.timeout_s * 1000));
   Trainer t(cfg, run_dir, !resume.empty(), world, checkpoint);
   t.run();
@@ -187,6 +204,7 @@ int cmd_train(int argc, char** argv) {
 
 int cmd_eval(int argc, char** argv) {
   Args a = parse(argc, argv, 2, {}, {"checkpoint", "data", "split", "batch-size", "threads", "precision"});
+  configure_threads(a.integer("threads", 0, 0, kMaxCount), "--threads");
   const std::string ck = a.need("checkpoint");
   ModelConfig mc = checkpoint_model_config(ck);
   std::string data = a.get("data");
@@ -198,7 +216,6 @@ int cmd_eval(int argc, char** argv) {
   }
   const std::string split = a.get("split", "test");
   require(split == "valid" || split == "test" || split == "train", "--split " + split + ": use valid or test");
-  configure_threads(int(a.integer("threads", 0)));
   TokenFile tokens(data + "/" + split + ".bin");
   tokens.check_ids();
   check_vocab_matches(data + "/vocab.txt", {&tokens});
@@ -207,7 +224,7 @@ int cmd_eval(int argc, char** argv) {
           data + " has a vocabulary of " + std::to_string(tokens.vocab_size()) + " words but the checkpoint " +
               std::to_string(mc.vocab_size) + ": evaluate on the data the model was trained on");
   WindowDataset ds(tokens, mc.seq_len, mc.seq_len);
-  const int64_t B = a.integer("batch-size", 64);
+  const int64_t B = a.integer("batch-size", 64, 1, kMaxCount);
   TransformerLM model(mc, B);
   load_weights(ck, model);
   const Precision p = a.get("precision", "f32") == "bf16" ? Precision::bf16 : Precision::f32;
@@ -221,14 +238,14 @@ int cmd_eval(int argc, char** argv) {
 
 int cmd_generate(int argc, char** argv) {
   Args a = parse(argc, argv, 2, {}, {"checkpoint", "prompt", "tokens", "temperature", "top-k", "seed", "threads"});
-  configure_threads(int(a.integer("threads", 0)));
+  configure_threads(a.integer("threads", 0, 0, kMaxCount), "--threads");
   GenerateOptions o;
   o.checkpoint = a.need("checkpoint");
   o.prompt = a.get("prompt");
-  o.tokens = a.integer("tokens", 50);
+  o.tokens = a.integer("tokens", 50, 0, kMaxGenerateTokens);
   o.temperature = float(a.number("temperature", 1.0));
-  o.top_k = a.integer("top-k", 0);
-  o.seed = uint64_t(a.integer("seed", 1));
+  o.top_k = a.integer("top-k", 0, 0, kMaxCount);
+  o.seed = uint64_t(a.integer("seed", 1, 0, INT64_MAX));
   generate_text(o, [](std::string_view t) {  // each token as it comes
     std::fwrite(t.data(), 1, t.size(), stdout);
     std::fflush(stdout);
@@ -246,8 +263,8 @@ int cmd_data(int argc, char** argv) {
   o.out_dir = a.need("out");
   o.lowercase = !a.flag("no-lowercase");
   o.eos = !a.flag("no-eos");
-  o.min_freq = int(a.integer("min-freq", 1));
-  o.max_vocab = a.integer("max-vocab", 0);
+  o.min_freq = int(a.integer("min-freq", 1, 1, kMaxCount));
+  o.max_vocab = a.integer("max-vocab", 0, 0, kMaxCount);
   o.valid_fraction = a.number("valid-fraction", o.valid_fraction);
   o.test_fraction = a.number("test-fraction", o.test_fraction);
   if (sub == "builtin") {
@@ -292,7 +309,8 @@ int cmd_ckpt(int argc, char** argv) {
   if (sub == "export") {
     const std::string out = a.need("out");
     export_checkpoint(what, out, a.flag("optimizer"));
-    std::printf("exported %s to %s (and config.json beside it)\n", what.c_str(), out.c_str());
+    std::printf("exported %s to %s (and its model config to %s)\n", what.c_str(), out.c_str(),
+                exported_config_path(out).c_str());
     return 0;
   }
   require(sub == "import", "unknown command `dtrain ckpt " + sub + "`: use inspect, verify, export or import");
@@ -310,7 +328,7 @@ int cmd_debug(int argc, char** argv) {
   cfg.load_toml(a.need("config"));
   apply_sets(cfg, a);
   configure_threads(cfg.train.threads);
-  dump_parity(cfg, a.need("out"), a.integer("steps", 20));
+  dump_parity(cfg, a.need("out"), a.integer("steps", 20, 1, kMaxCount));
   return 0;
 }
 
@@ -357,13 +375,15 @@ int cmd_plan(int argc, char** argv) {
     const int default_virtual = name == "interleaved-1f1b" || name == "zb-v" ? 2 : 1;
     a.need("pp");  // both required without --file
     a.need("microbatches");
-    s = make_schedule(name, int(a.integer("pp", 0)), int(a.integer("virtual", default_virtual)),
-                      int(a.integer("microbatches", 0)));
+    s = make_schedule(name, int(a.integer("pp", 0, 1, kMaxPipelineRanks)), int(a.integer("virtual", default_virtual, 1, kMaxVirtualStages)),
+                      int(a.integer("microbatches", 0, 1, kMaxMicrobatches)));
   }
   const std::vector<std::string> problems = validate(s);
   for (const std::string& p : problems) std::fprintf(stderr, "dtrain: %s\n", p.c_str());
-  require(problems.empty(), "schedule " + s.name + " is not valid (" + std::to_string(problems.size()) +
-                                " problems above): fix the lists, or start from one that `dtrain plan --save` writes");
+  require(problems.empty(), "schedule " + s.name + " is not valid (" +
+                                (problems.size() > kMaxProblemsListed ? std::string("the problems above")
+                                                                      : std::to_string(problems.size()) + " problems above") +
+                                "): fix the lists, or start from one that `dtrain plan --save` writes");
   const Simulation sim = simulate(s, costs);
   std::fputs(render_grid(s, sim).c_str(), stdout);
   if (const std::string save = a.get("save"); !save.empty()) {
@@ -382,6 +402,15 @@ int cmd_plan(int argc, char** argv) {
   return 0;
 }
 
+// This process's global rank (0 for a single process, or when the launcher's variables are bad).
+int rank_or_zero() {
+  try {
+    return detect_env().rank;
+  } catch (const std::exception&) {
+    return 0;
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -391,6 +420,12 @@ int main(int argc, char** argv) {
   }
   const std::string cmd = argv[1];
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // lines reach dtrun (or a log file) as they are written
+  // What to lower when memory runs out, by command.
+  const std::string memory_fix = cmd == "eval"       ? "lower --batch-size"
+                                 : cmd == "train"    ? "lower train.batch_size (and raise train.grad_accum to keep the global batch)"
+                                 : cmd == "debug"    ? "lower train.batch_size"
+                                                     : "free memory";
+  install_fault_handlers(memory_fix);
   try {
     if (cmd == "train") return cmd_train(argc, argv);
     if (cmd == "eval") return cmd_eval(argc, argv);
@@ -405,15 +440,33 @@ int main(int argc, char** argv) {
     }
     throw Error("unknown command `" + cmd +
                 "`: use train, eval, generate, data, ckpt, debug, plan or config (see --help)");
+  } catch (const ConfigError& e) {
+    // Every rank found it: rank 0 says it, the others wait for the launcher to stop them (dtrun
+    // and mpirun stop a job whose rank failed) and say it only if nothing does.
+    const int rank = rank_or_zero();
+    if (rank > 0) std::this_thread::sleep_for(std::chrono::seconds(10));
+    if (rank > 0) std::fprintf(stderr, "dtrain: error: (rank %d) %s\n", rank, e.what());
+    else std::fprintf(stderr, "dtrain: error: %s\n", e.what());
+    return 2;
   } catch (const Error& e) {
     std::fprintf(stderr, "dtrain: error: %s\n", e.what());
     return 2;
-  } catch (const std::bad_alloc&) {
-    std::fprintf(stderr, "dtrain: error: out of memory: lower train.batch_size (or the model's size)\n");
+  } catch (const std::bad_alloc& e) {
+    const auto* known = dynamic_cast<const AllocationFailed*>(&e);
+    std::fprintf(stderr, "dtrain: error: %s\n",
+                 out_of_memory(known ? known->subject() : "`dtrain " + cmd + "`", memory_fix).what());
     return 2;
   } catch (const std::filesystem::filesystem_error& e) {  // a path the user gave that cannot be used
     std::fprintf(stderr, "dtrain: error: %s on %s: check the path and its permissions\n",
                  e.code().message().c_str(), e.path1().c_str());
+    return 2;
+  } catch (const std::system_error& e) {  // a thread the system would not start (EAGAIN)
+    if (e.code() != std::errc::resource_unavailable_try_again) {
+      std::fprintf(stderr, "dtrain: internal error: %s\n", e.what());
+      return 3;
+    }
+    std::fprintf(stderr, "dtrain: error: %s\n",
+                 thread_start_failed("a thread", "raise the limit, or lower train.threads").what());
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "dtrain: internal error: %s\n", e.what());

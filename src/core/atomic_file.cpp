@@ -105,6 +105,18 @@ constexpr size_t kBufferBytes = size_t(1) << 16;
 
 AtomicFile::AtomicFile(const std::string& path)
     : path_(path), tmp_(path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(g_temp_counter++)) {
+  // The rename that commits replaces whatever has the name: only ever a regular file (never a
+  // device such as /dev/full, a folder, a pipe or a symbolic link, which the user meant otherwise).
+  struct stat st {};
+  if (::lstat(path_.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    const char* kind = S_ISDIR(st.st_mode)   ? "a folder"
+                       : S_ISLNK(st.st_mode) ? "a symbolic link"
+                       : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device"
+                       : S_ISFIFO(st.st_mode) ? "a pipe"
+                                              : "not a regular file";
+    throw Error("cannot write " + path_ + ": it is " + kind + ", which dtrain does not replace: choose another path "
+                "(a new file, or a regular file to overwrite)");
+  }
   fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd_ < 0) {
     int err = errno;

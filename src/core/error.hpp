@@ -11,6 +11,26 @@ class Error : public std::runtime_error {
   explicit Error(const std::string& what) : std::runtime_error(what) {}
 };
 
+// An error that follows from the configuration and the world's size alone (a bad value, a mesh
+// that does not fit, a layout the model cannot take), so every rank of a job finds the same one:
+// rank 0 says it, the other ranks stop without repeating it.
+class ConfigError : public Error {
+ public:
+  explicit ConfigError(const std::string& what) : Error(what) {}
+};
+
+// Runs f; an Error it throws becomes a ConfigError (the caller knows every rank meets the same one).
+template <class F>
+decltype(auto) same_on_every_rank(F&& f) {
+  try {
+    return f();
+  } catch (const ConfigError&) {
+    throw;
+  } catch (const Error& e) {
+    throw ConfigError(e.what());
+  }
+}
+
 // Throws Error(msg) when cond is false. For conditions a user can cause.
 inline void require(bool cond, const std::string& msg) {
   if (!cond) throw Error(msg);

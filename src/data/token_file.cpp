@@ -13,6 +13,7 @@
 
 #include "core/error.hpp"
 #include "core/atomic_file.hpp"
+#include "core/limits.hpp"
 #include "data/io_util.hpp"
 
 namespace dtrain {
@@ -107,6 +108,11 @@ TokenFile::TokenFile(const std::string& path) : path_(path) {
     throw Error("token file " + path + " has " + std::to_string(bytes) + " bytes, more than the " + std::to_string(n) +
                 " tokens its header announces" + prepare_again());
   }
+  // A file truncated or replaced while mapped faults (SIGBUS) on the next read of a lost page: named.
+  mapping_ = register_mapping(m, bytes, "token file " + path + " was truncated or replaced while this job read it (" +
+                                            std::to_string(bytes) + " bytes when it started): leave prepared data "
+                                            "alone while a job uses it; prepare into a new folder and point "
+                                            "data.dir there");
   n_tokens_ = int64_t(h.n_tokens);
   vocab_size_ = h.vocab_size;
   has_vocab_crc_ = h.version >= 2;
@@ -120,6 +126,7 @@ TokenFile::TokenFile(TokenFile&& o) noexcept
     : path_(std::move(o.path_)),
       map_(std::exchange(o.map_, nullptr)),
       map_bytes_(std::exchange(o.map_bytes_, 0)),
+      mapping_(std::exchange(o.mapping_, -1)),
       data_(std::exchange(o.data_, nullptr)),
       n_tokens_(std::exchange(o.n_tokens_, 0)),
       vocab_size_(std::exchange(o.vocab_size_, 0)),
@@ -132,6 +139,7 @@ TokenFile& TokenFile::operator=(TokenFile&& o) noexcept {
     path_ = std::move(o.path_);
     map_ = std::exchange(o.map_, nullptr);
     map_bytes_ = std::exchange(o.map_bytes_, 0);
+    mapping_ = std::exchange(o.mapping_, -1);
     data_ = std::exchange(o.data_, nullptr);
     n_tokens_ = std::exchange(o.n_tokens_, 0);
     vocab_size_ = std::exchange(o.vocab_size_, 0);
@@ -142,6 +150,7 @@ TokenFile& TokenFile::operator=(TokenFile&& o) noexcept {
 }
 
 void TokenFile::release() noexcept {
+  unregister_mapping(std::exchange(mapping_, -1));
   if (map_) ::munmap(map_, map_bytes_);
   map_ = nullptr;
   map_bytes_ = 0;

@@ -47,6 +47,7 @@ class TokenFile {
   std::string path_;
   void* map_ = nullptr;
   size_t map_bytes_ = 0;
+  int mapping_ = -1;  // registered for the SIGBUS handler (core/limits.hpp)
   const uint32_t* data_ = nullptr;
   int64_t n_tokens_ = 0;
   uint32_t vocab_size_ = 0;

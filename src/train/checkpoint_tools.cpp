@@ -77,6 +77,12 @@ std::vector<std::string> verify_checkpoint_folder(const std::string& dir) {
   }
 }
 
+std::string exported_config_path(const std::string& out_file) {
+  fs::path p(out_file);
+  if (p.extension() == ".safetensors") p.replace_extension();
+  return p.string() + ".config.json";
+}
+
 void export_checkpoint(const std::string& dir, const std::string& out_file, bool optimizer) {
   const CheckpointIndex idx = CheckpointIndex::read(dir);
   const ModelConfig mc = checkpoint_model_config(dir);
@@ -98,8 +104,7 @@ void export_checkpoint(const std::string& dir, const std::string& out_file, bool
     out.append(buf.data());
   }
   out.commit();
-  const fs::path cfg = fs::path(out_file).parent_path() / "config.json";
-  write_file_atomic(cfg.string(), model_to_json(mc).dump(2) + "\n");
+  write_file_atomic(exported_config_path(out_file), model_to_json(mc).dump(2) + "\n");
 }
 
 void import_checkpoint(const std::string& file, const std::string& config, const std::string& out_dir,

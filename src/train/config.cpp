@@ -9,6 +9,7 @@
 #include <toml++/toml.h>
 
 #include "core/error.hpp"
+#include "core/limits.hpp"
 
 namespace dtrain {
 
@@ -283,7 +284,7 @@ void RunConfig::validate() const {
   require(train.epochs > 0 || train.max_steps > 0,
           "train.epochs and train.max_steps are both 0: set at least one of them");
   require(train.epochs >= 0 && train.max_steps >= 0, "train.epochs and train.max_steps must not be negative");
-  require(train.threads >= 0, "train.threads must not be negative: use 0 for all cores");
+  require_thread_count(train.threads, "train.threads");
   require(data.eval_stride >= 0, "data.eval_stride must not be negative: use 0 for seq_len");
   require(train.log_every > 0, "train.log_every must be positive");
   auto not_negative = [](const char* key, int64_t v, const char* zero) {

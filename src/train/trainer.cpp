@@ -7,9 +7,11 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 
 #include "core/atomic_file.hpp"
+#include "core/limits.hpp"
 #include "data/loader.hpp"
 #include "data/prepare.hpp"
 #include "data/sampler.hpp"
@@ -31,8 +33,11 @@ namespace fs = std::filesystem;
 
 namespace dtrain {
 
-int configure_threads(int threads) {
-  if (threads > 0) omp_set_num_threads(threads);
+int configure_threads(int64_t threads, const std::string& setting) {
+  require_thread_count(threads, setting);
+  if (threads > 0) omp_set_num_threads(int(threads));
+  // OMP_NUM_THREADS=100000 would make libgomp fail (or crawl) at the first parallel region.
+  if (threads == 0 && std::getenv("OMP_NUM_THREADS")) require_thread_count(omp_get_max_threads(), "OMP_NUM_THREADS");
   return omp_get_max_threads();
 }
 
@@ -142,22 +147,24 @@ struct Trainer::Impl {
                 " words: leave model.vocab_size out (it is taken from the data), or point data.dir at the data "
                 "prepared with that vocabulary");
     cfg.model.vocab_size = train_tokens.vocab_size();
-    cfg.validate();
-    cfg.model.validate();
+    same_on_every_rank([&] {
+      cfg.validate();
+      cfg.model.validate();
+    });
     precision = cfg.train.precision == "bf16" ? Precision::bf16 : Precision::f32;
     const int64_t T = cfg.model.seq_len;
     const int64_t eval_stride = cfg.data.eval_stride > 0 ? cfg.data.eval_stride : T;
     train_set = std::make_unique<WindowDataset>(train_tokens, T, cfg.data.stride);
     valid_set = std::make_unique<WindowDataset>(valid_tokens, T, eval_stride);
     test_set = std::make_unique<WindowDataset>(test_tokens, T, eval_stride);
-    const MeshShape shape = mesh_shape();
+    const MeshShape shape = same_on_every_rank([&] { return mesh_shape(); });
     dp = shape.dp();
     dp_rank = mesh_coord(shape, world.rank()).dp_index(shape);
     rank_samples = DistributedSampler(train_set->size(), cfg.data.shuffle, cfg.train.seed, dp, dp_rank).size();
     if (root) lock = std::make_unique<RunDirLock>(run_dir);  // one writer, before anything reads the run dir
     dev = make_device(cfg.train.device, world.env().local_rank);
     mesh = std::make_unique<DeviceMesh>(world, shape, backend_factory());
-    build_model();
+    same_on_every_rank([&] { build_model(); });  // a layout the model cannot take, a batch that cannot fit
     writer = std::make_unique<CheckpointWriter>(world.all(), double(cfg.parallel.timeout_s));
     // After dtrun restarted the workers, continue from the run dir's newest good checkpoint if there
     // is one; --resume FOLDER starts from that checkpoint (into this or another run dir).
@@ -521,7 +528,12 @@ struct Trainer::Impl {
   }
 
   void run() {
-    const int threads = configure_threads(cfg.train.threads);
+    const int threads = omp_get_max_threads();  // as configure_threads set them
+    // Room beside the planned memory for the threads' stacks (OpenMP's, the loader's, the process
+    // group's, a background save's) and what oneDNN maps: below it a library fails uncatchably.
+    require_address_space(int64_t(threads + 3) * thread_stack_bytes(),
+                          "the stacks of this rank's " + std::to_string(threads + 3) + " threads",
+                          "lower train.batch_size (and raise train.grad_accum) or train.threads");
     const int64_t T = cfg.model.seq_len, B = cfg.train.batch_size, E = cfg.train.epochs, A = cfg.train.grad_accum;
     DistributedSampler sampler(train_set->size(), cfg.data.shuffle, cfg.train.seed, dp, dp_rank);
     BatchLoader loader(*train_set, sampler, B, false);

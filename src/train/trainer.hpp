@@ -29,14 +29,16 @@ using PassLoss = std::function<double(const int32_t* inputs, const int32_t* targ
 EvalResult evaluate(const PassLoss& loss_of, bool lockstep, const WindowDataset& data, int64_t batch_size,
                     int64_t max_windows, Precision precision, ProcessGroup* group = nullptr);
 
-// Sets the OpenMP thread count (0 = all cores) and returns what is in effect.
-int configure_threads(int threads);
+// Sets the OpenMP thread count (0 = all cores, or OMP_NUM_THREADS) and returns what is in effect;
+// Error (naming `setting`) for more threads than the CPUs this process may use.
+int configure_threads(int64_t threads, const std::string& setting = "train.threads");
 
 class Trainer {
  public:
   // Fresh run into run_dir, or, with resume, continue from run_dir's newest good checkpoint, or
   // from resume_checkpoint when given (a checkpoint folder of this or another run, any layout).
-  // With several ranks in `world`, trains in parallel; only rank 0 prints and writes logs.
+  // With several ranks in `world`, trains in parallel; only rank 0 prints and writes logs. Runs on
+  // the OpenMP threads in effect (configure_threads).
   Trainer(RunConfig config, std::string run_dir, bool resume, World& world, const std::string& resume_checkpoint = "");
   ~Trainer();
   void run();

@@ -62,6 +62,26 @@ for ck in ck_header ck_trunc; do
     "$d" generate --checkpoint "$work/$ck" --prompt the --tokens 5
 done
 
+# Export never replaces what is not a regular file, nor a run dir's config.json: its model config is
+# NAME.config.json beside NAME.safetensors.
+mkfifo "$work/pipe.safetensors"
+mkdir "$work/folder.safetensors"
+ln -s "$work/pipe.safetensors" "$work/link.safetensors"
+targets=(pipe folder link)
+if [ "$(id -u)" = 0 ] && mknod "$work/full.safetensors" c 1 7 2>/dev/null; then targets+=(full); fi  # as /dev/full
+for t in "${targets[@]}"; do
+  before=$(stat -c %F "$work/$t.safetensors")
+  expect_one_error "export onto a $before" "cannot write $work/$t.safetensors: it is a" \
+    "$d" ckpt export "$run/model_final" --out "$work/$t.safetensors"
+  [ "$(stat -c %F "$work/$t.safetensors")" = "$before" ] || fail "export replaced the $before $work/$t.safetensors"
+done
+"$d" ckpt export "$run/model_final" --out "$run/model_final.safetensors" >/dev/null &&
+  "$d" ckpt export "$(ck "$run" 5)" --out "$run/step5.safetensors" >/dev/null || fail "export into the run dir failed"
+[ -f "$run/model_final.config.json" ] && [ -f "$run/step5.config.json" ] || fail "export should write NAME.config.json"
+rm "$run"/model_final.safetensors "$run"/model_final.config.json "$run"/step5.safetensors "$run"/step5.config.json
+[ "$(snapshot "$run")" = "$base_snap" ] || fail "export into the run dir changed the run's own files (config.json?)"
+echo "ok  export: refused onto ${targets[*]}; NAME.config.json beside, the run dir's config.json untouched"
+
 # Resume with another model shape, and with unknown keys.
 expect_error "resume with model.dim=64" "model.dim" "$d" train --resume "$run" --set model.dim=64
 expect_error "resume with unknown key" "train.lrr" "$d" train --resume "$run" --set train.lrr=1

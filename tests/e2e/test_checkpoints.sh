@@ -164,12 +164,12 @@ grep -q "resumed from $(ck "$work/killed" 10) (step 10," "$work/killed_resume.ou
 if /usr/bin/python3 -c "import torch" 2>/dev/null; then
   "$bin/dtrain" debug dump "${common[@]}" --set train.batch_size=4 --set train.init_from="$work/straight/model_final" \
     --out "$work/dump" --steps 1 >/dev/null
-  /usr/bin/python3 "$src/tests/python/check_export.py" "$work/exp/model.safetensors" "$work/exp/config.json" \
+  /usr/bin/python3 "$src/tests/python/check_export.py" "$work/exp/model.safetensors" "$work/exp/model.config.json" \
     "$work/dump" 1e-5 || fail "PyTorch's logits from the exported weights differ from dtrain's"
 else
   echo "skip: the PyTorch half of the export check (/usr/bin/python3 has no torch: install python3-torch)"
 fi
-"$bin/dtrain" ckpt import "$work/exp/model.safetensors" --config "$work/exp/config.json" --out "$work/imported" \
+"$bin/dtrain" ckpt import "$work/exp/model.safetensors" --config "$work/exp/model.config.json" --out "$work/imported" \
   --vocab "$work/data/vocab.txt" >/dev/null
 for from in imported original; do
   w=$work/imported; [ $from = original ] && w=$work/straight/model_final

@@ -1,4 +1,4 @@
-# An exported checkpoint (dtrain ckpt export: FILE.safetensors + config.json) loaded into the PyTorch
+# An exported checkpoint (dtrain ckpt export: FILE.safetensors + FILE.config.json) loaded into the PyTorch
 # reference gives the logits dtrain computed for the same batch from the same checkpoint
 # (dtrain debug dump with train.init_from): both sides read the exported weights independently.
 # usage: check_export.py EXPORTED.safetensors CONFIG.json DUMP_DIR TOLERANCE

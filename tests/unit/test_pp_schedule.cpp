@@ -207,7 +207,27 @@ TEST(PpSchedule, UnsupportedShapesNameTheFix) {
             std::string::npos);
   EXPECT_NE(error_of([] { make_schedule("1f1b", 4, 2, 8); }).find("parallel.pp_virtual = 1"), std::string::npos);
   EXPECT_NE(error_of([] { make_schedule("pipedream", 4, 1, 8); }).find("gpipe, 1f1b"), std::string::npos);
-  EXPECT_NE(error_of([] { make_schedule("1f1b", 4, 1, 0); }).find("at least 1 micro-batch"), std::string::npos);
+  EXPECT_NE(error_of([] { make_schedule("1f1b", 4, 1, 0); }).find("micro-batches 0 is outside 1..4096"),
+            std::string::npos);
+}
+
+// What a flag or a file may ask for is bounded before anything is made: no rank grows without
+// limit, and a list with millions of problems prints a few and a count.
+TEST(PpSchedule, ShapesAndProblemListsAreBounded) {
+  EXPECT_NE(error_of([] { make_schedule("1f1b", 1000, 1, 4096); }).find("4096000 stage passes, more than the 131072"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { make_schedule("1f1b", 2000, 1, 8); }).find("pp 2000 is outside 1..1024"), std::string::npos);
+  TempDir d;
+  const std::string path = d / "huge.txt";
+  write_text(path, "pp 2\nmicrobatches 1000000\nrank 0: 0F0\nrank 1: 1F0\n");
+  const std::string msg = error_of([&] { read_schedule(path); });
+  EXPECT_NE(msg.find(path + ": micro-batches 1000000 is outside 1..4096"), std::string::npos) << msg;
+  // Every micro-batch of the largest allowed list missing: 20 problems listed, the rest counted.
+  Schedule empty = make_schedule("gpipe", 2, 1, 4096);
+  for (auto& list : empty.ranks) list.clear();
+  const std::vector<std::string> problems = validate(empty);
+  ASSERT_EQ(problems.size(), kMaxProblemsListed + 1);
+  EXPECT_NE(problems.back().find("more problems (the first 20 are listed)"), std::string::npos) << problems.back();
 }
 
 // Broken lists, each with the one line that names what is wrong.

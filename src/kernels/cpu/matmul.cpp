@@ -10,6 +10,7 @@
 
 #include "core/bf16.hpp"
 #include "core/error.hpp"
+#include "core/limits.hpp"
 #include "kernels/cpu/simd.hpp"
 
 namespace dtrain {
@@ -71,7 +72,7 @@ struct Problem {
 };
 
 // Runs the problem on A, B (already in the problem's input type), bias and C.
-void run(const Problem& p, const void* A, const void* B, const float* bias, float* C) {
+void run(const Problem& p, const void* A, const void* B, const float* bias, float* C) try {
   Runtime& rt = runtime();
   const auto key = p.key();
   auto it = rt.cache.find(key);
@@ -83,6 +84,9 @@ void run(const Problem& p, const void* A, const void* B, const float* bias, floa
   if (p.bias) io.emplace(DNNL_ARG_BIAS, memory(p.bias_desc(), rt.engine, const_cast<float*>(bias)));
   it->second.execute(rt.stream, io);
   rt.stream.wait();
+} catch (const dnnl::error& e) {
+  if (e.status == dnnl_out_of_memory) throw AllocationFailed("oneDNN's matrix product (its kernels and scratch)");
+  throw;
 }
 
 DT_SIMD void convert_to_bf16(const float* src, int64_t n, std::vector<uint16_t>& dst) {

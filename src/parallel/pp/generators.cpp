@@ -223,9 +223,7 @@ Schedule make_schedule(const std::string& name, int pp, int v, int m) {
     for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
     throw Error("unknown pipeline schedule `" + name + "`: use one of " + list);
   }
-  require(pp >= 1, "parallel.pp = " + std::to_string(pp) + ": a pipeline needs at least 1 rank");
-  require(m >= 1, "parallel.microbatches = " + std::to_string(m) + ": a pipeline needs at least 1 micro-batch");
-  require(v >= 1, "parallel.pp_virtual = " + std::to_string(v) + ": each rank holds at least 1 stage");
+  check_schedule_shape(pp, v, m, "schedule " + name);
   GreedyPolicy p;
   p.cap.assign(pp, INT_MAX);
   if (name == "gpipe" || name == "1f1b" || name == "zb-h1") {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
+#include <filesystem>
 #include <map>
 #include <sstream>
 
@@ -149,7 +150,27 @@ std::string write_schedule(const Schedule& s) {
   return o.str();
 }
 
+void check_schedule_shape(int pp, int v, int m, const std::string& where) {
+  auto within = [&](const char* what, int value, int most, const char* fix) {
+    require(value >= 1 && value <= most, where + ": " + what + " " + std::to_string(value) + " is outside 1.." +
+                                             std::to_string(most) + ": " + fix);
+  };
+  within("pp", pp, kMaxPipelineRanks, "give the pipeline ranks");
+  within("virtual stages", v, kMaxVirtualStages, "give the stages per rank (2 for interleaved-1f1b and zb-v)");
+  within("micro-batches", m, kMaxMicrobatches, "give the micro-batches per pass (a few times pp is plenty)");
+  const int64_t pairs = int64_t(pp) * v * m;
+  require(pairs <= kMaxStageMicrobatches,
+          where + ": pp " + std::to_string(pp) + " × virtual " + std::to_string(v) + " × micro-batches " +
+              std::to_string(m) + " = " + std::to_string(pairs) + " stage passes, more than the " +
+              std::to_string(kMaxStageMicrobatches) + " a schedule may hold: use fewer micro-batches");
+}
+
 Schedule read_schedule(const std::string& path) {
+  std::error_code ec;
+  const auto bytes = std::filesystem::file_size(path, ec);
+  require(ec || bytes <= (64u << 20), path + " is " + std::to_string(bytes >> 20) +
+                                          " MiB, more than any schedule's lists: give a schedule file "
+                                          "(`dtrain plan --save` writes one)");
   const std::string text = read_file(path);
   Schedule s;
   s.name = path;
@@ -210,6 +231,7 @@ Schedule read_schedule(const std::string& path) {
   }
   for (const char* key : {"pp", "microbatches"})
     if (!key_line.count(key)) throw Error(path + ": no `" + key + "` line: add one, e.g. `" + key + " 4`");
+  check_schedule_shape(s.pp, s.virtual_stages, s.microbatches, path);
   if (!key_line.count("stage_rank"))  // default: stage s on rank s % pp (one stage per rank, or a loop)
     for (int st = 0; st < s.stages(); ++st) s.stage_rank.push_back(st % s.pp);
   if (int(s.stage_rank.size()) != s.stages())

@@ -51,6 +51,15 @@ struct Schedule {
   std::vector<int> peak_in_flight() const;
 };
 
+// What a schedule may ask for (generated, or read from a file): far beyond any machine's pipeline,
+// and small enough that making, checking and simulating it takes seconds and bounded memory.
+inline constexpr int kMaxPipelineRanks = 1024;
+inline constexpr int kMaxVirtualStages = 64;
+inline constexpr int kMaxMicrobatches = 4096;
+inline constexpr int64_t kMaxStageMicrobatches = int64_t(1) << 17;  // pp × virtual × micro-batches
+// Error (naming `where`, the bound and the fix) unless the shape is within the bounds above.
+void check_schedule_shape(int pp, int virtual_stages, int microbatches, const std::string& where);
+
 // The schedule names the generators know.
 const std::vector<std::string>& schedule_names();
 // Makes the named schedule; throws Error (one line naming the problem and the fix) for an unknown
@@ -69,7 +78,8 @@ Schedule read_schedule(const std::string& path);
 // F before B/I before W; a stage's input received (or produced locally) before its F, its output
 // gradient before its B/I; every send matched by a receive on the right rank and vice versa; no
 // deadlock when sends never block and receives wait (simulated); when max_slots ≥ 0, no rank needs
-// more than max_slots activation slots.
+// more than max_slots activation slots. At most kMaxProblemsListed lines, then one that counts the rest.
+inline constexpr size_t kMaxProblemsListed = 20;
 std::vector<std::string> validate(const Schedule& s, int max_slots = -1);
 
 // Relative durations of the actions (time units) and of a send between ranks.

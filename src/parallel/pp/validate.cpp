@@ -34,8 +34,28 @@ std::vector<std::string> find_deadlock(const Schedule& s) {
 
 }  // namespace
 
+namespace {
+
+// The first kMaxProblemsListed problems, and a count of the rest.
+struct Problems {
+  std::vector<std::string> listed;
+  int64_t more = 0;
+  void push_back(std::string p) {
+    if (listed.size() < kMaxProblemsListed) listed.push_back(std::move(p));
+    else ++more;
+  }
+  bool empty() const { return listed.empty(); }
+  std::vector<std::string> lines() && {
+    if (more > 0) listed.push_back("… and " + std::to_string(more) + " more problems (the first " +
+                                   std::to_string(kMaxProblemsListed) + " are listed)");
+    return std::move(listed);
+  }
+};
+
+}  // namespace
+
 std::vector<std::string> validate(const Schedule& s, int max_slots) {
-  std::vector<std::string> bad;
+  Problems bad;
   const int S = s.stages(), m = s.microbatches;
   if (s.pp < 1 || s.virtual_stages < 1 || m < 1)
     return {"schedule " + s.name + ": pp " + str(s.pp) + ", virtual " + str(s.virtual_stages) + ", micro-batches " +
@@ -202,8 +222,9 @@ std::vector<std::string> validate(const Schedule& s, int max_slots) {
     }
   }
 
-  if (bad.empty()) bad = find_deadlock(s);
-  return bad;
+  if (bad.empty())
+    for (std::string& d : find_deadlock(s)) bad.push_back(std::move(d));
+  return std::move(bad).lines();
 }
 
 }  // namespace dtrain
