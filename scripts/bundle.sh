@@ -12,10 +12,12 @@ benchmarks) with a run path of $ORIGIN/../lib, then packs OUT/dtrain-VERSION-lin
 (default OUT: dist/) with
   bin/      dtrain, dtrun, the test and benchmark programs
   lib/      the shared libraries they need from Debian (oneDNN, Gloo, toml++, OpenMP, the OpenCL
-            loader, libstdc++, ...), not glibc's and not CUDA's or NVIDIA's (the node provides them)
+            loader, libstdc++, ...), not glibc's and not CUDA's or NVIDIA's (the node provides them);
+            and, when the build machine has the CUDA toolkit, the CUDA backend libdtrain_cuda.so
   configs/  the presets; README, VERSION
-A build with the CUDA backend needs the CUDA libraries on the node; -DDTRAIN_CUDA=OFF makes a
-bundle for any x86_64 Linux with a recent enough glibc (the README in the bundle says which).
+The programs link no CUDA library: they open libdtrain_cuda.so only when a CUDA device is asked for,
+so one bundle serves CPU nodes and GPU nodes (which provide the CUDA libraries). It runs on any
+x86_64 Linux with a recent enough glibc (the README in the bundle says which).
 Check a bundle on a fresh Debian 12 root: scripts/fresh-machine-check.sh --bundle FILE
 EOF
 }
@@ -50,6 +52,7 @@ done
 echo "bundle: building in $build_dir"
 cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DDTRAIN_TESTS=ON -DDTRAIN_BENCH=ON \
   '-DCMAKE_BUILD_RPATH=$ORIGIN/../lib' -DCMAKE_EXE_LINKER_FLAGS=-Wl,--disable-new-dtags \
+  -DCMAKE_MODULE_LINKER_FLAGS=-Wl,--disable-new-dtags \
   "${cmake_args[@]}" >/dev/null
 cmake --build "$build_dir" -j"$(nproc)"
 
@@ -72,6 +75,13 @@ for p in "${programs[@]}"; do
   cp "$p" "$stage/$name/bin/"
 done
 
+# The CUDA backend plugin (built when the toolkit was there): in lib/, where the programs look.
+scanned=("${programs[@]}")
+if [ -f "$build_dir/lib/libdtrain_cuda.so" ]; then
+  cp "$build_dir/lib/libdtrain_cuda.so" "$stage/$name/lib/"
+  scanned+=("$build_dir/lib/libdtrain_cuda.so")
+fi
+
 # The libraries, by the name the programs ask for (the soname), as the real file.
 system='^(linux-vdso|ld-linux-x86-64|libc|libm|libmvec|libpthread|libdl|librt|libresolv|libutil|libanl|libBrokenLocale)\.so'
 node='^lib(cuda|cudart|cublas|cudnn|cufft|curand|cusolver|cusparse|nccl|nvrtc|nvJitLink|nvToolsExt|nvidia)'
@@ -81,10 +91,11 @@ while read -r soname arrow path _; do
   if [[ $soname =~ $node ]]; then from_node[$soname]=1; continue; fi
   [ "$arrow" = "=>" ] && [ -f "$path" ] || die "the programs need $soname, not found here: run scripts/install-deps.sh"
   [ -f "$stage/$name/lib/$soname" ] || cp -L "$path" "$stage/$name/lib/$soname"
-done < <(for p in "${programs[@]}"; do ldd "$p"; done | grep '=>' | sort -u)
+done < <(for p in "${scanned[@]}"; do ldd "$p"; done | grep '=>' | sort -u)
 
 # Every bundled library must resolve inside the bundle, for the programs and for each other.
-for p in "$stage/$name"/bin/*; do
+for p in "$stage/$name"/bin/* "$stage/$name"/lib/libdtrain_cuda.so; do
+  [ -f "$p" ] || continue
   ldd "$p" | while read -r soname arrow path _; do
     if [ -f "$stage/$name/lib/$soname" ] && [ "$(realpath "$path")" != "$stage/$name/lib/$soname" ]; then
       die "$(basename "$p") finds $soname at $path, not in the bundle's lib/"
@@ -101,8 +112,9 @@ echo "$version" > "$stage/$name/VERSION"
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 cat > "$stage/$name/README" <<EOF
 dtrain $version for x86_64 Linux, built from commit $commit on $(. /etc/os-release && echo "$PRETTY_NAME").
-It runs without installing anything: it needs glibc $glibc or newer${node_libs:+, and from the node
-$node_libs (CUDA: if they are not found, add their folder to LD_LIBRARY_PATH)}.
+It runs without installing anything: it needs glibc $glibc or newer${node_libs:+; on GPU nodes
+(device=cuda) also $node_libs from the node (if they are not found, dtrain names the
+library: add its folder to LD_LIBRARY_PATH). CPU nodes need none of them}.
 
   bin/      dtrain, dtrun, the test and benchmark programs
   lib/      the libraries they load, found through the run path \$ORIGIN/../lib before the node's
@@ -123,5 +135,5 @@ tarball=$out_dir/$name.tar.xz
 XZ_OPT=-T0 tar -C "$stage" --sort=name --owner=0 --group=0 --numeric-owner -cJf "$tarball" "$name"
 echo "bundle: $tarball ($(du -h "$tarball" | cut -f1)): ${#programs[@]} programs;" \
      "lib/: $(ls "$stage/$name/lib" | tr '\n' ' ')"
-[ -z "$node_libs" ] || echo "bundle: the node must provide $node_libs (CUDA, NVIDIA)"
+[ -z "$node_libs" ] || echo "bundle: GPU nodes (device=cuda) must provide $node_libs (CUDA, NVIDIA); CPU nodes need none"
 echo "bundle: needs glibc $glibc or newer; check it: scripts/fresh-machine-check.sh --bundle $tarball"

@@ -11,20 +11,6 @@ namespace dtrain {
 
 bool is_floating(ElemType t) { return t == ElemType::f32 || t == ElemType::f64 || t == ElemType::bf16; }
 
-size_t elem_size(ElemType t) {
-  switch (t) {
-    case ElemType::f32:
-    case ElemType::i32:
-      return 4;
-    case ElemType::f64:
-    case ElemType::i64:
-      return 8;
-    case ElemType::bf16:
-      return 2;
-  }
-  return 0;
-}
-
 const char* reduce_op_name(ReduceOp op) {
   switch (op) {
     case ReduceOp::sum:

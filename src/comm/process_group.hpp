@@ -19,7 +19,16 @@ namespace dtrain {
 
 enum class ReduceOp { sum, avg, min, max };
 enum class ElemType { f32, f64, i32, i64, bf16 };  // bf16: its 16 bits (uint16_t)
-size_t elem_size(ElemType t);
+constexpr size_t elem_size(ElemType t) {
+  switch (t) {
+    case ElemType::f32:
+    case ElemType::i32: return 4;
+    case ElemType::f64:
+    case ElemType::i64: return 8;
+    case ElemType::bf16: return 2;
+  }
+  return 0;
+}
 bool is_floating(ElemType t);
 const char* reduce_op_name(ReduceOp op);
 

@@ -1,27 +1,20 @@
 // make_device: the CPU, or the GPU a process should use (see device.hpp).
 #include "kernels/device.hpp"
 
+#include "core/cuda_backend.hpp"
 #include "core/error.hpp"
-#ifdef DTRAIN_HAVE_CUDA
-#include "kernels/cuda/cuda_device.hpp"
-#endif
 
 namespace dtrain {
 
-bool cuda_built() {
-#ifdef DTRAIN_HAVE_CUDA
-  return true;
-#else
-  return false;
-#endif
-}
+bool cuda_built() { return !cuda_backend_path().empty(); }
 
 int cuda_device_count() {
-#ifdef DTRAIN_HAVE_CUDA
-  return cuda_visible_devices();
-#else
-  return 0;
-#endif
+  if (!cuda_built()) return 0;
+  try {
+    return cuda_backend("counting GPUs").visible_devices();
+  } catch (const Error&) {
+    return 0;  // the plugin is there but the CUDA libraries are not: no GPU usable (device=cuda says why)
+  }
 }
 
 std::shared_ptr<ComputeDevice> make_device(const std::string& name, int local_rank) {
@@ -29,9 +22,8 @@ std::shared_ptr<ComputeDevice> make_device(const std::string& name, int local_ra
   const bool any = name == "cuda";
   require(any || name.rfind("cuda:", 0) == 0,
           "device = \"" + name + "\" is unknown: use \"cpu\", \"cuda\" (one GPU per local rank) or \"cuda:N\"");
-  require(cuda_built(), "device = \"" + name + "\" but this dtrain was built without CUDA: rebuild on a machine "
-                        "with the CUDA toolkit (scripts/build.sh -DDTRAIN_CUDA=ON), or use --set device=cpu");
-  const int count = cuda_device_count();
+  const CudaBackendApi& cuda = cuda_backend("device = \"" + name + "\"");  // one line when CUDA cannot be loaded
+  const int count = cuda.visible_devices();
   require(count > 0, "device = \"" + name + "\" but no GPU is visible (check nvidia-smi and "
                      "CUDA_VISIBLE_DEVICES), or use --set device=cpu");
   int index = local_rank % count;
@@ -43,12 +35,7 @@ std::shared_ptr<ComputeDevice> make_device(const std::string& name, int local_ra
                 std::to_string(count - 1) + " or \"cuda\"");
     index = std::stoi(n);
   }
-#ifdef DTRAIN_HAVE_CUDA
-  return make_cuda_device(index);
-#else
-  (void)index;
-  return nullptr;
-#endif
+  return cuda.make_device(index);
 }
 
 }  // namespace dtrain

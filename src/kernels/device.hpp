@@ -84,10 +84,12 @@ class ComputeDevice : public Memory {
 ComputeDevice& cpu_device();
 
 // "cpu", "cuda" (the GPU of this process's local rank: local_rank mod the GPUs visible) or
-// "cuda:N". Throws naming the fix when CUDA was not built in or no GPU is visible.
+// "cuda:N". Throws naming the fix when the CUDA backend is missing or cannot be loaded (its
+// libraries), or no GPU is visible.
 std::shared_ptr<ComputeDevice> make_device(const std::string& name, int local_rank);
 
-// Whether this build includes the CUDA backend; the number of GPUs visible (0 without CUDA).
+// Whether this build has the CUDA backend (its plugin is beside the program); the number of GPUs
+// visible (0 without the backend, or when its CUDA libraries cannot be loaded).
 bool cuda_built();
 int cuda_device_count();
 

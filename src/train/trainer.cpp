@@ -11,6 +11,7 @@
 #include <filesystem>
 
 #include "core/atomic_file.hpp"
+#include "core/cuda_backend.hpp"
 #include "core/limits.hpp"
 #include "data/loader.hpp"
 #include "data/prepare.hpp"
@@ -25,9 +26,6 @@
 #include "train/history.hpp"
 #include "train/rank_state.hpp"
 #include "train/run_dir.hpp"
-#ifdef DTRAIN_HAVE_CUDA
-#include "comm/nccl/nccl_backend.hpp"
-#endif
 
 namespace fs = std::filesystem;
 
@@ -292,14 +290,11 @@ struct Trainer::Impl {
   // Gradients live where the model does: on GPUs the mesh's groups are NCCL's, on the CPU Gloo's.
   World::BackendFactory backend_factory() {
     if (dev->kind() == DeviceKind::cpu) return nullptr;
-#ifdef DTRAIN_HAVE_CUDA
+    const CudaBackendApi& cuda = cuda_backend("NCCL for device = \"" + cfg.train.device + "\"");
     ComputeDevice* d = dev.get();
-    return [d](Store& st, int rank, int size, Millis timeout, const std::string& name) {
-      return connect_nccl(st, rank, size, d->index(), d->stream(), timeout, name);
+    return [&cuda, d](Store& st, int rank, int size, Millis timeout, const std::string& name) {
+      return cuda.connect_nccl(st, rank, size, d->index(), d->stream(), timeout, name);
     };
-#else
-    throw Error("internal: a GPU device in a build without CUDA");
-#endif
   }
 
   // Mean over the data-parallel ranks of per-rank values (every rank calls it at the same point).
@@ -532,7 +527,8 @@ struct Trainer::Impl {
     // Room beside the planned memory for the threads' stacks (OpenMP's, the loader's, the process
     // group's, a background save's) and what oneDNN maps: below it a library fails uncatchably.
     require_address_space(int64_t(threads + 3) * thread_stack_bytes(),
-                          "the stacks of this rank's " + std::to_string(threads + 3) + " threads",
+                          "this rank's " + std::to_string(threads + 3) + " threads (" +
+                              std::to_string(thread_stack_bytes() >> 20) + " MiB of stack each) and oneDNN's kernels",
                           "lower train.batch_size (and raise train.grad_accum) or train.threads");
     const int64_t T = cfg.model.seq_len, B = cfg.train.batch_size, E = cfg.train.epochs, A = cfg.train.grad_accum;
     DistributedSampler sampler(train_set->size(), cfg.data.shuffle, cfg.train.seed, dp, dp_rank);

@@ -43,6 +43,33 @@ rc=0
   fail "plan of an empty 4096-micro-batch list: expected exit 2 and at most 22 lines, saw rc $rc, $(wc -l <"$work/empty.err") lines"
 echo "ok  plan of a list missing every action: $(wc -l <"$work/empty.err") lines"
 
+# 6. A memory limit (ulimit -v) at every size from "cannot even plan" to "enough": each run either
+# trains or ends with one `dtrain: error:` line naming the limit; never a signal or an internal error.
+outcomes=""
+for mib in 100 120 140 160 180 200 210 220 230 240 260 300; do
+  rc=0
+  (ulimit -v $((mib * 1024)); exec "$d" train "${common[@]}" --set model.dim=128 --set train.batch_size=64 \
+    --set train.threads=1 --set train.max_steps=2 --run-dir "$work/as$mib") >"$work/as.out" 2>"$work/as.err" || rc=$?
+  if [ $rc -eq 2 ]; then
+    [ "$(wc -l <"$work/as.err")" -eq 1 ] && grep -q "^dtrain: error: .*ulimit -v" "$work/as.err" ||
+      fail "ulimit -v ${mib} MiB: expected one error line naming ulimit -v, saw: $(cat "$work/as.err")"
+    outcomes+=" $mib:refused"
+  elif [ $rc -eq 0 ]; then
+    outcomes+=" $mib:trained"
+  else
+    fail "ulimit -v ${mib} MiB: exit $rc (a crash?): $(tail -3 "$work/as.err")"
+  fi
+done
+[[ $outcomes == *refused* && $outcomes == *trained* ]] || fail "the sweep should span refusals and runs, saw:$outcomes"
+echo "ok  ulimit -v sweep (MiB):$outcomes"
+# Two ranks under dtrun at a limit too small: a rank's line names it, and the job stops.
+rc=0
+(ulimit -v $((300 * 1024)); exec "$bin/dtrun" --standalone --nproc-per-node 2 "$d" train "${common[@]}" \
+  --set train.threads=1 --set train.max_steps=2 --run-dir "$work/as_dtrun") >"$work/asd.out" 2>&1 || rc=$?
+[ $rc -ne 0 ] && grep -q "dtrain: error: .*ulimit -v" "$work/asd.out" && grep -q "dtrun: error: the job failed" "$work/asd.out" ||
+  fail "2 ranks at ulimit -v 300 MiB: expected the limit named and the job stopped, saw rc $rc: $(cat "$work/asd.out")"
+echo "ok  2 ranks at ulimit -v 300 MiB: $(grep -m1 "dtrain: error" "$work/asd.out" | cut -c1-140)"
+
 # 7. A token file truncated under a running job: one line naming it, exit 2 (not SIGBUS).
 cp -r "$work/data" "$work/live"
 "$d" train "${common[@]}" --set data.dir="$work/live" --set train.threads=1 --set train.epochs=1000 \

@@ -38,6 +38,7 @@ DropoutSpec spec(float p, uint32_t unit, uint32_t site) {
 
 TEST(CudaBuild, BackendIsBuiltWhenTheToolkitIsPresent) {
   // CI compiles the CUDA code whenever nvcc is there, so it cannot rot unnoticed.
+  if (std::string(DTRAIN_CUDA_SETTING) == "OFF") GTEST_SKIP() << "configured with -DDTRAIN_CUDA=OFF";
   if (!std::filesystem::exists("/usr/local/cuda/bin/nvcc")) GTEST_SKIP() << "no CUDA toolkit on this machine";
   EXPECT_TRUE(cuda_built()) << "the CUDA toolkit is installed but this build left the CUDA backend out";
 }

@@ -1,4 +1,5 @@
-// The GPU backend over NCCL: one communicator per process group, bootstrapped through the group's
+// The GPU backend over NCCL, inside the CUDA plugin (programs reach it through
+// core/cuda_backend.hpp): one communicator per process group, bootstrapped through the group's
 // store, its operations queued on a stream of their own and ordered with the compute stream by
 // events (the host never waits for them, except in barrier()).
 #pragma once

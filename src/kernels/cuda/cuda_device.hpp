@@ -1,4 +1,5 @@
-// Entry points of the CUDA backend (compiled only when the build has CUDA: DTRAIN_HAVE_CUDA).
+// Entry points of the CUDA backend, inside the plugin libdtrain_cuda.so (plugin.cpp exports them;
+// the programs reach them through core/cuda_backend.hpp).
 #pragma once
 #include <memory>
 
