@@ -51,7 +51,7 @@ usage:
               [--costs F,B,I,W[,COMM]] [--save LIST.txt] [--trace timeline.json]
   dtrain plan --file LIST.txt [--costs ...] [--trace ...]   (a pipeline schedule checked and simulated,
               printed as a time × rank grid; docs/pipeline.md)
-  dtrain config keys                   (every config key)
+  dtrain config keys                   (every config key: default, type or range, meaning)
 
 Data parallel: start it with `dtrun --nproc-per-node N dtrain train ...` (see `dtrun --help`),
 `srun dtrain train ...` or `mpirun -np N dtrain train ...`; docs/distributed.md.
@@ -435,7 +435,9 @@ int main(int argc, char** argv) {
     if (cmd == "ckpt") return cmd_ckpt(argc, argv);
     if (cmd == "plan") return cmd_plan(argc, argv);
     if (cmd == "config") {
-      for (const auto& k : RunConfig::known_keys()) std::printf("%s\n", k.c_str());
+      require(argc == 3 && std::string(argv[2]) == "keys", "usage: dtrain config keys (every key, its default and "
+                                                            "meaning): see `dtrain --help`");
+      std::fputs(RunConfig::describe_keys().c_str(), stdout);
       return 0;
     }
     throw Error("unknown command `" + cmd +

@@ -53,8 +53,7 @@ TransformerLM::TransformerLM(const ModelConfig& c, int64_t max_batch, ComputeDev
     if (c.final_norm) norm_f_ = LayerNorm(dev_, head_unit_, "norm_f", d, c.ln_eps, arena_, Rn, slice.splits_rows(), S);
     if (!c.tied) head_w_ = head_unit_.add("head.weight", {c.vocab_size, d}, Init::xavier, 0, vocab, slice);
     if (c.head_bias) head_b_ = head_unit_.add("head.bias", {c.vocab_size}, Init::fan_in_uniform, d, vocab, slice);
-    require(!c.tied || has_embed_, "model.tied = true with the embedding and the head on different pipeline "
-                                   "ranks is not supported yet: set model.tied = false, or parallel.pp = 1");
+    DT_ASSERT(!c.tied || has_embed_);  // a tied head reads the embedding of its own stage (plans check it)
     if (c.tied) head_unit_.add_read(&embed_unit_);
     head_unit_.set_first_index(embed_params + block_params * uint32_t(L));
     units_.push_back(&head_unit_);

@@ -26,8 +26,15 @@ std::vector<Schedule> pipeline_schedules(const PipelineOptions& o, int pp) {
   } else {
     full = make_schedule(o.schedule, pp, o.virtual_stages, M);
   }
+  // Only the shorter counts a run will see: a list for every count up to microbatches would grow
+  // with its square (4096 micro-batches: billions of actions).
+  std::vector<int> shorter;
+  for (int64_t rows : o.batch_rows)
+    if (rows > 0 && rows < full.microbatches) shorter.push_back(int(rows));
+  std::sort(shorter.begin(), shorter.end());
+  shorter.erase(std::unique(shorter.begin(), shorter.end()), shorter.end());
   std::vector<Schedule> lists;
-  for (int n = 1; n < full.microbatches; ++n) {
+  for (int n : shorter) {
     try {
       lists.push_back(o.schedule_file.empty() ? make_schedule(o.schedule, pp, o.virtual_stages, n)
                                               : forward_then_backward(full, n));
@@ -51,6 +58,11 @@ int64_t micro_batch_rows(int64_t batch, int microbatches) { return (batch + micr
 StagePlan pipeline_stage_plan(const ModelConfig& model, const PipelineOptions& o, const std::vector<Schedule>& lists,
                               int rank) {
   const Schedule& s = lists.back();
+  // Checked for the whole pipeline, so every rank finds the same problems (the model of one rank
+  // alone could only see its own stages).
+  require(!model.tied || s.stage_rank.front() == s.stage_rank.back(),
+          "model.tied = true with the embedding and the head on different pipeline ranks is not supported yet: "
+          "set model.tied = false, or parallel.pp = 1 (zb-v holds both on rank 0)");
   StagePlan plan;
   plan.stages = stage_ranges(cut_stages(model, s.stages(), o.split), s.stages_of(rank));
   for (const Schedule& l : lists) {

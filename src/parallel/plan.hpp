@@ -28,6 +28,10 @@ struct PipelineOptions {
   int virtual_stages = 1;         // stages per rank
   int microbatches = 0;           // per pass; 0: pp
   std::vector<int> split;         // first unit of each stage but the first; empty: balanced by cost
+  // Rows of the batches a training pass will see (the per-rank batch, an epoch's short last one):
+  // a batch of fewer rows than micro-batches runs the schedule for its own count, made up front for
+  // these counts only (empty: the full count only).
+  std::vector<int64_t> batch_rows;
 };
 
 // How the strategies are set up; which of them apply comes from the mesh's shape.
@@ -41,14 +45,16 @@ struct ParallelPlan {
 // This rank's tensor-parallel slice of the model on `mesh`.
 TpSlice tp_slice_of(const DeviceMesh& mesh, const ParallelPlan& plan);
 
-// The pipeline's schedules for a pass of 1 … microbatches micro-batches (the named one, or the
-// file's; forward-then-backward where it cannot be made for fewer), each validated: Error naming
+// The pipeline's schedules, fewest micro-batches first: the full pass (the named schedule, or the
+// file's) last, and before it one for each shorter count o.batch_rows asks for (the named schedule
+// for that count, or forward-then-backward where it cannot be made), each validated: Error naming
 // the first problem otherwise.
 std::vector<Schedule> pipeline_schedules(const PipelineOptions& o, int pp);
 // The most rows a micro-batch of a batch of up to `batch` rows gets (a pass deals its rows into at
 // most `microbatches` micro-batches as evenly as they go).
 int64_t micro_batch_rows(int64_t batch, int microbatches);
 // The stages `model` would run on pp rank `rank` under those schedules (for memory planning too).
+// Error, the same on every rank, for a cut the model cannot take (checked for the whole pipeline).
 StagePlan pipeline_stage_plan(const ModelConfig& model, const PipelineOptions& o, const std::vector<Schedule>& lists,
                               int rank);
 

@@ -16,7 +16,9 @@ namespace dtrain {
 namespace {
 
 struct Key {
-  std::string type;  // int, float, bool, string or a choice list "a|b"
+  std::string type;   // int, float, bool, string or a choice list "a|b"
+  std::string help;   // one line: what it means
+  int64_t lo = 0, hi = 0;  // int keys: the values allowed (checked where they are parsed and in validate())
   std::function<void(RunConfig&, const std::string&)> set;
   std::function<Json(const RunConfig&)> get;
 };
@@ -25,11 +27,18 @@ std::string where(const std::string& key, const std::string& value, const std::s
   return key + " = " + value + " (" + origin + ")";
 }
 
-int64_t parse_int(const std::string& k, const std::string& v, const std::string& o) {
+std::string range_str(int64_t lo, int64_t hi) { return std::to_string(lo) + ".." + std::to_string(hi); }
+
+// A whole number within [lo, hi]: no value is cut to fit a narrower field later.
+int64_t parse_int(const std::string& k, const std::string& v, const std::string& o, int64_t lo, int64_t hi,
+                  const std::string& help) {
   int64_t x = 0;
   auto r = std::from_chars(v.data(), v.data() + v.size(), x);
+  require(!(r.ec == std::errc::result_out_of_range),
+          where(k, v, o) + " is outside " + range_str(lo, hi) + " (" + help + "): give a value within");
   require(r.ec == std::errc() && r.ptr == v.data() + v.size(),
-          where(k, v, o) + " is not an integer: give a whole number");
+          where(k, v, o) + " is not an integer: give a whole number in " + range_str(lo, hi));
+  require(x >= lo && x <= hi, where(k, v, o) + " is outside " + range_str(lo, hi) + " (" + help + "): give a value within");
   return x;
 }
 double parse_float(const std::string& k, const std::string& v, const std::string& o) {
@@ -51,32 +60,44 @@ std::string parse_choice(const std::string& k, const std::string& v, const std::
   return v;
 }
 
-#define INT_KEY(name, field) \
-  {name, {"int", [](RunConfig& c, const std::string& v) { c.field = parse_int(name, v, "--set"); }, \
+constexpr int64_t kMaxCount = int64_t(1) << 31;  // batches, strides, epochs: far past any real run
+constexpr int64_t kMaxSteps = int64_t(1) << 50;   // step counts
+constexpr int64_t kMaxMesh = int64_t(1) << 20;    // one mesh dimension
+
+#define INT_KEY(name, field, lo, hi, help)                                                                     \
+  {name,                                                                                                        \
+   {"int", help, lo, hi,                                                                                        \
+    [](RunConfig& c, const std::string& v) { c.field = decltype(c.field)(parse_int(name, v, "--set", lo, hi, help)); }, \
+    [](const RunConfig& c) { return Json(c.field); }}}
+#define FLOAT_KEY(name, field, help) \
+  {name, {"float", help, 0, 0, [](RunConfig& c, const std::string& v) { c.field = float(parse_float(name, v, "--set")); }, \
           [](const RunConfig& c) { return Json(c.field); }}}
-#define FLOAT_KEY(name, field) \
-  {name, {"float", [](RunConfig& c, const std::string& v) { c.field = float(parse_float(name, v, "--set")); }, \
+#define BOOL_KEY(name, field, help) \
+  {name, {"bool", help, 0, 0, [](RunConfig& c, const std::string& v) { c.field = parse_bool(name, v, "--set"); }, \
           [](const RunConfig& c) { return Json(c.field); }}}
-#define BOOL_KEY(name, field) \
-  {name, {"bool", [](RunConfig& c, const std::string& v) { c.field = parse_bool(name, v, "--set"); }, \
+#define STRING_KEY(name, field, help) \
+  {name, {"string", help, 0, 0, [](RunConfig& c, const std::string& v) { c.field = v; }, \
           [](const RunConfig& c) { return Json(c.field); }}}
-#define STRING_KEY(name, field) \
-  {name, {"string", [](RunConfig& c, const std::string& v) { c.field = v; }, \
+#define CHOICE_KEY(name, field, choices, help)                                                                \
+  {name, {choices, help, 0, 0,                                                                               \
+          [](RunConfig& c, const std::string& v) { c.field = parse_choice(name, v, "--set", choices); },    \
           [](const RunConfig& c) { return Json(c.field); }}}
-#define CHOICE_KEY(name, field, choices) \
-  {name, {choices, [](RunConfig& c, const std::string& v) { c.field = parse_choice(name, v, "--set", choices); }, \
-          [](const RunConfig& c) { return Json(c.field); }}}
+// A choice kept in the config as a bool or enum: `on` is the choice that sets it.
+#define FLAG_CHOICE_KEY(name, choices, help, assign, read)                                                     \
+  {name, {choices, help, 0, 0, [](RunConfig& c, const std::string& v) { assign(parse_choice(name, v, "--set", choices)); }, \
+          [](const RunConfig& c) { return Json(read); }}}
 
 const std::map<std::string, Key>& keys() {
   static const std::map<std::string, Key> k = {
-      INT_KEY("model.vocab_size", model.vocab_size),
-      INT_KEY("model.seq_len", model.seq_len),
-      INT_KEY("model.dim", model.dim),
-      INT_KEY("model.heads", model.heads),
-      INT_KEY("model.layers", model.layers),
-      INT_KEY("model.ff_dim", model.ff_dim),
+      INT_KEY("model.vocab_size", model.vocab_size, 0, kMaxCount,
+              "words in the vocabulary; 0: taken from the data (a value the data contradicts is refused)"),
+      INT_KEY("model.seq_len", model.seq_len, 1, 1 << 20, "tokens per window (the context length)"),
+      INT_KEY("model.dim", model.dim, 1, 1 << 20, "width of the hidden state (embedding dimension)"),
+      INT_KEY("model.heads", model.heads, 1, 1 << 16, "attention heads per layer; must divide model.dim"),
+      INT_KEY("model.layers", model.layers, 1, 1 << 16, "Transformer blocks"),
+      INT_KEY("model.ff_dim", model.ff_dim, 1, 1 << 24, "width of each block's feed-forward layer"),
       {"model.activation",
-       {"relu|gelu",
+       {"relu|gelu", "feed-forward activation", 0, 0,
         [](RunConfig& c, const std::string& v) {
           c.model.activation = parse_choice("model.activation", v, "--set", "relu|gelu") == "relu"
                                    ? Activation::relu
@@ -84,81 +105,125 @@ const std::map<std::string, Key>& keys() {
         },
         [](const RunConfig& c) { return Json(c.model.activation == Activation::relu ? "relu" : "gelu"); }}},
       {"model.norm",
-       {"post|pre",
+       {"post|pre", "LayerNorm after each residual (post, the course's) or before each sub-layer (pre, GPT-2's)", 0, 0,
         [](RunConfig& c, const std::string& v) {
           c.model.pre_norm = parse_choice("model.norm", v, "--set", "post|pre") == "pre";
         },
         [](const RunConfig& c) { return Json(c.model.pre_norm ? "pre" : "post"); }}},
       {"model.positions",
-       {"sinusoidal|learned",
+       {"sinusoidal|learned", "position embeddings: fixed sinusoids, or learned as parameters", 0, 0,
         [](RunConfig& c, const std::string& v) {
           c.model.learned_positions =
               parse_choice("model.positions", v, "--set", "sinusoidal|learned") == "learned";
         },
         [](const RunConfig& c) { return Json(c.model.learned_positions ? "learned" : "sinusoidal"); }}},
-      BOOL_KEY("model.final_norm", model.final_norm),
-      BOOL_KEY("model.tied", model.tied),
-      BOOL_KEY("model.head_bias", model.head_bias),
-      FLOAT_KEY("model.dropout", model.dropout),
-      BOOL_KEY("model.causal", model.causal),
-      FLOAT_KEY("model.ln_eps", model.ln_eps),
-      STRING_KEY("data.dir", data.dir),
-      INT_KEY("data.stride", data.stride),
-      INT_KEY("data.eval_stride", data.eval_stride),
-      BOOL_KEY("data.shuffle", data.shuffle),
-      INT_KEY("train.epochs", train.epochs),
-      INT_KEY("train.max_steps", train.max_steps),
-      INT_KEY("train.batch_size", train.batch_size),
-      INT_KEY("train.grad_accum", train.grad_accum),
-      INT_KEY("parallel.dp", parallel.dp),
-      INT_KEY("parallel.pp", parallel.pp),
-      INT_KEY("parallel.dp_replicate", parallel.dp_replicate),
-      INT_KEY("parallel.dp_shard", parallel.dp_shard),
-      INT_KEY("parallel.tp", parallel.tp),
+      BOOL_KEY("model.final_norm", model.final_norm, "a LayerNorm before the classifier"),
+      BOOL_KEY("model.tied", model.tied, "the classifier reuses the embedding's weights"),
+      BOOL_KEY("model.head_bias", model.head_bias, "the classifier has a bias"),
+      FLOAT_KEY("model.dropout", model.dropout, "dropout probability in every block, 0 to below 1"),
+      BOOL_KEY("model.causal", model.causal,
+               "each position sees only earlier ones; false reproduces the course's missing mask (a bug)"),
+      FLOAT_KEY("model.ln_eps", model.ln_eps, "LayerNorm's epsilon"),
+      STRING_KEY("data.dir", data.dir, "a folder made by `dtrain data prepare` or `dtrain data builtin`"),
+      INT_KEY("data.stride", data.stride, 1, kMaxCount, "training windows start every this many tokens (the course: 1)"),
+      INT_KEY("data.eval_stride", data.eval_stride, 0, kMaxCount,
+              "validation and test windows start every this many tokens; 0: model.seq_len (each token scored once)"),
+      BOOL_KEY("data.shuffle", data.shuffle, "training windows in a seeded random order each epoch"),
+      INT_KEY("train.epochs", train.epochs, 0, kMaxCount, "passes over the training data; 0: train.max_steps decides"),
+      INT_KEY("train.max_steps", train.max_steps, 0, kMaxSteps, "stop after this many optimizer steps in all; 0: no limit"),
+      INT_KEY("train.batch_size", train.batch_size, 1, kMaxCount,
+              "windows per data-parallel rank and micro-step (the course's \"512 per GPU\")"),
+      INT_KEY("train.grad_accum", train.grad_accum, 1, kMaxCount, "micro-steps whose gradients make one optimizer step"),
+      INT_KEY("parallel.dp", parallel.dp, 0, kMaxMesh, "data-parallel replicas (plain DDP's name for dp_replicate); 0: what the world leaves"),
+      INT_KEY("parallel.pp", parallel.pp, -1, kMaxMesh, "pipeline stages; -1: what the world leaves"),
+      INT_KEY("parallel.dp_replicate", parallel.dp_replicate, -1, kMaxMesh,
+              "replicas of the (sharded) model; -1: what the world leaves"),
+      INT_KEY("parallel.dp_shard", parallel.dp_shard, -1, kMaxMesh, "ranks that shard parameters, gradients and optimizer state (FSDP); -1: what the world leaves"),
+      INT_KEY("parallel.tp", parallel.tp, -1, kMaxMesh, "tensor-parallel ranks (heads, feed-forward width, vocabulary split); -1: what the world leaves"),
       {"parallel.bucket_mb",
-       {"float", [](RunConfig& c, const std::string& v) { c.parallel.bucket_mb = parse_float("parallel.bucket_mb", v, "--set"); },
+       {"float", "DDP gradient bucket size in MB (PyTorch's default: 25)", 0, 0,
+        [](RunConfig& c, const std::string& v) { c.parallel.bucket_mb = parse_float("parallel.bucket_mb", v, "--set"); },
         [](const RunConfig& c) { return Json(c.parallel.bucket_mb); }}},
-      INT_KEY("parallel.timeout_s", parallel.timeout_s),
-      INT_KEY("parallel.fsdp_prefetch", parallel.fsdp_prefetch),
-      BOOL_KEY("parallel.fsdp_reshard_after_forward", parallel.fsdp_reshard_after_forward),
-      BOOL_KEY("parallel.tp_sequence", parallel.tp_sequence),
-      CHOICE_KEY("parallel.fsdp_reduce_dtype", parallel.fsdp_reduce_dtype, "f32|bf16"),
-      CHOICE_KEY("parallel.pp_schedule", parallel.pp_schedule, "gpipe|1f1b|interleaved-1f1b|zb-h1|zb-v"),
-      STRING_KEY("parallel.pp_schedule_file", parallel.pp_schedule_file),
-      INT_KEY("parallel.pp_virtual", parallel.pp_virtual),
-      INT_KEY("parallel.microbatches", parallel.microbatches),
-      STRING_KEY("parallel.pp_split", parallel.pp_split),
-      BOOL_KEY("parallel.pp_timeline", parallel.pp_timeline),
-      {"train.seed",
-       {"int", [](RunConfig& c, const std::string& v) { c.train.seed = uint64_t(parse_int("train.seed", v, "--set")); },
-        [](const RunConfig& c) { return Json(c.train.seed); }}},
-      {"train.threads",
-       {"int", [](RunConfig& c, const std::string& v) { c.train.threads = int(parse_int("train.threads", v, "--set")); },
-        [](const RunConfig& c) { return Json(c.train.threads); }}},
-      CHOICE_KEY("train.precision", train.precision, "f32|bf16"),
-      STRING_KEY("train.device", train.device),
-      FLOAT_KEY("train.lr", optim.lr),
-      INT_KEY("train.eval_every", train.eval_every),
-      INT_KEY("train.eval_max_batches", train.eval_max_batches),
-      INT_KEY("train.checkpoint_every", train.checkpoint_every),
-      INT_KEY("train.keep_checkpoints", train.keep_checkpoints),
-      CHOICE_KEY("train.checkpoint_format", train.checkpoint_format, "auto|full|sharded"),
-      BOOL_KEY("train.checkpoint_async", train.checkpoint_async),
-      STRING_KEY("train.init_from", train.init_from),
-      INT_KEY("train.log_every", train.log_every),
-      BOOL_KEY("train.progress", train.progress),
-      CHOICE_KEY("optim.name", optim.name, "adamw|sgd"),
-      FLOAT_KEY("optim.beta1", optim.beta1),
-      FLOAT_KEY("optim.beta2", optim.beta2),
-      FLOAT_KEY("optim.eps", optim.eps),
-      FLOAT_KEY("optim.weight_decay", optim.weight_decay),
-      FLOAT_KEY("optim.momentum", optim.momentum),
-      FLOAT_KEY("optim.grad_clip", optim.grad_clip),
-      CHOICE_KEY("optim.schedule", optim.schedule, "constant|cosine|linear"),
-      INT_KEY("optim.warmup_steps", optim.warmup_steps),
-      FLOAT_KEY("optim.min_lr_ratio", optim.min_lr_ratio),
+      INT_KEY("parallel.timeout_s", parallel.timeout_s, 1, 30 * 24 * 3600,
+              "seconds a rank waits for another in any collective or rendezvous before it names the missing one"),
+      INT_KEY("parallel.fsdp_prefetch", parallel.fsdp_prefetch, 0, 64, "FSDP: units gathered ahead of the one computing"),
+      BOOL_KEY("parallel.fsdp_reshard_after_forward", parallel.fsdp_reshard_after_forward,
+               "FSDP: free gathered parameters after forward (FULL_SHARD); false keeps them to backward (SHARD_GRAD_OP)"),
+      BOOL_KEY("parallel.tp_sequence", parallel.tp_sequence,
+               "tensor parallel: also split norms, dropout and residuals by rows (sequence parallel)"),
+      CHOICE_KEY("parallel.fsdp_reduce_dtype", parallel.fsdp_reduce_dtype, "f32|bf16",
+                 "FSDP: type gradients are reduced in (bf16 needs train.precision = bf16)"),
+      CHOICE_KEY("parallel.pp_schedule", parallel.pp_schedule, "gpipe|1f1b|interleaved-1f1b|zb-h1|zb-v",
+                 "pipeline schedule (docs/pipeline.md)"),
+      STRING_KEY("parallel.pp_schedule_file", parallel.pp_schedule_file,
+                 "a file of pipeline actions to run instead of parallel.pp_schedule (`dtrain plan --save` writes one)"),
+      INT_KEY("parallel.pp_virtual", parallel.pp_virtual, 1, 64, "pipeline stages per rank (2 for interleaved-1f1b and zb-v)"),
+      INT_KEY("parallel.microbatches", parallel.microbatches, 0, 4096, "pipeline micro-batches per pass; 0: as many as pipeline ranks"),
+      STRING_KEY("parallel.pp_split", parallel.pp_split,
+                 "first unit of every stage but the first, e.g. \"3,5\"; \"\": stages balanced by cost"),
+      BOOL_KEY("parallel.pp_timeline", parallel.pp_timeline, "rank 0 writes every rank's pipeline actions to RUN/timeline.json"),
+      INT_KEY("train.seed", train.seed, 0, INT64_MAX, "seeds initial weights, data order and dropout masks"),
+      INT_KEY("train.threads", train.threads, 0, 1 << 16,
+              "threads per rank, at most the CPUs it may use; 0: all of them, or the share dtrun gives each rank"),
+      CHOICE_KEY("train.precision", train.precision, "f32|bf16", "bf16: bf16 matrix products, f32 master weights and accumulation"),
+      STRING_KEY("train.device", train.device, "cpu, cuda (one GPU per local rank) or cuda:N; also --set device=…"),
+      FLOAT_KEY("train.lr", optim.lr, "learning rate (peak, with a schedule)"),
+      INT_KEY("train.eval_every", train.eval_every, 0, kMaxSteps, "steps between validations besides epoch ends; 0: epoch ends only"),
+      INT_KEY("train.eval_max_batches", train.eval_max_batches, 0, kMaxCount,
+              "global batches per validation; 0: the whole validation split"),
+      INT_KEY("train.checkpoint_every", train.checkpoint_every, 0, kMaxSteps,
+              "steps between checkpoints besides epoch ends; 0: epoch ends only"),
+      INT_KEY("train.keep_checkpoints", train.keep_checkpoints, 1, kMaxCount, "newest checkpoints kept under RUN/checkpoints"),
+      CHOICE_KEY("train.checkpoint_format", train.checkpoint_format, "auto|full|sharded",
+                 "full: one safetensors file; sharded: one file per rank; auto: sharded when there are several ranks"),
+      BOOL_KEY("train.checkpoint_async", train.checkpoint_async, "sharded checkpoints written in the background while training goes on"),
+      STRING_KEY("train.init_from", train.init_from, "a checkpoint folder whose weights a fresh run starts from"),
+      INT_KEY("train.log_every", train.log_every, 1, kMaxSteps, "steps between metrics.jsonl points"),
+      BOOL_KEY("train.progress", train.progress, "a progress line with ETA on a terminal"),
+      CHOICE_KEY("optim.name", optim.name, "adamw|sgd", "optimizer"),
+      FLOAT_KEY("optim.beta1", optim.beta1, "AdamW's first-moment decay"),
+      FLOAT_KEY("optim.beta2", optim.beta2, "AdamW's second-moment decay"),
+      FLOAT_KEY("optim.eps", optim.eps, "AdamW's epsilon"),
+      FLOAT_KEY("optim.weight_decay", optim.weight_decay, "decoupled weight decay"),
+      FLOAT_KEY("optim.momentum", optim.momentum, "SGD's momentum"),
+      FLOAT_KEY("optim.grad_clip", optim.grad_clip, "largest global gradient norm; 0: no clipping"),
+      CHOICE_KEY("optim.schedule", optim.schedule, "constant|cosine|linear", "learning-rate schedule after the warm-up"),
+      INT_KEY("optim.warmup_steps", optim.warmup_steps, 0, kMaxSteps, "steps of linear warm-up from 0 to train.lr"),
+      FLOAT_KEY("optim.min_lr_ratio", optim.min_lr_ratio, "floor of the cosine or linear decay, as a fraction of train.lr"),
   };
   return k;
+}
+
+// Edit distance (insertions, deletions, substitutions) between two keys, for "did you mean".
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// The known key nearest to a misspelt one ("" when none is close): by the whole key, or by its name
+// alone when the section is missing or wrong (`lr`, `model.lr`).
+std::string nearest_key(const std::string& key) {
+  const std::string name = key.substr(key.find('.') + 1);
+  std::string best;
+  size_t best_d = std::max<size_t>(2, key.size() / 4) + 1;
+  for (const auto& [k, _] : keys()) {
+    const size_t d = std::min(edit_distance(key, k), edit_distance(name, k.substr(k.find('.') + 1)) + 1);
+    if (d < best_d) {
+      best_d = d;
+      best = k;
+    }
+  }
+  return best;
 }
 
 }  // namespace
@@ -169,15 +234,34 @@ std::vector<std::string> RunConfig::known_keys() {
   return out;
 }
 
+std::string RunConfig::describe_keys() {
+  const RunConfig defaults;
+  std::string out;
+  for (const auto& [k, key] : keys()) {
+    const Json d = key.get(defaults);
+    const std::string value = d.is_string() ? "\"" + d.get<std::string>() + "\"" : d.dump();
+    std::string type = key.type;
+    if (type == "int") type += " " + range_str(key.lo, key.hi);
+    char line[160];
+    std::snprintf(line, sizeof line, "%-34s %-12s %s\n", k.c_str(), value.c_str(), type.c_str());
+    out += line;
+    out += "    " + key.help + "\n";
+  }
+  return out;
+}
+
 void RunConfig::set(const std::string& key_given, const std::string& value, const std::string& origin) {
   const std::string key = key_given == "device" ? "train.device" : key_given;  // `--set device=cuda`
   auto it = keys().find(key);
   if (it == keys().end()) {
+    const std::string near = nearest_key(key);
     std::string section = key.substr(0, key.find('.') + 1), same;
     for (const auto& [k, _] : keys())
       if (k.rfind(section, 0) == 0) same += (same.empty() ? "" : ", ") + k;
     throw Error("unknown config key '" + key + "' (" + origin + "): " +
-                (same.empty() ? "sections are model, data, train, optim, parallel" : "known keys here: " + same));
+                (!near.empty() ? "did you mean " + near + "? (`dtrain config keys` lists every key)"
+                 : same.empty() ? "sections are model, data, train, optim, parallel (`dtrain config keys` lists every key)"
+                                : "known keys here: " + same));
   }
   try {
     (void)Json(value).dump();  // values are written into config.json and checkpoints: JSON text is UTF-8
@@ -253,53 +337,33 @@ void RunConfig::validate() const {
   if (m.vocab_size == 0) m.vocab_size = 1;  // comes from the data
   m.validate();
   optim.validate();
-  auto positive = [](const char* key, int64_t v) {
-    require(v > 0, std::string(key) + " = " + std::to_string(v) + " must be positive: use --set " + key + "=N");
-  };
-  positive("train.batch_size", train.batch_size);
-  positive("data.stride", data.stride);
-  positive("train.grad_accum", train.grad_accum);
-  positive("parallel.timeout_s", parallel.timeout_s);
-  require(parallel.dp >= 0, "parallel.dp must not be negative: use 0 for the world size");
+  // Every whole-number key within its range (parsed values were checked already; values set in code
+  // are checked here).
+  for (const auto& [k, key] : keys()) {
+    if (key.type != "int") continue;
+    const int64_t v = key.get(*this).get<int64_t>();
+    require(v >= key.lo && v <= key.hi,
+            k + " = " + std::to_string(v) + " is outside " + range_str(key.lo, key.hi) + " (" + key.help + "): give a value within");
+  }
   for (auto [key, v] : {std::pair{"parallel.pp", parallel.pp}, {"parallel.dp_replicate", parallel.dp_replicate},
                         {"parallel.dp_shard", parallel.dp_shard}, {"parallel.tp", parallel.tp}})
-    require(v == -1 || (v >= 1 && v <= (1 << 20)), std::string(key) + " = " + std::to_string(v) +
-                                                        " is not a mesh size: give 1 or more, or -1 for what the world leaves");
+    require(v != 0, std::string(key) + " = 0 is not a mesh size: give 1 or more, or -1 for what the world leaves");
   require(parallel.dp == 0 || parallel.dp_replicate == -1 || parallel.dp == parallel.dp_replicate,
           "parallel.dp = " + std::to_string(parallel.dp) + " and parallel.dp_replicate = " +
               std::to_string(parallel.dp_replicate) + " disagree: parallel.dp is plain DDP's name for dp_replicate; set one");
-  require(parallel.fsdp_prefetch >= 0 && parallel.fsdp_prefetch <= 64,
-          "parallel.fsdp_prefetch = " + std::to_string(parallel.fsdp_prefetch) +
-              " is out of range: give the number of units to gather ahead, 0 to 64 (1 is the default)");
   require(parallel.fsdp_reduce_dtype == "f32" || train.precision == "bf16",
           "parallel.fsdp_reduce_dtype = bf16 needs train.precision = bf16: set both, or reduce in f32");
-  require(parallel.bucket_mb > 0, "parallel.bucket_mb must be positive (25 is PyTorch's default)");
-  require(parallel.pp_virtual >= 1 && parallel.pp_virtual <= 64,
-          "parallel.pp_virtual = " + std::to_string(parallel.pp_virtual) +
-              " is out of range: give the stages per pipeline rank, 1 to 64 (2 for interleaved-1f1b and zb-v)");
-  require(parallel.microbatches >= 0 && parallel.microbatches <= 4096,
-          "parallel.microbatches = " + std::to_string(parallel.microbatches) +
-              " is out of range: give the micro-batches per pass (0: as many as pipeline ranks)");
+  require(parallel.bucket_mb > 0 && parallel.bucket_mb <= (1 << 20),
+          "parallel.bucket_mb = " + std::to_string(parallel.bucket_mb) + " is outside 0..1048576 MB: give the DDP bucket size (25 is PyTorch's default)");
   pp_split_units();  // names a malformed list
   require(train.epochs > 0 || train.max_steps > 0,
           "train.epochs and train.max_steps are both 0: set at least one of them");
-  require(train.epochs >= 0 && train.max_steps >= 0, "train.epochs and train.max_steps must not be negative");
   require_thread_count(train.threads, "train.threads");
-  require(data.eval_stride >= 0, "data.eval_stride must not be negative: use 0 for seq_len");
-  require(train.log_every > 0, "train.log_every must be positive");
-  auto not_negative = [](const char* key, int64_t v, const char* zero) {
-    require(v >= 0, std::string(key) + " = " + std::to_string(v) + " must not be negative: use 0 for " + zero +
-                        " or a positive number of steps");
-  };
-  not_negative("train.checkpoint_every", train.checkpoint_every, "checkpoints at epoch ends only");
-  not_negative("train.eval_every", train.eval_every, "evaluations at epoch ends only");
-  not_negative("train.eval_max_batches", train.eval_max_batches, "the whole validation split");
   // Far past any memory, and keeps the sizes planned from it (rows × width × bytes) within 64 bits.
   const int64_t kMaxRows = (int64_t(1) << 31) - 1;
   require(model.seq_len <= 0 || train.batch_size <= kMaxRows / model.seq_len,
           "train.batch_size = " + std::to_string(train.batch_size) + " makes batches of more than 2^31 tokens (× " +
               "model.seq_len " + std::to_string(model.seq_len) + "): lower train.batch_size");
-  require(train.keep_checkpoints > 0, "train.keep_checkpoints must be at least 1");
   require(!train.checkpoint_async || train.checkpoint_format != "full",
           "train.checkpoint_async = true writes sharded checkpoints in the background; the full format is written "
           "by rank 0 while the units are gathered: set train.checkpoint_format=sharded (or auto), or turn async off");

@@ -79,6 +79,8 @@ struct RunConfig {
   std::vector<int> pp_split_units() const;  // parallel.pp_split parsed (empty: balanced); Error if malformed
   Json to_json() const;
   static std::vector<std::string> known_keys();
+  // Every key with its default, type (an integer's range, a choice's values) and one line of meaning.
+  static std::string describe_keys();
 };
 
 // The model section as JSON (stored in checkpoints; resume checks it) and back; Errors name

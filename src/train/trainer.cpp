@@ -240,6 +240,7 @@ struct Trainer::Impl {
     plan.pp.virtual_stages = int(cfg.parallel.pp_virtual);
     plan.pp.microbatches = int(cfg.parallel.microbatches);
     plan.pp.split = cfg.pp_split_units();
+    plan.pp.batch_rows = {B, rank_samples % B};  // every batch, and the epoch's short last one
     const TpSlice slice = tp_slice_of(*mesh, plan);  // (a model built for it names what it does not divide)
     const int pp = mesh->shape().pp;
     StagePlan stages;  // this rank's pipeline stages (schedules and cut checked here, before any memory)

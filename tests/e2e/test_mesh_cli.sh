@@ -25,7 +25,7 @@ expect_one_error "parallel.dp against dp_replicate" "parallel.dp = 2 and paralle
 expect_one_error "two sizes left open" "at most one of them may be -1" \
   "$d" train "${common[@]}" --set parallel.tp=-1 --run-dir "$work/e3"
 
-expect_one_error "negative prefetch" "parallel.fsdp_prefetch = -1 is out of range" \
+expect_one_error "negative prefetch" "parallel.fsdp_prefetch = -1 (--set) is outside 0..64" \
   "$d" train "${common[@]}" --set parallel.fsdp_prefetch=-1 --run-dir "$work/e4"
 expect_one_error "bf16 reduction in f32 training" "parallel.fsdp_reduce_dtype = bf16 needs train.precision = bf16" \
   "$d" train "${common[@]}" --set parallel.fsdp_reduce_dtype=bf16 --run-dir "$work/e5"

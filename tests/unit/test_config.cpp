@@ -55,8 +55,41 @@ TEST(Config, BadValuesAreErrors) {
   c.set("model.heads", "3");
   EXPECT_NE(error_of([&] { c.validate(); }).find("model.heads"), std::string::npos);
   c.set("model.heads", "4");
-  c.set("train.batch_size", "0");
-  EXPECT_NE(error_of([&] { c.validate(); }).find("train.batch_size"), std::string::npos);
+  EXPECT_NE(error_of([&] { c.set("train.batch_size", "0"); }).find("train.batch_size = 0 (--set) is outside 1.."),
+            std::string::npos);
+  c.train.batch_size = 0;  // set in code: validate() checks the same range
+  EXPECT_NE(error_of([&] { c.validate(); }).find("train.batch_size = 0 is outside 1.."), std::string::npos);
+}
+
+// Every integer is range-checked where it is parsed, against the field it lands in: nothing is cut
+// to 32 bits (parallel.dp = 2^32 + 1 ran as dp 1) and no timeout overflows its milliseconds.
+TEST(Config, IntegersAreRangeCheckedWhereParsed) {
+  RunConfig c;
+  for (const auto& [key, value] : std::vector<std::pair<std::string, std::string>>{
+           {"parallel.dp", "4294967297"}, {"parallel.timeout_s", "99999999999999"}, {"train.threads", "4294967297"},
+           {"parallel.tp", "-2"}, {"train.seed", "-1"}, {"model.dim", "99999999999999999999999"}}) {
+    const std::string e = error_of([&] { c.set(key, value, "test.toml"); });
+    EXPECT_NE(e.find(key + " = " + value + " (test.toml) is outside "), std::string::npos) << e;
+  }
+  EXPECT_EQ(c.parallel.dp, 0);  // nothing was assigned
+  c.set("parallel.timeout_s", "2592000");
+  EXPECT_EQ(c.parallel.timeout_s, 2592000);
+}
+
+TEST(Config, AMisspeltKeySuggestsTheNearestAndKeysAreDescribed) {
+  RunConfig c;
+  for (const auto& [typo, meant] : std::vector<std::pair<std::string, std::string>>{
+           {"train.lrr", "train.lr"}, {"lr", "train.lr"}, {"model.lr", "train.lr"}, {"train.batchsize", "train.batch_size"},
+           {"parallel.pp_schedul", "parallel.pp_schedule"}, {"model.dims", "model.dim"}}) {
+    const std::string e = error_of([&] { c.set(typo, "1"); });
+    EXPECT_NE(e.find("did you mean " + meant + "?"), std::string::npos) << typo << ": " << e;
+  }
+  EXPECT_EQ(error_of([&] { c.set("nosuch.anything_at_all", "1"); }).find("did you mean"), std::string::npos);
+  const std::string keys = RunConfig::describe_keys();
+  for (const std::string& k : RunConfig::known_keys()) EXPECT_NE(keys.find(k + " "), std::string::npos) << k;
+  EXPECT_NE(keys.find("train.batch_size                   512          int 1..2147483648\n    windows per"),
+            std::string::npos) << keys.substr(0, 400);
+  EXPECT_NE(keys.find("model.norm                         \"post\"       post|pre\n"), std::string::npos);
 }
 
 TEST(Config, TomlLoadsAndRejectsUnknownKeysWithFileName) {
@@ -112,13 +145,13 @@ TEST(Config, ValuesMustBeUtf8ForTheJsonTheyAreWrittenTo) {
 TEST(Config, NegativeStepCountsAndHugeBatchesAreNamed) {
   RunConfig c;
   c.train.checkpoint_every = -1;
-  EXPECT_NE(error_of([&] { c.validate(); }).find("train.checkpoint_every = -1 must not be negative"), std::string::npos);
+  EXPECT_NE(error_of([&] { c.validate(); }).find("train.checkpoint_every = -1 is outside 0.."), std::string::npos);
   c.train.checkpoint_every = 0;
   c.train.eval_every = -2;
   EXPECT_NE(error_of([&] { c.validate(); }).find("train.eval_every = -2"), std::string::npos);
   c.train.eval_every = 0;
-  c.train.batch_size = 99999999999;
-  EXPECT_NE(error_of([&] { c.validate(); }).find("train.batch_size = 99999999999 makes batches of more than 2^31"),
+  c.train.batch_size = 99999999;
+  EXPECT_NE(error_of([&] { c.validate(); }).find("train.batch_size = 99999999 makes batches of more than 2^31"),
             std::string::npos);
   c.train.batch_size = 8;
   EXPECT_EQ(error_of([&] { c.validate(); }), "");

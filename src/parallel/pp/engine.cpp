@@ -124,7 +124,7 @@ void PipelineEngine::run(const Schedule& s, const std::vector<MicroBatch>& mb, U
   const std::vector<Action>& list = s.ranks[size_t(rank_)];
   ComputeDevice& dev = model_.device();
   for (auto& v : slot_) std::fill(v.begin(), v.end(), -1);
-  const int slots = &s == eval_list_.get() ? 1 : slots_[size_t(s.microbatches - 1)];
+  const int slots = &s == eval_list_.get() ? 1 : slots_[size_t(&s - lists_.data())];
   for (size_t st = 0; st < free_.size(); ++st) {
     free_[st].clear();
     if (local(int(st)) >= 0)
@@ -206,8 +206,10 @@ void PipelineEngine::run(const Schedule& s, const std::vector<MicroBatch>& mb, U
 }
 
 void PipelineEngine::train(const std::vector<MicroBatch>& mb, UnitHooks* hooks, bool last_of_step) {
-  DT_ASSERT(!mb.empty() && mb.size() <= lists_.size());
-  run(lists_[mb.size() - 1], mb, hooks, true, last_of_step);
+  const auto list = std::find_if(lists_.begin(), lists_.end(),
+                                 [&](const Schedule& l) { return l.microbatches == int(mb.size()); });
+  DT_ASSERT(list != lists_.end());  // the plan made a list for every batch size the trainer runs
+  run(*list, mb, hooks, true, last_of_step);
 }
 
 double PipelineEngine::forward_loss(const MicroBatch& b, UnitHooks* hooks) {

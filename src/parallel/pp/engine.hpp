@@ -32,8 +32,8 @@ struct PipelineStats {
 
 class PipelineEngine {
  public:
-  // `lists[n - 1]`: the schedule for a pass of n micro-batches (n = 1 … microbatches), each
-  // validated already (pipeline_schedules); the model must have been built with this rank's stages
+  // `lists`: the schedules for the micro-batch counts a pass may have, fewest first, the full one
+  // last, each validated already (pipeline_schedules); the model must have been built with this rank's stages
   // and at least its slots().
   // set_sync(on): whether the data-parallel strategy reduces the gradients the next backward
   // completes (on only for each stage's last one of an optimizer step).
@@ -72,8 +72,8 @@ class PipelineEngine {
   double seconds() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count(); }
 
   TransformerLM& model_;
-  std::vector<Schedule> lists_;  // [n - 1]: for n micro-batches
-  std::vector<int> slots_;       // [n - 1]: this rank's activation slots per stage under lists_[n - 1]
+  std::vector<Schedule> lists_;  // by micro-batch count, fewest first
+  std::vector<int> slots_;       // [i]: this rank's activation slots per stage under lists_[i]
   std::unique_ptr<Schedule> eval_list_;  // forward only, one micro-batch (made at the first evaluation)
   std::vector<MicroBatch> eval_batch_;
   ProcessGroup& pp_;
