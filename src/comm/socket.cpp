@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/descriptors.hpp"
 #include "core/error.hpp"
 
 namespace dtrain {
@@ -43,13 +44,21 @@ struct AddrInfo {
   }
 };
 
+// getaddrinfo's result. A lookup that failed for want of a descriptor (the resolver opens files
+// and sockets) throws the descriptor-limit line: the name is not at fault.
 int resolve(const std::string& host, int port, bool passive, AddrInfo& out) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   if (passive) hints.ai_flags = AI_PASSIVE;
   const std::string service = std::to_string(port);
-  return getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(), &hints, &out.list);
+  const int rc = getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(), &hints, &out.list);
+  if (rc != 0) {
+    const int err = rc == EAI_SYSTEM ? errno : 0;
+    throw_if_out_of_descriptors(out_of_descriptors(err) ? err : descriptor_shortage(),
+                                "cannot look up '" + (host.empty() ? std::string("*") : host) + "'");
+  }
+  return rc;
 }
 
 void set_nodelay(int fd) {
@@ -98,6 +107,7 @@ OwnAddresses own_addresses(const std::string& host) {
   if (out.gai_error != 0) return out;
   for (addrinfo* a = ai.list; a; a = a->ai_next) {
     Socket s(::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol));
+    if (!s.valid()) throw_if_out_of_descriptors(errno, "cannot check whether '" + host + "' is an address of this machine");
     if (!s.valid() || ::bind(s.fd(), a->ai_addr, a->ai_addrlen) != 0) continue;  // not this machine's
     std::string& slot = is_loopback(a->ai_addr) ? out.loopback : out.routable;
     if (slot.empty()) slot = numeric_address(a->ai_addr);
@@ -145,6 +155,8 @@ std::string address_for_peers(const std::string& host_name, bool all_local) {
       }
     }
     ::freeifaddrs(ifs);
+  } else {
+    throw_if_out_of_descriptors(errno, "cannot list this machine's network interfaces");
   }
   const auto& found = v4.empty() ? v6 : v4;
   if (found.size() == 1) return found[0].second;
@@ -167,7 +179,12 @@ Socket tcp_listen(const std::string& host, int port, int backlog) {
   // Prefer IPv6 wildcard (dual stack) for all interfaces, else the first that binds.
   for (addrinfo* a = ai.list; a; a = a->ai_next) {
     Socket s(::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol));
-    if (!s.valid()) continue;
+    if (!s.valid()) {
+      throw_if_out_of_descriptors(errno, "cannot open a socket to listen on " + (host.empty() ? std::string("*") : host) +
+                                             ":" + std::to_string(port));
+      last = std::strerror(errno);
+      continue;
+    }
     int one = 1;
     setsockopt(s.fd(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     if (a->ai_family == AF_INET6) {
@@ -219,7 +236,11 @@ Socket tcp_connect(const std::string& host, int port, Millis timeout, const std:
     } else {
       for (addrinfo* a = ai.list; a; a = a->ai_next) {
         Socket s(::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol));
-        if (!s.valid()) continue;
+        if (!s.valid()) {  // out of descriptors: waiting frees none (other families: try the next address)
+          throw_if_out_of_descriptors(errno, "cannot open a socket to connect to " + host + ":" + std::to_string(port));
+          last = std::strerror(errno);
+          continue;
+        }
         int flags = fcntl(s.fd(), F_GETFL);
         fcntl(s.fd(), F_SETFL, flags | O_NONBLOCK);
         int r = ::connect(s.fd(), a->ai_addr, a->ai_addrlen);

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <unordered_map>
 
+#include "core/descriptors.hpp"
 #include "core/error.hpp"
 
 namespace dtrain {
@@ -343,10 +344,12 @@ struct TcpStoreServer::Impl {
           const bool all_authed = std::all_of(conns.begin(), conns.end(), [](const auto& c) { return c->authed; });
           if (all_authed && !warned_out_of_fds) {
             warned_out_of_fds = true;
-            std::fprintf(stderr,
-                         "dtrain: warning: the store on port %d is out of file descriptors (%s) with %zu "
-                         "clients connected: raise the limit (ulimit -n) for the process that hosts it\n",
-                         owner.port(), std::strerror(err), conns.size());
+            const std::string why = out_of_descriptors(err)
+                                        ? descriptor_limit_problem(err)
+                                        : std::string("the kernel is out of memory for sockets (") +
+                                              std::strerror(err) + "): free memory on this machine";
+            std::fprintf(stderr, "dtrain: warning: the store on port %d cannot accept a connection (%zu connected): %s\n",
+                         owner.port(), conns.size(), why.c_str());
           }
         }
         return;
@@ -380,7 +383,10 @@ TcpStoreServer::TcpStoreServer(const std::string& host, int port, std::string to
     : impl_(std::make_unique<Impl>(*this, std::move(token), limits)) {
   impl_->listener = tcp_listen(host, port);
   port_ = socket_port(impl_->listener.fd());
-  require(::pipe2(impl_->wake, O_CLOEXEC) == 0, "cannot create a pipe for the store server");
+  if (::pipe2(impl_->wake, O_CLOEXEC) != 0) {
+    throw_if_out_of_descriptors(errno, "cannot start the store server on port " + std::to_string(port_));
+    throw Error(std::string("cannot create a pipe for the store server: ") + std::strerror(errno));
+  }
   fcntl(impl_->listener.fd(), F_SETFL, fcntl(impl_->listener.fd(), F_GETFL) | O_NONBLOCK);
   impl_->thread = std::thread([this] { impl_->serve(); });
 }

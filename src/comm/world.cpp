@@ -6,6 +6,7 @@
 
 #include <cstring>
 
+#include "core/descriptors.hpp"
 #include "core/error.hpp"
 #include "core/host_name.hpp"
 #include "comm/file_store.hpp"
@@ -65,6 +66,10 @@ World::World(const DistEnv& env, Millis timeout) : env_(env), timeout_(timeout) 
       server_ = std::make_unique<TcpStoreServer>(
           listen_address(env.master_addr, env.local_world_size >= env.world_size, "MASTER_ADDR"), env.master_port,
           env.token);
+      // It accepts every rank's two connections (store, heartbeat), its own among them: short of
+      // descriptors for those, the job would hang instead of failing.
+      require_free_descriptors(2 * env.world_size + 2, "rank 0 cannot host the store for " +
+                                                           std::to_string(env.world_size) + " ranks");
     }
     auto tcp = std::make_shared<TcpStore>(env.master_addr, env.master_port, env.token, timeout);
     address = tcp->local_address();

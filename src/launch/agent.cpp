@@ -6,13 +6,16 @@
 #include "launch/agent.hpp"
 
 #include <signal.h>
+#include <sys/random.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <memory>
 
+#include "core/descriptors.hpp"
 #include "core/error.hpp"
 #include "comm/socket.hpp"
 #include "comm/tcp_store.hpp"
@@ -25,13 +28,16 @@ namespace {
 volatile sig_atomic_t g_signal = 0;
 void on_signal(int sig) { g_signal = sig; }
 
+// 128 random bits in hex (getrandom: no descriptor needed).
 std::string random_token() {
   unsigned char b[16] = {0};
-  FILE* f = std::fopen("/dev/urandom", "rb");
-  if (f) {
-    (void)!std::fread(b, 1, sizeof b, f);
-    std::fclose(f);
-  }
+  ssize_t got = -1;
+  do {
+    got = ::getrandom(b, sizeof b, 0);
+  } while (got < 0 && errno == EINTR);
+  require(got == ssize_t(sizeof b), std::string("cannot draw a random job token (getrandom: ") +
+                                        (got < 0 ? std::strerror(errno) : "short read") +
+                                        "): export DTRAIN_JOB_TOKEN with a secret of your own");
   static const char* hex = "0123456789abcdef";
   std::string s;
   for (unsigned char c : b) {
@@ -108,6 +114,8 @@ class Agent {
         say("note: --rdzv-endpoint host " + host_ + " is not an address of this machine, which hosts the store " +
             "(node rank 0); listening on all its addresses");
     }
+    // Hosting the store, this process is also the end that accepts its own connection.
+    require_free_descriptors(server_ ? 2 : 1, "dtrun cannot connect to the rendezvous store");
     const Millis t(int64_t(o_.rdzv_timeout_s) * 1000);
     auto client = std::make_shared<TcpStore>(host_, port_, token_, t, t, [] { return g_signal != 0; });
     store_ = std::make_shared<PrefixStore>(client, "dtrun/" + o_.rdzv_id + "/");
@@ -174,6 +182,11 @@ class Agent {
 
   // Runs one round to its end; returns "" on success, else what failed.
   std::string run_round(int round, const Round& r) {
+    // Two pipes per worker (and a pair more while one starts); the store's host also accepts every
+    // rank's two connections (store, heartbeat). Short of that, the job would hang, not fail.
+    require_free_descriptors(2 * o_.nproc_per_node + 2 + (server_ ? 2 * r.world : 0),
+                             "dtrun cannot start " + std::to_string(o_.nproc_per_node) + " workers" +
+                                 (server_ ? " and serve the store to " + std::to_string(r.world) + " ranks" : ""));
     WorkerGroup group(o_.command, specs(round, r), o_.tag_output, o_.only_ranks);
     auto last_check = std::chrono::steady_clock::now();
     const std::string failed_key = key(round, "failed");

@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/descriptors.hpp"
 #include "core/error.hpp"
 
 namespace dtrain {
@@ -79,7 +80,10 @@ WorkerGroup::WorkerGroup(const std::vector<std::string>& command, std::vector<Wo
   const pid_t agent = ::getpid();
   for (auto& spec : specs) {
     int out[2], err[2];
-    require(::pipe2(out, O_CLOEXEC) == 0 && ::pipe2(err, O_CLOEXEC) == 0, "cannot create pipes for the workers");
+    if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) {
+      throw_if_out_of_descriptors(errno, "cannot create the pipes that carry the workers' output");
+      throw Error(std::string("cannot create pipes for the workers: ") + std::strerror(errno));
+    }
     pid_t pid = ::fork();
     require(pid >= 0, std::string("cannot start a worker (fork failed: ") + std::strerror(errno) + ")");
     if (pid == 0) {
