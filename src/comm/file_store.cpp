@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "comm/socket.hpp"
 #include "core/descriptors.hpp"
 #include "core/error.hpp"
 
@@ -116,7 +117,7 @@ int64_t FileStore::add(const std::string& key, int64_t delta) {
 }
 
 std::vector<std::string> FileStore::wait(const std::vector<std::string>& keys, Millis timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  const Deadline deadline = deadline_in(timeout);  // cut to kLongestWait
   auto pause = Millis(1);
   for (;;) {
     std::vector<std::string> missing;

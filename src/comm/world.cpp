@@ -43,11 +43,11 @@ std::string list_ranks(const std::vector<std::string>& missing_keys) {
 
 }  // namespace
 
-World::World(const DistEnv& env, Millis timeout) : env_(env), timeout_(timeout) {
+World::World(const DistEnv& env, Millis timeout) : env_(env), timeout_(clamp_wait(timeout)) {
   std::vector<int> everyone(size_t(env.world_size));
   for (int i = 0; i < env.world_size; ++i) everyone[size_t(i)] = i;
   if (!env.distributed()) {
-    all_ = std::make_shared<ProcessGroup>("world", everyone, 0, timeout, nullptr, std::make_unique<SelfBackend>());
+    all_ = std::make_shared<ProcessGroup>("world", everyone, 0, timeout_, nullptr, std::make_unique<SelfBackend>());
     return;
   }
   // A peer that dies closes its sockets; writing to one must become an error we can explain
@@ -71,7 +71,7 @@ World::World(const DistEnv& env, Millis timeout) : env_(env), timeout_(timeout) 
       require_free_descriptors(2 * env.world_size + 2, "rank 0 cannot host the store for " +
                                                            std::to_string(env.world_size) + " ranks");
     }
-    auto tcp = std::make_shared<TcpStore>(env.master_addr, env.master_port, env.token, timeout);
+    auto tcp = std::make_shared<TcpStore>(env.master_addr, env.master_port, env.token, timeout_);
     address = tcp->local_address();
     store_ = tcp;
   }
