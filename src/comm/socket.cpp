@@ -13,12 +13,14 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <cstring>
 #include <thread>
 #include <vector>
 
 #include "core/descriptors.hpp"
 #include "core/error.hpp"
+#include "core/whole_number.hpp"
 
 namespace dtrain {
 
@@ -309,7 +311,7 @@ bool recv_all(int fd, void* data, size_t n, Deadline deadline) {
   return true;
 }
 
-std::pair<std::string, int> parse_host_port(const std::string& s, const std::string& what) {
+std::pair<std::string, int> parse_host_port(const std::string& s, const std::string& what, bool any_port) {
   std::string host;
   std::string port;
   if (!s.empty() && s[0] == '[') {
@@ -325,11 +327,14 @@ std::pair<std::string, int> parse_host_port(const std::string& s, const std::str
       port = s.substr(colon + 1);
     }
   }
-  char* end = nullptr;
-  long p = port.empty() ? -1 : std::strtol(port.c_str(), &end, 10);
-  require(!host.empty() && end && *end == '\0' && p >= 0 && p <= 65535,
-          what + " '" + s + "' is not HOST:PORT (e.g. node001:29500)");
-  return {host, int(p)};
+  const bool digits = !port.empty() && std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; });
+  require(!host.empty() && digits, what + " '" + s + "' is not HOST:PORT (e.g. node001:29500)");
+  const auto p = parse_whole(port, any_port ? 0 : 1, 65535);
+  require(p.has_value(), what + " '" + s + "': the port must be from 1 to 65535" +
+                             (parse_whole(port, 0, 0) ? " (port 0 means \"any free port\", which no one can connect to; "
+                                                        "dtrun --standalone picks a free one itself)"
+                                                      : ""));
+  return {host, int(*p)};
 }
 
 }  // namespace dtrain

@@ -67,7 +67,9 @@ bool send_all(int fd, const void* data, size_t n, Deadline deadline);
 bool recv_all(int fd, void* data, size_t n, Deadline deadline);
 inline Deadline deadline_in(Millis t) { return std::chrono::steady_clock::now() + clamp_wait(t); }
 
-// "host:port" → (host, port); "[v6]:port" too. Throws naming `what` when malformed.
-std::pair<std::string, int> parse_host_port(const std::string& s, const std::string& what);
+// "host:port" → (host, port); "[v6]:port" too. Throws naming `what` when malformed or when the
+// port is not from 1 to 65535; port 0 ("any free port") only with `any_port` (an address to
+// listen on, not one to connect to).
+std::pair<std::string, int> parse_host_port(const std::string& s, const std::string& what, bool any_port = false);
 
 }  // namespace dtrain

@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "core/error.hpp"
+#include "core/whole_number.hpp"
 #include "comm/socket.hpp"
 
 namespace dtrain {
@@ -37,12 +38,16 @@ OMP_NUM_THREADS defaults to cores / workers.
 
 namespace {
 
-int to_int(const std::string& opt, const std::string& v, int min_value) {
-  char* end = nullptr;
-  long x = std::strtol(v.c_str(), &end, 10);
-  require(!v.empty() && *end == '\0' && x >= min_value && x < (1L << 24),
-          opt + " " + v + " is not a whole number >= " + std::to_string(min_value) + ": see `dtrun --help`");
-  return int(x);
+constexpr int kMaxWorkers = 4096;  // per node
+constexpr int kMaxNodes = 65536;
+constexpr int kWeek = 7 * 24 * 3600;  // seconds
+
+// The value of an option (or variable) `opt`: a whole number from lo to hi, else one line naming both.
+int to_int(const std::string& opt, const std::string& v, int lo, int hi) {
+  const auto x = parse_whole(v, lo, hi);
+  require(x.has_value(), opt + " '" + v + "' is not a whole number from " + std::to_string(lo) + " to " +
+                             std::to_string(hi) + ": see `dtrun --help`");
+  return int(*x);
 }
 
 }  // namespace
@@ -71,11 +76,11 @@ LaunchOptions parse_launch_options(int argc, char** argv) {
     if (a == "--help") return LaunchOptions{};
     if (a == "--nproc-per-node") {
       const std::string v = next();
-      o.nproc_per_node = v == "auto" ? std::max(1, int(sysconf(_SC_NPROCESSORS_ONLN))) : to_int(a, v, 1);
+      o.nproc_per_node = v == "auto" ? std::max(1, int(sysconf(_SC_NPROCESSORS_ONLN))) : to_int(a, v, 1, kMaxWorkers);
     } else if (a == "--nnodes") {
-      o.nnodes = to_int(a, next(), 1);
+      o.nnodes = to_int(a, next(), 1, kMaxNodes);
     } else if (a == "--node-rank") {
-      o.node_rank = to_int(a, next(), 0);
+      o.node_rank = to_int(a, next(), 0, kMaxNodes - 1);
     } else if (a == "--rdzv-endpoint") {
       std::tie(o.rdzv_host, o.rdzv_port) = parse_host_port(next(), "--rdzv-endpoint");
       endpoint_given = true;
@@ -84,11 +89,11 @@ LaunchOptions parse_launch_options(int argc, char** argv) {
     } else if (a == "--standalone") {
       o.standalone = true;
     } else if (a == "--max-restarts") {
-      o.max_restarts = to_int(a, next(), 0);
+      o.max_restarts = to_int(a, next(), 0, 10000);
     } else if (a == "--rdzv-timeout") {
-      o.rdzv_timeout_s = to_int(a, next(), 1);
+      o.rdzv_timeout_s = to_int(a, next(), 1, kWeek);
     } else if (a == "--stop-timeout") {
-      o.stop_timeout_s = to_int(a, next(), 0);
+      o.stop_timeout_s = to_int(a, next(), 0, 3600);
     } else if (a == "--no-tag") {
       o.tag_output = false;
     } else if (a == "--only-ranks") {
@@ -97,7 +102,7 @@ LaunchOptions parse_launch_options(int argc, char** argv) {
       while (k <= v.size()) {
         size_t c = v.find(',', k);
         if (c == std::string::npos) c = v.size();
-        o.only_ranks.push_back(to_int(a, v.substr(k, c - k), 0));
+        o.only_ranks.push_back(to_int(a, v.substr(k, c - k), 0, kMaxWorkers * kMaxNodes - 1));
         k = c + 1;
       }
     } else {
@@ -117,7 +122,7 @@ LaunchOptions parse_launch_options(int argc, char** argv) {
     } else {
       require(slurm && *slurm, "--nnodes " + std::to_string(o.nnodes) +
                                    " needs --node-rank on each node (or run dtrun under srun, which sets SLURM_NODEID)");
-      o.node_rank = to_int("SLURM_NODEID", slurm, 0);
+      o.node_rank = to_int("SLURM_NODEID", slurm, 0, kMaxNodes - 1);
     }
   }
   require(o.node_rank < o.nnodes, "--node-rank " + std::to_string(o.node_rank) + " is not below --nnodes " +

@@ -315,6 +315,16 @@ TEST(TcpStore, ConnectFailsWithALineNamingTheAddress) {
   EXPECT_NE(error_of([] { parse_host_port("node1", "--rdzv-endpoint"); }).find("not HOST:PORT"), std::string::npos);
   EXPECT_EQ(parse_host_port("[::1]:29500", "x").first, "::1");
   EXPECT_EQ(parse_host_port("node01:29500", "x").second, 29500);
+  // a port to connect to is 1..65535; 0 ("any free port") only for an address to listen on
+  const std::string zero = error_of([] { parse_host_port("node1:0", "--rdzv-endpoint"); });
+  EXPECT_NE(zero.find("--rdzv-endpoint 'node1:0': the port must be from 1 to 65535"), std::string::npos) << zero;
+  EXPECT_NE(zero.find("--standalone"), std::string::npos) << zero;
+  EXPECT_EQ(parse_host_port("node1:0", "x", /*any_port=*/true).second, 0);
+  for (const char* bad : {"node1:65536", "node1:4294967297", "node1:99999999999999999999"}) {
+    const std::string e = error_of([&] { parse_host_port(bad, "MASTER"); });
+    EXPECT_NE(e.find("must be from 1 to 65535"), std::string::npos) << bad << ": " << e;
+  }
+  EXPECT_NE(error_of([] { parse_host_port("node1:+80", "x"); }).find("not HOST:PORT"), std::string::npos);
 }
 
 TEST(FileStore, SameSemanticsAndAtomicCountersAcrossProcesses) {
