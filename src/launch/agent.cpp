@@ -147,7 +147,7 @@ class Agent {
       if (n < o_.node_rank) r.first_rank += count;
       r.world += count;
     }
-    if (round == 0 && o_.node_rank == 0)
+    if (round == 0 && o_.node_rank == 0 && o_.nnodes > 1)  // on one node it says nothing new
       say("rendezvous '" + o_.rdzv_id + "' complete: " + std::to_string(o_.nnodes) + " node(s), " +
           std::to_string(r.world) + " workers, store at " + host_ + ":" + std::to_string(port_));
     return r;
@@ -199,7 +199,8 @@ class Agent {
                                  " on node " + std::to_string(o_.node_rank) + ", pid " + std::to_string(e.pid) + ") " +
                                  e.describe() + " after " + secs + " s";
         say("error: " + what + "; stopping the other workers");
-        const std::string tail = group.tail(e.rank);
+        // Its lines were just forwarded, tagged: say them once. Else (filtered, untagged) show them here.
+        const std::string tail = group.shown_tagged(e.rank) ? "" : group.tail(e.rank);
         if (!tail.empty()) std::fprintf(stderr, "dtrun: last output of rank %d:\n%s", e.rank, tail.c_str());
         try_set(failed_key, what);
         group.stop(o_.stop_timeout_s);

@@ -134,7 +134,7 @@ WorkerGroup::~WorkerGroup() {
 void WorkerGroup::emit(Worker& w, const std::string& line, bool is_err) {
   w.last.push_back(line);
   if (w.last.size() > 20) w.last.pop_front();
-  if (!only_.empty() && std::find(only_.begin(), only_.end(), w.spec.rank) == only_.end()) return;
+  if (!forwarded(w.spec)) return;
   write_all(is_err ? 2 : 1, (tag_ ? "[" + std::to_string(w.spec.rank) + "]: " : std::string()) + line + "\n");
 }
 
@@ -214,6 +214,16 @@ void WorkerGroup::stop(int grace_s) {
   for (auto& w : workers_)
     if (!w.exited) ::kill(-w.pid, SIGKILL);
   while (!all_exited()) poll(50);
+}
+
+bool WorkerGroup::forwarded(const WorkerSpec& s) const {
+  return only_.empty() || std::find(only_.begin(), only_.end(), s.rank) != only_.end();
+}
+
+bool WorkerGroup::shown_tagged(int rank) const {
+  for (const auto& w : workers_)
+    if (w.spec.rank == rank) return tag_ && forwarded(w.spec);
+  return false;
 }
 
 std::string WorkerGroup::tail(int rank) const {

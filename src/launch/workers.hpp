@@ -44,6 +44,9 @@ class WorkerGroup {
   void stop(int grace_s);
   // Last lines the worker of `rank` printed (for failure reports).
   std::string tail(int rank) const;
+  // Whether that worker's lines went to dtrun's output tagged with its rank: then a failure report
+  // need not repeat them.
+  bool shown_tagged(int rank) const;
 
  private:
   struct Worker {
@@ -56,6 +59,7 @@ class WorkerGroup {
   };
   void forward(Worker& w, int& fd, std::string& buf, bool flush_all);
   void emit(Worker& w, const std::string& line, bool is_err);
+  bool forwarded(const WorkerSpec& s) const;  // its output goes to dtrun's
 
   std::vector<Worker> workers_;
   bool tag_;

@@ -2,7 +2,8 @@
 # dtrun: a worker killed with SIGKILL stops the others within seconds and dtrun exits non-zero
 # naming the rank; SIGTERM to dtrun stops every worker; with --max-restarts 1 the group restarts,
 # resumes from the latest checkpoint and ends with the same weights as an uninterrupted run;
-# usage errors (a missing program too) are one line with status 2.
+# usage errors (a missing program too) are one line with status 2; a one-node run does not report
+# its rendezvous and a failed rank's lines are not printed twice.
 source "$2/tests/e2e/lib.sh" "$1" "$2" "to compare weights"
 common=(--config "$src/configs/quickstart.toml" --set data.dir="$work/data" --set model.dim=64
   --set model.heads=4 --set model.layers=2 --set model.ff_dim=256 --set model.seq_len=32
@@ -61,4 +62,21 @@ for prog in /nonexistent/program "nosuch-prog-$$"; do
   [ "$(printf '%s\n' "$out" | wc -l)" -eq 1 ] || fail "expected one line for the missing program $prog, got: $out"
   [[ "$out" == "dtrun: error: program $prog not found"*"build/bin/dtrain" ]] || fail "unexpected message: $out"
 done
-echo "PASS: kill, SIGTERM, restart with resume, usage errors"
+# 5. Said once: a one-node run prints no rendezvous line; a failed rank's last lines are repeated
+#    only when they were not forwarded tagged (--only-ranks filtered them, or --no-tag).
+fails='echo "line of $RANK"; if [ "$RANK" = 1 ]; then echo "boom-$$" >&2; exit 3; fi; sleep 30'
+once() {  # $1 = name, then dtrun's options; the job must fail with rank 1's status
+  local name=$1 rc=0; shift
+  "$bin/dtrun" --standalone --nproc-per-node 2 "$@" bash -c "$fails" >"$work/$name.out" 2>&1 || rc=$?
+  [ "$rc" -eq 1 ] || { cat "$work/$name.out"; fail "$name: dtrun exited $rc, expected 1"; }
+  ! grep -q "rendezvous" "$work/$name.out" || { cat "$work/$name.out"; fail "$name: a one-node run reported its rendezvous"; }
+  [ "$(grep -c "boom-" "$work/$name.out")" -eq 1 ] || { cat "$work/$name.out"; fail "$name: rank 1's error line should appear once"; }
+}
+once tagged
+grep -qx "\[1\]: boom-[0-9]*" "$work/tagged.out" || { cat "$work/tagged.out"; fail "tagged: rank 1's line was not forwarded"; }
+! grep -q "last output" "$work/tagged.out" || { cat "$work/tagged.out"; fail "tagged: the forwarded lines were repeated"; }
+once filtered --only-ranks 0
+grep -q "^dtrun: last output of rank 1:" "$work/filtered.out" && grep -qx "    boom-[0-9]*" "$work/filtered.out" ||
+  { cat "$work/filtered.out"; fail "filtered: rank 1's last lines were not shown"; }
+! grep -q "^\[1\]" "$work/filtered.out" || { cat "$work/filtered.out"; fail "filtered: rank 1's output was forwarded"; }
+echo "PASS: kill, SIGTERM, restart with resume, usage errors, said once"

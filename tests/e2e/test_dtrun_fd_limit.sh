@@ -19,6 +19,7 @@ for n in 4 5 6; do
   [[ $line == *"this process may open only $n files (ulimit -n)"*"raise the limit (ulimit -n 65536, or LimitNOFILE"* ]] ||
     { cat "$work/limit$n.out"; fail "ulimit -n $n: rank 1's error does not name the descriptor limit"; }
   [[ $line != *DTRAIN_SOCKET_IFNAME* ]] || fail "ulimit -n $n: rank 1 blames the network interface: $line"
+  [ "$(grep -c "(ulimit -n)" "$work/limit$n.out")" -eq 1 ] || { cat "$work/limit$n.out"; fail "ulimit -n $n: said more than once"; }
   echo "ok  ulimit -n $n on rank 1: ${line:0:160}"
 done
 
