@@ -106,18 +106,19 @@ class Agent {
       host_ = "127.0.0.1";
       server_ = std::make_unique<TcpStoreServer>(host_, 0, token_);
       port_ = server_->port();
-    } else if (o_.node_rank == 0) {
+    } else if (o_.is_host.value_or(o_.node_rank == 0)) {
       bool foreign = false;
       server_ = std::make_unique<TcpStoreServer>(listen_address(host_, o_.nnodes == 1, "--rdzv-endpoint host", &foreign),
                                                  port_, token_);
       if (foreign)
         say("note: --rdzv-endpoint host " + host_ + " is not an address of this machine, which hosts the store " +
-            "(node rank 0); listening on all its addresses");
+            "(node rank " + std::to_string(o_.node_rank) + "); listening on all its addresses");
     }
     // Hosting the store, this process is also the end that accepts its own connection.
     require_free_descriptors(server_ ? 2 : 1, "dtrun cannot connect to the rendezvous store");
     const Millis t(int64_t(o_.rdzv_timeout_s) * 1000);
-    auto client = std::make_shared<TcpStore>(host_, port_, token_, t, t, [] { return g_signal != 0; });
+    const Millis op(int64_t(o_.read_timeout_s > 0 ? o_.read_timeout_s : o_.rdzv_timeout_s) * 1000);
+    auto client = std::make_shared<TcpStore>(host_, port_, token_, t, op, [] { return g_signal != 0; });
     store_ = std::make_shared<PrefixStore>(client, "dtrun/" + o_.rdzv_id + "/");
   }
 
@@ -147,7 +148,7 @@ class Agent {
       if (n < o_.node_rank) r.first_rank += count;
       r.world += count;
     }
-    if (round == 0 && o_.node_rank == 0 && o_.nnodes > 1)  // on one node it says nothing new
+    if (round == 0 && server_ && o_.nnodes > 1)  // on one node it says nothing new
       say("rendezvous '" + o_.rdzv_id + "' complete: " + std::to_string(o_.nnodes) + " node(s), " +
           std::to_string(r.world) + " workers, store at " + host_ + ":" + std::to_string(port_));
     return r;
@@ -166,6 +167,9 @@ class Agent {
                {"WORLD_SIZE", std::to_string(r.world)},
                {"LOCAL_WORLD_SIZE", std::to_string(o_.nproc_per_node)},
                {"GROUP_RANK", std::to_string(o_.node_rank)},
+               {"ROLE_NAME", o_.role},
+               {"ROLE_RANK", std::to_string(s.rank)},
+               {"ROLE_WORLD_SIZE", std::to_string(r.world)},
                {"MASTER_ADDR", host_},
                {"MASTER_PORT", std::to_string(port_)},
                {"DTRAIN_AGENT", "1"},
@@ -182,16 +186,19 @@ class Agent {
 
   // Runs one round to its end; returns "" on success, else what failed.
   std::string run_round(int round, const Round& r) {
-    // Two pipes per worker (and a pair more while one starts); the store's host also accepts every
-    // rank's two connections (store, heartbeat). Short of that, the job would hang, not fail.
-    require_free_descriptors(2 * o_.nproc_per_node + 2 + (server_ ? 2 * r.world : 0),
+    // Two pipes per worker (and a pair more while one starts), its log files; the store's host also
+    // accepts every rank's two connections (store, heartbeat). Short of that, the job would hang.
+    OutputPlan output = o_.output;
+    output.attempt = round;
+    require_free_descriptors(WorkerGroup::descriptors_per_worker(output) * o_.nproc_per_node + 2 +
+                                 (server_ ? 2 * r.world : 0),
                              "dtrun cannot start " + std::to_string(o_.nproc_per_node) + " workers" +
                                  (server_ ? " and serve the store to " + std::to_string(r.world) + " ranks" : ""));
-    WorkerGroup group(o_.command, specs(round, r), o_.tag_output, o_.only_ranks);
+    WorkerGroup group(o_.command, specs(round, r), output);
     auto last_check = std::chrono::steady_clock::now();
     const std::string failed_key = key(round, "failed");
     for (;;) {
-      for (const WorkerExit& e : group.poll(100)) {
+      for (const WorkerExit& e : group.poll(o_.monitor_interval_ms)) {
         if (e.ok()) continue;
         char secs[32];
         std::snprintf(secs, sizeof secs, "%.1f", e.seconds);
@@ -199,8 +206,8 @@ class Agent {
                                  " on node " + std::to_string(o_.node_rank) + ", pid " + std::to_string(e.pid) + ") " +
                                  e.describe() + " after " + secs + " s";
         say("error: " + what + "; stopping the other workers");
-        // Its lines were just forwarded, tagged: say them once. Else (filtered, untagged) show them here.
-        const std::string tail = group.shown_tagged(e.rank) ? "" : group.tail(e.rank);
+        // Lines just forwarded with its tag are not repeated: only those filtered, redirected or untagged.
+        const std::string tail = group.tail(e.rank);
         if (!tail.empty()) std::fprintf(stderr, "dtrun: last output of rank %d:\n%s", e.rank, tail.c_str());
         try_set(failed_key, what);
         group.stop(o_.stop_timeout_s);
