@@ -105,16 +105,6 @@ void scale(void* data, size_t n, ElemType t, double s) {
   }
 }
 
-// A Gloo failure that came from the descriptor limit (its message carries strerror(EMFILE), or
-// no descriptor is left now) throws the limit's line instead of blaming the network.
-void throw_if_gloo_ran_out_of_descriptors(const std::exception& e, const std::string& doing) {
-  const std::string m = e.what();
-  const int err = m.find(std::strerror(ENFILE)) != std::string::npos   ? ENFILE
-                  : m.find(std::strerror(EMFILE)) != std::string::npos ? EMFILE
-                                                                         : descriptor_shortage();
-  throw_if_out_of_descriptors(err, doing);
-}
-
 constexpr uint8_t kP2pSlot = 0xD0;
 constexpr uint8_t kReduceScatterSlot = 0xD1;
 
@@ -282,7 +272,7 @@ std::shared_ptr<gloo::transport::Device> make_gloo_device(const std::string& add
   try {
     return gloo::transport::tcp::CreateDevice(attr);
   } catch (const std::exception& e) {
-    throw_if_gloo_ran_out_of_descriptors(e, doing);
+    throw_if_library_ran_out_of_descriptors(e.what(), doing);
     throw Error("cannot open the Gloo transport on " + (iface.empty() ? "address " + address : "interface " + iface) +
                 " (" + e.what() + "): set DTRAIN_SOCKET_IFNAME to the interface the nodes share");
   }
@@ -304,7 +294,7 @@ std::unique_ptr<Backend> connect_gloo(Store& store, int rank, int size,
   } catch (const dtrain::Error&) {
     throw;
   } catch (const std::exception& e) {
-    throw_if_gloo_ran_out_of_descriptors(e, doing);
+    throw_if_library_ran_out_of_descriptors(e.what(), doing);
     throw Error("process group '" + group_name + "' could not connect its " + std::to_string(size) +
                 " ranks (" + e.what() + "): check that the nodes can reach each other (DTRAIN_SOCKET_IFNAME)");
   }

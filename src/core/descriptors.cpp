@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>
 
 #include "core/error.hpp"
 
@@ -71,6 +72,13 @@ int descriptor_shortage() {
     return 0;
   }
   return out_of_descriptors(errno) ? errno : 0;
+}
+
+void throw_if_library_ran_out_of_descriptors(const std::string& library_message, const std::string& doing) {
+  const int err = library_message.find(std::strerror(ENFILE)) != std::string::npos   ? ENFILE
+                  : library_message.find(std::strerror(EMFILE)) != std::string::npos ? EMFILE
+                                                                                     : descriptor_shortage();
+  throw_if_out_of_descriptors(err, doing);
 }
 
 void require_free_descriptors(int needed, const std::string& doing) {

@@ -21,6 +21,11 @@ void throw_if_out_of_descriptors(int err, const std::string& doing);
 // failures whose own error does not say (a library's message, a name lookup that failed).
 int descriptor_shortage();
 
+// For a library's failure (Gloo, NCCL): throws the descriptor-limit line when its message carries
+// strerror(EMFILE) or strerror(ENFILE) ("socket: Too many open files") or no descriptor is left
+// now, instead of the library's advice about networks.
+void throw_if_library_ran_out_of_descriptors(const std::string& library_message, const std::string& doing);
+
 // Throws "<doing>: it needs N more file descriptors, but this process may open only …" when fewer
 // than `needed` more may be opened now: before a library opens one connection per peer on threads
 // that cannot report the failure.
