@@ -17,6 +17,7 @@
 
 #include "core/descriptors.hpp"
 #include "core/error.hpp"
+#include "core/whole_number.hpp"
 #include "comm/socket.hpp"
 #include "comm/tcp_store.hpp"
 #include "launch/workers.hpp"
@@ -144,9 +145,13 @@ class Agent {
     }
     Round r;
     for (int n = 0; n < o_.nnodes; ++n) {
-      const int count = std::atoi(store_->try_get(keys[size_t(n)]).value_or("0").c_str());
-      if (n < o_.node_rank) r.first_rank += count;
-      r.world += count;
+      const std::string said = store_->try_get(keys[size_t(n)]).value_or("");
+      const auto count = parse_whole(said, 1, 4096);  // --nproc-per-node's range
+      require(count.has_value(), "rendezvous '" + o_.rdzv_id + "': node rank " + std::to_string(n) +
+                                     " registered '" + said + "' workers, not a number of workers: start every node "
+                                     "with the same dtrun (and another --rdzv-id for another job)");
+      if (n < o_.node_rank) r.first_rank += int(*count);
+      r.world += int(*count);
     }
     if (round == 0 && server_ && o_.nnodes > 1)  // on one node it says nothing new
       say("rendezvous '" + o_.rdzv_id + "' complete: " + std::to_string(o_.nnodes) + " node(s), " +
