@@ -1,7 +1,5 @@
 // TCP store server and client (see tcp_store.hpp). One poll loop serves every connection; a
-// WAIT is parked on the server until its keys exist or its timeout passes. A refused connection
-// gets its reason, then a lingering close: the server stops writing and discards what the client
-// still sends, so that the client reads the reason instead of a reset.
+// WAIT is parked on the server until its keys exist or its timeout passes; a refusal closes lingering.
 #include "comm/tcp_store.hpp"
 
 #include <fcntl.h>
@@ -29,8 +27,9 @@ enum Status : uint8_t { kOk = 0, kMissing = 1, kFail = 2 };
 
 using Clock = std::chrono::steady_clock;
 
-// After a refusal: how long, and how many bytes past the refused message, the server reads and
-// discards before it closes (a client still sending would otherwise get a reset, not the reason).
+// A refusal closes lingering: the server sends the reason, stops writing (SHUT_WR), then reads
+// and discards what the client still sends, for so long and so many bytes past the refused
+// message, before it closes (a client still sending would otherwise get a reset, not the reason).
 constexpr Millis kLinger{5000};
 constexpr size_t kLingerSlack = 64 << 10;
 constexpr size_t kMaxLinger = size_t(1) << 30;

@@ -1,5 +1,5 @@
-// What a process that runs out of file descriptors (EMFILE, ENFILE) says: one line naming the
-// limit (ulimit -n, read with getrlimit) and how to raise it, for every place that opens sockets or files.
+// What a process out of file descriptors (EMFILE, ENFILE) says, wherever it opens sockets or files:
+// one line naming the limit (ulimit -n, read with getrlimit) and how to raise it.
 #pragma once
 #include <string>
 

@@ -1,6 +1,5 @@
-// The worker processes of one node: spawn with an environment, forward output line by line with
-// a rank tag (and into per-rank log files), watch for exits, stop them (SIGTERM, then SIGKILL
-// after a grace period).
+// The worker processes of one node: spawn with an environment, forward output line by line with a
+// rank tag or into log files, watch for exits, stop them (SIGTERM, then SIGKILL after a grace period).
 #pragma once
 #include <sys/types.h>
 

@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
-# Out of file descriptors: a rank started under a low `ulimit -n` (store connection, heartbeat,
-# Gloo transport) and dtrun itself fail at once with one line naming the limit and how to raise
-# it, instead of waiting for the others to time out or blaming the network interface.
+# Out of file descriptors: a rank under a low `ulimit -n`, and dtrun itself, fail at once with one
+# line naming the limit and how to raise it (not a rank that never joins, not the network's fault).
 source "$2/tests/e2e/lib.sh" "$1" "$2" "for the shared setup"
 train=("$bin/dtrain" train --config "$src/configs/quickstart.toml" --set data.dir="$work/data" --set model.dim=32
   --set model.heads=2 --set model.layers=1 --set model.ff_dim=64 --set train.max_steps=2 --set train.epochs=0

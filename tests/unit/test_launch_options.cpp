@@ -1,6 +1,5 @@
-// dtrun's command line: torchrun's options where they mean something for dtrun, every number
-// range-checked where it is parsed, a refused option or value one line naming it and the fix; and
-// the GPU count behind --nproc-per-node gpu, read without CUDA.
+// dtrun's command line (torchrun's options, range checks, one-line refusals naming the fix) and the
+// GPU count behind --nproc-per-node gpu, read without CUDA.
 #include <gtest/gtest.h>
 #include <unistd.h>
 

@@ -1,6 +1,5 @@
-// Out of file descriptors (ulimit -n): every place that opens a socket or a file to communicate
-// fails at once with one line naming the limit, instead of retrying or blaming the network.
-// Each case runs in a forked child whose descriptors are used up; the test process keeps its own.
+// Out of file descriptors (ulimit -n), in forked children: every place that opens a socket or a
+// file to communicate fails at once with one line naming the limit, not retrying or blaming the network.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/resource.h>
