@@ -100,7 +100,7 @@ struct TcpStoreServer::Impl {
     bool closing = false;    // refused: flush `out`, then linger
     bool lingering = false;  // `out` flushed and our side shut: discard input until EOF or the limits below
     size_t linger_left = 0;  // bytes still to discard
-    Clock::time_point linger_deadline;
+    Clock::time_point linger_deadline;  // closed then, whatever is left
     Clock::time_point hello_deadline;
     bool waiting = false;
     std::vector<std::string> wait_keys;
@@ -127,6 +127,7 @@ struct TcpStoreServer::Impl {
     c.out += frame(kFail, why);
     c.closing = true;
     c.linger_left = std::min(still_coming, kMaxLinger) + kLingerSlack;
+    c.linger_deadline = Clock::now() + kLinger;  // for reading the reason too
     c.in.clear();
   }
 
@@ -267,7 +268,6 @@ struct TcpStoreServer::Impl {
     if (c.closing && !c.lingering) {
       if (::shutdown(c.sock.fd(), SHUT_WR) != 0) return false;
       c.lingering = true;
-      c.linger_deadline = Clock::now() + kLinger;
     }
     return true;
   }
@@ -335,7 +335,7 @@ struct TcpStoreServer::Impl {
         if (!c->out.empty()) ev |= POLLOUT;
         fds.push_back({c->sock.fd(), ev, 0});
         if (!c->authed && !c->closing) next = std::min(next, c->hello_deadline);
-        if (c->lingering) next = std::min(next, c->linger_deadline);
+        if (c->closing) next = std::min(next, c->linger_deadline);
         if (c->waiting) next = std::min(next, c->wait_deadline);
       }
       int ms = int(std::max<int64_t>(0, std::chrono::duration_cast<Millis>(next - now).count()) + 1);
@@ -350,7 +350,7 @@ struct TcpStoreServer::Impl {
         if (re & (POLLIN | POLLHUP | POLLERR)) keep[i] = read(c);
         if (keep[i] && !c.authed && now >= c.hello_deadline && !c.closing) reject(c, "no hello in time");
         if (keep[i] && c.waiting && now >= c.wait_deadline) finish_wait(c, true);
-        if (keep[i] && c.lingering && now >= c.linger_deadline) keep[i] = false;
+        if (keep[i] && c.closing && now >= c.linger_deadline) keep[i] = false;
       }
       for (size_t i = 0; i < conns.size(); ++i) {
         if (keep[i]) keep[i] = flush(*conns[i]);
