@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
       std::fputs(kLaunchUsage, stdout);
       return 0;
     }
+    for (const auto& note : o.notes) std::fprintf(stderr, "dtrun: note: %s\n", note.c_str());
     return run_agent(o);
   } catch (const Error& e) {
     std::fprintf(stderr, "dtrun: error: %s\n", e.what());

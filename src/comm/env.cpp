@@ -1,13 +1,17 @@
 // Launcher environment detection (see env.hpp).
 #include "comm/env.hpp"
 
+#include <cstdint>
 #include <cstdlib>
 
 #include "core/error.hpp"
+#include "core/whole_number.hpp"
 
 namespace dtrain {
 
 namespace {
+
+constexpr int kMaxWorld = 1 << 30;
 
 struct Vars {
   GetEnv get;
@@ -20,16 +24,19 @@ struct Vars {
     const char* v = raw(name);
     return v ? std::string(v) : dflt;
   }
-  int num(const char* name, int dflt, int min_value = 0) const {
+  // The variable as a whole number from lo to hi (dflt when unset); else one line naming both.
+  int64_t num64(const char* name, int64_t dflt, int64_t lo, int64_t hi) const {
     const char* v = raw(name);
     if (!v) return dflt;
-    char* end = nullptr;
-    long x = std::strtol(v, &end, 10);
-    require(end && *end == '\0' && x >= min_value && x < (1L << 30),
-            std::string("environment variable ") + name + "='" + v + "' is not a valid number (>= " +
-                std::to_string(min_value) + "): fix the launch line or unset it");
-    return int(x);
+    const auto x = parse_whole(v, lo, hi);
+    require(x.has_value(), std::string("environment variable ") + name + "='" + v + "' is not a whole number from " +
+                               std::to_string(lo) + " to " + std::to_string(hi) + ": fix the launch line or unset it");
+    return *x;
   }
+  int num(const char* name, int dflt, int lo, int hi) const { return int(num64(name, dflt, lo, hi)); }
+  // Ranks, counts and sizes of a job: the world holds at most kMaxWorld ranks.
+  int rank(const char* name, int dflt) const { return num(name, dflt, 0, kMaxWorld - 1); }
+  int count(const char* name, int dflt) const { return num(name, dflt, 1, kMaxWorld); }
 };
 
 }  // namespace
@@ -87,27 +94,27 @@ DistEnv detect_env(const GetEnv& get_fn) {
   e.store_prefix = v.str("DTRAIN_STORE_PREFIX");
   e.store_dir = v.str("DTRAIN_STORE_DIR");
   e.socket_ifname = v.str("DTRAIN_SOCKET_IFNAME", v.str("GLOO_SOCKET_IFNAME"));
-  e.restart_count = v.num("DTRAIN_RESTART_COUNT", 0);
-  e.master_port = v.num("MASTER_PORT", 29500, 1);
+  e.restart_count = v.rank("DTRAIN_RESTART_COUNT", 0);
+  e.master_port = v.num("MASTER_PORT", 29500, 1, 65535);  // a port to connect to: 0 ("any") is none
   if (v.has("RANK") || v.has("WORLD_SIZE")) {
     require(v.has("RANK") && v.has("WORLD_SIZE"),
             "RANK and WORLD_SIZE must be set together (launch with dtrun, or set both)");
     e.launcher = v.has("DTRAIN_AGENT") ? "dtrun" : "torchrun-style variables";
     e.agent_store = v.has("DTRAIN_AGENT");
-    e.rank = v.num("RANK", 0);
-    e.world_size = v.num("WORLD_SIZE", 1, 1);
-    e.local_rank = v.num("LOCAL_RANK", e.rank);
-    e.local_world_size = v.num("LOCAL_WORLD_SIZE", e.world_size, 1);
-    e.node_rank = v.num("GROUP_RANK", v.num("NODE_RANK", 0));
+    e.rank = v.rank("RANK", 0);
+    e.world_size = v.count("WORLD_SIZE", 1);
+    e.local_rank = v.rank("LOCAL_RANK", e.rank);
+    e.local_world_size = v.count("LOCAL_WORLD_SIZE", e.world_size);
+    e.node_rank = v.rank("GROUP_RANK", v.rank("NODE_RANK", 0));
     e.master_addr = v.str("MASTER_ADDR", "127.0.0.1");
     e.token = v.str("DTRAIN_JOB_TOKEN", "dtrain:" + e.master_addr + ":" + std::to_string(e.master_port));
   } else if (v.has("OMPI_COMM_WORLD_SIZE")) {
     e.launcher = "OpenMPI";
-    e.rank = v.num("OMPI_COMM_WORLD_RANK", 0);
-    e.world_size = v.num("OMPI_COMM_WORLD_SIZE", 1, 1);
-    e.local_rank = v.num("OMPI_COMM_WORLD_LOCAL_RANK", 0);
-    e.local_world_size = v.num("OMPI_COMM_WORLD_LOCAL_SIZE", 1, 1);
-    e.node_rank = v.num("OMPI_COMM_WORLD_NODE_RANK", 0);
+    e.rank = v.rank("OMPI_COMM_WORLD_RANK", 0);
+    e.world_size = v.count("OMPI_COMM_WORLD_SIZE", 1);
+    e.local_rank = v.rank("OMPI_COMM_WORLD_LOCAL_RANK", 0);
+    e.local_world_size = v.count("OMPI_COMM_WORLD_LOCAL_SIZE", 1);
+    e.node_rank = v.rank("OMPI_COMM_WORLD_NODE_RANK", 0);
     const bool one_node = e.local_world_size == e.world_size;
     require(v.has("MASTER_ADDR") || one_node,
             "mpirun across nodes: set MASTER_ADDR to the first node's address (mpirun -x MASTER_ADDR=HOST ...)");
@@ -115,14 +122,14 @@ DistEnv detect_env(const GetEnv& get_fn) {
     e.token = v.str("DTRAIN_JOB_TOKEN", "dtrain-ompi:" + v.str("PMIX_NAMESPACE", v.str("OMPI_MCA_ess_base_jobid")));
   } else if (v.has("SLURM_STEP_ID") && v.has("SLURM_PROCID") && (v.has("SLURM_STEP_NUM_TASKS") || v.has("SLURM_NTASKS"))) {
     e.launcher = "SLURM";
-    e.rank = v.num("SLURM_PROCID", 0);
-    e.world_size = v.num("SLURM_STEP_NUM_TASKS", v.num("SLURM_NTASKS", 1, 1), 1);
-    e.local_rank = v.num("SLURM_LOCALID", 0);
-    e.node_rank = v.num("SLURM_NODEID", 0);
+    e.rank = v.rank("SLURM_PROCID", 0);
+    e.world_size = v.count("SLURM_STEP_NUM_TASKS", v.count("SLURM_NTASKS", 1));
+    e.local_rank = v.rank("SLURM_LOCALID", 0);
+    e.node_rank = v.rank("SLURM_NODEID", 0);
     // tasks on this node: SLURM_STEP_TASKS_PER_NODE looks like "4(x2),3"; take the node's share
     e.local_world_size = e.world_size;
-    if (v.has("SLURM_STEP_NUM_NODES") && v.num("SLURM_STEP_NUM_NODES", 1, 1) > 1) {
-      e.local_world_size = std::max(1, e.world_size / v.num("SLURM_STEP_NUM_NODES", 1, 1));
+    if (const int nodes = v.count("SLURM_STEP_NUM_NODES", 1); nodes > 1) {
+      e.local_world_size = std::max(1, e.world_size / nodes);
     }
     if (v.has("MASTER_ADDR")) {
       e.master_addr = v.str("MASTER_ADDR");
@@ -132,8 +139,8 @@ DistEnv detect_env(const GetEnv& get_fn) {
       require(!hosts.empty(), "SLURM gave no node list (SLURM_STEP_NODELIST): set MASTER_ADDR");
       e.master_addr = hosts.size() == 1 ? "127.0.0.1" : hosts[0];
     }
-    const int job = v.num("SLURM_JOB_ID", 0);
-    if (!v.has("MASTER_PORT")) e.master_port = 29500 + job % 1000;
+    const int64_t job = v.num64("SLURM_JOB_ID", 0, 0, int64_t(UINT32_MAX));  // SLURM's job ids are 32-bit
+    if (!v.has("MASTER_PORT")) e.master_port = 29500 + int(job % 1000);
     e.token = v.str("DTRAIN_JOB_TOKEN", "dtrain-slurm:" + std::to_string(job) + "." + v.str("SLURM_STEP_ID"));
   }
   require(e.rank < e.world_size, "rank " + std::to_string(e.rank) + " is not below the world size " +

@@ -11,6 +11,8 @@
 #include <filesystem>
 #include <thread>
 
+#include "comm/socket.hpp"
+#include "core/descriptors.hpp"
 #include "core/error.hpp"
 
 namespace fs = std::filesystem;
@@ -21,7 +23,10 @@ namespace {
 
 bool read_if_exists(const std::string& p, std::string& out) {
   int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
+  if (fd < 0) {  // out of descriptors is not "no such key": waiting would never see it
+    throw_if_out_of_descriptors(errno, "cannot read the file store's " + p);
+    return false;
+  }
   out.clear();
   char buf[65536];
   ssize_t r;
@@ -35,6 +40,7 @@ struct DirLock {
   int fd;
   explicit DirLock(const std::string& dir) {
     fd = ::open((dir + "/.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) throw_if_out_of_descriptors(errno, "cannot open the file store's lock file in " + dir);
     require(fd >= 0, "cannot open the file store's lock file in " + dir + ": " + std::strerror(errno));
     while (::flock(fd, LOCK_EX) != 0 && errno == EINTR) {
     }
@@ -48,6 +54,7 @@ void publish(const std::string& p, const std::string& value) {
   static std::atomic<uint64_t> counter{0};
   const std::string tmp = p + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw_if_out_of_descriptors(errno, "cannot write " + tmp);
   require(fd >= 0, "cannot write " + tmp + ": " + std::strerror(errno));
   size_t done = 0;
   while (done < value.size()) {
@@ -110,7 +117,7 @@ int64_t FileStore::add(const std::string& key, int64_t delta) {
 }
 
 std::vector<std::string> FileStore::wait(const std::vector<std::string>& keys, Millis timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  const Deadline deadline = deadline_in(timeout);  // cut to kLongestWait
   auto pause = Millis(1);
   for (;;) {
     std::vector<std::string> missing;

@@ -15,9 +15,11 @@
 #include <gloo/transport/unbound_buffer.h>
 #include <netdb.h>
 
+#include <cerrno>
 #include <cstring>
 
 #include "core/bf16.hpp"
+#include "core/descriptors.hpp"
 #include "core/error.hpp"
 
 namespace dtrain {
@@ -255,13 +257,22 @@ std::shared_ptr<gloo::transport::Device> make_gloo_device(const std::string& add
     addrinfo* found = nullptr;
     const int rc = ::getaddrinfo(address.c_str(), nullptr, &hints, &found);
     if (rc == 0) ::freeaddrinfo(found);
+    if (rc != 0) {
+      const int err = rc == EAI_SYSTEM ? errno : 0;
+      throw_if_out_of_descriptors(out_of_descriptors(err) ? err : descriptor_shortage(),
+                                  "cannot open the Gloo transport: cannot look up '" + address + "'");
+    }
     require(rc == 0, "cannot open the Gloo transport: address '" + address + "' does not resolve (" +
                          gai_strerror(rc) + "): set DTRAIN_SOCKET_IFNAME to the interface the nodes share");
     attr.hostname = address;
   }
+  // Its event loop and listening socket; a failure to open them inside Gloo would not say why.
+  const std::string doing = "cannot open the Gloo transport";
+  require_free_descriptors(2, doing);
   try {
     return gloo::transport::tcp::CreateDevice(attr);
   } catch (const std::exception& e) {
+    throw_if_library_ran_out_of_descriptors(e.what(), doing);
     throw Error("cannot open the Gloo transport on " + (iface.empty() ? "address " + address : "interface " + iface) +
                 " (" + e.what() + "): set DTRAIN_SOCKET_IFNAME to the interface the nodes share");
   }
@@ -274,11 +285,16 @@ std::unique_ptr<Backend> connect_gloo(Store& store, int rank, int size,
   ctx->setTimeout(timeout);
   GlooStore gs(store, timeout, group_name);
   auto dev = device;
+  // One socket per peer. Gloo accepts its peers' connections on its own thread, where running out
+  // of descriptors would end the process: check first.
+  const std::string doing = "process group '" + group_name + "' cannot connect its " + std::to_string(size) + " ranks";
+  require_free_descriptors(size - 1, doing);
   try {
     ctx->connectFullMesh(gs, dev);
   } catch (const dtrain::Error&) {
     throw;
   } catch (const std::exception& e) {
+    throw_if_library_ran_out_of_descriptors(e.what(), doing);
     throw Error("process group '" + group_name + "' could not connect its " + std::to_string(size) +
                 " ranks (" + e.what() + "): check that the nodes can reach each other (DTRAIN_SOCKET_IFNAME)");
   }

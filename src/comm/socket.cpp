@@ -12,12 +12,15 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <thread>
 #include <vector>
 
+#include "core/descriptors.hpp"
 #include "core/error.hpp"
+#include "core/whole_number.hpp"
 
 namespace dtrain {
 
@@ -43,13 +46,21 @@ struct AddrInfo {
   }
 };
 
+// getaddrinfo's result. A lookup that failed for want of a descriptor (the resolver opens files
+// and sockets) throws the descriptor-limit line: the name is not at fault.
 int resolve(const std::string& host, int port, bool passive, AddrInfo& out) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   if (passive) hints.ai_flags = AI_PASSIVE;
   const std::string service = std::to_string(port);
-  return getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(), &hints, &out.list);
+  const int rc = getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(), &hints, &out.list);
+  if (rc != 0) {
+    const int err = rc == EAI_SYSTEM ? errno : 0;
+    throw_if_out_of_descriptors(out_of_descriptors(err) ? err : descriptor_shortage(),
+                                "cannot look up '" + (host.empty() ? std::string("*") : host) + "'");
+  }
+  return rc;
 }
 
 void set_nodelay(int fd) {
@@ -98,6 +109,7 @@ OwnAddresses own_addresses(const std::string& host) {
   if (out.gai_error != 0) return out;
   for (addrinfo* a = ai.list; a; a = a->ai_next) {
     Socket s(::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol));
+    if (!s.valid()) throw_if_out_of_descriptors(errno, "cannot check whether '" + host + "' is an address of this machine");
     if (!s.valid() || ::bind(s.fd(), a->ai_addr, a->ai_addrlen) != 0) continue;  // not this machine's
     std::string& slot = is_loopback(a->ai_addr) ? out.loopback : out.routable;
     if (slot.empty()) slot = numeric_address(a->ai_addr);
@@ -145,6 +157,8 @@ std::string address_for_peers(const std::string& host_name, bool all_local) {
       }
     }
     ::freeifaddrs(ifs);
+  } else {
+    throw_if_out_of_descriptors(errno, "cannot list this machine's network interfaces");
   }
   const auto& found = v4.empty() ? v6 : v4;
   if (found.size() == 1) return found[0].second;
@@ -167,7 +181,12 @@ Socket tcp_listen(const std::string& host, int port, int backlog) {
   // Prefer IPv6 wildcard (dual stack) for all interfaces, else the first that binds.
   for (addrinfo* a = ai.list; a; a = a->ai_next) {
     Socket s(::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol));
-    if (!s.valid()) continue;
+    if (!s.valid()) {
+      throw_if_out_of_descriptors(errno, "cannot open a socket to listen on " + (host.empty() ? std::string("*") : host) +
+                                             ":" + std::to_string(port));
+      last = std::strerror(errno);
+      continue;
+    }
     int one = 1;
     setsockopt(s.fd(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     if (a->ai_family == AF_INET6) {
@@ -219,7 +238,11 @@ Socket tcp_connect(const std::string& host, int port, Millis timeout, const std:
     } else {
       for (addrinfo* a = ai.list; a; a = a->ai_next) {
         Socket s(::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol));
-        if (!s.valid()) continue;
+        if (!s.valid()) {  // out of descriptors: waiting frees none (other families: try the next address)
+          throw_if_out_of_descriptors(errno, "cannot open a socket to connect to " + host + ":" + std::to_string(port));
+          last = std::strerror(errno);
+          continue;
+        }
         int flags = fcntl(s.fd(), F_GETFL);
         fcntl(s.fd(), F_SETFL, flags | O_NONBLOCK);
         int r = ::connect(s.fd(), a->ai_addr, a->ai_addrlen);
@@ -288,7 +311,7 @@ bool recv_all(int fd, void* data, size_t n, Deadline deadline) {
   return true;
 }
 
-std::pair<std::string, int> parse_host_port(const std::string& s, const std::string& what) {
+std::pair<std::string, int> parse_host_port(const std::string& s, const std::string& what, bool any_port) {
   std::string host;
   std::string port;
   if (!s.empty() && s[0] == '[') {
@@ -304,11 +327,14 @@ std::pair<std::string, int> parse_host_port(const std::string& s, const std::str
       port = s.substr(colon + 1);
     }
   }
-  char* end = nullptr;
-  long p = port.empty() ? -1 : std::strtol(port.c_str(), &end, 10);
-  require(!host.empty() && end && *end == '\0' && p >= 0 && p <= 65535,
-          what + " '" + s + "' is not HOST:PORT (e.g. node001:29500)");
-  return {host, int(p)};
+  const bool digits = !port.empty() && std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; });
+  require(!host.empty() && digits, what + " '" + s + "' is not HOST:PORT (e.g. node001:29500)");
+  const auto p = parse_whole(port, any_port ? 0 : 1, 65535);
+  require(p.has_value(), what + " '" + s + "': the port must be from 1 to 65535" +
+                             (parse_whole(port, 0, 0) ? " (port 0 means \"any free port\", which no one can connect to; "
+                                                        "dtrun --standalone picks a free one itself)"
+                                                      : ""));
+  return {host, int(*p)};
 }
 
 }  // namespace dtrain

@@ -1,6 +1,7 @@
 // Small blocking TCP helpers with deadlines (listen, connect with retry, exact reads/writes) for
 // the store, the launcher's rendezvous and tests. IPv4 and IPv6; errors are dtrain::Error.
 #pragma once
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -55,13 +56,20 @@ std::string address_for_peers(const std::string& host_name, bool all_local);
 Socket tcp_connect(const std::string& host, int port, Millis timeout,
                    const std::function<bool()>& give_up = nullptr);
 
+// The longest wait a timeout stands for (ten years): longer ones (parallel.timeout_s = 1e15) are
+// cut to it so that no deadline overflows the clock, and negative ones count as none.
+constexpr Millis kLongestWait{int64_t(10) * 366 * 24 * 3600 * 1000};
+inline Millis clamp_wait(Millis t) { return std::clamp(t, Millis(0), kLongestWait); }
+
 // Sends/receives exactly n bytes before the deadline; false on timeout or a closed peer.
 using Deadline = std::chrono::steady_clock::time_point;
 bool send_all(int fd, const void* data, size_t n, Deadline deadline);
 bool recv_all(int fd, void* data, size_t n, Deadline deadline);
-inline Deadline deadline_in(Millis t) { return std::chrono::steady_clock::now() + t; }
+inline Deadline deadline_in(Millis t) { return std::chrono::steady_clock::now() + clamp_wait(t); }
 
-// "host:port" → (host, port); "[v6]:port" too. Throws naming `what` when malformed.
-std::pair<std::string, int> parse_host_port(const std::string& s, const std::string& what);
+// "host:port" → (host, port); "[v6]:port" too. Throws naming `what` when malformed or when the
+// port is not from 1 to 65535; port 0 ("any free port") only with `any_port` (an address to
+// listen on, not one to connect to).
+std::pair<std::string, int> parse_host_port(const std::string& s, const std::string& what, bool any_port = false);
 
 }  // namespace dtrain

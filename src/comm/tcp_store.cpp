@@ -1,5 +1,5 @@
 // TCP store server and client (see tcp_store.hpp). One poll loop serves every connection; a
-// WAIT is parked on the server until its keys exist or its timeout passes.
+// WAIT is parked on the server until its keys exist or its timeout passes; a refusal closes lingering.
 #include "comm/tcp_store.hpp"
 
 #include <fcntl.h>
@@ -13,6 +13,7 @@
 #include <cstring>
 #include <unordered_map>
 
+#include "core/descriptors.hpp"
 #include "core/error.hpp"
 
 namespace dtrain {
@@ -25,6 +26,13 @@ enum Op : uint8_t { kSet = 1, kGet = 2, kAdd = 3, kWait = 4, kDel = 5 };
 enum Status : uint8_t { kOk = 0, kMissing = 1, kFail = 2 };
 
 using Clock = std::chrono::steady_clock;
+
+// A refusal closes lingering: the server sends the reason, stops writing (SHUT_WR), then reads
+// and discards what the client still sends, for so long and so many bytes past the refused
+// message, before it closes (a client still sending would otherwise get a reset, not the reason).
+constexpr Millis kLinger{5000};
+constexpr size_t kLingerSlack = 64 << 10;
+constexpr size_t kMaxLinger = size_t(1) << 30;
 
 void put_u32(std::string& s, uint32_t v) { s.append(reinterpret_cast<const char*>(&v), 4); }
 void put_i64(std::string& s, int64_t v) { s.append(reinterpret_cast<const char*>(&v), 8); }
@@ -89,7 +97,10 @@ struct TcpStoreServer::Impl {
     Socket sock;
     std::string in, out;
     bool authed = false;
-    bool closing = false;  // close once `out` is flushed
+    bool closing = false;    // refused: flush `out`, then linger
+    bool lingering = false;  // `out` flushed and our side shut: discard input until EOF or the limits below
+    size_t linger_left = 0;  // bytes still to discard
+    Clock::time_point linger_deadline;  // closed then, whatever is left
     Clock::time_point hello_deadline;
     bool waiting = false;
     std::vector<std::string> wait_keys;
@@ -109,10 +120,14 @@ struct TcpStoreServer::Impl {
 
   Impl(TcpStoreServer& o, std::string t, TcpStoreLimits l) : owner(o), token(std::move(t)), limits(l) {}
 
-  void reject(Conn& c, const std::string& why) {
+  // Refuses the connection with `why`; `still_coming` = bytes the client announced and has not
+  // sent yet (discarded in the lingering close).
+  void reject(Conn& c, const std::string& why, size_t still_coming = 0) {
     owner.rejected_++;
     c.out += frame(kFail, why);
     c.closing = true;
+    c.linger_left = std::min(still_coming, kMaxLinger) + kLingerSlack;
+    c.linger_deadline = Clock::now() + kLinger;  // for reading the reason too
     c.in.clear();
   }
 
@@ -185,7 +200,7 @@ struct TcpStoreServer::Impl {
         if (!r.good || r.left || ms < 0) return reject(c, "malformed WAIT request");
         c.waiting = true;
         c.wait_keys = std::move(keys);
-        c.wait_deadline = Clock::now() + Millis(ms);
+        c.wait_deadline = Clock::now() + clamp_wait(Millis(ms));  // a longer one would overflow the clock
         if (missing(c.wait_keys).empty()) finish_wait(c, false);
         return;
       }
@@ -224,8 +239,10 @@ struct TcpStoreServer::Impl {
       uint32_t len;
       std::memcpy(&len, c.in.data() + 1, 4);
       if (len > limits.max_message) {
-        return reject(c, "message of " + std::to_string(len) + " bytes exceeds the store's limit of " +
-                             std::to_string(limits.max_message));
+        return reject(c,
+                      "message of " + std::to_string(len) + " bytes exceeds the store's limit of " +
+                          std::to_string(limits.max_message),
+                      len - std::min<size_t>(len, c.in.size() - 5));
       }
       if (c.in.size() < 5 + size_t(len)) return;
       const uint8_t op = uint8_t(c.in[0]);
@@ -235,6 +252,8 @@ struct TcpStoreServer::Impl {
     }
   }
 
+  // Sends what is queued; false when the connection should be dropped. A refused one, once its
+  // reason is out, shuts its sending side and lingers.
   bool flush(Conn& c) {
     while (!c.out.empty()) {
       ssize_t w = ::send(c.sock.fd(), c.out.data(), c.out.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -246,11 +265,33 @@ struct TcpStoreServer::Impl {
         return false;
       }
     }
-    return !c.closing;
+    if (c.closing && !c.lingering) {
+      if (::shutdown(c.sock.fd(), SHUT_WR) != 0) return false;
+      c.lingering = true;
+    }
+    return true;
+  }
+
+  // A refused connection's input: read and dropped; false once the client is done (EOF) or has sent
+  // more than it announced.
+  bool discard(Conn& c) {
+    char buf[65536];
+    for (;;) {
+      ssize_t r = ::recv(c.sock.fd(), buf, sizeof buf, MSG_DONTWAIT);
+      if (r > 0) {
+        if (size_t(r) >= c.linger_left) return false;
+        c.linger_left -= size_t(r);
+      } else if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+        return true;
+      } else {
+        return false;
+      }
+    }
   }
 
   // Reads what is available; false when the connection should be dropped.
   bool read(Conn& c) {
+    if (c.closing) return discard(c);
     char buf[65536];
     for (;;) {
       ssize_t r = ::recv(c.sock.fd(), buf, sizeof buf, MSG_DONTWAIT);
@@ -293,7 +334,8 @@ struct TcpStoreServer::Impl {
         short ev = POLLIN;
         if (!c->out.empty()) ev |= POLLOUT;
         fds.push_back({c->sock.fd(), ev, 0});
-        if (!c->authed) next = std::min(next, c->hello_deadline);
+        if (!c->authed && !c->closing) next = std::min(next, c->hello_deadline);
+        if (c->closing) next = std::min(next, c->linger_deadline);
         if (c->waiting) next = std::min(next, c->wait_deadline);
       }
       int ms = int(std::max<int64_t>(0, std::chrono::duration_cast<Millis>(next - now).count()) + 1);
@@ -308,6 +350,7 @@ struct TcpStoreServer::Impl {
         if (re & (POLLIN | POLLHUP | POLLERR)) keep[i] = read(c);
         if (keep[i] && !c.authed && now >= c.hello_deadline && !c.closing) reject(c, "no hello in time");
         if (keep[i] && c.waiting && now >= c.wait_deadline) finish_wait(c, true);
+        if (keep[i] && c.closing && now >= c.linger_deadline) keep[i] = false;
       }
       for (size_t i = 0; i < conns.size(); ++i) {
         if (keep[i]) keep[i] = flush(*conns[i]);
@@ -343,10 +386,12 @@ struct TcpStoreServer::Impl {
           const bool all_authed = std::all_of(conns.begin(), conns.end(), [](const auto& c) { return c->authed; });
           if (all_authed && !warned_out_of_fds) {
             warned_out_of_fds = true;
-            std::fprintf(stderr,
-                         "dtrain: warning: the store on port %d is out of file descriptors (%s) with %zu "
-                         "clients connected: raise the limit (ulimit -n) for the process that hosts it\n",
-                         owner.port(), std::strerror(err), conns.size());
+            const std::string why = out_of_descriptors(err)
+                                        ? descriptor_limit_problem(err)
+                                        : std::string("the kernel is out of memory for sockets (") +
+                                              std::strerror(err) + "): free memory on this machine";
+            std::fprintf(stderr, "dtrain: warning: the store on port %d cannot accept a connection (%zu connected): %s\n",
+                         owner.port(), conns.size(), why.c_str());
           }
         }
         return;
@@ -364,10 +409,10 @@ struct TcpStoreServer::Impl {
     return ::poll(&p, 1, 0) > 0 && (p.revents & POLLIN);
   }
 
-  // Closes the oldest unauthenticated connection among the first `among`.
+  // Closes the oldest unauthenticated (or refused) connection among the first `among`.
   bool shed_oldest_unauthenticated(size_t among) {
     for (size_t i = 0; i < among; ++i) {
-      if (conns[i]->authed) continue;
+      if (conns[i]->authed && !conns[i]->closing) continue;
       owner.rejected_++;
       conns.erase(conns.begin() + std::ptrdiff_t(i));  // closes it
       return true;
@@ -380,7 +425,10 @@ TcpStoreServer::TcpStoreServer(const std::string& host, int port, std::string to
     : impl_(std::make_unique<Impl>(*this, std::move(token), limits)) {
   impl_->listener = tcp_listen(host, port);
   port_ = socket_port(impl_->listener.fd());
-  require(::pipe2(impl_->wake, O_CLOEXEC) == 0, "cannot create a pipe for the store server");
+  if (::pipe2(impl_->wake, O_CLOEXEC) != 0) {
+    throw_if_out_of_descriptors(errno, "cannot start the store server on port " + std::to_string(port_));
+    throw Error(std::string("cannot create a pipe for the store server: ") + std::strerror(errno));
+  }
   fcntl(impl_->listener.fd(), F_SETFL, fcntl(impl_->listener.fd(), F_GETFL) | O_NONBLOCK);
   impl_->thread = std::thread([this] { impl_->serve(); });
 }
@@ -397,7 +445,7 @@ TcpStoreServer::~TcpStoreServer() {
 
 TcpStore::TcpStore(const std::string& host, int port, const std::string& token, Millis connect_timeout,
                    Millis op_timeout, const std::function<bool()>& give_up)
-    : host_(host), port_(port), token_(token), op_timeout_(op_timeout) {
+    : host_(host), port_(port), token_(token), op_timeout_(clamp_wait(op_timeout)) {
   sock_ = tcp_connect(host, port, connect_timeout, give_up);
   require(token.size() <= kMaxToken, "DTRAIN_JOB_TOKEN is longer than " + std::to_string(kMaxToken) + " bytes");
   std::string hello(kMagic, 4);
@@ -420,12 +468,12 @@ std::pair<uint8_t, std::string> TcpStore::request(uint8_t op, const std::string&
   const std::string where = host_ + ":" + std::to_string(port_);
   require(sock_.valid(), "the connection to the store at " + where + " was lost earlier");
   const std::string f = frame(op, payload);
-  Deadline d = deadline_in(op_timeout_);
-  bool ok = send_all(sock_.fd(), f.data(), f.size(), d);
-  d = deadline_in(reply_timeout);
+  const bool sent = send_all(sock_.fd(), f.data(), f.size(), deadline_in(op_timeout_));
+  // A request the server refused before reading it whole still has its reason waiting.
+  const Deadline d = deadline_in(sent ? reply_timeout : std::min(reply_timeout, Millis(1000)));
   uint8_t status = 0;
   uint32_t len = 0;
-  ok = ok && recv_all(sock_.fd(), &status, 1, d) && recv_all(sock_.fd(), &len, 4, d);
+  bool ok = recv_all(sock_.fd(), &status, 1, d) && recv_all(sock_.fd(), &len, 4, d) && (sent || status == kFail);
   std::string reply(ok ? len : 0, '\0');
   ok = ok && recv_all(sock_.fd(), reply.data(), len, d);
   if (!ok) {
@@ -466,11 +514,13 @@ int64_t TcpStore::add(const std::string& key, int64_t delta) {
 }
 
 std::vector<std::string> TcpStore::wait(const std::vector<std::string>& keys, Millis timeout) {
+  // Cut to what the wire and the clocks hold: never negative, never past kLongestWait.
+  const Millis t = clamp_wait(timeout);
   std::string p;
-  put_i64(p, timeout.count());
+  put_i64(p, t.count());
   put_u32(p, uint32_t(keys.size()));
   for (const auto& k : keys) put_str(p, k);
-  auto [status, v] = request(kWait, p, timeout + op_timeout_);
+  auto [status, v] = request(kWait, p, t + op_timeout_);
   std::vector<std::string> missing;
   if (status == kMissing) {
     Reader r{v.data(), v.size()};

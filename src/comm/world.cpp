@@ -6,6 +6,7 @@
 
 #include <cstring>
 
+#include "core/descriptors.hpp"
 #include "core/error.hpp"
 #include "core/host_name.hpp"
 #include "comm/file_store.hpp"
@@ -42,11 +43,11 @@ std::string list_ranks(const std::vector<std::string>& missing_keys) {
 
 }  // namespace
 
-World::World(const DistEnv& env, Millis timeout) : env_(env), timeout_(timeout) {
+World::World(const DistEnv& env, Millis timeout) : env_(env), timeout_(clamp_wait(timeout)) {
   std::vector<int> everyone(size_t(env.world_size));
   for (int i = 0; i < env.world_size; ++i) everyone[size_t(i)] = i;
   if (!env.distributed()) {
-    all_ = std::make_shared<ProcessGroup>("world", everyone, 0, timeout, nullptr, std::make_unique<SelfBackend>());
+    all_ = std::make_shared<ProcessGroup>("world", everyone, 0, timeout_, nullptr, std::make_unique<SelfBackend>());
     return;
   }
   // A peer that dies closes its sockets; writing to one must become an error we can explain
@@ -65,8 +66,12 @@ World::World(const DistEnv& env, Millis timeout) : env_(env), timeout_(timeout) 
       server_ = std::make_unique<TcpStoreServer>(
           listen_address(env.master_addr, env.local_world_size >= env.world_size, "MASTER_ADDR"), env.master_port,
           env.token);
+      // It accepts every rank's two connections (store, heartbeat), its own among them: short of
+      // descriptors for those, the job would hang instead of failing.
+      require_free_descriptors(2 * env.world_size + 2, "rank 0 cannot host the store for " +
+                                                           std::to_string(env.world_size) + " ranks");
     }
-    auto tcp = std::make_shared<TcpStore>(env.master_addr, env.master_port, env.token, timeout);
+    auto tcp = std::make_shared<TcpStore>(env.master_addr, env.master_port, env.token, timeout_);
     address = tcp->local_address();
     store_ = tcp;
   }

@@ -6,14 +6,18 @@
 #include "launch/agent.hpp"
 
 #include <signal.h>
+#include <sys/random.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <memory>
 
+#include "core/descriptors.hpp"
 #include "core/error.hpp"
+#include "core/whole_number.hpp"
 #include "comm/socket.hpp"
 #include "comm/tcp_store.hpp"
 #include "launch/workers.hpp"
@@ -25,13 +29,16 @@ namespace {
 volatile sig_atomic_t g_signal = 0;
 void on_signal(int sig) { g_signal = sig; }
 
+// 128 random bits in hex (getrandom: no descriptor needed).
 std::string random_token() {
   unsigned char b[16] = {0};
-  FILE* f = std::fopen("/dev/urandom", "rb");
-  if (f) {
-    (void)!std::fread(b, 1, sizeof b, f);
-    std::fclose(f);
-  }
+  ssize_t got = -1;
+  do {
+    got = ::getrandom(b, sizeof b, 0);
+  } while (got < 0 && errno == EINTR);
+  require(got == ssize_t(sizeof b), std::string("cannot draw a random job token (getrandom: ") +
+                                        (got < 0 ? std::strerror(errno) : "short read") +
+                                        "): export DTRAIN_JOB_TOKEN with a secret of your own");
   static const char* hex = "0123456789abcdef";
   std::string s;
   for (unsigned char c : b) {
@@ -100,16 +107,19 @@ class Agent {
       host_ = "127.0.0.1";
       server_ = std::make_unique<TcpStoreServer>(host_, 0, token_);
       port_ = server_->port();
-    } else if (o_.node_rank == 0) {
+    } else if (o_.is_host.value_or(o_.node_rank == 0)) {
       bool foreign = false;
       server_ = std::make_unique<TcpStoreServer>(listen_address(host_, o_.nnodes == 1, "--rdzv-endpoint host", &foreign),
                                                  port_, token_);
       if (foreign)
         say("note: --rdzv-endpoint host " + host_ + " is not an address of this machine, which hosts the store " +
-            "(node rank 0); listening on all its addresses");
+            "(node rank " + std::to_string(o_.node_rank) + "); listening on all its addresses");
     }
+    // Hosting the store, this process is also the end that accepts its own connection.
+    require_free_descriptors(server_ ? 2 : 1, "dtrun cannot connect to the rendezvous store");
     const Millis t(int64_t(o_.rdzv_timeout_s) * 1000);
-    auto client = std::make_shared<TcpStore>(host_, port_, token_, t, t, [] { return g_signal != 0; });
+    const Millis op(int64_t(o_.read_timeout_s > 0 ? o_.read_timeout_s : o_.rdzv_timeout_s) * 1000);
+    auto client = std::make_shared<TcpStore>(host_, port_, token_, t, op, [] { return g_signal != 0; });
     store_ = std::make_shared<PrefixStore>(client, "dtrun/" + o_.rdzv_id + "/");
   }
 
@@ -135,11 +145,15 @@ class Agent {
     }
     Round r;
     for (int n = 0; n < o_.nnodes; ++n) {
-      const int count = std::atoi(store_->try_get(keys[size_t(n)]).value_or("0").c_str());
-      if (n < o_.node_rank) r.first_rank += count;
-      r.world += count;
+      const std::string said = store_->try_get(keys[size_t(n)]).value_or("");
+      const auto count = parse_whole(said, 1, 4096);  // --nproc-per-node's range
+      require(count.has_value(), "rendezvous '" + o_.rdzv_id + "': node rank " + std::to_string(n) +
+                                     " registered '" + said + "' workers, not a number of workers: start every node "
+                                     "with the same dtrun (and another --rdzv-id for another job)");
+      if (n < o_.node_rank) r.first_rank += int(*count);
+      r.world += int(*count);
     }
-    if (round == 0 && o_.node_rank == 0)
+    if (round == 0 && server_ && o_.nnodes > 1)  // on one node it says nothing new
       say("rendezvous '" + o_.rdzv_id + "' complete: " + std::to_string(o_.nnodes) + " node(s), " +
           std::to_string(r.world) + " workers, store at " + host_ + ":" + std::to_string(port_));
     return r;
@@ -158,6 +172,9 @@ class Agent {
                {"WORLD_SIZE", std::to_string(r.world)},
                {"LOCAL_WORLD_SIZE", std::to_string(o_.nproc_per_node)},
                {"GROUP_RANK", std::to_string(o_.node_rank)},
+               {"ROLE_NAME", o_.role},
+               {"ROLE_RANK", std::to_string(s.rank)},
+               {"ROLE_WORLD_SIZE", std::to_string(r.world)},
                {"MASTER_ADDR", host_},
                {"MASTER_PORT", std::to_string(port_)},
                {"DTRAIN_AGENT", "1"},
@@ -174,11 +191,19 @@ class Agent {
 
   // Runs one round to its end; returns "" on success, else what failed.
   std::string run_round(int round, const Round& r) {
-    WorkerGroup group(o_.command, specs(round, r), o_.tag_output, o_.only_ranks);
+    // Two pipes per worker (and a pair more while one starts), its log files; the store's host also
+    // accepts every rank's two connections (store, heartbeat). Short of that, the job would hang.
+    OutputPlan output = o_.output;
+    output.attempt = round;
+    require_free_descriptors(WorkerGroup::descriptors_per_worker(output) * o_.nproc_per_node + 2 +
+                                 (server_ ? 2 * r.world : 0),
+                             "dtrun cannot start " + std::to_string(o_.nproc_per_node) + " workers" +
+                                 (server_ ? " and serve the store to " + std::to_string(r.world) + " ranks" : ""));
+    WorkerGroup group(o_.command, specs(round, r), output);
     auto last_check = std::chrono::steady_clock::now();
     const std::string failed_key = key(round, "failed");
     for (;;) {
-      for (const WorkerExit& e : group.poll(100)) {
+      for (const WorkerExit& e : group.poll(o_.monitor_interval_ms)) {
         if (e.ok()) continue;
         char secs[32];
         std::snprintf(secs, sizeof secs, "%.1f", e.seconds);
@@ -186,6 +211,7 @@ class Agent {
                                  " on node " + std::to_string(o_.node_rank) + ", pid " + std::to_string(e.pid) + ") " +
                                  e.describe() + " after " + secs + " s";
         say("error: " + what + "; stopping the other workers");
+        // Lines just forwarded with its tag are not repeated: only those filtered, redirected or untagged.
         const std::string tail = group.tail(e.rank);
         if (!tail.empty()) std::fprintf(stderr, "dtrun: last output of rank %d:\n%s", e.rank, tail.c_str());
         try_set(failed_key, what);

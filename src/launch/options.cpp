@@ -1,62 +1,217 @@
-// dtrun option parsing (see options.hpp).
+// dtrun option parsing (see options.hpp): every option in both spellings (--opt VALUE and
+// --opt=VALUE, dashes or underscores), every number range-checked where it is read.
 #include "launch/options.hpp"
 
-#include <unistd.h>
-
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <tuple>
 
-#include "core/error.hpp"
 #include "comm/socket.hpp"
+#include "core/error.hpp"
+#include "core/whole_number.hpp"
+#include "launch/host_counts.hpp"
 
 namespace dtrain {
 
-const char* kLaunchUsage = R"(dtrun — start a dtrain job's workers on this node (torchrun's options)
+const char* kLaunchUsage = R"(dtrun — start a dtrain job's workers on this node
 
 usage: dtrun [options] PROGRAM [ARGS...]
-  --nproc-per-node N|auto   workers on this node (auto: one per core)            [1]
-  --nnodes N                nodes in the job                                     [1]
+A value follows its option, or an '=' (--rdzv-id job, --rdzv_id=job: dashes and underscores
+alike). torchrun's options are taken where they mean something for dtrun; the others are refused.
+
+Workers and nodes
+  --nproc-per-node N|cpu|gpu|auto  workers on this node: N; cpu: one per CPU this process may
+                            use; gpu: one per visible NVIDIA GPU (CUDA_VISIBLE_DEVICES
+                            counts); auto: gpu when there is one, else cpu                [1]
+  --nnodes N                nodes in the job (torchrun's MIN:MAX only with MIN = MAX)  [1]
   --node-rank R             this node's rank (default: SLURM_NODEID, or 0 on one node)
+Rendezvous (dtrun's own TCP store, hosted by node rank 0)
   --rdzv-endpoint HOST:PORT where the nodes meet                               [127.0.0.1:29500]
                             node rank 0 hosts the store there and listens on HOST's address
                             (127.0.0.1: reachable from this machine only), or on all addresses
                             when HOST is not this machine's or, with --nnodes > 1, is a name
                             that resolves here to loopback (/etc/hosts' "127.0.1.1 HOSTNAME")
+  --master-addr HOST, --master-port PORT   the endpoint, given torchrun's static way
   --rdzv-id ID              the job's name at the endpoint (e.g. $SLURM_JOB_ID)  [none]
+  --rdzv-backend c10d|static   either: both mean dtrun's rendezvous (nodes still need
+                            --node-rank or SLURM_NODEID)                        [c10d]
+  --rdzv-conf K=V[,K=V...]  join_timeout=S or timeout=S (as --rdzv-timeout), read_timeout=S
+                            (each store operation), is_host=true|false (host the store on
+                            this node instead of node rank 0); last_call_timeout,
+                            close_timeout, keep_alive_interval, keep_alive_max_attempt,
+                            heartbeat, use_libuv and store_type are accepted and ignored (with
+                            a note); other keys are refused
   --standalone              one node, a free port on 127.0.0.1 and a fresh job token
-  --max-restarts K          restart all workers up to K times after a failure    [0]
   --rdzv-timeout S          seconds nodes wait for each other                    [300]
+Running
+  --max-restarts K          restart all workers up to K times after a failure    [0]
+  --monitor-interval S      seconds between checks of the workers (decimals)     [0.1]
   --stop-timeout S          seconds between SIGTERM and SIGKILL when stopping    [5]
+  --role NAME               the workers' ROLE_NAME                               [default]
+  --start-method spawn|fork|forkserver, --no-python
+                            accepted; dtrun always starts PROGRAM with fork and exec
+Output
   --no-tag                  do not prefix worker output with "[rank]:"
   --only-ranks R[,R...]     forward only these ranks' output
-Workers get RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR,
-MASTER_PORT, DTRAIN_JOB_TOKEN (from the environment, else generated) and DTRAIN_RESTART_COUNT;
-OMP_NUM_THREADS defaults to cores / workers.
+  --local-ranks-filter L[,L...]  forward only these local ranks' output
+  --log-dir DIR             where --redirects and --tee write:
+                            DIR/attempt_N/rank_R/stdout.log and stderr.log (N: the restart)
+  --redirects, -r S         streams written to the log files instead of forwarded: 0 none,
+                            1 stdout, 2 stderr, 3 both, or per local rank (0:3,1:2)  [0]
+  --tee, -t S               streams written to the log files and forwarded (as --redirects)
+Refused: -m/--module and --run-path (dtrun runs a program: give its path), --local-addr (set
+DTRAIN_SOCKET_IFNAME), --nnodes MIN:MAX with MIN < MAX (elastic jobs), --rdzv-backend etcd.
+
+Workers get RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, ROLE_NAME, ROLE_RANK,
+ROLE_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, DTRAIN_JOB_TOKEN (from the environment, else generated)
+and DTRAIN_RESTART_COUNT; OMP_NUM_THREADS defaults to cores / workers.
 )";
 
 namespace {
 
-int to_int(const std::string& opt, const std::string& v, int min_value) {
+constexpr int kMaxWorkers = 4096;  // per node
+constexpr int kMaxNodes = 65536;
+constexpr int kWeek = 7 * 24 * 3600;  // seconds
+
+// The value of an option (or variable) `opt`: a whole number from lo to hi, else one line naming both.
+int to_int(const std::string& opt, const std::string& v, int lo, int hi) {
+  const auto x = parse_whole(v, lo, hi);
+  require(x.has_value(), opt + " '" + v + "' is not a whole number from " + std::to_string(lo) + " to " +
+                             std::to_string(hi) + ": see `dtrun --help`");
+  return int(*x);
+}
+
+std::vector<std::string> split(const std::string& v, char sep) {
+  std::vector<std::string> out;
+  size_t k = 0;
+  for (;;) {
+    const size_t c = v.find(sep, k);
+    out.push_back(v.substr(k, c == std::string::npos ? std::string::npos : c - k));
+    if (c == std::string::npos) return out;
+    k = c + 1;
+  }
+}
+
+std::vector<int> int_list(const std::string& opt, const std::string& v, int hi) {
+  std::vector<int> out;
+  for (const auto& item : split(v, ',')) out.push_back(to_int(opt, item, 0, hi));
+  return out;
+}
+
+// torchrun's --redirects/--tee: "3", or "LOCAL_RANK:S,…".
+StreamChoice streams(const std::string& opt, const std::string& v) {
+  StreamChoice c;
+  if (v.find(':') == std::string::npos) {
+    c.all = to_int(opt, v, 0, 3);
+    return c;
+  }
+  for (const auto& item : split(v, ',')) {
+    const auto colon = item.find(':');
+    require(colon != std::string::npos, opt + " '" + v + "' mixes one value with LOCAL_RANK:S pairs: give 3, or e.g. 0:3,1:2");
+    const int lr = to_int(opt + " local rank", item.substr(0, colon), 0, kMaxWorkers - 1);
+    c.per_local_rank[lr] = to_int(opt + " streams", item.substr(colon + 1), 0, 3);
+  }
+  return c;
+}
+
+// torchrun reads "1, true, t, yes, y" and "0, false, f, no, n" (any case).
+bool boolean(const std::string& opt, const std::string& v) {
+  std::string l = v;
+  std::transform(l.begin(), l.end(), l.begin(), [](unsigned char ch) { return char(std::tolower(ch)); });
+  if (l == "1" || l == "true" || l == "t" || l == "yes" || l == "y") return true;
+  if (l == "0" || l == "false" || l == "f" || l == "no" || l == "n") return false;
+  throw Error(opt + " '" + v + "' is not true or false");
+}
+
+// --rdzv-conf: the keys that map onto dtrun's settings; torchrun's others are noted and ignored.
+void rdzv_conf(LaunchOptions& o, const std::string& v) {
+  static const char* kIgnored[] = {"last_call_timeout", "close_timeout", "keep_alive_interval",
+                                   "keep_alive_max_attempt", "heartbeat", "use_libuv", "store_type"};
+  for (const auto& item : split(v, ',')) {
+    const auto eq = item.find('=');
+    require(eq != std::string::npos && eq > 0,
+            "--rdzv-conf '" + v + "': '" + item + "' is not KEY=VALUE (e.g. --rdzv-conf join_timeout=600,read_timeout=60)");
+    const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
+    const std::string opt = "--rdzv-conf " + key;
+    if (key == "join_timeout" || key == "timeout") {
+      o.rdzv_timeout_s = to_int(opt, value, 1, kWeek);
+    } else if (key == "read_timeout") {
+      o.read_timeout_s = to_int(opt, value, 1, kWeek);
+    } else if (key == "is_host") {
+      o.is_host = boolean(opt, value);
+    } else if (std::find(std::begin(kIgnored), std::end(kIgnored), key) != std::end(kIgnored)) {
+      o.notes.push_back("--rdzv-conf " + key + " has no meaning for dtrun's fixed-size rendezvous; ignored");
+    } else {
+      throw Error("--rdzv-conf: unknown key '" + key +
+                  "': dtrun takes join_timeout, timeout, read_timeout and is_host (see `dtrun --help`)");
+    }
+  }
+}
+
+// --nproc-per-node N|cpu|gpu|auto.
+int workers(const std::string& v, const LaunchHost& host) {
+  if (v == "cpu") return std::clamp(host.cpus(), 1, kMaxWorkers);
+  if (v == "gpu" || v == "auto") {
+    std::string why_none;
+    const int gpus = host.gpus(&why_none);
+    if (gpus > 0) return std::min(gpus, kMaxWorkers);
+    require(v == "auto", "--nproc-per-node gpu: " + why_none +
+                             ": give the number of workers (--nproc-per-node N), or `cpu` for one per CPU");
+    return std::clamp(host.cpus(), 1, kMaxWorkers);
+  }
+  return to_int("--nproc-per-node", v, 1, kMaxWorkers);
+}
+
+// --nnodes N or torchrun's MIN:MAX (an elastic range: only MIN = MAX for now).
+int nodes(const std::string& v) {
+  const auto colon = v.find(':');
+  if (colon == std::string::npos) return to_int("--nnodes", v, 1, kMaxNodes);
+  const int lo = to_int("--nnodes MIN", v.substr(0, colon), 1, kMaxNodes);
+  const int hi = to_int("--nnodes MAX", v.substr(colon + 1), 1, kMaxNodes);
+  require(lo == hi, "--nnodes " + v + ": elastic ranges (MIN:MAX with MIN < MAX) are not supported yet: give the number "
+                    "of nodes, e.g. --nnodes " + std::to_string(hi));
+  return lo;
+}
+
+// --monitor-interval S: seconds, decimals allowed (torchrun's is a float).
+int interval_ms(const std::string& v) {
   char* end = nullptr;
-  long x = std::strtol(v.c_str(), &end, 10);
-  require(!v.empty() && *end == '\0' && x >= min_value && x < (1L << 24),
-          opt + " " + v + " is not a whole number >= " + std::to_string(min_value) + ": see `dtrun --help`");
-  return int(x);
+  const double s = v.empty() ? -1 : std::strtod(v.c_str(), &end);
+  require(end && *end == '\0' && std::isfinite(s) && s > 0 && s <= 3600,
+          "--monitor-interval '" + v + "' is not a number of seconds above 0 and up to 3600 (e.g. 0.1)");
+  return std::max(1, int(std::lround(s * 1000)));
 }
 
 }  // namespace
 
-LaunchOptions parse_launch_options(int argc, char** argv) {
+LaunchHost LaunchHost::here() {
+  return {usable_cpus, [](std::string* why) { return visible_gpus(why); },
+          [](const char* name) -> const char* { return std::getenv(name); }};
+}
+
+LaunchOptions parse_launch_options(int argc, char** argv, const LaunchHost& host) {
   LaunchOptions o;
-  bool endpoint_given = false;
+  bool endpoint_given = false, master_given = false;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;
   int i = 1;
   for (; i < argc; ++i) {
     std::string a = argv[i];
-    if (a.rfind("--", 0) != 0) break;  // PROGRAM starts here
+    if (a == "--") {  // what follows is PROGRAM, even if it starts with a dash
+      ++i;
+      break;
+    }
+    if (a.size() < 2 || a[0] != '-') break;  // PROGRAM starts here
+    if (a == "-h") return LaunchOptions{};
+    if (a == "-r") a = "--redirects";
+    if (a == "-t") a = "--tee";
+    if (a == "-m") a = "--module";
+    require(a.rfind("--", 0) == 0, "unknown option " + a + ": see `dtrun --help`");
     std::string value;
     const auto eq = a.find('=');
-    bool inline_value = eq != std::string::npos;
+    const bool inline_value = eq != std::string::npos;
     if (inline_value) {
       value = a.substr(eq + 1);
       a = a.substr(0, eq);
@@ -68,60 +223,125 @@ LaunchOptions parse_launch_options(int argc, char** argv) {
       require(i + 1 < argc, a + " needs a value: see `dtrun --help`");
       return argv[++i];
     };
-    if (a == "--help") return LaunchOptions{};
-    if (a == "--nproc-per-node") {
-      const std::string v = next();
-      o.nproc_per_node = v == "auto" ? std::max(1, int(sysconf(_SC_NPROCESSORS_ONLN))) : to_int(a, v, 1);
+    auto flag = [&] { require(!inline_value, a + " takes no value: write just " + a); };
+    if (a == "--help") {
+      return LaunchOptions{};
+    } else if (a == "--nproc-per-node") {
+      o.nproc_per_node = workers(next(), host);
     } else if (a == "--nnodes") {
-      o.nnodes = to_int(a, next(), 1);
+      o.nnodes = nodes(next());
     } else if (a == "--node-rank") {
-      o.node_rank = to_int(a, next(), 0);
+      o.node_rank = to_int(a, next(), 0, kMaxNodes - 1);
     } else if (a == "--rdzv-endpoint") {
       std::tie(o.rdzv_host, o.rdzv_port) = parse_host_port(next(), "--rdzv-endpoint");
       endpoint_given = true;
+    } else if (a == "--master-addr") {
+      master_addr = next();
+      require(!master_addr.empty(), "--master-addr needs a host name or address");
+      master_given = true;
+    } else if (a == "--master-port") {
+      master_port = to_int(a, next(), 1, 65535);
+      master_given = true;
     } else if (a == "--rdzv-id") {
       o.rdzv_id = next();
+      require(!o.rdzv_id.empty(), "--rdzv-id needs a name (e.g. $SLURM_JOB_ID)");
+    } else if (a == "--rdzv-backend") {
+      const std::string v = next();
+      require(v != "etcd" && v != "etcd-v2",
+              "--rdzv-backend " + v + ": dtrun has no etcd rendezvous; its own TCP store does the job: drop "
+              "--rdzv-backend (or write c10d) and give --rdzv-endpoint HOST:PORT");
+      require(v == "c10d" || v == "static", "--rdzv-backend '" + v + "' is not c10d or static (both mean dtrun's rendezvous)");
+      o.rdzv_backend = v;
+    } else if (a == "--rdzv-conf") {
+      rdzv_conf(o, next());
     } else if (a == "--standalone") {
+      flag();
       o.standalone = true;
     } else if (a == "--max-restarts") {
-      o.max_restarts = to_int(a, next(), 0);
+      o.max_restarts = to_int(a, next(), 0, 10000);
     } else if (a == "--rdzv-timeout") {
-      o.rdzv_timeout_s = to_int(a, next(), 1);
+      o.rdzv_timeout_s = to_int(a, next(), 1, kWeek);
     } else if (a == "--stop-timeout") {
-      o.stop_timeout_s = to_int(a, next(), 0);
-    } else if (a == "--no-tag") {
-      o.tag_output = false;
-    } else if (a == "--only-ranks") {
+      o.stop_timeout_s = to_int(a, next(), 0, 3600);
+    } else if (a == "--monitor-interval") {
+      o.monitor_interval_ms = interval_ms(next());
+    } else if (a == "--start-method") {
       const std::string v = next();
-      size_t k = 0;
-      while (k <= v.size()) {
-        size_t c = v.find(',', k);
-        if (c == std::string::npos) c = v.size();
-        o.only_ranks.push_back(to_int(a, v.substr(k, c - k), 0));
-        k = c + 1;
-      }
+      require(v == "spawn" || v == "fork" || v == "forkserver",
+              "--start-method '" + v + "' is not spawn, fork or forkserver (dtrun always uses fork and exec)");
+    } else if (a == "--no-python") {
+      flag();
+    } else if (a == "--role") {
+      o.role = next();
+      require(!o.role.empty(), "--role needs a name");
+    } else if (a == "--no-tag") {
+      flag();
+      o.output.tag = false;
+    } else if (a == "--only-ranks") {
+      o.output.only_ranks = int_list(a, next(), kMaxWorkers * kMaxNodes - 1);
+    } else if (a == "--local-ranks-filter") {
+      o.output.only_local_ranks = int_list(a, next(), kMaxWorkers - 1);
+    } else if (a == "--log-dir") {
+      o.output.log_dir = next();
+      require(!o.output.log_dir.empty(), "--log-dir needs a folder");
+    } else if (a == "--redirects") {
+      o.output.redirects = streams(a, next());
+    } else if (a == "--tee") {
+      o.output.tee = streams(a, next());
+    } else if (a == "--module" || a == "--run-path") {
+      throw Error((a == "--module" ? std::string("-m/--module") : a) + " runs a Python module or script; dtrun runs a program: give its path, e.g. "
+                      "dtrun --nproc-per-node 4 build/bin/dtrain train --config C");
+    } else if (a == "--local-addr") {
+      throw Error("--local-addr is not supported: set DTRAIN_SOCKET_IFNAME to the interface the nodes reach this one on");
     } else {
       throw Error("unknown option " + a + ": see `dtrun --help`");
     }
   }
   for (; i < argc; ++i) o.command.push_back(argv[i]);
   require(!o.command.empty(), "no program to run: write e.g. `dtrun --nproc-per-node 4 dtrain train --config C`");
+  require(!(endpoint_given && master_given),
+          "give the endpoint once: --rdzv-endpoint HOST:PORT, or --master-addr and --master-port, not both");
+  if (master_given) {
+    o.rdzv_host = master_addr;
+    o.rdzv_port = master_port;
+  }
   if (o.standalone) {
     require(o.nnodes == 1, "--standalone runs one node: drop --nnodes or --standalone");
-    require(!endpoint_given, "--standalone picks its own endpoint: drop --rdzv-endpoint or --standalone");
+    require(!endpoint_given && !master_given,
+            "--standalone picks its own endpoint: drop --rdzv-endpoint/--master-addr/--master-port or --standalone");
+    require(o.is_host.value_or(true), "--standalone hosts its store: drop --rdzv-conf is_host=false or --standalone");
   }
   if (o.node_rank < 0) {
-    const char* slurm = std::getenv("SLURM_NODEID");
+    const char* slurm = host.getenv("SLURM_NODEID");
     if (o.nnodes == 1) {
       o.node_rank = 0;
     } else {
       require(slurm && *slurm, "--nnodes " + std::to_string(o.nnodes) +
                                    " needs --node-rank on each node (or run dtrun under srun, which sets SLURM_NODEID)");
-      o.node_rank = to_int("SLURM_NODEID", slurm, 0);
+      o.node_rank = to_int("SLURM_NODEID", slurm, 0, kMaxNodes - 1);
     }
   }
   require(o.node_rank < o.nnodes, "--node-rank " + std::to_string(o.node_rank) + " is not below --nnodes " +
                                       std::to_string(o.nnodes));
+  for (int lr : o.output.only_local_ranks) {
+    require(lr < o.nproc_per_node, "--local-ranks-filter " + std::to_string(lr) + ": this node's local ranks are 0 to " +
+                                       std::to_string(o.nproc_per_node - 1));
+  }
+  for (const StreamChoice* c : {&o.output.redirects, &o.output.tee}) {
+    for (const auto& [lr, mask] : c->per_local_rank) {
+      require(lr < o.nproc_per_node, std::string(c == &o.output.tee ? "--tee" : "--redirects") + " names local rank " +
+                                         std::to_string(lr) + ", but this node's local ranks are 0 to " +
+                                         std::to_string(o.nproc_per_node - 1));
+    }
+  }
+  const bool files = o.output.redirects.any() || o.output.tee.any();
+  require(!files || !o.output.log_dir.empty(),
+          std::string(o.output.redirects.any() ? "--redirects" : "--tee") +
+              " writes log files: add --log-dir DIR (the folder for them)");
+  if (!o.output.log_dir.empty() && !files) {
+    o.notes.push_back("--log-dir " + o.output.log_dir +
+                      ": nothing is written there without --redirects or --tee (e.g. --tee 3 for every stream)");
+  }
   return o;
 }
 

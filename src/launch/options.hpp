@@ -1,8 +1,12 @@
-// dtrun's command line: how many workers, on how many nodes, where they meet, how often to
-// restart, and what to run.
+// dtrun's command line: torchrun's options where they mean something for dtrun (the rest refused
+// with one line), and dtrun's own: workers, nodes, rendezvous, restarts, output, what to run.
 #pragma once
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "launch/workers.hpp"
 
 namespace dtrain {
 
@@ -13,17 +17,30 @@ struct LaunchOptions {
   std::string rdzv_host = "127.0.0.1";
   int rdzv_port = 29500;
   std::string rdzv_id = "none";
+  std::string rdzv_backend = "c10d";  // c10d or static: both are dtrun's own TCP rendezvous
   bool standalone = false;       // one node, a free port and a fresh token chosen here
   int max_restarts = 0;
   int rdzv_timeout_s = 300;      // how long nodes wait for each other
+  int read_timeout_s = 0;        // a store operation's timeout (--rdzv-conf read_timeout); 0: rdzv_timeout_s
+  std::optional<bool> is_host;   // host the store here (--rdzv-conf is_host); unset: node rank 0 does
   int stop_timeout_s = 5;        // SIGTERM → SIGKILL grace when stopping workers
-  bool tag_output = true;        // prefix every worker line with its rank
-  std::vector<int> only_ranks;   // forward only these ranks' output (empty: all)
+  int monitor_interval_ms = 100; // how often the workers are checked (--monitor-interval)
+  std::string role = "default";  // the workers' ROLE_NAME (--role)
+  OutputPlan output;             // tags, rank filters, log files (--redirects, --tee)
+  std::vector<std::string> notes;    // what was accepted but has no effect, said once at the start
   std::vector<std::string> command;  // PROGRAM [ARGS...]
 };
 
+// What the parser asks of the machine and the environment (tests give their own).
+struct LaunchHost {
+  std::function<int()> cpus;                       // --nproc-per-node cpu
+  std::function<int(std::string* why_none)> gpus;  // --nproc-per-node gpu
+  std::function<const char*(const char*)> getenv;  // SLURM_NODEID
+  static LaunchHost here();
+};
+
 // Parses argv[1..]; throws Error with usage hints. "--help" returns an empty command.
-LaunchOptions parse_launch_options(int argc, char** argv);
+LaunchOptions parse_launch_options(int argc, char** argv, const LaunchHost& host = LaunchHost::here());
 extern const char* kLaunchUsage;
 
 }  // namespace dtrain

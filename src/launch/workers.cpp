@@ -13,7 +13,9 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 
+#include "core/descriptors.hpp"
 #include "core/error.hpp"
 
 namespace dtrain {
@@ -72,66 +74,125 @@ std::string WorkerExit::describe() const {
 
 bool WorkerExit::ok() const { return WIFEXITED(status) && WEXITSTATUS(status) == 0; }
 
-WorkerGroup::WorkerGroup(const std::vector<std::string>& command, std::vector<WorkerSpec> specs, bool tag_output,
-                         std::vector<int> only_ranks)
-    : tag_(tag_output), only_(std::move(only_ranks)), start_(now_s()) {
-  std::fflush(nullptr);
-  const pid_t agent = ::getpid();
-  for (auto& spec : specs) {
-    int out[2], err[2];
-    require(::pipe2(out, O_CLOEXEC) == 0 && ::pipe2(err, O_CLOEXEC) == 0, "cannot create pipes for the workers");
-    pid_t pid = ::fork();
-    require(pid >= 0, std::string("cannot start a worker (fork failed: ") + std::strerror(errno) + ")");
-    if (pid == 0) {
-      ::setpgid(0, 0);  // its own process group: stopping it reaches its children too
-      // Die with the agent, even one killed with SIGKILL (see workers.hpp). If the agent died
-      // before prctl, this process already has another parent.
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (::getppid() != agent) _exit(128 + SIGKILL);
-      ::dup2(out[1], 1);
-      ::dup2(err[1], 2);
-      signal(SIGINT, SIG_DFL);
-      signal(SIGTERM, SIG_DFL);
-      signal(SIGPIPE, SIG_DFL);
-      for (const auto& [k, v] : spec.env) ::setenv(k.c_str(), v.c_str(), 1);
-      std::vector<char*> argv;
-      for (const auto& a : command) argv.push_back(const_cast<char*>(a.c_str()));
-      argv.push_back(nullptr);
-      ::execvp(argv[0], argv.data());
-      std::string msg = "dtrun: cannot run " + command[0] + ": " + std::strerror(errno) + "\n";
-      write_all(2, msg);
-      _exit(127);
+int StreamChoice::for_local_rank(int local_rank) const {
+  if (per_local_rank.empty()) return all;
+  const auto it = per_local_rank.find(local_rank);
+  return it == per_local_rank.end() ? 0 : it->second;
+}
+
+bool StreamChoice::any() const {
+  return all != 0 || std::any_of(per_local_rank.begin(), per_local_rank.end(), [](const auto& kv) { return kv.second; });
+}
+
+int WorkerGroup::descriptors_per_worker(const OutputPlan& plan) {
+  return 2 + (plan.log_dir.empty() || !(plan.redirects.any() || plan.tee.any()) ? 0 : 2);
+}
+
+// Which streams go to files and which are forwarded, and the files themselves.
+void WorkerGroup::open_logs(Worker& w) {
+  const auto listed = [](const std::vector<int>& v, int x) { return v.empty() || std::find(v.begin(), v.end(), x) != v.end(); };
+  const bool shown = listed(plan_.only_ranks, w.spec.rank) && listed(plan_.only_local_ranks, w.spec.local_rank);
+  const int redirected = plan_.redirects.for_local_rank(w.spec.local_rank);
+  const int teed = plan_.tee.for_local_rank(w.spec.local_rank);
+  const std::string dir = plan_.log_dir + "/attempt_" + std::to_string(plan_.attempt) + "/rank_" + std::to_string(w.spec.rank);
+  for (int s = 0; s < 2; ++s) {
+    const int bit = 1 << s;  // 1 stdout, 2 stderr
+    w.console[s] = shown && (!(redirected & bit) || (teed & bit));
+    if (plan_.log_dir.empty() || !((redirected | teed) & bit)) continue;
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    const std::string path = dir + (s == 0 ? "/stdout.log" : "/stderr.log");
+    w.log[s] = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (w.log[s] < 0) {
+      throw_if_out_of_descriptors(errno, "cannot open the log file " + path);
+      throw Error("cannot write the log file " + path + " (" + std::strerror(errno) + "): fix --log-dir");
     }
-    ::setpgid(pid, pid);
-    ::close(out[1]);
-    ::close(err[1]);
-    fcntl(out[0], F_SETFL, O_NONBLOCK);
-    fcntl(err[0], F_SETFL, O_NONBLOCK);
-    Worker w;
-    w.spec = std::move(spec);
-    w.pid = pid;
-    w.out = out[0];
-    w.err = err[0];
-    workers_.push_back(std::move(w));
   }
 }
 
-WorkerGroup::~WorkerGroup() {
+WorkerGroup::WorkerGroup(const std::vector<std::string>& command, std::vector<WorkerSpec> specs, OutputPlan plan)
+    : plan_(std::move(plan)), start_(now_s()) {
+  workers_.resize(specs.size());
+  for (size_t i = 0; i < specs.size(); ++i) workers_[i].spec = std::move(specs[i]);
+  try {
+    for (auto& w : workers_) open_logs(w);  // a log folder that cannot be written stops us before any start
+    std::fflush(nullptr);
+    for (auto& w : workers_) start(w, command);
+  } catch (...) {
+    release();  // the workers already started, and every descriptor
+    throw;
+  }
+}
+
+void WorkerGroup::start(Worker& w, const std::vector<std::string>& command) {
+  const pid_t agent = ::getpid();
+  int out[2] = {-1, -1}, err[2] = {-1, -1};
+  if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) {
+    const int e = errno;
+    for (int fd : {out[0], out[1]})
+      if (fd >= 0) ::close(fd);
+    throw_if_out_of_descriptors(e, "cannot create the pipes that carry the workers' output");
+    throw Error(std::string("cannot create pipes for the workers: ") + std::strerror(e));
+  }
+  pid_t pid = ::fork();
+  if (pid < 0) {
+    const int e = errno;
+    for (int fd : {out[0], out[1], err[0], err[1]}) ::close(fd);
+    throw Error(std::string("cannot start a worker (fork failed: ") + std::strerror(e) +
+                "): too many processes for this user (ulimit -u) or too little memory");
+  }
+  if (pid == 0) {
+    ::setpgid(0, 0);  // its own process group: stopping it reaches its children too
+    // Die with the agent, even one killed with SIGKILL (see workers.hpp). If the agent died
+    // before prctl, this process already has another parent.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != agent) _exit(128 + SIGKILL);
+    ::dup2(out[1], 1);
+    ::dup2(err[1], 2);
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    signal(SIGPIPE, SIG_DFL);
+    for (const auto& [k, v] : w.spec.env) ::setenv(k.c_str(), v.c_str(), 1);
+    std::vector<char*> argv;
+    for (const auto& a : command) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    ::execvp(argv[0], argv.data());
+    std::string msg = "dtrun: cannot run " + command[0] + ": " + std::strerror(errno) + "\n";
+    write_all(2, msg);
+    _exit(127);
+  }
+  ::setpgid(pid, pid);
+  ::close(out[1]);
+  ::close(err[1]);
+  fcntl(out[0], F_SETFL, O_NONBLOCK);
+  fcntl(err[0], F_SETFL, O_NONBLOCK);
+  w.pid = pid;
+  w.out = out[0];
+  w.err = err[0];
+}
+
+WorkerGroup::~WorkerGroup() { release(); }
+
+void WorkerGroup::release() {
   for (auto& w : workers_) {
-    if (!w.exited) {
+    if (w.pid > 0 && !w.exited) {
       ::kill(-w.pid, SIGKILL);
       ::waitpid(w.pid, nullptr, 0);
+      w.exited = true;
     }
-    if (w.out >= 0) ::close(w.out);
-    if (w.err >= 0) ::close(w.err);
+    for (int* fd : {&w.out, &w.err, &w.log[0], &w.log[1]}) {
+      if (*fd >= 0) ::close(*fd);
+      *fd = -1;
+    }
   }
 }
 
 void WorkerGroup::emit(Worker& w, const std::string& line, bool is_err) {
-  w.last.push_back(line);
+  w.last.emplace_back(line, plan_.tag && w.console[is_err]);
   if (w.last.size() > 20) w.last.pop_front();
-  if (!only_.empty() && std::find(only_.begin(), only_.end(), w.spec.rank) == only_.end()) return;
-  write_all(is_err ? 2 : 1, (tag_ ? "[" + std::to_string(w.spec.rank) + "]: " : std::string()) + line + "\n");
+  if (w.log[is_err] >= 0) write_all(w.log[is_err], line + "\n");
+  if (!w.console[is_err]) return;
+  write_all(is_err ? 2 : 1, (plan_.tag ? "[" + std::to_string(w.spec.rank) + "]: " : std::string()) + line + "\n");
 }
 
 void WorkerGroup::forward(Worker& w, int& fd, std::string& buf, bool flush_all) {
@@ -216,7 +277,8 @@ std::string WorkerGroup::tail(int rank) const {
   std::string s;
   for (const auto& w : workers_)
     if (w.spec.rank == rank)
-      for (const auto& l : w.last) s += "    " + l + "\n";
+      for (const auto& [line, shown] : w.last)
+        if (!shown) s += "    " + line + "\n";
   return s;
 }
 

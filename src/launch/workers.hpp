@@ -1,5 +1,5 @@
-// The worker processes of one node: spawn with an environment, forward output line by line with
-// a rank tag, watch for exits, stop them (SIGTERM, then SIGKILL after a grace period).
+// The worker processes of one node: spawn with an environment, forward output line by line with a
+// rank tag or into log files, watch for exits, stop them (SIGTERM, then SIGKILL after a grace period).
 #pragma once
 #include <sys/types.h>
 
@@ -13,6 +13,26 @@ namespace dtrain {
 struct WorkerSpec {
   int rank = 0, local_rank = 0;
   std::map<std::string, std::string> env;  // added to dtrun's own environment
+};
+
+// Which of a worker's streams an option takes (torchrun's --redirects/--tee: 0 none, 1 stdout,
+// 2 stderr, 3 both), for every local rank, or per local rank ("0:3,1:2": the others none).
+struct StreamChoice {
+  int all = 0;
+  std::map<int, int> per_local_rank;
+  int for_local_rank(int local_rank) const;
+  bool any() const;
+};
+
+// Where the workers' output goes.
+struct OutputPlan {
+  bool tag = true;                    // forwarded lines start with "[rank]: "
+  std::vector<int> only_ranks;        // forward only these ranks' output (empty: all)
+  std::vector<int> only_local_ranks;  // and only these local ranks' (empty: all)
+  std::string log_dir;                // files DIR/attempt_N/rank_R/{stdout,stderr}.log for the streams below
+  StreamChoice redirects;             // to the files only
+  StreamChoice tee;                   // to the files and forwarded
+  int attempt = 0;                    // N: the restart round
 };
 
 struct WorkerExit {
@@ -32,8 +52,7 @@ class WorkerGroup {
  public:
   // Starts the workers. Each gets SIGKILL when the thread that created the group ends (Linux's
   // parent-death signal), so create it on a thread that lives as long as the agent: the main one.
-  WorkerGroup(const std::vector<std::string>& command, std::vector<WorkerSpec> specs, bool tag_output,
-              std::vector<int> only_ranks);
+  WorkerGroup(const std::vector<std::string>& command, std::vector<WorkerSpec> specs, OutputPlan plan);
   ~WorkerGroup();  // kills what is still running
 
   // Forwards output and reaps exits for up to `ms` milliseconds; returns exits seen this call.
@@ -42,8 +61,12 @@ class WorkerGroup {
   size_t running() const;
   // SIGTERM to every running worker, SIGKILL to what is left after `grace_s`; forwards output.
   void stop(int grace_s);
-  // Last lines the worker of `rank` printed (for failure reports).
+  // The last lines the worker of `rank` printed that did not go to dtrun's output tagged with its
+  // rank (filtered out, redirected to a file, or untagged), for a failure report: "" when every
+  // one of them was just shown.
   std::string tail(int rank) const;
+  // Descriptors the group holds per worker for `plan` (pipes and log files).
+  static int descriptors_per_worker(const OutputPlan& plan);
 
  private:
   struct Worker {
@@ -51,15 +74,19 @@ class WorkerGroup {
     pid_t pid = 0;
     int out = -1, err = -1;
     std::string out_buf, err_buf;
-    std::deque<std::string> last;
+    std::deque<std::pair<std::string, bool>> last;  // (line, shown tagged)
     bool exited = false;
+    int log[2] = {-1, -1};           // stdout, stderr log files
+    bool console[2] = {true, true};  // forwarded to dtrun's stdout, stderr
   };
   void forward(Worker& w, int& fd, std::string& buf, bool flush_all);
   void emit(Worker& w, const std::string& line, bool is_err);
+  void open_logs(Worker& w);
+  void start(Worker& w, const std::vector<std::string>& command);
+  void release();  // kills what runs, closes every descriptor
 
   std::vector<Worker> workers_;
-  bool tag_;
-  std::vector<int> only_;
+  OutputPlan plan_;
   double start_;
 };
 

@@ -2,7 +2,9 @@
 # dtrun: a worker killed with SIGKILL stops the others within seconds and dtrun exits non-zero
 # naming the rank; SIGTERM to dtrun stops every worker; with --max-restarts 1 the group restarts,
 # resumes from the latest checkpoint and ends with the same weights as an uninterrupted run;
-# usage errors (a missing program too) are one line with status 2.
+# usage errors (a missing program too) are one line with status 2; a one-node run does not report
+# its rendezvous and a failed rank's lines are not printed twice; torchrun's log and rendezvous
+# options work.
 source "$2/tests/e2e/lib.sh" "$1" "$2" "to compare weights"
 common=(--config "$src/configs/quickstart.toml" --set data.dir="$work/data" --set model.dim=64
   --set model.heads=4 --set model.layers=2 --set model.ff_dim=256 --set model.seq_len=32
@@ -61,4 +63,46 @@ for prog in /nonexistent/program "nosuch-prog-$$"; do
   [ "$(printf '%s\n' "$out" | wc -l)" -eq 1 ] || fail "expected one line for the missing program $prog, got: $out"
   [[ "$out" == "dtrun: error: program $prog not found"*"build/bin/dtrain" ]] || fail "unexpected message: $out"
 done
-echo "PASS: kill, SIGTERM, restart with resume, usage errors"
+# 5. Said once: a one-node run prints no rendezvous line; a failed rank's last lines are repeated
+#    only when they were not forwarded tagged (--only-ranks filtered them, or --no-tag).
+fails='echo "line of $RANK"; if [ "$RANK" = 1 ]; then echo "boom-$$" >&2; exit 3; fi; sleep 30'
+once() {  # $1 = name, then dtrun's options; the job must fail with rank 1's status
+  local name=$1 rc=0; shift
+  "$bin/dtrun" --standalone --nproc-per-node 2 "$@" bash -c "$fails" >"$work/$name.out" 2>&1 || rc=$?
+  [ "$rc" -eq 1 ] || { cat "$work/$name.out"; fail "$name: dtrun exited $rc, expected 1"; }
+  ! grep -q "rendezvous" "$work/$name.out" || { cat "$work/$name.out"; fail "$name: a one-node run reported its rendezvous"; }
+  [ "$(grep -c "boom-" "$work/$name.out")" -eq 1 ] || { cat "$work/$name.out"; fail "$name: rank 1's error line should appear once"; }
+}
+once tagged
+grep -qx "\[1\]: boom-[0-9]*" "$work/tagged.out" || { cat "$work/tagged.out"; fail "tagged: rank 1's line was not forwarded"; }
+! grep -q "last output" "$work/tagged.out" || { cat "$work/tagged.out"; fail "tagged: the forwarded lines were repeated"; }
+once filtered --only-ranks 0
+grep -q "^dtrun: last output of rank 1:" "$work/filtered.out" && grep -qx "    boom-[0-9]*" "$work/filtered.out" ||
+  { cat "$work/filtered.out"; fail "filtered: rank 1's last lines were not shown"; }
+! grep -q "^\[1\]" "$work/filtered.out" || { cat "$work/filtered.out"; fail "filtered: rank 1's output was forwarded"; }
+# 6. torchrun's options: --log-dir with --redirects/--tee per local rank, --local-ranks-filter;
+#    --master-addr/--master-port and --rdzv-conf is_host (node rank 1 hosts the store).
+"$bin/dtrun" --standalone --nproc-per-node 2 --log-dir "$work/logs" --redirects 0:1 --tee=1:3 --local_ranks_filter 1 \
+  bash -c 'echo "out $RANK"; echo "err $RANK" >&2' >"$work/logs.out" 2>&1 || { cat "$work/logs.out"; fail "logs: dtrun failed"; }
+logs=$work/logs/attempt_0
+[ "$(cat "$logs/rank_0/stdout.log")" = "out 0" ] && [ "$(cat "$logs/rank_1/stdout.log")" = "out 1" ] &&
+  [ "$(cat "$logs/rank_1/stderr.log")" = "err 1" ] && [ ! -e "$logs/rank_0/stderr.log" ] ||
+  { find "$work/logs" -type f; fail "logs: the log files do not hold what --redirects/--tee chose"; }
+grep -qx "\[1\]: out 1" "$work/logs.out" && grep -qx "\[1\]: err 1" "$work/logs.out" && ! grep -q "^\[0\]" "$work/logs.out" ||
+  { cat "$work/logs.out"; fail "logs: the console should show local rank 1's lines only"; }
+port=$("$py" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+node=(--nnodes 2 --nproc-per-node 1 --master-addr 127.0.0.1 --master-port "$port" --rdzv-timeout 60)
+say_rank='echo "rank $RANK of $WORLD_SIZE as $ROLE_NAME"'
+"$bin/dtrun" "${node[@]}" --node-rank 1 --rdzv-conf is_host=true --role trainer bash -c "$say_rank" >"$work/host.out" 2>&1 &
+host=$!
+pids+=("$host")
+"$bin/dtrun" "${node[@]}" --node_rank=0 --rdzv_conf=is_host=false,last_call_timeout=5 --role trainer bash -c "$say_rank" \
+  >"$work/guest.out" 2>&1 || { cat "$work/guest.out"; fail "is_host: node rank 0 failed"; }
+rc=0; wait "$host" || rc=$?
+[ "$rc" -eq 0 ] || { cat "$work/host.out"; fail "is_host: node rank 1 (the store's host) exited $rc"; }
+grep -qx "\[1\]: rank 1 of 2 as trainer" "$work/host.out" && grep -qx "\[0\]: rank 0 of 2 as trainer" "$work/guest.out" ||
+  { cat "$work/host.out" "$work/guest.out"; fail "is_host: the ranks are not numbered node by node"; }
+grep -q "rendezvous 'none' complete: 2 node(s), 2 workers, store at 127.0.0.1:$port" "$work/host.out" ||
+  { cat "$work/host.out"; fail "is_host: the store's host did not report the rendezvous"; }
+grep -q "note: --rdzv-conf last_call_timeout has no meaning" "$work/guest.out" || { cat "$work/guest.out"; fail "no note"; }
+echo "PASS: kill, SIGTERM, restart with resume, usage errors, said once, torchrun's options"

@@ -29,7 +29,9 @@ expect() {  # $1 = name, $2 = pattern
 }
 expect dtrun_one "^\[0\]: data parallel: rank 0 of 2 (local 0 of 2, node 0) via dtrun"
 expect dtrun_one "^\[0\]: workers: $(hostname): ranks 0-1"
-expect dtrun_nodes "rendezvous '[0-9]*' complete: 1 node(s), 2 workers"
+expect dtrun_nodes "^\[0\]: data parallel: rank 0 of 2 (local 0 of 2, node 0) via dtrun"
+! grep -q "rendezvous '[0-9]*' complete" "$work/dtrun_nodes.out" ||
+  { cat "$work/dtrun_nodes.out"; fail "dtrun_nodes: a one-node run reported its rendezvous"; }
 expect dtrun_nodes "^\[0\]: data parallel: rank 0 of 2"
 expect srun "data parallel: rank 0 of 2 (local 0 of 2, node 0) via SLURM"
 expect srun "workers: $(hostname): ranks 0-1"

@@ -89,6 +89,50 @@ TEST(DistEnv, MalformedValuesNameTheVariable) {
             std::string::npos);
 }
 
+// Every number a launcher hands over is checked where it is read: one line naming the variable and
+// the range it must be in (a port to connect to is never 0).
+TEST(DistEnv, NumbersOutOfRangeNameTheVariableAndTheRange) {
+  const auto err = [](std::map<std::string, std::string> vars) { return error_of([&] { detect(vars); }); };
+  for (const char* port : {"0", "65536", "70000", "-1", "29500x", " 29500", ""}) {
+    const std::string e = err({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", port}});
+    if (std::string(port).empty()) {
+      EXPECT_EQ(e, "");  // unset: the default
+    } else {
+      EXPECT_NE(e.find("MASTER_PORT='" + std::string(port) + "' is not a whole number from 1 to 65535"),
+                std::string::npos)
+          << e;
+    }
+  }
+  EXPECT_EQ(detect({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "65535"}}).master_port, 65535);
+  EXPECT_NE(err({{"RANK", "-1"}, {"WORLD_SIZE", "2"}}).find("RANK='-1' is not a whole number from 0 to 1073741823"),
+            std::string::npos);
+  EXPECT_NE(err({{"RANK", "0"}, {"WORLD_SIZE", "0"}}).find("WORLD_SIZE='0' is not a whole number from 1 to 1073741824"),
+            std::string::npos);
+  EXPECT_NE(err({{"RANK", "0"}, {"WORLD_SIZE", "99999999999999999999"}}).find("WORLD_SIZE='99999999999999999999'"),
+            std::string::npos);
+  EXPECT_NE(err({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"LOCAL_WORLD_SIZE", "0"}}).find("LOCAL_WORLD_SIZE='0'"),
+            std::string::npos);
+  EXPECT_NE(err({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"DTRAIN_RESTART_COUNT", "-2"}}).find("DTRAIN_RESTART_COUNT='-2'"),
+            std::string::npos);
+  EXPECT_NE(err({{"OMPI_COMM_WORLD_SIZE", "4"}, {"OMPI_COMM_WORLD_RANK", "4x"}}).find("OMPI_COMM_WORLD_RANK='4x'"),
+            std::string::npos);
+  const std::map<std::string, std::string> slurm{{"SLURM_STEP_ID", "0"}, {"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"},
+                                                {"SLURM_STEP_NODELIST", "n[1-2]"}};
+  auto with = [&](const std::string& k, const std::string& v) {
+    auto m = slurm;
+    m[k] = v;
+    return m;
+  };
+  EXPECT_NE(err(with("SLURM_NODEID", "-3")).find("SLURM_NODEID='-3'"), std::string::npos);
+  EXPECT_NE(err(with("SLURM_STEP_NUM_NODES", "0")).find("SLURM_STEP_NUM_NODES='0'"), std::string::npos);
+  EXPECT_NE(err(with("SLURM_JOB_ID", "4294967296")).find("SLURM_JOB_ID='4294967296' is not a whole number from 0 to "
+                                                         "4294967295"),
+            std::string::npos);
+  const DistEnv big_job = detect(with("SLURM_JOB_ID", "4294967295"));  // beyond an int, within SLURM's ids
+  EXPECT_EQ(big_job.master_port, 29500 + 295);
+  EXPECT_NE(big_job.token.find("4294967295"), std::string::npos);
+}
+
 TEST(DistEnv, SlurmNodeListsExpand) {
   EXPECT_EQ(expand_slurm_nodelist("gpu[01-03,07],login1"),
             (std::vector<std::string>{"gpu01", "gpu02", "gpu03", "gpu07", "login1"}));

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <sstream>
 #include <thread>
 
@@ -195,6 +196,76 @@ TEST(TcpStore, GarbageOversizedAndSilentClientsAreDroppedWithoutHarm) {
 // `ulimit -n` too low for the connections: pending ones keep the listener readable while accept
 // fails with EMFILE. The server sheds idle unauthenticated connections for real clients and
 // never busy-loops.
+// The server refuses an oversized message after its header, while the client is still sending: it
+// reads on (and discards) until the client is done, so the client always gets the reason, never a
+// reset connection. Values far past what the sockets buffer make the client outrun the refusal.
+TEST(TcpStore, AClientRefusedMidMessageStillReadsWhy) {
+  TcpStoreLimits limits;
+  limits.max_message = 1 << 20;
+  TcpStoreServer server("127.0.0.1", 0, "tok", limits);
+  for (size_t mib : {2, 16, 64}) {
+    const std::string e = error_of([&] {
+      TcpStore c("127.0.0.1", server.port(), "tok", Millis(2000));
+      c.set("big", std::string(mib << 20, 'x'));
+    });
+    EXPECT_NE(e.find("exceeds the store's limit of 1048576"), std::string::npos) << mib << " MiB: " << e;
+  }
+  TcpStore after("127.0.0.1", server.port(), "tok", Millis(2000));
+  after.set("k", "v");
+  EXPECT_EQ(*after.try_get("k"), "v");
+}
+
+// Timeouts past what the clock holds (parallel.timeout_s = 1e12) or below zero are cut, on the
+// client and on the server, never sent malformed nor turned into a deadline in the past.
+TEST(TcpStore, HugeAndNegativeWaitTimeoutsAreCutNotSentMalformed) {
+  TcpStoreServer server("127.0.0.1", 0, "tok");
+  const Millis huge = Millis::max(), half = Millis(std::numeric_limits<int64_t>::max() / 2);
+  TcpStore c("127.0.0.1", server.port(), "tok", Millis(2000), huge);  // its operations' timeout too
+  TcpStore other("127.0.0.1", server.port(), "tok", Millis(2000), half);
+  c.set("here", "1");
+  EXPECT_EQ(*other.try_get("here"), "1");
+  EXPECT_TRUE(c.wait({"here"}, huge).empty());
+  EXPECT_TRUE(c.wait({"here"}, half).empty());
+  EXPECT_EQ(c.wait({"absent"}, Millis(-5)), std::vector<std::string>{"absent"});
+  std::thread later([&] {
+    std::this_thread::sleep_for(Millis(100));
+    other.set("late", "v");
+  });
+  EXPECT_TRUE(c.wait({"late"}, huge).empty());  // parked until the key comes
+  later.join();
+  // The server, sent a wait longer than its clock holds by another client, parks it too.
+  Socket raw = tcp_connect("127.0.0.1", server.port(), Millis(2000));
+  std::string req = hello("tok");
+  std::string payload;
+  const int64_t ms = std::numeric_limits<int64_t>::max();
+  const uint32_t one = 1, key_len = 5;
+  payload.append(reinterpret_cast<const char*>(&ms), 8);
+  payload.append(reinterpret_cast<const char*>(&one), 4);
+  payload.append(reinterpret_cast<const char*>(&key_len), 4);
+  payload += "later";
+  const uint32_t n = uint32_t(payload.size());
+  req += char(4);  // WAIT
+  req.append(reinterpret_cast<const char*>(&n), 4);
+  req += payload;
+  ASSERT_TRUE(send_all(raw.fd(), req.data(), req.size(), deadline_in(Millis(2000))));
+  char hello_reply[5];
+  ASSERT_TRUE(recv_all(raw.fd(), hello_reply, 5, deadline_in(Millis(2000))));
+  std::this_thread::sleep_for(Millis(50));  // (lets an overflowed deadline show itself as "missing" at once)
+  other.set("later", "v");
+  char reply[5];
+  ASSERT_TRUE(recv_all(raw.fd(), reply, 5, deadline_in(Millis(5000))));
+  EXPECT_EQ(reply[0], 0) << "the wait should end because the key came (0), not time out (1) or be refused (2)";
+  EXPECT_EQ(server.rejected(), 0);
+
+  const std::string dir = ::testing::TempDir() + "/filestore_wait_" + std::to_string(getpid());
+  std::filesystem::remove_all(dir);
+  FileStore f(dir, "tok");
+  f.set("here", "1");
+  EXPECT_TRUE(f.wait({"here"}, huge).empty());
+  EXPECT_EQ(f.wait({"absent"}, Millis(-5)), std::vector<std::string>{"absent"});
+  std::filesystem::remove_all(dir);
+}
+
 TEST(TcpStore, AnIdleFloodPastTheDescriptorLimitNeitherLocksOutClientsNorSpins) {
   TcpStoreLimits limits;
   limits.hello_timeout = Millis(120000);  // the flood is not dropped for silence during the test
@@ -244,6 +315,16 @@ TEST(TcpStore, ConnectFailsWithALineNamingTheAddress) {
   EXPECT_NE(error_of([] { parse_host_port("node1", "--rdzv-endpoint"); }).find("not HOST:PORT"), std::string::npos);
   EXPECT_EQ(parse_host_port("[::1]:29500", "x").first, "::1");
   EXPECT_EQ(parse_host_port("node01:29500", "x").second, 29500);
+  // a port to connect to is 1..65535; 0 ("any free port") only for an address to listen on
+  const std::string zero = error_of([] { parse_host_port("node1:0", "--rdzv-endpoint"); });
+  EXPECT_NE(zero.find("--rdzv-endpoint 'node1:0': the port must be from 1 to 65535"), std::string::npos) << zero;
+  EXPECT_NE(zero.find("--standalone"), std::string::npos) << zero;
+  EXPECT_EQ(parse_host_port("node1:0", "x", /*any_port=*/true).second, 0);
+  for (const char* bad : {"node1:65536", "node1:4294967297", "node1:99999999999999999999"}) {
+    const std::string e = error_of([&] { parse_host_port(bad, "MASTER"); });
+    EXPECT_NE(e.find("must be from 1 to 65535"), std::string::npos) << bad << ": " << e;
+  }
+  EXPECT_NE(error_of([] { parse_host_port("node1:+80", "x"); }).find("not HOST:PORT"), std::string::npos);
 }
 
 TEST(FileStore, SameSemanticsAndAtomicCountersAcrossProcesses) {

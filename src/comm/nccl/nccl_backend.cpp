@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/descriptors.hpp"
 #include "core/error.hpp"
 
 namespace dtrain {
@@ -199,6 +200,12 @@ class NcclBackend final : public Backend {
   bool broken_ = false;
 };
 
+// NCCL's last error message ("" when none); its comm argument is not needed for it.
+std::string last_nccl_error() {
+  const char* m = ncclGetLastError(nullptr);
+  return m ? m : "";
+}
+
 }  // namespace
 
 std::unique_ptr<Backend> connect_nccl(Store& store, int rank, int size, int gpu, void* compute_stream, Millis timeout,
@@ -207,7 +214,10 @@ std::unique_ptr<Backend> connect_nccl(Store& store, int rank, int size, int gpu,
   ncclUniqueId id;
   if (rank == 0) {
     const ncclResult_t r = ncclGetUniqueId(&id);
-    if (r != ncclSuccess) throw Error(std::string("NCCL could not make an id: ") + ncclGetErrorString(r));
+    if (r != ncclSuccess) {
+      throw_if_library_ran_out_of_descriptors(last_nccl_error(), "NCCL could not make an id");
+      throw Error(std::string("NCCL could not make an id: ") + ncclGetErrorString(r));
+    }
     store.set("nccl_id", std::string(reinterpret_cast<const char*>(&id), sizeof id));
   }
   const auto missing = store.wait({"nccl_id"}, timeout);
@@ -218,10 +228,13 @@ std::unique_ptr<Backend> connect_nccl(Store& store, int rank, int size, int gpu,
   std::memcpy(&id, blob.data(), sizeof id);
   ncclComm_t comm;
   const ncclResult_t r = ncclCommInitRank(&comm, size, id, rank);
-  if (r != ncclSuccess)
+  if (r != ncclSuccess) {
+    // NCCL's sockets and proxy threads need descriptors; short of them it says "system error".
+    throw_if_library_ran_out_of_descriptors(last_nccl_error(), "NCCL group '" + group_name + "' could not be formed");
     throw Error("NCCL group '" + group_name + "' could not be formed (rank " + std::to_string(rank) + " of " +
                 std::to_string(size) + "): " + ncclGetErrorString(r) +
                 "; check that every rank sees its GPU and that NCCL_SOCKET_IFNAME names a reachable interface");
+  }
   return std::make_unique<NcclBackend>(comm, gpu, static_cast<cudaStream_t>(compute_stream), timeout, group_name);
 }
 
