@@ -155,8 +155,8 @@ ReadReport read_chunks(const std::string& dir, const CheckpointIndex& index, con
 std::string read_indexed_file(const std::string& dir, const CheckpointIndex& index, const std::string& name) {
   const std::string path = dir + "/" + name;
   auto it = index.files.find(name);
-  if (it == index.files.end() || !std::filesystem::exists(path))
-    throw CheckpointDamaged(path + " is missing (the checkpoint is incomplete)");
+  if (it == index.files.end()) throw CheckpointDamaged(path + " is not in the index (the checkpoint is incomplete)");
+  require_present(path, "the checkpoint is incomplete");
   std::string bytes = read_file(path);
   if (int64_t(bytes.size()) != it->second.bytes || crc32c(bytes.data(), bytes.size()) != it->second.crc32c)
     throw CheckpointDamaged(path + " does not match its size or checksum in the index (it is corrupt)");

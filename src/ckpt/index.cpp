@@ -90,10 +90,16 @@ CheckpointIndex CheckpointIndex::from_json(const Json& j, const std::string& sou
   }
 }
 
+void require_present(const std::string& path, const std::string& why_missing) {
+  std::error_code ec;
+  const bool there = std::filesystem::exists(path, ec);  // a symbolic link that loops: ec, not a throw
+  if (ec) throw CheckpointDamaged(path + " cannot be read (" + ec.message() + "): the checkpoint is damaged");
+  if (!there) throw CheckpointDamaged(path + " is missing (" + why_missing + ")");
+}
+
 CheckpointIndex CheckpointIndex::read(const std::string& dir) {
   const std::string path = dir + "/index.json";
-  if (!std::filesystem::exists(path))
-    throw CheckpointDamaged(path + " is missing (the checkpoint is incomplete or not a dtrain checkpoint)");
+  require_present(path, "the checkpoint is incomplete or not a dtrain checkpoint");
   std::string text;
   try {
     text = read_file(path);

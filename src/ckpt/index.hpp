@@ -71,6 +71,10 @@ struct CheckpointIndex {
   int64_t data_bytes() const;  // sum of all chunks' bytes
 };
 
+// CheckpointDamaged unless `path` (a file of a checkpoint) exists and can be looked at: missing
+// (`why_missing` says what that means), or unreadable (a symbolic link that loops, permissions).
+void require_present(const std::string& path, const std::string& why_missing);
+
 // dtype names as safetensors writes them (F32, BF16, I32); Error for another name.
 DType dtype_from_name(const std::string& name, const std::string& source);
 

@@ -212,8 +212,11 @@ std::vector<std::string> checkpoints_newest_first(const std::string& run_dir) {
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(root, ec)) {
     const std::string n = e.path().filename().string();
-    // "step_N" is a checkpoint; "step_N.staging.PID" and the like are leftovers of killed writers
-    if (e.is_directory() && n.rfind("step_", 0) == 0 && n.find('.') == std::string::npos) names.push_back(n);
+    // "step_N" is a checkpoint; "step_N.staging.PID" and the like are leftovers of killed writers. A
+    // step_N that is a broken or looping link is a candidate too: it is named as damaged when tried.
+    std::error_code type_ec;
+    const bool folder = e.is_directory(type_ec) || e.is_symlink(type_ec);
+    if (folder && n.rfind("step_", 0) == 0 && n.find('.') == std::string::npos) names.push_back(n);
   }
   std::sort(names.rbegin(), names.rend());
   std::vector<std::string> out;
@@ -227,7 +230,8 @@ void prune_checkpoints(const std::string& run_dir, int64_t keep) {
   std::vector<fs::path> complete, leftovers;
   for (const auto& e : fs::directory_iterator(root)) {
     const std::string n = e.path().filename().string();
-    if (!e.is_directory() || n.rfind("step_", 0) != 0) continue;
+    std::error_code type_ec;
+    if (!(e.is_directory(type_ec) || e.is_symlink(type_ec)) || n.rfind("step_", 0) != 0) continue;
     (n.find('.') == std::string::npos ? complete : leftovers).push_back(e.path());
   }
   std::sort(complete.begin(), complete.end());

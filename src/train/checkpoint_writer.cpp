@@ -213,7 +213,10 @@ SaveReport CheckpointWriter::save(const SaveRequest& r, TransformerLM& model, Fu
   }
   RankState held(model, fsdp, r.with_optimizer ? opt : nullptr);
   std::vector<ChunkSource> sources = held.save_sources(r.part, r.parts);
-  for (const ChunkSource& s : sources) rep.bytes += s.box.volume() * int64_t(dtype_size(s.dtype));
+  int64_t own = 0;  // this rank's share
+  for (const ChunkSource& s : sources) own += s.box.volume() * int64_t(dtype_size(s.dtype));
+  rep.bytes = own;
+  all_.allreduce(&rep.bytes, 1, ElemType::i64, ReduceOp::sum);
   if (!r.async) {
     write_part(staged, sources);
     all_.barrier();  // every rank's file is written and synced
@@ -224,7 +227,7 @@ SaveReport CheckpointWriter::save(const SaveRequest& r, TransformerLM& model, Fu
   }
   // Background: this rank's share copied to host memory, written by a thread; rank 0's thread then
   // waits for every rank's part and commits. Training goes on meanwhile.
-  staging_.resize(size_t(rep.bytes));
+  staging_.resize(size_t(own));
   size_t at = 0;
   for (ChunkSource& s : sources) {
     const size_t n = size_t(s.box.volume()) * dtype_size(s.dtype);

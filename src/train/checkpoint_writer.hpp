@@ -30,7 +30,7 @@ struct SaveRequest {
 
 struct SaveReport {
   double stall_seconds = 0.0;  // how long save() held the caller
-  int64_t bytes = 0;           // data bytes this rank wrote (or, async, will write)
+  int64_t bytes = 0;           // data bytes of the checkpoint, every rank's (or, async, to be written)
 };
 
 class CheckpointWriter {

@@ -333,7 +333,7 @@ struct Trainer::Impl {
       j["step"] = st.global_step;
       j["format"] = sharded ? "sharded" : "full";
       j["async"] = async;
-      j["bytes"] = rep.bytes;  // written by rank 0
+      j["bytes"] = rep.bytes;  // the whole checkpoint, every rank's share
       j["stall_seconds"] = rep.stall_seconds;
       jsonl->write(j);
     }
@@ -450,7 +450,7 @@ struct Trainer::Impl {
     return n;
   }
 
-  // epoch: the epoch the evaluation belongs to (1-based); the final test counts completed epochs
+  // epoch: the epoch the evaluation belongs to (1-based); the final test: the epoch of the last step
   void log_eval(const char* split, double loss, int64_t epoch) {
     if (!root) return;
     Json j = Json::object();
@@ -650,7 +650,9 @@ struct Trainer::Impl {
               evaluate(eval_pass(), par->eval_in_lockstep(), *valid_set, B, eval_windows(), precision, &mesh->dp()).loss;
           log_eval("val", v, st.epoch + 1);
         }
-        if (cfg.train.checkpoint_every > 0 && st.global_step % cfg.train.checkpoint_every == 0) checkpoint();
+        // A step that ends the epoch's loop is saved by the epoch end (once, with the epoch closed).
+        const bool loop_ends = st.global_step >= total || st.batch_in_epoch >= batches;
+        if (cfg.train.checkpoint_every > 0 && st.global_step % cfg.train.checkpoint_every == 0 && !loop_ends) checkpoint();
       }
       progress.clear();
       const bool epoch_done = st.batch_in_epoch >= batches;
@@ -696,13 +698,25 @@ struct Trainer::Impl {
     if (cfg.parallel.pp_timeline) par->write_timeline(world.all(), run_dir + "/timeline.json");
     const EvalResult test = evaluate(eval_pass(), par->eval_in_lockstep(), *test_set, B, 0, precision, &mesh->dp());
     const double tps = st.train_seconds > 0 ? double(st.train_tokens) / st.train_seconds : 0.0;
+    // Every rank's peak memory (host, and device), so the figure reported is the largest, and whose.
+    const int R = world.size();
+    const double mine[2] = {peak_rss_mb(), double(dev->peak_bytes()) / double(1 << 20)};
+    std::vector<double> peaks(size_t(2 * R));
+    world.all().allgather(mine, peaks.data(), 2, ElemType::f64);
     if (!root) return;
-    const double device_mb = double(dev->peak_bytes()) / double(1 << 20);
+    int rss_rank = 0, device_rank = 0;
+    for (int r = 1; r < R; ++r) {
+      if (peaks[size_t(2 * r)] > peaks[size_t(2 * rss_rank)]) rss_rank = r;
+      if (peaks[size_t(2 * r + 1)] > peaks[size_t(2 * device_rank + 1)]) device_rank = r;
+    }
+    const double rss_mb = peaks[size_t(2 * rss_rank)], device_mb = peaks[size_t(2 * device_rank + 1)];
+    const std::string of_rank = R > 1 ? " (rank " + std::to_string(rss_rank) + ", the most of " + std::to_string(R) +
+                                            " ranks)"
+                                      : "";
     std::printf("Test loss: %.5f, test perplexity: %.2f (%lld tokens); trained %lld steps at %.0f tokens/s, "
                 "peak memory %.0f MiB%s%s\n",
-                test.loss, std::exp(test.loss), (long long)test.tokens, (long long)st.global_step, tps, peak_rss_mb(),
-                device_mb > 0 ? (" (GPU " + std::to_string(int64_t(device_mb)) + " MiB)").c_str() : "",
-                dp > 1 ? " per rank" : "");
+                test.loss, std::exp(test.loss), (long long)test.tokens, (long long)st.global_step, tps, rss_mb,
+                of_rank.c_str(), device_mb > 0 ? (", GPU " + std::to_string(int64_t(device_mb)) + " MiB").c_str() : "");
     Json s = Json::object();
     // NCCL work runs on the GPU's own clock, so the host-side overlap figures hold for Gloo only
     par->report(s, dev->kind() == DeviceKind::cpu);
@@ -713,12 +727,18 @@ struct Trainer::Impl {
     s["train_tokens"] = st.train_tokens;
     s["train_tokens_per_s"] = tps;
     s["train_flops_per_token"] = cfg.model.train_flops_per_token();
-    s["peak_rss_mb"] = peak_rss_mb();
+    s["peak_rss_mb"] = rss_mb;  // the largest of any rank's
+    s["peak_rss_rank"] = rss_rank;
+    Json by_rank = Json::array();
+    for (int r = 0; r < R; ++r) by_rank.push_back(peaks[size_t(2 * r)]);
+    s["peak_rss_mb_by_rank"] = std::move(by_rank);
     s["device"] = dev->describe();
     s["peak_device_mb"] = device_mb;
+    s["peak_device_rank"] = device_rank;
     s["train_device_seconds"] = device_seconds;
     s["threads"] = threads;
-    s["world_size"] = dp;
+    s["world_size"] = R;  // ranks
+    s["dp_size"] = dp;    // data-parallel ranks (replicas × shards)
     s["precision"] = cfg.train.precision;
     s["parameters"] = model->num_params();
     // dtrain's own accounting of this rank's memory: model state (parameters, gradients, optimizer
@@ -729,7 +749,7 @@ struct Trainer::Impl {
     s["gather_buffer_bytes"] = fsdp ? fsdp->pool_bytes() + fsdp->grad_pool_bytes() : 0;
     s["activation_bytes"] = int64_t(model->activation_bytes());
     write_file_atomic(run_dir + "/summary.json", s.dump(2) + "\n");
-    log_eval("test", test.loss, st.epoch);
+    log_eval("test", test.loss, st.batch_in_epoch > 0 ? st.epoch + 1 : st.epoch);  // the last step's epoch
     tb->flush();
   }
 };

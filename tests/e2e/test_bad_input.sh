@@ -97,6 +97,25 @@ rc=0
   grep -q "resumed from $work/run_bad/checkpoints/step_0000000[0-9][0-9] .*: the newest good checkpoint" "$work/case.out" ||
   fail "resume past a damaged checkpoint: expected the file named and an older checkpoint used, saw rc $rc: $(cat "$work/case.err" "$work/case.out")"
 echo "ok  resume past a damaged checkpoint: $(cut -c1-150 "$work/case.err")"
+# Files of the newest checkpoint that are symbolic links to themselves (index.json, trainer.json, the
+# step folder): named as damage, and the one before used, as for any other damage.
+for what in index.json trainer.json folder; do
+  cp -r "$run" "$work/run_loop"
+  newest=$work/run_loop/checkpoints/step_000000010
+  if [ "$what" = folder ]; then
+    rm -r "$newest" && ln -s step_000000010 "$newest"
+  else
+    rm "$newest/$what" && ln -s "$what" "$newest/$what"
+  fi
+  rc=0
+  "$d" train --resume "$work/run_loop" >"$work/case.out" 2>"$work/case.err" || rc=$?
+  [ $rc -eq 0 ] && grep -q "dtrain: checkpoint $newest is damaged: .*Too many levels of symbolic links" "$work/case.err" &&
+    grep -q "resumed from $work/run_loop/checkpoints/step_000000005 .*: the newest good checkpoint" "$work/case.out" ||
+    fail "resume past a self-linked $what: expected it named and step 5 used, saw rc $rc: $(cat "$work/case.err" "$work/case.out")"
+  echo "ok  resume past a self-linked $what: $(cut -c1-140 "$work/case.err")"
+  rm -rf "$work/run_loop"
+done
+
 # Every checkpoint damaged: one error line naming the last one tried, exit 2, nothing changed.
 cp -r "$run" "$work/run_all_bad"
 for c in "$work"/run_all_bad/checkpoints/step_*; do

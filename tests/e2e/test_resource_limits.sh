@@ -11,8 +11,10 @@ common=(--config "$src/configs/quickstart.toml" --set data.dir="$work/data" --se
 cpus=$(nproc)
 
 # 4. Threads.
-expect_one_error "train.threads=100000" "train.threads = 100000 is more than the $cpus CPUs" \
+expect_one_error "train.threads=100000" "train.threads = 100000 (--set) is outside 0..65536" \
   "$d" train "${common[@]}" --set train.threads=100000 --run-dir "$work/t1"
+expect_one_error "train.threads=1000" "train.threads = 1000 is more than the $cpus CPUs" \
+  "$d" train "${common[@]}" --set train.threads=1000 --run-dir "$work/t1"
 expect_one_error "OMP_NUM_THREADS=100000" "OMP_NUM_THREADS = 100000 is more than the $cpus CPUs" \
   env OMP_NUM_THREADS=100000 "$d" train "${common[@]}" --run-dir "$work/t2"
 [ ! -e "$work/t2/config.json" ] || fail "a refused thread count should stop the run before it writes anything"
