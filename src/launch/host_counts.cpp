@@ -1,7 +1,6 @@
 // CPU and GPU counts for --nproc-per-node (see host_counts.hpp).
 #include "launch/host_counts.hpp"
 
-#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -16,13 +15,6 @@
 namespace fs = std::filesystem;
 
 namespace dtrain {
-
-int usable_cpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (::sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
-  return std::max(1, int(::sysconf(_SC_NPROCESSORS_ONLN)));
-}
 
 namespace {
 

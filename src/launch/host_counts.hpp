@@ -3,10 +3,9 @@
 #pragma once
 #include <string>
 
-namespace dtrain {
+#include "core/limits.hpp"  // usable_cpus: the CPUs of this process's affinity mask
 
-// CPUs in this process's affinity mask (what SLURM or taskset granted), else the online ones.
-int usable_cpus();
+namespace dtrain {
 
 // NVIDIA GPUs: one folder per GPU in `proc_gpus` (/proc/driver/nvidia/gpus), or, without it, the
 // /dev/nvidiaN device files in `dev`; narrowed as CUDA reads `cuda_visible_devices` (nullptr:

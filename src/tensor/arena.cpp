@@ -1,11 +1,14 @@
 // Arena and aligned buffers (see arena.hpp).
 #include "tensor/arena.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <new>
+
+#include "core/limits.hpp"
 
 namespace dtrain {
 
@@ -27,7 +30,11 @@ size_t available_host_bytes() {
       ++found;
     }
   std::fclose(f);
-  return found ? size_t(total) * 1024 : SIZE_MAX;
+  size_t bytes = found ? size_t(total) * 1024 : SIZE_MAX;
+  // Under an address-space limit (ulimit -v) what may still be mapped counts too.
+  if (const int64_t limit = address_space_limit())
+    bytes = std::min(bytes, size_t(std::max<int64_t>(0, limit - address_space_in_use())));
+  return bytes;
 }
 
 namespace {

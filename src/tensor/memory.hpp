@@ -19,7 +19,8 @@ class Memory {
 // 64-byte-aligned zeroed host memory.
 Memory& host_memory();
 
-// Bytes of host memory the kernel can still hand out (MemAvailable + SwapFree), SIZE_MAX if unknown.
+// Bytes of host memory the kernel can still hand out (MemAvailable + SwapFree, and no more than the
+// address-space limit leaves), SIZE_MAX if unknown.
 size_t available_host_bytes();
 
 // One owned block of a Memory.

@@ -253,7 +253,8 @@ struct Trainer::Impl {
     auto too_big = [&](const std::string& why) {
       return Error("train.batch_size = " + std::to_string(B) + " does not fit in " +
                    (dev->kind() == DeviceKind::cpu ? "this machine's memory" : dev->describe() + "'s memory") + " (" +
-                   why + "): lower train.batch_size, and raise train.grad_accum to keep the global batch");
+                   why + ")" + (dev->kind() == DeviceKind::cpu ? memory_limit_note() : std::string()) +
+                   ": lower train.batch_size, and raise train.grad_accum to keep the global batch");
     };
     if (dev->kind() == DeviceKind::cpu) {
       // The plan is linear in the batch: a one-sample model's tells what B samples need, before any
