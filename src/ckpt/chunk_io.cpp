@@ -13,6 +13,7 @@
 #include <set>
 
 #include "core/atomic_file.hpp"
+#include "core/descriptors.hpp"
 #include "core/crc32c.hpp"
 
 namespace dtrain {
@@ -78,8 +79,11 @@ class DataFiles {
     auto it = fds_.find(file);
     if (it != fds_.end()) return it->second;
     const int fd = ::open(path(file).c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-      throw CheckpointDamaged(path(file) + ": cannot open (" + std::strerror(errno) + "): the checkpoint is incomplete");
+    if (fd < 0) {
+      const int err = errno;
+      throw_if_out_of_descriptors(err, "cannot open " + path(file));  // not damage: this process's limit
+      throw CheckpointDamaged(path(file) + ": cannot open (" + std::strerror(err) + "): the checkpoint is incomplete");
+    }
     struct stat sb {};
     ::fstat(fd, &sb);
     const FileRecord& rec = index_.files.at(file);

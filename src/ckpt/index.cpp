@@ -103,6 +103,8 @@ CheckpointIndex CheckpointIndex::read(const std::string& dir) {
   std::string text;
   try {
     text = read_file(path);
+  } catch (const ResourceExhausted&) {
+    throw;  // out of descriptors or memory: this process's problem, not the checkpoint's
   } catch (const Error& e) {
     throw CheckpointDamaged(e.what());
   }

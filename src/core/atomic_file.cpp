@@ -12,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "core/descriptors.hpp"
 #include "core/error.hpp"
 
 namespace fs = std::filesystem;
@@ -120,6 +121,7 @@ AtomicFile::AtomicFile(const std::string& path)
   fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd_ < 0) {
     int err = errno;
+    throw_if_out_of_descriptors(err, "cannot write " + path_);
     throw Error("cannot write " + path_ + ": creating " + tmp_ + " failed: " + write_problem(err, path_));
   }
 }
@@ -192,6 +194,7 @@ std::string read_file(const std::string& path) {
   Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) {
     int err = errno;
+    throw_if_out_of_descriptors(err, "cannot read " + path);
     if (err == ENOENT) throw Error("cannot read " + path + ": no such file; check the path");
     if (err == EACCES) {
       throw Error("cannot read " + path + ": permission denied; make the file readable");

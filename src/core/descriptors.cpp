@@ -62,7 +62,7 @@ std::string descriptor_limit_problem(int err) {
 }
 
 void throw_if_out_of_descriptors(int err, const std::string& doing) {
-  if (out_of_descriptors(err)) throw Error(doing + ": " + descriptor_limit_problem(err));
+  if (out_of_descriptors(err)) throw ResourceExhausted(doing + ": " + descriptor_limit_problem(err));
 }
 
 int descriptor_shortage() {
@@ -87,7 +87,7 @@ void require_free_descriptors(int needed, const std::string& doing) {
   if (rl.rlim_cur == RLIM_INFINITY) return;
   const int open = open_descriptors(rl.rlim_cur);
   if (open < 0 || rlim_t(open) + rlim_t(needed) <= rl.rlim_cur) return;
-  throw Error(doing + ": it needs " + std::to_string(needed) + " more file descriptor" + (needed == 1 ? "" : "s") +
+  throw ResourceExhausted(doing + ": it needs " + std::to_string(needed) + " more file descriptor" + (needed == 1 ? "" : "s") +
               ", but this process may open only " + files(rl.rlim_cur) + " (ulimit -n) and has " + std::to_string(open) +
               " open: " + limit_fix(rl));
 }

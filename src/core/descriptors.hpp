@@ -14,7 +14,7 @@ bool out_of_descriptors(int err);
 // machine's limit (fs.file-max).
 std::string descriptor_limit_problem(int err);
 
-// Throws Error("<doing>: <descriptor_limit_problem>") when `err` is EMFILE or ENFILE; else nothing.
+// Throws ResourceExhausted("<doing>: <descriptor_limit_problem>") when `err` is EMFILE or ENFILE; else nothing.
 void throw_if_out_of_descriptors(int err, const std::string& doing);
 
 // EMFILE or ENFILE when this process cannot open one more descriptor now (it tries), else 0. For

@@ -11,6 +11,14 @@ class Error : public std::runtime_error {
   explicit Error(const std::string& what) : std::runtime_error(what) {}
 };
 
+// The process ran out of something it needs (file descriptors, memory, threads): the message names
+// the limit. Not a problem of the file or data being read, so nothing that falls back past damaged
+// files (checkpoints) may take it for damage.
+class ResourceExhausted : public Error {
+ public:
+  explicit ResourceExhausted(const std::string& what) : Error(what) {}
+};
+
 // An error that follows from the configuration and the world's size alone (a bad value, a mesh
 // that does not fit, a layout the model cannot take), so every rank of a job finds the same one:
 // rank 0 says it, the other ranks stop without repeating it.

@@ -149,18 +149,18 @@ std::string memory_limit_note() {
          " are in use)";
 }
 
-Error out_of_memory(const std::string& what, const std::string& fix) {
+ResourceExhausted out_of_memory(const std::string& what, const std::string& fix) {
   const std::string note = memory_limit_note();
-  return Error("out of memory for " + what + note + ": " + (note.empty() ? "" : "raise ulimit -v, or ") + fix);
+  return ResourceExhausted("out of memory for " + what + note + ": " + (note.empty() ? "" : "raise ulimit -v, or ") + fix);
 }
 
-Error thread_start_failed(const std::string& what, const std::string& fix) {
+ResourceExhausted thread_start_failed(const std::string& what, const std::string& fix) {
   const int64_t threads = limit_of(RLIMIT_NPROC);
   std::string limits;
   if (threads > 0) limits += "; this user may run " + std::to_string(threads) + " threads and processes: ulimit -u";
   const std::string memory = memory_limit_note();
   if (!memory.empty()) limits += ";" + memory.substr(1, memory.size() - 2);  // without the parentheses
-  return Error("cannot start " + what + " (the system refused a new thread: " + std::strerror(EAGAIN) + limits +
+  return ResourceExhausted("cannot start " + what + " (the system refused a new thread: " + std::strerror(EAGAIN) + limits +
                "): " + fix);
 }
 
@@ -169,7 +169,7 @@ void require_address_space(int64_t bytes, const std::string& what, const std::st
   if (limit == 0) return;
   const int64_t in_use = address_space_in_use();
   if (in_use + bytes + kLibraryMargin <= limit) return;
-  throw Error("out of memory for " + what + ": this process may map " + mib(limit) +
+  throw ResourceExhausted("out of memory for " + what + ": this process may map " + mib(limit) +
               " of address space (ulimit -v), " + mib(in_use) + " are in use and it needs about " +
               mib(bytes + kLibraryMargin) + " more (" + mib(kLibraryMargin) +
               " of it for what libraries such as oneDNN map on their own): raise ulimit -v, or " + fix);

@@ -43,11 +43,11 @@ class AllocationFailed : public std::bad_alloc {
 };
 
 // The error for an allocation that failed: "out of memory for WHAT" + memory_limit_note() + ": FIX".
-Error out_of_memory(const std::string& what, const std::string& fix);
+ResourceExhausted out_of_memory(const std::string& what, const std::string& fix);
 // The error for a thread that could not start (EAGAIN): names the limits that cause it.
-Error thread_start_failed(const std::string& what, const std::string& fix);
+ResourceExhausted thread_start_failed(const std::string& what, const std::string& fix);
 
-// Throws out_of_memory unless `bytes` more address space fit under the limit, with room to spare
+// Throws ResourceExhausted unless `bytes` more address space fit under the limit, with room to spare
 // for what libraries map on their own (oneDNN's kernels and scratch): below that margin they fail
 // in ways that cannot be caught.
 void require_address_space(int64_t bytes, const std::string& what, const std::string& fix);

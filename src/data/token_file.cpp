@@ -13,6 +13,7 @@
 
 #include "core/error.hpp"
 #include "core/atomic_file.hpp"
+#include "core/descriptors.hpp"
 #include "core/limits.hpp"
 #include "data/io_util.hpp"
 
@@ -57,7 +58,9 @@ void write_token_file(const std::string& path, uint32_t vocab_size, std::span<co
 TokenFile::TokenFile(const std::string& path) : path_(path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
-    throw Error("cannot open token file " + path + " (" + std::strerror(errno) +
+    const int err = errno;
+    throw_if_out_of_descriptors(err, "cannot open token file " + path);
+    throw Error("cannot open token file " + path + " (" + std::strerror(err) +
                 "): run `dtrain data prepare` to create it, or fix data.dir");
   }
   struct stat st {};

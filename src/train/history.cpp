@@ -29,6 +29,8 @@ int64_t pending_step(const std::string& run_dir) {
   if (!fs::exists(path, ec)) return -1;
   try {
     return json_get<int64_t>(parse_json(read_file(path), path), "after_step", path);
+  } catch (const ResourceExhausted&) {
+    throw;  // this process's limit, not a sign about the files
   } catch (const Error&) {
     return -1;
   }
@@ -40,6 +42,8 @@ int64_t saved_step(const std::string& dir) {
   try {
     const CheckpointIndex idx = CheckpointIndex::read(dir);
     return idx.meta.contains("step") ? json_get<int64_t>(idx.meta, "step", dir) : -1;
+  } catch (const ResourceExhausted&) {
+    throw;  // this process's limit, not a sign about the files
   } catch (const Error&) {
     return -1;
   }
@@ -109,6 +113,8 @@ SetAside set_aside_after(const std::string& run_dir, int64_t step) {
   try {
     const Json rec = parse_json(read_file(pending), pending);
     if (json_get<int64_t>(rec, "after_step", pending) == step) folder = json_get<std::string>(rec, "folder", pending);
+  } catch (const ResourceExhausted&) {
+    throw;  // this process's limit, not a sign about the files
   } catch (const Error&) {
   }
   if (folder.empty()) {

@@ -72,6 +72,31 @@ rc=0
   fail "2 ranks at ulimit -v 300 MiB: expected the limit named and the job stopped, saw rc $rc: $(cat "$work/asd.out")"
 echo "ok  2 ranks at ulimit -v 300 MiB: $(grep -m1 "dtrain: error" "$work/asd.out" | cut -c1-140)"
 
+# Out of file descriptors while resuming (ulimit -n): the limit is named, and no checkpoint is taken
+# for damaged (none is moved aside, none is skipped for an older one).
+"$d" train "${common[@]}" --set train.threads=1 --set train.max_steps=4 --set train.checkpoint_every=2 \
+  --run-dir "$work/fd" >"$work/fd.out" 2>&1 || { cat "$work/fd.out"; fail "the run to resume failed"; }
+outcomes=""
+for n in 5 6 7 8 9 10 11 12 14 16 20; do
+  cp -r "$work/fd" "$work/fd$n"
+  rc=0
+  (ulimit -n $n; exec "$d" train --resume "$work/fd$n" --set train.max_steps=5) >"$work/fdn.out" 2>"$work/fdn.err" || rc=$?
+  ! grep -q "is damaged\|newest good" "$work/fdn.err" "$work/fdn.out" && [ ! -e "$work/fd$n/abandoned" ] ||
+    fail "ulimit -n $n: a checkpoint was taken for damaged: $(cat "$work/fdn.err")"
+  if [ $rc -eq 2 ]; then
+    [ "$(wc -l <"$work/fdn.err")" -eq 1 ] && grep -q "^dtrain: error: .*ulimit -n" "$work/fdn.err" ||
+      fail "ulimit -n $n: expected one error line naming ulimit -n, saw: $(cat "$work/fdn.err")"
+    outcomes+=" $n:refused"
+  elif [ $rc -eq 0 ]; then
+    grep -q "resumed from $(ck "$work/fd$n" 4)" "$work/fdn.out" || fail "ulimit -n $n: should resume step 4"
+    outcomes+=" $n:resumed"
+  else
+    fail "ulimit -n $n: exit $rc: $(tail -3 "$work/fdn.err")"
+  fi
+done
+[[ $outcomes == *refused* && $outcomes == *resumed* ]] || fail "the sweep should span refusals and resumes, saw:$outcomes"
+echo "ok  ulimit -n sweep on resume:$outcomes"
+
 # 7. A token file truncated under a running job: one line naming it, exit 2 (not SIGBUS).
 cp -r "$work/data" "$work/live"
 "$d" train "${common[@]}" --set data.dir="$work/live" --set train.threads=1 --set train.epochs=1000 \
