@@ -88,15 +88,21 @@ expect_error "resume with unknown key" "train.lrr" "$d" train --resume "$run" --
 expect_error "fresh run into an existing run dir" "--resume $run" \
   "$d" train "${common[@]}" --set train.max_steps=3 --run-dir "$run"
 
+# expect_fallback NAME RUN DAMAGE: `train --resume RUN` names its newest checkpoint (step 10) damaged
+# with DAMAGE (a grep pattern) and goes on from step 5, saying so.
+expect_fallback() {
+  local name=$1 r=$2 damage=$3 rc=0
+  "$d" train --resume "$r" >"$work/case.out" 2>"$work/case.err" || rc=$?
+  [ $rc -eq 0 ] && grep -q "dtrain: checkpoint $r/checkpoints/step_000000010 is damaged: $damage" "$work/case.err" &&
+    grep -q "resumed from $r/checkpoints/step_000000005 .*: the newest good checkpoint" "$work/case.out" ||
+    fail "$name: expected the damage named and step 5 used, saw rc $rc: $(cat "$work/case.err" "$work/case.out")"
+  echo "ok  $name: $(cut -c1-150 "$work/case.err")"
+}
 # Resume whose newest checkpoint is damaged (a copy of the run): named, and the one before used.
 cp -r "$run" "$work/run_bad"
 printf '\xff\xfe' | dd of="$work/run_bad/checkpoints/step_000000010/model.safetensors" bs=1 seek=20 conv=notrunc status=none
-rc=0
-"$d" train --resume "$work/run_bad" >"$work/case.out" 2>"$work/case.err" || rc=$?
-[ $rc -eq 0 ] && grep -qF "dtrain: checkpoint $work/run_bad/checkpoints/step_000000010 is damaged: $work/run_bad/checkpoints/step_000000010/model.safetensors: its header" "$work/case.err" &&
-  grep -q "resumed from $work/run_bad/checkpoints/step_0000000[0-9][0-9] .*: the newest good checkpoint" "$work/case.out" ||
-  fail "resume past a damaged checkpoint: expected the file named and an older checkpoint used, saw rc $rc: $(cat "$work/case.err" "$work/case.out")"
-echo "ok  resume past a damaged checkpoint: $(cut -c1-150 "$work/case.err")"
+expect_fallback "resume past a damaged checkpoint" "$work/run_bad" \
+  "$work/run_bad/checkpoints/step_000000010/model.safetensors: its header"
 # Files of the newest checkpoint that are symbolic links to themselves (index.json, trainer.json, the
 # step folder): named as damage, and the one before used, as for any other damage.
 for what in index.json trainer.json folder; do
@@ -107,15 +113,9 @@ for what in index.json trainer.json folder; do
   else
     rm "$newest/$what" && ln -s "$what" "$newest/$what"
   fi
-  rc=0
-  "$d" train --resume "$work/run_loop" >"$work/case.out" 2>"$work/case.err" || rc=$?
-  [ $rc -eq 0 ] && grep -q "dtrain: checkpoint $newest is damaged: .*Too many levels of symbolic links" "$work/case.err" &&
-    grep -q "resumed from $work/run_loop/checkpoints/step_000000005 .*: the newest good checkpoint" "$work/case.out" ||
-    fail "resume past a self-linked $what: expected it named and step 5 used, saw rc $rc: $(cat "$work/case.err" "$work/case.out")"
-  echo "ok  resume past a self-linked $what: $(cut -c1-140 "$work/case.err")"
+  expect_fallback "resume past a self-linked $what" "$work/run_loop" ".*Too many levels of symbolic links"
   rm -rf "$work/run_loop"
 done
-
 # Every checkpoint damaged: one error line naming the last one tried, exit 2, nothing changed.
 cp -r "$run" "$work/run_all_bad"
 for c in "$work"/run_all_bad/checkpoints/step_*; do
