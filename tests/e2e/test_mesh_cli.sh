@@ -2,7 +2,8 @@
 # The device mesh from the command line: rank 0 prints the mesh and each rank's place; sizes that do
 # not make the world, or that disagree, are one line, as are bad FSDP settings; dp_shard left to the
 # world shards over it; tp=-1 and pp=-1 take what the world leaves for tensor or pipeline
-# parallelism; pipelines that cannot be built are refused with one line, and dtrun stops the job.
+# parallelism; pipelines that cannot be built are refused with one line, and dtrun stops the job; an
+# error every rank finds is said once.
 source "$2/tests/e2e/lib.sh" "$1" "$2" "for the shared test start"
 d=$bin/dtrain
 common=(--config "$src/configs/quickstart.toml" --set data.dir="$work/data" --set model.dim=32
@@ -24,6 +25,14 @@ expect_one_error "parallel.dp against dp_replicate" "parallel.dp = 2 and paralle
   "$d" train "${common[@]}" --set parallel.dp=2 --set parallel.dp_replicate=1 --run-dir "$work/e2"
 expect_one_error "two sizes left open" "at most one of them may be -1" \
   "$d" train "${common[@]}" --set parallel.tp=-1 --run-dir "$work/e3"
+
+# A mesh that does not fit 4 ranks: every rank finds it, rank 0 says it, once (dtrun repeats nothing).
+rc=0
+"$bin/dtrun" --standalone --nproc-per-node 4 "$d" train "${common[@]}" --set parallel.tp=3 --run-dir "$work/e5" \
+  >"$work/e5.out" 2>&1 || rc=$?
+[ $rc -ne 0 ] && [ "$(grep -c "4 is not a multiple of 3" "$work/e5.out")" -eq 1 ] ||
+  fail "a mesh error at 4 ranks should be said once, saw rc $rc: $(cat "$work/e5.out")"
+echo "ok  said once at 4 ranks: $(grep -o "dtrain: error: .*" "$work/e5.out" | cut -c1-100)"
 
 expect_one_error "negative prefetch" "parallel.fsdp_prefetch = -1 (--set) is outside 0..64" \
   "$d" train "${common[@]}" --set parallel.fsdp_prefetch=-1 --run-dir "$work/e4"
