@@ -162,7 +162,7 @@ struct Trainer::Impl {
     if (root) lock = std::make_unique<RunDirLock>(run_dir);  // one writer, before anything reads the run dir
     dev = make_device(cfg.train.device, world.env().local_rank);
     mesh = std::make_unique<DeviceMesh>(world, shape, backend_factory());
-    same_on_every_rank([&] { build_model(); });  // a layout the model cannot take, a batch that cannot fit
+    build_model();
     writer = std::make_unique<CheckpointWriter>(world.all(), double(cfg.parallel.timeout_s));
     // After dtrun restarted the workers, continue from the run dir's newest good checkpoint if there
     // is one; --resume FOLDER starts from that checkpoint (into this or another run dir).
@@ -245,11 +245,18 @@ struct Trainer::Impl {
     const int pp = mesh->shape().pp;
     StagePlan stages;  // this rank's pipeline stages (schedules and cut checked here, before any memory)
     int64_t slot_rows = B;  // rows an activation slot holds: a pipeline's are micro-batches
-    if (pp > 1) {
-      const std::vector<Schedule> lists = pipeline_schedules(plan.pp, pp);
-      stages = pipeline_stage_plan(cfg.model, plan.pp, lists, mesh->coord().pp);
-      slot_rows = micro_batch_rows(B, lists.back().microbatches);
-    }
+    // The layout checked before any memory is taken, alike on every rank (the schedules, the cut, what
+    // the model's slices divide): a one-sample model of this rank's part tells what a sample needs.
+    const int64_t sample_bytes = same_on_every_rank([&] {
+      if (pp > 1) {
+        const std::vector<Schedule> lists = pipeline_schedules(plan.pp, pp);
+        stages = pipeline_stage_plan(cfg.model, plan.pp, lists, mesh->coord().pp);
+        slot_rows = micro_batch_rows(B, lists.back().microbatches);
+      }
+      return int64_t(TransformerLM(cfg.model, 1, cpu_device(), ParamStorage::bound_by_caller, slice, no_tp_regions(),
+                                   stages)
+                         .activation_bytes());
+    });
     auto too_big = [&](const std::string& why) {
       return Error("train.batch_size = " + std::to_string(B) + " does not fit in " +
                    (dev->kind() == DeviceKind::cpu ? "this machine's memory" : dev->describe() + "'s memory") + " (" +
@@ -259,11 +266,7 @@ struct Trainer::Impl {
     if (dev->kind() == DeviceKind::cpu) {
       // The plan is linear in the batch: a one-sample model's tells what B samples need, before any
       // of that memory is touched.
-      const double need =
-          double(TransformerLM(cfg.model, 1, cpu_device(), ParamStorage::bound_by_caller, slice, no_tp_regions(),
-                               stages)
-                     .activation_bytes()) *
-          double(slot_rows);
+      const double need = double(sample_bytes) * double(slot_rows);
       const double have = double(available_host_bytes());
       char why[96];
       std::snprintf(why, sizeof why, "its activations need %.1f GiB, %.1f GiB is available", need / (1 << 30),
