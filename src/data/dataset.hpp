@@ -1,18 +1,30 @@
-// Fixed-length training samples over a token file: window i starts at token i*stride, its target
-// is the same window shifted by one token.
+// Datasets: the interface the loader reads samples through, and fixed-length training samples over a
+// token file (window i starts at token i*stride, its target is the same window shifted by one token).
 #pragma once
 #include <cstdint>
 
+#include "data/batch.hpp"
 #include "data/token_file.hpp"
 
 namespace dtrain {
 
-class WindowDataset {
+class Dataset {
+ public:
+  virtual ~Dataset() = default;
+  virtual int64_t size() const = 0;            // samples
+  virtual SampleShape shape() const = 0;
+  // Sample i: shape().inputs input values (int32 or float by kind) and shape().targets targets.
+  virtual void get(int64_t i, void* inputs, int32_t* targets) const = 0;
+};
+
+class WindowDataset : public Dataset {
  public:
   // The token file must outlive the dataset. Throws Error when no full window fits.
   WindowDataset(const TokenFile& tokens, int64_t seq_len, int64_t stride = 1);
 
-  int64_t size() const { return size_; }
+  int64_t size() const override { return size_; }
+  // seq_len token ids in, seq_len next tokens as targets.
+  SampleShape shape() const override { return {InputKind::tokens, seq_len_, seq_len_}; }
   int64_t seq_len() const { return seq_len_; }
   int64_t stride() const { return stride_; }
   int64_t num_tokens() const { return n_tokens_; }
@@ -20,6 +32,10 @@ class WindowDataset {
 
   // input = tokens[s, s+T), target = tokens[s+1, s+T+1) with s = i*stride; each buffer holds T.
   void get(int64_t i, int32_t* input, int32_t* target) const;
+  // The same through the interface: `inputs` holds int32 token ids.
+  void get(int64_t i, void* inputs, int32_t* targets) const override {
+    get(i, static_cast<int32_t*>(inputs), targets);
+  }
 
  private:
   const uint32_t* tokens_;

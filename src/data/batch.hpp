@@ -1,0 +1,32 @@
+// Typed batches: what one sample is (token windows or images with a class label) and a non-owning
+// view of samples as a model reads them.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+namespace dtrain {
+
+enum class InputKind { tokens, images };
+
+// What one sample is: `inputs` values of its input kind (tokens: int32 ids; images: float pixels,
+// channels × height × width) and `targets` int32 values (tokens: the next token at each position;
+// images: one class label).
+struct SampleShape {
+  InputKind input = InputKind::tokens;
+  int64_t inputs = 0;   // input values per sample
+  int64_t targets = 0;  // targets per sample
+  bool operator==(const SampleShape&) const = default;
+};
+
+// Samples as a model reads them: host memory, sample-major, not owned.
+struct BatchView {
+  SampleShape shape;
+  int64_t samples = 0;
+  const void* inputs = nullptr;      // int32 token ids or float pixels, shape.inputs per sample
+  const int32_t* targets = nullptr;  // shape.targets per sample
+  const int32_t* tokens() const;     // inputs as token ids (DT_ASSERT the kind)
+  const float* pixels() const;       // inputs as pixels (DT_ASSERT the kind)
+  BatchView slice(int64_t first, int64_t n) const;  // samples [first, first + n)
+};
+
+}  // namespace dtrain
