@@ -25,4 +25,14 @@ BatchView BatchView::slice(int64_t first, int64_t n) const {
   return v;
 }
 
+BatchView Batch::view() const {
+  BatchView v;
+  v.shape = shape;
+  v.samples = samples;
+  v.inputs = shape.input == InputKind::tokens ? static_cast<const void*>(tokens.data())
+                                              : static_cast<const void*>(pixels.data());
+  v.targets = targets.data();
+  return v;
+}
+
 }  // namespace dtrain

@@ -1,5 +1,5 @@
-// Typed batches: what one sample is (token windows or images with a class label) and a non-owning
-// view of samples as a model reads them.
+// Typed batches: what one sample is (token windows or images with a class label), a non-owning
+// view of samples as a model reads them, and the loader's owning Batch.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -27,6 +27,17 @@ struct BatchView {
   const int32_t* tokens() const;     // inputs as token ids (DT_ASSERT the kind)
   const float* pixels() const;       // inputs as pixels (DT_ASSERT the kind)
   BatchView slice(int64_t first, int64_t n) const;  // samples [first, first + n)
+};
+
+// A batch that owns its samples (the loader fills it).
+struct Batch {
+  SampleShape shape;
+  int64_t samples = 0;
+  std::vector<int32_t> tokens;        // inputs when shape.input == tokens
+  std::vector<float> pixels;          // inputs when shape.input == images
+  std::vector<int32_t> targets;
+  std::vector<int64_t> sample_index;  // dataset index of each sample
+  BatchView view() const;
 };
 
 }  // namespace dtrain

@@ -17,22 +17,22 @@ void copy_into(std::vector<T>& dst, const std::vector<T>& src) {
 
 }  // namespace
 
-BatchLoader::BatchLoader(const WindowDataset& dataset, const DistributedSampler& sampler, int64_t batch_size,
+BatchLoader::BatchLoader(const Dataset& dataset, const DistributedSampler& sampler, int64_t batch_size,
                          bool drop_last, bool prefetch)
-    : dataset_(dataset), sampler_(sampler), batch_size_(batch_size), drop_last_(drop_last), prefetch_(prefetch) {
+    : dataset_(dataset),
+      shape_(dataset.shape()),
+      sampler_(sampler),
+      batch_size_(batch_size),
+      drop_last_(drop_last),
+      prefetch_(prefetch) {
+  DT_ASSERT(shape_.inputs >= 0 && shape_.targets >= 0);
   require(batch_size >= 1, "batch size must be at least 1 (got " + std::to_string(batch_size) +
                                "): set train.batch_size to a positive value");
   require(sampler.dataset_size() <= dataset.size(),  // a prefix is fine (capped evaluation)
           "sampler covers " + std::to_string(sampler.dataset_size()) + " samples but the dataset has only " +
               std::to_string(dataset.size()) + ": build the sampler from this dataset's size");
-  if (prefetch_) {
-    const size_t cells = size_t(batch_size_ * dataset_.seq_len());
-    for (auto& s : slots_) {
-      s.input.reserve(cells);
-      s.target.reserve(cells);
-      s.sample_index.reserve(size_t(batch_size_));
-    }
-  }
+  if (prefetch_)
+    for (auto& s : slots_) reserve(s);
 }
 
 BatchLoader::~BatchLoader() { stop_worker(); }
@@ -42,20 +42,39 @@ int64_t BatchLoader::num_batches() const {
   return drop_last_ ? n / batch_size_ : (n + batch_size_ - 1) / batch_size_;
 }
 
+void BatchLoader::reserve(Batch& dst) const {
+  const size_t n = size_t(batch_size_);  // no-ops once dst has held a full batch
+  if (shape_.input == InputKind::tokens)
+    dst.tokens.reserve(n * size_t(shape_.inputs));
+  else
+    dst.pixels.reserve(n * size_t(shape_.inputs));
+  dst.targets.reserve(n * size_t(shape_.targets));
+  dst.sample_index.reserve(n);
+}
+
 void BatchLoader::fill(int64_t b, Batch& dst) const {
-  const int64_t T = dataset_.seq_len();
+  const int64_t I = shape_.inputs, K = shape_.targets;
+  const bool tokens = shape_.input == InputKind::tokens;
   const int64_t first = b * batch_size_;
-  const int64_t rows = std::min<int64_t>(batch_size_, int64_t(order_.size()) - first);
-  DT_ASSERT(rows > 0);
-  dst.rows = rows;
-  dst.seq_len = T;
-  dst.input.resize(size_t(rows * T));
-  dst.target.resize(size_t(rows * T));
-  dst.sample_index.resize(size_t(rows));
-  for (int64_t r = 0; r < rows; ++r) {
+  const int64_t n = std::min<int64_t>(batch_size_, int64_t(order_.size()) - first);
+  DT_ASSERT(n > 0);
+  dst.shape = shape_;
+  dst.samples = n;
+  // Only the kind's input vector holds values; the other is emptied (its storage kept).
+  if (tokens) {
+    dst.tokens.resize(size_t(n * I));
+    dst.pixels.clear();
+  } else {
+    dst.pixels.resize(size_t(n * I));
+    dst.tokens.clear();
+  }
+  dst.targets.resize(size_t(n * K));
+  dst.sample_index.resize(size_t(n));
+  for (int64_t r = 0; r < n; ++r) {
     const int64_t idx = order_[size_t(first + r)];
     dst.sample_index[size_t(r)] = idx;
-    dataset_.get(idx, dst.input.data() + r * T, dst.target.data() + r * T);
+    void* in = tokens ? static_cast<void*>(dst.tokens.data() + r * I) : static_cast<void*>(dst.pixels.data() + r * I);
+    dataset_.get(idx, in, dst.targets.data() + r * K);
   }
 }
 
@@ -116,13 +135,7 @@ bool BatchLoader::next(Batch& out) {
     return false;
   }
   const int64_t b = next_batch_;
-  const size_t cells = size_t(batch_size_ * dataset_.seq_len());
-  if (out.input.capacity() < cells || out.target.capacity() < cells ||
-      out.sample_index.capacity() < size_t(batch_size_)) {
-    out.input.reserve(cells);  // once: later batches of any size fit
-    out.target.reserve(cells);
-    out.sample_index.reserve(size_t(batch_size_));
-  }
+  reserve(out);  // allocates once: later batches of any size fit
   if (!prefetch_) {
     fill(b, out);
   } else {
@@ -139,10 +152,11 @@ bool BatchLoader::next(Batch& out) {
       }
     }
     const Batch& src = slots_[size_t(slot)];  // the worker leaves a ready slot alone
-    out.rows = src.rows;
-    out.seq_len = src.seq_len;
-    copy_into(out.input, src.input);
-    copy_into(out.target, src.target);
+    out.shape = src.shape;
+    out.samples = src.samples;
+    copy_into(out.tokens, src.tokens);
+    copy_into(out.pixels, src.pixels);
+    copy_into(out.targets, src.targets);
     copy_into(out.sample_index, src.sample_index);
     {
       std::lock_guard<std::mutex> lock(mu_);

@@ -1,5 +1,5 @@
-// Batches of windows in sampler order, assembled one batch ahead on a background thread
-// (double buffering); next() reuses the caller's Batch storage.
+// Batches of any dataset's samples in sampler order, assembled one batch ahead on a background
+// thread (double buffering); next() reuses the caller's Batch storage.
 #pragma once
 #include <array>
 #include <condition_variable>
@@ -9,23 +9,16 @@
 #include <thread>
 #include <vector>
 
+#include "data/batch.hpp"
 #include "data/dataset.hpp"
 #include "data/sampler.hpp"
 
 namespace dtrain {
 
-struct Batch {
-  int64_t rows = 0;
-  int64_t seq_len = 0;
-  std::vector<int32_t> input;         // rows * seq_len, row-major
-  std::vector<int32_t> target;        // rows * seq_len
-  std::vector<int64_t> sample_index;  // dataset index of each row
-};
-
 class BatchLoader {
  public:
   // dataset and sampler must outlive the loader. With prefetch off, next() fills the batch itself.
-  BatchLoader(const WindowDataset& dataset, const DistributedSampler& sampler, int64_t batch_size, bool drop_last,
+  BatchLoader(const Dataset& dataset, const DistributedSampler& sampler, int64_t batch_size, bool drop_last,
               bool prefetch = true);
   ~BatchLoader();  // stops and joins the prefetch thread, also mid-epoch
   BatchLoader(const BatchLoader&) = delete;
@@ -43,10 +36,12 @@ class BatchLoader {
 
  private:
   void fill(int64_t b, Batch& dst) const;
+  void reserve(Batch& dst) const;  // room for a full batch of shape_
   void worker_main();
   void stop_worker();
 
-  const WindowDataset& dataset_;
+  const Dataset& dataset_;
+  const SampleShape shape_;  // the dataset's, read once
   const DistributedSampler& sampler_;
   const int64_t batch_size_;
   const bool drop_last_;

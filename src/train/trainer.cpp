@@ -64,18 +64,18 @@ EvalResult evaluate(const PassLoss& loss_of, bool lockstep, const WindowDataset&
     const bool have = loader.next(b);
     if (!have && pass >= passes) break;
     StepContext ctx;
-    ctx.B = std::max<int64_t>(b.rows, 1);
+    ctx.B = std::max<int64_t>(b.samples, 1);
     ctx.T = data.seq_len();
     ctx.precision = precision;
-    if (b.rows == 0) {  // no window at all on this rank: score window 0, ignored
-      b.input.resize(size_t(ctx.T));
-      b.target.resize(size_t(ctx.T));
-      data.get(0, b.input.data(), b.target.data());
+    if (b.samples == 0) {  // no window at all on this rank: score window 0, ignored
+      b.tokens.resize(size_t(ctx.T));
+      b.targets.resize(size_t(ctx.T));
+      data.get(0, b.tokens.data(), b.targets.data());
     }
-    const double loss = loss_of(b.input.data(), b.target.data(), ctx);
+    const double loss = loss_of(b.tokens.data(), b.targets.data(), ctx);
     if (!have) continue;
     sums[0] += loss;
-    sums[1] += double(b.rows * b.seq_len);
+    sums[1] += double(b.samples * data.seq_len());
   }
   if (group && R > 1) group->allreduce(sums, 2);
   return {sums[1] > 0 ? sums[0] / sums[1] : 0.0, int64_t(sums[1])};
@@ -499,7 +499,7 @@ struct Trainer::Impl {
     for (int64_t m = 0; m < micro; ++m) {
       require(loader.next(batch), "internal: the loader ran out of batches mid-step");
       StepContext ctx;
-      ctx.B = batch.rows;
+      ctx.B = batch.samples;
       ctx.T = T;
       ctx.training = true;
       ctx.dropout = cfg.model.dropout;
@@ -511,9 +511,9 @@ struct Trainer::Impl {
       ctx.sample_stride = dp;
       ctx.loss_scale = 1.0f / float(step_rows * T);
       ctx.precision = precision;
-      par->forward_backward(batch.input.data(), batch.target.data(), ctx, m == micro - 1);
-      if (uneven) loss_read += par->take_loss() / double(batch.rows * T);
-      rows_done += batch.rows;
+      par->forward_backward(batch.tokens.data(), batch.targets.data(), ctx, m == micro - 1);
+      if (uneven) loss_read += par->take_loss() / double(batch.samples * T);
+      rows_done += batch.samples;
     }
     par->finish_gradients();
     loss_divisor = uneven ? 0.0 : double(rows_done / micro * T);

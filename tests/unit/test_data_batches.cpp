@@ -161,19 +161,19 @@ TEST(BatchLoader, YieldsAllSamplesAndPartialBatch) {
         int64_t batches = 0;
         while (loader.next(b)) {
           ++batches;
-          EXPECT_EQ(b.seq_len, 3);
-          EXPECT_EQ(int64_t(b.input.size()), b.rows * 3);
-          EXPECT_EQ(int64_t(b.sample_index.size()), b.rows);
-          for (int64_t r = 0; r < b.rows; ++r) {
+          EXPECT_EQ(b.shape.inputs, 3);
+          EXPECT_EQ(int64_t(b.tokens.size()), b.samples * 3);
+          EXPECT_EQ(int64_t(b.sample_index.size()), b.samples);
+          for (int64_t r = 0; r < b.samples; ++r) {
             int64_t idx = b.sample_index[size_t(r)];
             order.push_back(idx);
             for (int t = 0; t < 3; ++t) {
-              EXPECT_EQ(b.input[size_t(r * 3 + t)], idx + t);
-              EXPECT_EQ(b.target[size_t(r * 3 + t)], idx + t + 1);
+              EXPECT_EQ(b.tokens[size_t(r * 3 + t)], idx + t);
+              EXPECT_EQ(b.targets[size_t(r * 3 + t)], idx + t + 1);
             }
           }
           if (batches == 7) {
-            EXPECT_EQ(b.rows, 2);
+            EXPECT_EQ(b.samples, 2);
           }
         }
         EXPECT_FALSE(loader.next(b));  // stays at the end
@@ -201,12 +201,12 @@ TEST(BatchLoader, NoAllocationAfterFirstBatch) {
     std::set<int64_t> seen;
     while (loader.next(b)) {
       if (!in_ptr) {
-        in_ptr = b.input.data();
-        tg_ptr = b.target.data();
+        in_ptr = b.tokens.data();
+        tg_ptr = b.targets.data();
         ix_ptr = b.sample_index.data();
       }
-      EXPECT_EQ(b.input.data(), in_ptr);
-      EXPECT_EQ(b.target.data(), tg_ptr);
+      EXPECT_EQ(b.tokens.data(), in_ptr);
+      EXPECT_EQ(b.targets.data(), tg_ptr);
       EXPECT_EQ(b.sample_index.data(), ix_ptr);
       for (int64_t i : b.sample_index) seen.insert(i);
     }
