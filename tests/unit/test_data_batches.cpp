@@ -245,3 +245,154 @@ TEST(BatchLoader, Errors) {
   expect_error([&] { BatchLoader l(ds, s, 0, false); }, "batch size");
   expect_error([&] { BatchLoader l(ds, wrong, 2, false); }, "sampler covers 17 samples but the dataset has only 16");
 }
+
+namespace {
+// An images-kind dataset small enough to check by hand: sample i has C×H×W = 2×2×3 pixels
+// i + p/16 (p = 0..11, exact in float) and the label (7i) mod 10.
+struct TinyImages : Dataset {
+  static constexpr int64_t kPixels = 2 * 2 * 3;
+  int64_t n;
+  explicit TinyImages(int64_t n) : n(n) {}
+  int64_t size() const override { return n; }
+  SampleShape shape() const override { return {InputKind::images, kPixels, 1}; }
+  void get(int64_t i, void* inputs, int32_t* targets) const override {
+    float* px = static_cast<float*>(inputs);
+    for (int64_t p = 0; p < kPixels; ++p) px[p] = pixel(i, p);
+    targets[0] = label(i);
+  }
+  static float pixel(int64_t i, int64_t p) { return float(i) + float(p) / 16.0f; }
+  static int32_t label(int64_t i) { return int32_t((7 * i) % 10); }
+};
+}  // namespace
+
+TEST(Dataset, WindowDatasetThroughTheInterfaceGivesTheSameSamples) {
+  TempDir d;
+  TokenFile f(iota_file(d, 30));
+  WindowDataset ds(f, 5, 2);
+  const Dataset& base = ds;
+  EXPECT_EQ(base.size(), ds.size());
+  EXPECT_EQ(base.size(), 13);  // starts 0, 2, ..., 24
+  EXPECT_EQ(base.shape(), (SampleShape{InputKind::tokens, 5, 5}));
+  std::vector<int32_t> in(5), tg(5), typed_in(5), typed_tg(5);
+  for (int64_t i = 0; i < base.size(); ++i) {
+    std::fill(in.begin(), in.end(), -1);
+    std::fill(tg.begin(), tg.end(), -1);
+    base.get(i, static_cast<void*>(in.data()), tg.data());
+    ds.get(i, typed_in.data(), typed_tg.data());
+    EXPECT_EQ(in, typed_in) << i;
+    EXPECT_EQ(tg, typed_tg) << i;
+    for (int t = 0; t < 5; ++t) {
+      EXPECT_EQ(in[size_t(t)], 2 * i + t);
+      EXPECT_EQ(tg[size_t(t)], 2 * i + t + 1);
+    }
+  }
+}
+
+TEST(BatchLoader, ImagesDatasetGivesPixelsAndLabelsInSamplerOrder) {
+  TinyImages ds(11);
+  const int64_t P = TinyImages::kPixels;
+  DistributedSampler s(ds.size(), true, 9);
+  for (bool prefetch : {true, false}) {
+    BatchLoader loader(ds, s, 4, false, prefetch);
+    EXPECT_EQ(loader.num_batches(), 3);
+    std::vector<int64_t> first_epoch;
+    for (int epoch = 0; epoch < 2; ++epoch) {
+      s.set_epoch(epoch);
+      loader.start_epoch();
+      Batch b;
+      std::vector<int64_t> order, sizes;
+      const float* px_ptr = nullptr;
+      while (loader.next(b)) {
+        sizes.push_back(b.samples);
+        EXPECT_EQ(b.shape, ds.shape());
+        EXPECT_TRUE(b.tokens.empty());
+        ASSERT_EQ(int64_t(b.pixels.size()), b.samples * P);
+        ASSERT_EQ(int64_t(b.targets.size()), b.samples);
+        ASSERT_EQ(int64_t(b.sample_index.size()), b.samples);
+        if (!px_ptr) px_ptr = b.pixels.data();
+        EXPECT_EQ(b.pixels.data(), px_ptr);  // storage reused across batches
+        for (int64_t r = 0; r < b.samples; ++r) {
+          const int64_t idx = b.sample_index[size_t(r)];
+          order.push_back(idx);
+          EXPECT_EQ(b.targets[size_t(r)], TinyImages::label(idx)) << "sample " << idx;
+          for (int64_t p = 0; p < P; ++p) EXPECT_EQ(b.pixels[size_t(r * P + p)], TinyImages::pixel(idx, p));
+        }
+        const BatchView v = b.view();
+        EXPECT_EQ(v.shape, b.shape);
+        EXPECT_EQ(v.samples, b.samples);
+        EXPECT_EQ(v.pixels(), b.pixels.data());
+        EXPECT_EQ(v.targets, b.targets.data());
+      }
+      EXPECT_EQ(sizes, (std::vector<int64_t>{4, 4, 3}));
+      EXPECT_EQ(order, s.indices()) << "prefetch " << prefetch;
+      if (epoch == 0) first_epoch = order;
+      else EXPECT_NE(order, first_epoch);  // the loader follows the sampler's new order
+    }
+  }
+}
+
+TEST(BatchLoader, ABatchReusedForAnotherKindHoldsOnlyThatKindsInputs) {
+  TempDir d;
+  TokenFile f(iota_file(d, 20));
+  WindowDataset windows(f, 4, 1);
+  TinyImages images(5);
+  DistributedSampler sw(windows.size(), false, 0), si(images.size(), false, 0);
+  for (bool prefetch : {true, false}) {
+    Batch b;
+    BatchLoader lw(windows, sw, 3, false, prefetch);
+    lw.start_epoch();
+    ASSERT_TRUE(lw.next(b));
+    EXPECT_EQ(b.tokens.size(), 12u);
+    EXPECT_TRUE(b.pixels.empty());
+    BatchLoader li(images, si, 3, false, prefetch);
+    li.start_epoch();
+    ASSERT_TRUE(li.next(b));
+    EXPECT_EQ(b.shape.input, InputKind::images);
+    EXPECT_TRUE(b.tokens.empty());
+    EXPECT_EQ(b.pixels.size(), size_t(3 * TinyImages::kPixels));
+    EXPECT_EQ(b.targets, (std::vector<int32_t>{0, 7, 4}));
+    lw.start_epoch();
+    ASSERT_TRUE(lw.next(b));
+    EXPECT_EQ(b.shape.input, InputKind::tokens);
+    EXPECT_TRUE(b.pixels.empty());
+    EXPECT_EQ(b.tokens, (std::vector<int32_t>{0, 1, 2, 3, 1, 2, 3, 4, 2, 3, 4, 5}));
+  }
+}
+
+TEST(BatchView, SliceAndKindChecks) {
+  Batch img;
+  img.shape = {InputKind::images, 3, 1};
+  img.samples = 5;
+  img.pixels.resize(15);
+  img.targets.resize(5);
+  const BatchView v = img.view();
+  EXPECT_EQ(v.inputs, static_cast<const void*>(img.pixels.data()));
+  EXPECT_THROW(v.tokens(), std::logic_error);
+  const BatchView s = v.slice(2, 3);
+  EXPECT_EQ(s.shape, v.shape);
+  EXPECT_EQ(s.samples, 3);
+  EXPECT_EQ(s.pixels(), img.pixels.data() + 6);
+  EXPECT_EQ(s.targets, img.targets.data() + 2);
+  const BatchView inner = s.slice(1, 1);  // a slice of a slice counts from its own start
+  EXPECT_EQ(inner.pixels(), img.pixels.data() + 9);
+  EXPECT_EQ(inner.targets, img.targets.data() + 3);
+  const BatchView whole = v.slice(0, 5), end = v.slice(5, 0);
+  EXPECT_EQ(whole.pixels(), img.pixels.data());
+  EXPECT_EQ(whole.samples, 5);
+  EXPECT_EQ(end.samples, 0);
+  EXPECT_EQ(end.pixels(), img.pixels.data() + 15);
+  EXPECT_THROW(v.slice(3, 3), std::logic_error);
+  EXPECT_THROW(v.slice(-1, 1), std::logic_error);
+  EXPECT_THROW(v.slice(0, -1), std::logic_error);
+
+  Batch tok;  // tokens: inputs and targets advance by their own widths
+  tok.shape = {InputKind::tokens, 4, 2};
+  tok.samples = 3;
+  tok.tokens.resize(12);
+  tok.targets.resize(6);
+  const BatchView t = tok.view().slice(1, 2);
+  EXPECT_EQ(t.tokens(), tok.tokens.data() + 4);
+  EXPECT_EQ(t.targets, tok.targets.data() + 2);
+  EXPECT_EQ(t.samples, 2);
+  EXPECT_THROW(t.pixels(), std::logic_error);
+}
