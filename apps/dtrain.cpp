@@ -21,6 +21,7 @@
 #include "data/token_file.hpp"
 #include "data/vocab.hpp"
 #include "metrics/chrome_trace.hpp"
+#include "models/registry.hpp"
 #include "parallel/pp/schedule.hpp"
 #include "train/checkpoint_tools.hpp"
 #include "train/debug_dump.hpp"
@@ -206,7 +207,11 @@ int cmd_eval(int argc, char** argv) {
   Args a = parse(argc, argv, 2, {}, {"checkpoint", "data", "split", "batch-size", "threads", "precision"});
   configure_threads(a.integer("threads", 0, 0, kMaxCount), "--threads");
   const std::string ck = a.need("checkpoint");
-  ModelConfig mc = checkpoint_model_config(ck);
+  const ModelConfig mc = checkpoint_model_config(ck);
+  const ModelKind& kind = kind_of(mc);
+  const SampleShape sample = kind.sample_shape(mc);
+  require(sample.input == InputKind::tokens && kind.metric() == Metric::perplexity,
+          "checkpoint " + ck + " is a model.kind = " + mc.kind + " model: eval reads token files, for language models");
   std::string data = a.get("data");
   if (data.empty()) {
     const std::string path = ck + "/trainer.json";
@@ -220,13 +225,13 @@ int cmd_eval(int argc, char** argv) {
   tokens.check_ids();
   check_vocab_matches(data + "/vocab.txt", {&tokens});
   require_same_vocabulary(ck, data + "/vocab.txt");
-  require(int64_t(tokens.vocab_size()) == mc.vocab_size,
-          data + " has a vocabulary of " + std::to_string(tokens.vocab_size()) + " words but the checkpoint " +
-              std::to_string(mc.vocab_size) + ": evaluate on the data the model was trained on");
-  WindowDataset ds(tokens, mc.seq_len, mc.seq_len);
   const int64_t B = a.integer("batch-size", 64, 1, kMaxCount);
-  TransformerLM model(mc, B);
-  load_weights(ck, model);
+  Model model(kind.units(mc, cpu_device()), B);
+  require(int64_t(tokens.vocab_size()) == model.outputs(),
+          data + " has a vocabulary of " + std::to_string(tokens.vocab_size()) + " words but the checkpoint " +
+              std::to_string(model.outputs()) + ": evaluate on the data the model was trained on");
+  WindowDataset ds(tokens, sample.inputs, sample.inputs);
+  load_weights(ck, mc, model);
   const Precision p = a.get("precision", "f32") == "bf16" ? Precision::bf16 : Precision::f32;
   EvalResult r = evaluate(model, ds, B, 0, p);
   require(std::isfinite(r.loss), "the " + split + " loss of " + ck + " is not finite: its weights hold NaN or "

@@ -1,4 +1,4 @@
-// bench_train: training-step throughput of dtrain's TransformerLM on random tokens — the dtrain
+// bench_train: training-step throughput of a dtrain model (model.kind; the Transformer by default) on random tokens — the dtrain
 // side of bench/compare.sh (bench/torch_reference_bench.py is the PyTorch side). Prints one JSON line.
 // Usage: bench_train --config configs/bench-large.toml --vocab 12000 [--set key=value ...]
 //        [--batch B] [--threads 2] [--precision f32|bf16] [--steps 10] [--warmup 2] [--seed 1]
@@ -19,7 +19,7 @@
 #include "core/error.hpp"
 #include "core/json.hpp"
 #include "metrics/progress.hpp"
-#include "nn/transformer.hpp"
+#include "models/registry.hpp"
 #include "optim/optimizer.hpp"
 #include "train/config.hpp"
 
@@ -83,21 +83,23 @@ int main(int argc, char** argv) {
     dtrain::RunConfig cfg;
     cfg.load_toml(config_path);
     for (const auto& [k, v] : sets) cfg.set(k, v);
-    if (vocab > 0) cfg.model.vocab_size = vocab;
+    const dtrain::ModelKind& kind = dtrain::kind_of(cfg.model);
+    if (vocab > 0) cfg.set("model.vocab_size", std::to_string(vocab), "--vocab");
     if (batch > 0) cfg.train.batch_size = batch;
     if (!precision_name.empty()) cfg.set("train.precision", precision_name, "--precision");
     cfg.train.threads = int(threads);
     cfg.validate();
-    dtrain::require(cfg.model.vocab_size > 1, "no vocabulary size: pass --vocab V (e.g. 12000)");
-    cfg.model.validate();
+    dtrain::require(cfg.model.values.value("vocab_size", 0) > 1, "no vocabulary size: pass --vocab V (e.g. 12000)");
+    kind.validate(cfg.model, true);
 
     omp_set_num_threads(int(threads));
     const dtrain::Precision precision =
         cfg.train.precision == "bf16" ? dtrain::Precision::bf16 : dtrain::Precision::f32;
-    const int64_t B = cfg.train.batch_size, T = cfg.model.seq_len, V = cfg.model.vocab_size;
-
     auto dev = dtrain::make_device(device_name, 0);
-    dtrain::TransformerLM model(cfg.model, B, *dev);
+    const int64_t B = cfg.train.batch_size;
+    dtrain::Model model(kind.units(cfg.model, *dev), B, *dev);
+    const dtrain::SampleShape sample = model.sample_shape();
+    const int64_t T = sample.inputs, V = model.outputs();
     model.init_weights(cfg.train.seed);
     dtrain::Optimizer opt(cfg.optim, dtrain::unit_shards(model.units()), *dev);
 
@@ -117,14 +119,14 @@ int main(int argc, char** argv) {
       ctx.B = B;
       ctx.T = T;
       ctx.training = true;
-      ctx.dropout = cfg.model.dropout;
+      ctx.dropout = kind.dropout(cfg.model);
       ctx.seed = cfg.train.seed;
       ctx.step = uint32_t(s);
       ctx.loss_scale = 1.0f / float(B * T);
       ctx.precision = precision;
       model.zero_grad();
       const size_t off = size_t(s * B * T);
-      model.queue_forward_backward(inputs.data() + off, targets.data() + off, ctx);
+      model.queue_forward_backward({sample, B, inputs.data() + off, targets.data() + off}, ctx);
       opt.step(opt.lr_at(s, total));
       loss = model.take_loss() / double(B * T);  // waits for the device: the step is over
       dtrain::require(std::isfinite(loss), "loss is not finite at step " + std::to_string(s) + ": lower train.lr");
@@ -158,7 +160,7 @@ int main(int argc, char** argv) {
     out["warmup"] = warmup;
     out["params"] = model.num_params();
     out["activation_bytes"] = int64_t(model.activation_bytes());
-    out["train_flops_per_token"] = cfg.model.train_flops_per_token();
+    out["train_flops_per_token"] = model.train_flops_per_sample() / double(sample.targets);
     out["native_bf16"] = dtrain::cpu_has_native_bf16();
     out["device"] = dev->describe();
     out["peak_device_mb"] = r1(double(dev->peak_bytes()) / double(1 << 20));

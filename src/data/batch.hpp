@@ -1,6 +1,7 @@
 // Typed batches: what one sample is (token windows or images with a class label), a non-owning
 // view of samples as a model reads them, and the loader's owning Batch.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -16,6 +17,7 @@ struct SampleShape {
   int64_t inputs = 0;   // input values per sample
   int64_t targets = 0;  // targets per sample
   bool operator==(const SampleShape&) const = default;
+  size_t input_bytes() const { return size_t(inputs) * 4; }  // a sample's inputs: int32 and float alike
 };
 
 // Samples as a model reads them: host memory, sample-major, not owned.

@@ -46,21 +46,4 @@ struct StepContext {
 // first and the weight gradients later, from what the first half kept.
 enum class BackwardPart { all, input, weight };
 
-// Dropout sites within a unit.
-enum DropSite : uint32_t { kDropEmbed = 0, kDropAttnProbs = 1, kDropAttnOut = 2, kDropFfAct = 3, kDropFfOut = 4 };
-
-// Activation-gradient buffers shared by all units (only one unit runs backward at a time). Under
-// tensor parallelism 3d and ff are this slice's widths.
-struct Workspace {
-  float* grad_a;    // [rows, d]  ping
-  float* grad_b;    // [rows, d]  pong
-  float* tmp1;      // [rows, d]
-  float* tmp2;      // [rows, d]
-  float* grad_qkv;  // [rows, 3d]
-  float* ff_act;    // [rows, ff] activation output (recomputed in backward)
-  float* grad_ff;   // [rows, ff]
-  float* full1;     // [rows, d] tensor parallel only: gathered rows, partial sums
-  float* full2;     // [rows, d]
-};
-
 }  // namespace dtrain

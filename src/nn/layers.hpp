@@ -65,15 +65,18 @@ struct LayerNorm {
 
   LayerNorm() = default;
   // rows_split: it sees only this slice's rows (sequence parallel), so its gradients are partial.
-  LayerNorm(ComputeDevice& d, Unit& u, const std::string& name, int64_t dim_, float eps_, Arena& arena,
-            int64_t max_rows_, bool rows_split = false, int slots = 1)
-      : dim(dim_), eps(eps_), max_rows(max_rows_), dev(&d) {
+  LayerNorm(ComputeDevice& d, Unit& u, const std::string& name, int64_t dim_, float eps_, bool rows_split = false)
+      : dim(dim_), eps(eps_), dev(&d) {
     w = u.add(name + ".weight", {dim}, Init::ones);
     b = u.add(name + ".bias", {dim}, Init::zeros);
     if (rows_split) {
       u.set_partial_grad(w);
       u.set_partial_grad(b);
     }
+  }
+  // Its statistics for `slots` micro-batches of up to max_rows rows.
+  void plan(Arena& arena, int64_t max_rows_, int slots) {
+    max_rows = max_rows_;
     mean = arena.f32(max_rows * slots);
     rstd = arena.f32(max_rows * slots);
   }

@@ -55,16 +55,26 @@ std::vector<Schedule> pipeline_schedules(const PipelineOptions& o, int pp) {
 
 int64_t micro_batch_rows(int64_t batch, int microbatches) { return (batch + microbatches - 1) / microbatches; }
 
-StagePlan pipeline_stage_plan(const ModelConfig& model, const PipelineOptions& o, const std::vector<Schedule>& lists,
+StagePlan pipeline_stage_plan(const UnitList& units, const PipelineOptions& o, const std::vector<Schedule>& lists,
                               int rank) {
   const Schedule& s = lists.back();
+  const std::vector<int> bounds = cut_stages(units.unit_costs(), s.stages(), o.split);
   // Checked for the whole pipeline, so every rank finds the same problems (the model of one rank
-  // alone could only see its own stages).
-  require(!model.tied || s.stage_rank.front() == s.stage_rank.back(),
-          "model.tied = true with the embedding and the head on different pipeline ranks is not supported yet: "
-          "set model.tied = false, or parallel.pp = 1 (zb-v holds both on rank 0)");
+  // alone could only see its own stages): a unit that reads another's parameters (a tied head)
+  // must be on that unit's rank.
+  std::vector<int> rank_of_unit(units.modules.size());
+  for (int st = 0; st < s.stages(); ++st)
+    for (int u = bounds[size_t(st)]; u < bounds[size_t(st + 1)]; ++u) rank_of_unit[size_t(u)] = s.stage_rank[size_t(st)];
+  const std::vector<std::vector<int>> reads = units.reads();
+  for (size_t u = 0; u < reads.size(); ++u)
+    for (int r : reads[u])
+      require(rank_of_unit[u] == rank_of_unit[size_t(r)],
+              "unit " + units.modules[u]->unit().name() + " reads the parameters of unit " +
+                  units.modules[size_t(r)]->unit().name() + " (a tied weight, e.g. model.tied = true), and the " +
+                  "pipeline puts them on different ranks: that is not supported yet: untie them, or use " +
+                  "parallel.pp = 1, or a schedule that keeps both on one rank (zb-v holds the first and last units on rank 0)");
   StagePlan plan;
-  plan.stages = stage_ranges(cut_stages(model, s.stages(), o.split), s.stages_of(rank));
+  plan.stages = stage_ranges(bounds, s.stages_of(rank));
   for (const Schedule& l : lists) {
     plan.slots = std::max(plan.slots, l.slots()[size_t(rank)]);
     plan.split_backward = plan.split_backward || l.split_backward();
@@ -72,29 +82,37 @@ StagePlan pipeline_stage_plan(const ModelConfig& model, const PipelineOptions& o
   return plan;
 }
 
-ParallelModel::ParallelModel(const ModelConfig& config, int64_t max_batch, ComputeDevice& device, DeviceMesh& mesh,
-                             const ParallelPlan& plan, const OptimizerConfig& optimizer, uint64_t seed)
-    : mesh_(mesh) {
+ParallelModel::ParallelModel(const UnitFactory& make_units, int64_t max_batch, ComputeDevice& device,
+                             DeviceMesh& mesh, const ParallelPlan& plan, const OptimizerConfig& optimizer, uint64_t seed,
+                             size_t activation_limit)
+    : mesh_(mesh), slice_(tp_slice_of(mesh, plan)) {
   const MeshShape& shape = mesh.shape();
   // 1. tensor parallel: this rank's slice of every layer, meeting the others over the tp group
-  const TpSlice slice = tp_slice_of(mesh, plan);
-  if (slice.count > 1) regions_ = std::make_unique<TensorParallelRegions>(mesh.group(MeshDim::tp), slice.sequence);
+  if (slice_.count > 1) regions_ = std::make_unique<TensorParallelRegions>(mesh.group(MeshDim::tp), slice_.sequence);
   TpRegions& regions = regions_ ? static_cast<TpRegions&>(*regions_) : no_tp_regions();
-  // 2. pipeline parallel: this rank's stages only, with the activation slots its schedule needs
+  // 2. pipeline parallel: this rank's stages only, with the activation slots its schedule needs. The
+  // layout is checked before any memory is taken, alike on every rank.
+  UnitList units;
   std::vector<Schedule> lists;
   StagePlan stages;
+  same_on_every_rank([&] {
+    units = make_units(slice_, regions);
+    if (shape.pp > 1) {
+      lists = pipeline_schedules(plan.pp, shape.pp);
+      stages = pipeline_stage_plan(units, plan.pp, lists, mesh.coord().pp);
+    }
+  });
   if (shape.pp > 1) {
-    lists = pipeline_schedules(plan.pp, shape.pp);
-    stages = pipeline_stage_plan(config, plan.pp, lists, mesh.coord().pp);
     const int64_t rows = micro_batch_rows(max_batch, lists.back().microbatches);  // each slot holds one micro-batch
     eval_pieces_ = (max_batch + rows - 1) / rows;
     max_batch = rows;
   }
+  const size_t need = Model::planned_bytes(units, max_batch, stages);
+  if (need > activation_limit) throw ActivationsDoNotFit(need, activation_limit);
   // 3. data parallel: sharded from the start (no rank ever holds the whole slice's parameters,
   // gradients or optimizer state), or replicated
   if (shape.dp_shard > 1) {
-    model_ = std::make_unique<TransformerLM>(config, max_batch, device, ParamStorage::bound_by_caller, slice, regions,
-                                             stages);
+    model_ = std::make_unique<Model>(std::move(units), max_batch, device, ParamStorage::bound_by_caller, stages);
     ProcessGroup* replicas = shape.dp_replicate > 1 ? &mesh.group(MeshDim::dp_replicate) : nullptr;
     FsdpOptions fsdp = plan.fsdp;
     fsdp.keep_for_step = shape.pp > 1;  // gathered once per step, not once per micro-batch
@@ -102,7 +120,7 @@ ParallelModel::ParallelModel(const ModelConfig& config, int64_t max_batch, Compu
                                                        fsdp);
     fsdp_->init_parameters(seed);
   } else {
-    model_ = std::make_unique<TransformerLM>(config, max_batch, device, ParamStorage::owned, slice, regions, stages);
+    model_ = std::make_unique<Model>(std::move(units), max_batch, device, ParamStorage::owned, stages);
     model_->init_weights(seed);
     if (shape.dp() > 1) ddp_ = std::make_unique<DataParallel>(model_->units(), mesh.dp(), plan.ddp_bucket_bytes);
   }
@@ -110,12 +128,12 @@ ParallelModel::ParallelModel(const ModelConfig& config, int64_t max_batch, Compu
     pipeline_ = std::make_unique<PipelineEngine>(*model_, std::move(lists), mesh.group(MeshDim::pp),
                                                  [this](bool on) { set_sync(on); });
   // 4. the optimizer over what this rank owns
-  const std::vector<Unit*>& units = model_->units();
-  const std::vector<ParamShard> shards = fsdp_ ? fsdp_->shards() : unit_shards(units);
+  const std::vector<Unit*>& held = model_->units();
+  const std::vector<ParamShard> shards = fsdp_ ? fsdp_->shards() : unit_shards(held);
   opt_ = std::make_unique<Optimizer>(optimizer, shards, device);
-  if (slice.count > 1) {
+  if (slice_.count > 1) {
     std::vector<ShardOf> where;
-    for (size_t k = 0; k < units.size(); ++k) where.push_back({units[k], fsdp_ ? fsdp_->shard_offset(k) : 0});
+    for (size_t k = 0; k < held.size(); ++k) where.push_back({held[k], fsdp_ ? fsdp_->shard_offset(k) : 0});
     tp_grads_ = std::make_unique<TensorParallelGrads>(mesh.group(MeshDim::tp), shards, where, device);
   }
 }
@@ -141,11 +159,10 @@ void ParallelModel::set_sync(bool on) {
   if (fsdp_) fsdp_->set_sync(on);
 }
 
-void ParallelModel::forward_backward(const int32_t* inputs, const int32_t* targets, const StepContext& ctx,
-                                     bool last_micro_step) {
+void ParallelModel::forward_backward(const BatchView& batch, const StepContext& ctx, bool last_micro_step) {
   if (!pipeline_) {
     set_sync(last_micro_step);
-    model_->queue_forward_backward(inputs, targets, ctx, hooks());
+    model_->queue_forward_backward(batch, ctx, hooks());
     return;
   }
   // the batch's rows dealt into micro-batches as evenly as they go, each keyed by its samples'
@@ -154,7 +171,7 @@ void ParallelModel::forward_backward(const int32_t* inputs, const int32_t* targe
   micro_.clear();
   for (int64_t m = 0, row = 0; m < M; ++m) {
     const int64_t rows = ctx.B / M + (m < ctx.B % M ? 1 : 0);
-    MicroBatch b{inputs + row * ctx.T, targets + row * ctx.T, ctx};
+    MicroBatch b{batch.slice(row, rows), ctx};
     b.ctx.B = rows;
     b.ctx.sample_offset = ctx.sample_offset + row * ctx.sample_stride;
     micro_.push_back(b);
@@ -165,8 +182,8 @@ void ParallelModel::forward_backward(const int32_t* inputs, const int32_t* targe
 
 double ParallelModel::take_loss() { return pipeline_ ? pipeline_->take_loss() : model_->take_loss(); }
 
-double ParallelModel::eval_loss(const int32_t* inputs, const int32_t* targets, const StepContext& ctx) {
-  if (!pipeline_) return model_->forward_loss(inputs, targets, ctx, nullptr, eval_hooks());
+double ParallelModel::eval_loss(const BatchView& batch, const StepContext& ctx) {
+  if (!pipeline_) return model_->forward_loss(batch, ctx, nullptr, eval_hooks());
   // In pieces of a micro-batch's rows (the most an activation slot holds), always as many as a full
   // batch has: every rank of the mesh runs the same passes (a short batch repeats its first piece,
   // not counted), so that sharded parameters are gathered by all of them.
@@ -179,7 +196,7 @@ double ParallelModel::eval_loss(const int32_t* inputs, const int32_t* targets, c
     eval.training = false;
     eval.B = std::min(rows, ctx.B - row);
     eval.sample_offset = ctx.sample_offset + row * ctx.sample_stride;
-    const double l = pipeline_->forward_loss({inputs + row * ctx.T, targets + row * ctx.T, eval}, eval_hooks());
+    const double l = pipeline_->forward_loss({batch.slice(row, eval.B), eval}, eval_hooks());
     if (counted) loss += l;
   }
   return loss;
@@ -256,7 +273,7 @@ void ParallelModel::report(Json& s, bool host_timing) const {
                 double(t.allreduce_bytes) / steps / 1e6, double(t.allgather_bytes) / steps / 1e6,
                 double(t.reduce_scatter_bytes) / steps / 1e6, double(t.collectives) / steps, t.seconds);
     s["tp"] = mesh_.shape().tp;
-    s["tp_sequence"] = model_->tp_slice().splits_rows();
+    s["tp_sequence"] = slice_.splits_rows();
     s["tp_allreduce_bytes_per_step"] = double(t.allreduce_bytes) / steps;
     s["tp_allgather_bytes_per_step"] = double(t.allgather_bytes) / steps;
     s["tp_reduce_scatter_bytes_per_step"] = double(t.reduce_scatter_bytes) / steps;

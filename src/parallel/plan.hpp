@@ -6,6 +6,7 @@
 // the global gradient norm; and, after the run, what each strategy moved.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -53,20 +54,37 @@ std::vector<Schedule> pipeline_schedules(const PipelineOptions& o, int pp);
 // The most rows a micro-batch of a batch of up to `batch` rows gets (a pass deals its rows into at
 // most `microbatches` micro-batches as evenly as they go).
 int64_t micro_batch_rows(int64_t batch, int microbatches);
-// The stages `model` would run on pp rank `rank` under those schedules (for memory planning too).
-// Error, the same on every rank, for a cut the model cannot take (checked for the whole pipeline).
-StagePlan pipeline_stage_plan(const ModelConfig& model, const PipelineOptions& o, const std::vector<Schedule>& lists,
+// The stages of the model of `units` that pp rank `rank` runs under those schedules. Error, the same
+// on every rank, for a cut the model cannot take (checked for the whole pipeline).
+StagePlan pipeline_stage_plan(const UnitList& units, const PipelineOptions& o, const std::vector<Schedule>& lists,
                               int rank);
+
+// A model's units for tensor-parallel slice `slice` (its kind's units(), for the config at hand).
+using UnitFactory = std::function<UnitList(TpSlice slice, TpRegions& regions)>;
+
+// The activations and buffers this rank's part of the model plans do not fit in the memory given.
+struct ActivationsDoNotFit : Error {
+  ActivationsDoNotFit(size_t need, size_t have)
+      : Error("the model's activations need " + std::to_string(need) + " bytes, " + std::to_string(have) +
+              " are available"),
+        need(need), have(have) {}
+  size_t need, have;
+};
 
 class ParallelModel {
  public:
-  // Collective over the mesh. The model is planned for batches of up to max_batch samples, on
-  // `device`, with the one-process initial weights of `seed` (sliced and sharded as this rank holds
-  // them); throws std::bad_alloc when its memory cannot be had.
-  ParallelModel(const ModelConfig& config, int64_t max_batch, ComputeDevice& device, DeviceMesh& mesh,
-                const ParallelPlan& plan, const OptimizerConfig& optimizer, uint64_t seed);
+  // Collective over the mesh. The model (its units from `units`) is planned for batches of up to
+  // max_batch samples, on `device`, with the one-process initial weights of `seed` (sliced and
+  // sharded as this rank holds them). Errors of the layout (the schedules, the cut, what the slices
+  // divide) are ConfigErrors, found alike on every rank, before any memory is taken; then
+  // ActivationsDoNotFit when this rank's activations would take more than activation_limit bytes;
+  // std::bad_alloc when memory cannot be had.
+  ParallelModel(const UnitFactory& units, int64_t max_batch, ComputeDevice& device, DeviceMesh& mesh,
+                const ParallelPlan& plan, const OptimizerConfig& optimizer, uint64_t seed,
+                size_t activation_limit = SIZE_MAX);
 
-  TransformerLM& model() { return *model_; }
+  Model& model() { return *model_; }
+  const TpSlice& tp_slice() const { return slice_; }
   Optimizer& optimizer() { return *opt_; }
   FullyShardedDataParallel* fsdp() { return fsdp_.get(); }        // dp_shard > 1
   DataParallel* ddp() { return ddp_.get(); }                      // replicated data parallel
@@ -76,11 +94,11 @@ class ParallelModel {
   // One micro-step of training over a batch [ctx.B * ctx.T]: one pass of the model or, pipelined,
   // the schedule over its micro-batches. Gradients accumulate; last_micro_step: the optimizer
   // step's last, after which finish_gradients() follows.
-  void forward_backward(const int32_t* inputs, const int32_t* targets, const StepContext& ctx, bool last_micro_step);
+  void forward_backward(const BatchView& batch, const StepContext& ctx, bool last_micro_step);
   // The training loss summed over rows since the last call, on every rank.
   double take_loss();
   // Evaluation: the loss summed over the batch's rows, on every rank of the pipeline and tp group.
-  double eval_loss(const int32_t* inputs, const int32_t* targets, const StepContext& ctx);
+  double eval_loss(const BatchView& batch, const StepContext& ctx);
   // Whether every data-parallel rank must run the same evaluation passes (sharded parameters).
   bool eval_in_lockstep() const { return fsdp_ != nullptr; }
   // Collective: every rank's recorded pipeline actions as one Chrome trace (rank 0 writes it).
@@ -107,7 +125,8 @@ class ParallelModel {
 
   DeviceMesh& mesh_;
   std::unique_ptr<TensorParallelRegions> regions_;  // before the model, which refers to it
-  std::unique_ptr<TransformerLM> model_;
+  TpSlice slice_;
+  std::unique_ptr<Model> model_;
   std::unique_ptr<FullyShardedDataParallel> fsdp_;
   std::unique_ptr<DataParallel> ddp_;
   std::unique_ptr<Optimizer> opt_;

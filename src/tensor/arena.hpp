@@ -33,6 +33,14 @@ class Arena {
  public:
   explicit Arena(Memory& memory = host_memory(), size_t chunk_bytes = size_t(64) << 20)
       : memory_(&memory), chunk_bytes_(chunk_bytes) {}
+  // An arena that only counts: every request is answered with null and added to bytes_used()
+  // (what a plan would take, before any memory is).
+  static Arena counting() {
+    Arena a;
+    a.memory_ = nullptr;
+    return a;
+  }
+  bool is_counting() const { return memory_ == nullptr; }
   // Zeroed memory for n elements, valid for the arena's lifetime.
   void* alloc(int64_t n, DType dtype);
   float* f32(int64_t n) { return static_cast<float*>(alloc(n, DType::f32)); }

@@ -13,6 +13,7 @@
 #include "core/atomic_file.hpp"
 #include "core/crc32c.hpp"
 #include "data/vocab.hpp"
+#include "models/registry.hpp"
 #include "train/config.hpp"
 
 namespace fs = std::filesystem;
@@ -55,7 +56,7 @@ TrainerState TrainerState::from_json(const Json& j, const std::string& source) {
   return s;
 }
 
-std::vector<SafeTensorView> weight_views(TransformerLM& model) {
+std::vector<SafeTensorView> weight_views(Model& model) {
   std::vector<SafeTensorView> v;
   float* host = model.host_params();
   for (Unit* u : model.units())
@@ -71,6 +72,7 @@ std::map<std::string, std::string> weights_metadata(const ModelConfig& config) {
 namespace {
 
 std::string describe_difference(const ModelConfig& a, const ModelConfig& b) {
+  if (a.kind != b.kind) return "model.kind " + a.kind + " vs " + b.kind;
   Json ja = model_to_json(a), jb = model_to_json(b);
   for (const auto& [k, v] : ja.items())  // dropout is how it is trained, not what the weights mean
     if (k != "dropout" && !(jb.at(k) == v)) return "model." + k + " " + v.dump() + " vs " + jb.at(k).dump();
@@ -121,9 +123,9 @@ RecordedTensors recorded_tensors(const std::string& dir, const CheckpointIndex& 
   const ModelConfig mc = model_of(dir, index);
   const std::string at = dir + "/index.json";
   std::map<std::string, std::vector<int64_t>> params;
-  TransformerLM model(mc, 1, cpu_device(), ParamStorage::bound_by_caller);
-  for (const Unit* u : model.units())
-    for (const ParamInfo& p : u->params()) {
+  const UnitList units = kind_of(mc).units(mc, cpu_device());  // declared only: nothing planned
+  for (const auto& m : units.modules)
+    for (const ParamInfo& p : m->unit().params()) {
       out.tensors.emplace_back(p.name, p.global_shape);
       params[p.name] = p.global_shape;
     }
@@ -188,11 +190,11 @@ LoadReport load_checkpoint(const std::string& dir, const ModelConfig& config, Ra
   return rep;
 }
 
-void load_weights(const std::string& dir, TransformerLM& model) {
+void load_weights(const std::string& dir, const ModelConfig& config, Model& model) {
   require(fs::is_directory(dir), "checkpoint " + dir + " is not a folder: point at a checkpoint folder "
                                  "(e.g. RUN/model_best or RUN/checkpoints/step_…)");
   RankState held(model, nullptr, nullptr);
-  load_checkpoint(dir, model.config(), held, nullptr, nullptr);
+  load_checkpoint(dir, config, held, nullptr, nullptr);
 }
 
 void remove_leftovers_of(const std::string& dir_path) {

@@ -10,7 +10,7 @@
 #include "ckpt/index.hpp"
 #include "ckpt/safetensors.hpp"
 #include "core/json.hpp"
-#include "nn/transformer.hpp"
+#include "nn/model_kind.hpp"
 #include "optim/optimizer.hpp"
 #include "train/rank_state.hpp"
 #include "train/run_dir.hpp"
@@ -35,7 +35,7 @@ struct TrainerState {
 
 // The model's parameters as safetensors views (names as in docs/model.md), in unit order; the
 // model must own its parameters.
-std::vector<SafeTensorView> weight_views(TransformerLM& model);
+std::vector<SafeTensorView> weight_views(Model& model);
 
 // model.safetensors' metadata: the format and the model config.
 std::map<std::string, std::string> weights_metadata(const ModelConfig& config);
@@ -77,7 +77,7 @@ LoadReport load_checkpoint(const std::string& dir, const ModelConfig& config, Ra
 // in the index (CheckpointDamaged when it does not match or is missing).
 std::string read_checkpoint_file(const std::string& dir, const std::string& name);
 // Weights only, into a model that owns its parameters (eval, generate, train.init_from).
-void load_weights(const std::string& dir, TransformerLM& model);
+void load_weights(const std::string& dir, const ModelConfig& config, Model& model);
 
 // The complete checkpoints under run_dir/checkpoints (step_N folders, no leftovers), newest first.
 std::vector<std::string> checkpoints_newest_first(const std::string& run_dir);

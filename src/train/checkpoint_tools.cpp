@@ -118,12 +118,13 @@ void import_checkpoint(const std::string& file, const std::string& config, const
     rc.load_toml(config);
     mc = rc.model;
   }
-  // The vocabulary size is the embedding's rows.
-  const SafeTensorView& embed = f.get("embed.weight");
-  require(embed.shape.size() == 2, file + ": embed.weight is not a matrix [vocab, dim]: it is not a dtrain model");
-  mc.vocab_size = embed.shape[0];
-  mc.validate();
-  TransformerLM model(mc, 1);
+  // What the file decides (a language model's vocabulary: its embedding's rows), by its kind.
+  const ModelKind& kind = kind_of(mc);
+  std::map<std::string, std::vector<int64_t>> shapes;
+  for (const std::string& n : f.names()) shapes[n] = f.get(n).shape;
+  kind.fit_to_weights(mc, shapes, file);
+  kind.validate(mc, true);
+  Model model(kind.units(mc, cpu_device()), 1);
   float* host = model.host_params();
   std::set<std::string> expected;
   for (const Unit* u : model.units())
@@ -141,6 +142,7 @@ void import_checkpoint(const std::string& file, const std::string& config, const
   CheckpointWriter writer(world.all(), 60.0);
   SaveRequest r;
   r.dir = out_dir;
+  r.model = mc;
   r.sharded = false;
   r.with_optimizer = false;
   r.vocab_path = vocab;

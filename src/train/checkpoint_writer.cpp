@@ -33,11 +33,11 @@ std::string numbered(const char* stem, int rank, const char* ext) {
 }
 
 // The index's description of the checkpoint (everything but tensors and files).
-Json index_meta(const SaveRequest& r, const TransformerLM& model, const Optimizer* opt) {
+Json index_meta(const SaveRequest& r, const Optimizer* opt) {
   Json m = Json::object();
   m["format"] = kCheckpointFormat;
   m["step"] = r.state ? r.state->global_step : 0;
-  m["model"] = model_to_json(model.config());
+  m["model"] = model_to_json(r.model);
   m["optimizer"] = r.with_optimizer && opt ? Json{{"name", opt->config().name}, {"steps", opt->steps_taken()}}
                                            : Json(nullptr);
   m["saved_from"] = r.saved_from;
@@ -96,7 +96,7 @@ void CheckpointWriter::commit(const SaveRequest& r, const std::string& staged, C
   if (r.after_commit) r.after_commit();
 }
 
-void CheckpointWriter::save_full(const SaveRequest& r, const std::string& staged, TransformerLM& model,
+void CheckpointWriter::save_full(const SaveRequest& r, const std::string& staged, Model& model,
                                  FullyShardedDataParallel* fsdp, Optimizer* opt, CheckpointIndex& index) {
   const bool root = all_.rank() == 0;
   const std::vector<Unit*>& units = model.units();
@@ -113,7 +113,7 @@ void CheckpointWriter::save_full(const SaveRequest& r, const std::string& staged
   std::unique_ptr<SafetensorsWriter> weights, optim;
   if (root) {
     weights = std::make_unique<SafetensorsWriter>(staged + "/model.safetensors", model_specs,
-                                                  weights_metadata(model.config()));
+                                                  weights_metadata(r.model));
     if (!opt_specs.empty())
       optim = std::make_unique<SafetensorsWriter>(staged + "/optimizer.safetensors", opt_specs,
                                                   std::map<std::string, std::string>{{"format", kCheckpointFormat}});
@@ -179,7 +179,7 @@ void CheckpointWriter::save_full(const SaveRequest& r, const std::string& staged
   }
 }
 
-SaveReport CheckpointWriter::save(const SaveRequest& r, TransformerLM& model, FullyShardedDataParallel* fsdp,
+SaveReport CheckpointWriter::save(const SaveRequest& r, Model& model, FullyShardedDataParallel* fsdp,
                                   Optimizer* opt) {
   const auto t0 = Clock::now();
   wait();
@@ -200,7 +200,7 @@ SaveReport CheckpointWriter::save(const SaveRequest& r, TransformerLM& model, Fu
   }
   all_.barrier();
   CheckpointIndex index;
-  if (root) index.meta = index_meta(r, model, opt);
+  if (root) index.meta = index_meta(r, opt);
   SaveReport rep;
   if (!r.sharded) {
     save_full(r, staged, model, fsdp, opt, index);
@@ -211,7 +211,7 @@ SaveReport CheckpointWriter::save(const SaveRequest& r, TransformerLM& model, Fu
     rep.stall_seconds = since(t0);
     return rep;
   }
-  RankState held(model, fsdp, r.with_optimizer ? opt : nullptr);
+  RankState held(model, fsdp, r.with_optimizer ? opt : nullptr, r.tp_slice);
   std::vector<ChunkSource> sources = held.save_sources(r.part, r.parts);
   int64_t own = 0;  // this rank's share
   for (const ChunkSource& s : sources) own += s.box.volume() * int64_t(dtype_size(s.dtype));

@@ -16,6 +16,8 @@ namespace dtrain {
 
 struct SaveRequest {
   std::string dir;
+  ModelConfig model;          // what the checkpoint is of (its kind and config, in the index)
+  TpSlice tp_slice;           // this rank's tensor-parallel slice of the model
   bool sharded = true;        // false: the full format (one safetensors file of the whole model)
   bool async = false;         // sharded only: files written by a background thread
   bool with_optimizer = true; // false: weights only (model_best, model_final)
@@ -43,14 +45,14 @@ class CheckpointWriter {
   CheckpointWriter& operator=(const CheckpointWriter&) = delete;
 
   // Collective. Waits for the save before (so at most one is in flight).
-  SaveReport save(const SaveRequest& request, TransformerLM& model, FullyShardedDataParallel* fsdp,
+  SaveReport save(const SaveRequest& request, Model& model, FullyShardedDataParallel* fsdp,
                   Optimizer* optimizer);
   // Waits for the background save in flight, if any, and returns how long its writing took
   // (0 when none); rethrows its error.
   double wait();
 
  private:
-  void save_full(const SaveRequest& r, const std::string& staged, TransformerLM& model,
+  void save_full(const SaveRequest& r, const std::string& staged, Model& model,
                  FullyShardedDataParallel* fsdp, Optimizer* opt, CheckpointIndex& index);
   void write_part(const std::string& staged, const std::vector<ChunkSource>& sources) const;
   void commit(const SaveRequest& r, const std::string& staged, CheckpointIndex index, bool wait_for_parts) const;

@@ -6,124 +6,33 @@
 #include <cmath>
 #include <functional>
 #include <map>
+#include <set>
 #include <toml++/toml.h>
 
 #include "core/error.hpp"
 #include "core/limits.hpp"
+#include "models/registry.hpp"
 
 namespace dtrain {
 
 namespace {
 
-struct Key {
-  std::string type;   // int, float, bool, string or a choice list "a|b"
-  std::string help;   // one line: what it means
-  int64_t lo = 0, hi = 0;  // int keys: the values allowed (checked where they are parsed and in validate())
-  std::function<void(RunConfig&, const std::string&)> set;
-  std::function<Json(const RunConfig&)> get;
-};
-
-std::string where(const std::string& key, const std::string& value, const std::string& origin) {
-  return key + " = " + value + " (" + origin + ")";
-}
-
-std::string range_str(int64_t lo, int64_t hi) { return std::to_string(lo) + ".." + std::to_string(hi); }
-
-// A whole number within [lo, hi]: no value is cut to fit a narrower field later.
-int64_t parse_int(const std::string& k, const std::string& v, const std::string& o, int64_t lo, int64_t hi,
-                  const std::string& help) {
-  int64_t x = 0;
-  auto r = std::from_chars(v.data(), v.data() + v.size(), x);
-  require(!(r.ec == std::errc::result_out_of_range),
-          where(k, v, o) + " is outside " + range_str(lo, hi) + " (" + help + "): give a value within");
-  require(r.ec == std::errc() && r.ptr == v.data() + v.size(),
-          where(k, v, o) + " is not an integer: give a whole number in " + range_str(lo, hi));
-  require(x >= lo && x <= hi, where(k, v, o) + " is outside " + range_str(lo, hi) + " (" + help + "): give a value within");
-  return x;
-}
-double parse_float(const std::string& k, const std::string& v, const std::string& o) {
-  char* end = nullptr;
-  double x = std::strtod(v.c_str(), &end);
-  require(!v.empty() && end == v.c_str() + v.size() && std::isfinite(x),
-          where(k, v, o) + " is not a number: give e.g. 0.002");
-  return x;
-}
-bool parse_bool(const std::string& k, const std::string& v, const std::string& o) {
-  require(v == "true" || v == "false", where(k, v, o) + " is not a boolean: use true or false");
-  return v == "true";
-}
-std::string parse_choice(const std::string& k, const std::string& v, const std::string& o,
-                         const std::string& choices) {
-  std::string c = "|" + choices + "|";
-  require(c.find("|" + v + "|") != std::string::npos,
-          where(k, v, o) + " is not allowed: use one of " + choices);
-  return v;
-}
+using Key = ConfigKey<RunConfig>;
+using Table = ConfigKeyTable<RunConfig>;
 
 constexpr int64_t kMaxCount = int64_t(1) << 31;  // batches, strides, epochs: far past any real run
 constexpr int64_t kMaxSteps = int64_t(1) << 50;   // step counts
 constexpr int64_t kMaxMesh = int64_t(1) << 20;    // one mesh dimension
 
-#define INT_KEY(name, field, lo, hi, help)                                                                     \
-  {name,                                                                                                        \
-   {"int", help, lo, hi,                                                                                        \
-    [](RunConfig& c, const std::string& v) { c.field = decltype(c.field)(parse_int(name, v, "--set", lo, hi, help)); }, \
-    [](const RunConfig& c) { return Json(c.field); }}}
-#define FLOAT_KEY(name, field, help) \
-  {name, {"float", help, 0, 0, [](RunConfig& c, const std::string& v) { c.field = float(parse_float(name, v, "--set")); }, \
-          [](const RunConfig& c) { return Json(c.field); }}}
-#define BOOL_KEY(name, field, help) \
-  {name, {"bool", help, 0, 0, [](RunConfig& c, const std::string& v) { c.field = parse_bool(name, v, "--set"); }, \
-          [](const RunConfig& c) { return Json(c.field); }}}
-#define STRING_KEY(name, field, help) \
-  {name, {"string", help, 0, 0, [](RunConfig& c, const std::string& v) { c.field = v; }, \
-          [](const RunConfig& c) { return Json(c.field); }}}
-#define CHOICE_KEY(name, field, choices, help)                                                                \
-  {name, {choices, help, 0, 0,                                                                               \
-          [](RunConfig& c, const std::string& v) { c.field = parse_choice(name, v, "--set", choices); },    \
-          [](const RunConfig& c) { return Json(c.field); }}}
-// A choice kept in the config as a bool or enum: `on` is the choice that sets it.
-#define FLAG_CHOICE_KEY(name, choices, help, assign, read)                                                     \
-  {name, {choices, help, 0, 0, [](RunConfig& c, const std::string& v) { assign(parse_choice(name, v, "--set", choices)); }, \
-          [](const RunConfig& c) { return Json(read); }}}
+#define INT_KEY DT_INT_KEY
+#define FLOAT_KEY DT_FLOAT_KEY
+#define BOOL_KEY DT_BOOL_KEY
+#define STRING_KEY DT_STRING_KEY
+#define CHOICE_KEY DT_CHOICE_KEY
 
-const std::map<std::string, Key>& keys() {
-  static const std::map<std::string, Key> k = {
-      INT_KEY("model.vocab_size", model.vocab_size, 0, kMaxCount,
-              "words in the vocabulary; 0: taken from the data (a value the data contradicts is refused)"),
-      INT_KEY("model.seq_len", model.seq_len, 1, 1 << 20, "tokens per window (the context length)"),
-      INT_KEY("model.dim", model.dim, 1, 1 << 20, "width of the hidden state (embedding dimension)"),
-      INT_KEY("model.heads", model.heads, 1, 1 << 16, "attention heads per layer; must divide model.dim"),
-      INT_KEY("model.layers", model.layers, 1, 1 << 16, "Transformer blocks"),
-      INT_KEY("model.ff_dim", model.ff_dim, 1, 1 << 24, "width of each block's feed-forward layer"),
-      {"model.activation",
-       {"relu|gelu", "feed-forward activation", 0, 0,
-        [](RunConfig& c, const std::string& v) {
-          c.model.activation = parse_choice("model.activation", v, "--set", "relu|gelu") == "relu"
-                                   ? Activation::relu
-                                   : Activation::gelu;
-        },
-        [](const RunConfig& c) { return Json(c.model.activation == Activation::relu ? "relu" : "gelu"); }}},
-      {"model.norm",
-       {"post|pre", "LayerNorm after each residual (post, the course's) or before each sub-layer (pre, GPT-2's)", 0, 0,
-        [](RunConfig& c, const std::string& v) {
-          c.model.pre_norm = parse_choice("model.norm", v, "--set", "post|pre") == "pre";
-        },
-        [](const RunConfig& c) { return Json(c.model.pre_norm ? "pre" : "post"); }}},
-      {"model.positions",
-       {"sinusoidal|learned", "position embeddings: fixed sinusoids, or learned as parameters", 0, 0,
-        [](RunConfig& c, const std::string& v) {
-          c.model.learned_positions =
-              parse_choice("model.positions", v, "--set", "sinusoidal|learned") == "learned";
-        },
-        [](const RunConfig& c) { return Json(c.model.learned_positions ? "learned" : "sinusoidal"); }}},
-      BOOL_KEY("model.final_norm", model.final_norm, "a LayerNorm before the classifier"),
-      BOOL_KEY("model.tied", model.tied, "the classifier reuses the embedding's weights"),
-      BOOL_KEY("model.head_bias", model.head_bias, "the classifier has a bias"),
-      FLOAT_KEY("model.dropout", model.dropout, "dropout probability in every block, 0 to below 1"),
-      BOOL_KEY("model.causal", model.causal,
-               "each position sees only earlier ones; false reproduces the course's missing mask (a bug)"),
-      FLOAT_KEY("model.ln_eps", model.ln_eps, "LayerNorm's epsilon"),
+// The run's own keys; the model's (model.*) are its kind's (models/registry), merged in below.
+const Table& run_keys() {
+  static const Table k = {
       STRING_KEY("data.dir", data.dir, "a folder made by `dtrain data prepare` or `dtrain data builtin`"),
       INT_KEY("data.stride", data.stride, 1, kMaxCount, "training windows start every this many tokens (the course: 1)"),
       INT_KEY("data.eval_stride", data.eval_stride, 0, kMaxCount,
@@ -142,7 +51,7 @@ const std::map<std::string, Key>& keys() {
       INT_KEY("parallel.tp", parallel.tp, -1, kMaxMesh, "tensor-parallel ranks (heads, feed-forward width, vocabulary split); -1: what the world leaves"),
       {"parallel.bucket_mb",
        {"float", "DDP gradient bucket size in MB (PyTorch's default: 25)", 0, 0,
-        [](RunConfig& c, const std::string& v) { c.parallel.bucket_mb = parse_float("parallel.bucket_mb", v, "--set"); },
+        [](RunConfig& c, const std::string& v) { c.parallel.bucket_mb = parse_config_float("parallel.bucket_mb", v, "--set"); },
         [](const RunConfig& c) { return Json(c.parallel.bucket_mb); }}},
       INT_KEY("parallel.timeout_s", parallel.timeout_s, 1, 30 * 24 * 3600,
               "seconds a rank waits for another in any collective or rendezvous before it names the missing one"),
@@ -210,13 +119,38 @@ size_t edit_distance(const std::string& a, const std::string& b) {
   return row[b.size()];
 }
 
+// Every key: the run's, model.kind, and every model kind's.
+const std::vector<std::string>& all_keys() {
+  static const std::vector<std::string> names = [] {
+    std::set<std::string> n{"model.kind"};
+    for (const auto& [k, _] : run_keys()) n.insert(k);
+    for (const ModelKind* kind : model_kinds())
+      for (const std::string& k : kind->keys()) n.insert("model." + k);
+    return std::vector<std::string>(n.begin(), n.end());
+  }();
+  return names;
+}
+
+// The kind whose key model.<name> is: the config's own kind when it has one, else the first that does.
+const ModelKind* kind_with_key(const ModelConfig& m, const std::string& name) {
+  auto has = [&](const ModelKind& k) {
+    const std::vector<std::string> keys = k.keys();
+    return std::find(keys.begin(), keys.end(), name) != keys.end();
+  };
+  for (const ModelKind* k : model_kinds())
+    if (k->name() == m.kind && has(*k)) return k;
+  for (const ModelKind* k : model_kinds())
+    if (has(*k)) return k;
+  return nullptr;
+}
+
 // The known key nearest to a misspelt one ("" when none is close): by the whole key, or by its name
 // alone when the section is missing or wrong (`lr`, `model.lr`).
 std::string nearest_key(const std::string& key) {
   const std::string name = key.substr(key.find('.') + 1);
   std::string best;
   size_t best_d = std::max<size_t>(2, key.size() / 4) + 1;
-  for (const auto& [k, _] : keys()) {
+  for (const std::string& k : all_keys()) {
     const size_t d = std::min(edit_distance(key, k), edit_distance(name, k.substr(k.find('.') + 1)) + 1);
     if (d < best_d) {
       best_d = d;
@@ -228,35 +162,37 @@ std::string nearest_key(const std::string& key) {
 
 }  // namespace
 
-std::vector<std::string> RunConfig::known_keys() {
-  std::vector<std::string> out;
-  for (const auto& [k, _] : keys()) out.push_back(k);
-  return out;
-}
+std::vector<std::string> RunConfig::known_keys() { return all_keys(); }
 
 std::string RunConfig::describe_keys() {
   const RunConfig defaults;
-  std::string out;
-  for (const auto& [k, key] : keys()) {
-    const Json d = key.get(defaults);
-    const std::string value = d.is_string() ? "\"" + d.get<std::string>() + "\"" : d.dump();
-    std::string type = key.type;
-    if (type == "int") type += " " + range_str(key.lo, key.hi);
-    char line[160];
-    std::snprintf(line, sizeof line, "%-34s %-12s %s\n", k.c_str(), value.c_str(), type.c_str());
-    out += line;
-    out += "    " + key.help + "\n";
+  std::string out, model = describe_config_key("model.kind", defaults.model.kind, [] {
+    std::string kinds;
+    for (const ModelKind* k : model_kinds()) kinds += (kinds.empty() ? "" : "|") + k->name();
+    return kinds;
+  }(), 0, 0, "the model (docs/extending.md adds one); the model.* keys below are each kind's");
+  for (const ModelKind* k : model_kinds())
+    model += "  model.kind = " + k->name() + ": " + k->about() + "\n" + k->describe_keys();
+  bool model_said = false;
+  for (const auto& [k, key] : run_keys()) {
+    if (!model_said && k > "model.") {
+      out += model;
+      model_said = true;
+    }
+    out += describe_config_key(k, key.get(defaults), key.type, key.lo, key.hi, key.help);
   }
   return out;
 }
 
 void RunConfig::set(const std::string& key_given, const std::string& value, const std::string& origin) {
   const std::string key = key_given == "device" ? "train.device" : key_given;  // `--set device=cuda`
-  auto it = keys().find(key);
-  if (it == keys().end()) {
+  auto it = run_keys().find(key);
+  const bool model_key = key.rfind("model.", 0) == 0;
+  const ModelKind* kind = model_key && key != "model.kind" ? kind_with_key(model, key.substr(6)) : nullptr;
+  if (it == run_keys().end() && key != "model.kind" && !kind) {
     const std::string near = nearest_key(key);
     std::string section = key.substr(0, key.find('.') + 1), same;
-    for (const auto& [k, _] : keys())
+    for (const std::string& k : all_keys())
       if (k.rfind(section, 0) == 0) same += (same.empty() ? "" : ", ") + k;
     throw Error("unknown config key '" + key + "' (" + origin + "): " +
                 (!near.empty() ? "did you mean " + near + "? (`dtrain config keys` lists every key)"
@@ -268,6 +204,16 @@ void RunConfig::set(const std::string& key_given, const std::string& value, cons
   } catch (const Json::type_error&) {
     throw Error(key + " (" + origin + ") is not valid UTF-8 text: give it in UTF-8 (a path in another " +
                 "encoding: rename it, or link to it from a UTF-8 name)");
+  }
+  if (key == "model.kind") {
+    std::string known;
+    for (const ModelKind* k : model_kinds()) known += (known.empty() ? "" : "|") + k->name();
+    model.kind = parse_config_choice(key, value, origin, known);
+    return;
+  }
+  if (kind) {
+    model.values[key.substr(6)] = kind->parse(key.substr(6), value, origin);
+    return;
   }
   try {
     it->second.set(*this, value);
@@ -333,18 +279,18 @@ std::vector<int> RunConfig::pp_split_units() const {
 void RunConfig::validate() const {
   require(train.device == "cpu" || train.device == "cuda" || train.device.rfind("cuda:", 0) == 0,
           "train.device = \"" + train.device + "\" is unknown: use cpu, cuda (one GPU per local rank) or cuda:N");
-  ModelConfig m = model;
-  if (m.vocab_size == 0) m.vocab_size = 1;  // comes from the data
-  m.validate();
+  const ModelKind& kind = kind_of(model);
+  const std::vector<std::string> kind_keys = kind.keys();
+  for (const auto& [name, v] : model.values.items())
+    require(std::find(kind_keys.begin(), kind_keys.end(), name) != kind_keys.end(),
+            "model." + name + " is not a key of model.kind = " + kind.name() +
+                ": remove it, or choose the kind it belongs to (`dtrain config keys` lists each kind's keys)");
+  kind.validate(model, false);  // the values the data gives are not known yet
   optim.validate();
   // Every whole-number key within its range (parsed values were checked already; values set in code
   // are checked here).
-  for (const auto& [k, key] : keys()) {
-    if (key.type != "int") continue;
-    const int64_t v = key.get(*this).get<int64_t>();
-    require(v >= key.lo && v <= key.hi,
-            k + " = " + std::to_string(v) + " is outside " + range_str(key.lo, key.hi) + " (" + key.help + "): give a value within");
-  }
+  for (const auto& [k, key] : run_keys())
+    if (key.type == "int") require_config_range(k, key.get(*this).get<int64_t>(), key.lo, key.hi, key.help);
   for (auto [key, v] : {std::pair{"parallel.pp", parallel.pp}, {"parallel.dp_replicate", parallel.dp_replicate},
                         {"parallel.dp_shard", parallel.dp_shard}, {"parallel.tp", parallel.tp}})
     require(v != 0, std::string(key) + " = 0 is not a mesh size: give 1 or more, or -1 for what the world leaves");
@@ -360,10 +306,10 @@ void RunConfig::validate() const {
           "train.epochs and train.max_steps are both 0: set at least one of them");
   require_thread_count(train.threads, "train.threads");
   // Far past any memory, and keeps the sizes planned from it (rows × width × bytes) within 64 bits.
-  const int64_t kMaxRows = (int64_t(1) << 31) - 1;
-  require(model.seq_len <= 0 || train.batch_size <= kMaxRows / model.seq_len,
-          "train.batch_size = " + std::to_string(train.batch_size) + " makes batches of more than 2^31 tokens (× " +
-              "model.seq_len " + std::to_string(model.seq_len) + "): lower train.batch_size");
+  const int64_t kMaxRows = (int64_t(1) << 31) - 1, rows = kind.sample_shape(model).targets;
+  require(rows <= 0 || train.batch_size <= kMaxRows / rows,
+          "train.batch_size = " + std::to_string(train.batch_size) + " makes batches of more than 2^31 rows (× " +
+              std::to_string(rows) + " rows per sample): lower train.batch_size");
   require(!train.checkpoint_async || train.checkpoint_format != "full",
           "train.checkpoint_async = true writes sharded checkpoints in the background; the full format is written "
           "by rank 0 while the units are gathered: set train.checkpoint_format=sharded (or auto), or turn async off");
@@ -371,30 +317,25 @@ void RunConfig::validate() const {
 
 Json RunConfig::to_json() const {
   Json out = Json::object();
-  for (const auto& [k, key] : keys()) {
+  for (const auto& [k, key] : run_keys()) {
     auto dot = k.find('.');
     std::string section = k.substr(0, dot), name = k.substr(dot + 1);
     if (!out.contains(section)) out[section] = Json::object();
     out[section][name] = key.get(*this);
   }
+  out["model"] = model_to_json(model);
   return out;
 }
 
-Json model_to_json(const ModelConfig& m) {
-  RunConfig c;
-  c.model = m;
-  return c.to_json()["model"];
-}
-
-std::string json_config_text(const Json& v) {
-  return v.is_string() ? v.get<std::string>() : v.dump();  // true/false dump as the text set() takes
-}
+Json model_to_json(const ModelConfig& m) { return kind_of(m).complete(m); }
 
 ModelConfig model_from_json(const Json& j, const std::string& source) {
   require(j.is_object(), source + " is a JSON " + j.type_name() +
                              ", expected an object such as {\"dim\": 128}; use a dtrain checkpoint");
   RunConfig c;
-  for (const auto& [name, v] : j.items()) c.set("model." + name, json_config_text(v), source);
+  if (j.contains("kind")) c.set("model.kind", json_config_text(j["kind"]), source);  // (none: the first kind, transformer)
+  for (const auto& [name, v] : j.items())
+    if (name != "kind") c.set("model." + name, json_config_text(v), source);
   return c.model;
 }
 

@@ -5,7 +5,8 @@
 #include <vector>
 
 #include "core/json.hpp"
-#include "nn/config.hpp"
+#include "core/config_keys.hpp"
+#include "nn/model_kind.hpp"
 #include "optim/optimizer.hpp"
 
 namespace dtrain {
@@ -87,7 +88,5 @@ struct RunConfig {
 // `source`, where j was read from.
 Json model_to_json(const ModelConfig& m);
 ModelConfig model_from_json(const Json& j, const std::string& source = "checkpoint");
-// A JSON config value as the text RunConfig::set takes: a string's content, else its JSON text.
-std::string json_config_text(const Json& v);
 
 }  // namespace dtrain

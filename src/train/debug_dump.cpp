@@ -7,7 +7,7 @@
 #include "ckpt/safetensors.hpp"
 #include "data/dataset.hpp"
 #include "data/token_file.hpp"
-#include "nn/transformer.hpp"
+#include "models/registry.hpp"
 #include "train/checkpoint.hpp"
 
 namespace dtrain {
@@ -15,16 +15,19 @@ namespace dtrain {
 void dump_parity(const RunConfig& cfg_in, const std::string& out, int64_t steps) {
   RunConfig cfg = cfg_in;
   TokenFile tokens(cfg.data.dir + "/train.bin");
-  cfg.model.vocab_size = tokens.vocab_size();
-  cfg.model.dropout = 0.0f;
-  const int64_t B = cfg.train.batch_size, T = cfg.model.seq_len, V = cfg.model.vocab_size;
+  const ModelKind& kind = kind_of(cfg.model);
+  kind.fit_to_data(cfg.model, {int64_t(tokens.vocab_size())}, cfg.data.dir);
+  cfg.model.values["dropout"] = 0.0;  // (every kind with dropout calls it model.dropout)
+  kind.validate(cfg.model, true);
+  const int64_t B = cfg.train.batch_size, T = kind.sample_shape(cfg.model).inputs;
   WindowDataset data(tokens, T, cfg.data.stride);
   require(data.size() >= B * steps, "parity dump needs " + std::to_string(B * steps) +
                                         " windows: use a smaller train.batch_size or fewer steps");
   std::filesystem::create_directories(out);
-  TransformerLM model(cfg.model, B);
+  Model model(kind.units(cfg.model, cpu_device()), B);
+  const int64_t V = model.outputs();
   model.init_weights(cfg.train.seed);
-  if (!cfg.train.init_from.empty()) load_weights(cfg.train.init_from, model);
+  if (!cfg.train.init_from.empty()) load_weights(cfg.train.init_from, cfg.model, model);
   const OptimizerConfig& oc = cfg.optim;
   auto str = [](double x) {
     char b[64];
@@ -46,9 +49,10 @@ void dump_parity(const RunConfig& cfg_in, const std::string& out, int64_t steps)
   ctx.loss_scale = 1.0f / float(B * T);
   ctx.precision = cfg.train.precision == "bf16" ? Precision::bf16 : Precision::f32;
   std::vector<float> logits(size_t(B * T * V));
-  model.logits(in.data(), ctx, logits.data());
+  const BatchView batch{kind.sample_shape(cfg.model), B, in.data(), tg.data()};  // the first step's
+  model.predict(batch, ctx, logits.data());
   model.zero_grad();
-  float loss = float(model.forward_backward(in.data(), tg.data(), ctx) / double(B * T));
+  float loss = float(model.forward_backward(batch, ctx) / double(B * T));
   std::vector<std::vector<float>> grads;
   std::vector<SafeTensorView> outv{{"logits", DType::f32, {B, T, V}, logits.data()}, {"loss", DType::f32, {1}, &loss}};
   for (Unit* u : model.units())
@@ -62,7 +66,8 @@ void dump_parity(const RunConfig& cfg_in, const std::string& out, int64_t steps)
   std::vector<float> losses(static_cast<size_t>(steps));
   for (int64_t s = 0; s < steps; ++s) {
     model.zero_grad();
-    losses[size_t(s)] = float(model.forward_backward(in.data() + s * B * T, tg.data() + s * B * T, ctx) / double(B * T));
+    const BatchView step{batch.shape, B, in.data() + s * B * T, tg.data() + s * B * T};
+    losses[size_t(s)] = float(model.forward_backward(step, ctx) / double(B * T));
     opt.step(oc.lr);
   }
   outv.push_back({"losses", DType::f32, {steps}, losses.data()});

@@ -8,6 +8,7 @@
 
 #include "core/philox.hpp"
 #include "data/vocab.hpp"
+#include "models/registry.hpp"
 #include "train/checkpoint.hpp"
 
 namespace dtrain {
@@ -19,36 +20,42 @@ std::string generate_text(const GenerateOptions& o, const std::function<void(std
               " tokens, and for more run generate again with the output as --prompt");
   require(o.temperature >= 0, "--temperature must not be negative: use 0 for greedy");
   const ModelConfig mc = checkpoint_model_config(o.checkpoint);
+  const ModelKind& kind = kind_of(mc);
+  const SampleShape sample = kind.sample_shape(mc);
+  require(sample.input == InputKind::tokens && kind.metric() == Metric::perplexity,
+          "checkpoint " + o.checkpoint + " is a model.kind = " + mc.kind +
+              " model, not a language model: generate continues text; evaluate it with `dtrain eval`");
+  Model model(kind.units(mc, cpu_device()), 1);
+  const int64_t T = sample.inputs, V = model.outputs();  // the context; the vocabulary
   const std::string vocab_path = o.checkpoint + "/vocab.txt";
   require(std::filesystem::exists(vocab_path),
           "checkpoint " + o.checkpoint + " has no vocab.txt: use a checkpoint written by `dtrain train`");
   read_checkpoint_file(o.checkpoint, "vocab.txt");  // checked against the index before use
   const Vocabulary vocab = Vocabulary::load(vocab_path);
-  require(vocab.size() == mc.vocab_size, "checkpoint " + o.checkpoint + ": vocab.txt has " +
-                                             std::to_string(vocab.size()) + " words but the model " +
-                                             std::to_string(mc.vocab_size) + ": the checkpoint is inconsistent");
-  TransformerLM model(mc, 1);
-  load_weights(o.checkpoint, model);
+  require(int64_t(vocab.size()) == V, "checkpoint " + o.checkpoint + ": vocab.txt has " +
+                                          std::to_string(vocab.size()) + " words but the model " + std::to_string(V) +
+                                          ": the checkpoint is inconsistent");
+  load_weights(o.checkpoint, mc, model);
 
   std::vector<uint32_t> ids = vocab.encode_line(o.prompt);
   if (!ids.empty() && vocab.has_eos() && ids.back() == vocab.eos_id()) ids.pop_back();  // continue the line
   if (ids.empty()) ids.push_back(vocab.has_eos() ? vocab.eos_id() : 0);
   std::string out = o.prompt;
   if (on_text) on_text(out);
-  std::vector<float> logits(size_t(mc.seq_len * mc.vocab_size));
+  std::vector<float> logits(size_t(T * V));
   std::vector<int32_t> window;
   const RandomStream rng{o.seed, 0x9e11u, 0x5eedu, 0};
   std::vector<std::pair<float, uint32_t>> cand;  // (logit, word) of the last position
   for (int64_t n = 0; n < o.tokens; ++n) {
-    const size_t start = ids.size() > size_t(mc.seq_len) ? ids.size() - size_t(mc.seq_len) : 0;
+    const size_t start = ids.size() > size_t(T) ? ids.size() - size_t(T) : 0;
     window.assign(ids.begin() + int64_t(start), ids.end());
     StepContext ctx;
     ctx.B = 1;
     ctx.T = int64_t(window.size());
-    model.logits(window.data(), ctx, logits.data());
-    const float* last = logits.data() + (ctx.T - 1) * mc.vocab_size;
+    model.predict({{InputKind::tokens, ctx.T, ctx.T}, 1, window.data(), nullptr}, ctx, logits.data());
+    const float* last = logits.data() + (ctx.T - 1) * V;
     cand.clear();
-    for (int64_t v = 0; v < mc.vocab_size; ++v) cand.push_back({last[v], uint32_t(v)});
+    for (int64_t v = 0; v < V; ++v) cand.push_back({last[v], uint32_t(v)});
     // Only the k most likely words are ranked (ties by word id, so the order is fully defined).
     const size_t k = o.temperature <= 0 ? 1 : o.top_k > 0 ? std::min<size_t>(size_t(o.top_k), cand.size()) : cand.size();
     std::partial_sort(cand.begin(), cand.begin() + int64_t(k), cand.end(),

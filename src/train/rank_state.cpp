@@ -11,8 +11,8 @@ std::string RankState::optimizer_tensor(const std::string& family, const std::st
   return "optimizer." + family + "." + param;
 }
 
-RankState::RankState(TransformerLM& model, FullyShardedDataParallel* fsdp, Optimizer* opt)
-    : model_(model), fsdp_(fsdp), opt_(opt) {
+RankState::RankState(Model& model, FullyShardedDataParallel* fsdp, Optimizer* opt, TpSlice tp)
+    : model_(model), tp_(tp), fsdp_(fsdp), opt_(opt) {
   const std::vector<Unit*>& units = model.units();
   std::vector<float*> params(units.size());
   if (fsdp) {
@@ -47,7 +47,7 @@ RankState::RankState(TransformerLM& model, FullyShardedDataParallel* fsdp, Optim
 // each value is written once; loading, every slice reads all of it.
 template <class Fn>
 void RankState::for_each_box(int64_t part, int64_t parts, bool writing, Fn&& fn) const {
-  const TpSlice tp = writing ? model_.tp_slice() : TpSlice{};
+  const TpSlice tp = writing ? tp_ : TpSlice{};
   for (const Held& h : held_) {
     const int64_t len = h.end - h.begin;
     for (const ParamInfo& p : h.unit->params()) {

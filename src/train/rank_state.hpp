@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "ckpt/chunk_io.hpp"
-#include "nn/transformer.hpp"
+#include "nn/model.hpp"
 #include "optim/optimizer.hpp"
 #include "parallel/fsdp/fsdp.hpp"
 
@@ -17,7 +17,8 @@ class RankState {
  public:
   // fsdp null: the model owns whole parameters. optimizer null: weights only. Device state is
   // copied to host memory here (a no-op on the CPU, where the host buffers are the state itself).
-  RankState(TransformerLM& model, FullyShardedDataParallel* fsdp, Optimizer* optimizer);
+  // tp: the model's tensor-parallel slice (saving splits what every slice holds whole among them).
+  RankState(Model& model, FullyShardedDataParallel* fsdp, Optimizer* optimizer, TpSlice tp = {});
 
   // Boxes of part `part` of `parts` of what this rank holds (parts: the ranks holding the same
   // values; each writes its part, so all of them write at once).
@@ -39,7 +40,8 @@ class RankState {
   template <class Fn>
   void for_each_box(int64_t part, int64_t parts, bool writing, Fn&& fn) const;
 
-  TransformerLM& model_;
+  Model& model_;
+  TpSlice tp_;
   FullyShardedDataParallel* fsdp_;
   Optimizer* opt_;
   std::vector<float> shard_host_;  // FSDP parameter shards on a device: their host copy

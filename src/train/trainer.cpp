@@ -21,6 +21,7 @@
 #include "metrics/progress.hpp"
 #include "metrics/tensorboard.hpp"
 #include "comm/mesh.hpp"
+#include "models/registry.hpp"
 #include "parallel/plan.hpp"
 #include "train/checkpoint_writer.hpp"
 #include "train/history.hpp"
@@ -39,12 +40,10 @@ int configure_threads(int64_t threads, const std::string& setting) {
   return omp_get_max_threads();
 }
 
-EvalResult evaluate(TransformerLM& model, const WindowDataset& data, int64_t batch_size, int64_t max_windows,
+EvalResult evaluate(Model& model, const WindowDataset& data, int64_t batch_size, int64_t max_windows,
                     Precision precision, ProcessGroup* group, UnitHooks* hooks) {
   return evaluate(
-      [&](const int32_t* in, const int32_t* tg, const StepContext& ctx) {
-        return model.forward_loss(in, tg, ctx, nullptr, hooks);
-      },
+      [&](const BatchView& batch, const StepContext& ctx) { return model.forward_loss(batch, ctx, nullptr, hooks); },
       hooks != nullptr, data, batch_size, max_windows, precision, group);
 }
 
@@ -72,7 +71,10 @@ EvalResult evaluate(const PassLoss& loss_of, bool lockstep, const WindowDataset&
       b.targets.resize(size_t(ctx.T));
       data.get(0, b.tokens.data(), b.targets.data());
     }
-    const double loss = loss_of(b.tokens.data(), b.targets.data(), ctx);
+    BatchView view = b.view();
+    view.shape = data.shape();
+    view.samples = ctx.B;  // (the stand-in window of a rank without any)
+    const double loss = loss_of(view, ctx);
     if (!have) continue;
     sums[0] += loss;
     sums[1] += double(b.samples * data.seq_len());
@@ -91,6 +93,7 @@ struct Trainer::Impl {
   std::string run_dir;
   World& world;
   const bool root;  // rank 0: the one that prints and writes
+  const ModelKind& kind;  // of cfg.model
   std::string data_dir;
   TokenFile train_tokens, valid_tokens, test_tokens;
   std::unique_ptr<WindowDataset> train_set, valid_set, test_set;
@@ -102,7 +105,7 @@ struct Trainer::Impl {
   std::unique_ptr<TensorBoardWriter> tb;
   std::unique_ptr<DeviceMesh> mesh;
   std::unique_ptr<ParallelModel> par;  // the parallel plan applied on the mesh; its parts:
-  TransformerLM* model = nullptr;
+  Model* model = nullptr;
   Optimizer* opt = nullptr;
   DataParallel* ddp = nullptr;                   // dp_shard = 1, dp > 1: replicated parameters
   FullyShardedDataParallel* fsdp = nullptr;      // dp_shard > 1
@@ -130,6 +133,7 @@ struct Trainer::Impl {
         run_dir(std::move(dir)),
         world(w),
         root(w.rank() == 0),
+        kind(kind_of(cfg.model)),
         data_dir(cfg.data.dir),
         train_tokens(open_split(data_dir, "train")),
         valid_tokens(open_split(data_dir, "valid")),
@@ -139,18 +143,15 @@ struct Trainer::Impl {
     if (root && !vocab_checked)
       std::printf("note: %s was prepared by an older dtrain, whose token files hold no checksum of vocab.txt: "
                   "prepare it again to have the vocabulary checked\n", data_dir.c_str());
-    require(cfg.model.vocab_size == 0 || cfg.model.vocab_size == int64_t(train_tokens.vocab_size()),
-            "model.vocab_size = " + std::to_string(cfg.model.vocab_size) + " but the vocabulary of " + data_dir +
-                " has " + std::to_string(train_tokens.vocab_size()) +
-                " words: leave model.vocab_size out (it is taken from the data), or point data.dir at the data "
-                "prepared with that vocabulary");
-    cfg.model.vocab_size = train_tokens.vocab_size();
+    kind.fit_to_data(cfg.model, {int64_t(train_tokens.vocab_size())}, data_dir);
     same_on_every_rank([&] {
       cfg.validate();
-      cfg.model.validate();
+      kind.validate(cfg.model, true);
+      require(kind.sample_shape(cfg.model).input == InputKind::tokens,
+              "model.kind = " + kind.name() + " does not read token windows, the only data the trainer reads yet");
     });
     precision = cfg.train.precision == "bf16" ? Precision::bf16 : Precision::f32;
-    const int64_t T = cfg.model.seq_len;
+    const int64_t T = kind.sample_shape(cfg.model).inputs;
     const int64_t eval_stride = cfg.data.eval_stride > 0 ? cfg.data.eval_stride : T;
     train_set = std::make_unique<WindowDataset>(train_tokens, T, cfg.data.stride);
     valid_set = std::make_unique<WindowDataset>(valid_tokens, T, eval_stride);
@@ -189,7 +190,7 @@ struct Trainer::Impl {
       same_run = resume && in_run_dir(ck);
       if (same_run) last_checkpoint_step = st.global_step;
     } else if (!cfg.train.init_from.empty()) {
-      RankState held(*model, fsdp, nullptr);
+      RankState held(*model, fsdp, nullptr, par->tp_slice());
       load_checkpoint(cfg.train.init_from, cfg.model, held, nullptr, nullptr);
       require_same_vocabulary(cfg.train.init_from, vocab_path());
       if (root) std::printf("initial weights from %s\n", cfg.train.init_from.c_str());
@@ -241,42 +242,26 @@ struct Trainer::Impl {
     plan.pp.microbatches = int(cfg.parallel.microbatches);
     plan.pp.split = cfg.pp_split_units();
     plan.pp.batch_rows = {B, rank_samples % B};  // every batch, and the epoch's short last one
-    const TpSlice slice = tp_slice_of(*mesh, plan);  // (a model built for it names what it does not divide)
-    const int pp = mesh->shape().pp;
-    StagePlan stages;  // this rank's pipeline stages (schedules and cut checked here, before any memory)
-    int64_t slot_rows = B;  // rows an activation slot holds: a pipeline's are micro-batches
-    // The layout checked before any memory is taken, alike on every rank (the schedules, the cut, what
-    // the model's slices divide): a one-sample model of this rank's part tells what a sample needs.
-    const int64_t sample_bytes = same_on_every_rank([&] {
-      if (pp > 1) {
-        const std::vector<Schedule> lists = pipeline_schedules(plan.pp, pp);
-        stages = pipeline_stage_plan(cfg.model, plan.pp, lists, mesh->coord().pp);
-        slot_rows = micro_batch_rows(B, lists.back().microbatches);
-      }
-      return int64_t(TransformerLM(cfg.model, 1, cpu_device(), ParamStorage::bound_by_caller, slice, no_tp_regions(),
-                                   stages)
-                         .activation_bytes());
-    });
     auto too_big = [&](const std::string& why) {
       return Error("train.batch_size = " + std::to_string(B) + " does not fit in " +
                    (dev->kind() == DeviceKind::cpu ? "this machine's memory" : dev->describe() + "'s memory") + " (" +
                    why + ")" + (dev->kind() == DeviceKind::cpu ? memory_limit_note() : std::string()) +
                    ": lower train.batch_size, and raise train.grad_accum to keep the global batch");
     };
-    if (dev->kind() == DeviceKind::cpu) {
-      // The plan is linear in the batch: a one-sample model's tells what B samples need, before any
-      // of that memory is touched.
-      const double need = double(sample_bytes) * double(slot_rows);
-      const double have = double(available_host_bytes());
-      char why[96];
-      std::snprintf(why, sizeof why, "its activations need %.1f GiB, %.1f GiB is available", need / (1 << 30),
-                    have / (1 << 30));
-      if (need > have) throw too_big(why);
-    }
+    // On the CPU the activations are checked against the memory left before any of it is touched.
+    const size_t limit = dev->kind() == DeviceKind::cpu ? size_t(available_host_bytes()) : SIZE_MAX;
+    const UnitFactory units = [&](TpSlice slice, TpRegions& regions) {
+      return kind.units(cfg.model, *dev, slice, regions);
+    };
     try {
-      par = std::make_unique<ParallelModel>(cfg.model, B, *dev, *mesh, plan, cfg.optim, cfg.train.seed);
+      par = std::make_unique<ParallelModel>(units, B, *dev, *mesh, plan, cfg.optim, cfg.train.seed, limit);
+    } catch (const ActivationsDoNotFit& e) {
+      char why[96];
+      std::snprintf(why, sizeof why, "its activations need %.1f GiB, %.1f GiB is available",
+                    double(e.need) / (1 << 30), double(e.have) / (1 << 30));
+      throw too_big(why);
     } catch (const std::bad_alloc&) {
-      throw too_big("activations for " + std::to_string(B) + " × " + std::to_string(cfg.model.seq_len) + " tokens");
+      throw too_big("activations for " + std::to_string(B) + " samples");
     }
     model = &par->model();
     opt = &par->optimizer();
@@ -366,6 +351,8 @@ struct Trainer::Impl {
     const MeshShape& m = mesh->shape();
     SaveRequest r;
     r.dir = dir;
+    r.model = cfg.model;
+    r.tp_slice = par->tp_slice();
     // Pipeline parallel: no rank holds every stage, so each writes its own (the sharded format,
     // which eval, generate, init_from and `dtrain ckpt export` read like the full one).
     r.sharded = sharded || m.pp > 1;
@@ -393,7 +380,7 @@ struct Trainer::Impl {
       const std::string& ck = candidates[i];
       std::string damage;
       try {
-        RankState held(*model, fsdp, opt);
+        RankState held(*model, fsdp, opt, par->tp_slice());
         load_report = load_checkpoint(ck, cfg.model, held, opt, &st);
       } catch (const CheckpointDamaged& e) {
         damage = e.what();
@@ -473,7 +460,7 @@ struct Trainer::Impl {
 
   // One evaluation pass of this rank's model (a pipeline's: through every stage).
   PassLoss eval_pass() {
-    return [this](const int32_t* in, const int32_t* tg, const StepContext& ctx) { return par->eval_loss(in, tg, ctx); };
+    return [this](const BatchView& batch, const StepContext& ctx) { return par->eval_loss(batch, ctx); };
   }
 
   // Rows of this rank's batch b of the epoch (the last one may be short).
@@ -486,7 +473,7 @@ struct Trainer::Impl {
   // wait inside the step), unless the micro-batches differ in size (an epoch's last step).
   void train_step(BatchLoader& loader, const DistributedSampler& sampler, int64_t micro, Batch& batch,
                     int64_t& rows_done) {
-    const int64_t T = cfg.model.seq_len;
+    const int64_t T = model->sample_shape().targets;  // rows of the loss per sample
     int64_t step_rows = 0;
     bool uneven = false;
     for (int64_t m = 0; m < micro; ++m) {
@@ -502,7 +489,7 @@ struct Trainer::Impl {
       ctx.B = batch.samples;
       ctx.T = T;
       ctx.training = true;
-      ctx.dropout = cfg.model.dropout;
+      ctx.dropout = kind.dropout(cfg.model);
       ctx.seed = cfg.train.seed;
       ctx.step = uint32_t(st.global_step);
       // Row j of rank r's micro-batch m is sample r + dp·(rows before it on this rank) of the
@@ -511,7 +498,7 @@ struct Trainer::Impl {
       ctx.sample_stride = dp;
       ctx.loss_scale = 1.0f / float(step_rows * T);
       ctx.precision = precision;
-      par->forward_backward(batch.tokens.data(), batch.targets.data(), ctx, m == micro - 1);
+      par->forward_backward(batch.view(), ctx, m == micro - 1);
       if (uneven) loss_read += par->take_loss() / double(batch.samples * T);
       rows_done += batch.samples;
     }
@@ -535,7 +522,8 @@ struct Trainer::Impl {
                           "this rank's " + std::to_string(threads + 3) + " threads (" +
                               std::to_string(thread_stack_bytes() >> 20) + " MiB of stack each) and oneDNN's kernels",
                           "lower train.batch_size (and raise train.grad_accum) or train.threads");
-    const int64_t T = cfg.model.seq_len, B = cfg.train.batch_size, E = cfg.train.epochs, A = cfg.train.grad_accum;
+    const int64_t T = model->sample_shape().inputs, B = cfg.train.batch_size, E = cfg.train.epochs,
+                  A = cfg.train.grad_accum;
     DistributedSampler sampler(train_set->size(), cfg.data.shuffle, cfg.train.seed, dp, dp_rank);
     BatchLoader loader(*train_set, sampler, B, false);
     const int64_t batches = loader.num_batches();          // per rank and epoch
@@ -544,9 +532,9 @@ struct Trainer::Impl {
     if (cfg.train.max_steps > 0) total = std::min(total, cfg.train.max_steps);
     const int64_t epochs = E > 0 ? E : (total + per_epoch - 1) / per_epoch;
     if (root) {
-      std::printf("model: %lld parameters (%s), vocab %lld, %lld train windows of %lld tokens; batch %lld",
-                  (long long)model->num_params(), cfg.model.pre_norm ? "pre-norm" : "post-norm",
-                  (long long)cfg.model.vocab_size, (long long)train_set->size(), (long long)T, (long long)B);
+      std::printf("model: %s, %lld parameters (%s), vocab %lld, %lld train windows of %lld tokens; batch %lld",
+                  kind.name().c_str(), (long long)model->num_params(), kind.describe(cfg.model).c_str(),
+                  (long long)model->outputs(), (long long)train_set->size(), (long long)T, (long long)B);
       if (dp > 1) std::printf(" per rank × %d ranks", dp);
       if (A > 1) std::printf(" × %lld micro-steps", (long long)A);
       const bool gpu = dev->kind() != DeviceKind::cpu;
@@ -730,7 +718,7 @@ struct Trainer::Impl {
     s["steps"] = st.global_step;
     s["train_tokens"] = st.train_tokens;
     s["train_tokens_per_s"] = tps;
-    s["train_flops_per_token"] = cfg.model.train_flops_per_token();
+    s["train_flops_per_token"] = model->train_flops_per_sample() / double(model->sample_shape().targets);
     s["peak_rss_mb"] = rss_mb;  // the largest of any rank's
     s["peak_rss_rank"] = rss_rank;
     Json by_rank = Json::array();

@@ -21,11 +21,11 @@ struct EvalResult {
 // Mean loss of `model` over a dataset's first max_windows windows (0 = all; no dropout), in
 // batches of batch_size per rank, shared out over the group's ranks (each window scored once).
 // hooks (FSDP's) run around every unit; then every rank of the group runs the same number of passes.
-EvalResult evaluate(TransformerLM& model, const WindowDataset& data, int64_t batch_size, int64_t max_windows,
+EvalResult evaluate(Model& model, const WindowDataset& data, int64_t batch_size, int64_t max_windows,
                     Precision precision, ProcessGroup* group = nullptr, UnitHooks* hooks = nullptr);
-// The same with any pass: loss_of(inputs, targets, ctx) is a batch's summed loss (a pipeline's,
-// through every stage); lockstep: every rank of the group must run the same passes.
-using PassLoss = std::function<double(const int32_t* inputs, const int32_t* targets, const StepContext& ctx)>;
+// The same with any pass: loss_of(batch, ctx) is a batch's summed loss (a pipeline's, through every
+// stage); lockstep: every rank of the group must run the same passes.
+using PassLoss = std::function<double(const BatchView& batch, const StepContext& ctx)>;
 EvalResult evaluate(const PassLoss& loss_of, bool lockstep, const WindowDataset& data, int64_t batch_size,
                     int64_t max_windows, Precision precision, ProcessGroup* group = nullptr);
 

@@ -67,7 +67,7 @@ refused() {  # $1 = what, $2 = the expected error, then --set arguments
 }
 refused "more stages than units" "the pipeline has 4 stages but the model only 3 units" \
   --set parallel.pp_schedule=zb-v --set parallel.pp_virtual=2
-refused "a tied head on another stage" "model.tied = true with the embedding and the head on different pipeline ranks" \
+refused "a tied head on another stage" "unit head reads the parameters of unit embed (a tied weight, e.g. model.tied = true), and the pipeline puts them on different ranks" \
   --set model.tied=true
 refused "zb-v with one stage per rank" "parallel.pp_schedule = zb-v needs parallel.pp_virtual = 2"  \
   --set parallel.pp_schedule=zb-v

@@ -12,6 +12,7 @@
 #include "ckpt/chunk_io.hpp"
 #include "comm/world.hpp"
 #include "core/atomic_file.hpp"
+#include "models/transformer/kind.hpp"
 #include "train/checkpoint.hpp"
 #include "train/checkpoint_writer.hpp"
 #include "train/config.hpp"
@@ -51,8 +52,8 @@ std::vector<int64_t> elements(const std::vector<int64_t>& shape, const Box& b) {
   }
 }
 
-ModelConfig tiny(int64_t dim = 16) {
-  ModelConfig m;
+TransformerConfig tiny(int64_t dim = 16) {
+  TransformerConfig m;
   m.vocab_size = 29;
   m.seq_len = 6;
   m.dim = dim;
@@ -216,7 +217,7 @@ TEST(ChunkFiles, DamageIsNamedByFile) {
 
 TEST(ModelCheckpoint, FullRoundTripIsExactAndAnotherModelIsRefused) {
   const std::string dir = temp_dir("model") + "/ck";
-  TransformerLM a(tiny(), 2);
+  Model a(transformer_units(tiny()), 2);
   a.init_weights(3);
   Optimizer oa(OptimizerConfig{}, unit_shards(a.units()));
   for (Unit* u : a.units())
@@ -231,16 +232,17 @@ TEST(ModelCheckpoint, FullRoundTripIsExactAndAnotherModelIsRefused) {
     st.samples_in_epoch = 64;
     SaveRequest r;
     r.dir = dir;
+    r.model = to_model_config(tiny());
     r.sharded = sharded;
     r.state = &st;
     r.saved_from = {{"world", 1}, {"pp", 1}, {"dp_replicate", 1}, {"dp_shard", 1}, {"tp", 1}};
     w.save(r, a, nullptr, &oa);
-    TransformerLM b(tiny(), 2);
+    Model b(transformer_units(tiny()), 2);
     b.init_weights(4);
     Optimizer ob(OptimizerConfig{}, unit_shards(b.units()));
     TrainerState sb;
     RankState held(b, nullptr, &ob);
-    const LoadReport rep = load_checkpoint(dir, b.config(), held, &ob, &sb);
+    const LoadReport rep = load_checkpoint(dir, to_model_config(tiny()), held, &ob, &sb);
     EXPECT_EQ(rep.step, 2);
     EXPECT_EQ(sb.samples_in_epoch, 64);
     EXPECT_EQ(ob.steps_taken(), 1);
@@ -256,9 +258,9 @@ TEST(ModelCheckpoint, FullRoundTripIsExactAndAnotherModelIsRefused) {
             << sa[i].name << " " << p.name;
     EXPECT_EQ(fs::exists(dir + "/model.safetensors"), !sharded);
   }
-  TransformerLM other(tiny(32), 2);
+  Model other(transformer_units(tiny(32)), 2);
   try {
-    load_weights(dir, other);
+    load_weights(dir, to_model_config(tiny(32)), other);
     FAIL() << "another model's checkpoint was loaded";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("was written for a different model (model.dim 16 vs 32)"),

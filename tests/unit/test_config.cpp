@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "models/transformer/config.hpp"
 #include "train/config.hpp"
 #include "error_of.hpp"
 
@@ -29,9 +30,10 @@ TEST(Config, SetParsesEveryType) {
   c.set("data.dir", "/x/y");
   EXPECT_FLOAT_EQ(c.optim.lr, 0.001f);
   EXPECT_EQ(c.train.batch_size, 64);
-  EXPECT_FALSE(c.model.causal);
-  EXPECT_EQ(c.model.activation, Activation::gelu);
-  EXPECT_TRUE(c.model.pre_norm);
+  const TransformerConfig m = transformer_config(c.model);
+  EXPECT_FALSE(m.causal);
+  EXPECT_EQ(m.activation, Activation::gelu);
+  EXPECT_TRUE(m.pre_norm);
   EXPECT_EQ(c.data.dir, "/x/y");
 }
 
@@ -96,8 +98,8 @@ TEST(Config, TomlLoadsAndRejectsUnknownKeysWithFileName) {
   std::string p = write_temp("dtrain_cfg_ok.toml", "[model]\ndim = 64\ndropout = 0.25\n[train]\nlr = 3e-4\nseed = 7\n");
   RunConfig c;
   c.load_toml(p);
-  EXPECT_EQ(c.model.dim, 64);
-  EXPECT_FLOAT_EQ(c.model.dropout, 0.25f);
+  EXPECT_EQ(transformer_config(c.model).dim, 64);
+  EXPECT_FLOAT_EQ(transformer_config(c.model).dropout, 0.25f);
   EXPECT_FLOAT_EQ(c.optim.lr, 3e-4f);
   EXPECT_EQ(c.train.seed, 7u);
   std::string bad = write_temp("dtrain_cfg_bad.toml", "[model]\ndimm = 64\n");
@@ -111,19 +113,23 @@ TEST(Config, TomlLoadsAndRejectsUnknownKeysWithFileName) {
 }
 
 TEST(Config, ModelJsonRoundTrip) {
-  ModelConfig m;
-  m.vocab_size = 123;
-  m.dim = 48;
-  m.heads = 3;
-  m.pre_norm = true;
-  m.tied = true;
-  m.activation = Activation::gelu;
-  m.dropout = 0.3f;
+  TransformerConfig t;
+  t.vocab_size = 123;
+  t.dim = 48;
+  t.heads = 3;
+  t.pre_norm = true;
+  t.tied = true;
+  t.activation = Activation::gelu;
+  t.dropout = 0.3f;
+  const ModelConfig m = to_model_config(t);
   ModelConfig r = model_from_json(parse_json(model_to_json(m).dump(), "test"));
   EXPECT_EQ(model_to_json(r), model_to_json(m));
-  EXPECT_EQ(r.vocab_size, 123);
-  EXPECT_TRUE(r.tied);
-  EXPECT_EQ(r.activation, Activation::gelu);
+  EXPECT_EQ(r.kind, "transformer");
+  const TransformerConfig back = transformer_config(r);
+  EXPECT_EQ(back.vocab_size, 123);
+  EXPECT_TRUE(back.tied);
+  EXPECT_EQ(back.activation, Activation::gelu);
+  EXPECT_EQ(back.dropout, 0.3f);
 }
 
 TEST(Config, EveryKnownKeyRoundTripsThroughJson) {

@@ -6,6 +6,7 @@
 
 #include "gpu_test_util.hpp"
 #include "kernels/cpu/reduce.hpp"
+#include "models/transformer/workspace.hpp"
 #include "nn/context.hpp"
 
 using namespace dtrain;

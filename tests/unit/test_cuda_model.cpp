@@ -4,15 +4,15 @@
 #include <random>
 
 #include "gpu_test_util.hpp"
-#include "nn/transformer.hpp"
+#include "model_test_util.hpp"
 #include "optim/optimizer.hpp"
 
 using namespace dtrain;
 
 namespace {
 
-ModelConfig small_model(bool pre_norm) {
-  ModelConfig c;
+TransformerConfig small_model(bool pre_norm) {
+  TransformerConfig c;
   c.vocab_size = 97;
   c.seq_len = 16;
   c.dim = 32;
@@ -34,7 +34,7 @@ std::vector<int32_t> tokens(size_t n, uint32_t seed, int32_t V) {
   return t;
 }
 
-StepContext train_ctx(const ModelConfig& c, int64_t B, uint64_t seed, int step) {
+StepContext train_ctx(const TransformerConfig& c, int64_t B, uint64_t seed, int step) {
   StepContext ctx;
   ctx.B = B;
   ctx.T = c.seq_len;
@@ -46,7 +46,7 @@ StepContext train_ctx(const ModelConfig& c, int64_t B, uint64_t seed, int step) 
   return ctx;
 }
 
-std::vector<float> all_grads(TransformerLM& m) {
+std::vector<float> all_grads(Model& m) {
   std::vector<float> out;
   for (Unit* u : m.units()) {
     std::vector<float> g(size_t(u->numel()));
@@ -61,17 +61,17 @@ std::vector<float> all_grads(TransformerLM& m) {
 TEST(CudaModel, OneStepMatchesTheCpu) {
   NEED_GPU();
   for (bool pre : {false, true}) {
-    const ModelConfig c = small_model(pre);
+    const TransformerConfig c = small_model(pre);
     const int64_t B = 4;
-    TransformerLM cpu(c, B), gpu(c, B, G);
+    Model cpu(transformer_units(c), B), gpu(transformer_units(c, G), B, G);
     cpu.init_weights(3);
     gpu.init_weights(3);
     const auto in = tokens(B * c.seq_len, 1, int32_t(c.vocab_size)), tg = tokens(B * c.seq_len, 2, int32_t(c.vocab_size));
     const StepContext ctx = train_ctx(c, B, 9, 0);
     cpu.zero_grad();
     gpu.zero_grad();
-    const double lc = cpu.forward_backward(in.data(), tg.data(), ctx);
-    const double lg = gpu.forward_backward(in.data(), tg.data(), ctx);
+    const double lc = cpu.forward_backward(token_batch(in.data(), tg.data(), ctx), ctx);
+    const double lg = gpu.forward_backward(token_batch(in.data(), tg.data(), ctx), ctx);
     EXPECT_NEAR(lg, lc, 1e-5 * std::fabs(lc)) << (pre ? "pre-norm" : "post-norm") << " loss";
     gpu_test::expect_close(all_grads(cpu), all_grads(gpu), 1e-4, pre ? "pre-norm gradients" : "post-norm gradients");
   }
@@ -79,9 +79,9 @@ TEST(CudaModel, OneStepMatchesTheCpu) {
 
 TEST(CudaModel, FiftyAdamWStepsTrackTheCpuLossCurve) {
   NEED_GPU();
-  const ModelConfig c = small_model(false);
+  const TransformerConfig c = small_model(false);
   const int64_t B = 8;
-  TransformerLM cpu(c, B), gpu(c, B, G);
+  Model cpu(transformer_units(c), B), gpu(transformer_units(c, G), B, G);
   cpu.init_weights(5);
   gpu.init_weights(5);
   OptimizerConfig oc;
@@ -93,8 +93,8 @@ TEST(CudaModel, FiftyAdamWStepsTrackTheCpuLossCurve) {
     const StepContext ctx = train_ctx(c, B, 1, step);
     cpu.zero_grad();
     gpu.zero_grad();
-    const double lc = cpu.forward_backward(in.data(), tg.data(), ctx) / double(B * c.seq_len);
-    const double lg = gpu.forward_backward(in.data(), tg.data(), ctx) / double(B * c.seq_len);
+    const double lc = cpu.forward_backward(token_batch(in.data(), tg.data(), ctx), ctx) / double(B * c.seq_len);
+    const double lg = gpu.forward_backward(token_batch(in.data(), tg.data(), ctx), ctx) / double(B * c.seq_len);
     ocpu.step(oc.lr);
     ogpu.step(oc.lr);
     worst = std::max(worst, std::fabs(lc - lg) / lc);

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "nn/transformer.hpp"
+#include "model_test_util.hpp"
 
 using namespace dtrain;
 
@@ -29,8 +29,8 @@ struct Threads {
   ~Threads() { omp_set_num_threads(saved); }
 };
 
-ModelConfig tiny() {
-  ModelConfig c;
+TransformerConfig tiny() {
+  TransformerConfig c;
   c.vocab_size = 11;
   c.seq_len = kT;
   c.dim = 8;
@@ -42,8 +42,8 @@ ModelConfig tiny() {
 }
 
 // post-norm, relu, sinusoidal positions, untied head with bias, final norm
-ModelConfig post_relu() {
-  ModelConfig c = tiny();
+TransformerConfig post_relu() {
+  TransformerConfig c = tiny();
   c.pre_norm = false;
   c.activation = Activation::relu;
   c.learned_positions = false;
@@ -54,8 +54,8 @@ ModelConfig post_relu() {
 }
 
 // pre-norm, gelu, learned positions, tied head without bias
-ModelConfig pre_gelu() {
-  ModelConfig c = tiny();
+TransformerConfig pre_gelu() {
+  TransformerConfig c = tiny();
   c.pre_norm = true;
   c.activation = Activation::gelu;
   c.learned_positions = true;
@@ -65,20 +65,20 @@ ModelConfig pre_gelu() {
   return c;
 }
 
-struct Batch {
+struct TokenData {
   std::vector<int32_t> inputs, targets;
 };
 
-Batch make_batch(uint32_t seed, int64_t V) {
+TokenData make_batch(uint32_t seed, int64_t V) {
   std::mt19937 g(seed);
   std::uniform_int_distribution<int32_t> u(0, int32_t(V - 1));
-  Batch b{std::vector<int32_t>(kB * kT), std::vector<int32_t>(kB * kT)};
+  TokenData b{std::vector<int32_t>(kB * kT), std::vector<int32_t>(kB * kT)};
   for (auto& x : b.inputs) x = u(g);
   for (auto& x : b.targets) x = u(g);
   return b;
 }
 
-StepContext make_ctx(const ModelConfig& c, bool training, uint32_t step = 3) {
+StepContext make_ctx(const TransformerConfig& c, bool training, uint32_t step = 3) {
   StepContext ctx;
   ctx.B = kB;
   ctx.T = kT;
@@ -92,7 +92,7 @@ StepContext make_ctx(const ModelConfig& c, bool training, uint32_t step = 3) {
 
 // Seeded init, then every parameter moved by a little noise so that LayerNorm weights are not all
 // one and biases not zero (a backward that ignored them would otherwise pass).
-void init_model(TransformerLM& m, uint64_t seed) {
+void init_model(Model& m, uint64_t seed) {
   m.init_weights(seed);
   std::mt19937 g(uint32_t(seed) + 17);
   std::uniform_real_distribution<float> u(-0.2f, 0.2f);
@@ -103,7 +103,7 @@ void init_model(TransformerLM& m, uint64_t seed) {
     }
 }
 
-std::vector<float> all_grads(const TransformerLM& m) {
+std::vector<float> all_grads(const Model& m) {
   std::vector<float> g;
   for (Unit* unit : m.units()) g.insert(g.end(), unit->grad_data(), unit->grad_data() + unit->numel());
   return g;
@@ -120,7 +120,7 @@ std::vector<float> all_grads(const TransformerLM& m) {
 // (f32 loss rounding ≈ 1e-7 / eps). A correct gradient matches at some step; one off by a sign or
 // a factor matches at none, and the share of elements that need the retry is bounded.
 template <class LossFn>
-void check_gradients(TransformerLM& m, LossFn loss_fn, uint32_t seed, const std::string& tag) {
+void check_gradients(Model& m, LossFn loss_fn, uint32_t seed, const std::string& tag) {
   constexpr int64_t kSample = 20;
   constexpr float kEps = 1e-2f, kRetrySteps[] = {2.5e-3f, 1e-3f};
   constexpr double kRtol = 3e-2;
@@ -200,26 +200,26 @@ void check_gradients(TransformerLM& m, LossFn loss_fn, uint32_t seed, const std:
     printf("%s: %d of %d elements re-measured with a smaller step\n", tag.c_str(), retried, total);
 }
 
-void gradient_case(const ModelConfig& c, const std::string& tag, uint32_t seed) {
-  TransformerLM m(c, kB);
+void gradient_case(const TransformerConfig& c, const std::string& tag, uint32_t seed) {
+  Model m(transformer_units(c), kB);
   init_model(m, seed);
-  const Batch b = make_batch(seed + 1, c.vocab_size);
+  const TokenData b = make_batch(seed + 1, c.vocab_size);
   StepContext ctx = make_ctx(c, false);
   m.zero_grad();
-  const double loss = m.forward_backward(b.inputs.data(), b.targets.data(), ctx);
+  const double loss = m.forward_backward(token_batch(b.inputs.data(), b.targets.data(), ctx), ctx);
   // forward_loss is the same function
-  const double eval = m.forward_loss(b.inputs.data(), b.targets.data(), ctx);
+  const double eval = m.forward_loss(token_batch(b.inputs.data(), b.targets.data(), ctx), ctx);
   EXPECT_NEAR(loss, eval, 1e-6 * loss) << tag;
   EXPECT_GT(loss / double(kB * kT), 1.0) << tag;  // ~log(11) for a fresh model
   EXPECT_LT(loss / double(kB * kT), 5.0) << tag;
   // per-row losses sum to the total
   std::vector<float> per_row(kB * kT);
-  m.forward_loss(b.inputs.data(), b.targets.data(), ctx, per_row.data());
+  m.forward_loss(token_batch(b.inputs.data(), b.targets.data(), ctx), ctx, per_row.data());
   double s = 0;
   for (float v : per_row) s += v;
   EXPECT_NEAR(s, loss, 1e-5 * loss) << tag;
 
-  check_gradients(m, [&] { return m.forward_loss(b.inputs.data(), b.targets.data(), ctx); }, seed + 2, tag);
+  check_gradients(m, [&] { return m.forward_loss(token_batch(b.inputs.data(), b.targets.data(), ctx), ctx); }, seed + 2, tag);
 }
 
 }  // namespace
@@ -233,19 +233,19 @@ TEST(ModelGrad, PreNormGeluLearnedTiedNoHeadBias) {
 }
 
 TEST(ModelGrad, NotCausal) {
-  ModelConfig c = post_relu();
+  TransformerConfig c = post_relu();
   c.causal = false;
   gradient_case(c, "post, causal=false", 3);
-  ModelConfig p = pre_gelu();
+  TransformerConfig p = pre_gelu();
   p.causal = false;
   gradient_case(p, "pre, causal=false", 4);
 }
 
 TEST(ModelGrad, NoFinalNorm) {
-  ModelConfig c = post_relu();
+  TransformerConfig c = post_relu();
   c.final_norm = false;
   gradient_case(c, "post, final_norm=false", 5);
-  ModelConfig p = pre_gelu();
+  TransformerConfig p = pre_gelu();
   p.final_norm = false;
   gradient_case(p, "pre, final_norm=false", 6);
 }
@@ -254,19 +254,19 @@ TEST(ModelGrad, NoFinalNorm) {
 // training loss is a smooth function of the parameters and its gradient can be checked too.
 TEST(ModelGrad, WithDropoutActive) {
   for (int pre = 0; pre < 2; ++pre) {
-    ModelConfig c = pre ? pre_gelu() : post_relu();
+    TransformerConfig c = pre ? pre_gelu() : post_relu();
     c.dropout = 0.1f;
     const std::string tag = pre ? "pre, dropout 0.1" : "post, dropout 0.1";
-    TransformerLM m(c, kB);
+    Model m(transformer_units(c), kB);
     init_model(m, 7 + pre);
-    const Batch b = make_batch(8 + pre, c.vocab_size);
+    const TokenData b = make_batch(8 + pre, c.vocab_size);
     const StepContext ctx = make_ctx(c, true);
     m.zero_grad();
-    m.forward_backward(b.inputs.data(), b.targets.data(), ctx);
+    m.forward_backward(token_batch(b.inputs.data(), b.targets.data(), ctx), ctx);
     check_gradients(
         m,
         [&] {
-          const double l = m.forward_backward(b.inputs.data(), b.targets.data(), ctx);
+          const double l = m.forward_backward(token_batch(b.inputs.data(), b.targets.data(), ctx), ctx);
           m.zero_grad();
           return l;
         },
@@ -276,19 +276,19 @@ TEST(ModelGrad, WithDropoutActive) {
 
 TEST(ModelDropout, DeterministicAcrossRunsAndThreads) {
   for (int pre = 0; pre < 2; ++pre) {
-    ModelConfig c = pre ? pre_gelu() : post_relu();
+    TransformerConfig c = pre ? pre_gelu() : post_relu();
     c.dropout = 0.1f;
     const std::string tag = pre ? "pre" : "post";
-    TransformerLM m(c, kB);
+    Model m(transformer_units(c), kB);
     init_model(m, 21);
-    const Batch b = make_batch(22, c.vocab_size);
+    const TokenData b = make_batch(22, c.vocab_size);
     const StepContext ctx = make_ctx(c, true);
 
     m.zero_grad();
-    const double l1 = m.forward_backward(b.inputs.data(), b.targets.data(), ctx);
+    const double l1 = m.forward_backward(token_batch(b.inputs.data(), b.targets.data(), ctx), ctx);
     const std::vector<float> g1 = all_grads(m);
     m.zero_grad();
-    const double l2 = m.forward_backward(b.inputs.data(), b.targets.data(), ctx);
+    const double l2 = m.forward_backward(token_batch(b.inputs.data(), b.targets.data(), ctx), ctx);
     const std::vector<float> g2 = all_grads(m);
     EXPECT_EQ(l1, l2) << tag << ": same seed and step, different loss";
     EXPECT_EQ(g1, g2) << tag << ": same seed and step, different gradients";
@@ -298,7 +298,7 @@ TEST(ModelDropout, DeterministicAcrossRunsAndThreads) {
     for (int t = 0; t < 2; ++t) {
       Threads th(t + 1);
       m.zero_grad();
-      lt[t] = m.forward_backward(b.inputs.data(), b.targets.data(), ctx);
+      lt[t] = m.forward_backward(token_batch(b.inputs.data(), b.targets.data(), ctx), ctx);
       gt[t] = all_grads(m);
     }
     EXPECT_NEAR(lt[0], lt[1], 1e-6 * std::fabs(lt[0])) << tag << ": 1 vs 2 threads";
@@ -314,12 +314,12 @@ TEST(ModelDropout, DeterministicAcrossRunsAndThreads) {
     StepContext off = ctx;
     off.training = false;
     m.zero_grad();
-    const double l_off = m.forward_backward(b.inputs.data(), b.targets.data(), off);
-    const double l_eval = m.forward_loss(b.inputs.data(), b.targets.data(), ctx);
+    const double l_off = m.forward_backward(token_batch(b.inputs.data(), b.targets.data(), off), off);
+    const double l_eval = m.forward_loss(token_batch(b.inputs.data(), b.targets.data(), ctx), ctx);
     EXPECT_NEAR(l_off, l_eval, 1e-6 * l_off) << tag;
     EXPECT_GT(std::fabs(l1 - l_off), 1e-3 * l_off) << tag << ": dropout had no effect on the loss";
     m.zero_grad();
-    const double l_step = m.forward_backward(b.inputs.data(), b.targets.data(), make_ctx(c, true, 4));
+    const double l_step = m.forward_backward(token_batch(b.inputs.data(), b.targets.data(), make_ctx(c, true, 4)), make_ctx(c, true, 4));
     EXPECT_NE(l_step, l1) << tag << ": step 3 and step 4 drew the same masks";
   }
 }
@@ -327,14 +327,14 @@ TEST(ModelDropout, DeterministicAcrossRunsAndThreads) {
 // A batch split in two (as two data-parallel ranks would see it, each with its global sample
 // offset) gives the same losses and summed gradients as the whole batch, dropout included.
 TEST(ModelDropout, BatchSplitBySampleOffsetMatchesWholeBatch) {
-  ModelConfig c = post_relu();
+  TransformerConfig c = post_relu();
   c.dropout = 0.2f;
-  TransformerLM m(c, kB);
+  Model m(transformer_units(c), kB);
   init_model(m, 31);
-  const Batch b = make_batch(32, c.vocab_size);
+  const TokenData b = make_batch(32, c.vocab_size);
   const StepContext ctx = make_ctx(c, true);
   m.zero_grad();
-  const double whole = m.forward_backward(b.inputs.data(), b.targets.data(), ctx);
+  const double whole = m.forward_backward(token_batch(b.inputs.data(), b.targets.data(), ctx), ctx);
   const std::vector<float> gw = all_grads(m);
 
   m.zero_grad();
@@ -343,7 +343,7 @@ TEST(ModelDropout, BatchSplitBySampleOffsetMatchesWholeBatch) {
     StepContext one = ctx;
     one.B = 1;
     one.sample_offset = s;  // loss_scale stays 1 / global rows
-    split += m.forward_backward(b.inputs.data() + s * kT, b.targets.data() + s * kT, one);
+    split += m.forward_backward(token_batch(b.inputs.data() + s * kT, b.targets.data() + s * kT, one), one);
   }
   const std::vector<float> gs = all_grads(m);
   EXPECT_NEAR(split, whole, 1e-6 * whole);
@@ -359,24 +359,24 @@ TEST(ModelDropout, BatchSplitBySampleOffsetMatchesWholeBatch) {
   StepContext wrong = ctx;
   wrong.B = 1;
   wrong.sample_offset = 0;
-  const double l_wrong = m.forward_backward(b.inputs.data() + kT, b.targets.data() + kT, wrong);
+  const double l_wrong = m.forward_backward(token_batch(b.inputs.data() + kT, b.targets.data() + kT, wrong), wrong);
   m.zero_grad();
   StepContext right = wrong;
   right.sample_offset = 1;
-  const double l_right = m.forward_backward(b.inputs.data() + kT, b.targets.data() + kT, right);
+  const double l_right = m.forward_backward(token_batch(b.inputs.data() + kT, b.targets.data() + kT, right), right);
   EXPECT_NE(l_wrong, l_right);
 }
 
 // bf16 compute follows the f32 loss closely.
 TEST(ModelGrad, Bf16LossCloseToF32) {
-  ModelConfig c = pre_gelu();
-  TransformerLM m(c, kB);
+  TransformerConfig c = pre_gelu();
+  Model m(transformer_units(c), kB);
   init_model(m, 41);
-  const Batch b = make_batch(42, c.vocab_size);
+  const TokenData b = make_batch(42, c.vocab_size);
   StepContext ctx = make_ctx(c, false);
-  const double l32 = m.forward_loss(b.inputs.data(), b.targets.data(), ctx);
+  const double l32 = m.forward_loss(token_batch(b.inputs.data(), b.targets.data(), ctx), ctx);
   ctx.precision = Precision::bf16;
-  const double l16 = m.forward_loss(b.inputs.data(), b.targets.data(), ctx);
+  const double l16 = m.forward_loss(token_batch(b.inputs.data(), b.targets.data(), ctx), ctx);
   EXPECT_NEAR(l16, l32, 1e-2 * l32);
   // where the CPU runs bf16, the precision is really used (elsewhere matmul may fall back to f32)
   if (cpu_has_native_bf16()) {

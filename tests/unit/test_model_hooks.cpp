@@ -9,7 +9,7 @@
 #include <random>
 #include <vector>
 
-#include "nn/transformer.hpp"
+#include "model_test_util.hpp"
 
 using namespace dtrain;
 
@@ -51,8 +51,8 @@ class PoisonOutsideWindows : public UnitHooks {
   std::map<Unit*, std::vector<float>> saved_;
 };
 
-ModelConfig config(bool pre_norm, bool tied = false) {
-  ModelConfig c;
+TransformerConfig config(bool pre_norm, bool tied = false) {
+  TransformerConfig c;
   c.vocab_size = 13;
   c.seq_len = kT;
   c.dim = 8;
@@ -68,14 +68,14 @@ ModelConfig config(bool pre_norm, bool tied = false) {
   return c;
 }
 
-std::vector<float> grads_of(const TransformerLM& m) {
+std::vector<float> grads_of(const Model& m) {
   std::vector<float> g;
   for (Unit* u : m.units()) g.insert(g.end(), u->grad_data(), u->grad_data() + u->numel());
   return g;
 }
 
-void check_windows(const ModelConfig& c) {
-  TransformerLM m(c, kB);
+void check_windows(const TransformerConfig& c) {
+  Model m(transformer_units(c), kB);
   m.init_weights(7);
   std::mt19937 gen(3);
   std::uniform_int_distribution<int32_t> tok(0, int32_t(c.vocab_size - 1));
@@ -91,19 +91,19 @@ void check_windows(const ModelConfig& c) {
   ctx.loss_scale = 1.0f / float(kB * kT);
 
   m.zero_grad();
-  const double loss = m.forward_backward(in.data(), tgt.data(), ctx);
+  const double loss = m.forward_backward(token_batch(in.data(), tgt.data(), ctx), ctx);
   const std::vector<float> grads = grads_of(m);
-  const double eval = m.forward_loss(in.data(), tgt.data(), ctx);
+  const double eval = m.forward_loss(token_batch(in.data(), tgt.data(), ctx), ctx);
   std::vector<float> logits(size_t(kB * kT * c.vocab_size)), logits_hooked(logits.size());
-  m.logits(in.data(), ctx, logits.data());
+  m.predict(token_batch(in.data(), nullptr, ctx), ctx, logits.data());
 
   m.zero_grad();
   double loss_hooked = 0, eval_hooked = 0;
   {
     PoisonOutsideWindows poison(m.units());
-    loss_hooked = m.forward_backward(in.data(), tgt.data(), ctx, &poison);
-    eval_hooked = m.forward_loss(in.data(), tgt.data(), ctx, nullptr, &poison);
-    m.logits(in.data(), ctx, logits_hooked.data(), &poison);
+    loss_hooked = m.forward_backward(token_batch(in.data(), tgt.data(), ctx), ctx, &poison);
+    eval_hooked = m.forward_loss(token_batch(in.data(), tgt.data(), ctx), ctx, nullptr, &poison);
+    m.predict(token_batch(in.data(), nullptr, ctx), ctx, logits_hooked.data(), &poison);
   }
   EXPECT_EQ(loss_hooked, loss) << "training read a parameter outside its unit's window";
   EXPECT_EQ(grads_of(m), grads);
@@ -120,9 +120,9 @@ TEST(ModelHooks, TiedHeadReadsTheEmbeddingOnlyInItsDeclaredWindow) { check_windo
 // Any range of a unit's flat buffer initialises to the same values as that slice of the whole
 // model's initialisation: a 1/N shard can be made without the whole unit ever existing.
 TEST(ModelInit, AnyRangeOfAUnitEqualsThatSliceOfTheWholeInit) {
-  ModelConfig c = config(false);
+  TransformerConfig c = config(false);
   c.tied = true;
-  TransformerLM m(c, 1);
+  Model m(transformer_units(c), 1);
   m.init_weights(11);
   std::mt19937 gen(9);
   int ranges = 0;

@@ -12,7 +12,7 @@
 #include <random>
 #include <vector>
 
-#include "nn/transformer.hpp"
+#include "model_test_util.hpp"
 
 using namespace dtrain;
 
@@ -20,8 +20,8 @@ namespace {
 
 constexpr int64_t kT = 8, kMicro = 2, kMicroRows = 3, kB = kMicro * kMicroRows;
 
-ModelConfig small(bool pre_norm) {
-  ModelConfig c;
+TransformerConfig small(bool pre_norm) {
+  TransformerConfig c;
   c.vocab_size = 23;
   c.seq_len = kT;
   c.dim = 16;
@@ -51,7 +51,7 @@ StepContext context(int64_t rows, int64_t first_sample) {
 }
 
 // name → the gradient of every parameter the model holds
-std::map<std::string, std::vector<float>> grads_of(const TransformerLM& m) {
+std::map<std::string, std::vector<float>> grads_of(const Model& m) {
   std::map<std::string, std::vector<float>> g;
   for (const Unit* u : m.units())
     for (const ParamInfo& p : u->params())
@@ -59,7 +59,7 @@ std::map<std::string, std::vector<float>> grads_of(const TransformerLM& m) {
   return g;
 }
 
-std::map<std::string, std::vector<float>> params_of(const TransformerLM& m) {
+std::map<std::string, std::vector<float>> params_of(const Model& m) {
   std::map<std::string, std::vector<float>> g;
   for (const Unit* u : m.units())
     for (const ParamInfo& p : u->params())
@@ -69,29 +69,28 @@ std::map<std::string, std::vector<float>> params_of(const TransformerLM& m) {
 
 // `ranks`: the stage ranges each model holds; stages are numbered in model order across them.
 void pipeline_equals_whole(bool pre_norm, const std::vector<std::vector<std::pair<int, int>>>& ranks, bool split) {
-  const ModelConfig c = small(pre_norm);
+  const TransformerConfig c = small(pre_norm);
   std::mt19937 g(3);
   std::uniform_int_distribution<int32_t> word(0, int32_t(c.vocab_size - 1));
   std::vector<int32_t> inputs(kB * kT), targets(kB * kT);
   for (auto& x : inputs) x = word(g);
   for (auto& x : targets) x = word(g);
 
-  TransformerLM whole(c, kB);
+  Model whole(transformer_units(c), kB);
   whole.init_weights(9);
   whole.zero_grad();
-  const double loss = whole.forward_backward(inputs.data(), targets.data(), context(kB, 0));
+  const double loss = whole.forward_backward(token_batch(inputs.data(), targets.data(), context(kB, 0)), context(kB, 0));
   const auto want = grads_of(whole), want_params = params_of(whole);
 
-  std::vector<std::unique_ptr<TransformerLM>> models;
+  std::vector<std::unique_ptr<Model>> models;
   struct At {
-    TransformerLM* model;
+    Model* model;
     int k;
   };
   std::vector<At> stages;  // in model order
   for (const auto& held : ranks) {
     StagePlan plan{held, int(kMicro), split};
-    models.push_back(std::make_unique<TransformerLM>(c, kMicroRows, cpu_device(), ParamStorage::owned, TpSlice{},
-                                                     no_tp_regions(), plan));
+    models.push_back(build_transformer(c, kMicroRows, cpu_device(), ParamStorage::owned, TpSlice{}, no_tp_regions(), plan));
     models.back()->init_weights(9);
     models.back()->zero_grad();
   }
@@ -123,7 +122,7 @@ void pipeline_equals_whole(bool pre_norm, const std::vector<std::vector<std::pai
     for (size_t s = 0; s < stages.size(); ++s) {
       if (s > 0) std::copy_n(stages[s - 1].model->stage_output(stages[s - 1].k, mb), n,
                              stages[s].model->stage_input(stages[s].k, mb));
-      stages[s].model->stage_forward(stages[s].k, mb, in, tg, ctx, true, nullptr);
+      stages[s].model->stage_forward(stages[s].k, mb, token_batch(in, tg, ctx), ctx, true, nullptr);
     }
   }
   for (int mb = kMicro; mb-- > 0;) {
@@ -175,9 +174,9 @@ TEST(PipelineStages, TwoStagesPerModelAsInAVScheduleEqualTheWholeModel) {
 }
 
 TEST(PipelineStages, AStageBuildsOnlyItsUnitsParameters) {
-  const ModelConfig c = small(false);
-  TransformerLM whole(c, 1), part(c, 1, cpu_device(), ParamStorage::owned, TpSlice{}, no_tp_regions(),
-                                   StagePlan{{{2, 4}}, 1, false});
+  const TransformerConfig c = small(false);
+  Model whole(transformer_units(c), 1),
+      part(transformer_units(c), 1, cpu_device(), ParamStorage::owned, StagePlan{{{2, 4}}, 1, false});
   ASSERT_EQ(part.units().size(), 2u);
   EXPECT_EQ(part.units()[0]->name(), "blocks.1");
   EXPECT_EQ(part.units()[1]->name(), "blocks.2");

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "comm_test_util.hpp"
-#include "nn/transformer.hpp"
+#include "model_test_util.hpp"
 #include "parallel/tp/grads.hpp"
 #include "parallel/tp/regions.hpp"
 
@@ -85,8 +85,8 @@ void vocabulary_parallel_loss(int P, int64_t V) {  // V words: the last slices a
   EXPECT_EQ(failures(rs), "") << P << " slices of " << V << " words";
 }
 
-ModelConfig small_config(bool pre_norm) {
-  ModelConfig c;
+TransformerConfig small_config(bool pre_norm) {
+  TransformerConfig c;
   c.vocab_size = 23;
   c.seq_len = 8;
   c.dim = 16;
@@ -102,7 +102,7 @@ ModelConfig small_config(bool pre_norm) {
 }
 
 // Every parameter of the sliced model against the whole model's: values or gradients (grad).
-void check_params(TransformerLM& sliced, TransformerLM& whole, bool grad, double tol) {
+void check_params(Model& sliced, Model& whole, bool grad, double tol) {
   for (size_t k = 0; k < sliced.units().size(); ++k) {
     const Unit& s = *sliced.units()[k];
     const Unit& u = *whole.units()[k];
@@ -121,7 +121,7 @@ void check_params(TransformerLM& sliced, TransformerLM& whole, bool grad, double
 }
 
 void sliced_model(int P, bool sequence, bool pre_norm) {
-  const ModelConfig c = small_config(pre_norm);
+  const TransformerConfig c = small_config(pre_norm);
   const int64_t B = 3, T = c.seq_len, rows = B * T;
   std::vector<int32_t> in(static_cast<size_t>(rows)), tgt(static_cast<size_t>(rows));
   for (int64_t i = 0; i < rows; ++i) {
@@ -138,17 +138,17 @@ void sliced_model(int P, bool sequence, bool pre_norm) {
     ctx.seed = 7;
     ctx.step = 3;
     ctx.loss_scale = 1.0f / float(rows);
-    TransformerLM whole(c, B);
+    Model whole(transformer_units(c), B);
     whole.init_weights(11);
     whole.zero_grad();
-    const double loss = whole.forward_backward(in.data(), tgt.data(), ctx);
+    const double loss = whole.forward_backward(token_batch(in.data(), tgt.data(), ctx), ctx);
 
     TensorParallelRegions regions(w.all(), sequence);
-    TransformerLM sliced(c, B, cpu_device(), ParamStorage::owned, TpSlice{P, r, sequence}, regions);
+    Model sliced(transformer_units(c, cpu_device(), TpSlice{P, r, sequence}, regions), B, cpu_device(), ParamStorage::owned);
     sliced.init_weights(11);
     check_params(sliced, whole, false, 0.0);  // the one-process initial values, sliced
     sliced.zero_grad();
-    const double sloss = sliced.forward_backward(in.data(), tgt.data(), ctx);
+    const double sloss = sliced.forward_backward(token_batch(in.data(), tgt.data(), ctx), ctx);
     RANK_CHECK(std::fabs(sloss - loss) <= 1e-5 * std::fabs(loss),
                "loss " + std::to_string(sloss) + " vs " + std::to_string(loss));
     std::vector<ShardOf> where;
@@ -159,12 +159,12 @@ void sliced_model(int P, bool sequence, bool pre_norm) {
 
     // evaluation (per-row losses) and generation (every logit)
     std::vector<float> rows_whole(static_cast<size_t>(rows)), rows_sliced(static_cast<size_t>(rows));
-    whole.forward_loss(in.data(), tgt.data(), ctx, rows_whole.data());
-    sliced.forward_loss(in.data(), tgt.data(), ctx, rows_sliced.data());
+    whole.forward_loss(token_batch(in.data(), tgt.data(), ctx), ctx, rows_whole.data());
+    sliced.forward_loss(token_batch(in.data(), tgt.data(), ctx), ctx, rows_sliced.data());
     check_close(rows_sliced.data(), rows_whole.data(), size_t(rows), 1e-5, "evaluation row loss");
     std::vector<float> lw(static_cast<size_t>(rows * c.vocab_size)), ls(lw.size());
-    whole.logits(in.data(), ctx, lw.data());
-    sliced.logits(in.data(), ctx, ls.data());
+    whole.predict(token_batch(in.data(), nullptr, ctx), ctx, lw.data());
+    sliced.predict(token_batch(in.data(), nullptr, ctx), ctx, ls.data());
     check_close(ls.data(), lw.data(), lw.size(), 1e-5, "logit");
     w.shutdown();
   });
@@ -192,7 +192,7 @@ TEST(TensorParallel, SequenceParallelPreNormTiedGeluModelEqualsOneProcess) {
 }
 
 TEST(TensorParallel, IndivisibleLayoutsAreNamed) {
-  ModelConfig c = small_config(false);
+  TransformerConfig c = small_config(false);
   auto message = [&](int slices, bool sequence) {
     try {
       c.validate_tensor_parallel(slices, sequence);

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "comm/process_group.hpp"
-#include "nn/transformer.hpp"
+#include "nn/model.hpp"
 
 namespace dtrain {
 

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "comm/process_group.hpp"
-#include "nn/transformer.hpp"
+#include "nn/model.hpp"
 #include "optim/optimizer.hpp"
 
 namespace dtrain {

@@ -30,7 +30,7 @@ Schedule forward_then_backward(const Schedule& like, int n) {
   return s;
 }
 
-PipelineEngine::PipelineEngine(TransformerLM& model, std::vector<Schedule> lists, ProcessGroup& pp,
+PipelineEngine::PipelineEngine(Model& model, std::vector<Schedule> lists, ProcessGroup& pp,
                                std::function<void(bool)> set_sync)
     : model_(model), lists_(std::move(lists)), pp_(pp), set_sync_(std::move(set_sync)), rank_(pp.rank()) {
   DT_ASSERT(!lists_.empty());
@@ -88,17 +88,23 @@ float* PipelineEngine::buffer(const Action& a, int slot) const {
   }
 }
 
-bool PipelineEngine::post_receive(size_t i, const Action& a) {
+int64_t PipelineEngine::transfer_bytes(const Action& a, const StepContext& ctx) const {
+  const int k = local(a.stage);
+  const bool output = a.op == Op::SEND_F || a.op == Op::RECV_B;  // the stage's output or its gradient
+  return (output ? model_.stage_output_floats(k, ctx) : model_.stage_input_floats(k, ctx)) * int64_t(sizeof(float));
+}
+
+bool PipelineEngine::post_receive(size_t i, const Action& a, const StepContext& ctx) {
   if (receives_[i]) return true;
   const bool forward = a.op == Op::RECV_F;
   if (forward && slot_[size_t(a.stage)][size_t(a.micro)] < 0 && free_[size_t(a.stage)].empty()) return false;
   if (!forward && slot_[size_t(a.stage)][size_t(a.micro)] < 0) return false;  // not forwarded yet
-  receives_[i] = pp_.recv_async(buffer(a, slot_of(a.stage, a.micro)), size_t(hidden_bytes_), peer(a), tag(a));
+  receives_[i] = pp_.recv_async(buffer(a, slot_of(a.stage, a.micro)), size_t(transfer_bytes(a, ctx)), peer(a), tag(a));
   return true;
 }
 
-void PipelineEngine::wait_receive(size_t i, const Action& a) {
-  require(post_receive(i, a), "internal: pipeline receive " + to_string(a) + " has no free slot");
+void PipelineEngine::wait_receive(size_t i, const Action& a, const StepContext& ctx) {
+  require(post_receive(i, a, ctx), "internal: pipeline receive " + to_string(a) + " has no free slot");
   try {
     receives_[i]->wait();
   } catch (const std::exception& e) {
@@ -144,8 +150,7 @@ void PipelineEngine::run(const Schedule& s, const std::vector<MicroBatch>& mb, U
   auto post_ahead = [&](size_t from) {
     for (size_t j = from; j < list.size(); ++j) {
       if (is_receive(list[j].op)) {
-        hidden_bytes_ = model_.hidden_floats(mb[size_t(list[j].micro)].ctx) * int64_t(sizeof(float));
-        if (!post_receive(j, list[j])) return;
+        if (!post_receive(j, list[j], mb[size_t(list[j].micro)].ctx)) return;
       } else if (!is_send(list[j].op)) {
         return;
       }
@@ -155,15 +160,15 @@ void PipelineEngine::run(const Schedule& s, const std::vector<MicroBatch>& mb, U
     const Action& a = list[i];
     const MicroBatch& b = mb[size_t(a.micro)];
     const int k = local(a.stage);
-    hidden_bytes_ = model_.hidden_floats(b.ctx) * int64_t(sizeof(float));
     if (is_receive(a.op)) {
-      wait_receive(i, a);
+      wait_receive(i, a, b.ctx);
       continue;
     }
     if (is_send(a.op)) {
       float* buf = buffer(a, slot_of(a.stage, a.micro));
-      sends_.push_back({buf, pp_.send_async(buf, size_t(hidden_bytes_), peer(a), tag(a))});
-      stats_.bytes_sent += hidden_bytes_;
+      const int64_t bytes = transfer_bytes(a, b.ctx);
+      sends_.push_back({buf, pp_.send_async(buf, size_t(bytes), peer(a), tag(a))});
+      stats_.bytes_sent += bytes;
       continue;
     }
     post_ahead(i + 1);
@@ -171,11 +176,11 @@ void PipelineEngine::run(const Schedule& s, const std::vector<MicroBatch>& mb, U
     const double t = seconds();
     if (a.op == Op::F) {
       wait_sends_from(model_.stage_output(k, slot));
-      model_.stage_forward(k, slot, b.inputs, b.targets, b.ctx, backward, hooks);
+      model_.stage_forward(k, slot, b.batch, b.ctx, backward, hooks);
       const int next = a.stage + 1;
       if (next < s.stages() && local(next) >= 0)  // the next stage is here too: hand over in memory
         dev.copy(model_.stage_input(local(next), slot_of(next, a.micro)), model_.stage_output(k, slot),
-                 size_t(hidden_bytes_));
+                 sizeof(float) * size_t(model_.stage_output_floats(k, b.ctx)));
     } else {
       if (a.op != Op::I) set_sync_(last_of_step && final_of[size_t(a.stage)] == i);
       if (a.op != Op::W) wait_sends_from(model_.stage_input_grad(k, slot));
@@ -187,7 +192,7 @@ void PipelineEngine::run(const Schedule& s, const std::vector<MicroBatch>& mb, U
       const int prev = a.stage - 1;
       if (a.op != Op::W && prev >= 0 && local(prev) >= 0)
         dev.copy(model_.stage_output_grad(local(prev), slot_of(prev, a.micro)), model_.stage_input_grad(k, slot),
-                 size_t(hidden_bytes_));
+                 sizeof(float) * size_t(model_.stage_input_floats(k, b.ctx)));
       if (a.op != Op::I) free_slot(a.stage, a.micro);
     }
     const double end = seconds();

@@ -11,14 +11,13 @@
 
 #include "comm/process_group.hpp"
 #include "metrics/chrome_trace.hpp"
-#include "nn/transformer.hpp"
+#include "nn/model.hpp"
 #include "parallel/pp/schedule.hpp"
 
 namespace dtrain {
 
 struct MicroBatch {
-  const int32_t* inputs = nullptr;   // host [ctx.B * ctx.T], unchanged until the pass ends
-  const int32_t* targets = nullptr;
+  BatchView batch;  // host memory, ctx.B samples, unchanged until the pass ends
   StepContext ctx;
 };
 
@@ -37,7 +36,7 @@ class PipelineEngine {
   // and at least its slots().
   // set_sync(on): whether the data-parallel strategy reduces the gradients the next backward
   // completes (on only for each stage's last one of an optimizer step).
-  PipelineEngine(TransformerLM& model, std::vector<Schedule> lists, ProcessGroup& pp,
+  PipelineEngine(Model& model, std::vector<Schedule> lists, ProcessGroup& pp,
                  std::function<void(bool)> set_sync);
 
   const Schedule& schedule() const { return lists_.back(); }
@@ -65,13 +64,14 @@ class PipelineEngine {
   uint32_t tag(const Action& a) const;                  // the same on both ends of a transfer
   int peer(const Action& a) const;                      // pp rank at the other end
   float* buffer(const Action& a, int slot) const;       // what a send reads or a receive fills
-  bool post_receive(size_t i, const Action& a);         // false: its slot is not free yet
-  void wait_receive(size_t i, const Action& a);
+  int64_t transfer_bytes(const Action& a, const StepContext& ctx) const;  // what a send or receive moves
+  bool post_receive(size_t i, const Action& a, const StepContext& ctx);  // false: its slot is not free yet
+  void wait_receive(size_t i, const Action& a, const StepContext& ctx);
   void wait_sends_from(const float* buffer);
   void run(const Schedule& s, const std::vector<MicroBatch>& mb, UnitHooks* hooks, bool backward, bool last_of_step);
   double seconds() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count(); }
 
-  TransformerLM& model_;
+  Model& model_;
   std::vector<Schedule> lists_;  // by micro-batch count, fewest first
   std::vector<int> slots_;       // [i]: this rank's activation slots per stage under lists_[i]
   std::unique_ptr<Schedule> eval_list_;  // forward only, one micro-batch (made at the first evaluation)
@@ -86,7 +86,6 @@ class PipelineEngine {
   std::vector<WorkPtr> receives_;         // [action index] posted ahead
   std::vector<Pending> sends_;
   std::vector<size_t> final_of_;          // [stage] → the action completing its gradients in this pass
-  int64_t hidden_bytes_ = 0;              // of the running pass's hidden states
   std::chrono::steady_clock::time_point t0_ = std::chrono::steady_clock::now();
   bool recording_ = false;
   std::vector<TraceEvent> timeline_;

@@ -9,20 +9,12 @@
 
 namespace dtrain {
 
-std::vector<double> unit_costs(const ModelConfig& c) {
-  const double d = double(c.dim), f = double(c.ff_dim), V = double(c.vocab_size), T = double(c.seq_len);
-  std::vector<double> cost;
-  cost.push_back(3.0 * d);  // lookup, positions, dropout; the gradient's scatter
-  for (int64_t i = 0; i < c.layers; ++i) cost.push_back(6.0 * (4 * d * d + 2 * d * f) + 6.0 * 2.0 * T * d);
-  cost.push_back(6.0 * V * d);  // the classifier, forward and both gradients
-  return cost;
-}
-
 std::vector<int> balanced_stages(const std::vector<double>& costs, int stages) {
   const int n = int(costs.size());
   require(stages <= n, "the pipeline has " + std::to_string(stages) + " stages but the model only " +
-                           std::to_string(n) + " units (the embedding, " + std::to_string(n - 2) +
-                           " blocks, the head): raise model.layers, or lower parallel.pp or parallel.pp_virtual");
+                           std::to_string(n) + " units (its input unit, " + std::to_string(n - 2) +
+                           " in between, its loss unit): give it more (a Transformer: raise model.layers), or lower "
+                           "parallel.pp or parallel.pp_virtual");
   std::vector<double> prefix(size_t(n + 1), 0.0);
   for (int i = 0; i < n; ++i) prefix[size_t(i + 1)] = prefix[size_t(i)] + costs[size_t(i)];
   const double inf = std::numeric_limits<double>::infinity();
@@ -45,8 +37,7 @@ std::vector<int> balanced_stages(const std::vector<double>& costs, int stages) {
   return b;
 }
 
-std::vector<int> cut_stages(const ModelConfig& c, int stages, const std::vector<int>& split) {
-  const std::vector<double> costs = unit_costs(c);
+std::vector<int> cut_stages(const std::vector<double>& costs, int stages, const std::vector<int>& split) {
   if (split.empty()) return balanced_stages(costs, stages);
   const int n = int(costs.size());
   auto listed = [&] {
@@ -61,9 +52,8 @@ std::vector<int> cut_stages(const ModelConfig& c, int stages, const std::vector<
   std::vector<int> b{0};
   for (int x : split) {
     require(x > b.back() && x < n, "parallel.pp_split = " + listed() + ": stage boundaries must rise strictly within 1.." +
-                                       std::to_string(n - 1) + " (units: 0 the embedding, 1.." +
-                                       std::to_string(n - 2) + " the blocks, " + std::to_string(n - 1) +
-                                       " the head), so that every stage has a unit and none is left out");
+                                       std::to_string(n - 1) + " (units: 0 the input unit, " + std::to_string(n - 1) +
+                                       " the loss unit), so that every stage has a unit and none is left out");
     b.push_back(x);
   }
   b.push_back(n);

@@ -3,32 +3,36 @@
 // parallelism it holds a slice (whole heads; a share of the feed-forward width) and meets the other
 // slices through TpRegions at the edges of its cut matmuls (Megatron's f and g).
 #pragma once
-#include "nn/config.hpp"
-#include "nn/context.hpp"
+#include "models/transformer/config.hpp"
+#include "models/transformer/workspace.hpp"
 #include "nn/layers.hpp"
+#include "nn/module.hpp"
 #include "nn/tp_regions.hpp"
 #include "nn/weight_grads.hpp"
 
 namespace dtrain {
 
-class Block {
+class Block : public Module {
  public:
+  // Block i (model-wide unit i + 1: the key of its dropout masks).
+  Block(ComputeDevice& dev, const TransformerConfig& c, int i, TpSlice slice = {}, TpRegions& regions = no_tp_regions());
   // slots: micro-batches in flight, each with its own saved activations (pipeline schedules);
   // split_backward: plan the storage a backward in two parts needs.
-  Block(ComputeDevice& dev, const ModelConfig& c, int index, uint32_t unit_id, Arena& arena, int64_t max_rows,
-        TpSlice slice = {}, TpRegions& regions = no_tp_regions(), int slots = 1, bool split_backward = false);
-  Unit& unit() { return unit_; }
+  void plan(Arena& arena, const StepContext& largest, int slots, bool split_backward) override;
+  int64_t scratch_floats(const StepContext& ctx) const override;
+  int64_t output_floats(const StepContext& ctx) const override { return slice_.local_rows(ctx.rows()) * c_.dim; }
+  double train_flops_per_sample() const override;
   // x [rows, d] → output(slot) [rows, d]; x must stay unchanged until the slot's backward is done.
   // Under sequence parallel, rows are this slice's share of ctx.rows().
-  void forward(const float* x, const StepContext& ctx, const Workspace& ws, int slot = 0);
-  const float* output(int slot = 0) const { return c_.pre_norm ? saved_[slot].r2 : saved_[slot].ln2_out; }
+  void forward(const float* x, const UnitPass& p) override;
+  const float* output(int slot) const override { return c_.pre_norm ? saved_[slot].r2 : saved_[slot].ln2_out; }
   // dout [rows, d] → dx [rows, d] (distinct buffers); accumulates parameter gradients. part = input
   // computes dx (and the norms' gradients) and keeps what part = weight, later, needs for the
   // Linear layers' weight gradients (x, dout and dx are then unused).
-  void backward(const float* x, const float* dout, float* dx, const StepContext& ctx, const Workspace& ws,
-                int slot = 0, BackwardPart part = BackwardPart::all);
+  void backward(const float* x, float* dout, float* dx, const UnitPass& p, BackwardPart part) override;
 
  private:
+  Workspace workspace(const UnitPass& p) const;
   void ff_forward(const float* u, float* f_out, const StepContext& ctx, const Workspace& ws);
   // From the gradient df of the ff output (this slice's rows; u: its input, this slice's rows):
   // parameter grads; du (+)= the input's gradient (this slice's rows).
@@ -51,12 +55,11 @@ class Block {
                        bool accumulate, const StepContext& ctx) const;
 
   ComputeDevice& dev_;
-  ModelConfig c_;
+  TransformerConfig c_;
   uint32_t id_;
   TpSlice slice_;
   TpRegions& regions_;
   int64_t heads_, ff_;  // this slice's heads and feed-forward width
-  Unit unit_;
   Linear qkv_, out_, fc1_, fc2_;
   LayerNorm ln1_, ln2_;
   // What one micro-batch's backward needs.

@@ -3,47 +3,73 @@
 // instead of stored (it is the largest activation). Tensor parallel: qkv and fc1 are column
 // parallel (their input's rows gathered first under sequence parallel), the attention output and
 // fc2 row parallel (their partial sums added up across the slices).
-#include "nn/block.hpp"
+#include "models/transformer/block.hpp"
 
 namespace dtrain {
 
-Block::Block(ComputeDevice& dev, const ModelConfig& c, int i, uint32_t unit_id, Arena& arena, int64_t max_rows,
-             TpSlice slice, TpRegions& regions, int slots, bool split_backward)
-    : dev_(dev),
+Block::Block(ComputeDevice& dev, const TransformerConfig& c, int i, TpSlice slice, TpRegions& regions)
+    : Module("blocks." + std::to_string(i)),
+      dev_(dev),
       c_(c),
-      id_(unit_id),
+      id_(uint32_t(i + 1)),
       slice_(slice),
       regions_(regions),
       heads_(c.heads / slice.count),
-      ff_(c.ff_dim / slice.count),
-      unit_("blocks." + std::to_string(i)) {
-  const std::string p = unit_.name();
-  const int64_t d = c.dim, R = max_rows, dl = heads_ * (d / c.heads);
-  const int64_t Rn = slice.local_rows(R);  // rows of the norms and residuals
+      ff_(c.ff_dim / slice.count) {
+  Unit& u = unit();
+  const std::string p = u.name();
+  const int64_t d = c.dim;
   const bool rows_split = slice.splits_rows();
-  qkv_ = Linear(dev, unit_, p + ".attn.qkv", d, 3 * d, true, Init::zeros, LinearCut::columns, slice, 3);
-  out_ = Linear(dev, unit_, p + ".attn.out", d, d, true, Init::zeros, LinearCut::rows, slice);
-  ln1_ = LayerNorm(dev, unit_, p + ".norm1", d, c.ln_eps, arena, Rn, rows_split, slots);
-  fc1_ = Linear(dev, unit_, p + ".ff.fc1", d, c.ff_dim, true, Init::fan_in_uniform, LinearCut::columns, slice);
-  fc2_ = Linear(dev, unit_, p + ".ff.fc2", c.ff_dim, d, true, Init::fan_in_uniform, LinearCut::rows, slice);
-  ln2_ = LayerNorm(dev, unit_, p + ".norm2", d, c.ln_eps, arena, Rn, rows_split, slots);
+  qkv_ = Linear(dev, u, p + ".attn.qkv", d, 3 * d, true, Init::zeros, LinearCut::columns, slice, 3);
+  out_ = Linear(dev, u, p + ".attn.out", d, d, true, Init::zeros, LinearCut::rows, slice);
+  ln1_ = LayerNorm(dev, u, p + ".norm1", d, c.ln_eps, rows_split);
+  fc1_ = Linear(dev, u, p + ".ff.fc1", d, c.ff_dim, true, Init::fan_in_uniform, LinearCut::columns, slice);
+  fc2_ = Linear(dev, u, p + ".ff.fc2", c.ff_dim, d, true, Init::fan_in_uniform, LinearCut::rows, slice);
+  ln2_ = LayerNorm(dev, u, p + ".norm2", d, c.ln_eps, rows_split);
+  // the model-wide index of its first parameter keys its initial values: the input unit's, then 12 a block
+  u.set_first_index((c.learned_positions ? 2u : 1u) + 12u * uint32_t(i));
+}
+
+void Block::plan(Arena& arena, const StepContext& largest, int slots, bool split_backward) {
+  const int64_t d = c_.dim, R = largest.rows(), dl = heads_ * (d / c_.heads);
+  const int64_t Rn = slice_.local_rows(R);  // rows of the norms and residuals
+  const bool rows_split = slice_.splits_rows();
+  ln1_.plan(arena, Rn, slots);
+  ln2_.plan(arena, Rn, slots);
   // split backward keeps each Linear's output gradient, and its input where no saved activation
   // holds it (gathered rows under sequence parallel; GELU's recomputed activation)
-  const bool relu = c.activation == Activation::relu;
+  const bool relu = c_.activation == Activation::relu;
   const int64_t kept = R * (3 * dl + d + ff_ + d) + (rows_split ? 2 * R * d : 0) + (relu ? 0 : R * ff_);
-  saved_.resize(size_t(slots));
+  saved_.assign(size_t(slots), Saved{});
   for (Saved& v : saved_) {
     v.ln1_out = arena.f32(Rn * d);
     v.r1 = arena.f32(Rn * d);
     v.qkv = arena.f32(R * 3 * dl);
     v.ctx = arena.f32(R * dl);
-    v.probs = arena.f32(R * heads_ * c.seq_len);
+    v.probs = arena.f32(R * heads_ * c_.seq_len);
     v.ln2_out = arena.f32(Rn * d);
     v.r2 = arena.f32(Rn * d);
     v.ff = arena.f32(R * ff_);
-    if (split_backward) v.weight_grads = WeightGradStore(dev, arena.f32(kept), kept);
+    if (split_backward) v.weight_grads = WeightGradStore(dev_, arena.f32(kept), kept);
   }
   s_ = &saved_[0];
+}
+
+int64_t Block::scratch_floats(const StepContext& ctx) const {
+  return carve_workspace(c_, slice_, ctx.rows(), nullptr, nullptr);
+}
+
+Workspace Block::workspace(const UnitPass& p) const {
+  Workspace ws;
+  carve_workspace(c_, slice_, p.ctx.rows(), p.scratch, &ws);
+  return ws;
+}
+
+// Per token: 6 FLOPs per matmul parameter (forward, both gradients) and the attention's scores and
+// weighted sum (2 matmuls of T × d, forward and backward; the causal mask's halving not claimed).
+double Block::train_flops_per_sample() const {
+  const double d = double(c_.dim), f = double(c_.ff_dim), T = double(c_.seq_len);
+  return T * (6.0 * (4 * d * d + 2 * d * f) + 6.0 * 2.0 * T * d);
 }
 
 AttentionShape Block::attention_shape(const StepContext& ctx) const {
@@ -153,7 +179,10 @@ void Block::linear_backward(const Linear& l, const float* x, bool x_lives, const
   s_->weight_grads.add(l, x, x_lives, dy, rows, ctx.precision);
 }
 
-void Block::forward(const float* x, const StepContext& ctx, const Workspace& ws, int slot) {
+void Block::forward(const float* x, const UnitPass& p) {
+  const StepContext& ctx = p.ctx;
+  const Workspace ws = workspace(p);
+  const int slot = p.slot;
   s_ = &saved_[size_t(slot)];
   slot_ = slot;
   const int64_t rows = ctx.rows(), n = slice_.local_rows(rows), d = c_.dim;
@@ -173,8 +202,9 @@ void Block::forward(const float* x, const StepContext& ctx, const Workspace& ws,
   if (!pre) ln2_.forward(s_->r2, s_->ln2_out, n, slot_);
 }
 
-void Block::backward(const float* x, const float* dout, float* dx, const StepContext& ctx,
-                     const Workspace& ws, int slot, BackwardPart part) {
+void Block::backward(const float* x, float* dout, float* dx, const UnitPass& p, BackwardPart part) {
+  const StepContext& ctx = p.ctx;
+  const int slot = p.slot;
   s_ = &saved_[size_t(slot)];
   slot_ = slot;
   part_ = part;
@@ -183,6 +213,7 @@ void Block::backward(const float* x, const float* dout, float* dx, const StepCon
     return;
   }
   DT_ASSERT(s_->weight_grads.empty());  // a split backward's W ran before this slot was reused
+  const Workspace ws = workspace(p);
   const int64_t n = slice_.local_rows(ctx.rows()), d = c_.dim;
   const DropoutSpec drop_ff_out = drop_rows(ctx, kDropFfOut), drop_attn = drop_rows(ctx, kDropAttnOut);
   if (!c_.pre_norm) {

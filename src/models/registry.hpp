@@ -1,0 +1,18 @@
+// The model kinds dtrain knows, found by model.kind: the one file that names every kind (a new
+// kind adds its line in registry.cpp; see docs/extending.md).
+#pragma once
+#include <string>
+#include <vector>
+
+#include "nn/model_kind.hpp"
+
+namespace dtrain {
+
+// Every kind, the default (transformer) first.
+const std::vector<const ModelKind*>& model_kinds();
+// The kind named `name`; Error naming the known kinds otherwise.
+const ModelKind& model_kind(const std::string& name);
+// The kind of a model config.
+inline const ModelKind& kind_of(const ModelConfig& c) { return model_kind(c.kind); }
+
+}  // namespace dtrain

@@ -1,0 +1,42 @@
+// The Transformer's input unit: token embedding plus positions (fixed sinusoids or learned), then
+// dropout. Under tensor parallelism it holds a slice of the vocabulary's rows; the slices' partial
+// rows are summed through TpRegions.
+#pragma once
+#include <vector>
+
+#include "kernels/cpu/embedding.hpp"
+#include "models/transformer/config.hpp"
+#include "nn/module.hpp"
+#include "nn/tp_regions.hpp"
+
+namespace dtrain {
+
+class TokenEmbedding : public Module {
+ public:
+  TokenEmbedding(ComputeDevice& dev, const TransformerConfig& c, TpSlice slice = {}, TpRegions& regions = no_tp_regions());
+  const ParamRef& table() const { return wte_; }  // [vocab, d] (this slice's rows): a tied head reads it
+  VocabRange vocab_range() const { return {slice_.index * wte_.info().shape[0], wte_.info().shape[0]}; }
+
+  void plan(Arena& arena, const StepContext& largest, int slots, bool split_backward) override;
+  int64_t scratch_floats(const StepContext& ctx) const override { return slice_.splits_rows() ? ctx.rows() * c_.dim : 0; }
+  int64_t output_floats(const StepContext& ctx) const override { return slice_.local_rows(ctx.rows()) * c_.dim; }
+  // Per token: the positions' add and the dropout forward, the dropout's and the scatter's backward
+  // (no multiply-adds; counted so that pipeline stages balance as they always have).
+  double train_flops_per_sample() const override { return 3.0 * double(c_.dim) * double(c_.seq_len); }
+  void forward(const float* x, const UnitPass& p) override;
+  const float* output(int slot) const override { return out_[size_t(slot)]; }
+  // From its output's gradient dy (changed in place): the table's (and learned positions') gradients.
+  void backward(const float* x, float* dy, float* dx, const UnitPass& p, BackwardPart part) override;
+
+ private:
+  ComputeDevice& dev_;
+  TransformerConfig c_;
+  TpSlice slice_;
+  TpRegions& regions_;
+  ParamRef wte_, wpe_;
+  std::vector<float> pos_host_;  // the sinusoidal table [T, d], while its upload may be in flight
+  float* pos_table_ = nullptr;
+  std::vector<float*> out_;  // per slot: [rows, d] (sequence parallel: this slice's rows)
+};
+
+}  // namespace dtrain

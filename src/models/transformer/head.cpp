@@ -1,0 +1,108 @@
+// LmHead (see head.hpp).
+#include "models/transformer/head.hpp"
+
+#include <algorithm>
+
+namespace dtrain {
+
+namespace {
+int64_t aligned(int64_t floats) { return (floats + 15) / 16 * 16; }  // 64 bytes, as the arena hands out
+}  // namespace
+
+LmHead::LmHead(ComputeDevice& dev, const TransformerConfig& c, const ParamRef* tied, TpSlice slice, TpRegions& regions)
+    : Module("head"), dev_(dev), c_(c), slice_(slice), regions_(regions) {
+  DT_ASSERT(c.tied == (tied != nullptr));
+  const TpSplit vocab{0, 1};
+  Unit& u = unit();
+  if (c.final_norm) norm_f_ = LayerNorm(dev, u, "norm_f", c.dim, c.ln_eps, slice.splits_rows());
+  if (!c.tied) w_ = u.add("head.weight", {c.vocab_size, c.dim}, Init::xavier, 0, vocab, slice);
+  if (c.head_bias) b_ = u.add("head.bias", {c.vocab_size}, Init::fan_in_uniform, c.dim, vocab, slice);
+  if (tied) {
+    tied_ = *tied;
+    u.add_read(tied->unit);
+  }
+  u.set_first_index((c.learned_positions ? 2u : 1u) + 12u * uint32_t(c.layers));  // after the embedding and blocks
+}
+
+void LmHead::plan(Arena& arena, const StepContext& largest, int slots, bool) {
+  const int64_t R = largest.rows(), d = c_.dim;
+  if (c_.final_norm) norm_f_.plan(arena, slice_.local_rows(R), slots);
+  hf_ = arena.f32(R * d);
+  dhf_.clear();
+  for (int slot = 0; slot < slots; ++slot) dhf_.push_back(arena.f32(R * d));
+}
+
+int64_t LmHead::scratch_floats(const StepContext& ctx) const {
+  return slice_.count > 1 ? 2 * aligned(ctx.rows() * c_.dim) : 0;  // gathered rows; partial input gradients
+}
+
+double LmHead::train_flops_per_sample() const {
+  return double(c_.seq_len) * 6.0 * double(c_.vocab_size) * double(c_.dim);  // the classifier, forward and both gradients
+}
+
+VocabRange LmHead::vocab_range() const {
+  const int64_t n = (tied_.unit ? tied_ : w_).info().shape[0];
+  return {slice_.index * n, n};
+}
+
+const float* LmHead::normed(const float* x, const UnitPass& p) {
+  if (!c_.final_norm) return x;
+  norm_f_.forward(x, hf_, slice_.local_rows(p.ctx.rows()), p.slot);
+  return hf_;
+}
+
+ClassifierArgs LmHead::classifier_args(const float* h, const UnitPass& p) const {
+  const int64_t rows = p.ctx.rows();
+  const VocabRange v = vocab_range();
+  float* gathered = slice_.count > 1 ? p.scratch + aligned(rows * c_.dim) : nullptr;
+  ClassifierArgs a{regions_.all_rows(h, gathered, rows, c_.dim), weight(), c_.head_bias ? b_.data() : nullptr,
+                   p.targets, rows, c_.dim, v.count, p.ctx.precision};
+  a.vocab_begin = v.begin;
+  a.words = std::clamp<int64_t>(c_.vocab_size - v.begin, 0, v.count);  // a padded last slice holds fewer
+  a.combine = slice_.count > 1 ? &regions_ : nullptr;
+  return a;
+}
+
+void LmHead::forward(const float* x, const UnitPass& p) {
+  const int64_t rows = p.ctx.rows(), d = c_.dim;
+  ClassifierArgs a = classifier_args(normed(x, p), p);
+  if (p.backward) {
+    float* dh = dhf_[size_t(p.slot)];
+    a.grad_scale = p.ctx.loss_scale;
+    a.dx = slice_.splits_rows() ? p.scratch : dh;  // each vocabulary slice's part, summed below
+    a.dW = weight_grad();
+    a.dbias = c_.head_bias ? b_.grad() : nullptr;
+    dev_.classifier_loss(a, nullptr, p.loss_sum);
+    regions_.sum_partials(a.dx, dh, rows, d);
+  } else {
+    const bool staged = p.per_row && p.per_row_device;  // the device writes the row losses first
+    dev_.classifier_loss(a, staged ? p.per_row_device : p.per_row, p.loss_sum);
+    if (staged) dev_.download(p.per_row, p.per_row_device, sizeof(float) * size_t(rows));
+  }
+}
+
+void LmHead::backward(const float* x, float*, float* dx, const UnitPass& p, BackwardPart part) {
+  if (part == BackwardPart::weight) return;  // its gradients came in forward and the input half
+  const int64_t n = slice_.local_rows(p.ctx.rows());
+  if (c_.final_norm)
+    norm_f_.backward(x, dhf_[size_t(p.slot)], dx, n, false, p.slot);
+  else
+    dev_.copy(dx, dhf_[size_t(p.slot)], sizeof(float) * size_t(n * c_.dim));
+}
+
+void LmHead::predict(const float* x, const UnitPass& p, float* out) {
+  const int64_t rows = p.ctx.rows();
+  float* gathered = slice_.count > 1 ? p.scratch : nullptr;
+  const float* h = regions_.all_rows(normed(x, p), gathered, rows, c_.dim);
+  const int64_t V = vocab_range().count;  // this slice's share of each row's logits
+  const size_t bytes = sizeof(float) * size_t(rows * V);
+  Buffer on_device, slice;  // generation and checks only: not in the step loop
+  if (!dev_.host_accessible()) on_device = Buffer(dev_, bytes);
+  if (slice_.count > 1) slice = Buffer(host_memory(), bytes);
+  float* y = on_device.data() ? on_device.f32() : slice.data() ? slice.f32() : out;
+  dev_.matmul(h, weight(), y, linear_forward_args(rows, c_.dim, V, c_.head_bias ? b_.data() : nullptr, p.ctx.precision));
+  if (on_device.data()) dev_.download(slice.data() ? slice.f32() : out, y, bytes);
+  if (slice.data()) regions_.all_columns(slice.f32(), out, rows, V, c_.vocab_size);
+}
+
+}  // namespace dtrain

@@ -1,0 +1,53 @@
+// The language model's loss unit: the final norm, the classifier over the vocabulary and the
+// cross-entropy loss, fused (the classifier's gradients are computed in forward when a backward
+// follows). A tied head reads the embedding's table through an explicit shared parameter. Under
+// tensor parallelism it holds a slice of the vocabulary and combines the slices' row statistics
+// through TpRegions, never the logits.
+#pragma once
+#include <vector>
+
+#include "kernels/cpu/embedding.hpp"
+#include "models/transformer/config.hpp"
+#include "nn/layers.hpp"
+#include "nn/module.hpp"
+#include "nn/tp_regions.hpp"
+
+namespace dtrain {
+
+class LmHead : public Module {
+ public:
+  // tied: the embedding's table (its unit is read by this one), or null for a classifier of its own.
+  LmHead(ComputeDevice& dev, const TransformerConfig& c, const ParamRef* tied, TpSlice slice = {},
+         TpRegions& regions = no_tp_regions());
+
+  void plan(Arena& arena, const StepContext& largest, int slots, bool split_backward) override;
+  int64_t scratch_floats(const StepContext& ctx) const override;
+  int64_t output_floats(const StepContext&) const override { return 0; }
+  double train_flops_per_sample() const override;
+  void forward(const float* x, const UnitPass& p) override;
+  const float* output(int) const override { return nullptr; }
+  void backward(const float* x, float* dy, float* dx, const UnitPass& p, BackwardPart part) override;
+  void predict(const float* x, const UnitPass& p, float* out) override;
+  int64_t outputs() const override { return c_.vocab_size; }
+
+ private:
+  const float* weight() const { return tied_.unit ? tied_.data() : w_.data(); }
+  float* weight_grad() const { return tied_.unit ? tied_.grad() : w_.grad(); }
+  VocabRange vocab_range() const;
+  // The final norm of x (this slice's rows) into hf_; x itself without one.
+  const float* normed(const float* x, const UnitPass& p);
+  // The classifier and loss over all rows of h (this slice's rows), the vocabulary slices' row
+  // statistics combined; in training dx gets h's gradient.
+  ClassifierArgs classifier_args(const float* h, const UnitPass& p) const;
+
+  ComputeDevice& dev_;
+  TransformerConfig c_;
+  TpSlice slice_;
+  TpRegions& regions_;
+  LayerNorm norm_f_;
+  ParamRef tied_, w_, b_;
+  float* hf_ = nullptr;       // final norm output [rows, d]
+  std::vector<float*> dhf_;   // per slot: its gradient [rows, d], computed in forward
+};
+
+}  // namespace dtrain

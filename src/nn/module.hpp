@@ -1,0 +1,77 @@
+// Module: what one unit of a model computes (DESIGN §3.1). A model kind (src/models/<kind>/) writes
+// its units as modules; the generic Model (nn/model.hpp) runs them in stages, with activation slots
+// and hooks, for every kind alike. A module knows nothing of ranks: tensor parallelism reaches it
+// only through TpRegions.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "core/error.hpp"
+#include "nn/context.hpp"
+#include "nn/unit.hpp"
+
+namespace dtrain {
+
+// What a module's forward or backward is given besides its hidden state.
+struct UnitPass {
+  const StepContext& ctx;
+  int slot = 0;                      // the micro-batch's activation slot
+  const void* inputs = nullptr;      // the batch's inputs on the device (the input unit reads them)
+  const int32_t* targets = nullptr;  // the batch's targets on the device (the loss unit reads them)
+  bool backward = false;             // forward: a backward follows (the loss unit then computes its
+                                     // gradients with the loss, fused)
+  float* per_row = nullptr;          // loss unit, evaluation: each row's loss (host memory)
+  float* per_row_device = nullptr;   // where the device writes them first, when not host memory
+  double* loss_sum = nullptr;        // loss unit: adds its rows' losses here (device memory)
+  float* scratch = nullptr;          // scratch_floats() of device memory, for this call only
+};
+
+// A model's units are, in order: one input unit (reads the batch's inputs: tokens, pixels), any
+// number of hidden units, one loss unit (its forward ends in the loss). Each keeps, per activation
+// slot, what its backward needs.
+class Module {
+ public:
+  explicit Module(std::string name) : unit_(std::move(name)) {}
+  virtual ~Module() = default;
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+
+  Unit& unit() { return unit_; }
+  const Unit& unit() const { return unit_; }
+
+  // Plans what the module keeps for `slots` micro-batches of up to ctx.B samples of ctx.T rows
+  // (the whole pass's shape at its largest). Called once, only for the units an instance holds
+  // (a pipeline rank's stages); nothing is computed before. A counting arena hands out null
+  // pointers: plan only, touch no memory then.
+  virtual void plan(Arena& arena, const StepContext& ctx, int slots, bool split_backward) = 0;
+  // Device memory it needs only during one forward or backward call (one unit runs at a time, so
+  // the model plans one scratch buffer for all): floats, for a pass of ctx's shape at its largest.
+  virtual int64_t scratch_floats(const StepContext& ctx) const { return 0; }
+  // Floats of its output for a pass of ctx's shape (this slice's rows under sequence parallel); 0
+  // for the loss unit.
+  virtual int64_t output_floats(const StepContext& ctx) const = 0;
+  // Forward of one micro-batch. x: the previous unit's output (the input unit: null, it reads
+  // p.inputs), unchanged until the slot's backward is done. The loss unit adds its rows' losses to
+  // p.loss_sum (and each row's to p.per_row when given).
+  virtual void forward(const float* x, const UnitPass& p) = 0;
+  // Its output, kept in the slot until its backward (null for the loss unit).
+  virtual const float* output(int slot) const = 0;
+  // Backward: from dy (its output's gradient; the loss unit's came in forward) the parameter
+  // gradients (accumulated) and dx, the input's gradient (none for the input unit). part = input
+  // computes dx and keeps what part = weight, later, needs for the weight gradients; then
+  // x, dy and dx are unused — except the input unit's dy, its output's gradient, which its weight
+  // half reads.
+  virtual void backward(const float* x, float* dy, float* dx, const UnitPass& p, BackwardPart part) = 0;
+  // The loss unit: its outputs before the loss (a language model's logits, a classifier's class
+  // scores), every row's, into host memory `out` [rows, outputs()]. Not in the step loop.
+  virtual void predict(const float* x, const UnitPass& p, float* out) { DT_ASSERT(false && "not a loss unit"); }
+  virtual int64_t outputs() const { return 0; }
+  // Training FLOPs (forward and backward) for one sample of the configured size: the model's cost
+  // figures and the pipeline's balance both come from these.
+  virtual double train_flops_per_sample() const = 0;
+
+ private:
+  Unit unit_;
+};
+
+}  // namespace dtrain
