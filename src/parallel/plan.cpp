@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 
 #include "parallel/pp/stages.hpp"
 
@@ -254,24 +253,19 @@ double ParallelModel::grad_norm() {
   return std::sqrt(sq);
 }
 
-void ParallelModel::report(Json& s, bool host_timing) const {
+Json ParallelModel::figures(bool host_timing) const {
+  Json s = Json::object();
   if (ddp_ && ddp_->stats().steps > 0 && host_timing) {
     const DdpStats& d = ddp_->stats();
-    const double hidden = d.comm_seconds > 0 ? std::max(0.0, 1.0 - d.exposed_seconds / d.comm_seconds) : 0.0;
-    std::printf("data parallel: %d ranks, %.1f MB of gradients per step; allreduce %.2f s in all, %.2f s of it "
-                "exposed after backward (%.0f%% hidden)\n",
-                mesh_.shape().dp(), double(d.bytes) / 1e6, d.comm_seconds, d.exposed_seconds, 100.0 * hidden);
+    s["ddp_ranks"] = mesh_.shape().dp();
+    s["ddp_bytes_per_step"] = d.bytes;
     s["ddp_comm_seconds"] = d.comm_seconds;
     s["ddp_exposed_seconds"] = d.exposed_seconds;
-    s["ddp_hidden_fraction"] = hidden;
+    s["ddp_hidden_fraction"] = d.comm_seconds > 0 ? std::max(0.0, 1.0 - d.exposed_seconds / d.comm_seconds) : 0.0;
   }
   if (regions_ && tp_steps_ > 0) {
     const double steps = double(tp_steps_);
     const TpStats& t = tp_train_;
-    std::printf("tensor parallel: per step and rank %.2f MB all-reduced, %.2f MB all-gathered, %.2f MB "
-                "reduce-scattered in %.0f collectives; %.2f s waiting in all\n",
-                double(t.allreduce_bytes) / steps / 1e6, double(t.allgather_bytes) / steps / 1e6,
-                double(t.reduce_scatter_bytes) / steps / 1e6, double(t.collectives) / steps, t.seconds);
     s["tp"] = mesh_.shape().tp;
     s["tp_sequence"] = slice_.splits_rows();
     s["tp_allreduce_bytes_per_step"] = double(t.allreduce_bytes) / steps;
@@ -283,31 +277,21 @@ void ParallelModel::report(Json& s, bool host_timing) const {
   if (pipeline_ && pipeline_->stats().passes > 0) {
     const PipelineStats& p = pipeline_->stats();
     const Schedule& sch = pipeline_->schedule();
-    const double simulated = simulate(sch).mean_bubble;
-    std::printf("pipeline: %s over %d ranks × %d stages, %d micro-batches; idle %.1f%% of this rank's pass time "
-                "(simulated %.1f%%); %.2f MB sent per pass\n",
-                sch.name.c_str(), sch.pp, sch.virtual_stages, sch.microbatches, 100.0 * p.idle_share(),
-                100.0 * simulated, double(p.bytes_sent) / double(p.passes) / 1e6);
     s["pp"] = sch.pp;
     s["pp_schedule"] = sch.name;
     s["pp_virtual"] = sch.virtual_stages;
     s["pp_microbatches"] = sch.microbatches;
-    s["pp_idle_share"] = p.idle_share();  // rank 0's
-    s["pp_simulated_bubble"] = simulated;
+    s["pp_idle_share"] = p.idle_share();  // this rank's
+    s["pp_simulated_bubble"] = simulate(sch).mean_bubble;
     s["pp_bytes_sent_per_pass"] = double(p.bytes_sent) / double(p.passes);
   }
   if (fsdp_) {
     const FsdpStats& f = fsdp_->stats();
     const double comm = f.gather_seconds + f.reduce_seconds;
-    const double hidden = comm > 0 ? std::max(0.0, 1.0 - f.exposed_seconds / comm) : 0.0;
-    std::printf("fully sharded: all-gather %.2f s, reduce-scatter %.2f s, %.2f s of it exposed (%.0f%% hidden); "
-                "at most %lld units (%.1f MB) gathered at once\n",
-                f.gather_seconds, f.reduce_seconds, f.exposed_seconds, 100.0 * hidden,
-                (long long)f.gathered_units_peak, double(f.gathered_bytes_peak) / 1e6);
     s["fsdp_gather_seconds"] = f.gather_seconds;
     s["fsdp_reduce_seconds"] = f.reduce_seconds;
     s["fsdp_exposed_seconds"] = f.exposed_seconds;
-    s["fsdp_hidden_fraction"] = hidden;
+    s["fsdp_hidden_fraction"] = comm > 0 ? std::max(0.0, 1.0 - f.exposed_seconds / comm) : 0.0;
     s["fsdp_gathered_units_peak"] = f.gathered_units_peak;
     s["fsdp_gathered_bytes_peak"] = f.gathered_bytes_peak;
     s["fsdp_gathered_bytes_per_step"] = f.steps > 0 ? double(f.gathered_bytes) / double(f.steps) : 0.0;
@@ -317,6 +301,7 @@ void ParallelModel::report(Json& s, bool host_timing) const {
     s["fsdp_grad_pool_bytes"] = fsdp_->grad_pool_bytes();
     s["optimizer_state_bytes"] = opt_->state_bytes();
   }
+  return s;
 }
 
 }  // namespace dtrain

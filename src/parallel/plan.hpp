@@ -114,10 +114,10 @@ class ParallelModel {
   void finish_gradients();
   // The global gradient norm (collective over the shard, tp and pp ranks).
   double grad_norm();
-  // After the run: a line per strategy on what it moved in training steps (and how much of it the
-  // computation hid), printed, with the same figures into `summary` (summary.json). host_timing:
-  // the collectives ran on the host's clock (Gloo), so overlap measured there means something.
-  void report(Json& summary, bool host_timing) const;
+  // After the run: what each strategy moved in training steps and how much of it the computation hid,
+  // as summary.json's keys (ddp_*, tp_*, pp_*, fsdp_*; the caller prints them). host_timing: the
+  // collectives ran on the host's clock (Gloo), so DDP's overlap measured there means something.
+  Json figures(bool host_timing) const;
 
  private:
   // Off: the gradients a backward completes are kept locally (not reduced yet).

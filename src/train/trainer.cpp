@@ -85,6 +85,33 @@ EvalResult evaluate(const PassLoss& loss_of, bool lockstep, const WindowDataset&
 
 namespace {
 using Clock = std::chrono::steady_clock;
+
+// A line per parallel strategy on what it moved (ParallelModel::figures).
+void print_parallel_figures(const Json& f) {
+  auto num = [&](const char* k) { return f.at(k).get<double>(); };
+  if (f.contains("ddp_ranks"))
+    std::printf("data parallel: %d ranks, %.1f MB of gradients per step; allreduce %.2f s in all, %.2f s of it "
+                "exposed after backward (%.0f%% hidden)\n",
+                f.at("ddp_ranks").get<int>(), num("ddp_bytes_per_step") / 1e6, num("ddp_comm_seconds"),
+                num("ddp_exposed_seconds"), 100.0 * num("ddp_hidden_fraction"));
+  if (f.contains("tp"))
+    std::printf("tensor parallel: per step and rank %.2f MB all-reduced, %.2f MB all-gathered, %.2f MB "
+                "reduce-scattered in %.0f collectives; %.2f s waiting in all\n",
+                num("tp_allreduce_bytes_per_step") / 1e6, num("tp_allgather_bytes_per_step") / 1e6,
+                num("tp_reduce_scatter_bytes_per_step") / 1e6, num("tp_collectives_per_step"), num("tp_comm_seconds"));
+  if (f.contains("pp"))
+    std::printf("pipeline: %s over %d ranks × %d stages, %d micro-batches; idle %.1f%% of this rank's pass time "
+                "(simulated %.1f%%); %.2f MB sent per pass\n",
+                f.at("pp_schedule").get<std::string>().c_str(), f.at("pp").get<int>(), f.at("pp_virtual").get<int>(),
+                f.at("pp_microbatches").get<int>(), 100.0 * num("pp_idle_share"), 100.0 * num("pp_simulated_bubble"),
+                num("pp_bytes_sent_per_pass") / 1e6);
+  if (f.contains("fsdp_gather_seconds"))
+    std::printf("fully sharded: all-gather %.2f s, reduce-scatter %.2f s, %.2f s of it exposed (%.0f%% hidden); "
+                "at most %lld units (%.1f MB) gathered at once\n",
+                num("fsdp_gather_seconds"), num("fsdp_reduce_seconds"), num("fsdp_exposed_seconds"),
+                100.0 * num("fsdp_hidden_fraction"), f.at("fsdp_gathered_units_peak").get<long long>(),
+                num("fsdp_gathered_bytes_peak") / 1e6);
+}
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 }  // namespace
 
@@ -711,7 +738,9 @@ struct Trainer::Impl {
                 of_rank.c_str(), device_mb > 0 ? (", GPU " + std::to_string(int64_t(device_mb)) + " MiB").c_str() : "");
     Json s = Json::object();
     // NCCL work runs on the GPU's own clock, so the host-side overlap figures hold for Gloo only
-    par->report(s, dev->kind() == DeviceKind::cpu);
+    const Json figures = par->figures(dev->kind() == DeviceKind::cpu);
+    print_parallel_figures(figures);
+    s.update(figures);
     s["test_loss"] = test.loss;
     s["test_ppl"] = std::exp(test.loss);
     s["best_val_loss"] = std::isfinite(st.best_val) ? Json(st.best_val) : Json(nullptr);
