@@ -210,8 +210,6 @@ int cmd_eval(int argc, char** argv) {
   const ModelConfig mc = checkpoint_model_config(ck);
   const ModelKind& kind = kind_of(mc);
   const SampleShape sample = kind.sample_shape(mc);
-  require(sample.input == InputKind::tokens && kind.metric() == Metric::perplexity,
-          "checkpoint " + ck + " is a model.kind = " + mc.kind + " model: eval reads token files, for language models");
   std::string data = a.get("data");
   if (data.empty()) {
     const std::string path = ck + "/trainer.json";
@@ -221,23 +219,25 @@ int cmd_eval(int argc, char** argv) {
   }
   const std::string split = a.get("split", "test");
   require(split == "valid" || split == "test" || split == "train", "--split " + split + ": use valid or test");
-  TokenFile tokens(data + "/" + split + ".bin");
-  tokens.check_ids();
-  check_vocab_matches(data + "/vocab.txt", {&tokens});
-  require_same_vocabulary(ck, data + "/vocab.txt");
+  const std::unique_ptr<DataSource> source = DataSource::open(data, sample.input);
+  require_same_vocabulary(ck, source->vocab_path());
+  ModelConfig fitted = mc;  // the data must be what the model was trained on
+  try {
+    kind.fit_to_data(fitted, source->facts(), data);
+  } catch (const Error& e) {
+    throw Error("checkpoint " + ck + " does not fit the data of " + data + " (" + e.what() +
+                "): evaluate on the data the model was trained on");
+  }
   const int64_t B = a.integer("batch-size", 64, 1, kMaxCount);
   Model model(kind.units(mc, cpu_device()), B);
-  require(int64_t(tokens.vocab_size()) == model.outputs(),
-          data + " has a vocabulary of " + std::to_string(tokens.vocab_size()) + " words but the checkpoint " +
-              std::to_string(model.outputs()) + ": evaluate on the data the model was trained on");
-  WindowDataset ds(tokens, sample.inputs, sample.inputs);
   load_weights(ck, mc, model);
+  const std::unique_ptr<Dataset> ds = source->split(split, sample, 0);
   const Precision p = a.get("precision", "f32") == "bf16" ? Precision::bf16 : Precision::f32;
-  EvalResult r = evaluate(model, ds, B, 0, p);
+  EvalResult r = evaluate(model, *ds, B, 0, p);
   require(std::isfinite(r.loss), "the " + split + " loss of " + ck + " is not finite: its weights hold NaN or "
                                  "infinity (a diverged run); evaluate an earlier checkpoint");
-  std::printf("%s loss: %.5f, perplexity: %.2f (%lld tokens)\n", split.c_str(), r.loss, std::exp(r.loss),
-              (long long)r.tokens);
+  std::printf("%s loss: %.5f, %s: %s (%lld %s)\n", split.c_str(), r.loss, metric_name(kind.metric()).c_str(),
+              metric_text(kind.metric(), r).c_str(), (long long)r.rows, source->row_unit().c_str());
   return 0;
 }
 

@@ -28,6 +28,14 @@ std::vector<std::pair<int, int>> whole_model(const StagePlan& plan, int n) {
 
 }  // namespace
 
+void UnitList::number_parameters() {
+  uint32_t first = 0;
+  for (const auto& m : modules) {
+    m->unit().set_first_index(first);
+    first += uint32_t(m->unit().params().size());
+  }
+}
+
 int64_t UnitList::num_params() const {
   int64_t n = 0;
   for (const auto& m : modules) n += global_numel(m->unit());
@@ -63,6 +71,7 @@ Model::Model(UnitList units, int64_t max_batch, ComputeDevice& device, ParamStor
     : dev_(device), sample_(units.sample), plan_(std::move(stages)), max_batch_(max_batch),
       num_params_(units.num_params()), flops_per_sample_(units.train_flops_per_sample()),
       arena_(counting ? Arena::counting() : Arena(device)) {
+  units.number_parameters();
   modules_ = std::move(units.modules);
   const int n = int(modules_.size());
   DT_ASSERT(n >= 2 && plan_.slots >= 1);
@@ -84,7 +93,7 @@ Model::Model(UnitList units, int64_t max_batch, ComputeDevice& device, ParamStor
       off += u->numel();
     }
   }
-  dev_.zero(loss_sum_, sizeof(double));
+  dev_.zero(loss_sum_, 2 * sizeof(double));
   dev_.synchronize();  // constants the modules uploaded while planning
 }
 
@@ -151,7 +160,8 @@ void Model::plan(Arena& arena) {
   scratch_ = arena.f32(scratch);
   grad_a_ = arena.f32(widest);
   grad_b_ = arena.f32(widest);
-  loss_sum_ = static_cast<double*>(arena.alloc(2, DType::f32));
+  loss_sum_ = static_cast<double*>(arena.alloc(4, DType::f32));  // the loss sum and the metric's
+  metric_sum_ = loss_sum_ ? loss_sum_ + 1 : nullptr;
 }
 
 bool Model::holds_whole_model() const {
@@ -253,6 +263,7 @@ void Model::stage_forward(int k, int slot, const BatchView& batch, const StepCon
   UnitPass p = pass(slot, &batch, ctx);
   p.backward = backward;
   p.per_row = backward ? nullptr : per_row;
+  p.metric_sum = backward ? nullptr : metric_sum_;
   p.per_row_device = dev_.host_accessible() ? nullptr : per_row_;
   forward_units(k, stages_[k].last, p, hooks);
 }
@@ -318,6 +329,20 @@ double Model::forward_loss(const BatchView& batch, const StepContext& ctx, float
   stage_forward(0, 0, batch, eval, false, hooks, per_row);
   if (hooks) hooks->end_pass();
   return take_loss();
+}
+
+EvalSums Model::forward_eval(const BatchView& batch, const StepContext& ctx, UnitHooks* hooks) {
+  EvalSums s;
+  s.loss = forward_loss(batch, ctx, nullptr, hooks);
+  s.metric = take_metric();
+  return s;
+}
+
+double Model::take_metric() {
+  double m = 0.0;
+  dev_.download(&m, metric_sum_, sizeof m);
+  dev_.zero(metric_sum_, sizeof(double));
+  return m;
 }
 
 void Model::predict(const BatchView& batch, const StepContext& ctx, float* out, UnitHooks* hooks) {

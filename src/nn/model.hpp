@@ -44,14 +44,24 @@ enum class ParamStorage { owned, bound_by_caller };
 // The model's units as a list, before any of them is planned: what the rest of dtrain may know of a
 // model without building it (pipeline cuts, parameter counts, costs).
 struct UnitList {
-  std::vector<std::unique_ptr<Module>> modules;  // every unit, in order
+  // Every unit, in order. Its first parameter's model-wide index (the key of its initial values,
+  // so that a unit built alone draws what it would in the whole model) is the count of parameters
+  // declared before it: number_parameters() sets it.
+  std::vector<std::unique_ptr<Module>> modules;
   SampleShape sample;                            // what one sample of its batches is
   int64_t rows_per_sample() const { return sample.targets; }  // each target is a row of the loss
+  void number_parameters();
   int64_t num_params() const;                    // of the whole model: every slice and stage
   double train_flops_per_sample() const;
   std::vector<double> unit_costs() const;  // each unit's training FLOPs per sample
   // For every unit, the units whose parameters it also reads (a tied head reads the embedding's).
   std::vector<std::vector<int>> reads() const;
+};
+
+// An evaluation pass's sums: the rows' losses and the metric's count (ModelKind::metric: nothing for
+// perplexity, which follows from the loss; a classifier's right predictions).
+struct EvalSums {
+  double loss = 0.0, metric = 0.0;
 };
 
 class Model {
@@ -127,6 +137,10 @@ class Model {
   // every unit's forward, as in training (so that sharded parameters are gathered for it).
   double forward_loss(const BatchView& batch, const StepContext& ctx, float* per_row = nullptr,
                       UnitHooks* hooks = nullptr);
+  // The same with the metric's count: both sums of the pass.
+  EvalSums forward_eval(const BatchView& batch, const StepContext& ctx, UnitHooks* hooks = nullptr);
+  // The metric's count added up by evaluation passes since the last call (waits for the device).
+  double take_metric();
   // The loss unit's outputs before the loss (logits, class scores) for every row: out [rows,
   // outputs()]. Not in the step loop.
   void predict(const BatchView& batch, const StepContext& ctx, float* out, UnitHooks* hooks = nullptr);
@@ -169,6 +183,7 @@ class Model {
   int32_t* targets_ = nullptr;      // device copy of the batch's targets
   float* per_row_ = nullptr;        // row losses (evaluation on a device)
   double* loss_sum_ = nullptr;      // on the device
+  double* metric_sum_ = nullptr;    // on the device, beside it
   float* grad_a_ = nullptr;         // hidden-state gradients, ping and pong (one unit's backward at a time)
   float* grad_b_ = nullptr;
   float* scratch_ = nullptr;        // shared by the units, one call at a time

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/json.hpp"
+#include "data/source.hpp"
 #include "nn/model.hpp"
 #include "nn/tp_regions.hpp"
 
@@ -24,11 +25,6 @@ struct ModelConfig {
 // What evaluation reports besides the loss.
 enum class Metric { perplexity, accuracy };
 
-// What the data says the model must fit (a language model's vocabulary).
-struct DataFacts {
-  int64_t vocab_size = 0;
-};
-
 class ModelKind {
  public:
   virtual ~ModelKind() = default;
@@ -44,8 +40,6 @@ class ModelKind {
   virtual Json complete(const ModelConfig& c) const = 0;
   // Values that do not fit together; data_known: the values the data gives (fit_to_data) are set.
   virtual void validate(const ModelConfig& c, bool data_known) const = 0;
-  // Tensor parallelism over `slices`: what must divide (and the rows, with sequence parallel).
-  virtual void validate_tensor_parallel(const ModelConfig& c, int slices, bool sequence) const = 0;
   // The data's facts into the config; Error when a value given contradicts them.
   virtual void fit_to_data(ModelConfig& c, const DataFacts& data, const std::string& data_name) const = 0;
 
@@ -54,7 +48,8 @@ class ModelKind {
   virtual float dropout(const ModelConfig& c) const = 0;
   virtual std::string describe(const ModelConfig& c) const = 0;  // a few words for the run's banner
   // Every unit of the model, declared (parameters with global names, shapes and tensor-parallel
-  // cuts), nothing planned yet: slice `slice`, meeting the other slices through `regions`.
+  // cuts), nothing planned yet: slice `slice`, meeting the other slices through `regions`. Error for
+  // a tensor-parallel slicing the model cannot take (what must divide, named).
   virtual UnitList units(const ModelConfig& c, ComputeDevice& device, TpSlice slice = {},
                          TpRegions& regions = no_tp_regions()) const = 0;
   // The values a plain weights file decides (ckpt import; a language model's vocabulary: its

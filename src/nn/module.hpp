@@ -23,6 +23,8 @@ struct UnitPass {
   float* per_row = nullptr;          // loss unit, evaluation: each row's loss (host memory)
   float* per_row_device = nullptr;   // where the device writes them first, when not host memory
   double* loss_sum = nullptr;        // loss unit: adds its rows' losses here (device memory)
+  double* metric_sum = nullptr;      // loss unit, evaluation: adds its metric's count here (a
+                                     // classifier's right predictions; device memory), when given
   float* scratch = nullptr;          // scratch_floats() of device memory, for this call only
 };
 

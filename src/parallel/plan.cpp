@@ -181,12 +181,12 @@ void ParallelModel::forward_backward(const BatchView& batch, const StepContext& 
 
 double ParallelModel::take_loss() { return pipeline_ ? pipeline_->take_loss() : model_->take_loss(); }
 
-double ParallelModel::eval_loss(const BatchView& batch, const StepContext& ctx) {
-  if (!pipeline_) return model_->forward_loss(batch, ctx, nullptr, eval_hooks());
+EvalSums ParallelModel::eval_sums(const BatchView& batch, const StepContext& ctx) {
+  if (!pipeline_) return model_->forward_eval(batch, ctx, eval_hooks());
   // In pieces of a micro-batch's rows (the most an activation slot holds), always as many as a full
   // batch has: every rank of the mesh runs the same passes (a short batch repeats its first piece,
   // not counted), so that sharded parameters are gathered by all of them.
-  double loss = 0.0;
+  EvalSums sums;
   const int64_t rows = model_->max_batch();
   for (int64_t piece = 0; piece < eval_pieces_; ++piece) {
     const bool counted = piece * rows < ctx.B;
@@ -195,10 +195,13 @@ double ParallelModel::eval_loss(const BatchView& batch, const StepContext& ctx) 
     eval.training = false;
     eval.B = std::min(rows, ctx.B - row);
     eval.sample_offset = ctx.sample_offset + row * ctx.sample_stride;
-    const double l = pipeline_->forward_loss({batch.slice(row, eval.B), eval}, eval_hooks());
-    if (counted) loss += l;
+    const EvalSums s = pipeline_->forward_eval({batch.slice(row, eval.B), eval}, eval_hooks());
+    if (counted) {
+      sums.loss += s.loss;
+      sums.metric += s.metric;
+    }
   }
-  return loss;
+  return sums;
 }
 
 void ParallelModel::finish_gradients() {

@@ -97,8 +97,9 @@ class ParallelModel {
   void forward_backward(const BatchView& batch, const StepContext& ctx, bool last_micro_step);
   // The training loss summed over rows since the last call, on every rank.
   double take_loss();
-  // Evaluation: the loss summed over the batch's rows, on every rank of the pipeline and tp group.
-  double eval_loss(const BatchView& batch, const StepContext& ctx);
+  // Evaluation: the loss summed over the batch's rows and the metric's count, on every rank of the
+  // pipeline and tp group.
+  EvalSums eval_sums(const BatchView& batch, const StepContext& ctx);
   // Whether every data-parallel rank must run the same evaluation passes (sharded parameters).
   bool eval_in_lockstep() const { return fsdp_ != nullptr; }
   // Collective: every rank's recorded pipeline actions as one Chrome trace (rank 0 writes it).

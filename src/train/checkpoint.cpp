@@ -108,6 +108,7 @@ void require_same_model(const std::string& dir, const CheckpointIndex& index, co
 }
 
 void require_same_vocabulary(const std::string& dir, const std::string& vocab_path) {
+  if (vocab_path.empty()) return;  // data without a vocabulary
   const CheckpointIndex index = CheckpointIndex::read(dir);
   const auto it = index.files.find("vocab.txt");
   if (it == index.files.end() || !it->second.has_crc) return;

@@ -131,17 +131,15 @@ const std::vector<std::string>& all_keys() {
   return names;
 }
 
-// The kind whose key model.<name> is: the config's own kind when it has one, else the first that does.
-const ModelKind* kind_with_key(const ModelConfig& m, const std::string& name) {
-  auto has = [&](const ModelKind& k) {
-    const std::vector<std::string> keys = k.keys();
-    return std::find(keys.begin(), keys.end(), name) != keys.end();
-  };
+bool has_key(const ModelKind& k, const std::string& name) {
+  const std::vector<std::string> keys = k.keys();
+  return std::find(keys.begin(), keys.end(), name) != keys.end();
+}
+
+bool some_kind_has(const std::string& name) {
   for (const ModelKind* k : model_kinds())
-    if (k->name() == m.kind && has(*k)) return k;
-  for (const ModelKind* k : model_kinds())
-    if (has(*k)) return k;
-  return nullptr;
+    if (has_key(*k, name)) return true;
+  return false;
 }
 
 // The known key nearest to a misspelt one ("" when none is close): by the whole key, or by its name
@@ -188,8 +186,8 @@ void RunConfig::set(const std::string& key_given, const std::string& value, cons
   const std::string key = key_given == "device" ? "train.device" : key_given;  // `--set device=cuda`
   auto it = run_keys().find(key);
   const bool model_key = key.rfind("model.", 0) == 0;
-  const ModelKind* kind = model_key && key != "model.kind" ? kind_with_key(model, key.substr(6)) : nullptr;
-  if (it == run_keys().end() && key != "model.kind" && !kind) {
+  const bool kind_key = model_key && key != "model.kind" && some_kind_has(key.substr(6));
+  if (it == run_keys().end() && key != "model.kind" && !kind_key) {
     const std::string near = nearest_key(key);
     std::string section = key.substr(0, key.find('.') + 1), same;
     for (const std::string& k : all_keys())
@@ -209,10 +207,21 @@ void RunConfig::set(const std::string& key_given, const std::string& value, cons
     std::string known;
     for (const ModelKind* k : model_kinds()) known += (known.empty() ? "" : "|") + k->name();
     model.kind = parse_config_choice(key, value, origin, known);
+    model.values = Json::object();  // the values given so far, read by this kind's table
+    const ModelKind& kind = kind_of(model);
+    for (const GivenValue& g : model_given)
+      if (has_key(kind, g.name)) model.values[g.name] = kind.parse(g.name, g.text, g.origin);
     return;
   }
-  if (kind) {
-    model.values[key.substr(6)] = kind->parse(key.substr(6), value, origin);
+  if (kind_key) {
+    const std::string name = key.substr(6);
+    std::erase_if(model_given, [&](const GivenValue& g) { return g.name == name; });
+    model_given.push_back({name, value, origin});
+    const ModelKind& kind = kind_of(model);
+    if (has_key(kind, name))
+      model.values[name] = kind.parse(name, value, origin);
+    else
+      model.values.erase(name);  // another kind's key: validate() names it unless model.kind changes
     return;
   }
   try {
@@ -269,7 +278,7 @@ std::vector<int> RunConfig::pp_split_units() const {
     const long v = std::strtol(item.c_str(), &end, 10);
     require(!item.empty() && *end == 0 && v > 0 && v < (1 << 20),
             "parallel.pp_split = \"" + text + "\" is not a list of unit indices: write the first unit of every "
-            "stage but the first, e.g. \"3,5\" (0 is the embedding, 1..layers the blocks, layers+1 the head)");
+            "stage but the first, e.g. \"3,5\" (units in model order: 0 the input unit, e.g. a Transformer's embedding, the last its loss unit)");
     units.push_back(int(v));
     item.clear();
   }
@@ -280,11 +289,11 @@ void RunConfig::validate() const {
   require(train.device == "cpu" || train.device == "cuda" || train.device.rfind("cuda:", 0) == 0,
           "train.device = \"" + train.device + "\" is unknown: use cpu, cuda (one GPU per local rank) or cuda:N");
   const ModelKind& kind = kind_of(model);
-  const std::vector<std::string> kind_keys = kind.keys();
-  for (const auto& [name, v] : model.values.items())
-    require(std::find(kind_keys.begin(), kind_keys.end(), name) != kind_keys.end(),
-            "model." + name + " is not a key of model.kind = " + kind.name() +
-                ": remove it, or choose the kind it belongs to (`dtrain config keys` lists each kind's keys)");
+  for (const GivenValue& g : model_given)
+    require(has_key(kind, g.name), "model." + g.name + " (" + g.origin + ") is not a key of model.kind = " +
+                                       kind.name() +
+                                       ": remove it, or choose the kind it belongs to (`dtrain config keys` lists each "
+                                       "kind's keys)");
   kind.validate(model, false);  // the values the data gives are not known yet
   optim.validate();
   // Every whole-number key within its range (parsed values were checked already; values set in code

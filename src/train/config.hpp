@@ -72,6 +72,12 @@ struct RunConfig {
   TrainConfig train;
   OptimizerConfig optim;
   ParallelConfig parallel;
+  // The model.* values as given (text and where from), so that a model.kind given after them reads
+  // them again by that kind's table; one the kind does not have is named by validate().
+  struct GivenValue {
+    std::string name, text, origin;
+  };
+  std::vector<GivenValue> model_given;
 
   // Applies `key=value` (e.g. "train.lr=0.001"); Error for unknown keys or bad values.
   void set(const std::string& key, const std::string& value, const std::string& origin = "--set");

@@ -1,6 +1,7 @@
 // dump_parity (see debug_dump.hpp). Dropout is off: the two sides draw different masks.
 #include "train/debug_dump.hpp"
 
+#include <algorithm>
 #include <filesystem>
 #include <vector>
 
@@ -17,7 +18,8 @@ void dump_parity(const RunConfig& cfg_in, const std::string& out, int64_t steps)
   TokenFile tokens(cfg.data.dir + "/train.bin");
   const ModelKind& kind = kind_of(cfg.model);
   kind.fit_to_data(cfg.model, {int64_t(tokens.vocab_size())}, cfg.data.dir);
-  cfg.model.values["dropout"] = 0.0;  // (every kind with dropout calls it model.dropout)
+  const std::vector<std::string> keys = kind.keys();
+  if (std::find(keys.begin(), keys.end(), "dropout") != keys.end()) cfg.model.values["dropout"] = 0.0;
   kind.validate(cfg.model, true);
   const int64_t B = cfg.train.batch_size, T = kind.sample_shape(cfg.model).inputs;
   WindowDataset data(tokens, T, cfg.data.stride);

@@ -26,6 +26,7 @@
 #include "train/checkpoint_writer.hpp"
 #include "train/history.hpp"
 #include "train/rank_state.hpp"
+#include "train/resume.hpp"
 #include "train/run_dir.hpp"
 
 namespace fs = std::filesystem;
@@ -38,49 +39,6 @@ int configure_threads(int64_t threads, const std::string& setting) {
   // OMP_NUM_THREADS=100000 would make libgomp fail (or crawl) at the first parallel region.
   if (threads == 0 && std::getenv("OMP_NUM_THREADS")) require_thread_count(omp_get_max_threads(), "OMP_NUM_THREADS");
   return omp_get_max_threads();
-}
-
-EvalResult evaluate(Model& model, const WindowDataset& data, int64_t batch_size, int64_t max_windows,
-                    Precision precision, ProcessGroup* group, UnitHooks* hooks) {
-  return evaluate(
-      [&](const BatchView& batch, const StepContext& ctx) { return model.forward_loss(batch, ctx, nullptr, hooks); },
-      hooks != nullptr, data, batch_size, max_windows, precision, group);
-}
-
-EvalResult evaluate(const PassLoss& loss_of, bool lockstep, const WindowDataset& data, int64_t batch_size,
-                    int64_t max_windows, Precision precision, ProcessGroup* group) {
-  const int R = group ? group->size() : 1, r = group ? group->rank() : 0;
-  const int64_t n = max_windows > 0 ? std::min(data.size(), max_windows) : data.size();
-  DistributedSampler sampler(n, false, 0, R, r, false, /*pad=*/false);
-  BatchLoader loader(data, sampler, batch_size, false);
-  loader.start_epoch();
-  // With hooks every rank runs the same number of passes (sharded parameters are gathered by all of
-  // them): the most any rank has; a rank out of windows repeats its last batch and ignores the result.
-  const int64_t passes = lockstep ? ((n + R - 1) / R + batch_size - 1) / batch_size : 0;
-  Batch b;
-  double sums[2] = {0.0, 0.0};  // loss, tokens
-  for (int64_t pass = 0;; ++pass) {
-    const bool have = loader.next(b);
-    if (!have && pass >= passes) break;
-    StepContext ctx;
-    ctx.B = std::max<int64_t>(b.samples, 1);
-    ctx.T = data.seq_len();
-    ctx.precision = precision;
-    if (b.samples == 0) {  // no window at all on this rank: score window 0, ignored
-      b.tokens.resize(size_t(ctx.T));
-      b.targets.resize(size_t(ctx.T));
-      data.get(0, b.tokens.data(), b.targets.data());
-    }
-    BatchView view = b.view();
-    view.shape = data.shape();
-    view.samples = ctx.B;  // (the stand-in window of a rank without any)
-    const double loss = loss_of(view, ctx);
-    if (!have) continue;
-    sums[0] += loss;
-    sums[1] += double(b.samples * data.seq_len());
-  }
-  if (group && R > 1) group->allreduce(sums, 2);
-  return {sums[1] > 0 ? sums[0] / sums[1] : 0.0, int64_t(sums[1])};
 }
 
 namespace {
@@ -121,9 +79,8 @@ struct Trainer::Impl {
   World& world;
   const bool root;  // rank 0: the one that prints and writes
   const ModelKind& kind;  // of cfg.model
-  std::string data_dir;
-  TokenFile train_tokens, valid_tokens, test_tokens;
-  std::unique_ptr<WindowDataset> train_set, valid_set, test_set;
+  std::unique_ptr<DataSource> data;  // data.dir, opened for the model's input
+  std::unique_ptr<Dataset> train_set, valid_set, test_set;
   std::shared_ptr<ComputeDevice> dev;
   TrainerState st;
   Precision precision = Precision::f32;
@@ -146,109 +103,112 @@ struct Trainer::Impl {
   LoadReport load_report;              // of the checkpoint resumed from
   int64_t rank_samples = 0;            // training samples per rank and epoch (padded sampler)
 
-  static TokenFile open_split(const std::string& dir, const std::string& split) {
-    const std::string p = dir + "/" + split + ".bin";
-    require(fs::exists(p), "data dir " + dir + " has no " + split + ".bin: prepare it with `dtrain data prepare "
-                           "--input YOUR_TEXT --out " + dir + "` (or `dtrain data builtin --out " + dir + "`)");
-    TokenFile f(p);
-    f.check_ids();  // a corrupt id would index outside the embedding
-    return f;
-  }
-
   Impl(RunConfig c, std::string dir, bool resume, const std::string& from, World& w)
       : cfg(std::move(c)),
         run_dir(std::move(dir)),
         world(w),
         root(w.rank() == 0),
         kind(kind_of(cfg.model)),
-        data_dir(cfg.data.dir),
-        train_tokens(open_split(data_dir, "train")),
-        valid_tokens(open_split(data_dir, "valid")),
-        test_tokens(open_split(data_dir, "test")) {
-    // checkpoints copy vocab.txt, and generate needs it to fit the model
-    const bool vocab_checked = check_vocab_matches(vocab_path(), {&train_tokens, &valid_tokens, &test_tokens});
-    if (root && !vocab_checked)
-      std::printf("note: %s was prepared by an older dtrain, whose token files hold no checksum of vocab.txt: "
-                  "prepare it again to have the vocabulary checked\n", data_dir.c_str());
-    kind.fit_to_data(cfg.model, {int64_t(train_tokens.vocab_size())}, data_dir);
+        data(DataSource::open(cfg.data.dir, kind.sample_shape(cfg.model).input)) {
+    open_data();
+    if (root) lock = std::make_unique<RunDirLock>(run_dir);  // one writer, before anything reads the run dir
+    dev = make_device(cfg.train.device, world.env().local_rank);
+    mesh = std::make_unique<DeviceMesh>(world, mesh_shape_of_config(), backend_factory());
+    build_model();
+    writer = std::make_unique<CheckpointWriter>(world.all(), double(cfg.parallel.timeout_s));
+    const bool same_run = start_from(resume, from);
+    par->broadcast_parameters();  // DDP: every replica starts from data-parallel rank 0's weights
+    world.all().barrier();  // every rank has checked the run dir before rank 0 writes into it
+    if (root) open_run_dir(resume && same_run, resume);
+  }
+
+  // The model fitted to the data (a language model's vocabulary), the config checked, the splits as
+  // datasets of the model's samples.
+  void open_data() {
+    if (root && !data->note().empty()) std::printf("%s\n", data->note().c_str());
+    kind.fit_to_data(cfg.model, data->facts(), data->dir());
     same_on_every_rank([&] {
       cfg.validate();
       kind.validate(cfg.model, true);
-      require(kind.sample_shape(cfg.model).input == InputKind::tokens,
-              "model.kind = " + kind.name() + " does not read token windows, the only data the trainer reads yet");
     });
     precision = cfg.train.precision == "bf16" ? Precision::bf16 : Precision::f32;
-    const int64_t T = kind.sample_shape(cfg.model).inputs;
-    const int64_t eval_stride = cfg.data.eval_stride > 0 ? cfg.data.eval_stride : T;
-    train_set = std::make_unique<WindowDataset>(train_tokens, T, cfg.data.stride);
-    valid_set = std::make_unique<WindowDataset>(valid_tokens, T, eval_stride);
-    test_set = std::make_unique<WindowDataset>(test_tokens, T, eval_stride);
+    const SampleShape sample = kind.sample_shape(cfg.model);
+    train_set = data->split("train", sample, cfg.data.stride);
+    valid_set = data->split("valid", sample, cfg.data.eval_stride);
+    test_set = data->split("test", sample, cfg.data.eval_stride);
+  }
+
+  // The mesh parallel.* asks for (the same error on every rank), and this rank's data-parallel place.
+  MeshShape mesh_shape_of_config() {
     const MeshShape shape = same_on_every_rank([&] { return mesh_shape(); });
     dp = shape.dp();
     dp_rank = mesh_coord(shape, world.rank()).dp_index(shape);
     rank_samples = DistributedSampler(train_set->size(), cfg.data.shuffle, cfg.train.seed, dp, dp_rank).size();
-    if (root) lock = std::make_unique<RunDirLock>(run_dir);  // one writer, before anything reads the run dir
-    dev = make_device(cfg.train.device, world.env().local_rank);
-    mesh = std::make_unique<DeviceMesh>(world, shape, backend_factory());
-    build_model();
-    writer = std::make_unique<CheckpointWriter>(world.all(), double(cfg.parallel.timeout_s));
-    // After dtrun restarted the workers, continue from the run dir's newest good checkpoint if there
-    // is one; --resume FOLDER starts from that checkpoint (into this or another run dir).
+    return shape;
+  }
+
+  // Resumes (after `--resume`, or when dtrun restarted the workers) or starts from train.init_from's
+  // weights. `resume` comes back true when a checkpoint was loaded; returns whether it is one of this
+  // run dir's (its logs then continue).
+  bool start_from(bool& resume, const std::string& from) {
     const bool restarted = world.env().restart_count > 0;
-    require(resume || restarted || !fs::exists(run_dir + "/config.json"),
-            "run dir " + run_dir + " already holds a run: continue it with `dtrain train --resume " + run_dir +
-                "`, or choose another --run-dir");
-    // RUN/checkpoints/step_N belongs to RUN
-    auto in_run_dir = [&](const std::string& ck) {
-      std::error_code ec;
-      return fs::equivalent(fs::path(ck).parent_path().parent_path(), run_dir, ec);
-    };
-    require(from.empty() || restarted || !fs::exists(run_dir + "/config.json") || in_run_dir(from),
-            "run dir " + run_dir + " already holds another run: resume " + from + " into a new --run-dir");
-    std::vector<std::string> candidates = checkpoints_of_line(run_dir);
-    if (!from.empty() && (candidates.empty() || !restarted)) candidates = {from};
-    if ((resume || restarted) && candidates.empty() && root)
+    const ResumePlan plan = plan_resume(run_dir, resume, restarted, from);
+    if ((resume || restarted) && plan.candidates.empty() && root)
       std::printf("run dir %s has no checkpoint yet (its run stopped before the first one): starting it afresh\n",
                   run_dir.c_str());
-    bool same_run = true;  // the checkpoint belongs to this run dir: its logs continue
     if (resume || restarted) {
-      const std::string ck = resume_from(candidates, !from.empty() && candidates == std::vector<std::string>{from});
+      const std::string ck = load_newest_good(plan, run_dir, world.all(), [&](const std::string& c) {
+        RankState held(*model, fsdp, opt, par->tp_slice());
+        load_report = load_checkpoint(c, cfg.model, held, opt, &st);
+      });
       resume = !ck.empty();
-      same_run = resume && in_run_dir(ck);
+      if (!resume) return true;
+      require_same_vocabulary(ck, vocab_path());
+      const LoaderPlace place = place_loader(st, cfg.train.batch_size, dp, rank_samples, cfg.train.grad_accum);
+      st.batch_in_epoch = place.batch_in_epoch;
+      if (root) {
+        std::printf("resumed from %s (step %lld, epoch %lld)%s\n", ck.c_str(), (long long)st.global_step,
+                    (long long)st.epoch + 1, ck != plan.candidates.front() ? ": the newest good checkpoint" : "");
+        if (!place.note.empty()) std::printf("%s\n", place.note.c_str());
+        std::fflush(stdout);
+      }
+      const bool same_run = in_run_dir(ck, run_dir);
       if (same_run) last_checkpoint_step = st.global_step;
-    } else if (!cfg.train.init_from.empty()) {
+      return same_run;
+    }
+    if (!cfg.train.init_from.empty()) {
       RankState held(*model, fsdp, nullptr, par->tp_slice());
       load_checkpoint(cfg.train.init_from, cfg.model, held, nullptr, nullptr);
       require_same_vocabulary(cfg.train.init_from, vocab_path());
       if (root) std::printf("initial weights from %s\n", cfg.train.init_from.c_str());
     }
-    par->broadcast_parameters();  // DDP: every replica starts from data-parallel rank 0's weights
-    world.all().barrier();  // every rank has checked the run dir before rank 0 writes into it
-    if (root) {
-      // The run dir keeps one line of history: what a resumed or restarted run leaves behind it
-      // (later checkpoints, a later model_best or model_final) is moved aside before anything is written.
-      const int64_t goes_on_from = resume && same_run ? st.global_step : 0;
-      const SetAside aside = set_aside_after(run_dir, goes_on_from);
-      if (!aside.folder.empty()) {
-        std::printf("run dir %s goes on from step %lld: what came after it (%s) moved to %s\n", run_dir.c_str(),
-                    (long long)goes_on_from, aside.describe().c_str(), aside.folder.c_str());
-        std::fflush(stdout);
-      }
-      write_file_atomic(run_dir + "/config.json", cfg.to_json().dump(2));
-      // Logs continue where this run dir's checkpoint left them (a fresh start, or a checkpoint of
-      // another run, clears them).
-      const std::string events = rewind_logs(run_dir, resume && same_run ? st.logs : LogMarks{});
-      jsonl = std::make_unique<JsonlWriter>(run_dir + "/metrics.jsonl");
-      if (resume) {
-        Json j = Json::object();
-        j["type"] = "checkpoint_load";
-        j["step"] = st.global_step;
-        j["seconds"] = load_report.seconds;
-        j["bytes_read"] = load_report.bytes_read;  // by rank 0
-        jsonl->write(j);
-      }
-      tb = std::make_unique<TensorBoardWriter>(run_dir, events);
+    return true;
+  }
+
+  // Rank 0: the run dir's config and logs. continues: the logs go on where this run dir's
+  // checkpoint left them (a fresh start, or a checkpoint of another run, clears them).
+  void open_run_dir(bool continues, bool resumed) {
+    // The run dir keeps one line of history: what a resumed or restarted run leaves behind it
+    // (later checkpoints, a later model_best or model_final) is moved aside before anything is written.
+    const int64_t goes_on_from = continues ? st.global_step : 0;
+    const SetAside aside = set_aside_after(run_dir, goes_on_from);
+    if (!aside.folder.empty()) {
+      std::printf("run dir %s goes on from step %lld: what came after it (%s) moved to %s\n", run_dir.c_str(),
+                  (long long)goes_on_from, aside.describe().c_str(), aside.folder.c_str());
+      std::fflush(stdout);
     }
+    write_file_atomic(run_dir + "/config.json", cfg.to_json().dump(2));
+    const std::string events = rewind_logs(run_dir, continues ? st.logs : LogMarks{});
+    jsonl = std::make_unique<JsonlWriter>(run_dir + "/metrics.jsonl");
+    if (resumed) {
+      Json j = Json::object();
+      j["type"] = "checkpoint_load";
+      j["step"] = st.global_step;
+      j["seconds"] = load_report.seconds;
+      j["bytes_read"] = load_report.bytes_read;  // by rank 0
+      jsonl->write(j);
+    }
+    tb = std::make_unique<TensorBoardWriter>(run_dir, events);
   }
 
   // The model and its optimizer, planned for the per-rank batch: the one place memory for the run is
@@ -319,7 +279,7 @@ struct Trainer::Impl {
     if (dp > 1) world.all().allreduce(v, n, ReduceOp::avg);
   }
 
-  std::string vocab_path() const { return data_dir + "/vocab.txt"; }
+  std::string vocab_path() const { return data->vocab_path(); }
 
   // A resume checkpoint of the current step under RUN/checkpoints (sharded or full, see
   // train.checkpoint_format), then older ones pruned. Every rank takes part.
@@ -398,69 +358,6 @@ struct Trainer::Impl {
     return writer->save(r, *model, fsdp, opt);
   }
 
-  // Loads the newest good checkpoint of `candidates`: every rank reads what it holds and checks
-  // each chunk it reads. A damaged checkpoint is named (by the rank that found it) and the next
-  // older one is used; named: the user gave this one checkpoint, so there is no fallback. Returns
-  // the checkpoint loaded ("" when there are no candidates).
-  std::string resume_from(const std::vector<std::string>& candidates, bool named) {
-    for (size_t i = 0; i < candidates.size(); ++i) {
-      const std::string& ck = candidates[i];
-      std::string damage;
-      try {
-        RankState held(*model, fsdp, opt, par->tp_slice());
-        load_report = load_checkpoint(ck, cfg.model, held, opt, &st);
-      } catch (const CheckpointDamaged& e) {
-        damage = e.what();
-      }
-      double bad = damage.empty() ? 0.0 : 1.0;
-      world.all().allreduce(&bad, 1, ReduceOp::max);
-      if (bad == 0.0) {
-        require_same_vocabulary(ck, vocab_path());
-        if (root) {
-          std::printf("resumed from %s (step %lld, epoch %lld)%s\n", ck.c_str(), (long long)st.global_step,
-                      (long long)st.epoch + 1, i > 0 ? ": the newest good checkpoint" : "");
-          std::fflush(stdout);
-        }
-        place_loader();
-        return ck;
-      }
-      const bool last = named || i + 1 == candidates.size();
-      if (last) {
-        const std::string what = damage.empty() ? std::string("(another rank named the problem)") : damage;
-        throw Error("checkpoint " + ck + " is damaged: " + what +
-                    (named ? "; resume from another checkpoint folder, or from its run dir to use the newest good one"
-                           : "; no good checkpoint is left in " + run_dir +
-                                 "/checkpoints: start afresh with another --run-dir, or resume from a copy you trust"));
-      }
-      if (!damage.empty()) {
-        std::fprintf(stderr, "dtrain: checkpoint %s is damaged: %s; using an older checkpoint\n", ck.c_str(),
-                     damage.c_str());
-        std::fflush(stderr);
-      }
-    }
-    return "";
-  }
-
-  // Puts the loader where the checkpoint's global position says (samples consumed of the epoch's
-  // permutation), in this layout's batches: with the same global batch, a run resumed at any size
-  // goes on with the very samples the uninterrupted run would have seen next.
-  void place_loader() {
-    const int64_t B = cfg.train.batch_size, per_batch = B * dp;
-    const int64_t batches = (rank_samples + B - 1) / B;
-    const bool whole_epoch = st.samples_in_epoch >= rank_samples * dp;
-    st.batch_in_epoch = whole_epoch ? batches : st.samples_in_epoch / per_batch;
-    const int64_t global_batch = B * dp * cfg.train.grad_accum;
-    const bool exact = whole_epoch || st.samples_in_epoch % per_batch == 0;
-    if (root && (!exact || (st.global_batch > 0 && st.global_batch != global_batch))) {
-      std::printf("note: the checkpoint was written with a global batch of %lld samples (%lld consumed in epoch "
-                  "%lld), this run has %lld: the rest of the epoch is dealt out at the new size, so the trajectory "
-                  "differs from the uninterrupted run's%s\n",
-                  (long long)st.global_batch, (long long)st.samples_in_epoch, (long long)st.epoch + 1,
-                  (long long)global_batch, exact ? "" : " and some samples may be skipped or seen twice");
-      std::fflush(stdout);
-    }
-  }
-
   // Floats of this rank's units (a tensor-parallel slice of the model; whole before FSDP shards it).
   int64_t units_numel() const {
     int64_t n = 0;
@@ -469,14 +366,15 @@ struct Trainer::Impl {
   }
 
   // epoch: the epoch the evaluation belongs to (1-based); the final test: the epoch of the last step
-  void log_eval(const char* split, double loss, int64_t epoch) {
+  // (a language model's record carries its perplexity as "ppl", a classifier's its "accuracy")
+  void log_eval(const char* split, const EvalResult& r, int64_t epoch) {
     if (!root) return;
     Json j = Json::object();
     j["type"] = split;
     j["step"] = st.global_step;
     j["epoch"] = epoch;
-    j["loss"] = loss;
-    j["ppl"] = std::exp(loss);
+    j["loss"] = r.loss;
+    j[kind.metric() == Metric::perplexity ? "ppl" : "accuracy"] = metric_value(kind.metric(), r);
     jsonl->write(j);
   }
 
@@ -487,7 +385,7 @@ struct Trainer::Impl {
 
   // One evaluation pass of this rank's model (a pipeline's: through every stage).
   PassLoss eval_pass() {
-    return [this](const BatchView& batch, const StepContext& ctx) { return par->eval_loss(batch, ctx); };
+    return [this](const BatchView& batch, const StepContext& ctx) { return par->eval_sums(batch, ctx); };
   }
 
   // Rows of this rank's batch b of the epoch (the last one may be short).
@@ -541,6 +439,24 @@ struct Trainer::Impl {
     return loss;
   }
 
+  // How many optimizer steps the run takes: per epoch, in all, and the epochs they span.
+  struct StepPlan {
+    int64_t batches = 0;    // loader batches per rank and epoch
+    int64_t per_epoch = 0;  // optimizer steps per epoch
+    int64_t total = 0;      // optimizer steps in all (train.epochs, cut by train.max_steps)
+    int64_t epochs = 0;
+  };
+  StepPlan plan_steps(const BatchLoader& loader) const {
+    const int64_t E = cfg.train.epochs, A = cfg.train.grad_accum;
+    StepPlan p;
+    p.batches = loader.num_batches();
+    p.per_epoch = (p.batches + A - 1) / A;
+    p.total = E > 0 ? E * p.per_epoch : cfg.train.max_steps;
+    if (cfg.train.max_steps > 0) p.total = std::min(p.total, cfg.train.max_steps);
+    p.epochs = E > 0 ? E : (p.total + p.per_epoch - 1) / p.per_epoch;
+    return p;
+  }
+
   void run() {
     const int threads = omp_get_max_threads();  // as configure_threads set them
     // Room beside the planned memory for the threads' stacks (OpenMP's, the loader's, the process
@@ -549,59 +465,10 @@ struct Trainer::Impl {
                           "this rank's " + std::to_string(threads + 3) + " threads (" +
                               std::to_string(thread_stack_bytes() >> 20) + " MiB of stack each) and oneDNN's kernels",
                           "lower train.batch_size (and raise train.grad_accum) or train.threads");
-    const int64_t T = model->sample_shape().inputs, B = cfg.train.batch_size, E = cfg.train.epochs,
-                  A = cfg.train.grad_accum;
     DistributedSampler sampler(train_set->size(), cfg.data.shuffle, cfg.train.seed, dp, dp_rank);
-    BatchLoader loader(*train_set, sampler, B, false);
-    const int64_t batches = loader.num_batches();          // per rank and epoch
-    const int64_t per_epoch = (batches + A - 1) / A;         // optimizer steps per epoch
-    int64_t total = E > 0 ? E * per_epoch : cfg.train.max_steps;
-    if (cfg.train.max_steps > 0) total = std::min(total, cfg.train.max_steps);
-    const int64_t epochs = E > 0 ? E : (total + per_epoch - 1) / per_epoch;
-    if (root) {
-      std::printf("model: %s, %lld parameters (%s), vocab %lld, %lld train windows of %lld tokens; batch %lld",
-                  kind.name().c_str(), (long long)model->num_params(), kind.describe(cfg.model).c_str(),
-                  (long long)model->outputs(), (long long)train_set->size(), (long long)T, (long long)B);
-      if (dp > 1) std::printf(" per rank × %d ranks", dp);
-      if (A > 1) std::printf(" × %lld micro-steps", (long long)A);
-      const bool gpu = dev->kind() != DeviceKind::cpu;
-      std::printf(", %lld steps/epoch, %s, %s\n", (long long)per_epoch,
-                  gpu ? dev->describe().c_str()
-                      : (std::to_string(threads) + " threads" + (dp > 1 ? " per rank" : "")).c_str(),
-                  precision == Precision::f32 ? "f32"
-                  : gpu                       ? "bf16 (tensor cores, f32 accumulation)"
-                  : cpu_has_native_bf16()     ? "bf16 (native avx512_bf16)"
-                                              : "bf16 (no native bf16 on this CPU: slower)");
-      if (ddp)
-        std::printf("data parallel: %s; %zu gradient buckets of up to %.0f MB\n", world.env().describe().c_str(),
-                    ddp->num_buckets(), cfg.parallel.bucket_mb);
-      if (fsdp) {
-        const MeshShape& m = mesh->shape();
-        std::printf("fully sharded: %s over %d ranks%s, prefetch %lld; per rank %.1f MB of parameter and gradient "
-                    "shards, %.1f MB of optimizer state, %.1f MB of gather buffers, %.1f MB of gradient buffers\n",
-                    cfg.parallel.fsdp_reshard_after_forward ? "FULL_SHARD" : "SHARD_GRAD_OP", m.dp_shard,
-                    m.dp_replicate > 1 ? (" × " + std::to_string(m.dp_replicate) + " replicas (hybrid)").c_str() : "",
-                    (long long)cfg.parallel.fsdp_prefetch, double(fsdp->shard_bytes()) / 1e6,
-                    double(opt->state_bytes()) / 1e6, double(fsdp->pool_bytes()) / 1e6,
-                    double(fsdp->grad_pool_bytes()) / 1e6);
-      }
-      if (tp_regions)
-        std::printf("tensor parallel: %d ranks%s; per rank %.1f MB of parameters (the model: %.1f MB)\n",
-                    mesh->shape().tp, cfg.parallel.tp_sequence ? ", sequence parallel" : "",
-                    double(units_numel() * int64_t(sizeof(float))) / 1e6,
-                    double(model->num_params() * int64_t(sizeof(float))) / 1e6);
-      if (PipelineEngine* pipe = par->pipeline()) {
-        const Schedule& sch = pipe->schedule();
-        std::printf("pipeline: %s, %d ranks × %d stages, %d micro-batches per pass; rank 0 holds", sch.name.c_str(),
-                    sch.pp, sch.virtual_stages, sch.microbatches);
-        for (const Unit* u : model->units()) std::printf(" %s", u->name().c_str());
-        std::printf("; simulated bubble %.1f%%\n", 100.0 * simulate(sch).mean_bubble);
-      }
-      if (world.size() > 1)
-        std::printf("mesh: %s (%d ranks, tp fastest); %s\n", mesh->shape().describe().c_str(), world.size(),
-                    mesh->placement(16).c_str());
-      std::fflush(stdout);
-    }
+    BatchLoader loader(*train_set, sampler, cfg.train.batch_size, false);
+    const StepPlan plan = plan_steps(loader);
+    if (root) print_setup(plan, threads);
     if (dp > 1) {
       const std::string where = world.layout();
       if (root) std::printf("workers: %s\n", where.c_str());
@@ -609,158 +476,255 @@ struct Trainer::Impl {
     if (cfg.parallel.pp_timeline && par->pipeline()) par->pipeline()->record_timeline(true);
     ProgressLine progress(root && cfg.train.progress);
     Batch batch;
-    bool stop = st.global_step >= total;
-    while (!stop && st.epoch < epochs) {
-      sampler.set_epoch(st.epoch);
-      loader.start_epoch();
-      for (int64_t skip = 0; skip < st.batch_in_epoch; ++skip) loader.next(batch);
-      const int64_t steps_done = (st.batch_in_epoch + A - 1) / A;
-      // what this epoch will run: the whole epoch, or up to train.max_steps
-      const int64_t epoch_end = std::min(per_epoch, steps_done + (total - st.global_step));
-      const auto epoch_start = Clock::now();
-      int64_t epoch_tokens = 0;
-      double epoch_step_seconds = 0.0;
-      char prefix[64];
-      std::snprintf(prefix, sizeof prefix, "[%lld/%lld]", (long long)st.epoch + 1, (long long)epochs);
-      while (st.global_step < total && st.batch_in_epoch < batches) {
-        const auto t0 = Clock::now();
-        dev->timer_start();
-        const int64_t micro = std::min(A, batches - st.batch_in_epoch);
-        int64_t rows = 0;
-        train_step(loader, sampler, micro, batch, rows);
-        double norm = 0.0;
-        if (cfg.optim.grad_clip > 0) {
-          norm = par->grad_norm();
-          if (norm > cfg.optim.grad_clip) opt->scale_grads(float(cfg.optim.grad_clip / (norm + 1e-6)));
-        }
-        const float lr = opt->lr_at(st.global_step, total);
-        opt->step(lr);
-        const double loss_sum = step_loss();
-        device_seconds += dev->timer_seconds();
-        const double dt = seconds_since(t0);
-        ++st.global_step;
-        st.batch_in_epoch += micro;
-        st.epoch_loss_sum += loss_sum;
-        st.train_seconds += dt;
-        st.train_tokens += rows * T * dp;
-        epoch_tokens += rows * T * dp;
-        epoch_step_seconds += dt;
-        const double tps = epoch_step_seconds > 0 ? double(epoch_tokens) / epoch_step_seconds : 0.0;
-        progress.update(prefix, (st.batch_in_epoch + A - 1) / A, epoch_end,
-                        st.epoch_loss_sum / double(st.batch_in_epoch), tps);
-        if (st.global_step % cfg.train.log_every == 0) {
-          double loss = loss_sum / double(micro);
-          average(&loss, 1);
-          if (root) {
-            Json j = Json::object();
-            j["type"] = "train";
-            j["step"] = st.global_step;
-            j["epoch"] = st.epoch + 1;
-            j["loss"] = loss;
-            j["lr"] = lr;
-            j["tokens_per_s"] = tps;
-            if (cfg.optim.grad_clip > 0) j["grad_norm"] = norm;
-            jsonl->write(j);
-            tb->add_scalar("Loss/train_step", float(loss), st.global_step);
-          }
-        }
-        if (cfg.train.eval_every > 0 && st.global_step % cfg.train.eval_every == 0) {
-          const double v =
-              evaluate(eval_pass(), par->eval_in_lockstep(), *valid_set, B, eval_windows(), precision, &mesh->dp()).loss;
-          log_eval("val", v, st.epoch + 1);
-        }
-        // A step that ends the epoch's loop is saved by the epoch end (once, with the epoch closed).
-        const bool loop_ends = st.global_step >= total || st.batch_in_epoch >= batches;
-        if (cfg.train.checkpoint_every > 0 && st.global_step % cfg.train.checkpoint_every == 0 && !loop_ends) checkpoint();
-      }
-      progress.clear();
-      const bool epoch_done = st.batch_in_epoch >= batches;
-      stop = st.global_step >= total;
-      if (st.batch_in_epoch == 0) break;
-      double train_loss = st.epoch_loss_sum / double(st.batch_in_epoch);
-      average(&train_loss, 1);  // the course's figure: mean of batch means, averaged over ranks
-      const double val =
-          evaluate(eval_pass(), par->eval_in_lockstep(), *valid_set, B, eval_windows(), precision, &mesh->dp()).loss;
-      const double tps = epoch_step_seconds > 0 ? double(epoch_tokens) / epoch_step_seconds : 0.0;
-      if (root) {
-        std::printf("[%lld/%lld] Train loss: %.5f, Validation loss: %.5f%s\n", (long long)st.epoch + 1,
-                    (long long)epochs, train_loss, val, epoch_done ? "" : " (partial epoch)");
-        std::printf("      epoch time %s, %.0f tokens/s, val ppl %.2f\n",
-                    format_duration(seconds_since(epoch_start)).c_str(), tps, std::exp(val));
-        std::fflush(stdout);
-        Json j = Json::object();
-        j["type"] = "epoch";
-        j["step"] = st.global_step;
-        j["epoch"] = st.epoch + 1;
-        j["train_loss"] = train_loss;
-        j["val_loss"] = val;
-        j["tokens_per_s"] = tps;
-        j["epoch_seconds"] = seconds_since(epoch_start);
-        jsonl->write(j);
-        tb->add_scalar("Loss/train", float(train_loss), st.epoch + 1);
-        tb->add_scalar("Loss/val", float(val), st.epoch + 1);
-      }
-      if (val < st.best_val) {
-        st.best_val = val;
-        save(run_dir + "/model_best", false, st);
-      }
-      if (epoch_done) {
-        ++st.epoch;
-        st.batch_in_epoch = 0;
-        st.epoch_loss_sum = 0.0;
-      }
-      checkpoint();
+    bool stop = st.global_step >= plan.total;
+    while (!stop && st.epoch < plan.epochs) stop = run_epoch(plan, sampler, loader, batch, progress);
+    finish(threads);
+  }
+
+  // What the run is: the model, the data, the batch, the threads or device, each strategy's share.
+  void print_setup(const StepPlan& plan, int threads) {
+    const int64_t B = cfg.train.batch_size, A = cfg.train.grad_accum;
+    std::printf("model: %s (%s), %lld parameters, %lld outputs; %s to train; batch %lld", kind.name().c_str(),
+                kind.describe(cfg.model).c_str(), (long long)model->num_params(), (long long)model->outputs(),
+                data->describe(train_set->size(), model->sample_shape()).c_str(), (long long)B);
+    if (dp > 1) std::printf(" per rank × %d ranks", dp);
+    if (A > 1) std::printf(" × %lld micro-steps", (long long)A);
+    const bool gpu = dev->kind() != DeviceKind::cpu;
+    std::printf(", %lld steps/epoch, %s, %s\n", (long long)plan.per_epoch,
+                gpu ? dev->describe().c_str() : (std::to_string(threads) + " threads" + (dp > 1 ? " per rank" : "")).c_str(),
+                precision == Precision::f32 ? "f32"
+                : gpu                       ? "bf16 (tensor cores, f32 accumulation)"
+                : cpu_has_native_bf16()     ? "bf16 (native avx512_bf16)"
+                                            : "bf16 (no native bf16 on this CPU: slower)");
+    if (ddp)
+      std::printf("data parallel: %s; %zu gradient buckets of up to %.0f MB\n", world.env().describe().c_str(),
+                  ddp->num_buckets(), cfg.parallel.bucket_mb);
+    if (fsdp) {
+      const MeshShape& m = mesh->shape();
+      std::printf("fully sharded: %s over %d ranks%s, prefetch %lld; per rank %.1f MB of parameter and gradient "
+                  "shards, %.1f MB of optimizer state, %.1f MB of gather buffers, %.1f MB of gradient buffers\n",
+                  cfg.parallel.fsdp_reshard_after_forward ? "FULL_SHARD" : "SHARD_GRAD_OP", m.dp_shard,
+                  m.dp_replicate > 1 ? (" × " + std::to_string(m.dp_replicate) + " replicas (hybrid)").c_str() : "",
+                  (long long)cfg.parallel.fsdp_prefetch, double(fsdp->shard_bytes()) / 1e6,
+                  double(opt->state_bytes()) / 1e6, double(fsdp->pool_bytes()) / 1e6, double(fsdp->grad_pool_bytes()) / 1e6);
     }
+    if (tp_regions)
+      std::printf("tensor parallel: %d ranks%s; per rank %.1f MB of parameters (the model: %.1f MB)\n",
+                  mesh->shape().tp, cfg.parallel.tp_sequence ? ", sequence parallel" : "",
+                  double(units_numel() * int64_t(sizeof(float))) / 1e6,
+                  double(model->num_params() * int64_t(sizeof(float))) / 1e6);
+    if (PipelineEngine* pipe = par->pipeline()) {
+      const Schedule& sch = pipe->schedule();
+      std::printf("pipeline: %s, %d ranks × %d stages, %d micro-batches per pass; rank 0 holds", sch.name.c_str(),
+                  sch.pp, sch.virtual_stages, sch.microbatches);
+      for (const Unit* u : model->units()) std::printf(" %s", u->name().c_str());
+      std::printf("; simulated bubble %.1f%%\n", 100.0 * simulate(sch).mean_bubble);
+    }
+    if (world.size() > 1)
+      std::printf("mesh: %s (%d ranks, tp fastest); %s\n", mesh->shape().describe().c_str(), world.size(),
+                  mesh->placement(16).c_str());
+    std::fflush(stdout);
+  }
+
+  // The rest of the current epoch (from where a resumed run stands), then its end: the epoch line,
+  // validation, model_best, a checkpoint. Returns whether the run is over.
+  bool run_epoch(const StepPlan& plan, DistributedSampler& sampler, BatchLoader& loader, Batch& batch,
+                 ProgressLine& progress) {
+    const int64_t A = cfg.train.grad_accum;
+    sampler.set_epoch(st.epoch);
+    loader.start_epoch();
+    for (int64_t skip = 0; skip < st.batch_in_epoch; ++skip) loader.next(batch);
+    const int64_t steps_done = (st.batch_in_epoch + A - 1) / A;
+    // what this epoch will run: the whole epoch, or up to train.max_steps
+    const int64_t epoch_end = std::min(plan.per_epoch, steps_done + (plan.total - st.global_step));
+    EpochClock clock;
+    char prefix[64];
+    std::snprintf(prefix, sizeof prefix, "[%lld/%lld]", (long long)st.epoch + 1, (long long)plan.epochs);
+    while (st.global_step < plan.total && st.batch_in_epoch < plan.batches) {
+      step(plan, sampler, loader, batch, clock);
+      progress.update(prefix, (st.batch_in_epoch + A - 1) / A, epoch_end, st.epoch_loss_sum / double(st.batch_in_epoch),
+                      clock.rows_per_second());
+      if (cfg.train.eval_every > 0 && st.global_step % cfg.train.eval_every == 0) log_eval("val", validate(), st.epoch + 1);
+      // A step that ends the epoch's loop is saved by the epoch end (once, with the epoch closed).
+      const bool loop_ends = st.global_step >= plan.total || st.batch_in_epoch >= plan.batches;
+      if (cfg.train.checkpoint_every > 0 && st.global_step % cfg.train.checkpoint_every == 0 && !loop_ends) checkpoint();
+    }
+    progress.clear();
+    if (st.batch_in_epoch == 0) return true;
+    end_epoch(plan, clock);
+    return st.global_step >= plan.total;
+  }
+
+  // An epoch's training time and rows (tokens), for its throughput.
+  struct EpochClock {
+    Clock::time_point start = Clock::now();
+    int64_t rows = 0;
+    double step_seconds = 0.0;
+    double rows_per_second() const { return step_seconds > 0 ? double(rows) / step_seconds : 0.0; }
+  };
+
+  // One optimizer step: forward and backward over grad_accum micro-batches, clipping, the update, the
+  // step's loss, its metrics.jsonl point.
+  void step(const StepPlan& plan, const DistributedSampler& sampler, BatchLoader& loader, Batch& batch,
+            EpochClock& clock) {
+    const auto t0 = Clock::now();
+    dev->timer_start();
+    const int64_t micro = std::min(cfg.train.grad_accum, plan.batches - st.batch_in_epoch);
+    int64_t rows = 0;
+    train_step(loader, sampler, micro, batch, rows);
+    double norm = 0.0;
+    if (cfg.optim.grad_clip > 0) {
+      norm = par->grad_norm();
+      if (norm > cfg.optim.grad_clip) opt->scale_grads(float(cfg.optim.grad_clip / (norm + 1e-6)));
+    }
+    const float lr = opt->lr_at(st.global_step, plan.total);
+    opt->step(lr);
+    const double loss_sum = step_loss();
+    device_seconds += dev->timer_seconds();
+    const double dt = seconds_since(t0);
+    const int64_t step_rows = rows * model->sample_shape().targets * dp;
+    ++st.global_step;
+    st.batch_in_epoch += micro;
+    st.epoch_loss_sum += loss_sum;
+    st.train_seconds += dt;
+    st.train_tokens += step_rows;
+    clock.rows += step_rows;
+    clock.step_seconds += dt;
+    if (st.global_step % cfg.train.log_every == 0) log_step(loss_sum / double(micro), lr, norm, clock.rows_per_second());
+  }
+
+  void log_step(double loss, float lr, double norm, double rows_per_second) {
+    average(&loss, 1);
+    if (!root) return;
+    Json j = Json::object();
+    j["type"] = "train";
+    j["step"] = st.global_step;
+    j["epoch"] = st.epoch + 1;
+    j["loss"] = loss;
+    j["lr"] = lr;
+    j["tokens_per_s"] = rows_per_second;
+    if (cfg.optim.grad_clip > 0) j["grad_norm"] = norm;
+    jsonl->write(j);
+    tb->add_scalar("Loss/train_step", float(loss), st.global_step);
+  }
+
+  // The validation loss (train.eval_max_batches global batches of the split; 0: all of it).
+  EvalResult validate() {
+    return evaluate(eval_pass(), par->eval_in_lockstep(), *valid_set, cfg.train.batch_size, eval_windows(), precision,
+                    &mesh->dp());
+  }
+
+  // The course's epoch line (mean of batch means, averaged over ranks, and the validation loss), its
+  // metrics, model_best when validation improved, and a checkpoint (the epoch closed when done).
+  void end_epoch(const StepPlan& plan, const EpochClock& clock) {
+    const bool epoch_done = st.batch_in_epoch >= plan.batches;
+    double train_loss = st.epoch_loss_sum / double(st.batch_in_epoch);
+    average(&train_loss, 1);
+    const EvalResult valid = validate();
+    const double val = valid.loss;
+    if (root) {
+      std::printf("[%lld/%lld] Train loss: %.5f, Validation loss: %.5f%s\n", (long long)st.epoch + 1,
+                  (long long)plan.epochs, train_loss, val, epoch_done ? "" : " (partial epoch)");
+      std::printf("      epoch time %s, %.0f %s/s, val %s %s\n", format_duration(seconds_since(clock.start)).c_str(),
+                  clock.rows_per_second(), data->row_unit().c_str(),
+                  kind.metric() == Metric::perplexity ? "ppl" : "accuracy", metric_text(kind.metric(), valid).c_str());
+      std::fflush(stdout);
+      Json j = Json::object();
+      j["type"] = "epoch";
+      j["step"] = st.global_step;
+      j["epoch"] = st.epoch + 1;
+      j["train_loss"] = train_loss;
+      j["val_loss"] = val;
+      j["tokens_per_s"] = clock.rows_per_second();
+      j["epoch_seconds"] = seconds_since(clock.start);
+      jsonl->write(j);
+      tb->add_scalar("Loss/train", float(train_loss), st.epoch + 1);
+      tb->add_scalar("Loss/val", float(val), st.epoch + 1);
+    }
+    if (val < st.best_val) {
+      st.best_val = val;
+      save(run_dir + "/model_best", false, st);
+    }
+    if (epoch_done) {
+      ++st.epoch;
+      st.batch_in_epoch = 0;
+      st.epoch_loss_sum = 0.0;
+    }
+    checkpoint();
+  }
+
+  // After the last step: a resumable checkpoint where it stopped, model_final, the pipeline's
+  // timeline, the test loss, summary.json.
+  void finish(int threads) {
     if (last_checkpoint_step != st.global_step) checkpoint();  // a run always ends resumable where it stopped
     finish_async_save();
     save(run_dir + "/model_final", false, st);
     if (cfg.parallel.pp_timeline) par->write_timeline(world.all(), run_dir + "/timeline.json");
-    const EvalResult test = evaluate(eval_pass(), par->eval_in_lockstep(), *test_set, B, 0, precision, &mesh->dp());
-    const double tps = st.train_seconds > 0 ? double(st.train_tokens) / st.train_seconds : 0.0;
-    // Every rank's peak memory (host, and device), so the figure reported is the largest, and whose.
-    const int R = world.size();
-    const double mine[2] = {peak_rss_mb(), double(dev->peak_bytes()) / double(1 << 20)};
-    std::vector<double> peaks(size_t(2 * R));
-    world.all().allgather(mine, peaks.data(), 2, ElemType::f64);
+    const EvalResult test =
+        evaluate(eval_pass(), par->eval_in_lockstep(), *test_set, cfg.train.batch_size, 0, precision, &mesh->dp());
+    const Peaks peaks = gather_peaks();
     if (!root) return;
-    int rss_rank = 0, device_rank = 0;
-    for (int r = 1; r < R; ++r) {
-      if (peaks[size_t(2 * r)] > peaks[size_t(2 * rss_rank)]) rss_rank = r;
-      if (peaks[size_t(2 * r + 1)] > peaks[size_t(2 * device_rank + 1)]) device_rank = r;
-    }
-    const double rss_mb = peaks[size_t(2 * rss_rank)], device_mb = peaks[size_t(2 * device_rank + 1)];
-    const std::string of_rank = R > 1 ? " (rank " + std::to_string(rss_rank) + ", the most of " + std::to_string(R) +
-                                            " ranks)"
-                                      : "";
-    std::printf("Test loss: %.5f, test perplexity: %.2f (%lld tokens); trained %lld steps at %.0f tokens/s, "
-                "peak memory %.0f MiB%s%s\n",
-                test.loss, std::exp(test.loss), (long long)test.tokens, (long long)st.global_step, tps, rss_mb,
-                of_rank.c_str(), device_mb > 0 ? (", GPU " + std::to_string(int64_t(device_mb)) + " MiB").c_str() : "");
-    Json s = Json::object();
+    const double tps = st.train_seconds > 0 ? double(st.train_tokens) / st.train_seconds : 0.0;
+    const int R = world.size();
+    const std::string of_rank =
+        R > 1 ? " (rank " + std::to_string(peaks.rss_rank) + ", the most of " + std::to_string(R) + " ranks)" : "";
+    const std::string unit = data->row_unit();
+    std::printf("Test loss: %.5f, test %s: %s (%lld %s); trained %lld steps at %.0f %s/s, peak memory %.0f MiB%s%s\n",
+                test.loss, metric_name(kind.metric()).c_str(), metric_text(kind.metric(), test).c_str(),
+                (long long)test.rows, unit.c_str(), (long long)st.global_step, tps, unit.c_str(), peaks.rss_mb(),
+                of_rank.c_str(),
+                peaks.device_mb() > 0 ? (", GPU " + std::to_string(int64_t(peaks.device_mb())) + " MiB").c_str() : "");
     // NCCL work runs on the GPU's own clock, so the host-side overlap figures hold for Gloo only
     const Json figures = par->figures(dev->kind() == DeviceKind::cpu);
     print_parallel_figures(figures);
-    s.update(figures);
+    write_summary(test, peaks, figures, threads, tps);
+    log_eval("test", test, st.batch_in_epoch > 0 ? st.epoch + 1 : st.epoch);  // the last step's epoch
+    tb->flush();
+  }
+
+  // Every rank's peak memory (host, and device), so the figure reported is the largest, and whose.
+  struct Peaks {
+    std::vector<double> by_rank;  // per rank: host MiB, device MiB
+    int rss_rank = 0, device_rank = 0;
+    double rss_mb() const { return by_rank[size_t(2 * rss_rank)]; }
+    double device_mb() const { return by_rank[size_t(2 * device_rank + 1)]; }
+  };
+  Peaks gather_peaks() {
+    const int R = world.size();
+    const double mine[2] = {peak_rss_mb(), double(dev->peak_bytes()) / double(1 << 20)};
+    Peaks p;
+    p.by_rank.resize(size_t(2 * R));
+    world.all().allgather(mine, p.by_rank.data(), 2, ElemType::f64);
+    for (int r = 1; r < R; ++r) {
+      if (p.by_rank[size_t(2 * r)] > p.by_rank[size_t(2 * p.rss_rank)]) p.rss_rank = r;
+      if (p.by_rank[size_t(2 * r + 1)] > p.by_rank[size_t(2 * p.device_rank + 1)]) p.device_rank = r;
+    }
+    return p;
+  }
+
+  void write_summary(const EvalResult& test, const Peaks& peaks, const Json& figures, int threads, double tps) {
+    Json s = figures;
     s["test_loss"] = test.loss;
-    s["test_ppl"] = std::exp(test.loss);
+    s[kind.metric() == Metric::perplexity ? "test_ppl" : "test_accuracy"] = metric_value(kind.metric(), test);
     s["best_val_loss"] = std::isfinite(st.best_val) ? Json(st.best_val) : Json(nullptr);
     s["steps"] = st.global_step;
     s["train_tokens"] = st.train_tokens;
     s["train_tokens_per_s"] = tps;
     s["train_flops_per_token"] = model->train_flops_per_sample() / double(model->sample_shape().targets);
-    s["peak_rss_mb"] = rss_mb;  // the largest of any rank's
-    s["peak_rss_rank"] = rss_rank;
+    s["peak_rss_mb"] = peaks.rss_mb();  // the largest of any rank's
+    s["peak_rss_rank"] = peaks.rss_rank;
     Json by_rank = Json::array();
-    for (int r = 0; r < R; ++r) by_rank.push_back(peaks[size_t(2 * r)]);
+    for (int r = 0; r < world.size(); ++r) by_rank.push_back(peaks.by_rank[size_t(2 * r)]);
     s["peak_rss_mb_by_rank"] = std::move(by_rank);
     s["device"] = dev->describe();
-    s["peak_device_mb"] = device_mb;
-    s["peak_device_rank"] = device_rank;
+    s["peak_device_mb"] = peaks.device_mb();
+    s["peak_device_rank"] = peaks.device_rank;
     s["train_device_seconds"] = device_seconds;
     s["threads"] = threads;
-    s["world_size"] = R;  // ranks
-    s["dp_size"] = dp;    // data-parallel ranks (replicas × shards)
+    s["world_size"] = world.size();  // ranks
+    s["dp_size"] = dp;               // data-parallel ranks (replicas × shards)
     s["precision"] = cfg.train.precision;
+    s["model_kind"] = kind.name();
     s["parameters"] = model->num_params();
     // dtrain's own accounting of this rank's memory: model state (parameters, gradients, optimizer
     // state; shards under FSDP), FSDP's gather and gradient buffers, the planned activations
@@ -770,8 +734,6 @@ struct Trainer::Impl {
     s["gather_buffer_bytes"] = fsdp ? fsdp->pool_bytes() + fsdp->grad_pool_bytes() : 0;
     s["activation_bytes"] = int64_t(model->activation_bytes());
     write_file_atomic(run_dir + "/summary.json", s.dump(2) + "\n");
-    log_eval("test", test.loss, st.batch_in_epoch > 0 ? st.epoch + 1 : st.epoch);  // the last step's epoch
-    tb->flush();
   }
 };
 

@@ -20,7 +20,7 @@ one() { run_one "$1" --set train.batch_size=16 --set train.threads=2 "${@:2}"; }
 ranks() { run_ranks "$1" "$2" --set train.threads=1 "${@:3}"; }                  # N ranks, one thread each
 tp2=(--set parallel.tp=2 --set parallel.dp_replicate=1)
 one single
-vocab=$(sed -n 's/.*, vocab \([0-9]*\),.*/\1/p' "$work/single.out")
+vocab=$(sed -n 's/.*(vocab \([0-9]*\),.*/\1/p' "$work/single.out")
 [ -n "$vocab" ] && [ $((vocab % 4)) -ne 0 ] || fail "the test vocabulary ($vocab) divides 4: no padded slice tested"
 ranks tp2 2 --set train.batch_size=16 "${tp2[@]}"
 ranks tp4 4 --set train.batch_size=16 --set parallel.tp=4 --set parallel.dp_replicate=1

@@ -1,6 +1,6 @@
-// Gradient check of the whole TransformerLM: the backward pass against central finite differences
-// of the loss for every parameter tensor in each model variant, plus the determinism of dropout
-// (run to run, thread count, batch split by sample offset).
+// Gradient check of a whole Transformer (its units run by the generic Model): the backward pass
+// against central finite differences of the loss for every parameter tensor in each model variant,
+// plus the determinism of dropout (run to run, thread count, batch split by sample offset).
 #include <gtest/gtest.h>
 #include <omp.h>
 

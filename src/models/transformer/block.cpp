@@ -26,8 +26,6 @@ Block::Block(ComputeDevice& dev, const TransformerConfig& c, int i, TpSlice slic
   fc1_ = Linear(dev, u, p + ".ff.fc1", d, c.ff_dim, true, Init::fan_in_uniform, LinearCut::columns, slice);
   fc2_ = Linear(dev, u, p + ".ff.fc2", c.ff_dim, d, true, Init::fan_in_uniform, LinearCut::rows, slice);
   ln2_ = LayerNorm(dev, u, p + ".norm2", d, c.ln_eps, rows_split);
-  // the model-wide index of its first parameter keys its initial values: the input unit's, then 12 a block
-  u.set_first_index((c.learned_positions ? 2u : 1u) + 12u * uint32_t(i));
 }
 
 void Block::plan(Arena& arena, const StepContext& largest, int slots, bool split_backward) {

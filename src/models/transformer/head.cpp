@@ -21,7 +21,6 @@ LmHead::LmHead(ComputeDevice& dev, const TransformerConfig& c, const ParamRef* t
     tied_ = *tied;
     u.add_read(tied->unit);
   }
-  u.set_first_index((c.learned_positions ? 2u : 1u) + 12u * uint32_t(c.layers));  // after the embedding and blocks
 }
 
 void LmHead::plan(Arena& arena, const StepContext& largest, int slots, bool) {

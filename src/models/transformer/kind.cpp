@@ -73,9 +73,6 @@ class TransformerKind : public ModelKind {
     for (const auto& [k, key] : transformer_keys())
       if (key.type == "int") require_config_range(k, key.get(t).get<int64_t>(), key.lo, key.hi, key.help);
   }
-  void validate_tensor_parallel(const ModelConfig& c, int slices, bool sequence) const override {
-    transformer_config(c).validate_tensor_parallel(slices, sequence);
-  }
   void fit_to_data(ModelConfig& c, const DataFacts& data, const std::string& data_name) const override {
     const int64_t given = transformer_config(c).vocab_size;
     require(given == 0 || given == data.vocab_size,
@@ -101,7 +98,8 @@ class TransformerKind : public ModelKind {
   float dropout(const ModelConfig& c) const override { return transformer_config(c).dropout; }
   std::string describe(const ModelConfig& c) const override {
     const TransformerConfig t = transformer_config(c);
-    return std::to_string(t.layers) + " layers, d " + std::to_string(t.dim) + ", " + (t.pre_norm ? "pre-norm" : "post-norm");
+    return "vocab " + std::to_string(t.vocab_size) + ", " + std::to_string(t.layers) + " layers, d " +
+           std::to_string(t.dim) + ", " + (t.pre_norm ? "pre-norm" : "post-norm");
   }
   UnitList units(const ModelConfig& c, ComputeDevice& device, TpSlice slice, TpRegions& regions) const override {
     return transformer_units(transformer_config(c), device, slice, regions);

@@ -217,7 +217,7 @@ void PipelineEngine::train(const std::vector<MicroBatch>& mb, UnitHooks* hooks, 
   run(*list, mb, hooks, true, last_of_step);
 }
 
-double PipelineEngine::forward_loss(const MicroBatch& b, UnitHooks* hooks) {
+EvalSums PipelineEngine::forward_eval(const MicroBatch& b, UnitHooks* hooks) {
   if (!eval_list_) {  // one batch through every stage, forward only
     eval_list_ = std::make_unique<Schedule>(forward_then_backward(lists_.back(), 1));
     for (auto& list : eval_list_->ranks)
@@ -227,7 +227,13 @@ double PipelineEngine::forward_loss(const MicroBatch& b, UnitHooks* hooks) {
   }
   eval_batch_.assign(1, b);
   run(*eval_list_, eval_batch_, hooks, false, false);
-  return take_loss();
+  double v[2] = {0.0, 0.0};
+  if (rank_ == last_stage_rank_) {
+    v[0] = model_.take_loss();
+    v[1] = model_.take_metric();
+  }
+  pp_.broadcast(v, 2, ElemType::f64, last_stage_rank_);
+  return {v[0], v[1]};
 }
 
 double PipelineEngine::take_loss() {

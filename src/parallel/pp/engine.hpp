@@ -43,8 +43,8 @@ class PipelineEngine {
   // Training: the schedule over micro-batches mb; gradients accumulate into the units' buffers.
   // last_of_step: the optimizer step's last pass, whose final backwards complete the gradients.
   void train(const std::vector<MicroBatch>& mb, UnitHooks* hooks, bool last_of_step);
-  // Evaluation: one batch forward through all stages; its loss sum, on every rank.
-  double forward_loss(const MicroBatch& b, UnitHooks* hooks);
+  // Evaluation: one batch forward through all stages; its loss sum and metric count, on every rank.
+  EvalSums forward_eval(const MicroBatch& b, UnitHooks* hooks);
   // The training loss summed since the last call: the last stage's, on every rank (collective).
   double take_loss();
 

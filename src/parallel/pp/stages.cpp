@@ -13,7 +13,7 @@ std::vector<int> balanced_stages(const std::vector<double>& costs, int stages) {
   const int n = int(costs.size());
   require(stages <= n, "the pipeline has " + std::to_string(stages) + " stages but the model only " +
                            std::to_string(n) + " units (its input unit, " + std::to_string(n - 2) +
-                           " in between, its loss unit): give it more (a Transformer: raise model.layers), or lower "
+                           " in between, its loss unit): give it more (e.g. more layers), or lower "
                            "parallel.pp or parallel.pp_virtual");
   std::vector<double> prefix(size_t(n + 1), 0.0);
   for (int i = 0; i < n; ++i) prefix[size_t(i + 1)] = prefix[size_t(i)] + costs[size_t(i)];

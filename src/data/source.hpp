@@ -1,0 +1,39 @@
+// A run's data: data.dir opened for the input a model reads, its splits as Datasets of that
+// model's samples, and what the data says the model must fit (a language model's vocabulary). The
+// trainer and `dtrain eval` open data only through this, so a new input kind (images) is added
+// here, in src/data, not in the trainer.
+#pragma once
+#include <memory>
+#include <string>
+
+#include "data/dataset.hpp"
+
+namespace dtrain {
+
+// What the data says a model must fit.
+struct DataFacts {
+  int64_t vocab_size = 0;  // token data: words in its vocabulary
+};
+
+class DataSource {
+ public:
+  virtual ~DataSource() = default;
+  // data.dir for models reading `input`; Error naming what is missing and how to make it.
+  static std::unique_ptr<DataSource> open(const std::string& dir, InputKind input);
+
+  virtual const std::string& dir() const = 0;
+  virtual DataFacts facts() const = 0;
+  // A file the checkpoints keep beside the model (token data: vocab.txt); "" when none.
+  virtual std::string vocab_path() const = 0;
+  // A note on data that could not be checked in full (token files of an older dtrain), or "".
+  virtual std::string note() const = 0;
+  // Split `name` (train, valid or test) as samples of `sample`; stride: token data's windows
+  // start every `stride` tokens (0: a window's length, each token scored once).
+  virtual std::unique_ptr<Dataset> split(const std::string& name, const SampleShape& sample, int64_t stride) const = 0;
+  // What a row of the loss is, in words: "tokens" (a classifier's data: "samples").
+  virtual std::string row_unit() const = 0;
+  // What `n` samples of `sample` are, in words ("1000 windows of 32 tokens").
+  virtual std::string describe(int64_t n, const SampleShape& sample) const = 0;
+};
+
+}  // namespace dtrain

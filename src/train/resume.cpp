@@ -1,0 +1,85 @@
+// Choosing the checkpoint a run goes on from (see resume.hpp).
+#include "train/resume.hpp"
+
+#include <cstdio>
+#include <filesystem>
+
+#include "train/history.hpp"
+
+namespace fs = std::filesystem;
+
+namespace dtrain {
+
+bool in_run_dir(const std::string& ck, const std::string& run_dir) {
+  std::error_code ec;
+  return fs::equivalent(fs::path(ck).parent_path().parent_path(), run_dir, ec);
+}
+
+ResumePlan plan_resume(const std::string& run_dir, bool resume, bool restarted, const std::string& from) {
+  const bool holds_run = fs::exists(run_dir + "/config.json");
+  require(resume || restarted || !holds_run, "run dir " + run_dir + " already holds a run: continue it with "
+                                             "`dtrain train --resume " + run_dir + "`, or choose another --run-dir");
+  require(from.empty() || restarted || !holds_run || in_run_dir(from, run_dir),
+          "run dir " + run_dir + " already holds another run: resume " + from + " into a new --run-dir");
+  ResumePlan plan;
+  if (!resume && !restarted) return plan;
+  // After dtrun restarted the workers, the run dir's newest good checkpoint (of its line of history);
+  // --resume FOLDER starts from that checkpoint (into this or another run dir).
+  plan.candidates = checkpoints_of_line(run_dir);
+  if (!from.empty() && (plan.candidates.empty() || !restarted)) plan.candidates = {from};
+  plan.named = !from.empty() && plan.candidates == std::vector<std::string>{from};
+  return plan;
+}
+
+std::string load_newest_good(const ResumePlan& plan, const std::string& run_dir, ProcessGroup& all,
+                             const std::function<void(const std::string&)>& load) {
+  const std::vector<std::string>& candidates = plan.candidates;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    const std::string& ck = candidates[i];
+    std::string damage;
+    try {
+      load(ck);
+    } catch (const CheckpointDamaged& e) {
+      damage = e.what();
+    }
+    double bad = damage.empty() ? 0.0 : 1.0;
+    all.allreduce(&bad, 1, ReduceOp::max);
+    if (bad == 0.0) return ck;
+    if (plan.named || i + 1 == candidates.size()) {
+      const std::string what = damage.empty() ? std::string("(another rank named the problem)") : damage;
+      throw Error("checkpoint " + ck + " is damaged: " + what +
+                  (plan.named ? "; resume from another checkpoint folder, or from its run dir to use the newest good one"
+                              : "; no good checkpoint is left in " + run_dir +
+                                    "/checkpoints: start afresh with another --run-dir, or resume from a copy you trust"));
+    }
+    if (!damage.empty()) {
+      std::fprintf(stderr, "dtrain: checkpoint %s is damaged: %s; using an older checkpoint\n", ck.c_str(),
+                   damage.c_str());
+      std::fflush(stderr);
+    }
+  }
+  return "";
+}
+
+LoaderPlace place_loader(const TrainerState& st, int64_t B, int dp, int64_t rank_samples, int64_t grad_accum) {
+  const int64_t per_batch = B * dp;
+  const int64_t batches = (rank_samples + B - 1) / B;
+  const bool whole_epoch = st.samples_in_epoch >= rank_samples * dp;
+  LoaderPlace p;
+  p.batch_in_epoch = whole_epoch ? batches : st.samples_in_epoch / per_batch;
+  const int64_t global_batch = B * dp * grad_accum;
+  const bool exact = whole_epoch || st.samples_in_epoch % per_batch == 0;
+  if (!exact || (st.global_batch > 0 && st.global_batch != global_batch)) {
+    char note[400];
+    std::snprintf(note, sizeof note,
+                  "note: the checkpoint was written with a global batch of %lld samples (%lld consumed in epoch "
+                  "%lld), this run has %lld: the rest of the epoch is dealt out at the new size, so the trajectory "
+                  "differs from the uninterrupted run's%s",
+                  (long long)st.global_batch, (long long)st.samples_in_epoch, (long long)st.epoch + 1,
+                  (long long)global_batch, exact ? "" : " and some samples may be skipped or seen twice");
+    p.note = note;
+  }
+  return p;
+}
+
+}  // namespace dtrain
