@@ -32,7 +32,7 @@ using namespace dtrain;
 
 namespace {
 
-const char* kUsage = R"(dtrain — train Transformer language models
+const char* kUsage = R"(dtrain — train models (model.kind; `dtrain config keys` lists the kinds), on one process or many
 
 usage:
   dtrain train --config FILE [--set key=value ...] [--run-dir DIR]

@@ -278,7 +278,7 @@ std::vector<int> RunConfig::pp_split_units() const {
     const long v = std::strtol(item.c_str(), &end, 10);
     require(!item.empty() && *end == 0 && v > 0 && v < (1 << 20),
             "parallel.pp_split = \"" + text + "\" is not a list of unit indices: write the first unit of every "
-            "stage but the first, e.g. \"3,5\" (units in model order: 0 the input unit, e.g. a Transformer's embedding, the last its loss unit)");
+            "stage but the first, e.g. \"3,5\" (units in model order: 0 the input unit, the last the loss unit)");
     units.push_back(int(v));
     item.clear();
   }

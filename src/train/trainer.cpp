@@ -23,7 +23,7 @@
 #include "comm/mesh.hpp"
 #include "models/registry.hpp"
 #include "parallel/plan.hpp"
-#include "train/checkpoint_writer.hpp"
+#include "train/run_saver.hpp"
 #include "train/history.hpp"
 #include "train/rank_state.hpp"
 #include "train/resume.hpp"
@@ -97,9 +97,8 @@ struct Trainer::Impl {
   int dp = 1, dp_rank = 0;
   double device_seconds = 0.0;  // step time on the device's clock
   double loss_read = 0.0, loss_divisor = 0.0;  // see train_step
-  std::unique_ptr<CheckpointWriter> writer;
+  std::unique_ptr<RunSaver> saver;
   int64_t last_checkpoint_step = -1;  // the step of this run dir's newest checkpoint written by this run
-  int64_t async_step = -1;             // the background save in flight, if any
   LoadReport load_report;              // of the checkpoint resumed from
   int64_t rank_samples = 0;            // training samples per rank and epoch (padded sampler)
 
@@ -115,7 +114,7 @@ struct Trainer::Impl {
     dev = make_device(cfg.train.device, world.env().local_rank);
     mesh = std::make_unique<DeviceMesh>(world, mesh_shape_of_config(), backend_factory());
     build_model();
-    writer = std::make_unique<CheckpointWriter>(world.all(), double(cfg.parallel.timeout_s));
+    saver = std::make_unique<RunSaver>(world, *mesh, *par, cfg, run_dir, vocab_path());
     const bool same_run = start_from(resume, from);
     par->broadcast_parameters();  // DDP: every replica starts from data-parallel rank 0's weights
     world.all().barrier();  // every rank has checked the run dir before rank 0 writes into it
@@ -281,8 +280,8 @@ struct Trainer::Impl {
 
   std::string vocab_path() const { return data->vocab_path(); }
 
-  // A resume checkpoint of the current step under RUN/checkpoints (sharded or full, see
-  // train.checkpoint_format), then older ones pruned. Every rank takes part.
+  // A resume checkpoint of the current step under RUN/checkpoints (RunSaver), logged. Every rank
+  // takes part.
   void checkpoint() {
     // The epoch's loss so far is saved averaged over the ranks: a resumed run, at any size, then
     // prints the epoch loss the uninterrupted run would have.
@@ -292,70 +291,29 @@ struct Trainer::Impl {
     saved.global_batch = cfg.train.batch_size * dp * cfg.train.grad_accum;
     saved.samples_in_epoch = std::min(st.batch_in_epoch * cfg.train.batch_size, rank_samples) * dp;
     if (root) saved.logs = {jsonl->bytes(), fs::path(tb->path()).filename().string(), tb->bytes()};
-    char name[32];
-    std::snprintf(name, sizeof name, "step_%09lld", (long long)st.global_step);
-    const std::string& f = cfg.train.checkpoint_format;
-    const bool async = cfg.train.checkpoint_async;
-    const bool sharded = f == "sharded" || (f == "auto" && (world.size() > 1 || async));
-    const int64_t keep = cfg.train.keep_checkpoints;
-    const std::string dir = run_dir;
-    const SaveReport rep = save(run_dir + "/checkpoints/" + name, true, saved, sharded, async,
-                                [dir, keep] { prune_checkpoints(dir, keep); });
+    finish_async_save();  // one save at a time; the one in flight is logged as it lands
+    const RunSaver::Checkpoint c = saver->checkpoint(saved);
     last_checkpoint_step = st.global_step;
-    if (async) async_step = st.global_step;
-    if (root) {
-      Json j = Json::object();
-      j["type"] = "checkpoint";
-      j["step"] = st.global_step;
-      j["format"] = sharded ? "sharded" : "full";
-      j["async"] = async;
-      j["bytes"] = rep.bytes;  // the whole checkpoint, every rank's share
-      j["stall_seconds"] = rep.stall_seconds;
-      jsonl->write(j);
-    }
+    if (!root) return;
+    Json j = Json::object();
+    j["type"] = "checkpoint";
+    j["step"] = st.global_step;
+    j["format"] = c.sharded ? "sharded" : "full";
+    j["async"] = c.async;
+    j["bytes"] = c.report.bytes;  // the whole checkpoint, every rank's share
+    j["stall_seconds"] = c.report.stall_seconds;
+    jsonl->write(j);
   }
 
   // Waits for the background save in flight (if any) and logs how long its writing took.
   void finish_async_save() {
-    const double seconds = writer->wait();
-    if (async_step < 0) return;
-    if (root) {
-      Json j = Json::object();
-      j["type"] = "checkpoint_written";
-      j["step"] = async_step;
-      j["write_seconds"] = seconds;
-      jsonl->write(j);
-    }
-    async_step = -1;
-  }
-
-  // A checkpoint folder: with the optimizer (for resuming) or weights only (model_best, model_final,
-  // always in the full format: one model.safetensors that PyTorch, eval and generate read). Every
-  // rank takes part: under FSDP the units are gathered; sharded, every rank writes its share.
-  SaveReport save(const std::string& dir, bool with_optimizer, const TrainerState& state, bool sharded = false,
-                  bool async = false, std::function<void()> after_commit = {}) {
-    finish_async_save();  // one save at a time; the one in flight is logged as it lands
-    const MeshShape& m = mesh->shape();
-    SaveRequest r;
-    r.dir = dir;
-    r.model = cfg.model;
-    r.tp_slice = par->tp_slice();
-    // Pipeline parallel: no rank holds every stage, so each writes its own (the sharded format,
-    // which eval, generate, init_from and `dtrain ckpt export` read like the full one).
-    r.sharded = sharded || m.pp > 1;
-    r.async = async;
-    r.with_optimizer = with_optimizer;
-    r.state = &state;
-    r.run_config = cfg.to_json();
-    r.vocab_path = vocab_path();
-    r.saved_from = {{"world", world.size()}, {"pp", m.pp}, {"dp_replicate", m.dp_replicate},
-                    {"dp_shard", m.dp_shard}, {"tp", m.tp}};
-    // ranks holding the same values split the writing: DDP's replicas, HSDP's replicas of a shard
-    r.part = fsdp ? mesh->coord().dp_replicate : dp_rank;
-    r.parts = fsdp ? m.dp_replicate : dp;
-    r.tp = m.tp > 1 ? &mesh->group(MeshDim::tp) : nullptr;
-    r.after_commit = std::move(after_commit);
-    return writer->save(r, *model, fsdp, opt);
+    const auto [step, seconds] = saver->finish_background();
+    if (step < 0 || !root) return;
+    Json j = Json::object();
+    j["type"] = "checkpoint_written";
+    j["step"] = step;
+    j["write_seconds"] = seconds;
+    jsonl->write(j);
   }
 
   // Floats of this rank's units (a tensor-parallel slice of the model; whole before FSDP shards it).
@@ -643,7 +601,8 @@ struct Trainer::Impl {
     }
     if (val < st.best_val) {
       st.best_val = val;
-      save(run_dir + "/model_best", false, st);
+      finish_async_save();
+      saver->weights("model_best", st);
     }
     if (epoch_done) {
       ++st.epoch;
@@ -658,7 +617,7 @@ struct Trainer::Impl {
   void finish(int threads) {
     if (last_checkpoint_step != st.global_step) checkpoint();  // a run always ends resumable where it stopped
     finish_async_save();
-    save(run_dir + "/model_final", false, st);
+    saver->weights("model_final", st);
     if (cfg.parallel.pp_timeline) par->write_timeline(world.all(), run_dir + "/timeline.json");
     const EvalResult test =
         evaluate(eval_pass(), par->eval_in_lockstep(), *test_set, cfg.train.batch_size, 0, precision, &mesh->dp());
