@@ -1,6 +1,6 @@
 // ComputeDevice: everything the model, optimizer and trainer run on a device behind one interface:
-// its memory, copies to and from the host, and the kernel families. CpuDevice (kernels/cpu) and
-// CudaDevice (kernels/cuda) implement it, so model code is written once.
+// its memory, copies to and from the host, and the kernel families. CpuDevice (kernels/cpu_device.cpp,
+// over the kernels of kernels/cpu) and CudaDevice (kernels/cuda) implement it, so model code is written once.
 #pragma once
 #include <cstdint>
 #include <memory>

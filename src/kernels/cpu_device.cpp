@@ -1,4 +1,5 @@
-// The CPU as a ComputeDevice: host memory, copies as memcpy, and the kernels of this folder.
+// The CPU as a ComputeDevice: host memory, copies as memcpy, and the kernels of kernels/cpu. It is
+// part of the device layer (it implements kernels/device.hpp), not of the kernels it calls.
 #include <chrono>
 #include <cstring>
 #include <omp.h>
