@@ -176,9 +176,10 @@ def main(argv=None):
             if blas_seen is None:
                 blas_seen = (truns[0].get("torch"), truns[0].get("blas"))
             fpt = flops_per_token(druns[0]["model"])
-            if abs(fpt - druns[0]["train_flops_per_token"]) > 1e-6 * fpt:
-                print(f"  warning: the formula gives {fpt:.0f} FLOP/token, "
-                      f"ModelConfig::train_flops_per_token {druns[0]['train_flops_per_token']:.0f}")
+            units = fpt + 3.0 * druns[0]["model"]["dim"]  # dtrain's units also count the embedding's 3·d
+            if abs(units - druns[0]["train_flops_per_token"]) > 1e-6 * units:
+                print(f"  warning: the formula (+ the embedding's 3·d) gives {units:.0f} FLOP/token, dtrain's "
+                      f"units (train_flops_per_sample / seq_len) {druns[0]['train_flops_per_token']:.0f}")
             if druns[0]["params"] != truns[0]["params"]:
                 print(f"  warning: parameter counts differ: dtrain {druns[0]['params']}, torch {truns[0]['params']}")
             tokens = batch * druns[0]["seq_len"]
