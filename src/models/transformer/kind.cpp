@@ -2,21 +2,40 @@
 #include "models/transformer/kind.hpp"
 
 #include "models/transformer/block.hpp"
-#include "models/transformer/embedding.hpp"
-#include "models/transformer/head.hpp"
+#include "nn/lm_head.hpp"
+#include "nn/token_embedding.hpp"
 
 namespace dtrain {
+
+namespace {
+
+// The Transformer's embedding and head as every language model has them, under its names.
+LmShape lm_shape(const TransformerConfig& c) {
+  LmShape s;
+  s.vocab_size = c.vocab_size;
+  s.seq_len = c.seq_len;
+  s.dim = c.dim;
+  s.positions = c.learned_positions ? LmShape::Positions::learned : LmShape::Positions::sinusoidal;
+  s.final_norm = c.final_norm ? LmShape::FinalNorm::layer : LmShape::FinalNorm::none;
+  s.norm_eps = c.ln_eps;
+  s.tied = c.tied;
+  s.head_bias = c.head_bias;
+  return s;  // names: embed.weight, pos.weight, norm_f, head (docs/model.md)
+}
+
+}  // namespace
 
 UnitList transformer_units(const TransformerConfig& c, ComputeDevice& device, TpSlice slice, TpRegions& regions) {
   c.validate();
   c.validate_tensor_parallel(slice.count, slice.sequence);
   UnitList l;
   l.sample = {InputKind::tokens, c.seq_len, c.seq_len};  // a window of tokens; the next token at each position
-  auto embed = std::make_unique<TokenEmbedding>(device, c, slice, regions);
+  const LmShape shape = lm_shape(c);
+  auto embed = std::make_unique<TokenEmbedding>(device, shape, slice, regions);
   const ParamRef table = embed->table();
   l.modules.push_back(std::move(embed));
   for (int i = 0; i < int(c.layers); ++i) l.modules.push_back(std::make_unique<Block>(device, c, i, slice, regions));
-  l.modules.push_back(std::make_unique<LmHead>(device, c, c.tied ? &table : nullptr, slice, regions));
+  l.modules.push_back(std::make_unique<LmHead>(device, shape, c.tied ? &table : nullptr, slice, regions));
   return l;
 }
 

@@ -1,5 +1,5 @@
 // LmHead (see head.hpp).
-#include "models/transformer/head.hpp"
+#include "nn/lm_head.hpp"
 
 #include <algorithm>
 
@@ -9,14 +9,14 @@ namespace {
 int64_t aligned(int64_t floats) { return (floats + 15) / 16 * 16; }  // 64 bytes, as the arena hands out
 }  // namespace
 
-LmHead::LmHead(ComputeDevice& dev, const TransformerConfig& c, const ParamRef* tied, TpSlice slice, TpRegions& regions)
+LmHead::LmHead(ComputeDevice& dev, const LmShape& c, const ParamRef* tied, TpSlice slice, TpRegions& regions)
     : Module("head"), dev_(dev), c_(c), slice_(slice), regions_(regions) {
   DT_ASSERT(c.tied == (tied != nullptr));
   const TpSplit vocab{0, 1};
   Unit& u = unit();
-  if (c.final_norm) norm_f_ = LayerNorm(dev, u, "norm_f", c.dim, c.ln_eps, slice.splits_rows());
-  if (!c.tied) w_ = u.add("head.weight", {c.vocab_size, c.dim}, Init::xavier, 0, vocab, slice);
-  if (c.head_bias) b_ = u.add("head.bias", {c.vocab_size}, Init::fan_in_uniform, c.dim, vocab, slice);
+  if (has_norm()) norm_f_ = LayerNorm(dev, u, c.norm, c.dim, c.norm_eps, slice.splits_rows());
+  if (!c.tied) w_ = u.add(c.head + ".weight", {c.vocab_size, c.dim}, Init::xavier, 0, vocab, slice);
+  if (c.head_bias) b_ = u.add(c.head + ".bias", {c.vocab_size}, Init::fan_in_uniform, c.dim, vocab, slice);
   if (tied) {
     tied_ = *tied;
     u.add_read(tied->unit);
@@ -25,7 +25,7 @@ LmHead::LmHead(ComputeDevice& dev, const TransformerConfig& c, const ParamRef* t
 
 void LmHead::plan(Arena& arena, const StepContext& largest, int slots, bool) {
   const int64_t R = largest.rows(), d = c_.dim;
-  if (c_.final_norm) norm_f_.plan(arena, slice_.local_rows(R), slots);
+  if (has_norm()) norm_f_.plan(arena, slice_.local_rows(R), slots);
   hf_ = arena.f32(R * d);
   dhf_.clear();
   for (int slot = 0; slot < slots; ++slot) dhf_.push_back(arena.f32(R * d));
@@ -45,7 +45,7 @@ VocabRange LmHead::vocab_range() const {
 }
 
 const float* LmHead::normed(const float* x, const UnitPass& p) {
-  if (!c_.final_norm) return x;
+  if (!has_norm()) return x;
   norm_f_.forward(x, hf_, slice_.local_rows(p.ctx.rows()), p.slot);
   return hf_;
 }
@@ -83,7 +83,7 @@ void LmHead::forward(const float* x, const UnitPass& p) {
 void LmHead::backward(const float* x, float*, float* dx, const UnitPass& p, BackwardPart part) {
   if (part == BackwardPart::weight) return;  // its gradients came in forward and the input half
   const int64_t n = slice_.local_rows(p.ctx.rows());
-  if (c_.final_norm)
+  if (has_norm())
     norm_f_.backward(x, dhf_[size_t(p.slot)], dx, n, false, p.slot);
   else
     dev_.copy(dx, dhf_[size_t(p.slot)], sizeof(float) * size_t(n * c_.dim));

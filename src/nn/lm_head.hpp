@@ -1,4 +1,4 @@
-// The language model's loss unit: the final norm, the classifier over the vocabulary and the
+// A language model's loss unit: the final norm, the classifier over the vocabulary and the
 // cross-entropy loss, fused (the classifier's gradients are computed in forward when a backward
 // follows). A tied head reads the embedding's table through an explicit shared parameter. Under
 // tensor parallelism it holds a slice of the vocabulary and combines the slices' row statistics
@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "kernels/cpu/embedding.hpp"
-#include "models/transformer/config.hpp"
+#include "nn/lm_shape.hpp"
 #include "nn/layers.hpp"
 #include "nn/module.hpp"
 #include "nn/tp_regions.hpp"
@@ -17,7 +17,7 @@ namespace dtrain {
 class LmHead : public Module {
  public:
   // tied: the embedding's table (its unit is read by this one), or null for a classifier of its own.
-  LmHead(ComputeDevice& dev, const TransformerConfig& c, const ParamRef* tied, TpSlice slice = {},
+  LmHead(ComputeDevice& dev, const LmShape& c, const ParamRef* tied, TpSlice slice = {},
          TpRegions& regions = no_tp_regions());
 
   void plan(Arena& arena, const StepContext& largest, int slots, bool split_backward) override;
@@ -34,6 +34,7 @@ class LmHead : public Module {
   const float* weight() const { return tied_.unit ? tied_.data() : w_.data(); }
   float* weight_grad() const { return tied_.unit ? tied_.grad() : w_.grad(); }
   VocabRange vocab_range() const;
+  bool has_norm() const { return c_.final_norm != LmShape::FinalNorm::none; }
   // The final norm of x (this slice's rows) into hf_; x itself without one.
   const float* normed(const float* x, const UnitPass& p);
   // The classifier and loss over all rows of h (this slice's rows), the vocabulary slices' row
@@ -41,7 +42,7 @@ class LmHead : public Module {
   ClassifierArgs classifier_args(const float* h, const UnitPass& p) const;
 
   ComputeDevice& dev_;
-  TransformerConfig c_;
+  LmShape c_;
   TpSlice slice_;
   TpRegions& regions_;
   LayerNorm norm_f_;

@@ -1,11 +1,11 @@
-// The Transformer's input unit: token embedding plus positions (fixed sinusoids or learned), then
-// dropout. Under tensor parallelism it holds a slice of the vocabulary's rows; the slices' partial
-// rows are summed through TpRegions.
+// A language model's input unit: token embedding plus positions (fixed sinusoids, learned, or none
+// when the blocks rotate them in, as RoPE does), then dropout. Under tensor parallelism it holds a
+// slice of the vocabulary's rows; the slices' partial rows are summed through TpRegions.
 #pragma once
 #include <vector>
 
 #include "kernels/cpu/embedding.hpp"
-#include "models/transformer/config.hpp"
+#include "nn/lm_shape.hpp"
 #include "nn/module.hpp"
 #include "nn/tp_regions.hpp"
 
@@ -13,7 +13,7 @@ namespace dtrain {
 
 class TokenEmbedding : public Module {
  public:
-  TokenEmbedding(ComputeDevice& dev, const TransformerConfig& c, TpSlice slice = {}, TpRegions& regions = no_tp_regions());
+  TokenEmbedding(ComputeDevice& dev, const LmShape& c, TpSlice slice = {}, TpRegions& regions = no_tp_regions());
   const ParamRef& table() const { return wte_; }  // [vocab, d] (this slice's rows): a tied head reads it
   VocabRange vocab_range() const { return {slice_.index * wte_.info().shape[0], wte_.info().shape[0]}; }
 
@@ -30,7 +30,7 @@ class TokenEmbedding : public Module {
 
  private:
   ComputeDevice& dev_;
-  TransformerConfig c_;
+  LmShape c_;
   TpSlice slice_;
   TpRegions& regions_;
   ParamRef wte_, wpe_;

@@ -1,0 +1,27 @@
+// What a language model's input and loss units are, whatever its blocks: the token embedding (with
+// positions or none) and the head (final norm, classifier, fused loss). Every decoder kind (the
+// Transformer, Llama) fills one in and shares nn/token_embedding and nn/lm_head; its parameters'
+// names are the kind's (its checkpoints' and exports' names).
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace dtrain {
+
+struct LmShape {
+  int64_t vocab_size = 0, seq_len = 0, dim = 0;
+  enum class Positions { none, sinusoidal, learned } positions = Positions::sinusoidal;
+  enum class FinalNorm { none, layer } final_norm = FinalNorm::layer;
+  float norm_eps = 1e-5f;
+  bool tied = false;       // the classifier reads the embedding's table
+  bool head_bias = true;
+  std::string table = "embed.weight";  // parameter names
+  std::string positions_table = "pos.weight";
+  std::string norm = "norm_f";         // its weight (and bias) are norm + ".weight" (".bias")
+  std::string head = "head";           // its classifier: head + ".weight" (".bias")
+};
+
+// The embedding's dropout is keyed (unit 0, site 0) with the sample and element.
+constexpr uint32_t kEmbeddingDropSite = 0;
+
+}  // namespace dtrain
