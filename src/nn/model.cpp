@@ -212,17 +212,21 @@ const void* Model::to_device(const void* host, void* device_copy, size_t bytes) 
   return device_copy;
 }
 
-UnitPass Model::pass(int slot, const BatchView* batch, const StepContext& ctx) {
+UnitPass Model::pass(int k, int slot, const BatchView* batch, const StepContext& ctx) {
+  const Stage& st = stages_[size_t(k)];
   UnitPass p{ctx};
   p.slot = slot;
   p.loss_sum = loss_sum_;
   p.scratch = scratch_;
-  if (has_input_unit_) p.inputs = fed_[size_t(slot)];
   DT_ASSERT(!batch || (batch->shape.input == sample_.input && batch->samples >= ctx.B));
-  if (batch && has_input_unit_)
-    p.inputs = fed_[size_t(slot)] =
-        to_device(batch->inputs, inputs_[size_t(slot)], size_t(ctx.B) * batch->shape.input_bytes());
-  if (batch && batch->targets && has_loss_unit_)
+  // Only the stage holding the input unit copies (and keeps, per slot, for its backward) the inputs;
+  // only the loss unit's copies the targets. A rank's other stage (a V schedule's) leaves them be.
+  if (st.has_input_unit) {
+    if (batch)
+      fed_[size_t(slot)] = to_device(batch->inputs, inputs_[size_t(slot)], size_t(ctx.B) * batch->shape.input_bytes());
+    p.inputs = fed_[size_t(slot)];
+  }
+  if (batch && batch->targets && st.has_loss_unit)
     p.targets = static_cast<const int32_t*>(
         to_device(batch->targets, targets_, sizeof(int32_t) * size_t(ctx.B * batch->shape.targets)));
   return p;
@@ -260,7 +264,7 @@ void Model::forward_units(int k, int stop, const UnitPass& p, UnitHooks* hooks) 
 
 void Model::stage_forward(int k, int slot, const BatchView& batch, const StepContext& ctx, bool backward,
                           UnitHooks* hooks, float* per_row) {
-  UnitPass p = pass(slot, &batch, ctx);
+  UnitPass p = pass(k, slot, &batch, ctx);
   p.backward = backward;
   p.per_row = backward ? nullptr : per_row;
   p.metric_sum = backward ? nullptr : metric_sum_;
@@ -270,7 +274,7 @@ void Model::stage_forward(int k, int slot, const BatchView& batch, const StepCon
 
 void Model::stage_backward(int k, int slot, const StepContext& ctx, BackwardPart part, UnitHooks* hooks) {
   const Stage& st = stages_[k];
-  const UnitPass p = pass(slot, nullptr, ctx);
+  const UnitPass p = pass(k, slot, nullptr, ctx);
   const bool input = part != BackwardPart::weight, complete = part != BackwardPart::input;
   if (!input) {  // the weight gradients the input half kept, units in backward order
     for (int u = st.last; u-- > st.first;) {
@@ -349,7 +353,7 @@ void Model::predict(const BatchView& batch, const StepContext& ctx, float* out, 
   DT_ASSERT(holds_whole_model());
   StepContext eval = ctx;
   eval.training = false;
-  const UnitPass p = pass(0, &batch, eval);
+  const UnitPass p = pass(0, 0, &batch, eval);
   const int last = int(modules_.size()) - 1;
   if (hooks) hooks->begin_pass(false);
   forward_units(0, last, p, hooks);

@@ -164,7 +164,8 @@ class Model {
   const float* unit_input(int k, int u, int slot) const;
   // The device's copy of a host array (the host array itself on the CPU).
   const void* to_device(const void* host, void* device_copy, size_t bytes);
-  UnitPass pass(int slot, const BatchView* batch, const StepContext& ctx);
+  // What stage k's units get for `slot`: the batch copied to the device where the stage reads it.
+  UnitPass pass(int k, int slot, const BatchView* batch, const StepContext& ctx);
 
   ComputeDevice& dev_;
   std::vector<std::unique_ptr<Module>> modules_;  // every unit; null where another stage holds it

@@ -68,7 +68,11 @@ std::map<std::string, std::vector<float>> params_of(const Model& m) {
 }
 
 // `ranks`: the stage ranges each model holds; stages are numbered in model order across them.
-void pipeline_equals_whole(bool pre_norm, const std::vector<std::vector<std::pair<int, int>>>& ranks, bool split) {
+// other_slots: every stage but the first keeps micro-batch mb in slot kMicro-1-mb (a stage's slots
+// are its own: a rank's two stages of a V schedule hold the same micro-batch in different slots).
+void pipeline_equals_whole(bool pre_norm, const std::vector<std::vector<std::pair<int, int>>>& ranks, bool split,
+                           bool other_slots = false) {
+  auto slot = [&](size_t s, int mb) { return other_slots && s > 0 ? int(kMicro) - 1 - mb : mb; };
   const TransformerConfig c = small(pre_norm);
   std::mt19937 g(3);
   std::uniform_int_distribution<int32_t> word(0, int32_t(c.vocab_size - 1));
@@ -120,24 +124,26 @@ void pipeline_equals_whole(bool pre_norm, const std::vector<std::vector<std::pai
     const int32_t* in = inputs.data() + mb * kMicroRows * kT;
     const int32_t* tg = targets.data() + mb * kMicroRows * kT;
     for (size_t s = 0; s < stages.size(); ++s) {
-      if (s > 0) std::copy_n(stages[s - 1].model->stage_output(stages[s - 1].k, mb), n,
-                             stages[s].model->stage_input(stages[s].k, mb));
-      stages[s].model->stage_forward(stages[s].k, mb, token_batch(in, tg, ctx), ctx, true, nullptr);
+      if (s > 0) std::copy_n(stages[s - 1].model->stage_output(stages[s - 1].k, slot(s - 1, mb)), n,
+                             stages[s].model->stage_input(stages[s].k, slot(s, mb)));
+      stages[s].model->stage_forward(stages[s].k, slot(s, mb), token_batch(in, tg, ctx), ctx, true, nullptr);
     }
   }
   for (int mb = kMicro; mb-- > 0;) {
     const StepContext ctx = context(kMicroRows, mb * kMicroRows);
     for (size_t s = stages.size(); s-- > 0;) {
       if (s + 1 < stages.size())
-        std::copy_n(stages[s + 1].model->stage_input_grad(stages[s + 1].k, mb), n,
-                    stages[s].model->stage_output_grad(stages[s].k, mb));
-      stages[s].model->stage_backward(stages[s].k, mb, ctx, split ? BackwardPart::input : BackwardPart::all, nullptr);
+        std::copy_n(stages[s + 1].model->stage_input_grad(stages[s + 1].k, slot(s + 1, mb)), n,
+                    stages[s].model->stage_output_grad(stages[s].k, slot(s, mb)));
+      stages[s].model->stage_backward(stages[s].k, slot(s, mb), ctx, split ? BackwardPart::input : BackwardPart::all,
+                                      nullptr);
     }
   }
   if (split)  // the weight halves last, micro-batch by micro-batch
     for (int mb = 0; mb < kMicro; ++mb)
-      for (const At& s : stages) s.model->stage_backward(s.k, mb, context(kMicroRows, mb * kMicroRows),
-                                                         BackwardPart::weight, nullptr);
+      for (size_t s = 0; s < stages.size(); ++s)
+        stages[s].model->stage_backward(stages[s].k, slot(s, mb), context(kMicroRows, mb * kMicroRows),
+                                        BackwardPart::weight, nullptr);
   double got_loss = 0.0;
   for (const auto& m : models) got_loss += m->take_loss();
   EXPECT_NEAR(got_loss, loss, 1e-5 * std::fabs(loss));
@@ -171,6 +177,13 @@ TEST(PipelineStages, TwoStagesPerModelAsInAVScheduleEqualTheWholeModel) {
   // rank 0 holds the first and the last stage (embedding alone; the head alone), rank 1 the middle
   pipeline_equals_whole(true, {{{0, 1}, {5, 6}}, {{1, 3}, {3, 5}}}, true);
   pipeline_equals_whole(true, {{{0, 1}, {5, 6}}, {{1, 3}, {3, 5}}}, false);
+}
+
+TEST(PipelineStages, ARanksTwoStagesKeepTheirOwnSlots) {
+  // the head's stage holds micro-batch mb in another slot than the embedding's on the same model:
+  // each keeps its own inputs (the embedding's tokens for its backward), whatever the other does
+  pipeline_equals_whole(true, {{{0, 1}, {5, 6}}, {{1, 3}, {3, 5}}}, false, true);
+  pipeline_equals_whole(true, {{{0, 1}, {5, 6}}, {{1, 3}, {3, 5}}}, true, true);
 }
 
 TEST(PipelineStages, AStageBuildsOnlyItsUnitsParameters) {
