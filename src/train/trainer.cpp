@@ -23,6 +23,7 @@
 #include "comm/mesh.hpp"
 #include "models/registry.hpp"
 #include "parallel/plan.hpp"
+#include "train/run_report.hpp"
 #include "train/run_saver.hpp"
 #include "train/history.hpp"
 #include "train/rank_state.hpp"
@@ -44,32 +45,6 @@ int configure_threads(int64_t threads, const std::string& setting) {
 namespace {
 using Clock = std::chrono::steady_clock;
 
-// A line per parallel strategy on what it moved (ParallelModel::figures).
-void print_parallel_figures(const Json& f) {
-  auto num = [&](const char* k) { return f.at(k).get<double>(); };
-  if (f.contains("ddp_ranks"))
-    std::printf("data parallel: %d ranks, %.1f MB of gradients per step; allreduce %.2f s in all, %.2f s of it "
-                "exposed after backward (%.0f%% hidden)\n",
-                f.at("ddp_ranks").get<int>(), num("ddp_bytes_per_step") / 1e6, num("ddp_comm_seconds"),
-                num("ddp_exposed_seconds"), 100.0 * num("ddp_hidden_fraction"));
-  if (f.contains("tp"))
-    std::printf("tensor parallel: per step and rank %.2f MB all-reduced, %.2f MB all-gathered, %.2f MB "
-                "reduce-scattered in %.0f collectives; %.2f s waiting in all\n",
-                num("tp_allreduce_bytes_per_step") / 1e6, num("tp_allgather_bytes_per_step") / 1e6,
-                num("tp_reduce_scatter_bytes_per_step") / 1e6, num("tp_collectives_per_step"), num("tp_comm_seconds"));
-  if (f.contains("pp"))
-    std::printf("pipeline: %s over %d ranks × %d stages, %d micro-batches; idle %.1f%% of this rank's pass time "
-                "(simulated %.1f%%); %.2f MB sent per pass\n",
-                f.at("pp_schedule").get<std::string>().c_str(), f.at("pp").get<int>(), f.at("pp_virtual").get<int>(),
-                f.at("pp_microbatches").get<int>(), 100.0 * num("pp_idle_share"), 100.0 * num("pp_simulated_bubble"),
-                num("pp_bytes_sent_per_pass") / 1e6);
-  if (f.contains("fsdp_gather_seconds"))
-    std::printf("fully sharded: all-gather %.2f s, reduce-scatter %.2f s, %.2f s of it exposed (%.0f%% hidden); "
-                "at most %lld units (%.1f MB) gathered at once\n",
-                num("fsdp_gather_seconds"), num("fsdp_reduce_seconds"), num("fsdp_exposed_seconds"),
-                100.0 * num("fsdp_hidden_fraction"), f.at("fsdp_gathered_units_peak").get<long long>(),
-                num("fsdp_gathered_bytes_peak") / 1e6);
-}
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 }  // namespace
 
@@ -316,12 +291,8 @@ struct Trainer::Impl {
     jsonl->write(j);
   }
 
-  // Floats of this rank's units (a tensor-parallel slice of the model; whole before FSDP shards it).
-  int64_t units_numel() const {
-    int64_t n = 0;
-    for (const Unit* u : model->units()) n += u->numel();
-    return n;
-  }
+  // What the run is made of, for its report.
+  RunParts parts() const { return {cfg, kind, *data, *train_set, world, *mesh, *par, *dev, precision, dp}; }
 
   // epoch: the epoch the evaluation belongs to (1-based); the final test: the epoch of the last step
   // (a language model's record carries its perplexity as "ppl", a classifier's its "accuracy")
@@ -426,7 +397,7 @@ struct Trainer::Impl {
     DistributedSampler sampler(train_set->size(), cfg.data.shuffle, cfg.train.seed, dp, dp_rank);
     BatchLoader loader(*train_set, sampler, cfg.train.batch_size, false);
     const StepPlan plan = plan_steps(loader);
-    if (root) print_setup(plan, threads);
+    if (root) print_setup(parts(), plan.per_epoch, threads);
     if (dp > 1) {
       const std::string where = world.layout();
       if (root) std::printf("workers: %s\n", where.c_str());
@@ -440,49 +411,6 @@ struct Trainer::Impl {
   }
 
   // What the run is: the model, the data, the batch, the threads or device, each strategy's share.
-  void print_setup(const StepPlan& plan, int threads) {
-    const int64_t B = cfg.train.batch_size, A = cfg.train.grad_accum;
-    std::printf("model: %s (%s), %lld parameters, %lld outputs; %s to train; batch %lld", kind.name().c_str(),
-                kind.describe(cfg.model).c_str(), (long long)model->num_params(), (long long)model->outputs(),
-                data->describe(train_set->size(), model->sample_shape()).c_str(), (long long)B);
-    if (dp > 1) std::printf(" per rank × %d ranks", dp);
-    if (A > 1) std::printf(" × %lld micro-steps", (long long)A);
-    const bool gpu = dev->kind() != DeviceKind::cpu;
-    std::printf(", %lld steps/epoch, %s, %s\n", (long long)plan.per_epoch,
-                gpu ? dev->describe().c_str() : (std::to_string(threads) + " threads" + (dp > 1 ? " per rank" : "")).c_str(),
-                precision == Precision::f32 ? "f32"
-                : gpu                       ? "bf16 (tensor cores, f32 accumulation)"
-                : cpu_has_native_bf16()     ? "bf16 (native avx512_bf16)"
-                                            : "bf16 (no native bf16 on this CPU: slower)");
-    if (ddp)
-      std::printf("data parallel: %s; %zu gradient buckets of up to %.0f MB\n", world.env().describe().c_str(),
-                  ddp->num_buckets(), cfg.parallel.bucket_mb);
-    if (fsdp) {
-      const MeshShape& m = mesh->shape();
-      std::printf("fully sharded: %s over %d ranks%s, prefetch %lld; per rank %.1f MB of parameter and gradient "
-                  "shards, %.1f MB of optimizer state, %.1f MB of gather buffers, %.1f MB of gradient buffers\n",
-                  cfg.parallel.fsdp_reshard_after_forward ? "FULL_SHARD" : "SHARD_GRAD_OP", m.dp_shard,
-                  m.dp_replicate > 1 ? (" × " + std::to_string(m.dp_replicate) + " replicas (hybrid)").c_str() : "",
-                  (long long)cfg.parallel.fsdp_prefetch, double(fsdp->shard_bytes()) / 1e6,
-                  double(opt->state_bytes()) / 1e6, double(fsdp->pool_bytes()) / 1e6, double(fsdp->grad_pool_bytes()) / 1e6);
-    }
-    if (tp_regions)
-      std::printf("tensor parallel: %d ranks%s; per rank %.1f MB of parameters (the model: %.1f MB)\n",
-                  mesh->shape().tp, cfg.parallel.tp_sequence ? ", sequence parallel" : "",
-                  double(units_numel() * int64_t(sizeof(float))) / 1e6,
-                  double(model->num_params() * int64_t(sizeof(float))) / 1e6);
-    if (PipelineEngine* pipe = par->pipeline()) {
-      const Schedule& sch = pipe->schedule();
-      std::printf("pipeline: %s, %d ranks × %d stages, %d micro-batches per pass; rank 0 holds", sch.name.c_str(),
-                  sch.pp, sch.virtual_stages, sch.microbatches);
-      for (const Unit* u : model->units()) std::printf(" %s", u->name().c_str());
-      std::printf("; simulated bubble %.1f%%\n", 100.0 * simulate(sch).mean_bubble);
-    }
-    if (world.size() > 1)
-      std::printf("mesh: %s (%d ranks, tp fastest); %s\n", mesh->shape().describe().c_str(), world.size(),
-                  mesh->placement(16).c_str());
-    std::fflush(stdout);
-  }
 
   // The rest of the current epoch (from where a resumed run stands), then its end: the epoch line,
   // validation, model_best, a checkpoint. Returns whether the run is over.
@@ -621,7 +549,7 @@ struct Trainer::Impl {
     if (cfg.parallel.pp_timeline) par->write_timeline(world.all(), run_dir + "/timeline.json");
     const EvalResult test =
         evaluate(eval_pass(), par->eval_in_lockstep(), *test_set, cfg.train.batch_size, 0, precision, &mesh->dp());
-    const Peaks peaks = gather_peaks();
+    const Peaks peaks = gather_peaks(world, *dev);
     if (!root) return;
     const double tps = st.train_seconds > 0 ? double(st.train_tokens) / st.train_seconds : 0.0;
     const int R = world.size();
@@ -636,64 +564,14 @@ struct Trainer::Impl {
     // NCCL work runs on the GPU's own clock, so the host-side overlap figures hold for Gloo only
     const Json figures = par->figures(dev->kind() == DeviceKind::cpu);
     print_parallel_figures(figures);
-    write_summary(test, peaks, figures, threads, tps);
+    const Json summary = run_summary(parts(), st, test, peaks, figures, threads, tps, device_seconds);
+    write_file_atomic(run_dir + "/summary.json", summary.dump(2) + "\n");
     log_eval("test", test, st.batch_in_epoch > 0 ? st.epoch + 1 : st.epoch);  // the last step's epoch
     tb->flush();
   }
 
   // Every rank's peak memory (host, and device), so the figure reported is the largest, and whose.
-  struct Peaks {
-    std::vector<double> by_rank;  // per rank: host MiB, device MiB
-    int rss_rank = 0, device_rank = 0;
-    double rss_mb() const { return by_rank[size_t(2 * rss_rank)]; }
-    double device_mb() const { return by_rank[size_t(2 * device_rank + 1)]; }
-  };
-  Peaks gather_peaks() {
-    const int R = world.size();
-    const double mine[2] = {peak_rss_mb(), double(dev->peak_bytes()) / double(1 << 20)};
-    Peaks p;
-    p.by_rank.resize(size_t(2 * R));
-    world.all().allgather(mine, p.by_rank.data(), 2, ElemType::f64);
-    for (int r = 1; r < R; ++r) {
-      if (p.by_rank[size_t(2 * r)] > p.by_rank[size_t(2 * p.rss_rank)]) p.rss_rank = r;
-      if (p.by_rank[size_t(2 * r + 1)] > p.by_rank[size_t(2 * p.device_rank + 1)]) p.device_rank = r;
-    }
-    return p;
-  }
 
-  void write_summary(const EvalResult& test, const Peaks& peaks, const Json& figures, int threads, double tps) {
-    Json s = figures;
-    s["test_loss"] = test.loss;
-    s[kind.metric() == Metric::perplexity ? "test_ppl" : "test_accuracy"] = metric_value(kind.metric(), test);
-    s["best_val_loss"] = std::isfinite(st.best_val) ? Json(st.best_val) : Json(nullptr);
-    s["steps"] = st.global_step;
-    s["train_tokens"] = st.train_tokens;
-    s["train_tokens_per_s"] = tps;
-    s["train_flops_per_token"] = model->train_flops_per_sample() / double(model->sample_shape().targets);
-    s["peak_rss_mb"] = peaks.rss_mb();  // the largest of any rank's
-    s["peak_rss_rank"] = peaks.rss_rank;
-    Json by_rank = Json::array();
-    for (int r = 0; r < world.size(); ++r) by_rank.push_back(peaks.by_rank[size_t(2 * r)]);
-    s["peak_rss_mb_by_rank"] = std::move(by_rank);
-    s["device"] = dev->describe();
-    s["peak_device_mb"] = peaks.device_mb();
-    s["peak_device_rank"] = peaks.device_rank;
-    s["train_device_seconds"] = device_seconds;
-    s["threads"] = threads;
-    s["world_size"] = world.size();  // ranks
-    s["dp_size"] = dp;               // data-parallel ranks (replicas × shards)
-    s["precision"] = cfg.train.precision;
-    s["model_kind"] = kind.name();
-    s["parameters"] = model->num_params();
-    // dtrain's own accounting of this rank's memory: model state (parameters, gradients, optimizer
-    // state; shards under FSDP), FSDP's gather and gradient buffers, the planned activations
-    s["model_state_bytes"] =
-        (fsdp ? fsdp->shard_bytes() : 2 * units_numel() * int64_t(sizeof(float))) + opt->state_bytes();
-    s["parameter_bytes"] = units_numel() * int64_t(sizeof(float));  // this rank's (a tensor-parallel slice)
-    s["gather_buffer_bytes"] = fsdp ? fsdp->pool_bytes() + fsdp->grad_pool_bytes() : 0;
-    s["activation_bytes"] = int64_t(model->activation_bytes());
-    write_file_atomic(run_dir + "/summary.json", s.dump(2) + "\n");
-  }
 };
 
 Trainer::Trainer(RunConfig config, std::string run_dir, bool resume, World& world, const std::string& resume_checkpoint)

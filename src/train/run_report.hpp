@@ -1,0 +1,48 @@
+// What a run tells about itself: the setup lines before the first step (model, data, batch, each
+// strategy's share of it), the strategies' end-of-run lines, every rank's peak memory, summary.json.
+#pragma once
+#include <vector>
+
+#include "comm/world.hpp"
+#include "data/source.hpp"
+#include "parallel/plan.hpp"
+#include "train/checkpoint.hpp"
+#include "train/config.hpp"
+#include "train/evaluate.hpp"
+
+namespace dtrain {
+
+// What a run is made of (references into the trainer).
+struct RunParts {
+  const RunConfig& cfg;
+  const ModelKind& kind;
+  const DataSource& data;
+  const Dataset& train_set;
+  World& world;
+  DeviceMesh& mesh;
+  ParallelModel& par;
+  ComputeDevice& dev;
+  Precision precision;
+  int dp;  // data-parallel ranks
+};
+
+// Rank 0, before the first step.
+void print_setup(const RunParts& r, int64_t steps_per_epoch, int threads);
+// A line per parallel strategy on what it moved (ParallelModel::figures).
+void print_parallel_figures(const Json& figures);
+
+// Every rank's peak memory, host and device, so the figure reported is the largest, and whose.
+struct Peaks {
+  std::vector<double> by_rank;  // per rank: host MiB, device MiB
+  int rss_rank = 0, device_rank = 0;
+  double rss_mb() const { return by_rank[size_t(2 * rss_rank)]; }
+  double device_mb() const { return by_rank[size_t(2 * device_rank + 1)]; }
+};
+Peaks gather_peaks(World& world, ComputeDevice& dev);  // collective
+
+// summary.json: the test figures, throughput, memory (dtrain's own accounting of this rank's), the
+// strategies' figures; tps: rows of the loss (tokens) per second of training.
+Json run_summary(const RunParts& r, const TrainerState& st, const EvalResult& test, const Peaks& peaks,
+                 const Json& figures, int threads, double tps, double device_seconds);
+
+}  // namespace dtrain
