@@ -58,12 +58,12 @@ void embedding_backward(const int32_t* tokens, const float* dout, float* dwte, f
                         int64_t d, VocabRange range, cudaStream_t s);
 
 // attention.cu: layout changes and row softmax around the batched matmuls.
-// qkv [B*T, 3*H*Dh] → q, k, v [B, H, T, Dh] (contiguous per head).
-void split_heads(const float* qkv, float* q, float* k, float* v, int64_t B, int64_t T, int64_t H, int64_t Dh,
-                 cudaStream_t s);
-// dq, dk, dv [B, H, T, Dh] → dqkv [B*T, 3*H*Dh]
+// qkv [B*T, (H + 2K)*Dh] → q [B, H, T, Dh], k, v [B, K, T, Dh] (contiguous per head; K kv heads).
+void split_heads(const float* qkv, float* q, float* k, float* v, int64_t B, int64_t T, int64_t H, int64_t K,
+                 int64_t Dh, cudaStream_t s);
+// dq [B, H, T, Dh], dk, dv [B, K, T, Dh] → dqkv [B*T, (H + 2K)*Dh]
 void merge_heads3(const float* dq, const float* dk, const float* dv, float* dqkv, int64_t B, int64_t T, int64_t H,
-                  int64_t Dh, cudaStream_t s);
+                  int64_t K, int64_t Dh, cudaStream_t s);
 // o [B, H, T, Dh] ↔ out [B*T, H*Dh]
 void heads_to_rows(const float* o, float* out, int64_t B, int64_t T, int64_t H, int64_t Dh, cudaStream_t s);
 void rows_to_heads(const float* rows, float* o, int64_t B, int64_t T, int64_t H, int64_t Dh, cudaStream_t s);
