@@ -207,6 +207,46 @@ TEST(CudaKernels, GroupedQueryAttentionForwardAndBackward) {
     }
 }
 
+TEST(CudaKernels, RopeForwardAndBackward) {
+  NEED_GPU();
+  ComputeDevice& C = cpu_device();
+  struct Case {
+    int64_t B, T, H, K, hd;
+    float theta;
+    int64_t first;
+  };
+  for (const Case c : {Case{2, 37, 4, 0, 64, 10000.0f, 0}, Case{3, 19, 8, 2, 128, 500000.0f, 4000},
+                       Case{1, 5, 3, 1, 6, 10000.0f, 1}})
+    for (bool inverse : {false, true}) {
+      RopeShape s;
+      s.B = c.B;
+      s.T = c.T;
+      s.heads = c.H;
+      s.kv_heads = c.K;
+      s.head_dim = c.hd;
+      s.theta = c.theta;
+      s.first_position = c.first;
+      const auto x = rand_vec(s.B * s.T * s.row_width(), 29, -2.0f, 2.0f);
+      auto want = x;
+      OnDevice<float> X(G, x);
+      if (inverse) {
+        C.rope_backward(want.data(), s);
+        G.rope_backward(X.p(), s);
+      } else {
+        C.rope_forward(want.data(), s);
+        G.rope_forward(X.p(), s);
+      }
+      const auto got = X.host();
+      const std::string what = std::string(inverse ? "rope backward" : "rope forward") + " hd " +
+                               std::to_string(c.hd) + " first position " + std::to_string(c.first);
+      expect_close(want, got, 1e-6, what);  // the same float32 angles; cos and sin to an ulp or two
+      const int64_t qk = (s.heads + s.kv()) * s.head_dim, width = s.row_width();
+      for (int64_t r = 0; r < s.B * s.T; ++r)
+        for (int64_t i = qk; i < width; ++i) ASSERT_EQ(got[size_t(r * width + i)], x[size_t(r * width + i)]) << "v moved";
+      EXPECT_NE(got, x) << what;
+    }
+}
+
 TEST(CudaKernels, EmbeddingForwardAndBackward) {
   NEED_GPU();
   ComputeDevice& C = cpu_device();

@@ -193,6 +193,8 @@ class CudaDevice final : public ComputeDevice {
     merge_heads3(dq, dk, dv, dqkv, s.B, T, s.H, K, Dh, stream_);
   }
 
+  void rope_forward(float* qkv, const RopeShape& s) override { cuda::rope(qkv, s, false, stream_); }
+  void rope_backward(float* dqkv, const RopeShape& s) override { cuda::rope(dqkv, s, true, stream_); }
   void activation_forward(Activation a, const float* x, float* y, int64_t n) override {
     cuda::activation_forward(a, x, y, n, stream_);
   }

@@ -9,6 +9,7 @@
 #include "kernels/cpu/dropout.hpp"
 #include "kernels/cpu/embedding.hpp"
 #include "kernels/cpu/optimizer.hpp"
+#include "kernels/cpu/rope.hpp"
 
 namespace dtrain::cuda {
 
@@ -71,6 +72,9 @@ void rows_to_heads(const float* rows, float* o, int64_t B, int64_t T, int64_t H,
 void softmax_rows(float* p, int64_t rows, int64_t T, bool causal, cudaStream_t s);
 // dS = P * (dP - rowsum(P * dP)), in place on dP.
 void softmax_backward_rows(const float* p, float* dp, int64_t rows, int64_t T, cudaStream_t s);
+
+// rope.cu: rope_forward (inverse = false) or rope_backward (true), in place; head_dim at most 512.
+void rope(float* qkv, const RopeShape& shape, bool inverse, cudaStream_t s);
 
 // cross_entropy.cu: per row r of logits [n, V], the vocabulary slice [v0, v0 + V) of which only
 // the first W (0 <= W <= V; W = V when every row is a word) are words and the rest padding. The
