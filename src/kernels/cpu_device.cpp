@@ -70,6 +70,8 @@ class CpuDevice final : public ComputeDevice {
                           const AttentionShape& s, const DropoutSpec& drop) override {
     dtrain::attention_backward(dout, qkv, probs, dqkv, s, drop);
   }
+  void rope_forward(float* qkv, const RopeShape& s) override { dtrain::rope_forward(qkv, s); }
+  void rope_backward(float* dqkv, const RopeShape& s) override { dtrain::rope_backward(dqkv, s); }
   void activation_forward(Activation a, const float* x, float* y, int64_t n) override {
     dtrain::activation_forward(a, x, y, n);
   }

@@ -13,6 +13,7 @@
 #include "kernels/cpu/embedding.hpp"
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/optimizer.hpp"
+#include "kernels/cpu/rope.hpp"
 #include "tensor/memory.hpp"
 
 namespace dtrain {
@@ -63,6 +64,9 @@ class ComputeDevice : public Memory {
                                  const DropoutSpec& drop) = 0;
   virtual void attention_backward(const float* dout, const float* qkv, const float* probs, float* dqkv,
                                   const AttentionShape& s, const DropoutSpec& drop) = 0;
+  // Rotary position embedding, in place on the q and k heads of packed qkv (or their gradient).
+  virtual void rope_forward(float* qkv, const RopeShape& s) = 0;
+  virtual void rope_backward(float* dqkv, const RopeShape& s) = 0;
   virtual void activation_forward(Activation a, const float* x, float* y, int64_t n) = 0;
   virtual void activation_backward(Activation a, const float* x, const float* dy, float* dx, int64_t n) = 0;
   virtual void relu_backward_from_output(const float* y, const float* dy, float* dx, int64_t n, float scale) = 0;

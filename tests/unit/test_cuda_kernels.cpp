@@ -164,6 +164,89 @@ TEST(CudaKernels, AttentionForwardAndBackwardWithDropout) {
     }
 }
 
+// Grouped-query attention (K kv heads for H query heads; multi-query at K = 1): the GPU folds a
+// group's heads into one product where the CPU adds G products, so dk and dv agree to rounding.
+TEST(CudaKernels, GroupedQueryAttentionForwardAndBackward) {
+  NEED_GPU();
+  ComputeDevice& C = cpu_device();
+  struct Case {
+    int64_t H, K;
+    bool causal;
+  };
+  for (const Case c : {Case{8, 2, true}, Case{4, 1, false}, Case{6, 3, true}})
+    for (Precision p : {Precision::f32, Precision::bf16}) {
+      AttentionShape s{3, 17, c.H, 8, c.causal, p};
+      s.kv_heads = c.K;
+      const int64_t d = s.H * s.Dh, rows = s.B * s.T, np = s.B * s.H * s.T * s.T, width = s.row_width();
+      const auto qkv = rand_vec(rows * width, 27), dout = rand_vec(rows * d, 28);
+      std::vector<float> out(rows * d), probs(np), dqkv(rows * width, 9.0f);
+      OnDevice<float> QKV(G, qkv), OUT(G, out), P(G, probs), DOUT(G, dout), DQKV(G, dqkv);
+      const DropoutSpec drop = spec(0.2f, 5, kDropAttnProbs);
+      AttentionShape cpu_shape = s;
+      cpu_shape.precision = Precision::f32;
+      C.attention_forward(qkv.data(), out.data(), probs.data(), cpu_shape, drop);
+      G.attention_forward(QKV.p(), OUT.p(), P.p(), s, drop);
+      const double tol = p == Precision::f32 ? 1e-5 : 2e-2;
+      const std::string what = "H " + std::to_string(c.H) + " K " + std::to_string(c.K) +
+                               (c.causal ? " causal" : " full") + (p == Precision::f32 ? " f32" : " bf16");
+      expect_close(probs, P.host(), tol, "gqa probs " + what);
+      expect_close(out, OUT.host(), tol, "gqa out " + what);
+      C.attention_backward(dout.data(), qkv.data(), probs.data(), dqkv.data(), cpu_shape, drop);
+      G.attention_backward(DOUT.p(), QKV.p(), P.p(), DQKV.p(), s, drop);
+      const auto got = DQKV.host();
+      const double gtol = p == Precision::f32 ? 1e-4 : 5e-2;
+      for (int part = 0; part < 3; ++part) {  // q, k, v columns compared apart, each on its own scale
+        const int64_t at = part == 0 ? 0 : d + (part - 1) * s.kv() * s.Dh, n = part == 0 ? d : s.kv() * s.Dh;
+        std::vector<float> want_p, got_p;
+        for (int64_t r = 0; r < rows; ++r) {
+          want_p.insert(want_p.end(), dqkv.begin() + r * width + at, dqkv.begin() + r * width + at + n);
+          got_p.insert(got_p.end(), got.begin() + r * width + at, got.begin() + r * width + at + n);
+        }
+        expect_close(want_p, got_p, gtol, std::string("gqa d") + "qkv"[part] + " " + what);
+      }
+    }
+}
+
+TEST(CudaKernels, RopeForwardAndBackward) {
+  NEED_GPU();
+  ComputeDevice& C = cpu_device();
+  struct Case {
+    int64_t B, T, H, K, hd;
+    float theta;
+    int64_t first;
+  };
+  for (const Case c : {Case{2, 37, 4, 0, 64, 10000.0f, 0}, Case{3, 19, 8, 2, 128, 500000.0f, 4000},
+                       Case{1, 5, 3, 1, 6, 10000.0f, 1}})
+    for (bool inverse : {false, true}) {
+      RopeShape s;
+      s.B = c.B;
+      s.T = c.T;
+      s.heads = c.H;
+      s.kv_heads = c.K;
+      s.head_dim = c.hd;
+      s.theta = c.theta;
+      s.first_position = c.first;
+      const auto x = rand_vec(s.B * s.T * s.row_width(), 29, -2.0f, 2.0f);
+      auto want = x;
+      OnDevice<float> X(G, x);
+      if (inverse) {
+        C.rope_backward(want.data(), s);
+        G.rope_backward(X.p(), s);
+      } else {
+        C.rope_forward(want.data(), s);
+        G.rope_forward(X.p(), s);
+      }
+      const auto got = X.host();
+      const std::string what = std::string(inverse ? "rope backward" : "rope forward") + " hd " +
+                               std::to_string(c.hd) + " first position " + std::to_string(c.first);
+      expect_close(want, got, 1e-6, what);  // the same float32 angles; cos and sin to an ulp or two
+      const int64_t qk = (s.heads + s.kv()) * s.head_dim, width = s.row_width();
+      for (int64_t r = 0; r < s.B * s.T; ++r)
+        for (int64_t i = qk; i < width; ++i) ASSERT_EQ(got[size_t(r * width + i)], x[size_t(r * width + i)]) << "v moved";
+      EXPECT_NE(got, x) << what;
+    }
+}
+
 TEST(CudaKernels, EmbeddingForwardAndBackward) {
   NEED_GPU();
   ComputeDevice& C = cpu_device();

@@ -6,6 +6,7 @@
 
 #include <cmath>
 
+#include "core/error.hpp"
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/scratch.hpp"
 #include "kernels/cpu/simd.hpp"
@@ -14,20 +15,31 @@ namespace dtrain {
 
 namespace {
 
+// Element strides of the [B, K, rows, cols] views of the query heads g, g + G, g + 2G, … (G the
+// group size, K = H / G), one per kv head, and of the kv heads; qkv and dqkv share the layout.
+// Batching over (B, K) pairs query head kv*G + g with kv head kv; the G members of a group are
+// G such products (one when K = H, then these are plain multi-head attention's views).
 struct Views {
-  Strided4 q, kt, k, v, vt, o, p, pt;
+  Strided4 q, k, kt, v, vt, o, p, pt;
+  int64_t k_at, v_at;  // first columns of the k and v parts of a qkv row
 };
 
-// Element strides of the [B, H, rows, cols] views; qkv and dqkv share the layout.
 Views views(const AttentionShape& s) {
-  const int64_t T = s.T, H = s.H, Dh = s.Dh, d = H * Dh, row = 3 * d;
+  const int64_t T = s.T, H = s.H, Dh = s.Dh, G = s.group(), d = H * Dh, row = s.row_width(), TT = T * T;
   Views w;
-  w.q = w.k = w.v = {{T * row, Dh, row, 1}};
+  w.q = {{T * row, G * Dh, row, 1}};
+  w.k = w.v = {{T * row, Dh, row, 1}};
   w.kt = w.vt = {{T * row, Dh, 1, row}};
-  w.o = {{T * d, Dh, d, 1}};
-  w.p = {{H * T * T, T * T, T, 1}};
-  w.pt = {{H * T * T, T * T, 1, T}};
+  w.o = {{T * d, G * Dh, d, 1}};
+  w.p = {{H * TT, G * TT, T, 1}};
+  w.pt = {{H * TT, G * TT, 1, T}};
+  w.k_at = d;
+  w.v_at = d + s.kv() * Dh;
   return w;
+}
+
+void check_shape(const AttentionShape& s) {
+  DT_ASSERT(s.kv() > 0 && s.kv() <= s.H && s.H % s.kv() == 0);
 }
 
 // In place on the scores of every (b, h, t) row: causal mask, softmax.
@@ -70,37 +82,50 @@ DT_SIMD void softmax_backward_rows(const float* P, float* dP, const AttentionSha
 }  // namespace
 
 void attention_forward(const float* qkv, float* out, float* probs, const AttentionShape& s, const DropoutSpec& drop) {
-  const int64_t d = s.H * s.Dh, n = s.B * s.H * s.T * s.T;
+  check_shape(s);
+  const int64_t K = s.kv(), G = s.group(), TT = s.T * s.T, n = s.B * s.H * TT;
   const Views w = views(s);
-  matmul_batched(qkv, w.q, qkv + d, w.kt, probs, w.p, s.B, s.H, s.T, s.T, s.Dh, 1.0f / std::sqrt(float(s.Dh)));
+  const float scale = 1.0f / std::sqrt(float(s.Dh));
+  for (int64_t g = 0; g < G; ++g)  // S = scale·Q·Kᵀ
+    matmul_batched(qkv + g * s.Dh, w.q, qkv + w.k_at, w.kt, probs + g * TT, w.p, s.B, K, s.T, s.T, s.Dh, scale);
   softmax_rows(probs, s);
   const float* P = probs;
   if (drop.active()) {
     float* Pd = scratch(ScratchSlot::attention, n);
-    dropout_forward(probs, Pd, s.B, s.H * s.T * s.T, drop);  // mask element (h*T + t)*T + j of sample b
+    dropout_forward(probs, Pd, s.B, s.H * TT, drop);  // mask element (h*T + t)*T + j of sample b
     P = Pd;
   }
-  matmul_batched(P, w.p, qkv + 2 * d, w.v, out, w.o, s.B, s.H, s.T, s.Dh, s.T, 1.0f);
+  for (int64_t g = 0; g < G; ++g)  // O = P·V
+    matmul_batched(P + g * TT, w.p, qkv + w.v_at, w.v, out + g * s.Dh, w.o, s.B, K, s.T, s.Dh, s.T, 1.0f);
 }
 
+// A kv head's dK and dV sum its group's G products: the first writes, the others add, in the
+// order of g (a fixed order: the same result for any thread count).
 void attention_backward(const float* dout, const float* qkv, const float* probs, float* dqkv, const AttentionShape& s,
                         const DropoutSpec& drop) {
-  const int64_t d = s.H * s.Dh, n = s.B * s.H * s.T * s.T;
+  check_shape(s);
+  const int64_t K = s.kv(), G = s.group(), Dh = s.Dh, TT = s.T * s.T, n = s.B * s.H * TT;
   const Views w = views(s);
-  const float scale = 1.0f / std::sqrt(float(s.Dh));
+  const float scale = 1.0f / std::sqrt(float(Dh));
   const float* P = probs;
   if (drop.active()) {
     float* Pd = scratch(ScratchSlot::attention, n);
-    dropout_forward(probs, Pd, s.B, s.H * s.T * s.T, drop);
+    dropout_forward(probs, Pd, s.B, s.H * TT, drop);
     P = Pd;
   }
   float* dP = scratch(ScratchSlot::attention_grad, n);
-  matmul_batched(dout, w.o, qkv + 2 * d, w.vt, dP, w.p, s.B, s.H, s.T, s.T, s.Dh, 1.0f);      // dPd = dO·Vᵀ
-  matmul_batched(P, w.pt, dout, w.o, dqkv + 2 * d, w.v, s.B, s.H, s.T, s.Dh, s.T, 1.0f);      // dV = Pdᵀ·dO
-  dropout_backward(dP, dP, s.B, s.H * s.T * s.T, drop);                                      // dP = dPd·mask
-  softmax_backward_rows(probs, dP, s);                                                       // dS
-  matmul_batched(dP, w.p, qkv + d, w.k, dqkv, w.q, s.B, s.H, s.T, s.Dh, s.T, scale);          // dQ = dS·K
-  matmul_batched(dP, w.pt, qkv, w.q, dqkv + d, w.k, s.B, s.H, s.T, s.Dh, s.T, scale);         // dK = dSᵀ·Q
+  for (int64_t g = 0; g < G; ++g) {
+    matmul_batched(dout + g * Dh, w.o, qkv + w.v_at, w.vt, dP + g * TT, w.p, s.B, K, s.T, s.T, Dh, 1.0f);  // dPd = dO·Vᵀ
+    matmul_batched(P + g * TT, w.pt, dout + g * Dh, w.o, dqkv + w.v_at, w.v, s.B, K, s.T, Dh, s.T, 1.0f,
+                   g > 0);                                                                                // dV += Pdᵀ·dO
+  }
+  dropout_backward(dP, dP, s.B, s.H * TT, drop);  // dP = dPd·mask
+  softmax_backward_rows(probs, dP, s);            // dS
+  for (int64_t g = 0; g < G; ++g) {
+    matmul_batched(dP + g * TT, w.p, qkv + w.k_at, w.k, dqkv + g * Dh, w.q, s.B, K, s.T, Dh, s.T, scale);  // dQ = dS·K
+    matmul_batched(dP + g * TT, w.pt, qkv + g * Dh, w.q, dqkv + w.k_at, w.k, s.B, K, s.T, Dh, s.T, scale,
+                   g > 0);                                                                                 // dK += dSᵀ·Q
+  }
 }
 
 }  // namespace dtrain

@@ -134,11 +134,12 @@ void matmul(const float* A, const float* B, float* C, const MatmulArgs& a) {
 }
 
 void matmul_batched(const float* A, Strided4 sa, const float* B, Strided4 sb, float* C, Strided4 sc, int64_t d0,
-                    int64_t d1, int64_t M, int64_t N, int64_t K, float alpha) {
+                    int64_t d1, int64_t M, int64_t N, int64_t K, float alpha, bool accumulate) {
   if (d0 * d1 * M * N == 0) return;
   auto strides = [](const Strided4& s) { return std::vector<int64_t>(s.stride, s.stride + 4); };
   Problem p{{d0, d1, M, K}, strides(sa), {d0, d1, K, N}, strides(sb), {d0, d1, M, N}, strides(sc)};
   p.alpha = alpha;
+  p.accumulate = accumulate;
   run(p, A, B, nullptr, C);
 }
 

@@ -27,9 +27,10 @@ struct Strided4 {
   int64_t stride[4];
 };
 
-// Batched over (d0, d1), f32: C[i,j] = alpha * A[i,j] (M x K) · B[i,j] (K x N) for all i < d0, j < d1.
+// Batched over (d0, d1), f32: C[i,j] (+)= alpha * A[i,j] (M x K) · B[i,j] (K x N) for all i < d0,
+// j < d1; with accumulate the product is added to C, else it replaces C.
 void matmul_batched(const float* A, Strided4 a, const float* B, Strided4 b, float* C, Strided4 c, int64_t d0,
-                    int64_t d1, int64_t M, int64_t N, int64_t K, float alpha);
+                    int64_t d1, int64_t M, int64_t N, int64_t K, float alpha, bool accumulate = false);
 
 // The three products of a Linear layer with weights stored [out, in] as in PyTorch, as MatmulArgs
 // for any device's matmul (operands in the order given):

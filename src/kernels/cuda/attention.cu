@@ -1,5 +1,6 @@
 // Attention helpers on the GPU: moving heads between the row layout [B*T, H*Dh] and contiguous
-// [B, H, T, Dh] blocks (so the four products per head are strided-batched cuBLASLt matmuls), and
+// [B, H, T, Dh] blocks (so the four products per head are strided-batched cuBLASLt matmuls; the
+// packed qkv rows may hold fewer kv heads K than query heads H, grouped-query attention), and
 // the causal softmax rows with their backward (one warp per row).
 #include "kernels/cuda/check.cuh"
 #include "kernels/cuda/kernels.cuh"
@@ -12,23 +13,29 @@ __device__ int64_t row_index(int64_t i, int64_t T, int64_t H, int64_t Dh, int64_
   const int64_t j = i % Dh, t = (i / Dh) % T, h = (i / (Dh * T)) % H, b = i / (Dh * T * H);
   return (b * T + t) * width + h * Dh + j;
 }
-__global__ void split_kernel(const float* qkv, float* q, float* k, float* v, int64_t n, int64_t T, int64_t H,
-                             int64_t Dh) {
+// q [B, H, T, Dh] and k, v [B, K, T, Dh] from qkv rows [q (H*Dh) | k (K*Dh) | v (K*Dh)]; n = B*H*T*Dh
+// threads, the first nk = B*K*T*Dh of which also move k and v.
+__global__ void split_kernel(const float* qkv, float* q, float* k, float* v, int64_t n, int64_t nk, int64_t T,
+                             int64_t H, int64_t K, int64_t Dh) {
   const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   if (i >= n) return;
-  const int64_t d = H * Dh, src = row_index(i, T, H, Dh, 3 * d);
-  q[i] = qkv[src];
-  k[i] = qkv[src + d];
-  v[i] = qkv[src + 2 * d];
+  const int64_t width = (H + 2 * K) * Dh;
+  q[i] = qkv[row_index(i, T, H, Dh, width)];
+  if (i >= nk) return;
+  const int64_t src = row_index(i, T, K, Dh, width) + H * Dh;
+  k[i] = qkv[src];
+  v[i] = qkv[src + K * Dh];
 }
-__global__ void merge3_kernel(const float* dq, const float* dk, const float* dv, float* dqkv, int64_t n, int64_t T,
-                              int64_t H, int64_t Dh) {
+__global__ void merge3_kernel(const float* dq, const float* dk, const float* dv, float* dqkv, int64_t n, int64_t nk,
+                              int64_t T, int64_t H, int64_t K, int64_t Dh) {
   const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   if (i >= n) return;
-  const int64_t d = H * Dh, dst = row_index(i, T, H, Dh, 3 * d);
-  dqkv[dst] = dq[i];
-  dqkv[dst + d] = dk[i];
-  dqkv[dst + 2 * d] = dv[i];
+  const int64_t width = (H + 2 * K) * Dh;
+  dqkv[row_index(i, T, H, Dh, width)] = dq[i];
+  if (i >= nk) return;
+  const int64_t dst = row_index(i, T, K, Dh, width) + H * Dh;
+  dqkv[dst] = dk[i];
+  dqkv[dst + K * Dh] = dv[i];
 }
 __global__ void to_rows_kernel(const float* o, float* out, int64_t n, int64_t T, int64_t H, int64_t Dh) {
   const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
@@ -80,18 +87,18 @@ __global__ void softmax_backward_kernel(const float* p, float* dp, int64_t rows,
 inline unsigned blocks_for(int64_t n) { return unsigned((n + 255) / 256); }
 }  // namespace
 
-void split_heads(const float* qkv, float* q, float* k, float* v, int64_t B, int64_t T, int64_t H, int64_t Dh,
-                 cudaStream_t s) {
-  const int64_t n = B * H * T * Dh;
+void split_heads(const float* qkv, float* q, float* k, float* v, int64_t B, int64_t T, int64_t H, int64_t K,
+                 int64_t Dh, cudaStream_t s) {
+  const int64_t n = B * H * T * Dh, nk = B * K * T * Dh;
   if (n == 0) return;
-  split_kernel<<<blocks_for(n), 256, 0, s>>>(qkv, q, k, v, n, T, H, Dh);
+  split_kernel<<<blocks_for(n), 256, 0, s>>>(qkv, q, k, v, n, nk, T, H, K, Dh);
   DT_CUDA_LAUNCHED();
 }
 void merge_heads3(const float* dq, const float* dk, const float* dv, float* dqkv, int64_t B, int64_t T, int64_t H,
-                  int64_t Dh, cudaStream_t s) {
-  const int64_t n = B * H * T * Dh;
+                  int64_t K, int64_t Dh, cudaStream_t s) {
+  const int64_t n = B * H * T * Dh, nk = B * K * T * Dh;
   if (n == 0) return;
-  merge3_kernel<<<blocks_for(n), 256, 0, s>>>(dq, dk, dv, dqkv, n, T, H, Dh);
+  merge3_kernel<<<blocks_for(n), 256, 0, s>>>(dq, dk, dv, dqkv, n, nk, T, H, K, Dh);
   DT_CUDA_LAUNCHED();
 }
 void heads_to_rows(const float* o, float* out, int64_t B, int64_t T, int64_t H, int64_t Dh, cudaStream_t s) {

@@ -150,41 +150,51 @@ class CudaDevice final : public ComputeDevice {
 
   // Our own attention: heads to contiguous blocks, S = scale·Q·Kᵀ, causal softmax (kept for
   // backward as `probs`, [B, H, T, T] like the CPU's), dropout with the CPU's masks, O = P·V.
+  // Grouped-query attention (K = s.kv() kv heads, G = H / K query heads each): the G query heads
+  // of kv head j are adjacent blocks of q [B, H, T, Dh] = [B, K, G·T, Dh], so each product is one
+  // strided batch over (b, j) with G·T query rows, and dK, dV (a contraction over the G·T rows)
+  // sum the group's heads inside the product. With K = H these are multi-head attention's products.
   void attention_forward(const float* qkv, float* out, float* probs, const AttentionShape& s,
                          const DropoutSpec& drop) override {
-    const int64_t T = s.T, Dh = s.Dh, BH = s.B * s.H, n = BH * T * Dh, TT = T * T;
-    float *q = pool_.get(Scratch::attention_q, n, stream_), *k = pool_.get(Scratch::attention_k, n, stream_),
-          *v = pool_.get(Scratch::attention_v, n, stream_), *o = pool_.get(Scratch::attention_o, n, stream_);
-    split_heads(qkv, q, k, v, s.B, T, s.H, Dh, stream_);
-    lt_->run(q, k, probs, {T, T, Dh, false, true, false, nullptr, s.precision}, BH, T * Dh, T * Dh, TT,
+    DT_ASSERT(s.kv() > 0 && s.kv() <= s.H && s.H % s.kv() == 0);
+    const int64_t T = s.T, Dh = s.Dh, K = s.kv(), GT = s.group() * T, BK = s.B * K;
+    const int64_t n = s.B * s.H * T * Dh, nk = BK * T * Dh;
+    float *q = pool_.get(Scratch::attention_q, n, stream_), *k = pool_.get(Scratch::attention_k, nk, stream_),
+          *v = pool_.get(Scratch::attention_v, nk, stream_), *o = pool_.get(Scratch::attention_o, n, stream_);
+    split_heads(qkv, q, k, v, s.B, T, s.H, K, Dh, stream_);
+    lt_->run(q, k, probs, {GT, T, Dh, false, true, false, nullptr, s.precision}, BK, GT * Dh, T * Dh, GT * T,
              1.0f / std::sqrt(float(Dh)));
-    softmax_rows(probs, BH * T, T, s.causal, stream_);
+    softmax_rows(probs, s.B * s.H * T, T, s.causal, stream_);
     const float* P = dropped_probs(probs, s, drop);
-    lt_->run(P, v, o, {T, Dh, T, false, false, false, nullptr, s.precision}, BH, TT, T * Dh, T * Dh);
+    lt_->run(P, v, o, {GT, Dh, T, false, false, false, nullptr, s.precision}, BK, GT * T, T * Dh, GT * Dh);
     heads_to_rows(o, out, s.B, T, s.H, Dh, stream_);
   }
   void attention_backward(const float* dout, const float* qkv, const float* probs, float* dqkv,
                           const AttentionShape& s, const DropoutSpec& drop) override {
-    const int64_t T = s.T, Dh = s.Dh, BH = s.B * s.H, n = BH * T * Dh, TT = T * T;
+    DT_ASSERT(s.kv() > 0 && s.kv() <= s.H && s.H % s.kv() == 0);
+    const int64_t T = s.T, Dh = s.Dh, K = s.kv(), GT = s.group() * T, BK = s.B * K, TT = T * T;
+    const int64_t n = s.B * s.H * T * Dh, nk = BK * T * Dh;
     const Precision p = s.precision;
-    float *q = pool_.get(Scratch::attention_q, n, stream_), *k = pool_.get(Scratch::attention_k, n, stream_),
-          *v = pool_.get(Scratch::attention_v, n, stream_), *dO = pool_.get(Scratch::attention_o, n, stream_);
-    float* dq = pool_.get(Scratch::attention_dqkv, 3 * n, stream_);
-    float *dk = dq + n, *dv = dq + 2 * n;
-    float* dP = pool_.get(Scratch::attention_dp, BH * TT, stream_);
-    split_heads(qkv, q, k, v, s.B, T, s.H, Dh, stream_);  // other blocks have used the buffers since
+    float *q = pool_.get(Scratch::attention_q, n, stream_), *k = pool_.get(Scratch::attention_k, nk, stream_),
+          *v = pool_.get(Scratch::attention_v, nk, stream_), *dO = pool_.get(Scratch::attention_o, n, stream_);
+    float* dq = pool_.get(Scratch::attention_dqkv, n + 2 * nk, stream_);
+    float *dk = dq + n, *dv = dk + nk;
+    float* dP = pool_.get(Scratch::attention_dp, s.B * s.H * TT, stream_);
+    split_heads(qkv, q, k, v, s.B, T, s.H, K, Dh, stream_);  // other blocks have used the buffers since
     rows_to_heads(dout, dO, s.B, T, s.H, Dh, stream_);
     const float* P = dropped_probs(probs, s, drop);  // drawn again: the same masks
-    lt_->run(dO, v, dP, {T, T, Dh, false, true, false, nullptr, p}, BH, T * Dh, T * Dh, TT);  // dPd = dO·Vᵀ
-    lt_->run(P, dO, dv, {T, Dh, T, true, false, false, nullptr, p}, BH, TT, T * Dh, T * Dh);  // dV = Pdᵀ·dO
-    cuda::dropout(dP, dP, s.B, s.H * TT, drop, stream_);                                    // dP = dPd·mask
-    softmax_backward_rows(probs, dP, BH * T, T, stream_);                                   // dS
+    lt_->run(dO, v, dP, {GT, T, Dh, false, true, false, nullptr, p}, BK, GT * Dh, T * Dh, GT * T);  // dPd = dO·Vᵀ
+    lt_->run(P, dO, dv, {T, Dh, GT, true, false, false, nullptr, p}, BK, GT * T, GT * Dh, T * Dh);  // dV = Pdᵀ·dO
+    cuda::dropout(dP, dP, s.B, s.H * TT, drop, stream_);                                          // dP = dPd·mask
+    softmax_backward_rows(probs, dP, s.B * s.H * T, T, stream_);                                  // dS
     const float scale = 1.0f / std::sqrt(float(Dh));
-    lt_->run(dP, k, dq, {T, Dh, T, false, false, false, nullptr, p}, BH, TT, T * Dh, T * Dh, scale);  // dQ = dS·K
-    lt_->run(dP, q, dk, {T, Dh, T, true, false, false, nullptr, p}, BH, TT, T * Dh, T * Dh, scale);   // dK = dSᵀ·Q
-    merge_heads3(dq, dk, dv, dqkv, s.B, T, s.H, Dh, stream_);
+    lt_->run(dP, k, dq, {GT, Dh, T, false, false, false, nullptr, p}, BK, GT * T, T * Dh, GT * Dh, scale);  // dQ = dS·K
+    lt_->run(dP, q, dk, {T, Dh, GT, true, false, false, nullptr, p}, BK, GT * T, GT * Dh, T * Dh, scale);   // dK = dSᵀ·Q
+    merge_heads3(dq, dk, dv, dqkv, s.B, T, s.H, K, Dh, stream_);
   }
 
+  void rope_forward(float* qkv, const RopeShape& s) override { cuda::rope(qkv, s, false, stream_); }
+  void rope_backward(float* dqkv, const RopeShape& s) override { cuda::rope(dqkv, s, true, stream_); }
   void activation_forward(Activation a, const float* x, float* y, int64_t n) override {
     cuda::activation_forward(a, x, y, n, stream_);
   }

@@ -9,6 +9,7 @@
 #include "kernels/cpu/dropout.hpp"
 #include "kernels/cpu/embedding.hpp"
 #include "kernels/cpu/optimizer.hpp"
+#include "kernels/cpu/rope.hpp"
 
 namespace dtrain::cuda {
 
@@ -58,12 +59,12 @@ void embedding_backward(const int32_t* tokens, const float* dout, float* dwte, f
                         int64_t d, VocabRange range, cudaStream_t s);
 
 // attention.cu: layout changes and row softmax around the batched matmuls.
-// qkv [B*T, 3*H*Dh] → q, k, v [B, H, T, Dh] (contiguous per head).
-void split_heads(const float* qkv, float* q, float* k, float* v, int64_t B, int64_t T, int64_t H, int64_t Dh,
-                 cudaStream_t s);
-// dq, dk, dv [B, H, T, Dh] → dqkv [B*T, 3*H*Dh]
+// qkv [B*T, (H + 2K)*Dh] → q [B, H, T, Dh], k, v [B, K, T, Dh] (contiguous per head; K kv heads).
+void split_heads(const float* qkv, float* q, float* k, float* v, int64_t B, int64_t T, int64_t H, int64_t K,
+                 int64_t Dh, cudaStream_t s);
+// dq [B, H, T, Dh], dk, dv [B, K, T, Dh] → dqkv [B*T, (H + 2K)*Dh]
 void merge_heads3(const float* dq, const float* dk, const float* dv, float* dqkv, int64_t B, int64_t T, int64_t H,
-                  int64_t Dh, cudaStream_t s);
+                  int64_t K, int64_t Dh, cudaStream_t s);
 // o [B, H, T, Dh] ↔ out [B*T, H*Dh]
 void heads_to_rows(const float* o, float* out, int64_t B, int64_t T, int64_t H, int64_t Dh, cudaStream_t s);
 void rows_to_heads(const float* rows, float* o, int64_t B, int64_t T, int64_t H, int64_t Dh, cudaStream_t s);
@@ -71,6 +72,9 @@ void rows_to_heads(const float* rows, float* o, int64_t B, int64_t T, int64_t H,
 void softmax_rows(float* p, int64_t rows, int64_t T, bool causal, cudaStream_t s);
 // dS = P * (dP - rowsum(P * dP)), in place on dP.
 void softmax_backward_rows(const float* p, float* dp, int64_t rows, int64_t T, cudaStream_t s);
+
+// rope.cu: rope_forward (inverse = false) or rope_backward (true), in place; head_dim at most 512.
+void rope(float* qkv, const RopeShape& shape, bool inverse, cudaStream_t s);
 
 // cross_entropy.cu: per row r of logits [n, V], the vocabulary slice [v0, v0 + V) of which only
 // the first W (0 <= W <= V; W = V when every row is a word) are words and the rest padding. The
