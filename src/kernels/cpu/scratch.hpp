@@ -5,7 +5,7 @@
 
 namespace dtrain {
 
-enum class ScratchSlot { layernorm, classifier, attention, attention_grad, rope, count };
+enum class ScratchSlot { layernorm, rmsnorm, classifier, attention, attention_grad, rope, count };
 
 // A buffer of at least n floats for this slot (contents undefined / zeroed).
 float* scratch(ScratchSlot slot, int64_t n);
