@@ -1,0 +1,59 @@
+// SwiGLU kernels (see swiglu.hpp). The sigmoid is formed from e = exp(-|g|) ≤ 1, so no exponential
+// overflows at any |g|: sigmoid(g) = 1 / (1 + e) for g ≥ 0, e / (1 + e) below, and 1 - sigmoid(g)
+// the other one (never 1 - s, which cancels for large g).
+#include "kernels/cpu/swiglu.hpp"
+#include "kernels/cpu/simd.hpp"
+
+#include <cmath>
+
+namespace dtrain {
+
+namespace {
+// sigmoid(g) and 1 - sigmoid(g), inlined into the vector loops. fast_exp stops at e^-87; past it
+// e is taken as 0 (the true value is below 2e-38), so silu(g) is -0 there, not g·e^-87.
+inline void swiglu_sigmoid(float g, float& s, float& one_minus_s) {
+  const float m = -std::fabs(g);
+  const float e = m < -87.0f ? 0.0f : fast_exp(m);
+  const float d = 1.0f / (1.0f + e);
+  const float ed = e * d;
+  s = g >= 0.0f ? d : ed;
+  one_minus_s = g >= 0.0f ? ed : d;
+}
+}  // namespace
+
+DT_SIMD void swiglu_forward(const float* a, float* y, int64_t rows, int64_t f) {
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* gate = a + r * 2 * f;
+    const float* up = gate + f;
+    float* yr = y + r * f;
+#pragma omp simd
+    for (int64_t j = 0; j < f; ++j) {
+      float s, sm;
+      swiglu_sigmoid(gate[j], s, sm);
+      yr[j] = gate[j] * s * up[j];
+    }
+  }
+}
+
+// silu'(g) = s + g·s·(1 - s) = s · (1 + g·(1 - s)).
+DT_SIMD void swiglu_backward(const float* a, const float* dy, float* da, int64_t rows, int64_t f) {
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* gate = a + r * 2 * f;
+    const float* up = gate + f;
+    const float* dyr = dy + r * f;
+    float* dgate = da + r * 2 * f;
+    float* dup = dgate + f;
+#pragma omp simd
+    for (int64_t j = 0; j < f; ++j) {
+      const float g = gate[j], u = up[j];
+      float s, sm;
+      swiglu_sigmoid(g, s, sm);
+      dgate[j] = dyr[j] * u * (s * (1.0f + g * sm));
+      dup[j] = dyr[j] * (g * s);
+    }
+  }
+}
+
+}  // namespace dtrain

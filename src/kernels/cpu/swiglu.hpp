@@ -1,0 +1,14 @@
+// SwiGLU, the gated activation of the Llama feed-forward: silu of one half of each row times the other
+// half, forward and backward.
+#pragma once
+#include <cstdint>
+
+namespace dtrain {
+
+// a: [rows, 2f], each row [gate | up]; y: [rows, f] = silu(gate) * up, silu(g) = g * sigmoid(g).
+void swiglu_forward(const float* a, float* y, int64_t rows, int64_t f);
+// From dy [rows, f]: da [rows, 2f] = [dy * up * silu'(gate) | dy * silu(gate)] (written, not accumulated).
+// da may be a itself (each gate and up pair is read before it is overwritten).
+void swiglu_backward(const float* a, const float* dy, float* da, int64_t rows, int64_t f);
+
+}  // namespace dtrain
