@@ -8,6 +8,7 @@
 #include "kernels/cpu/embedding.hpp"
 #include "kernels/cpu/layernorm.hpp"
 #include "kernels/cpu/reduce.hpp"
+#include "kernels/cpu/rmsnorm.hpp"
 #include "kernels/device.hpp"
 
 namespace dtrain {
@@ -61,6 +62,14 @@ class CpuDevice final : public ComputeDevice {
   void layernorm_backward(const float* dy, const float* x, const float* g, const float* mean, const float* rstd,
                           float* dx, float* dg, float* db, int64_t rows, int64_t dim, bool acc) override {
     dtrain::layernorm_backward(dy, x, g, mean, rstd, dx, dg, db, rows, dim, acc);
+  }
+  void rmsnorm_forward(const float* x, const float* w, float* y, float* rstd, int64_t rows, int64_t dim,
+                       float eps) override {
+    dtrain::rmsnorm_forward(x, w, y, rstd, rows, dim, eps);
+  }
+  void rmsnorm_backward(const float* dy, const float* x, const float* w, const float* rstd, float* dx, float* dw,
+                        int64_t rows, int64_t dim, bool acc) override {
+    dtrain::rmsnorm_backward(dy, x, w, rstd, dx, dw, rows, dim, acc);
   }
   void attention_forward(const float* qkv, float* out, float* probs, const AttentionShape& s,
                          const DropoutSpec& drop) override {

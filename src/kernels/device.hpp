@@ -60,6 +60,10 @@ class ComputeDevice : public Memory {
   virtual void layernorm_backward(const float* dy, const float* x, const float* gamma, const float* mean,
                                   const float* rstd, float* dx, float* dgamma, float* dbeta, int64_t rows,
                                   int64_t dim, bool accumulate_dx) = 0;
+  virtual void rmsnorm_forward(const float* x, const float* w, float* y, float* rstd, int64_t rows, int64_t dim,
+                               float eps) = 0;
+  virtual void rmsnorm_backward(const float* dy, const float* x, const float* w, const float* rstd, float* dx,
+                                float* dw, int64_t rows, int64_t dim, bool accumulate_dx) = 0;
   virtual void attention_forward(const float* qkv, float* out, float* probs, const AttentionShape& s,
                                  const DropoutSpec& drop) = 0;
   virtual void attention_backward(const float* dout, const float* qkv, const float* probs, float* dqkv,

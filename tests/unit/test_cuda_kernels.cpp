@@ -85,6 +85,38 @@ TEST(CudaKernels, LayerNormForwardAndBackward) {
   expect_close(db, DB.host(), 1e-5, "layernorm dbeta");
 }
 
+TEST(CudaKernels, RmsNormForwardAndBackward) {
+  NEED_GPU();
+  ComputeDevice& C = cpu_device();
+  struct Shape {
+    int64_t rows, dim;
+  };
+  // several row blocks of both devices (256 on the CPU, 128 on the GPU), and one row of an odd width
+  for (const Shape sh : {Shape{300, 200}, Shape{1, 37}})
+    for (bool acc : {true, false}) {
+      const int64_t rows = sh.rows, dim = sh.dim, n = rows * dim;
+      SCOPED_TRACE("rows " + std::to_string(rows) + ", dim " + std::to_string(dim) + (acc ? ", dx accumulated" : ""));
+      const auto x = rand_vec(n, 30, -3, 3), w = rand_vec(dim, 31, 0.5f, 1.5f), dy = rand_vec(n, 32);
+      std::vector<float> y(n), rstd(rows), dx = rand_vec(n, 33), dw(dim, 0.5f);
+      OnDevice<float> X(G, x), W(G, w), Y(G, y), Rs(G, rstd), DY(G, dy), DX(G, dx), DW(G, dw);
+      C.rmsnorm_forward(x.data(), w.data(), y.data(), rstd.data(), rows, dim, 1e-5f);
+      G.rmsnorm_forward(X.p(), W.p(), Y.p(), Rs.p(), rows, dim, 1e-5f);
+      expect_close(y, Y.host(), 1e-5, "rmsnorm y");
+      expect_close(rstd, Rs.host(), 1e-5, "rmsnorm rstd");
+      C.rmsnorm_backward(dy.data(), x.data(), w.data(), rstd.data(), dx.data(), dw.data(), rows, dim, acc);
+      G.rmsnorm_backward(DY.p(), X.p(), W.p(), Rs.p(), DX.p(), DW.p(), rows, dim, acc);
+      expect_close(dx, DX.host(), 1e-5, "rmsnorm dx");
+      expect_close(dw, DW.host(), 1e-5, "rmsnorm dw (accumulated)");
+      if (acc) continue;
+      // dx written over dy: the same dx, and dw (read from dy before dx is written) unchanged
+      std::vector<float> dw2(dim, 0.5f);
+      OnDevice<float> DYX(G, dy), DW2(G, dw2);
+      G.rmsnorm_backward(DYX.p(), X.p(), W.p(), Rs.p(), DYX.p(), DW2.p(), rows, dim, false);
+      expect_close(DX.host(), DYX.host(), 0.0, "rmsnorm dx over dy");
+      expect_close(DW.host(), DW2.host(), 0.0, "rmsnorm dw with dx over dy");
+    }
+}
+
 TEST(CudaKernels, ActivationsForwardAndBackward) {
   NEED_GPU();
   ComputeDevice& C = cpu_device();

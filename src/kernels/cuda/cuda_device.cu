@@ -138,6 +138,14 @@ class CudaDevice final : public ComputeDevice {
                           float* dx, float* dg, float* db, int64_t rows, int64_t dim, bool acc) override {
     cuda::layernorm_backward(dy, x, g, mean, rstd, dx, dg, db, rows, dim, acc, pool_, stream_);
   }
+  void rmsnorm_forward(const float* x, const float* w, float* y, float* rstd, int64_t rows, int64_t dim,
+                       float eps) override {
+    cuda::rmsnorm_forward(x, w, y, rstd, rows, dim, eps, stream_);
+  }
+  void rmsnorm_backward(const float* dy, const float* x, const float* w, const float* rstd, float* dx, float* dw,
+                        int64_t rows, int64_t dim, bool acc) override {
+    cuda::rmsnorm_backward(dy, x, w, rstd, dx, dw, rows, dim, acc, pool_, stream_);
+  }
 
   // The attention probabilities after dropout: `probs` itself when dropout is off.
   const float* dropped_probs(const float* probs, const AttentionShape& s, const DropoutSpec& drop) {

@@ -14,7 +14,7 @@
 namespace dtrain::cuda {
 
 // Grow-only device scratch for kernels that need temporary space (sized on the first step).
-enum class Scratch { reduce, layernorm, colsum, attention_q, attention_k, attention_v, attention_o, attention_p, attention_dqkv,
+enum class Scratch { reduce, layernorm, rmsnorm, colsum, attention_q, attention_k, attention_v, attention_o, attention_p, attention_dqkv,
                      attention_dp, classifier, row_loss, row_stats, count };
 class ScratchPool {
  public:
@@ -51,6 +51,12 @@ void layernorm_forward(const float* x, const float* gamma, const float* beta, fl
 void layernorm_backward(const float* dy, const float* x, const float* gamma, const float* mean, const float* rstd,
                         float* dx, float* dgamma, float* dbeta, int64_t rows, int64_t dim, bool accumulate_dx,
                         ScratchPool& pool, cudaStream_t s);
+
+// rmsnorm.cu
+void rmsnorm_forward(const float* x, const float* w, float* y, float* rstd, int64_t rows, int64_t dim, float eps,
+                     cudaStream_t s);
+void rmsnorm_backward(const float* dy, const float* x, const float* w, const float* rstd, float* dx, float* dw,
+                      int64_t rows, int64_t dim, bool accumulate_dx, ScratchPool& pool, cudaStream_t s);
 
 // embedding.cu: wte holds the words of `range` (row 0 is word range.begin); pos and dpos may be null.
 void embedding_forward(const int32_t* tokens, const float* wte, const float* pos, float* out, int64_t B, int64_t T,
