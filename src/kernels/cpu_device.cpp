@@ -9,6 +9,7 @@
 #include "kernels/cpu/layernorm.hpp"
 #include "kernels/cpu/reduce.hpp"
 #include "kernels/cpu/rmsnorm.hpp"
+#include "kernels/cpu/swiglu.hpp"
 #include "kernels/device.hpp"
 
 namespace dtrain {
@@ -89,6 +90,12 @@ class CpuDevice final : public ComputeDevice {
   }
   void relu_backward_from_output(const float* y, const float* dy, float* dx, int64_t n, float scale) override {
     dtrain::relu_backward_from_output(y, dy, dx, n, scale);
+  }
+  void swiglu_forward(const float* a, float* y, int64_t rows, int64_t f) override {
+    dtrain::swiglu_forward(a, y, rows, f);
+  }
+  void swiglu_backward(const float* a, const float* dy, float* da, int64_t rows, int64_t f) override {
+    dtrain::swiglu_backward(a, dy, da, rows, f);
   }
   void dropout_forward(const float* x, float* y, int64_t rows, int64_t cols, const DropoutSpec& s) override {
     dtrain::dropout_forward(x, y, rows, cols, s);

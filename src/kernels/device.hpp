@@ -74,6 +74,8 @@ class ComputeDevice : public Memory {
   virtual void activation_forward(Activation a, const float* x, float* y, int64_t n) = 0;
   virtual void activation_backward(Activation a, const float* x, const float* dy, float* dx, int64_t n) = 0;
   virtual void relu_backward_from_output(const float* y, const float* dy, float* dx, int64_t n, float scale) = 0;
+  virtual void swiglu_forward(const float* a, float* y, int64_t rows, int64_t f) = 0;
+  virtual void swiglu_backward(const float* a, const float* dy, float* da, int64_t rows, int64_t f) = 0;
   // A [rows, cols] tile of an activation, placed by the spec's geometry.
   virtual void dropout_forward(const float* x, float* y, int64_t rows, int64_t cols, const DropoutSpec& s) = 0;
   virtual void dropout_backward(const float* dy, float* dx, int64_t rows, int64_t cols, const DropoutSpec& s) = 0;

@@ -140,6 +140,32 @@ TEST(CudaKernels, ActivationsForwardAndBackward) {
   expect_close(dr, DR.host(), 0.0, "relu backward from output");
 }
 
+TEST(CudaKernels, SwiGluForwardAndBackward) {
+  NEED_GPU();
+  ComputeDevice& C = cpu_device();
+  const int64_t rows = 97, f = 301;  // rows·f not a multiple of the block
+  auto a = rand_vec(rows * 2 * f, 34, -10, 10);
+  // gates far out on both sides (row 0), where the sigmoid saturates
+  const float far[] = {80.0f, -80.0f, 100.0f, -100.0f, 1e30f, -1e30f, 0.0f};
+  for (size_t j = 0; j < sizeof(far) / sizeof(far[0]); ++j) a[j] = far[j];
+  const auto dy = rand_vec(rows * f, 35);
+  std::vector<float> y(rows * f), da(rows * 2 * f, 7.0f);
+  OnDevice<float> A(G, a), Y(G, y), DY(G, dy), DA(G, da);
+  C.swiglu_forward(a.data(), y.data(), rows, f);
+  G.swiglu_forward(A.p(), Y.p(), rows, f);
+  const auto gy = Y.host();
+  expect_close(y, gy, 2e-6, "swiglu y");
+  C.swiglu_backward(a.data(), dy.data(), da.data(), rows, f);
+  G.swiglu_backward(A.p(), DY.p(), DA.p(), rows, f);
+  const auto gda = DA.host();
+  expect_close(da, gda, 2e-6, "swiglu da");
+  for (size_t i = 0; i < gy.size(); ++i) ASSERT_TRUE(std::isfinite(gy[i])) << "swiglu y " << i;
+  for (size_t i = 0; i < gda.size(); ++i) ASSERT_TRUE(std::isfinite(gda[i])) << "swiglu da " << i;
+  // da written over a itself
+  G.swiglu_backward(A.p(), DY.p(), A.p(), rows, f);
+  expect_close(gda, A.host(), 0.0, "swiglu da over a");
+}
+
 TEST(CudaKernels, DropoutDrawsTheCpuMasks) {
   NEED_GPU();
   ComputeDevice& C = cpu_device();

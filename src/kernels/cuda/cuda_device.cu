@@ -212,6 +212,12 @@ class CudaDevice final : public ComputeDevice {
   void relu_backward_from_output(const float* y, const float* dy, float* dx, int64_t n, float scale) override {
     cuda::relu_backward_from_output(y, dy, dx, n, scale, stream_);
   }
+  void swiglu_forward(const float* a, float* y, int64_t rows, int64_t f) override {
+    cuda::swiglu_forward(a, y, rows, f, stream_);
+  }
+  void swiglu_backward(const float* a, const float* dy, float* da, int64_t rows, int64_t f) override {
+    cuda::swiglu_backward(a, dy, da, rows, f, stream_);
+  }
   void dropout_forward(const float* x, float* y, int64_t rows, int64_t cols, const DropoutSpec& s) override {
     cuda::dropout(x, y, rows, cols, s, stream_);
   }

@@ -1,5 +1,5 @@
-// Elementwise CUDA kernels: residual add, scaling, activations, dropout (the CPU's Philox masks,
-// element for element) and the optimizer updates.
+// Elementwise CUDA kernels: residual add, scaling, activations (SwiGLU included), dropout (the CPU's
+// Philox masks, element for element) and the optimizer updates.
 #include "core/philox.hpp"
 #include "kernels/cuda/check.cuh"
 #include "kernels/cuda/kernels.cuh"
@@ -49,6 +49,37 @@ __global__ void act_backward_kernel(bool relu, const float* x, const float* dy, 
 __global__ void relu_from_output_kernel(const float* y, const float* dy, float* dx, int64_t n, float scale) {
   const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   if (i < n) dx[i] = y[i] > 0.0f ? dy[i] * scale : 0.0f;
+}
+
+// sigmoid(g) and 1 - sigmoid(g) from e = exp(-|g|) ≤ 1, as kernels/cpu/swiglu.cpp forms them: no
+// exponential overflows, and 1 - sigmoid is never 1 - s.
+__device__ inline void swiglu_sigmoid(float g, float& s, float& one_minus_s) {
+  const float e = expf(-fabsf(g));
+  const float d = 1.0f / (1.0f + e);
+  const float ed = e * d;
+  s = g >= 0.0f ? d : ed;
+  one_minus_s = g >= 0.0f ? ed : d;
+}
+// One thread per output element i = r·f + j: gate a[r·2f + j], up a[r·2f + f + j].
+__global__ void swiglu_forward_kernel(const float* a, float* y, int64_t rows, int64_t f) {
+  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (i >= rows * f) return;
+  const int64_t r = i / f, j = i - r * f;
+  const float g = a[r * 2 * f + j], u = a[r * 2 * f + f + j];
+  float s, sm;
+  swiglu_sigmoid(g, s, sm);
+  y[i] = g * s * u;
+}
+// silu'(g) = s · (1 + g·(1 - s)); each thread reads its gate and up before writing them (da may be a).
+__global__ void swiglu_backward_kernel(const float* a, const float* dy, float* da, int64_t rows, int64_t f) {
+  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (i >= rows * f) return;
+  const int64_t r = i / f, j = i - r * f;
+  const float g = a[r * 2 * f + j], u = a[r * 2 * f + f + j], d = dy[i];
+  float s, sm;
+  swiglu_sigmoid(g, s, sm);
+  da[r * 2 * f + j] = d * u * (s * (1.0f + g * sm));
+  da[r * 2 * f + f + j] = d * (g * s);
 }
 
 // What a dropout kernel needs of a DropoutSpec: the stream's key and the tile's geometry.
@@ -154,6 +185,16 @@ void activation_backward(Activation a, const float* x, const float* dy, float* d
 void relu_backward_from_output(const float* y, const float* dy, float* dx, int64_t n, float scale, cudaStream_t s) {
   if (n == 0) return;
   relu_from_output_kernel<<<blocks_for(n), kThreads, 0, s>>>(y, dy, dx, n, scale);
+  DT_CUDA_LAUNCHED();
+}
+void swiglu_forward(const float* a, float* y, int64_t rows, int64_t f, cudaStream_t s) {
+  if (rows * f == 0) return;
+  swiglu_forward_kernel<<<blocks_for(rows * f), kThreads, 0, s>>>(a, y, rows, f);
+  DT_CUDA_LAUNCHED();
+}
+void swiglu_backward(const float* a, const float* dy, float* da, int64_t rows, int64_t f, cudaStream_t s) {
+  if (rows * f == 0) return;
+  swiglu_backward_kernel<<<blocks_for(rows * f), kThreads, 0, s>>>(a, dy, da, rows, f);
   DT_CUDA_LAUNCHED();
 }
 void dropout(const float* x, float* y, int64_t rows, int64_t cols, const DropoutSpec& d, cudaStream_t s) {
