@@ -168,7 +168,7 @@ class Model {
   UnitPass pass(int k, int slot, const BatchView* batch, const StepContext& ctx);
 
   ComputeDevice& dev_;
-  std::vector<std::unique_ptr<Module>> modules_;  // every unit; null where another stage holds it
+  std::vector<std::unique_ptr<Module>> modules_;  // every unit, declared; only those of plan_.stages are planned and held
   SampleShape sample_;
   StagePlan plan_;
   int64_t max_batch_;

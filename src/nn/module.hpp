@@ -54,15 +54,15 @@ class Module {
   virtual int64_t output_floats(const StepContext& ctx) const = 0;
   // Forward of one micro-batch. x: the previous unit's output (the input unit: null, it reads
   // p.inputs), unchanged until the slot's backward is done. The loss unit adds its rows' losses to
-  // p.loss_sum (and each row's to p.per_row when given).
+  // p.loss_sum (each row's to p.per_row, and its metric's count to p.metric_sum, when given).
   virtual void forward(const float* x, const UnitPass& p) = 0;
   // Its output, kept in the slot until its backward (null for the loss unit).
   virtual const float* output(int slot) const = 0;
-  // Backward: from dy (its output's gradient; the loss unit's came in forward) the parameter
-  // gradients (accumulated) and dx, the input's gradient (none for the input unit). part = input
-  // computes dx and keeps what part = weight, later, needs for the weight gradients; then
-  // x, dy and dx are unused — except the input unit's dy, its output's gradient, which its weight
-  // half reads.
+  // Backward: from dy (its output's gradient, which it may overwrite; the loss unit's came in
+  // forward) the parameter gradients (accumulated) and dx, the input's gradient (none for the input
+  // unit). part = input computes dx and keeps what part = weight, later, needs for the weight
+  // gradients; part = weight then gets no x, dy or dx — except the input unit, whose weight half
+  // reads dy, its output's gradient, kept for it by the model.
   virtual void backward(const float* x, float* dy, float* dx, const UnitPass& p, BackwardPart part) = 0;
   // The loss unit: its outputs before the loss (a language model's logits, a classifier's class
   // scores), every row's, into host memory `out` [rows, outputs()]. Not in the step loop.
