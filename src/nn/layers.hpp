@@ -1,5 +1,6 @@
 // The two parameterised building blocks: Linear ([out, in] weights as in PyTorch, optional bias)
-// and LayerNorm (which keeps its own per-row statistics for backward), run on a ComputeDevice.
+// and Norm (LayerNorm or RMSNorm, keeping its own per-row statistics for backward), run on a
+// ComputeDevice.
 // Under tensor parallelism a Linear holds a slice: its output features (column parallel) or its
 // input features (row parallel, whose outputs are partial sums the caller adds up).
 #pragma once
@@ -54,39 +55,51 @@ struct Linear {
   }
 };
 
-struct LayerNorm {
+// Which normalisation: LayerNorm (mean and variance, weight and bias) or RMSNorm (the root mean
+// square, weight only: Llama's).
+enum class NormKind { layer, rms };
+
+struct Norm {
+  NormKind kind = NormKind::layer;
   int64_t dim = 0;
   float eps = 1e-5f;
-  ParamRef w, b;
-  float* mean = nullptr;  // [slots, max rows]: one set of statistics per micro-batch in flight
+  ParamRef w, b;          // b: LayerNorm only
+  float* mean = nullptr;  // [slots, max rows]: one set of statistics per micro-batch in flight (LayerNorm)
   float* rstd = nullptr;
   int64_t max_rows = 0;
   ComputeDevice* dev = nullptr;
 
-  LayerNorm() = default;
+  Norm() = default;
   // rows_split: it sees only this slice's rows (sequence parallel), so its gradients are partial.
-  LayerNorm(ComputeDevice& d, Unit& u, const std::string& name, int64_t dim_, float eps_, bool rows_split = false)
-      : dim(dim_), eps(eps_), dev(&d) {
+  Norm(ComputeDevice& d, Unit& u, const std::string& name, int64_t dim_, float eps_, NormKind kind_ = NormKind::layer,
+       bool rows_split = false)
+      : kind(kind_), dim(dim_), eps(eps_), dev(&d) {
     w = u.add(name + ".weight", {dim}, Init::ones);
-    b = u.add(name + ".bias", {dim}, Init::zeros);
+    if (kind == NormKind::layer) b = u.add(name + ".bias", {dim}, Init::zeros);
     if (rows_split) {
       u.set_partial_grad(w);
-      u.set_partial_grad(b);
+      if (kind == NormKind::layer) u.set_partial_grad(b);
     }
   }
   // Its statistics for `slots` micro-batches of up to max_rows rows.
   void plan(Arena& arena, int64_t max_rows_, int slots) {
     max_rows = max_rows_;
-    mean = arena.f32(max_rows * slots);
+    if (kind == NormKind::layer) mean = arena.f32(max_rows * slots);
     rstd = arena.f32(max_rows * slots);
   }
   void forward(const float* x, float* y, int64_t rows, int slot = 0) const {
     const int64_t at = slot * max_rows;
-    dev->layernorm_forward(x, w.data(), b.data(), y, mean + at, rstd + at, rows, dim, eps);
+    if (kind == NormKind::rms)
+      dev->rmsnorm_forward(x, w.data(), y, rstd + at, rows, dim, eps);
+    else
+      dev->layernorm_forward(x, w.data(), b.data(), y, mean + at, rstd + at, rows, dim, eps);
   }
   void backward(const float* x, const float* dy, float* dx, int64_t rows, bool accumulate_dx, int slot = 0) const {
     const int64_t at = slot * max_rows;
-    dev->layernorm_backward(dy, x, w.data(), mean + at, rstd + at, dx, w.grad(), b.grad(), rows, dim, accumulate_dx);
+    if (kind == NormKind::rms)
+      dev->rmsnorm_backward(dy, x, w.data(), rstd + at, dx, w.grad(), rows, dim, accumulate_dx);
+    else
+      dev->layernorm_backward(dy, x, w.data(), mean + at, rstd + at, dx, w.grad(), b.grad(), rows, dim, accumulate_dx);
   }
 };
 

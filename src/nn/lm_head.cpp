@@ -14,7 +14,9 @@ LmHead::LmHead(ComputeDevice& dev, const LmShape& c, const ParamRef* tied, TpSli
   DT_ASSERT(c.tied == (tied != nullptr));
   const TpSplit vocab{0, 1};
   Unit& u = unit();
-  if (has_norm()) norm_f_ = LayerNorm(dev, u, c.norm, c.dim, c.norm_eps, slice.splits_rows());
+  if (has_norm())
+    norm_f_ = Norm(dev, u, c.norm, c.dim, c.norm_eps,
+                   c.final_norm == LmShape::FinalNorm::rms ? NormKind::rms : NormKind::layer, slice.splits_rows());
   if (!c.tied) w_ = u.add(c.head + ".weight", {c.vocab_size, c.dim}, Init::xavier, 0, vocab, slice);
   if (c.head_bias) b_ = u.add(c.head + ".bias", {c.vocab_size}, Init::fan_in_uniform, c.dim, vocab, slice);
   if (tied) {

@@ -45,7 +45,7 @@ class LmHead : public Module {
   LmShape c_;
   TpSlice slice_;
   TpRegions& regions_;
-  LayerNorm norm_f_;
+  Norm norm_f_;
   ParamRef tied_, w_, b_;
   float* hf_ = nullptr;       // final norm output [rows, d]
   std::vector<float*> dhf_;   // per slot: its gradient [rows, d], computed in forward

@@ -11,7 +11,7 @@ namespace dtrain {
 struct LmShape {
   int64_t vocab_size = 0, seq_len = 0, dim = 0;
   enum class Positions { none, sinusoidal, learned } positions = Positions::sinusoidal;
-  enum class FinalNorm { none, layer } final_norm = FinalNorm::layer;
+  enum class FinalNorm { none, layer, rms } final_norm = FinalNorm::layer;
   float norm_eps = 1e-5f;
   bool tied = false;       // the classifier reads the embedding's table
   bool head_bias = true;

@@ -22,10 +22,10 @@ Block::Block(ComputeDevice& dev, const TransformerConfig& c, int i, TpSlice slic
   const bool rows_split = slice.splits_rows();
   qkv_ = Linear(dev, u, p + ".attn.qkv", d, 3 * d, true, Init::zeros, LinearCut::columns, slice, 3);
   out_ = Linear(dev, u, p + ".attn.out", d, d, true, Init::zeros, LinearCut::rows, slice);
-  ln1_ = LayerNorm(dev, u, p + ".norm1", d, c.ln_eps, rows_split);
+  ln1_ = Norm(dev, u, p + ".norm1", d, c.ln_eps, NormKind::layer, rows_split);
   fc1_ = Linear(dev, u, p + ".ff.fc1", d, c.ff_dim, true, Init::fan_in_uniform, LinearCut::columns, slice);
   fc2_ = Linear(dev, u, p + ".ff.fc2", c.ff_dim, d, true, Init::fan_in_uniform, LinearCut::rows, slice);
-  ln2_ = LayerNorm(dev, u, p + ".norm2", d, c.ln_eps, rows_split);
+  ln2_ = Norm(dev, u, p + ".norm2", d, c.ln_eps, NormKind::layer, rows_split);
 }
 
 void Block::plan(Arena& arena, const StepContext& largest, int slots, bool split_backward) {

@@ -61,7 +61,7 @@ class Block : public Module {
   TpRegions& regions_;
   int64_t heads_, ff_;  // this slice's heads and feed-forward width
   Linear qkv_, out_, fc1_, fc2_;
-  LayerNorm ln1_, ln2_;
+  Norm ln1_, ln2_;
   // What one micro-batch's backward needs.
   struct Saved {
     float *ln1_out, *r1, *qkv, *ctx, *probs, *ln2_out, *r2, *ff;
