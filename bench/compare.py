@@ -17,14 +17,21 @@ PYTHON = "/usr/bin/python3"  # Debian's python3-torch lives here
 PRESETS = {
     "seed": ("configs/seed-wikitext.toml", 512, 5, 2),   # the course's model, batch 512 (DESIGN §5)
     "large": ("configs/bench-large.toml", 16, 10, 4),    # d 256, 4 layers, ff 1024, seq 128 (DESIGN §6)
+    "llama": ("configs/bench-llama.toml", 16, 10, 4),    # the same size as a Llama: GQA 8/4 heads, SwiGLU 768
 }
 
 FORMULA = ("train_flops_per_token = 6 * (L*(4*d^2 + 2*d*ff) + V*d) + 12*L*T*d   "
-           "(6 x matmul parameters, plus attention scores and weighted sum, causal mask not discounted)")
+           "(6 x matmul parameters, plus attention scores and weighted sum, causal mask not discounted; "
+           "llama: 4*d^2 -> d*(H+2K)*d/H + d^2 and 2*d*ff -> 3*d*ff)")
 
 
 def flops_per_token(m):
     d, ff, V, L, T = m["dim"], m["ff_dim"], m["vocab_size"], m["layers"], m["seq_len"]
+    if m.get("kind") == "llama":  # q, k, v, o, then SwiGLU's three matrices
+        H, K = m["heads"], (m["kv_heads"] or m["heads"])
+        ff = ff or (8 * d // 3 + 255) // 256 * 256
+        qkvo = d * (H + 2 * K) * (d // H) + d * d
+        return 6.0 * (L * (qkvo + 3 * d * ff) + V * d) + 12.0 * L * T * d
     return 6.0 * (L * (4 * d * d + 2 * d * ff) + V * d) + 12.0 * L * T * d
 
 

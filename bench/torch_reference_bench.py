@@ -16,6 +16,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 import torch  # noqa: E402
 
+from llama_reference import ReferenceLlama  # noqa: E402
 from reference_model import ReferenceLM  # noqa: E402
 
 
@@ -62,7 +63,7 @@ def main(argv=None):
     if gpu and not torch.cuda.is_available():
         ap.error("--device cuda but torch sees no GPU")
     try:
-        model = ReferenceLM(config).float().to(args.device)
+        model = (ReferenceLlama if config.get("kind") == "llama" else ReferenceLM)(config).float().to(args.device)
     except ValueError as e:
         ap.error(str(e))
     model.train()  # dropout as configured, like a real training step

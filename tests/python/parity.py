@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 # PyTorch parity check of a `dtrain debug dump` folder: same weights and batch through the
-# reference model (tests/python/reference_model.py) -> compare logits, loss, gradients and an
+# reference model of its kind (tests/python/reference_model.py; llama_reference.py for
+# model.kind = llama) -> compare logits, loss, gradients and an
 # AdamW loss trajectory. Usage: parity.py DIR [--rtol 1e-4] [--loss-tol 1e-4 (relative)]; exit 0 = pass.
 import argparse
 import json
@@ -13,6 +14,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch  # noqa: E402
 
 import safetensors_io  # noqa: E402
+from llama_reference import ReferenceLlama  # noqa: E402
 from reference_model import ReferenceLM, adamw_losses  # noqa: E402
 
 OPTIM_KEYS = ("lr", "beta1", "beta2", "eps", "weight_decay", "steps")
@@ -85,7 +87,7 @@ def run(folder, rtol, loss_tol, out=print):
     torch.set_num_threads(2)
     weights, config, opt, batch, got = load_dump(folder)
     try:
-        model = ReferenceLM(config).float()
+        model = (ReferenceLlama if config.get("kind") == "llama" else ReferenceLM)(config).float()
     except ValueError as e:
         raise ParityInputError(f"weights.safetensors: 'dtrain.model': {e}") from None
     if model.unknown_keys:

@@ -1,0 +1,230 @@
+// LlamaBlock forward and backward (see block.hpp): h = x + drop(o(attn(rope(qkv(norm1(x)))))),
+// y = h + drop(down(swiglu(gate_up(norm2(h))))). Tensor parallel like the Transformer's block: qkv
+// and gate_up column parallel (their input's rows gathered first under sequence parallel), o and
+// down row parallel (their partial sums added up across the slices).
+#include "models/llama/block.hpp"
+
+namespace dtrain {
+
+namespace {
+
+enum Site : uint32_t { kAttnProbs = 1, kAttnOut = 2, kFfOut = 4 };  // dropout sites (the Transformer's numbers)
+
+int64_t aligned(int64_t floats) { return (floats + 15) / 16 * 16; }  // 64 bytes, as the arena hands out
+
+// A Linear over `n` adjacent parameters of a unit, the first `first`: their stacked rows [out, in].
+Linear stacked(ComputeDevice& dev, const ParamRef& first, const std::vector<ParamRef>& rest, int64_t in) {
+  Linear l;
+  l.dev = &dev;
+  l.w = first;
+  l.in = in;
+  l.out = first.info().shape[0];
+  int64_t end = first.info().offset + first.info().numel();
+  for (const ParamRef& p : rest) {
+    DT_ASSERT(p.info().offset == end && "stacked parameters must be adjacent in the unit");
+    end += p.info().numel();
+    l.out += p.info().shape[0];
+  }
+  l.has_bias = false;
+  return l;
+}
+
+}  // namespace
+
+LlamaBlock::LlamaBlock(ComputeDevice& dev, const LlamaConfig& c, int i, TpSlice slice, TpRegions& regions)
+    : Module("model.layers." + std::to_string(i)),
+      dev_(dev),
+      c_(c),
+      id_(uint32_t(i + 1)),
+      slice_(slice),
+      regions_(regions),
+      heads_(c.heads / slice.count),
+      kv_heads_(c.kv() / slice.count),
+      ff_(c.ff() / slice.count) {
+  Unit& u = unit();
+  const std::string p = u.name() + ".";
+  const int64_t d = c.dim, hd = c.head_dim(), f = c.ff();
+  const bool rows_split = slice.splits_rows();
+  const TpSplit rows{0, 1};  // column parallel: a slice of the output rows
+  norm1_ = Norm(dev, u, p + "input_layernorm", d, c.norm_eps, NormKind::rms, rows_split);
+  const ParamRef q = u.add(p + "self_attn.q_proj.weight", {c.heads * hd, d}, Init::xavier, 0, rows, slice);
+  const ParamRef k = u.add(p + "self_attn.k_proj.weight", {c.kv() * hd, d}, Init::xavier, 0, rows, slice);
+  const ParamRef v = u.add(p + "self_attn.v_proj.weight", {c.kv() * hd, d}, Init::xavier, 0, rows, slice);
+  qkv_ = stacked(dev, q, {k, v}, d);
+  o_ = Linear(dev, u, p + "self_attn.o_proj", c.heads * hd, d, false, Init::zeros, LinearCut::rows, slice);
+  norm2_ = Norm(dev, u, p + "post_attention_layernorm", d, c.norm_eps, NormKind::rms, rows_split);
+  const ParamRef gate = u.add(p + "mlp.gate_proj.weight", {f, d}, Init::xavier, 0, rows, slice);
+  const ParamRef up = u.add(p + "mlp.up_proj.weight", {f, d}, Init::xavier, 0, rows, slice);
+  gate_up_ = stacked(dev, gate, {up}, d);
+  down_ = Linear(dev, u, p + "mlp.down_proj", f, d, false, Init::zeros, LinearCut::rows, slice);
+}
+
+int64_t LlamaBlock::carve(float* scratch, int64_t rows, Work* w) const {
+  const int64_t d = c_.dim, qkv = (heads_ + 2 * kv_heads_) * c_.head_dim();
+  const bool cut = slice_.count > 1;
+  int64_t at = 0;
+  auto take = [&](int64_t n) -> float* {
+    float* p = scratch ? scratch + at : nullptr;
+    at += aligned(n);
+    return p;
+  };
+  Work x{take(rows * d), take(rows * d), take(rows * qkv), take(rows * ff_), take(rows * 2 * ff_),
+         cut ? take(rows * d) : nullptr, cut ? take(rows * d) : nullptr};
+  if (w) *w = x;
+  return at;
+}
+
+int64_t LlamaBlock::scratch_floats(const StepContext& ctx) const { return carve(nullptr, ctx.rows(), nullptr); }
+
+LlamaBlock::Work LlamaBlock::work(float* scratch, int64_t rows) const {
+  Work w;
+  carve(scratch, rows, &w);
+  return w;
+}
+
+void LlamaBlock::plan(Arena& arena, const StepContext& largest, int slots, bool split_backward) {
+  const int64_t d = c_.dim, R = largest.rows(), Rn = slice_.local_rows(R), hd = c_.head_dim();
+  const int64_t qkv = (heads_ + 2 * kv_heads_) * hd;
+  norm1_.plan(arena, Rn, slots);
+  norm2_.plan(arena, Rn, slots);
+  // split backward keeps each Linear's output gradient, and its input where no saved activation
+  // holds it (gathered rows under sequence parallel)
+  const int64_t kept = R * (qkv + d + 2 * ff_ + d) + (slice_.splits_rows() ? 2 * R * d : 0);
+  saved_.assign(size_t(slots), Saved{});
+  for (Saved& s : saved_) {
+    s.n1 = arena.f32(Rn * d);
+    s.r1 = arena.f32(Rn * d);
+    s.qkv = arena.f32(R * qkv);
+    s.ctx = arena.f32(R * heads_ * hd);
+    s.probs = arena.f32(R * heads_ * c_.seq_len);
+    s.n2 = arena.f32(Rn * d);
+    s.r2 = arena.f32(Rn * d);
+    s.ff = arena.f32(R * 2 * ff_);
+    s.act = arena.f32(R * ff_);
+    if (split_backward) s.weight_grads = WeightGradStore(dev_, arena.f32(kept), kept);
+  }
+  s_ = &saved_[0];
+}
+
+// Per token: 6 FLOPs per matmul parameter (forward, both gradients) and the attention's scores and
+// weighted sum (forward and backward; the causal mask's halving not claimed).
+double LlamaBlock::train_flops_per_sample() const {
+  const double d = double(c_.dim), f = double(c_.ff()), T = double(c_.seq_len), hd = double(c_.head_dim());
+  const double matmul = d * (double(c_.heads) + 2.0 * double(c_.kv())) * hd + double(c_.heads) * hd * d + 3.0 * d * f;
+  return T * (6.0 * matmul + 6.0 * 2.0 * T * double(c_.heads) * hd);
+}
+
+AttentionShape LlamaBlock::attention_shape(const StepContext& ctx) const {
+  AttentionShape s{ctx.B, ctx.T, heads_, c_.head_dim(), c_.causal, ctx.precision};
+  s.kv_heads = kv_heads_;
+  return s;
+}
+
+RopeShape LlamaBlock::rope_shape(const StepContext& ctx) const {
+  RopeShape s;
+  s.B = ctx.B;
+  s.T = ctx.T;
+  s.heads = heads_;
+  s.kv_heads = kv_heads_;
+  s.head_dim = c_.head_dim();
+  s.theta = c_.rope_theta;
+  return s;
+}
+
+// The probabilities [B, heads, T, T] of this slice's heads within all heads' (mask keys are global).
+DropoutSpec LlamaBlock::drop_probs(const StepContext& ctx) const {
+  DropoutSpec s = ctx.drop(id_, kAttnProbs);
+  const int64_t per_head = ctx.T * ctx.T;
+  s.global_cols = c_.heads * per_head;
+  s.col_offset = slice_.index * heads_ * per_head;
+  return s;
+}
+
+void LlamaBlock::linear_backward(const Linear& l, const float* x, bool x_lives, const float* dy, float* dx,
+                                 int64_t rows, const StepContext& ctx) const {
+  if (part_ == BackwardPart::all) {
+    l.backward(x, dy, dx, rows, false, ctx.precision);
+    return;
+  }
+  l.backward_input(dy, dx, rows, false, ctx.precision);
+  s_->weight_grads.add(l, x, x_lives, dy, rows, ctx.precision);
+}
+
+void LlamaBlock::input_grad(float* partial, float* du, const StepContext& ctx, const Work& w) {
+  const float* total = regions_.sum_partials(partial, w.full1, ctx.rows(), c_.dim);
+  dev_.copy(du, total, sizeof(float) * size_t(slice_.local_rows(ctx.rows()) * c_.dim));
+}
+
+void LlamaBlock::forward(const float* x, const UnitPass& p) {
+  const StepContext& ctx = p.ctx;
+  const Work w = work(p.scratch, ctx.rows());
+  s_ = &saved_[size_t(p.slot)];
+  const int64_t rows = ctx.rows(), n = slice_.local_rows(rows), d = c_.dim;
+  norm1_.forward(x, s_->n1, n, p.slot);
+  qkv_.forward(regions_.all_rows(s_->n1, w.full2, rows, d), s_->qkv, rows, ctx.precision);
+  dev_.rope_forward(s_->qkv, rope_shape(ctx));
+  dev_.attention_forward(s_->qkv, s_->ctx, s_->probs, attention_shape(ctx), drop_probs(ctx));
+  o_.forward(s_->ctx, w.tmp1, rows, ctx.precision);
+  float* a = regions_.sum_partials(w.tmp1, w.tmp2, rows, d);
+  dev_.dropout_forward(a, a, n, d, drop_rows(ctx, kAttnOut));
+  dev_.add(x, a, s_->r1, n * d);
+  norm2_.forward(s_->r1, s_->n2, n, p.slot);
+  gate_up_.forward(regions_.all_rows(s_->n2, w.full2, rows, d), s_->ff, rows, ctx.precision);
+  dev_.swiglu_forward(s_->ff, s_->act, rows, ff_);
+  down_.forward(s_->act, w.tmp1, rows, ctx.precision);
+  float* f = regions_.sum_partials(w.tmp1, w.tmp2, rows, d);
+  dev_.dropout_forward(f, f, n, d, drop_rows(ctx, kFfOut));
+  dev_.add(s_->r1, f, s_->r2, n * d);
+}
+
+void LlamaBlock::attn_backward(const float* u, const float* da, float* du, const StepContext& ctx, const Work& w) {
+  const int64_t rows = ctx.rows();
+  const float* da_all = regions_.all_rows(da, w.full1, rows, c_.dim);
+  linear_backward(o_, s_->ctx, true, da_all, w.tmp2, rows, ctx);
+  dev_.attention_backward(w.tmp2, s_->qkv, s_->probs, w.grad_qkv, attention_shape(ctx), drop_probs(ctx));
+  dev_.rope_backward(w.grad_qkv, rope_shape(ctx));
+  const float* u_all = regions_.all_rows(u, w.full1, rows, c_.dim);  // (da_all is spent)
+  const bool u_lives = !slice_.splits_rows();                          // else gathered into the workspace
+  if (slice_.count == 1) {
+    linear_backward(qkv_, u_all, u_lives, w.grad_qkv, du, rows, ctx);
+    return;
+  }
+  linear_backward(qkv_, u_all, u_lives, w.grad_qkv, w.full2, rows, ctx);
+  input_grad(w.full2, du, ctx, w);
+}
+
+void LlamaBlock::ff_backward(const float* u, const float* df, float* du, const StepContext& ctx, const Work& w) {
+  const int64_t rows = ctx.rows();
+  linear_backward(down_, s_->act, true, regions_.all_rows(df, w.full1, rows, c_.dim), w.grad_act, rows, ctx);
+  dev_.swiglu_backward(s_->ff, w.grad_act, w.grad_ff, rows, ff_);
+  const float* u_all = regions_.all_rows(u, w.full1, rows, c_.dim);  // (df's gathered rows are spent)
+  const bool u_lives = !slice_.splits_rows();
+  if (slice_.count == 1) {
+    linear_backward(gate_up_, u_all, u_lives, w.grad_ff, du, rows, ctx);
+    return;
+  }
+  linear_backward(gate_up_, u_all, u_lives, w.grad_ff, w.full2, rows, ctx);
+  input_grad(w.full2, du, ctx, w);
+}
+
+void LlamaBlock::backward(const float* x, float* dout, float* dx, const UnitPass& p, BackwardPart part) {
+  s_ = &saved_[size_t(p.slot)];
+  part_ = part;
+  if (part == BackwardPart::weight) {
+    s_->weight_grads.run();
+    return;
+  }
+  DT_ASSERT(s_->weight_grads.empty());  // a split backward's W ran before this slot was reused
+  const StepContext& ctx = p.ctx;
+  const Work w = work(p.scratch, ctx.rows());
+  const int64_t n = slice_.local_rows(ctx.rows()), d = c_.dim;
+  dev_.copy(dx, dout, sizeof(float) * size_t(n * d));                // the residual path: d r1 = dout + …
+  dev_.dropout_backward(dout, w.tmp1, n, d, drop_rows(ctx, kFfOut));  // tmp1 = d (down's output)
+  ff_backward(s_->n2, w.tmp1, w.tmp2, ctx, w);                        // tmp2 = d n2
+  norm2_.backward(s_->r1, w.tmp2, dx, n, true, p.slot);               // dx = d r1
+  dev_.dropout_backward(dx, w.tmp1, n, d, drop_rows(ctx, kAttnOut));  // tmp1 = d (o's output)
+  attn_backward(s_->n1, w.tmp1, w.tmp1, ctx, w);                      // tmp1 = d n1
+  norm1_.backward(x, w.tmp1, dx, n, true, p.slot);                    // dx += d x via norm1
+}
+
+}  // namespace dtrain

@@ -1,0 +1,65 @@
+// One Llama decoder block as a unit: pre-norm RMSNorm, grouped-query attention with rotary
+// positions, SwiGLU feed-forward, no biases; parameters under Hugging Face's names
+// (model.layers.N.self_attn.q_proj.weight, …). q, k and v (and gate and up) are declared side by
+// side, so their stacked rows are one matrix and one matmul gives the packed rows the attention
+// (SwiGLU) kernel reads. Under tensor parallelism a slice holds whole query and key/value heads and a
+// share of the feed-forward width, meeting the other slices through TpRegions.
+#pragma once
+#include "models/llama/config.hpp"
+#include "nn/layers.hpp"
+#include "nn/module.hpp"
+#include "nn/tp_regions.hpp"
+#include "nn/weight_grads.hpp"
+
+namespace dtrain {
+
+class LlamaBlock : public Module {
+ public:
+  // Block i (model-wide unit i + 1: the key of its dropout masks).
+  LlamaBlock(ComputeDevice& dev, const LlamaConfig& c, int i, TpSlice slice = {}, TpRegions& regions = no_tp_regions());
+  void plan(Arena& arena, const StepContext& largest, int slots, bool split_backward) override;
+  int64_t scratch_floats(const StepContext& ctx) const override;
+  int64_t output_floats(const StepContext& ctx) const override { return slice_.local_rows(ctx.rows()) * c_.dim; }
+  double train_flops_per_sample() const override;
+  void forward(const float* x, const UnitPass& p) override;
+  const float* output(int slot) const override { return saved_[size_t(slot)].r2; }
+  void backward(const float* x, float* dout, float* dx, const UnitPass& p, BackwardPart part) override;
+
+ private:
+  // Scratch of one call (see scratch_floats).
+  struct Work {
+    float *tmp1, *tmp2, *grad_qkv, *grad_act, *grad_ff, *full1, *full2;
+  };
+  Work work(float* scratch, int64_t rows) const;
+  int64_t carve(float* scratch, int64_t rows, Work* w) const;
+  AttentionShape attention_shape(const StepContext& ctx) const;
+  RopeShape rope_shape(const StepContext& ctx) const;
+  DropoutSpec drop_probs(const StepContext& ctx) const;
+  DropoutSpec drop_rows(const StepContext& ctx, uint32_t site) const {
+    return ctx.drop_rows(id_, site, slice_.first_row(ctx.rows()));
+  }
+  void attn_backward(const float* u, const float* da, float* du, const StepContext& ctx, const Work& w);
+  void ff_backward(const float* u, const float* df, float* du, const StepContext& ctx, const Work& w);
+  // du = the slices' input-gradient partial sums `partial` [all rows, d] added up (this slice's rows).
+  void input_grad(float* partial, float* du, const StepContext& ctx, const Work& w);
+  void linear_backward(const Linear& l, const float* x, bool x_lives, const float* dy, float* dx, int64_t rows,
+                       const StepContext& ctx) const;
+
+  ComputeDevice& dev_;
+  LlamaConfig c_;
+  uint32_t id_;
+  TpSlice slice_;
+  TpRegions& regions_;
+  int64_t heads_, kv_heads_, ff_;  // this slice's
+  Norm norm1_, norm2_;
+  Linear qkv_, o_, gate_up_, down_;  // qkv_ and gate_up_: views over adjacent q, k, v (gate, up) parameters
+  struct Saved {
+    float *n1, *r1, *qkv, *ctx, *probs, *n2, *r2, *ff, *act;
+    WeightGradStore weight_grads;  // split backward: what W needs
+  };
+  std::vector<Saved> saved_;
+  Saved* s_ = nullptr;
+  BackwardPart part_ = BackwardPart::all;
+};
+
+}  // namespace dtrain
