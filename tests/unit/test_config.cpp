@@ -2,10 +2,14 @@
 // message naming the key, model config JSON round trip.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <set>
+
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 
+#include "models/registry.hpp"
 #include "models/transformer/config.hpp"
 #include "train/config.hpp"
 #include "error_of.hpp"
@@ -133,11 +137,24 @@ TEST(Config, ModelJsonRoundTrip) {
 }
 
 TEST(Config, EveryKnownKeyRoundTripsThroughJson) {
-  RunConfig c;
-  Json j = c.to_json();
-  size_t n = 0;
-  for (const auto& [section, obj] : j.items()) n += obj.size();
-  EXPECT_EQ(n, RunConfig::known_keys().size());
+  // config.json holds every run key, model.kind and every key of the config's kind (not another
+  // kind's), each a known key
+  for (const char* kind : {"transformer", "llama"}) {
+    RunConfig c;
+    c.set("model.kind", kind);
+    std::set<std::string> written;
+    const Json j = c.to_json();
+    for (const auto& [section, obj] : j.items())
+      for (const auto& [name, v] : obj.items()) written.insert(section + "." + name);
+    const std::vector<std::string> known = RunConfig::known_keys();
+    for (const std::string& k : written) EXPECT_TRUE(std::count(known.begin(), known.end(), k)) << k;
+    std::vector<std::string> kind_keys = model_kind(kind).keys();
+    for (const std::string& k : known) {
+      const bool model_key = k.rfind("model.", 0) == 0 && k != "model.kind";
+      const bool of_kind = model_key && std::count(kind_keys.begin(), kind_keys.end(), k.substr(6));
+      EXPECT_EQ(written.count(k), !model_key || of_kind ? 1u : 0u) << kind << ": " << k;
+    }
+  }
 }
 
 TEST(Config, ValuesMustBeUtf8ForTheJsonTheyAreWrittenTo) {
