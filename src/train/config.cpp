@@ -215,13 +215,32 @@ void RunConfig::set(const std::string& key_given, const std::string& value, cons
   }
   if (kind_key) {
     const std::string name = key.substr(6);
+    const ModelKind& kind = kind_of(model);
+    Json parsed;  // null: deferred (another kind's key, or a value only another kind takes)
+    if (has_key(kind, name)) {
+      try {
+        parsed = kind.parse(name, value, origin);
+      } catch (const Error&) {
+        // a value this kind refuses may be another kind's, whose model.kind comes later (TOML reads a
+        // table's keys in order): validate() reads it again by the final kind
+        bool another_takes_it = false;
+        for (const ModelKind* other : model_kinds()) {
+          if (other == &kind || !has_key(*other, name)) continue;
+          try {
+            other->parse(name, value, origin);
+            another_takes_it = true;
+          } catch (const Error&) {
+          }
+        }
+        if (!another_takes_it) throw;  // no kind takes it: refused at once
+      }
+    }
     std::erase_if(model_given, [&](const GivenValue& g) { return g.name == name; });
     model_given.push_back({name, value, origin});
-    const ModelKind& kind = kind_of(model);
-    if (has_key(kind, name))
-      model.values[name] = kind.parse(name, value, origin);
+    if (parsed.is_null())
+      model.values.erase(name);  // validate() names it unless model.kind changes
     else
-      model.values.erase(name);  // another kind's key: validate() names it unless model.kind changes
+      model.values[name] = parsed;
     return;
   }
   try {
@@ -245,6 +264,9 @@ void RunConfig::load_toml(const std::string& path) {
   } catch (const std::exception& e) {
     throw Error("cannot read config " + path + ": " + e.what() + "; check the path");
   }
+  // model.kind first: the model's other keys are read by its kind's table
+  if (const auto* m = tbl["model"].as_table())
+    if (const auto* kind = (*m)["kind"].as_string()) set("model.kind", kind->get(), path);
   for (const auto& [section, node] : tbl) {
     const auto* sub = node.as_table();
     require(sub != nullptr, "config " + path + ": top-level key '" + std::string(section.str()) +
@@ -289,11 +311,13 @@ void RunConfig::validate() const {
   require(train.device == "cpu" || train.device == "cuda" || train.device.rfind("cuda:", 0) == 0,
           "train.device = \"" + train.device + "\" is unknown: use cpu, cuda (one GPU per local rank) or cuda:N");
   const ModelKind& kind = kind_of(model);
-  for (const GivenValue& g : model_given)
+  for (const GivenValue& g : model_given) {
     require(has_key(kind, g.name), "model." + g.name + " (" + g.origin + ") is not a key of model.kind = " +
                                        kind.name() +
                                        ": remove it, or choose the kind it belongs to (`dtrain config keys` lists each "
                                        "kind's keys)");
+    if (!model.values.contains(g.name)) kind.parse(g.name, g.text, g.origin);  // names what it refuses
+  }
   kind.validate(model, false);  // the values the data gives are not known yet
   optim.validate();
   // Every whole-number key within its range (parsed values were checked already; values set in code

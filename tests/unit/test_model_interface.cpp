@@ -5,6 +5,7 @@
 
 #include "error_of.hpp"
 #include "model_test_util.hpp"
+#include "models/llama/kind.hpp"
 #include "models/registry.hpp"
 #include "train/config.hpp"
 
@@ -116,4 +117,45 @@ TEST(ModelInterface, KindsAreFoundByNameAndTheDefaultIsTheTransformer) {
   const std::string keys = RunConfig::describe_keys();
   EXPECT_NE(keys.find("model.kind = transformer: "), std::string::npos);
   EXPECT_NE(keys.find("model.ff_dim"), std::string::npos);
+}
+
+TEST(ModelInterface, AKindGivenAfterItsKeysReadsThemByItsTable) {
+  // TOML reads [model]'s keys in order, `kind` after `ff_dim`: the values wait for their kind
+  RunConfig c;
+  c.set("model.ff_dim", "0", "a.toml");    // the Transformer refuses 0; Llama takes it (8·d/3)
+  c.set("model.kv_heads", "2", "a.toml");  // Llama's key only
+  c.set("model.kind", "llama", "a.toml");
+  c.validate();
+  EXPECT_EQ(llama_config(c.model).ff_dim, 0);
+  EXPECT_EQ(llama_config(c.model).kv_heads, 2);
+  // without that kind, each is named with where it came from
+  RunConfig t;
+  t.set("model.ff_dim", "0", "b.toml");
+  const std::string e = error_of([&] { t.validate(); });
+  EXPECT_NE(e.find("model.ff_dim = 0 (b.toml) is outside 1.."), std::string::npos) << e;
+  RunConfig u;
+  u.set("model.kv_heads", "2", "c.toml");
+  const std::string k = error_of([&] { u.validate(); });
+  EXPECT_NE(k.find("model.kv_heads (c.toml) is not a key of model.kind = transformer"), std::string::npos) << k;
+  // a value no kind takes is refused at once
+  EXPECT_NE(error_of([&] { RunConfig().set("model.heads", "0", "d.toml"); }).find("model.heads = 0 (d.toml)"),
+            std::string::npos);
+}
+
+TEST(ModelInterface, LlamaUnitsCountAsTheArchitecture) {
+  LlamaConfig c;
+  c.vocab_size = 101;
+  c.dim = 64;
+  c.heads = 4;
+  c.kv_heads = 2;
+  c.layers = 3;
+  c.ff_dim = 96;
+  const int64_t d = c.dim, hd = d / c.heads, K = c.kv_heads, f = c.ff_dim;
+  const int64_t layer = d + d * d + 2 * K * hd * d + d * d + d + 3 * d * f;  // norms, q, k, v, o, gate/up/down
+  const UnitList units = llama_units(c);
+  EXPECT_EQ(units.num_params(), 2 * c.vocab_size * d + c.layers * layer + d);
+  c.tied = true;
+  EXPECT_EQ(llama_units(c).num_params(), c.vocab_size * d + c.layers * layer + d);
+  EXPECT_EQ(llama_units(c).reads().back(), std::vector<int>{0});
+  EXPECT_EQ(units.modules[1]->unit().params()[1].name, "model.layers.0.self_attn.q_proj.weight");
 }
