@@ -2,6 +2,7 @@
 #include "models/llama/config.hpp"
 
 #include "core/error.hpp"
+#include "models/language_model_kind.hpp"
 
 namespace dtrain {
 
@@ -27,15 +28,7 @@ const ConfigKeyTable<LlamaConfig>& llama_keys() {
   return k;
 }
 
-LlamaConfig llama_config(const ModelConfig& c) {
-  LlamaConfig t;
-  for (const auto& [name, v] : c.values.items()) {
-    auto it = llama_keys().find("model." + name);
-    DT_ASSERT(it != llama_keys().end());  // the kind checked every key it was given
-    it->second.set(t, json_config_text(v));
-  }
-  return t;
-}
+LlamaConfig llama_config(const ModelConfig& c) { return config_from(c, llama_keys()); }
 
 void LlamaConfig::validate(bool vocab_known) const {
   auto pos = [](const char* key, int64_t v) {

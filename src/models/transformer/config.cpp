@@ -2,6 +2,7 @@
 #include "models/transformer/config.hpp"
 
 #include "core/error.hpp"
+#include "models/language_model_kind.hpp"
 
 namespace dtrain {
 
@@ -45,15 +46,7 @@ const ConfigKeyTable<TransformerConfig>& transformer_keys() {
   return k;
 }
 
-TransformerConfig transformer_config(const ModelConfig& c) {
-  TransformerConfig t;
-  for (const auto& [name, v] : c.values.items()) {
-    auto it = transformer_keys().find("model." + name);
-    DT_ASSERT(it != transformer_keys().end());  // the kind checked every key it was given
-    it->second.set(t, json_config_text(v));
-  }
-  return t;
-}
+TransformerConfig transformer_config(const ModelConfig& c) { return config_from(c, transformer_keys()); }
 
 ModelConfig to_model_config(const TransformerConfig& t) {
   ModelConfig c;

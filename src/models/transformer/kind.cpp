@@ -1,6 +1,7 @@
 // The transformer kind (see kind.hpp): its keys, checks and units, as the ModelKind interface asks.
 #include "models/transformer/kind.hpp"
 
+#include "models/language_model_kind.hpp"
 #include "models/transformer/block.hpp"
 #include "nn/lm_head.hpp"
 #include "nn/token_embedding.hpp"
@@ -47,74 +48,14 @@ std::unique_ptr<Model> build_transformer(const TransformerConfig& c, int64_t max
 
 namespace {
 
-class TransformerKind : public ModelKind {
+class TransformerKind : public LanguageModelKind<TransformerConfig> {
  public:
   std::string name() const override { return "transformer"; }
   std::string about() const override {
     return "a Transformer language model: the course's post-norm encoder-style model, or GPT-2-style pre-norm";
   }
-  std::string describe_keys() const override {
-    const TransformerConfig defaults;
-    std::string out;
-    for (const auto& [k, key] : transformer_keys())
-      out += describe_config_key(k, key.get(defaults), key.type, key.lo, key.hi, key.help);
-    return out;
-  }
-  std::vector<std::string> keys() const override {
-    std::vector<std::string> out;
-    for (const auto& [k, key] : transformer_keys()) out.push_back(k.substr(6));
-    return out;
-  }
-  Json parse(const std::string& name, const std::string& text, const std::string& origin) const override {
-    auto it = transformer_keys().find("model." + name);
-    DT_ASSERT(it != transformer_keys().end());
-    TransformerConfig t;
-    try {
-      it->second.set(t, text);
-    } catch (const Error& e) {
-      std::string msg = e.what();
-      auto p = msg.find("(--set)");
-      if (p != std::string::npos) msg.replace(p, 7, "(" + origin + ")");
-      throw Error(msg);
-    }
-    return it->second.get(t);
-  }
-  Json complete(const ModelConfig& c) const override {
-    const TransformerConfig t = transformer_config(c);
-    Json out = Json::object();
-    out["kind"] = name();
-    for (const auto& [k, key] : transformer_keys()) out[k.substr(6)] = key.get(t);
-    return out;
-  }
-  void validate(const ModelConfig& c, bool data_known) const override {
-    const TransformerConfig t = transformer_config(c);
-    t.validate(data_known || t.vocab_size > 0);
-    for (const auto& [k, key] : transformer_keys())
-      if (key.type == "int") require_config_range(k, key.get(t).get<int64_t>(), key.lo, key.hi, key.help);
-  }
-  void fit_to_data(ModelConfig& c, const DataFacts& data, const std::string& data_name) const override {
-    const int64_t given = transformer_config(c).vocab_size;
-    require(given == 0 || given == data.vocab_size,
-            "model.vocab_size = " + std::to_string(given) + " but the vocabulary of " + data_name + " has " +
-                std::to_string(data.vocab_size) +
-                " words: leave model.vocab_size out (it is taken from the data), or point data.dir at the data "
-                "the model is meant for");
-    c.values["vocab_size"] = data.vocab_size;
-  }
-  void fit_to_weights(ModelConfig& c, const std::map<std::string, std::vector<int64_t>>& shapes,
-                      const std::string& file) const override {
-    auto it = shapes.find("embed.weight");  // the vocabulary size is the embedding's rows
-    require(it != shapes.end() && it->second.size() == 2,
-            file + ": embed.weight is " + (it == shapes.end() ? "missing" : "not a matrix [vocab, dim]") +
-                ": it is not a dtrain Transformer (model.kind = transformer)");
-    c.values["vocab_size"] = it->second[0];
-  }
-  SampleShape sample_shape(const ModelConfig& c) const override {
-    const int64_t T = transformer_config(c).seq_len;
-    return {InputKind::tokens, T, T};
-  }
-  Metric metric() const override { return Metric::perplexity; }
-  float dropout(const ModelConfig& c) const override { return transformer_config(c).dropout; }
+  const ConfigKeyTable<TransformerConfig>& table() const override { return transformer_keys(); }
+  std::string embedding_name() const override { return "embed.weight"; }
   std::string describe(const ModelConfig& c) const override {
     const TransformerConfig t = transformer_config(c);
     return "vocab " + std::to_string(t.vocab_size) + ", " + std::to_string(t.layers) + " layers, d " +
