@@ -111,6 +111,25 @@ class CpuDevice final : public ComputeDevice {
                           int64_t d, VocabRange range) override {
     dtrain::embedding_backward(tokens, dout, dwte, dpos, B, T, d, range);
   }
+  void conv2d_forward(const float* x, const float* w, const float* bias, float* y, const ConvShape& s,
+                      Precision p) override {
+    dtrain::conv2d_forward(x, w, bias, y, s, p);
+  }
+  void conv2d_backward_input(const float* dy, const float* w, float* dx, const ConvShape& s, Precision p) override {
+    dtrain::conv2d_backward_input(dy, w, dx, s, p);
+  }
+  void conv2d_backward_weight(const float* x, const float* dy, float* dw, float* dbias, const ConvShape& s,
+                              Precision p) override {
+    dtrain::conv2d_backward_weight(x, dy, dw, dbias, s, p);
+  }
+  size_t maxpool_workspace_bytes(const PoolShape& s) override { return dtrain::maxpool_workspace_bytes(s); }
+  void maxpool_forward(const float* x, float* y, void* workspace, const PoolShape& s) override {
+    dtrain::maxpool_forward(x, y, workspace, s);
+  }
+  void maxpool_backward(const float* x, const float* y, const float* dy, float* dx, const void* workspace,
+                        const PoolShape& s) override {
+    dtrain::maxpool_backward(x, y, dy, dx, workspace, s);
+  }
   void classifier_loss(const ClassifierArgs& a, float* per_row, double* loss_sum) override {
     *loss_sum += classifier_cross_entropy(a, per_row);
   }

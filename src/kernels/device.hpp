@@ -8,6 +8,7 @@
 
 #include "kernels/cpu/activation.hpp"
 #include "kernels/cpu/attention.hpp"
+#include "kernels/cpu/conv.hpp"
 #include "kernels/cpu/cross_entropy.hpp"
 #include "kernels/cpu/dropout.hpp"
 #include "kernels/cpu/embedding.hpp"
@@ -83,6 +84,16 @@ class ComputeDevice : public Memory {
                                  int64_t T, int64_t d, VocabRange range) = 0;
   virtual void embedding_backward(const int32_t* tokens, const float* dout, float* dwte, float* dpos, int64_t B,
                                   int64_t T, int64_t d, VocabRange range) = 0;
+  // Convolution and max pooling (NCHW): the contracts of kernels/cpu/conv.hpp.
+  virtual void conv2d_forward(const float* x, const float* w, const float* bias, float* y, const ConvShape& s,
+                              Precision p) = 0;
+  virtual void conv2d_backward_input(const float* dy, const float* w, float* dx, const ConvShape& s, Precision p) = 0;
+  virtual void conv2d_backward_weight(const float* x, const float* dy, float* dw, float* dbias, const ConvShape& s,
+                                      Precision p) = 0;
+  virtual size_t maxpool_workspace_bytes(const PoolShape& s) = 0;
+  virtual void maxpool_forward(const float* x, float* y, void* workspace, const PoolShape& s) = 0;
+  virtual void maxpool_backward(const float* x, const float* y, const float* dy, float* dx, const void* workspace,
+                                const PoolShape& s) = 0;
   // classifier_cross_entropy, with the loss sum added to *loss_sum (device memory, a double). A
   // vocabulary slice's combiner is called with device memory.
   virtual void classifier_loss(const ClassifierArgs& a, float* per_row, double* loss_sum) = 0;

@@ -110,6 +110,8 @@ double classifier_cross_entropy(const ClassifierArgs& a, float* per_row) {
       total += losses[r];
       if (per_row) per_row[r0 + r] = losses[r];
     }
+    if (a.correct)  // st[2r + 1]: the target's logit, combined across slices like the max
+      for (int64_t r = 0; r < n; ++r) *a.correct += st[2 * r + 1] >= mx[r] ? 1.0 : 0.0;
     if (a.dx) {
       linear_backward_input(logits, a.W, a.dx + r0 * a.d, n, a.d, a.V, false, a.precision);
       linear_backward_weight(logits, xc, a.dW, n, a.d, a.V, a.precision);

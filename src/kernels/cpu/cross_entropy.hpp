@@ -30,6 +30,9 @@ struct ClassifierArgs {
   int64_t vocab_begin = 0;
   int64_t words = -1;
   RowStatsCombiner* combine = nullptr;
+  // When set, the rows whose target scores highest (a classifier's right predictions; a tie counts
+  // as right) are added to *correct (memory of the device the kernel runs on).
+  double* correct = nullptr;
   // Training: when dx is set, dx [N, d] is overwritten and dW [V, d], dbias [V] accumulated with
   // the gradient of grad_scale * sum of row losses.
   float grad_scale = 0.0f;

@@ -11,23 +11,23 @@
 #include "core/bf16.hpp"
 #include "core/error.hpp"
 #include "core/limits.hpp"
-#include "kernels/cpu/simd.hpp"
+#include "kernels/cpu/onednn.hpp"
 
 namespace dtrain {
 namespace {
 
 using dnnl::memory;
 
-struct Runtime {
-  dnnl::engine engine{dnnl::engine::kind::cpu, 0};
-  dnnl::stream stream{engine};
+struct MatmulRuntime {
+  dnnl::engine& engine = onednn_engine();
+  dnnl::stream& stream = onednn_stream();
   std::map<std::vector<int64_t>, dnnl::matmul> cache;  // by Problem::key()
   std::vector<uint16_t> scratch_a, scratch_b;
   bool bf16_unavailable = false;
 };
 
-Runtime& runtime() {
-  static Runtime rt;
+MatmulRuntime& runtime() {
+  static MatmulRuntime rt;
   return rt;
 }
 
@@ -73,7 +73,7 @@ struct Problem {
 
 // Runs the problem on A, B (already in the problem's input type), bias and C.
 void run(const Problem& p, const void* A, const void* B, const float* bias, float* C) try {
-  Runtime& rt = runtime();
+  MatmulRuntime& rt = runtime();
   const auto key = p.key();
   auto it = rt.cache.find(key);
   if (it == rt.cache.end()) it = rt.cache.emplace(key, p.make(rt.engine)).first;
@@ -87,17 +87,6 @@ void run(const Problem& p, const void* A, const void* B, const float* bias, floa
 } catch (const dnnl::error& e) {
   if (e.status == dnnl_out_of_memory) throw AllocationFailed("oneDNN's matrix product (its kernels and scratch)");
   throw;
-}
-
-DT_SIMD void convert_to_bf16(const float* src, int64_t n, std::vector<uint16_t>& dst) {
-  if (int64_t(dst.size()) < n) dst.resize(n);
-  uint16_t* out = dst.data();
-  const uint32_t* in = reinterpret_cast<const uint32_t*>(src);
-#pragma omp parallel for simd schedule(static)
-  for (int64_t i = 0; i < n; ++i) {
-    uint32_t u = in[i];
-    out[i] = uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-  }
 }
 
 // Strides of a logical [rows, cols] matrix, stored row-major or (trans) as its transpose.
@@ -114,16 +103,14 @@ bool cpu_has_native_bf16() {
 void matmul(const float* A, const float* B, float* C, const MatmulArgs& a) {
   DT_ASSERT(!(a.accumulate && a.bias));
   if (a.M == 0 || a.N == 0) return;
-  Runtime& rt = runtime();
+  MatmulRuntime& rt = runtime();
   Problem p{{a.M, a.K}, strides_2d(a.M, a.K, a.trans_a), {a.K, a.N}, strides_2d(a.K, a.N, a.trans_b),
             {a.M, a.N},  strides_2d(a.M, a.N, false),      false,      a.bias != nullptr,
             a.accumulate};
   p.bf16 = a.precision == Precision::bf16 && !rt.bf16_unavailable;
   if (!p.bf16) return run(p, A, B, a.bias, C);
   try {
-    convert_to_bf16(A, a.M * a.K, rt.scratch_a);
-    convert_to_bf16(B, a.K * a.N, rt.scratch_b);
-    run(p, rt.scratch_a.data(), rt.scratch_b.data(), a.bias, C);
+    run(p, round_to_bf16(A, a.M * a.K, rt.scratch_a), round_to_bf16(B, a.K * a.N, rt.scratch_b), a.bias, C);
   } catch (const dnnl::error&) {
     // This CPU (or oneDNN build) has no bf16 matmul: compute in f32 from now on, and say so once.
     std::fprintf(stderr, "dtrain: warning: this CPU has no bf16 matmul support; computing in f32\n");

@@ -262,6 +262,23 @@ class CudaDevice final : public ComputeDevice {
     return std::max<int64_t>(1, std::min(a.N, rows));
   }
 
+  // TEMPORARY (issue 25, being written): cuDNN convolution and pooling.
+  void conv2d_forward(const float*, const float*, const float*, float*, const ConvShape&, Precision) override {
+    throw Error("convolution on CUDA is not built yet");
+  }
+  void conv2d_backward_input(const float*, const float*, float*, const ConvShape&, Precision) override {
+    throw Error("convolution on CUDA is not built yet");
+  }
+  void conv2d_backward_weight(const float*, const float*, float*, float*, const ConvShape&, Precision) override {
+    throw Error("convolution on CUDA is not built yet");
+  }
+  size_t maxpool_workspace_bytes(const PoolShape&) override { return 0; }
+  void maxpool_forward(const float*, float*, void*, const PoolShape&) override {
+    throw Error("max pooling on CUDA is not built yet");
+  }
+  void maxpool_backward(const float*, const float*, const float*, float*, const void*, const PoolShape&) override {
+    throw Error("max pooling on CUDA is not built yet");
+  }
   // Per chunk of rows (classifier_chunk): logits (bias fused), softmax rows (loss, and in place the
   // gradient), then dx and dW from two more products.
   void classifier_loss(const ClassifierArgs& a, float* per_row, double* loss_sum) override {

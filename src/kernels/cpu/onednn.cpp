@@ -1,0 +1,31 @@
+// The shared oneDNN engine and stream, and bf16 rounding (see onednn.hpp).
+#include "kernels/cpu/onednn.hpp"
+
+#include "kernels/cpu/simd.hpp"
+
+namespace dtrain {
+
+namespace {
+struct Engine {
+  dnnl::engine engine{dnnl::engine::kind::cpu, 0};
+  dnnl::stream stream{engine};
+};
+Engine& shared() {
+  static Engine e;
+  return e;
+}
+}  // namespace
+
+dnnl::engine& onednn_engine() { return shared().engine; }
+dnnl::stream& onednn_stream() { return shared().stream; }
+
+DT_SIMD const uint16_t* round_to_bf16(const float* src, int64_t n, std::vector<uint16_t>& dst) {
+  if (int64_t(dst.size()) < n) dst.resize(size_t(n));
+  uint16_t* out = dst.data();
+  const uint32_t* in = reinterpret_cast<const uint32_t*>(src);
+#pragma omp parallel for simd schedule(static)
+  for (int64_t i = 0; i < n; ++i) out[i] = uint16_t((in[i] + 0x7fffu + ((in[i] >> 16) & 1u)) >> 16);
+  return out;
+}
+
+}  // namespace dtrain
