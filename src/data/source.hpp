@@ -13,6 +13,8 @@ namespace dtrain {
 // What the data says a model must fit.
 struct DataFacts {
   int64_t vocab_size = 0;  // token data: words in its vocabulary
+  int64_t channels = 0, height = 0, width = 0;  // image data: each image's channels and pixels
+  int64_t classes = 0;                           // image data: the labels' classes
 };
 
 class DataSource {

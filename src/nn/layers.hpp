@@ -23,18 +23,21 @@ struct Linear {
   ComputeDevice* dev = nullptr;
 
   Linear() = default;
+  // weight_init: Xavier (the Transformer's), or fan_in_uniform (PyTorch's default: ±1/√in).
   Linear(ComputeDevice& d, Unit& u, const std::string& name, int64_t in_, int64_t out_, bool bias, Init bias_init,
-         LinearCut cut = LinearCut::none, TpSlice slice = {}, int blocks = 1)
+         LinearCut cut = LinearCut::none, TpSlice slice = {}, int blocks = 1, Init weight_init = Init::xavier)
       : has_bias(bias), dev(&d) {
     const TpSplit none, w_split = cut == LinearCut::columns ? TpSplit{0, blocks}
                                   : cut == LinearCut::rows  ? TpSplit{1, 1}
                                                             : none;
-    w = u.add(name + ".weight", {out_, in_}, Init::xavier, 0, w_split, slice);
+    w = u.add(name + ".weight", {out_, in_}, weight_init, in_, w_split, slice);
     if (bias) b = u.add(name + ".bias", {out_}, bias_init, in_, cut == LinearCut::columns ? w_split : none, slice);
     out = w.info().shape[0];
     in = w.info().shape[1];
     bias_in_forward = cut != LinearCut::rows || slice.index == 0;
   }
+  int64_t in_floats() const { return in; }  // per row
+  int64_t out_floats() const { return out; }
   void forward(const float* x, float* y, int64_t rows, Precision p) const {
     const float* bias = has_bias && bias_in_forward ? b.data() : nullptr;
     dev->matmul(x, w.data(), y, linear_forward_args(rows, in, out, bias, p));

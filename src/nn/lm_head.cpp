@@ -17,7 +17,7 @@ LmHead::LmHead(ComputeDevice& dev, const LmShape& c, const ParamRef* tied, TpSli
   if (has_norm())
     norm_f_ = Norm(dev, u, c.norm, c.dim, c.norm_eps,
                    c.final_norm == LmShape::FinalNorm::rms ? NormKind::rms : NormKind::layer, slice.splits_rows());
-  if (!c.tied) w_ = u.add(c.head + ".weight", {c.vocab_size, c.dim}, Init::xavier, 0, vocab, slice);
+  if (!c.tied) w_ = u.add(c.head + ".weight", {c.vocab_size, c.dim}, c.head_init, c.dim, vocab, slice);
   if (c.head_bias) b_ = u.add(c.head + ".bias", {c.vocab_size}, Init::fan_in_uniform, c.dim, vocab, slice);
   if (tied) {
     tied_ = *tied;
@@ -77,6 +77,7 @@ void LmHead::forward(const float* x, const UnitPass& p) {
     regions_.sum_partials(a.dx, dh, rows, d);
   } else {
     const bool staged = p.per_row && p.per_row_device;  // the device writes the row losses first
+    a.correct = p.metric_sum;
     dev_.classifier_loss(a, staged ? p.per_row_device : p.per_row, p.loss_sum);
     if (staged) dev_.download(p.per_row, p.per_row_device, sizeof(float) * size_t(rows));
   }

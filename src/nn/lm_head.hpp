@@ -1,5 +1,6 @@
 // A language model's loss unit: the final norm, the classifier over the vocabulary and the
-// cross-entropy loss, fused (the classifier's gradients are computed in forward when a backward
+// cross-entropy loss, fused; with no norm and one row per sample, an image classifier's last linear
+// layer and loss (classes for the vocabulary) (the classifier's gradients are computed in forward when a backward
 // follows). A tied head reads the embedding's table through an explicit shared parameter. Under
 // tensor parallelism it holds a slice of the vocabulary and combines the slices' row statistics
 // through TpRegions, never the logits.

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <string>
 
+#include "nn/unit.hpp"
+
 namespace dtrain {
 
 struct LmShape {
@@ -15,6 +17,7 @@ struct LmShape {
   float norm_eps = 1e-5f;
   bool tied = false;       // the classifier reads the embedding's table
   bool head_bias = true;
+  Init head_init = Init::xavier;  // the classifier's weights (fan_in_uniform: PyTorch's Linear default)
   std::string table = "embed.weight";  // parameter names
   std::string positions_table = "pos.weight";
   std::string norm = "norm_f";         // its weight (and bias) are norm + ".weight" (".bias")

@@ -1,7 +1,8 @@
 // The weight-gradient half of a backward, kept for later: zero-bubble pipeline schedules run a
-// unit's input gradient (I) first and its Linear layers' weight gradients (W) afterwards. Per
-// Linear it keeps the layer's input and its output's gradient, copied into storage planned up
-// front unless the input is a saved activation that lives until W anyway.
+// unit's input gradient (I) first and its layers' weight gradients (W) afterwards. Per layer (a
+// Linear, a Conv2d: anything with in_floats(), out_floats() per row and backward_weight) it keeps the
+// layer's input and its output's gradient, copied into storage planned up front unless the input is
+// a saved activation that lives until W anyway.
 #pragma once
 #include <vector>
 
@@ -15,15 +16,19 @@ class WeightGradStore {
   WeightGradStore(ComputeDevice& dev, float* storage, int64_t floats) : dev_(&dev), base_(storage), cap_(floats) {
     entries_.reserve(8);
   }
-  // Keeps lin's weight gradient from x [rows, lin.in] and dy [rows, lin.out] for run(); x is kept
-  // as is when x_lives (it stays unchanged until run), else copied, like dy.
-  void add(const Linear& lin, const float* x, bool x_lives, const float* dy, int64_t rows, Precision p) {
-    const float* xs = x_lives ? x : keep(x, rows * lin.in);
-    entries_.push_back({&lin, xs, keep(dy, rows * lin.out), rows, p});
+  // Keeps layer's weight gradient from x [rows, in_floats()] and dy [rows, out_floats()] for run(); x
+  // is kept as is when x_lives (it stays unchanged until run), else copied, like dy.
+  template <class Layer>
+  void add(const Layer& layer, const float* x, bool x_lives, const float* dy, int64_t rows, Precision p) {
+    const float* xs = x_lives ? x : keep(x, rows * layer.in_floats());
+    auto run = [](const void* l, const float* x, const float* dy, int64_t rows, Precision p) {
+      static_cast<const Layer*>(l)->backward_weight(x, dy, rows, p);
+    };
+    entries_.push_back({&layer, run, xs, keep(dy, rows * layer.out_floats()), rows, p});
   }
   // Accumulates every kept weight gradient, then forgets them.
   void run() {
-    for (const Entry& e : entries_) e.lin->backward_weight(e.x, e.dy, e.rows, e.p);
+    for (const Entry& e : entries_) e.run(e.layer, e.x, e.dy, e.rows, e.p);
     entries_.clear();
     used_ = 0;
   }
@@ -31,7 +36,8 @@ class WeightGradStore {
 
  private:
   struct Entry {
-    const Linear* lin;
+    const void* layer;
+    void (*run)(const void* layer, const float* x, const float* dy, int64_t rows, Precision p);
     const float* x;
     const float* dy;
     int64_t rows;

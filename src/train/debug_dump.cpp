@@ -1,4 +1,5 @@
-// dump_parity (see debug_dump.hpp). Dropout is off: the two sides draw different masks.
+// dump_parity (see debug_dump.hpp), for any model kind and its data. Dropout is off: the two sides
+// draw different masks.
 #include "train/debug_dump.hpp"
 
 #include <algorithm>
@@ -7,7 +8,7 @@
 
 #include "ckpt/safetensors.hpp"
 #include "data/dataset.hpp"
-#include "data/token_file.hpp"
+#include "data/source.hpp"
 #include "models/registry.hpp"
 #include "train/checkpoint.hpp"
 
@@ -15,16 +16,17 @@ namespace dtrain {
 
 void dump_parity(const RunConfig& cfg_in, const std::string& out, int64_t steps) {
   RunConfig cfg = cfg_in;
-  TokenFile tokens(cfg.data.dir + "/train.bin");
   const ModelKind& kind = kind_of(cfg.model);
-  kind.fit_to_data(cfg.model, {int64_t(tokens.vocab_size())}, cfg.data.dir);
-  const std::vector<std::string> keys = kind.keys();
-  if (std::find(keys.begin(), keys.end(), "dropout") != keys.end()) cfg.model.values["dropout"] = 0.0;
+  const std::unique_ptr<DataSource> source = DataSource::open(cfg.data.dir, kind.sample_shape(cfg.model).input);
+  kind.fit_to_data(cfg.model, source->facts(), cfg.data.dir);
+  for (const std::string& key : kind.keys())  // every dropout rate of the kind (dropout, conv_dropout, …)
+    if (key.size() >= 7 && key.compare(key.size() - 7, 7, "dropout") == 0) cfg.model.values[key] = 0.0;
   kind.validate(cfg.model, true);
-  const int64_t B = cfg.train.batch_size, T = kind.sample_shape(cfg.model).inputs;
-  WindowDataset data(tokens, T, cfg.data.stride);
-  require(data.size() >= B * steps, "parity dump needs " + std::to_string(B * steps) +
-                                        " windows: use a smaller train.batch_size or fewer steps");
+  const SampleShape shape = kind.sample_shape(cfg.model);
+  const int64_t B = cfg.train.batch_size, I = shape.inputs, T = shape.targets;
+  const std::unique_ptr<Dataset> data = source->split("train", shape, cfg.data.stride);
+  require(data->size() >= B * steps, "parity dump needs " + std::to_string(B * steps) + " samples: use a smaller "
+                                     "train.batch_size or fewer steps");
   std::filesystem::create_directories(out);
   Model model(kind.units(cfg.model, cpu_device()), B);
   const int64_t V = model.outputs();
@@ -40,10 +42,12 @@ void dump_parity(const RunConfig& cfg_in, const std::string& out, int64_t steps)
                     {{"dtrain.model", cfg.to_json()["model"].dump()}, {"lr", str(oc.lr)}, {"beta1", str(oc.beta1)},
                      {"beta2", str(oc.beta2)}, {"eps", str(oc.eps)}, {"weight_decay", str(oc.weight_decay)},
                      {"steps", std::to_string(steps)}});
-  std::vector<int32_t> in(size_t(steps * B * T)), tg(in.size());
-  for (int64_t i = 0; i < steps * B; ++i) data.get(i, in.data() + i * T, tg.data() + i * T);
+  // inputs: int32 token ids or float pixels, 4 bytes each
+  std::vector<int32_t> in(size_t(steps * B * I)), tg(size_t(steps * B * T));
+  for (int64_t i = 0; i < steps * B; ++i) data->get(i, in.data() + i * I, tg.data() + i * T);
+  const DType in_type = shape.input == InputKind::tokens ? DType::i32 : DType::f32;
   write_safetensors(out + "/batch.safetensors",
-                    {{"inputs", DType::i32, {steps, B, T}, in.data()}, {"targets", DType::i32, {steps, B, T}, tg.data()}});
+                    {{"inputs", in_type, {steps, B, I}, in.data()}, {"targets", DType::i32, {steps, B, T}, tg.data()}});
 
   StepContext ctx;
   ctx.B = B;
@@ -51,7 +55,7 @@ void dump_parity(const RunConfig& cfg_in, const std::string& out, int64_t steps)
   ctx.loss_scale = 1.0f / float(B * T);
   ctx.precision = cfg.train.precision == "bf16" ? Precision::bf16 : Precision::f32;
   std::vector<float> logits(size_t(B * T * V));
-  const BatchView batch{kind.sample_shape(cfg.model), B, in.data(), tg.data()};  // the first step's
+  const BatchView batch{shape, B, in.data(), tg.data()};  // the first step's
   model.predict(batch, ctx, logits.data());
   model.zero_grad();
   float loss = float(model.forward_backward(batch, ctx) / double(B * T));
@@ -68,7 +72,7 @@ void dump_parity(const RunConfig& cfg_in, const std::string& out, int64_t steps)
   std::vector<float> losses(static_cast<size_t>(steps));
   for (int64_t s = 0; s < steps; ++s) {
     model.zero_grad();
-    const BatchView step{batch.shape, B, in.data() + s * B * T, tg.data() + s * B * T};
+    const BatchView step{batch.shape, B, in.data() + s * B * I, tg.data() + s * B * T};
     losses[size_t(s)] = float(model.forward_backward(step, ctx) / double(B * T));
     opt.step(oc.lr);
   }

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 # PyTorch parity check of a `dtrain debug dump` folder: same weights and batch through the
 # reference model of its kind (tests/python/reference_model.py; llama_reference.py for
-# model.kind = llama) -> compare logits, loss, gradients and an
+# model.kind = llama, cnn_reference.py for model.kind = cnn) -> compare logits, loss, gradients and an
 # AdamW loss trajectory. Usage: parity.py DIR [--rtol 1e-4] [--loss-tol 1e-4 (relative)]; exit 0 = pass.
 import argparse
 import json
@@ -14,6 +14,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch  # noqa: E402
 
 import safetensors_io  # noqa: E402
+from cnn_reference import ReferenceCNN  # noqa: E402
 from llama_reference import ReferenceLlama  # noqa: E402
 from reference_model import ReferenceLM, adamw_losses  # noqa: E402
 
@@ -74,8 +75,8 @@ def load_dump(folder):
         if batch[k].dim() != 3:
             raise ParityInputError(f"batch.safetensors: '{k}' has shape {list(batch[k].shape)}, "
                                    "expected [S, B, T]")
-    if batch["inputs"].shape != batch["targets"].shape:
-        raise ParityInputError("batch.safetensors: inputs and targets differ in shape")
+    if batch["inputs"].shape[:2] != batch["targets"].shape[:2]:
+        raise ParityInputError("batch.safetensors: inputs and targets differ in steps or batch size")
     for k in ("logits", "loss", "losses"):
         if k not in got:
             raise ParityInputError(f"dtrain.safetensors: tensor '{k}' is missing")
@@ -87,7 +88,8 @@ def run(folder, rtol, loss_tol, out=print):
     torch.set_num_threads(2)
     weights, config, opt, batch, got = load_dump(folder)
     try:
-        model = (ReferenceLlama if config.get("kind") == "llama" else ReferenceLM)(config).float()
+        reference = {"llama": ReferenceLlama, "cnn": ReferenceCNN}.get(config.get("kind"), ReferenceLM)
+        model = reference(config).float()
     except ValueError as e:
         raise ParityInputError(f"weights.safetensors: 'dtrain.model': {e}") from None
     if model.unknown_keys:
@@ -101,13 +103,19 @@ def run(folder, rtol, loss_tol, out=print):
     model.eval()  # dropout off for every comparison
 
     S = opt["steps"]
-    inputs, targets = batch["inputs"].long(), batch["targets"].long()
-    V, Tmax = model.config["vocab_size"], model.config["seq_len"]
+    images = config.get("kind") == "cnn"
+    inputs, targets = (batch["inputs"].float() if images else batch["inputs"].long()), batch["targets"].long()
     if inputs.shape[0] < max(S, 1):
         raise ParityInputError(f"batch.safetensors: {inputs.shape[0]} batches for {S} steps")
-    if inputs.shape[2] > Tmax:
-        raise ParityInputError(f"batch.safetensors: T = {inputs.shape[2]} exceeds seq_len {Tmax}")
-    for k, t in (("inputs", inputs), ("targets", targets)):
+    if images:
+        V = model.config["classes"]
+        checked = (("targets", targets),)
+    else:
+        V, Tmax = model.config["vocab_size"], model.config["seq_len"]
+        if inputs.shape[2] > Tmax:
+            raise ParityInputError(f"batch.safetensors: T = {inputs.shape[2]} exceeds seq_len {Tmax}")
+        checked = (("inputs", inputs), ("targets", targets))
+    for k, t in checked:
         if t.numel() and (t.min() < 0 or t.max() >= V):
             raise ParityInputError(f"batch.safetensors: {k} has ids outside [0, {V})")
 

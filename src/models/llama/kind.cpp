@@ -1,7 +1,7 @@
 // The llama kind (see kind.hpp).
 #include "models/llama/kind.hpp"
 
-#include "models/language_model_kind.hpp"
+#include "models/model_kinds.hpp"
 #include "models/llama/block.hpp"
 #include "nn/lm_head.hpp"
 #include "nn/token_embedding.hpp"

@@ -2,7 +2,7 @@
 #include "models/transformer/config.hpp"
 
 #include "core/error.hpp"
-#include "models/language_model_kind.hpp"
+#include "models/model_kinds.hpp"
 
 namespace dtrain {
 

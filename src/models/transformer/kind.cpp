@@ -1,7 +1,7 @@
 // The transformer kind (see kind.hpp): its keys, checks and units, as the ModelKind interface asks.
 #include "models/transformer/kind.hpp"
 
-#include "models/language_model_kind.hpp"
+#include "models/model_kinds.hpp"
 #include "models/transformer/block.hpp"
 #include "nn/lm_head.hpp"
 #include "nn/token_embedding.hpp"

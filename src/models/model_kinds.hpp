@@ -1,7 +1,8 @@
-// What every language-model kind's ModelKind does the same way, written once: its model.* keys read,
-// checked, completed and described through its key table; the vocabulary taken from the data or a
-// weights file's embedding; token windows of model.seq_len; perplexity; model.dropout. A kind
-// (transformer, llama) names its table, its checks, its units and its embedding's tensor name.
+// What kinds share, written once. TableModelKind: the model.* keys read, checked, completed and
+// described through the kind's key table (every kind). LanguageModelKind adds what every language
+// model does the same way: the vocabulary taken from the data or a weights file's embedding; token
+// windows of model.seq_len; perplexity; model.dropout. A kind (transformer, llama) names its table,
+// its checks, its units and its embedding's tensor name.
 #pragma once
 #include <map>
 #include <string>
@@ -25,12 +26,15 @@ Config config_from(const ModelConfig& c, const ConfigKeyTable<Config>& keys) {
   return t;
 }
 
-// Config: a struct with vocab_size, seq_len and dropout, and validate(bool vocab_known).
+// What a kind whose model.* keys are a ConfigKeyTable does the same way: its keys read, checked,
+// completed and described through the table. Config: a struct of the values, and what the kind
+// checks of them together in check().
 template <class Config>
-class LanguageModelKind : public ModelKind {
+class TableModelKind : public ModelKind {
  public:
   virtual const ConfigKeyTable<Config>& table() const = 0;
-  virtual std::string embedding_name() const = 0;  // its [vocab, dim] table's tensor name
+  // Values that do not fit together (Error naming the key and the fix); data_known as in validate().
+  virtual void check(const Config& t, bool data_known) const = 0;
   Config config(const ModelConfig& c) const { return config_from(c, table()); }
 
   std::string describe_keys() const override {
@@ -67,10 +71,21 @@ class LanguageModelKind : public ModelKind {
   }
   void validate(const ModelConfig& c, bool data_known) const override {
     const Config t = config(c);
-    t.validate(data_known || t.vocab_size > 0);
+    check(t, data_known);
     for (const auto& [k, key] : table())
       if (key.type == "int") require_config_range(k, key.get(t).template get<int64_t>(), key.lo, key.hi, key.help);
   }
+};
+
+// Config: a struct with vocab_size, seq_len and dropout, and validate(bool vocab_known).
+template <class Config>
+class LanguageModelKind : public TableModelKind<Config> {
+ public:
+  using TableModelKind<Config>::config;
+  using TableModelKind<Config>::name;
+  virtual std::string embedding_name() const = 0;  // its [vocab, dim] table's tensor name
+  void check(const Config& t, bool data_known) const override { t.validate(data_known || t.vocab_size > 0); }
+
   void fit_to_data(ModelConfig& c, const DataFacts& data, const std::string& data_name) const override {
     const int64_t given = config(c).vocab_size;
     require(given == 0 || given == data.vocab_size,

@@ -1,0 +1,141 @@
+// The cnn kind (see kind.hpp).
+#include "models/cnn/kind.hpp"
+
+#include <algorithm>
+
+#include "models/cnn/units.hpp"
+#include "models/model_kinds.hpp"
+#include "nn/lm_head.hpp"
+
+namespace dtrain {
+
+namespace {
+
+std::string list_text(const std::vector<int64_t>& v) {
+  std::string s;
+  for (int64_t x : v) s += (s.empty() ? "" : ",") + std::to_string(x);
+  return s;
+}
+
+class CnnKind : public TableModelKind<CnnConfig> {
+ public:
+  std::string name() const override { return "cnn"; }
+  std::string about() const override {
+    return "an image classifier: convolutions, max pooling, hidden linear layers (PyTorch's MNIST example by default)";
+  }
+  const ConfigKeyTable<CnnConfig>& table() const override { return cnn_keys(); }
+  void check(const CnnConfig& t, bool data_known) const override { t.validate(data_known); }
+
+  void fit_to_data(ModelConfig& c, const DataFacts& data, const std::string& data_name) const override {
+    const CnnConfig t = config(c);
+    auto fit = [&](const char* key, int64_t given, int64_t value, const char* what) {
+      require(given == 0 || given == value,
+              std::string("model.") + key + " = " + std::to_string(given) + " but the images of " + data_name +
+                  " have " + std::to_string(value) + " " + what + ": leave model." + key +
+                  " out (it is taken from the data), or point data.dir at the data the model is meant for");
+      c.values[key] = value;
+    };
+    fit("in_channels", t.in_channels, data.channels, "channels");
+    fit("height", t.height, data.height, "rows of pixels");
+    fit("width", t.width, data.width, "columns of pixels");
+    fit("classes", t.classes, data.classes, "classes");
+  }
+
+  void fit_to_weights(ModelConfig& c, const std::map<std::string, std::vector<int64_t>>& shapes,
+                      const std::string& file) const override {
+    CnnConfig t = config(c);
+    auto shape = [&](const std::string& name, size_t dims) {
+      auto it = shapes.find(name);
+      require(it != shapes.end() && it->second.size() == dims,
+              file + ": " + name + " is " + (it == shapes.end() ? "missing" : "not of " + std::to_string(dims) + " dimensions") +
+                  ": it is not a model of model.kind = cnn with model.channels = \"" + t.channels +
+                  "\" and model.hidden = \"" + t.hidden + "\"");
+      return it->second;
+    };
+    const size_t hidden = t.hidden_widths().size();
+    const std::vector<int64_t> w1 = shape("conv1.weight", 4), last = shape("fc" + std::to_string(hidden + 1) + ".weight", 2);
+    c.values["in_channels"] = w1[1];
+    c.values["classes"] = last[0];
+    // the image size is not in the weights: a square one whose features fit the first linear layer
+    if (t.height == 0 || t.width == 0) {
+      const int64_t features = shape("fc1.weight", 2)[1];
+      for (int64_t side = 1; side <= 4096; ++side) {
+        CnnConfig s = t;
+        s.in_channels = w1[1];
+        s.height = s.width = side;
+        try {
+          s.validate(false);
+        } catch (const Error&) {
+          continue;
+        }
+        if (s.shapes().features == features) {
+          c.values["height"] = side;
+          c.values["width"] = side;
+          return;
+        }
+      }
+      throw Error(file + ": no square image size gives fc1's " + std::to_string(features) +
+                  " input features: give model.height and model.width");
+    }
+  }
+
+  SampleShape sample_shape(const ModelConfig& c) const override {
+    const CnnConfig t = config(c);
+    return {InputKind::images, t.in_channels * t.height * t.width, 1};  // pixels in; one class label
+  }
+  Metric metric() const override { return Metric::accuracy; }
+  // Whether dropout is on at all (each unit applies its own rate: model.conv_dropout, model.dropout).
+  float dropout(const ModelConfig& c) const override {
+    const CnnConfig t = config(c);
+    return std::max(t.conv_dropout, t.dropout);
+  }
+  std::string describe(const ModelConfig& c) const override {
+    const CnnConfig t = config(c);
+    return std::to_string(t.in_channels) + "×" + std::to_string(t.height) + "×" + std::to_string(t.width) +
+           " images, convolutions " + list_text(t.conv_channels()) + " (kernel " + list_text(t.kernels()) +
+           ")" + (t.pool > 1 ? ", max-pool " + std::to_string(t.pool) : "") + ", hidden " +
+           (t.hidden_widths().empty() ? "none" : list_text(t.hidden_widths())) + ", " + std::to_string(t.classes) +
+           " classes";
+  }
+  UnitList units(const ModelConfig& c, ComputeDevice& device, TpSlice slice, TpRegions&) const override {
+    return cnn_units(config(c), device, slice);
+  }
+};
+
+}  // namespace
+
+UnitList cnn_units(const CnnConfig& c, ComputeDevice& device, TpSlice slice) {
+  require(slice.count == 1, "parallel.tp = " + std::to_string(slice.count) +
+                                ": model.kind = cnn has no tensor-parallel regions: use data parallel "
+                                "(parallel.dp_shard / dp_replicate) or pipeline parallel (parallel.pp), or set "
+                                "parallel.tp=1");
+  c.validate();
+  UnitList l;
+  l.sample = {InputKind::images, c.in_channels * c.height * c.width, 1};
+  const CnnConfig::Shapes s = c.shapes();
+  for (int i = 0; i < int(s.convs.size()); ++i) l.modules.push_back(std::make_unique<ConvUnit>(device, c, i));
+  const std::vector<int64_t> hidden = c.hidden_widths();
+  int64_t in = s.features;
+  for (int j = 0; j < int(hidden.size()); ++j) {
+    l.modules.push_back(std::make_unique<DenseUnit>(device, c, j, uint32_t(s.convs.size() + size_t(j)), in, hidden[size_t(j)]));
+    in = hidden[size_t(j)];
+  }
+  LmShape head;  // the last linear layer and the loss: a classifier over the classes, one row per sample
+  head.vocab_size = c.classes;
+  head.seq_len = 1;
+  head.dim = in;
+  head.positions = LmShape::Positions::none;
+  head.final_norm = LmShape::FinalNorm::none;
+  head.head_bias = true;
+  head.head_init = Init::fan_in_uniform;
+  head.head = "fc" + std::to_string(hidden.size() + 1);
+  l.modules.push_back(std::make_unique<LmHead>(device, head, nullptr));
+  return l;
+}
+
+const ModelKind& cnn_kind() {
+  static const CnnKind kind;
+  return kind;
+}
+
+}  // namespace dtrain

@@ -1,0 +1,136 @@
+// ConvUnit and DenseUnit (see units.hpp).
+#include "models/cnn/units.hpp"
+
+#include <string>
+
+namespace dtrain {
+
+namespace {
+constexpr uint32_t kDropSite = 0;  // each unit has one dropout: (unit, site 0) keys its mask
+
+// The unit's own rate over the step's spec (whose rate only says dropout is on in this pass).
+DropoutSpec with_rate(DropoutSpec s, float rate) {
+  if (s.active()) s.p = rate;
+  return s;
+}
+}  // namespace
+
+ConvUnit::ConvUnit(ComputeDevice& dev, const CnnConfig& c, int i)
+    : Module("conv" + std::to_string(i + 1)), dev_(dev), id_(uint32_t(i)), dropout_(c.conv_dropout) {
+  const CnnConfig::Shapes s = c.shapes();
+  const ConvShape& cs = s.convs[size_t(i)];
+  conv_ = Conv2d(dev, unit(), "conv" + std::to_string(i + 1), cs.C, cs.K, cs.R, cs.H, cs.W, cs.pad);
+  pooled_ = s.pooled && size_t(i) + 1 == s.convs.size();
+  if (pooled_) pool_ = MaxPool2d(dev, s.pool.C, s.pool.H, s.pool.W, s.pool.kernel);
+  if (!pooled_) dropout_ = 0.0f;  // dropout follows the pooling only
+  if (input_unit()) unit().set_backward_reads_params(false);  // no input gradient: only dW, from x and dy
+}
+
+void ConvUnit::plan(Arena& arena, const StepContext& largest, int slots, bool split_backward) {
+  const int64_t B = largest.B;
+  if (pooled_) pool_.plan(arena, B, slots);
+  saved_.assign(size_t(slots), Saved{});
+  for (Saved& v : saved_) {
+    v.y = arena.f32(B * conv_.out_floats());
+    v.pooled = pooled_ ? arena.f32(B * pool_.out_floats()) : nullptr;
+    v.out = !pooled_ ? v.y : dropout_ > 0.0f ? arena.f32(B * pool_.out_floats()) : v.pooled;
+    // W needs this unit's input and its convolution's output gradient (the input unit's weight half
+    // reads dy, which the model keeps for it, and the pixels)
+    const int64_t kept = B * (conv_.in_floats() + conv_.out_floats());
+    if (split_backward && !input_unit()) v.weight_grads = WeightGradStore(dev_, arena.f32(kept), kept);
+  }
+}
+
+int64_t ConvUnit::scratch_floats(const StepContext& ctx) const {
+  return pooled_ ? ctx.B * conv_.out_floats() : 0;  // the gradient of the convolution's output
+}
+
+double ConvUnit::train_flops_per_sample() const {
+  // forward, the weight gradient and (not for the input unit) the input gradient: 2 FLOPs a MAC each
+  return 2.0 * conv_.batch(1).macs() * (input_unit() ? 2.0 : 3.0);
+}
+
+DropoutSpec ConvUnit::drop(const StepContext& ctx) const { return with_rate(ctx.drop(id_, kDropSite), dropout_); }
+
+void ConvUnit::forward(const float* x, const UnitPass& p) {
+  const StepContext& ctx = p.ctx;
+  const Saved& s = saved_[size_t(p.slot)];
+  const float* in = input_unit() ? static_cast<const float*>(p.inputs) : x;
+  conv_.forward(in, s.y, ctx.B, ctx.precision);
+  dev_.activation_forward(Activation::relu, s.y, s.y, ctx.B * conv_.out_floats());
+  if (!pooled_) return;
+  pool_.forward(s.y, s.pooled, ctx.B, p.slot);
+  if (s.out != s.pooled) dev_.dropout_forward(s.pooled, s.out, ctx.B, pool_.out_floats(), drop(ctx));
+}
+
+void ConvUnit::backward(const float* x, float* dy, float* dx, const UnitPass& p, BackwardPart part) {
+  const StepContext& ctx = p.ctx;
+  Saved& s = saved_[size_t(p.slot)];
+  // the input unit has no input gradient: all of its backward is the weight half
+  if (input_unit() && part == BackwardPart::input) return;
+  if (!input_unit() && part == BackwardPart::weight) {
+    s.weight_grads.run();
+    return;
+  }
+  DT_ASSERT(s.weight_grads.empty());  // a split backward's W ran before this slot was reused
+  const int64_t B = ctx.B, n = B * conv_.out_floats();
+  float* dconv = dy;  // the gradient of the convolution's output, ReLU's and the pooling's undone
+  if (pooled_) {
+    if (s.out != s.pooled) dev_.dropout_backward(dy, dy, B, pool_.out_floats(), drop(ctx));
+    dconv = p.scratch;
+    pool_.backward(s.y, s.pooled, dy, dconv, B, p.slot);
+  }
+  dev_.relu_backward_from_output(s.y, dconv, dconv, n, 1.0f);
+  const float* in = input_unit() ? static_cast<const float*>(p.inputs) : x;
+  if (!input_unit()) conv_.backward_input(dconv, dx, B, ctx.precision);
+  if (part == BackwardPart::input)
+    s.weight_grads.add(conv_, in, false, dconv, B, ctx.precision);
+  else
+    conv_.backward_weight(in, dconv, B, ctx.precision);
+}
+
+DenseUnit::DenseUnit(ComputeDevice& dev, const CnnConfig& c, int j, uint32_t id, int64_t in, int64_t out)
+    : Module("fc" + std::to_string(j + 1)), dev_(dev), id_(id), dropout_(c.dropout) {
+  fc_ = Linear(dev, unit(), "fc" + std::to_string(j + 1), in, out, true, Init::fan_in_uniform, LinearCut::none, {},
+               1, Init::fan_in_uniform);
+}
+
+void DenseUnit::plan(Arena& arena, const StepContext& largest, int slots, bool split_backward) {
+  const int64_t B = largest.B;
+  saved_.assign(size_t(slots), Saved{});
+  for (Saved& v : saved_) {
+    v.out = arena.f32(B * fc_.out);
+    const int64_t kept = B * (fc_.in + fc_.out);
+    if (split_backward) v.weight_grads = WeightGradStore(dev_, arena.f32(kept), kept);
+  }
+}
+
+DropoutSpec DenseUnit::drop(const StepContext& ctx) const { return with_rate(ctx.drop(id_, kDropSite), dropout_); }
+
+void DenseUnit::forward(const float* x, const UnitPass& p) {
+  const StepContext& ctx = p.ctx;
+  float* out = saved_[size_t(p.slot)].out;
+  fc_.forward(x, out, ctx.B, ctx.precision);
+  dev_.activation_forward(Activation::relu, out, out, ctx.B * fc_.out);
+  dev_.dropout_forward(out, out, ctx.B, fc_.out, drop(ctx));
+}
+
+void DenseUnit::backward(const float* x, float* dy, float* dx, const UnitPass& p, BackwardPart part) {
+  const StepContext& ctx = p.ctx;
+  Saved& s = saved_[size_t(p.slot)];
+  if (part == BackwardPart::weight) {
+    s.weight_grads.run();
+    return;
+  }
+  DT_ASSERT(s.weight_grads.empty());
+  // out = ReLU(h) · mask · scale, so dh = dy · scale where out > 0: ReLU's and dropout's gradient at once
+  const DropoutSpec d = drop(ctx);
+  dev_.relu_backward_from_output(s.out, dy, dy, ctx.B * fc_.out, d.active() ? d.scale() : 1.0f);
+  fc_.backward_input(dy, dx, ctx.B, false, ctx.precision);
+  if (part == BackwardPart::input)
+    s.weight_grads.add(fc_, x, false, dy, ctx.B, ctx.precision);
+  else
+    fc_.backward_weight(x, dy, ctx.B, ctx.precision);
+}
+
+}  // namespace dtrain
