@@ -1,6 +1,7 @@
 // Every CUDA kernel against the CPU implementation through the one ComputeDevice interface: f32
 // within a few ulps of accumulated rounding, bf16 within bf16 tolerance, dropout masks identical.
 // Without a GPU each test reports itself skipped; the build check runs everywhere.
+#include <algorithm>
 #include <filesystem>
 #include <random>
 
@@ -378,6 +379,65 @@ TEST(CudaKernels, ClassifierCrossEntropyLossAndGradients) {
       }
     }
   }
+}
+
+// The count of right predictions (ClassifierArgs::correct), in one pass and in the three passes of a
+// vocabulary slice (a combiner with no other slice to join), with and without gradients, against the
+// CPU's count and the count the targets were chosen to give: a target is the row's best word by a
+// clear margin or clearly not, so neither device's rounding can change which.
+TEST(CudaKernels, ClassifierCountsRightPredictions) {
+  NEED_GPU();
+  ComputeDevice& C = cpu_device();
+  const int64_t N = 600, d = 16, V = 50;  // more rows than one CPU chunk
+  const auto x = rand_vec(N * d, 36), W = rand_vec(V * d, 37), bias = rand_vec(V, 38);
+  std::vector<int32_t> tg(N);
+  int64_t right = 0;
+  for (int64_t r = 0; r < N; ++r) {
+    std::vector<double> l(V);
+    for (int64_t v = 0; v < V; ++v) {
+      l[v] = bias[v];
+      for (int64_t k = 0; k < d; ++k) l[v] += double(x[r * d + k]) * double(W[v * d + k]);
+    }
+    const auto order = [&](int64_t a, int64_t b) { return l[a] < l[b]; };
+    std::vector<int64_t> idx(V);
+    for (int64_t v = 0; v < V; ++v) idx[v] = v;
+    std::sort(idx.begin(), idx.end(), order);
+    const int64_t best = idx[V - 1], worst = idx[0];
+    const bool clear = l[best] - l[idx[V - 2]] > 0.1;
+    tg[r] = int32_t(r % 2 == 0 && clear ? best : worst);
+    right += r % 2 == 0 && clear;
+  }
+  ASSERT_GT(right, N / 8) << "the data should give a fair number of right predictions";
+  struct NoOtherSlice : RowStatsCombiner {
+    void max(float*, int64_t) override {}
+    void sum(float*, int64_t) override {}
+  } alone;
+  for (Precision p : {Precision::f32, Precision::bf16})
+    for (bool combined : {false, true})
+      for (bool grad : {false, true}) {
+        SCOPED_TRACE(std::string(p == Precision::f32 ? "f32" : "bf16") + (combined ? ", three passes" : ", one pass") +
+                     (grad ? ", with gradients" : ""));
+        std::vector<float> dx(N * d), dW(V * d), db(V);
+        OnDevice<float> X(G, x), Wd(G, W), Bd(G, bias), DX(G, dx), DW(G, dW), DB(G, db);
+        OnDevice<int32_t> TG(G, tg);
+        OnDevice<double> LOSS(G, std::vector<double>{0.0}), RIGHT(G, std::vector<double>{2.0});
+        double loss = 0.0, cpu_right = 2.0;
+        ClassifierArgs a{x.data(), W.data(), bias.data(), tg.data(), N, d, V, p};
+        ClassifierArgs g{X.p(), Wd.p(), Bd.p(), TG.p(), N, d, V, p};
+        a.combine = g.combine = combined ? &alone : nullptr;
+        a.correct = &cpu_right;
+        g.correct = RIGHT.p();
+        if (grad) {
+          a.grad_scale = g.grad_scale = 1.0f / float(N);
+          a.dx = dx.data(), a.dW = dW.data(), a.dbias = db.data();
+          g.dx = DX.p(), g.dW = DW.p(), g.dbias = DB.p();
+        }
+        C.classifier_loss(a, nullptr, &loss);
+        G.classifier_loss(g, nullptr, LOSS.p());
+        EXPECT_EQ(cpu_right, 2.0 + double(right)) << "the CPU's count (added to 2)";
+        EXPECT_EQ(RIGHT.host()[0], 2.0 + double(right)) << "the GPU's count (added to 2)";
+        EXPECT_NEAR(LOSS.host()[0], loss, (p == Precision::f32 ? 1e-5 : 2e-2) * std::fabs(loss)) << "loss sum";
+      }
 }
 
 TEST(CudaKernels, OptimizersAndReductions) {

@@ -237,13 +237,15 @@ class CudaDevice final : public ComputeDevice {
   // gradient in place. One pass on its own; a vocabulary slice combines the row max, then the sums
   // and target logits (in device memory, on this stream) with the other slices' in between.
   // Columns from a.words on pad the slice (none when a.words is -1): no part of the softmax, gradient 0.
+  // With a.correct, the rows whose (combined) target logit is the highest are counted into it.
   // `stats` holds 3 * n floats when a.combine is set.
   void softmax_rows_loss(const ClassifierArgs& a, float* logits, int64_t r0, int64_t n, float* losses, float* stats) {
     const int32_t* targets = a.targets + r0;
     const bool grad = a.dx != nullptr;
     const int64_t W = a.words >= 0 ? a.words : a.V;
     if (!a.combine) {
-      softmax_cross_entropy_rows(logits, targets, losses, n, a.V, W, a.vocab_begin, grad, a.grad_scale, stream_);
+      softmax_cross_entropy_rows(logits, targets, losses, n, a.V, W, a.vocab_begin, grad, a.grad_scale, a.correct,
+                                 stream_);
       return;
     }
     float* mx = stats;
@@ -252,7 +254,8 @@ class CudaDevice final : public ComputeDevice {
     a.combine->max(mx, n);
     cross_entropy_row_sums(logits, targets, mx, st, n, a.V, W, a.vocab_begin, stream_);
     a.combine->sum(st, 2 * n);
-    cross_entropy_row_losses(logits, targets, mx, st, losses, n, a.V, W, a.vocab_begin, grad, a.grad_scale, stream_);
+    cross_entropy_row_losses(logits, targets, mx, st, losses, n, a.V, W, a.vocab_begin, grad, a.grad_scale, a.correct,
+                             stream_);
   }
 
   // Rows per chunk: as many as kClassifierBytes of logits hold; a vocabulary slice takes a fixed

@@ -89,9 +89,11 @@ void rope(float* qkv, const RopeShape& shape, bool inverse, cudaStream_t s);
 // the first W (0 <= W <= V; W = V when every row is a word) are words and the rest padding. The
 // max (from -FLT_MAX), the sum of exponentials and target matching see only the words (a target
 // outside [v0, v0 + W) has logit 0 and no onehot): loss = logsumexp - logit[target]; with grad,
-// logits become grad_scale * (softmax - onehot), and exactly 0 at padding. Whole rows in one pass:
+// logits become grad_scale * (softmax - onehot), and exactly 0 at padding. With `correct` (device
+// memory, may be null), the rows whose target logit is >= the row max are added to *correct.
+// Whole rows in one pass:
 void softmax_cross_entropy_rows(float* logits, const int32_t* targets, float* losses, int64_t n, int64_t V, int64_t W,
-                                int64_t v0, bool grad, float grad_scale, cudaStream_t s);
+                                int64_t v0, bool grad, float grad_scale, double* correct, cudaStream_t s);
 // The same in three phases, so that the statistics can be combined across slices in between:
 // mx[r] = row max; st[2r] = sum of exp(l - mx[r]), st[2r+1] = target logit; then losses (and grad).
 void cross_entropy_row_max(const float* logits, float* mx, int64_t n, int64_t V, int64_t W, cudaStream_t s);
@@ -99,6 +101,6 @@ void cross_entropy_row_sums(const float* logits, const int32_t* targets, const f
                             int64_t V, int64_t W, int64_t v0, cudaStream_t s);
 void cross_entropy_row_losses(float* logits, const int32_t* targets, const float* mx, const float* st, float* losses,
                               int64_t n, int64_t V, int64_t W, int64_t v0, bool grad, float grad_scale,
-                              cudaStream_t s);
+                              double* correct, cudaStream_t s);
 
 }  // namespace dtrain::cuda
