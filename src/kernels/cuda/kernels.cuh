@@ -15,7 +15,7 @@ namespace dtrain::cuda {
 
 // Grow-only device scratch for kernels that need temporary space (sized on the first step).
 enum class Scratch { reduce, layernorm, rmsnorm, colsum, attention_q, attention_k, attention_v, attention_o, attention_p, attention_dqkv,
-                     attention_dp, classifier, row_loss, row_stats, count };
+                     attention_dp, classifier, row_loss, row_stats, conv_a, conv_b, conv_workspace, count };
 class ScratchPool {
  public:
   ~ScratchPool();
@@ -32,6 +32,8 @@ void add(const float* a, const float* b, float* out, int64_t n, cudaStream_t s);
 void scale(float* x, float f, int64_t n, cudaStream_t s);
 void to_bf16(const float* x, uint16_t* y, int64_t n, cudaStream_t s);
 void from_bf16(const uint16_t* x, float* y, int64_t n, cudaStream_t s);
+// y = x rounded to the nearest bf16 (ties to even), kept as f32.
+void round_to_bf16(const float* x, float* y, int64_t n, cudaStream_t s);
 void activation_forward(Activation a, const float* x, float* y, int64_t n, cudaStream_t s);
 void activation_backward(Activation a, const float* x, const float* dy, float* dx, int64_t n, cudaStream_t s);
 void relu_backward_from_output(const float* y, const float* dy, float* dx, int64_t n, float scale, cudaStream_t s);
