@@ -1,6 +1,7 @@
 // Every CUDA kernel against the CPU implementation through the one ComputeDevice interface: f32
 // within a few ulps of accumulated rounding, bf16 within bf16 tolerance, dropout masks identical.
 // Without a GPU each test reports itself skipped; the build check runs everywhere.
+#include <algorithm>
 #include <filesystem>
 #include <random>
 
@@ -377,6 +378,154 @@ TEST(CudaKernels, ClassifierCrossEntropyLossAndGradients) {
         for (int64_t k = 0; k < d; ++k) ASSERT_EQ(gdW[size_t(v * d + k)], 0.01f) << "dW of padding row " << v;
       }
     }
+  }
+}
+
+// The count of right predictions (ClassifierArgs::correct), in one pass and in the three passes of a
+// vocabulary slice (a combiner with no other slice to join), with and without gradients, against the
+// CPU's count and the count the targets were chosen to give: a target is the row's best word by a
+// clear margin or clearly not, so neither device's rounding can change which.
+TEST(CudaKernels, ClassifierCountsRightPredictions) {
+  NEED_GPU();
+  ComputeDevice& C = cpu_device();
+  const int64_t N = 600, d = 16, V = 50;  // more rows than one CPU chunk
+  const auto x = rand_vec(N * d, 36), W = rand_vec(V * d, 37), bias = rand_vec(V, 38);
+  std::vector<int32_t> tg(N);
+  int64_t right = 0;
+  for (int64_t r = 0; r < N; ++r) {
+    std::vector<double> l(V);
+    for (int64_t v = 0; v < V; ++v) {
+      l[v] = bias[v];
+      for (int64_t k = 0; k < d; ++k) l[v] += double(x[r * d + k]) * double(W[v * d + k]);
+    }
+    const auto order = [&](int64_t a, int64_t b) { return l[a] < l[b]; };
+    std::vector<int64_t> idx(V);
+    for (int64_t v = 0; v < V; ++v) idx[v] = v;
+    std::sort(idx.begin(), idx.end(), order);
+    const int64_t best = idx[V - 1], worst = idx[0];
+    const bool clear = l[best] - l[idx[V - 2]] > 0.1;
+    tg[r] = int32_t(r % 2 == 0 && clear ? best : worst);
+    right += r % 2 == 0 && clear;
+  }
+  ASSERT_GT(right, N / 8) << "the data should give a fair number of right predictions";
+  struct NoOtherSlice : RowStatsCombiner {
+    void max(float*, int64_t) override {}
+    void sum(float*, int64_t) override {}
+  } alone;
+  for (Precision p : {Precision::f32, Precision::bf16})
+    for (bool combined : {false, true})
+      for (bool grad : {false, true}) {
+        SCOPED_TRACE(std::string(p == Precision::f32 ? "f32" : "bf16") + (combined ? ", three passes" : ", one pass") +
+                     (grad ? ", with gradients" : ""));
+        std::vector<float> dx(N * d), dW(V * d), db(V);
+        OnDevice<float> X(G, x), Wd(G, W), Bd(G, bias), DX(G, dx), DW(G, dW), DB(G, db);
+        OnDevice<int32_t> TG(G, tg);
+        OnDevice<double> LOSS(G, std::vector<double>{0.0}), RIGHT(G, std::vector<double>{2.0});
+        double loss = 0.0, cpu_right = 2.0;
+        ClassifierArgs a{x.data(), W.data(), bias.data(), tg.data(), N, d, V, p};
+        ClassifierArgs g{X.p(), Wd.p(), Bd.p(), TG.p(), N, d, V, p};
+        a.combine = g.combine = combined ? &alone : nullptr;
+        a.correct = &cpu_right;
+        g.correct = RIGHT.p();
+        if (grad) {
+          a.grad_scale = g.grad_scale = 1.0f / float(N);
+          a.dx = dx.data(), a.dW = dW.data(), a.dbias = db.data();
+          g.dx = DX.p(), g.dW = DW.p(), g.dbias = DB.p();
+        }
+        C.classifier_loss(a, nullptr, &loss);
+        G.classifier_loss(g, nullptr, LOSS.p());
+        EXPECT_EQ(cpu_right, 2.0 + double(right)) << "the CPU's count (added to 2)";
+        EXPECT_EQ(RIGHT.host()[0], 2.0 + double(right)) << "the GPU's count (added to 2)";
+        EXPECT_NEAR(LOSS.host()[0], loss, (p == Precision::f32 ? 1e-5 : 2e-2) * std::fabs(loss)) << "loss sum";
+      }
+}
+
+// Convolution (cuDNN) against the CPU's (oneDNN): forward with and without bias, the input's
+// gradient (overwritten: dx starts as garbage), and the weight's and bias's gradients, accumulated:
+// a second call adds as much again.
+TEST(CudaKernels, Conv2dForwardAndBackward) {
+  NEED_GPU();
+  ComputeDevice& C = cpu_device();
+  const ConvShape shapes[] = {
+      {4, 1, 28, 28, 32, 3, 3, 1, 0},  // the MNIST CNN's first convolution
+      {3, 32, 12, 12, 64, 3, 3, 1, 0},  // its second, on a smaller image
+      {2, 5, 11, 9, 7, 3, 2, 2, 1},     // non-square image and kernel, stride 2, padding 1
+      {3, 4, 8, 8, 6, 1, 1, 1, 0},      // 1×1
+  };
+  int seed = 100;
+  for (const ConvShape& s : shapes)
+    for (Precision p : {Precision::f32, Precision::bf16})
+      for (bool with_bias : {true, false}) {
+        SCOPED_TRACE(std::string(p == Precision::f32 ? "f32" : "bf16") + (with_bias ? ", bias" : ", no bias") +
+                     ": x [" + std::to_string(s.N) + ", " + std::to_string(s.C) + ", " + std::to_string(s.H) + ", " +
+                     std::to_string(s.W) + "], w [" + std::to_string(s.K) + ", " + std::to_string(s.C) + ", " +
+                     std::to_string(s.R) + ", " + std::to_string(s.S) + "], stride " + std::to_string(s.stride) +
+                     ", pad " + std::to_string(s.pad));
+        const double tol = p == Precision::f32 ? 1e-5 : 2e-2;
+        const auto x = rand_vec(s.input_floats(), ++seed), w = rand_vec(s.weight_floats(), ++seed, -0.5f, 0.5f);
+        const auto bias = rand_vec(s.K, ++seed), dy = rand_vec(s.output_floats(), ++seed);
+        const auto dw0 = rand_vec(s.weight_floats(), ++seed), db0 = rand_vec(s.K, ++seed);
+        std::vector<float> y(s.output_floats(), 3.0f), dx(s.input_floats(), 3.0f), dw = dw0, db = db0;
+        OnDevice<float> X(G, x), Wd(G, w), Bd(G, bias), Y(G, y), DY(G, dy), DX(G, dx), DW(G, dw0), DB(G, db0);
+
+        C.conv2d_forward(x.data(), w.data(), with_bias ? bias.data() : nullptr, y.data(), s, p);
+        G.conv2d_forward(X.p(), Wd.p(), with_bias ? Bd.p() : nullptr, Y.p(), s, p);
+        expect_close(y, Y.host(), tol, "conv y");
+
+        C.conv2d_backward_input(dy.data(), w.data(), dx.data(), s, p);
+        G.conv2d_backward_input(DY.p(), Wd.p(), DX.p(), s, p);
+        expect_close(dx, DX.host(), tol, "conv dx");
+
+        float* dbias_cpu = with_bias ? db.data() : nullptr;
+        float* dbias_gpu = with_bias ? DB.p() : nullptr;
+        G.conv2d_backward_weight(X.p(), DY.p(), DW.p(), dbias_gpu, s, p);
+        const auto dw1 = DW.host(), db1 = DB.host();
+        for (int twice = 0; twice < 2; ++twice) C.conv2d_backward_weight(x.data(), dy.data(), dw.data(), dbias_cpu, s, p);
+        G.conv2d_backward_weight(X.p(), DY.p(), DW.p(), dbias_gpu, s, p);
+        const auto dw2 = DW.host(), db2 = DB.host();
+        expect_close(dw, dw2, tol, "conv dw (two calls accumulated)");
+        // the second call added what the first did
+        std::vector<float> added(dw0.size()), twice_first(dw0.size());
+        for (size_t i = 0; i < dw0.size(); ++i) {
+          added[i] = dw2[i] - dw0[i];
+          twice_first[i] = 2.0f * (dw1[i] - dw0[i]);
+        }
+        expect_close(twice_first, added, tol, "conv dw: the second call adds the first's gradient again");
+        if (with_bias) {
+          expect_close(db, db2, tol, "conv dbias (two calls accumulated)");
+          for (int64_t k = 0; k < s.K; ++k)
+            EXPECT_NEAR(db2[k] - db0[k], 2.0f * (db1[k] - db0[k]), 1e-4 * (1.0 + std::fabs(db2[k]))) << "dbias " << k;
+        } else {
+          EXPECT_EQ(db0, db2) << "no bias: its gradient buffer untouched";
+        }
+      }
+}
+
+// Max pooling (cuDNN) against the CPU's (oneDNN): the maximum of each window exactly, and the
+// gradient routed to it (dx overwritten; overlapping windows add theirs).
+TEST(CudaKernels, MaxPoolForwardAndBackward) {
+  NEED_GPU();
+  ComputeDevice& C = cpu_device();
+  const PoolShape shapes[] = {
+      {4, 32, 24, 24, 2, 2},  // the MNIST CNN's pooling
+      {2, 3, 11, 9, 2, 2},    // odd sizes: the last row and column are left out
+      {2, 3, 9, 10, 3, 2},    // overlapping windows
+  };
+  int seed = 200;
+  for (const PoolShape& s : shapes) {
+    SCOPED_TRACE("x [" + std::to_string(s.N) + ", " + std::to_string(s.C) + ", " + std::to_string(s.H) + ", " +
+                 std::to_string(s.W) + "], kernel " + std::to_string(s.kernel) + ", stride " + std::to_string(s.stride));
+    const auto x = rand_vec(s.input_floats(), ++seed), dy = rand_vec(s.output_floats(), ++seed);
+    std::vector<float> y(s.output_floats(), 3.0f), dx(s.input_floats(), 3.0f);
+    std::vector<uint8_t> ws(std::max<size_t>(1, C.maxpool_workspace_bytes(s)));
+    OnDevice<float> X(G, x), Y(G, y), DY(G, dy), DX(G, dx);
+    Buffer gws(G, std::max<size_t>(1, G.maxpool_workspace_bytes(s)));
+    C.maxpool_forward(x.data(), y.data(), ws.data(), s);
+    G.maxpool_forward(X.p(), Y.p(), gws.data(), s);
+    expect_close(y, Y.host(), 0.0, "maxpool y");
+    C.maxpool_backward(x.data(), y.data(), dy.data(), dx.data(), ws.data(), s);
+    G.maxpool_backward(X.p(), Y.p(), DY.p(), DX.p(), gws.data(), s);
+    expect_close(dx, DX.host(), 1e-6, "maxpool dx");
   }
 }
 

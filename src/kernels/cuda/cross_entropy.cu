@@ -2,7 +2,7 @@
 // row's loss and, in training, turns its logits into the loss gradient in place; in one pass, or
 // in three (max, sums, losses) when a vocabulary slice combines its statistics with the others'.
 // Only a row's first W logits are words; the rest pad the slice: left out of the max, the sum and
-// target matching, and given a gradient of exactly 0.
+// target matching, and given a gradient of exactly 0. Rows whose target logit is the max may be counted.
 #include <cfloat>
 
 #include "kernels/cuda/check.cuh"
@@ -59,7 +59,7 @@ __device__ void write_gradient(float* l, int64_t V, int64_t W, float mx, float s
 }
 
 __global__ void rows_kernel(float* logits, const int32_t* targets, float* losses, int64_t V, int64_t W, int64_t v0,
-                            bool grad, float grad_scale) {
+                            bool grad, float grad_scale, double* correct) {
   __shared__ float sh[kThreads / 32];
   float* l = logits + int64_t(blockIdx.x) * V;
   const float mx = row_max(l, W, sh);
@@ -67,7 +67,10 @@ __global__ void rows_kernel(float* logits, const int32_t* targets, float* losses
   const int64_t t = local_target(targets[blockIdx.x], W, v0);
   const float lt = t >= 0 ? l[t] : 0.0f;
   __syncthreads();  // every thread has read l[t] before it changes
-  if (threadIdx.x == 0) losses[blockIdx.x] = logf(sum) + mx - lt;
+  if (threadIdx.x == 0) {
+    losses[blockIdx.x] = logf(sum) + mx - lt;
+    if (correct && lt >= mx) atomicAdd(correct, 1.0);  // a count: exact in any order
+  }
   if (grad) write_gradient(l, V, W, mx, sum, t, grad_scale);
 }
 
@@ -90,18 +93,21 @@ __global__ void sums_kernel(const float* logits, const int32_t* targets, const f
 }
 
 __global__ void losses_kernel(float* logits, const int32_t* targets, const float* mx, const float* st, float* losses,
-                              int64_t V, int64_t W, int64_t v0, bool grad, float grad_scale) {
+                              int64_t V, int64_t W, int64_t v0, bool grad, float grad_scale, double* correct) {
   const int64_t r = blockIdx.x;
   const float m = mx[r], sum = st[2 * r];
-  if (threadIdx.x == 0) losses[r] = logf(sum) + m - st[2 * r + 1];
+  if (threadIdx.x == 0) {
+    losses[r] = logf(sum) + m - st[2 * r + 1];
+    if (correct && st[2 * r + 1] >= m) atomicAdd(correct, 1.0);  // the combined target logit and max
+  }
   if (grad) write_gradient(logits + r * V, V, W, m, sum, local_target(targets[r], W, v0), grad_scale);
 }
 }  // namespace
 
 void softmax_cross_entropy_rows(float* logits, const int32_t* targets, float* losses, int64_t n, int64_t V, int64_t W,
-                                int64_t v0, bool grad, float grad_scale, cudaStream_t s) {
+                                int64_t v0, bool grad, float grad_scale, double* correct, cudaStream_t s) {
   if (n == 0) return;
-  rows_kernel<<<unsigned(n), kThreads, 0, s>>>(logits, targets, losses, V, W, v0, grad, grad_scale);
+  rows_kernel<<<unsigned(n), kThreads, 0, s>>>(logits, targets, losses, V, W, v0, grad, grad_scale, correct);
   DT_CUDA_LAUNCHED();
 }
 
@@ -120,9 +126,10 @@ void cross_entropy_row_sums(const float* logits, const int32_t* targets, const f
 
 void cross_entropy_row_losses(float* logits, const int32_t* targets, const float* mx, const float* st, float* losses,
                               int64_t n, int64_t V, int64_t W, int64_t v0, bool grad, float grad_scale,
-                              cudaStream_t s) {
+                              double* correct, cudaStream_t s) {
   if (n == 0) return;
-  losses_kernel<<<unsigned(n), kThreads, 0, s>>>(logits, targets, mx, st, losses, V, W, v0, grad, grad_scale);
+  losses_kernel<<<unsigned(n), kThreads, 0, s>>>(logits, targets, mx, st, losses, V, W, v0, grad, grad_scale,
+                                                 correct);
   DT_CUDA_LAUNCHED();
 }
 

@@ -1,12 +1,13 @@
 // The CUDA ComputeDevice: one GPU, one compute stream on which every kernel is queued in order,
-// cuBLASLt for the matrix products, pinned staging buffers for uploads (the host returns at
-// once), grow-only scratch, CUDA events for timing, and its own count of the memory it holds.
+// cuBLASLt for matrix products, cuDNN for convolution and pooling, pinned staging buffers for uploads
+// (the host returns at once), grow-only scratch, CUDA events for timing, its own count of memory held.
 #include <cstring>
 #include <mutex>
 #include <unordered_map>
 
 #include "kernels/cuda/check.cuh"
 #include "kernels/cuda/cuda_device.hpp"
+#include "kernels/cuda/cudnn_conv.hpp"
 #include "kernels/cuda/kernels.cuh"
 #include "kernels/cuda/lt_matmul.hpp"
 
@@ -34,6 +35,7 @@ class CudaDevice final : public ComputeDevice {
   }
   ~CudaDevice() override {
     cudaStreamSynchronize(stream_);
+    cudnn_.reset();
     lt_.reset();
     for (auto& s : staging_) {
       if (s.host) cudaFreeHost(s.host);
@@ -237,13 +239,15 @@ class CudaDevice final : public ComputeDevice {
   // gradient in place. One pass on its own; a vocabulary slice combines the row max, then the sums
   // and target logits (in device memory, on this stream) with the other slices' in between.
   // Columns from a.words on pad the slice (none when a.words is -1): no part of the softmax, gradient 0.
+  // With a.correct, the rows whose (combined) target logit is the highest are counted into it.
   // `stats` holds 3 * n floats when a.combine is set.
   void softmax_rows_loss(const ClassifierArgs& a, float* logits, int64_t r0, int64_t n, float* losses, float* stats) {
     const int32_t* targets = a.targets + r0;
     const bool grad = a.dx != nullptr;
     const int64_t W = a.words >= 0 ? a.words : a.V;
     if (!a.combine) {
-      softmax_cross_entropy_rows(logits, targets, losses, n, a.V, W, a.vocab_begin, grad, a.grad_scale, stream_);
+      softmax_cross_entropy_rows(logits, targets, losses, n, a.V, W, a.vocab_begin, grad, a.grad_scale, a.correct,
+                                 stream_);
       return;
     }
     float* mx = stats;
@@ -252,7 +256,8 @@ class CudaDevice final : public ComputeDevice {
     a.combine->max(mx, n);
     cross_entropy_row_sums(logits, targets, mx, st, n, a.V, W, a.vocab_begin, stream_);
     a.combine->sum(st, 2 * n);
-    cross_entropy_row_losses(logits, targets, mx, st, losses, n, a.V, W, a.vocab_begin, grad, a.grad_scale, stream_);
+    cross_entropy_row_losses(logits, targets, mx, st, losses, n, a.V, W, a.vocab_begin, grad, a.grad_scale, a.correct,
+                             stream_);
   }
 
   // Rows per chunk: as many as kClassifierBytes of logits hold; a vocabulary slice takes a fixed
@@ -262,22 +267,31 @@ class CudaDevice final : public ComputeDevice {
     return std::max<int64_t>(1, std::min(a.N, rows));
   }
 
-  // TEMPORARY (issue 25, being written): cuDNN convolution and pooling.
-  void conv2d_forward(const float*, const float*, const float*, float*, const ConvShape&, Precision) override {
-    throw Error("convolution on CUDA is not built yet");
+  // Convolution and max pooling through cuDNN (cudnn_conv.cu); its handle is made on first use, so
+  // a model without convolutions never starts cuDNN.
+  CudnnConv& cudnn() {
+    if (!cudnn_) cudnn_ = std::make_unique<CudnnConv>(stream_, pool_);
+    return *cudnn_;
   }
-  void conv2d_backward_input(const float*, const float*, float*, const ConvShape&, Precision) override {
-    throw Error("convolution on CUDA is not built yet");
+  void conv2d_forward(const float* x, const float* w, const float* bias, float* y, const ConvShape& s,
+                      Precision p) override {
+    if (s.N > 0) cudnn().forward(x, w, bias, y, s, p);
   }
-  void conv2d_backward_weight(const float*, const float*, float*, float*, const ConvShape&, Precision) override {
-    throw Error("convolution on CUDA is not built yet");
+  void conv2d_backward_input(const float* dy, const float* w, float* dx, const ConvShape& s, Precision p) override {
+    if (s.N > 0) cudnn().backward_input(dy, w, dx, s, p);
   }
+  void conv2d_backward_weight(const float* x, const float* dy, float* dw, float* dbias, const ConvShape& s,
+                              Precision p) override {
+    if (s.N > 0) cudnn().backward_weight(x, dy, dw, dbias, s, p);
+  }
+  // cuDNN's backward finds each window's maximum again from x and y: no record is kept.
   size_t maxpool_workspace_bytes(const PoolShape&) override { return 0; }
-  void maxpool_forward(const float*, float*, void*, const PoolShape&) override {
-    throw Error("max pooling on CUDA is not built yet");
+  void maxpool_forward(const float* x, float* y, void*, const PoolShape& s) override {
+    if (s.N > 0) cudnn().maxpool_forward(x, y, s);
   }
-  void maxpool_backward(const float*, const float*, const float*, float*, const void*, const PoolShape&) override {
-    throw Error("max pooling on CUDA is not built yet");
+  void maxpool_backward(const float* x, const float* y, const float* dy, float* dx, const void*,
+                        const PoolShape& s) override {
+    if (s.N > 0) cudnn().maxpool_backward(x, y, dy, dx, s);
   }
   // Per chunk of rows (classifier_chunk): logits (bias fused), softmax rows (loss, and in place the
   // gradient), then dx and dW from two more products.
@@ -323,6 +337,7 @@ class CudaDevice final : public ComputeDevice {
   cudaEvent_t timer_start_ = nullptr, timer_stop_ = nullptr;
   std::unique_ptr<LtMatmul> lt_;
   ScratchPool pool_;
+  std::unique_ptr<CudnnConv> cudnn_;  // after pool_: destroyed before it
   Staging staging_[kStaging];
   size_t next_staging_ = 0;
   std::mutex mu_;

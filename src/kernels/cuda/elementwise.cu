@@ -28,6 +28,10 @@ __global__ void from_bf16_kernel(const uint16_t* x, float* y, int64_t n) {
   const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   if (i < n) y[i] = __bfloat162float(__ushort_as_bfloat16(x[i]));
 }
+__global__ void round_to_bf16_kernel(const float* x, float* y, int64_t n) {
+  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (i < n) y[i] = __bfloat162float(__float2bfloat16_rn(x[i]));
+}
 __global__ void act_forward_kernel(bool relu, const float* x, float* y, int64_t n) {
   const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   if (i >= n) return;
@@ -170,6 +174,11 @@ void to_bf16(const float* x, uint16_t* y, int64_t n, cudaStream_t s) {
 void from_bf16(const uint16_t* x, float* y, int64_t n, cudaStream_t s) {
   if (n == 0) return;
   from_bf16_kernel<<<blocks_for(n), kThreads, 0, s>>>(x, y, n);
+  DT_CUDA_LAUNCHED();
+}
+void round_to_bf16(const float* x, float* y, int64_t n, cudaStream_t s) {
+  if (n == 0) return;
+  round_to_bf16_kernel<<<blocks_for(n), kThreads, 0, s>>>(x, y, n);
   DT_CUDA_LAUNCHED();
 }
 void activation_forward(Activation a, const float* x, float* y, int64_t n, cudaStream_t s) {

@@ -15,7 +15,7 @@ namespace dtrain::cuda {
 
 // Grow-only device scratch for kernels that need temporary space (sized on the first step).
 enum class Scratch { reduce, layernorm, rmsnorm, colsum, attention_q, attention_k, attention_v, attention_o, attention_p, attention_dqkv,
-                     attention_dp, classifier, row_loss, row_stats, count };
+                     attention_dp, classifier, row_loss, row_stats, conv_a, conv_b, conv_workspace, count };
 class ScratchPool {
  public:
   ~ScratchPool();
@@ -32,6 +32,8 @@ void add(const float* a, const float* b, float* out, int64_t n, cudaStream_t s);
 void scale(float* x, float f, int64_t n, cudaStream_t s);
 void to_bf16(const float* x, uint16_t* y, int64_t n, cudaStream_t s);
 void from_bf16(const uint16_t* x, float* y, int64_t n, cudaStream_t s);
+// y = x rounded to the nearest bf16 (ties to even), kept as f32.
+void round_to_bf16(const float* x, float* y, int64_t n, cudaStream_t s);
 void activation_forward(Activation a, const float* x, float* y, int64_t n, cudaStream_t s);
 void activation_backward(Activation a, const float* x, const float* dy, float* dx, int64_t n, cudaStream_t s);
 void relu_backward_from_output(const float* y, const float* dy, float* dx, int64_t n, float scale, cudaStream_t s);
@@ -89,9 +91,11 @@ void rope(float* qkv, const RopeShape& shape, bool inverse, cudaStream_t s);
 // the first W (0 <= W <= V; W = V when every row is a word) are words and the rest padding. The
 // max (from -FLT_MAX), the sum of exponentials and target matching see only the words (a target
 // outside [v0, v0 + W) has logit 0 and no onehot): loss = logsumexp - logit[target]; with grad,
-// logits become grad_scale * (softmax - onehot), and exactly 0 at padding. Whole rows in one pass:
+// logits become grad_scale * (softmax - onehot), and exactly 0 at padding. With `correct` (device
+// memory, may be null), the rows whose target logit is >= the row max are added to *correct.
+// Whole rows in one pass:
 void softmax_cross_entropy_rows(float* logits, const int32_t* targets, float* losses, int64_t n, int64_t V, int64_t W,
-                                int64_t v0, bool grad, float grad_scale, cudaStream_t s);
+                                int64_t v0, bool grad, float grad_scale, double* correct, cudaStream_t s);
 // The same in three phases, so that the statistics can be combined across slices in between:
 // mx[r] = row max; st[2r] = sum of exp(l - mx[r]), st[2r+1] = target logit; then losses (and grad).
 void cross_entropy_row_max(const float* logits, float* mx, int64_t n, int64_t V, int64_t W, cudaStream_t s);
@@ -99,6 +103,6 @@ void cross_entropy_row_sums(const float* logits, const int32_t* targets, const f
                             int64_t V, int64_t W, int64_t v0, cudaStream_t s);
 void cross_entropy_row_losses(float* logits, const int32_t* targets, const float* mx, const float* st, float* losses,
                               int64_t n, int64_t V, int64_t W, int64_t v0, bool grad, float grad_scale,
-                              cudaStream_t s);
+                              double* correct, cudaStream_t s);
 
 }  // namespace dtrain::cuda

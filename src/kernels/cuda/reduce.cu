@@ -1,5 +1,6 @@
 // Fixed-order reductions on the GPU (sums of squares, sums, column sums) and the scratch pool: the
 // grid shape does not depend on timing, so a result is the same every run.
+#include "core/limits.hpp"
 #include "kernels/cuda/check.cuh"
 #include "kernels/cuda/kernels.cuh"
 
@@ -19,7 +20,14 @@ float* ScratchPool::get(Scratch slot, int64_t n, cudaStream_t s) {
     }
     ptr_[i] = nullptr;
     size_[i] = 0;
-    DT_CUDA(cudaMalloc(&ptr_[i], sizeof(float) * size_t(n)));
+    const size_t bytes = sizeof(float) * size_t(n);
+    const cudaError_t e = cudaMalloc(&ptr_[i], bytes);
+    if (e == cudaErrorMemoryAllocation) {
+      cudaGetLastError();
+      ptr_[i] = nullptr;
+      throw AllocationFailed(std::to_string((bytes + (1 << 20) - 1) >> 20) + " MiB of GPU scratch");
+    }
+    DT_CUDA(e);
     size_[i] = n;
   }
   return static_cast<float*>(ptr_[i]);
