@@ -509,8 +509,11 @@ struct Trainer::Impl {
     const EvalResult valid = validate();
     const double val = valid.loss;
     if (root) {
-      std::printf("[%lld/%lld] Train loss: %.5f, Validation loss: %.5f%s\n", (long long)st.epoch + 1,
-                  (long long)plan.epochs, train_loss, val, epoch_done ? "" : " (partial epoch)");
+      // a classifier's line carries its accuracy, as the course's MNIST exercise prints it
+      const bool accuracy = kind.metric() == Metric::accuracy;
+      std::printf("[%lld/%lld] Train loss: %.5f, Validation loss: %.5f%s%s%s\n", (long long)st.epoch + 1,
+                  (long long)plan.epochs, train_loss, val, accuracy ? ", Validation accuracy: " : "",
+                  accuracy ? metric_text(kind.metric(), valid).c_str() : "", epoch_done ? "" : " (partial epoch)");
       std::printf("      epoch time %s, %.0f %s/s, val %s %s\n", format_duration(seconds_since(clock.start)).c_str(),
                   clock.rows_per_second(), data->row_unit().c_str(),
                   kind.metric() == Metric::perplexity ? "ppl" : "accuracy", metric_text(kind.metric(), valid).c_str());
@@ -521,11 +524,14 @@ struct Trainer::Impl {
       j["epoch"] = st.epoch + 1;
       j["train_loss"] = train_loss;
       j["val_loss"] = val;
+      j[accuracy ? "val_accuracy" : "val_ppl"] = metric_value(kind.metric(), valid);
       j["tokens_per_s"] = clock.rows_per_second();
       j["epoch_seconds"] = seconds_since(clock.start);
       jsonl->write(j);
       tb->add_scalar("Loss/train", float(train_loss), st.epoch + 1);
       tb->add_scalar("Loss/val", float(val), st.epoch + 1);
+      tb->add_scalar(accuracy ? "Accuracy/val" : "Perplexity/val", float(metric_value(kind.metric(), valid)),
+                     st.epoch + 1);
     }
     if (val < st.best_val) {
       st.best_val = val;
@@ -567,6 +573,9 @@ struct Trainer::Impl {
     const Json summary = run_summary(parts(), st, test, peaks, figures, threads, tps, device_seconds);
     write_file_atomic(run_dir + "/summary.json", summary.dump(2) + "\n");
     log_eval("test", test, st.batch_in_epoch > 0 ? st.epoch + 1 : st.epoch);  // the last step's epoch
+    tb->add_scalar("Loss/test", float(test.loss), st.global_step);
+    tb->add_scalar(kind.metric() == Metric::accuracy ? "Accuracy/test" : "Perplexity/test",
+                   float(metric_value(kind.metric(), test)), st.global_step);
     tb->flush();
   }
 
