@@ -17,7 +17,9 @@
 
 #include "core/atomic_file.hpp"
 #include "core/limits.hpp"
+#include "data/idx.hpp"
 #include "data/prepare.hpp"
+#include "data/prepare_images.hpp"
 #include "data/token_file.hpp"
 #include "data/vocab.hpp"
 #include "metrics/chrome_trace.hpp"
@@ -43,6 +45,12 @@ usage:
   dtrain data prepare --input PATH --out DIR [--no-lowercase] [--no-eos] [--min-freq N] [--max-vocab N]
                       [--valid-fraction F] [--test-fraction F]   (plain text: split by paragraphs)
   dtrain data builtin --out DIR        (the offline default corpus: Debian's licence texts)
+  dtrain data prepare --format idx --input DIR --out DIR [--valid-count N] [--seed S] [--classes N]
+                      [--mean M --std S]   (MNIST-format images: train-images-idx3-ubyte[.gz], …;
+                      found without --format too; valid is N train images, 5000 by default, by a
+                      seeded shuffle; mean and std computed over train unless given)
+  dtrain data fashion-mnist --out DIR [--valid-count N] [--seed S] [--mean M --std S]
+                                       (Fashion-MNIST from Debian's package dataset-fashion-mnist)
   dtrain ckpt inspect DIR             (layout it was saved from, step, tensors, sizes)
   dtrain ckpt verify DIR              (every checksum)
   dtrain ckpt export DIR --out FILE.safetensors [--optimizer]   (whole weights + FILE.config.json beside)
@@ -259,11 +267,57 @@ int cmd_generate(int argc, char** argv) {
   return 0;
 }
 
+// `data prepare --format idx` (or a folder that holds IDX files) and `data fashion-mnist`.
+int prepare_images(const std::string& sub, const Args& a) {
+  for (const char* k : {"min-freq", "max-vocab", "valid-fraction", "test-fraction"})
+    require(a.get(k).empty(), std::string("--") + k + " is an option of text data: image data takes --valid-count, "
+                              "--seed, --classes, --mean and --std");
+  for (const char* k : {"no-lowercase", "no-eos"})
+    require(!a.flag(k), std::string("--") + k + " is an option of text data: image data takes --valid-count, --seed, "
+                        "--classes, --mean and --std");
+  ImagePrepareOptions o;
+  o.out_dir = a.need("out");
+  o.valid_count = a.integer("valid-count", o.valid_count, 1, INT64_MAX);
+  o.seed = uint64_t(a.integer("seed", 1, 0, INT64_MAX));
+  require(a.get("mean").empty() == a.get("std").empty(), "--mean and --std go together: give both, or neither to "
+                                                         "have them computed over the train images");
+  o.given_mean_std = !a.get("mean").empty();
+  o.mean = a.number("mean", 0.0);
+  o.std = a.number("std", 0.0);
+  ImageMeta m;
+  if (sub == "fashion-mnist") {
+    require(a.get("input").empty() && a.get("classes").empty() && a.get("format").empty(),
+            "dtrain data fashion-mnist reads " + std::string(kFashionMnistDir) + " and takes no --input, --format or "
+            "--classes: for other IDX files use `dtrain data prepare --format idx --input DIR`");
+    m = prepare_fashion_mnist(o);
+  } else {
+    o.input = a.need("input");
+    o.classes = int(a.integer("classes", 0, 2, kMaxImageClasses));
+    m = prepare_idx(o);
+  }
+  std::printf("%s\n", prepared_images_summary(o.out_dir, m).c_str());
+  return 0;
+}
+
 int cmd_data(int argc, char** argv) {
-  require(argc >= 3, "usage: dtrain data prepare|builtin …: see `dtrain --help`");
+  require(argc >= 3, "usage: dtrain data prepare|builtin|fashion-mnist …: see `dtrain --help`");
   const std::string sub = argv[2];
   Args a = parse(argc, argv, 3, {"no-lowercase", "no-eos"},
-                 {"input", "out", "min-freq", "max-vocab", "valid-fraction", "test-fraction"});
+                 {"input", "out", "min-freq", "max-vocab", "valid-fraction", "test-fraction", "format", "valid-count",
+                  "seed", "classes", "mean", "std"});
+  const std::string format = a.get("format");
+  require(format.empty() || format == "text" || format == "idx",
+          "--format " + format + ": use text (a corpus) or idx (MNIST-format images)");
+  require(format.empty() || sub == "prepare", "--format is an option of `dtrain data prepare`: see `dtrain --help`");
+  std::error_code ec;
+  const bool idx = sub == "fashion-mnist" ||
+                   (sub == "prepare" && (format == "idx" || (format.empty() && !a.get("input").empty() &&
+                                                             std::filesystem::is_directory(a.get("input"), ec) &&
+                                                             find_idx_files(a.get("input")))));
+  if (idx) return prepare_images(sub, a);
+  for (const char* k : {"valid-count", "seed", "classes", "mean", "std"})
+    require(a.get(k).empty(), std::string("--") + k + " is an option of image data (--format idx): text takes "
+                              "--valid-fraction and --test-fraction");
   PrepareOptions o;
   o.out_dir = a.need("out");
   o.lowercase = !a.flag("no-lowercase");
@@ -277,7 +331,7 @@ int cmd_data(int argc, char** argv) {
     make_builtin_corpus(text);
     o.input = text;
   } else {
-    require(sub == "prepare", "unknown command `dtrain data " + sub + "`: use prepare or builtin");
+    require(sub == "prepare", "unknown command `dtrain data " + sub + "`: use prepare, builtin or fashion-mnist");
     o.input = a.need("input");
   }
   PrepareReport r = prepare_dataset(o);

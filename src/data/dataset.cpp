@@ -1,4 +1,5 @@
-// Fixed-length training samples (windows with shifted targets) over a memory-mapped token file.
+// Fixed-length training samples (windows with shifted targets) over a memory-mapped token file, and
+// normalised images over a memory-mapped image file.
 #include "data/dataset.hpp"
 
 #include "core/error.hpp"
@@ -26,6 +27,20 @@ void WindowDataset::get(int64_t i, int32_t* input, int32_t* target) const {
   const uint32_t* src = tokens_ + i * stride_;
   for (int64_t t = 0; t < seq_len_; ++t) input[t] = int32_t(src[t]);
   for (int64_t t = 0; t < seq_len_; ++t) target[t] = int32_t(src[t + 1]);
+}
+
+ImageDataset::ImageDataset(const ImageFile& images, float mean, float std) : images_(images) {
+  DT_ASSERT(std > 0);
+  for (int v = 0; v < 256; ++v) value_[size_t(v)] = (float(v) / 255.0f - mean) / std;
+}
+
+void ImageDataset::get(int64_t i, void* inputs, int32_t* targets) const {
+  DT_ASSERT(i >= 0 && i < images_.size());
+  float* out = static_cast<float*>(inputs);
+  const uint8_t* px = images_.pixels(i);
+  const int64_t n = images_.shape().pixels();
+  for (int64_t k = 0; k < n; ++k) out[k] = value_[px[k]];
+  targets[0] = images_.label(i);
 }
 
 }  // namespace dtrain

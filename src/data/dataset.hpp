@@ -1,9 +1,12 @@
-// Datasets: the interface the loader reads samples through, and fixed-length training samples over a
-// token file (window i starts at token i*stride, its target is the same window shifted by one token).
+// Datasets: the interface the loader reads samples through; fixed-length training samples over a
+// token file (window i starts at token i*stride, its target is the same window shifted by one token);
+// normalised images with their class over an image file.
 #pragma once
+#include <array>
 #include <cstdint>
 
 #include "data/batch.hpp"
+#include "data/image_file.hpp"
 #include "data/token_file.hpp"
 
 namespace dtrain {
@@ -44,6 +47,25 @@ class WindowDataset : public Dataset {
   int64_t seq_len_;
   int64_t stride_;
   int64_t size_;
+};
+
+// Sample i of an image file: its C×H×W pixels as floats (pixel / 255 - mean) / std, computed in
+// float as torchvision's ToTensor and Normalize do, and its label.
+class ImageDataset : public Dataset {
+ public:
+  // The image file must outlive the dataset; std > 0.
+  ImageDataset(const ImageFile& images, float mean, float std);
+
+  int64_t size() const override { return images_.size(); }
+  // C×H×W float pixels in, one int32 class label as the target.
+  SampleShape shape() const override { return {InputKind::images, images_.shape().pixels(), 1}; }
+  const ImageFile& images() const { return images_; }
+  // `inputs` holds shape().inputs floats.
+  void get(int64_t i, void* inputs, int32_t* targets) const override;
+
+ private:
+  const ImageFile& images_;
+  std::array<float, 256> value_{};  // the input value of each byte value
 };
 
 }  // namespace dtrain

@@ -15,6 +15,7 @@
 #include "core/error.hpp"
 #include "core/atomic_file.hpp"
 #include "core/crc32c.hpp"
+#include "data/image_file.hpp"
 #include "data/io_util.hpp"
 #include "data/token_file.hpp"
 #include "data/vocab.hpp"
@@ -279,6 +280,8 @@ PrepareReport prepare_dataset(const PrepareOptions& o) {
     if (fs::is_directory(o.input, ec1) && fs::equivalent(o.input, o.out_dir, ec2))
       throw Error("output folder " + o.out_dir + " is the input folder: write the prepared data to another folder");
   }
+  require(!is_image_meta((fs::path(o.out_dir) / "meta.json").string()),
+          "output folder " + o.out_dir + " holds image data (meta.json): prepare the text into another folder");
 
   VocabOptions vo;
   vo.lowercase = o.lowercase;

@@ -61,10 +61,11 @@ void DistributedSampler::set_epoch(int64_t epoch) {
   compute();
 }
 
-void DistributedSampler::permutation(int64_t n, uint64_t seed, int64_t epoch, std::vector<int64_t>& out) {
+void DistributedSampler::permutation(int64_t n, uint64_t seed, int64_t epoch, std::vector<int64_t>& out,
+                                     uint32_t purpose) {
   out.resize(size_t(n));
   std::iota(out.begin(), out.end(), int64_t(0));
-  const RandomStream rs{seed, uint32_t(uint64_t(epoch)), uint32_t(uint64_t(epoch) >> 32), 0x5Au};
+  const RandomStream rs{seed, uint32_t(uint64_t(epoch)), uint32_t(uint64_t(epoch) >> 32), purpose};
   uint64_t ctr = 0;
   for (int64_t i = n - 1; i > 0; --i) {
     int64_t j = int64_t(bounded(rs, ctr, uint64_t(i) + 1));

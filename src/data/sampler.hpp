@@ -24,8 +24,12 @@ class DistributedSampler {
   int rank() const { return rank_; }
   const std::vector<int64_t>& indices() const { return indices_; }
 
-  // The full permutation of [0, n) for (seed, epoch), before padding and rank selection.
-  static void permutation(int64_t n, uint64_t seed, int64_t epoch, std::vector<int64_t>& out);
+  // The full permutation of [0, n) for (seed, epoch), before padding and rank selection. `purpose`
+  // names another stream of permutations for another use (the valid cut of image data:
+  // kValidCutPurpose), so that none repeats an epoch's order.
+  static constexpr uint32_t kEpochPurpose = 0x5A, kValidCutPurpose = 0x56414C49;  // "VALI"
+  static void permutation(int64_t n, uint64_t seed, int64_t epoch, std::vector<int64_t>& out,
+                          uint32_t purpose = kEpochPurpose);
 
  private:
   void compute();

@@ -1,9 +1,11 @@
-// DataSource (see source.hpp): token data, prepared by `dtrain data prepare` or `dtrain data builtin`.
+// DataSource (see source.hpp): token data, prepared by `dtrain data prepare` or `dtrain data builtin`,
+// and image data, prepared by `dtrain data prepare --format idx` or `dtrain data fashion-mnist`.
 #include "data/source.hpp"
 
 #include <filesystem>
 
 #include "core/error.hpp"
+#include "data/image_file.hpp"
 #include "data/token_file.hpp"
 #include "data/vocab.hpp"
 
@@ -50,12 +52,84 @@ class TokenSource : public DataSource {
   TokenFile train_, valid_, test_;
 };
 
+const std::string kPrepareImages = "`dtrain data fashion-mnist --out DIR` or `dtrain data prepare --format idx "
+                                   "--input IDX_FOLDER --out DIR`";
+
+// A prepared folder of images: train.images, valid.images, test.images and the meta.json that
+// describes them (the normalisation, the class names).
+class ImageSource : public DataSource {
+ public:
+  explicit ImageSource(const std::string& dir)
+      : dir_(dir),
+        meta_(read_image_meta(dir + "/meta.json")),
+        train_(open_split("train", meta_.train)),
+        valid_(open_split("valid", meta_.valid)),
+        test_(open_split("test", meta_.test)) {}
+  const std::string& dir() const override { return dir_; }
+  DataFacts facts() const override {
+    DataFacts f;
+    f.channels = meta_.shape.channels;
+    f.height = meta_.shape.height;
+    f.width = meta_.shape.width;
+    f.classes = meta_.classes;
+    return f;
+  }
+  std::string vocab_path() const override { return ""; }
+  std::string note() const override { return ""; }
+  std::unique_ptr<Dataset> split(const std::string& name, const SampleShape& sample, int64_t) const override {
+    DT_ASSERT(sample.input == InputKind::images && sample.targets == 1);
+    require(sample.inputs == meta_.shape.pixels(),
+            "the model reads images of " + std::to_string(sample.inputs) + " values, but the images of " + dir_ +
+                " are " + meta_.shape.text() + " (" + std::to_string(meta_.shape.pixels()) +
+                " values): fit the model to the data");
+    const ImageFile& f = name == "train" ? train_ : name == "valid" ? valid_ : test_;
+    return std::make_unique<ImageDataset>(f, float(meta_.mean), float(meta_.std));
+  }
+  std::string row_unit() const override { return "samples"; }
+  std::string describe(int64_t n, const SampleShape&) const override {
+    return std::to_string(n) + " images of " + meta_.shape.text();
+  }
+
+ private:
+  ImageFile open_split(const std::string& split, int64_t samples) const {
+    const std::string p = dir_ + "/" + split + ".images";
+    require(std::filesystem::exists(p), "image data " + dir_ + " has meta.json but no " + split + ".images: prepare it "
+                                        "again with " + kPrepareImages);
+    ImageFile f(p);
+    require(f.shape() == meta_.shape && f.classes() == meta_.classes && f.size() == samples,
+            "image file " + p + " holds " + std::to_string(f.size()) + " images of " + f.shape().text() + " in " +
+                std::to_string(f.classes()) + " classes, but " + dir_ + "/meta.json says " + std::to_string(samples) +
+                " of " + meta_.shape.text() + " in " + std::to_string(meta_.classes) +
+                ": the folder mixes two prepares; prepare it again with " + kPrepareImages);
+    return f;
+  }
+
+  std::string dir_;
+  ImageMeta meta_;
+  ImageFile train_, valid_, test_;
+};
+
 }  // namespace
 
 std::unique_ptr<DataSource> DataSource::open(const std::string& dir, InputKind input) {
-  require(input == InputKind::tokens,
-          "the model reads images, and data " + dir + " can only be read as token files so far: "
-          "dtrain has no image data reader yet");
+  std::error_code ec;
+  const bool tokens = std::filesystem::exists(dir + "/train.bin", ec);
+  const bool images = is_image_meta(dir + "/meta.json");
+  if (input == InputKind::images) {
+    require(images || !tokens, "data " + dir + " holds token data (train.bin, vocab.txt) for a language model, but "
+                               "the model reads images: point data.dir at image data, prepared with " +
+                                   kPrepareImages);
+    require(images, "data dir " + dir + " has no image data (meta.json, train.images): prepare it with " +
+                        kPrepareImages);
+    return std::make_unique<ImageSource>(dir);
+  }
+  if (images && !tokens) {
+    const ImageMeta m = read_image_meta(dir + "/meta.json");
+    throw Error("data " + dir + " holds images (" + m.shape.text() + ", " + std::to_string(m.classes) +
+                " classes) for an image classifier, but the model reads tokens: point data.dir at token data "
+                "(`dtrain data builtin --out DIR`, `dtrain data prepare --input TEXT --out DIR`), or choose a "
+                "model.kind that reads images");
+  }
   return std::make_unique<TokenSource>(dir);
 }
 

@@ -1,7 +1,7 @@
-// A run's data: data.dir opened for the input a model reads, its splits as Datasets of that
-// model's samples, and what the data says the model must fit (a language model's vocabulary). The
-// trainer and `dtrain eval` open data only through this, so a new input kind (images) is added
-// here, in src/data, not in the trainer.
+// A run's data: data.dir opened for the input a model reads (token files, or image files), its
+// splits as Datasets of that model's samples, and what the data says the model must fit (a language
+// model's vocabulary, a classifier's image size and classes). The trainer and `dtrain eval` open
+// data only through this, so a new input kind is added here, in src/data, not in the trainer.
 #pragma once
 #include <memory>
 #include <string>
@@ -10,31 +10,36 @@
 
 namespace dtrain {
 
-// What the data says a model must fit.
+// What the data says a model must fit; the fields of the other input kind are 0.
 struct DataFacts {
   int64_t vocab_size = 0;  // token data: words in its vocabulary
-  int64_t channels = 0, height = 0, width = 0;  // image data: each image's channels and pixels
-  int64_t classes = 0;                           // image data: the labels' classes
+  // Image data: one image's channels, height and width (the sample is channels × height × width
+  // float pixels, normalised), and how many classes the labels index (labels 0 .. classes - 1).
+  int64_t channels = 0, height = 0, width = 0;
+  int64_t classes = 0;
 };
 
 class DataSource {
  public:
   virtual ~DataSource() = default;
-  // data.dir for models reading `input`; Error naming what is missing and how to make it.
+  // data.dir for models reading `input`: a folder of `dtrain data prepare` (token files) for tokens,
+  // of `dtrain data prepare --format idx` or `dtrain data fashion-mnist` (image files) for images.
+  // Error naming what is missing and how to make it, or what the folder holds when it is data of
+  // the other kind.
   static std::unique_ptr<DataSource> open(const std::string& dir, InputKind input);
 
   virtual const std::string& dir() const = 0;
   virtual DataFacts facts() const = 0;
-  // A file the checkpoints keep beside the model (token data: vocab.txt); "" when none.
+  // A file the checkpoints keep beside the model (token data: vocab.txt); "" when none (image data).
   virtual std::string vocab_path() const = 0;
   // A note on data that could not be checked in full (token files of an older dtrain), or "".
   virtual std::string note() const = 0;
   // Split `name` (train, valid or test) as samples of `sample`; stride: token data's windows
-  // start every `stride` tokens (0: a window's length, each token scored once).
+  // start every `stride` tokens (0: a window's length, each token scored once); image data ignores it.
   virtual std::unique_ptr<Dataset> split(const std::string& name, const SampleShape& sample, int64_t stride) const = 0;
   // What a row of the loss is, in words: "tokens" (a classifier's data: "samples").
   virtual std::string row_unit() const = 0;
-  // What `n` samples of `sample` are, in words ("1000 windows of 32 tokens").
+  // What `n` samples of `sample` are, in words ("1000 windows of 32 tokens", "1000 images of 1×28×28").
   virtual std::string describe(int64_t n, const SampleShape& sample) const = 0;
 };
 

@@ -3,7 +3,8 @@
 # commands to paste; each runs, in order, in a sandbox laid out like a checkout (configs/, examples/,
 # build/bin/, data/builtin), where build/bin/dtrain trains a tiny model for two steps. Commands that
 # need a cluster, several nodes or a GPU, that build or install (the two commands, the bundle), or
-# that measure for minutes (benchmarks) are listed as skipped with the reason; a synopsis ([options])
+# that measure for minutes (benchmarks), or that read Fashion-MNIST where Debian's package is not
+# installed, are listed as skipped with the reason; a synopsis ([options])
 # in a command block is an error: such blocks are ```text.
 # usage: doc_commands.py REPO BIN_DIR WORK_DIR
 import os
@@ -24,11 +25,15 @@ PLACEHOLDERS = [
     (r"/path/to/wikitext-2", os.path.join(SANDBOX, "wikitext-2-copy")),
 ]
 
+FASHION_DIR = "/usr/share/datasets/fashion-mnist"
+FASHION_MISSING = f"needs Debian's package dataset-fashion-mnist ({FASHION_DIR})"
+
 # (pattern, reason): the first that matches a command skips it.
 SKIPS = [
     (r"(^|\s)(srun|sbatch)\s", "needs a SLURM cluster (tests/e2e/test_slurm.sh runs the batch scripts on a private one)"),
     (r"--nnodes [2-9]|--node-rank", "needs several nodes (tests/e2e/test_two_nodes.sh runs two in network namespaces)"),
     (r"device=cuda|gpu_compare", "needs a GPU"),
+    (r"fashion-mnist", FASHION_MISSING),
     (r"^scripts/test\.sh", "the test suite itself"),
     (r"^scripts/main\.sh", "the main job: installs and builds in the checkout (scripts/fresh-machine-check.sh "
                            "--command scripts/main.sh runs it on a new machine)"),
@@ -127,6 +132,8 @@ def main():
                     continue
                 reason = next((why for pat, why in SKIPS if re.search(pat, command)), None)
                 if reason == "needs a GPU" and shutil.which("nvidia-smi") and run("nvidia-smi -L").returncode == 0:
+                    reason = None
+                if reason == FASHION_MISSING and os.path.isdir(FASHION_DIR):
                     reason = None
                 if reason:
                     print(f"skip  {where}  {command[:90]}\n        ({reason})")
