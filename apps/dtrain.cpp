@@ -27,6 +27,7 @@
 #include "parallel/pp/schedule.hpp"
 #include "train/checkpoint_tools.hpp"
 #include "train/debug_dump.hpp"
+#include "train/classify.hpp"
 #include "train/generate.hpp"
 #include "train/trainer.hpp"
 
@@ -42,6 +43,8 @@ usage:
   dtrain eval --checkpoint DIR [--data DIR] [--split valid|test] [--batch-size N] [--threads N]
               [--precision f32|bf16]
   dtrain generate --checkpoint DIR --prompt TEXT [--tokens N] [--temperature T] [--top-k K] [--seed S]
+  dtrain predict --checkpoint DIR --input FILE [--format idx|raw|auto] [--top K] [--batch-size N]
+                 (an image classifier's classes for IDX images or raw uint8 pixels, a line per image)
   dtrain data prepare --input PATH --out DIR [--no-lowercase] [--no-eos] [--min-freq N] [--max-vocab N]
                       [--valid-fraction F] [--test-fraction F]   (plain text: split by paragraphs)
   dtrain data builtin --out DIR        (the offline default corpus: Debian's licence texts)
@@ -246,6 +249,26 @@ int cmd_eval(int argc, char** argv) {
                                  "infinity (a diverged run); evaluate an earlier checkpoint");
   std::printf("%s loss: %.5f, %s: %s (%lld %s)\n", split.c_str(), r.loss, metric_name(kind.metric()).c_str(),
               metric_text(kind.metric(), r).c_str(), (long long)r.rows, source->row_unit().c_str());
+  if (kind.metric() == Metric::accuracy) {  // a classifier: which classes it confuses
+    const Confusion c = confusion_matrix(model, *ds, B, p);
+    require(c.right() == int64_t(std::llround(r.metric)), "internal: the confusion matrix's diagonal (" +
+                                                              std::to_string(c.right()) + ") is not the accuracy's count");
+    std::printf("%s", confusion_text(c, source->class_names()).c_str());
+  }
+  return 0;
+}
+
+int cmd_predict(int argc, char** argv) {
+  Args a = parse(argc, argv, 2, {}, {"checkpoint", "input", "format", "top", "batch-size", "threads", "precision"});
+  configure_threads(a.integer("threads", 0, 0, kMaxCount), "--threads");
+  PredictOptions o;
+  o.checkpoint = a.need("checkpoint");
+  o.input = a.need("input");
+  o.format = a.get("format", "auto");
+  o.top = a.integer("top", 1, 1, 1 << 20);
+  o.batch_size = a.integer("batch-size", 64, 1, kMaxCount);
+  o.precision = a.get("precision", "f32") == "bf16" ? Precision::bf16 : Precision::f32;
+  predict_images(o, stdout);
   return 0;
 }
 
@@ -489,6 +512,7 @@ int main(int argc, char** argv) {
     if (cmd == "train") return cmd_train(argc, argv);
     if (cmd == "eval") return cmd_eval(argc, argv);
     if (cmd == "generate") return cmd_generate(argc, argv);
+    if (cmd == "predict") return cmd_predict(argc, argv);
     if (cmd == "data") return cmd_data(argc, argv);
     if (cmd == "debug") return cmd_debug(argc, argv);
     if (cmd == "ckpt") return cmd_ckpt(argc, argv);
@@ -500,7 +524,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     throw Error("unknown command `" + cmd +
-                "`: use train, eval, generate, data, ckpt, debug, plan or config (see --help)");
+                "`: use train, eval, generate, predict, data, ckpt, debug, plan or config (see --help)");
   } catch (const ConfigError& e) {
     // Every rank found it: rank 0 says it, the others wait for the launcher to stop them (dtrun
     // and mpirun stop a job whose rank failed) and say it only if nothing does.

@@ -26,6 +26,7 @@ class TokenSource : public DataSource {
   const std::string& dir() const override { return dir_; }
   DataFacts facts() const override { return {int64_t(train_.vocab_size())}; }
   std::string vocab_path() const override { return dir_ + "/vocab.txt"; }
+  KeptFile kept_file() const override { return {"vocab.txt", vocab_path()}; }
   std::string note() const override { return note_; }
   std::unique_ptr<Dataset> split(const std::string& name, const SampleShape& sample, int64_t stride) const override {
     DT_ASSERT(sample.input == InputKind::tokens && sample.inputs == sample.targets);
@@ -75,6 +76,8 @@ class ImageSource : public DataSource {
     return f;
   }
   std::string vocab_path() const override { return ""; }
+  KeptFile kept_file() const override { return {"data.json", dir_ + "/meta.json"}; }
+  std::vector<std::string> class_names() const override { return meta_.class_names; }
   std::string note() const override { return ""; }
   std::unique_ptr<Dataset> split(const std::string& name, const SampleShape& sample, int64_t) const override {
     DT_ASSERT(sample.input == InputKind::images && sample.targets == 1);

@@ -5,6 +5,7 @@
 #pragma once
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "data/dataset.hpp"
 
@@ -30,8 +31,17 @@ class DataSource {
 
   virtual const std::string& dir() const = 0;
   virtual DataFacts facts() const = 0;
-  // A file the checkpoints keep beside the model (token data: vocab.txt); "" when none (image data).
+  // The vocabulary a model of this data indexes (token data: vocab.txt); "" when none (image data).
   virtual std::string vocab_path() const = 0;
+  // The file the checkpoints keep beside the model, under its name there: token data's vocab.txt;
+  // image data's meta.json as data.json (its normalisation and class names, which classifying new
+  // images needs).
+  // Image data: each class's name (meta.json's class_names); token data: none.
+  virtual std::vector<std::string> class_names() const { return {}; }
+  struct KeptFile {
+    std::string name, path;
+  };
+  virtual KeptFile kept_file() const = 0;
   // A note on data that could not be checked in full (token files of an older dtrain), or "".
   virtual std::string note() const = 0;
   // Split `name` (train, valid or test) as samples of `sample`; stride: token data's windows

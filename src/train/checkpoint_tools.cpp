@@ -145,7 +145,8 @@ void import_checkpoint(const std::string& file, const std::string& config, const
   r.model = mc;
   r.sharded = false;
   r.with_optimizer = false;
-  r.vocab_path = vocab;
+  r.kept_name = "vocab.txt";
+  r.kept_path = vocab;
   r.saved_from = {{"world", 1}, {"pp", 1}, {"dp_replicate", 1}, {"dp_shard", 1}, {"tp", 1}, {"imported", file}};
   writer.save(r, model, nullptr, nullptr);
 }

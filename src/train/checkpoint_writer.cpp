@@ -89,7 +89,7 @@ void CheckpointWriter::commit(const SaveRequest& r, const std::string& staged, C
     fs::remove(path);
   }
   if (fs::exists(staged + "/trainer.json")) index.add_file(staged, "trainer.json");
-  if (!r.vocab_path.empty()) index.add_file(staged, "vocab.txt");
+  if (!r.kept_path.empty()) index.add_file(staged, r.kept_name);
   index.write(staged);
   fs::create_directories(fs::path(r.dir).parent_path().empty() ? fs::path(".") : fs::path(r.dir).parent_path());
   replace_dir_atomic(staged, r.dir);
@@ -196,7 +196,7 @@ SaveReport CheckpointWriter::save(const SaveRequest& r, Model& model, FullyShard
       t["config"] = r.run_config;
       write_file_atomic(staged + "/trainer.json", t.dump(2));
     }
-    if (!r.vocab_path.empty()) write_file_atomic(staged + "/vocab.txt", read_file(r.vocab_path));
+    if (!r.kept_path.empty()) write_file_atomic(staged + "/" + r.kept_name, read_file(r.kept_path));
   }
   all_.barrier();
   CheckpointIndex index;

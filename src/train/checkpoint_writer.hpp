@@ -23,7 +23,7 @@ struct SaveRequest {
   bool with_optimizer = true; // false: weights only (model_best, model_final)
   const TrainerState* state = nullptr;  // written as trainer.json with run_config (null: none)
   Json run_config;
-  std::string vocab_path;     // copied as vocab.txt ("" : none)
+  std::string kept_name, kept_path;  // the data's file copied beside the model as kept_name ("": none)
   Json saved_from;            // the layout, recorded in the index
   int part = 0, parts = 1;    // this rank's share of what it holds (ranks holding the same values)
   ProcessGroup* tp = nullptr; // tensor parallel: the slices, joined into whole tensors for the full format

@@ -8,9 +8,9 @@
 namespace dtrain {
 
 RunSaver::RunSaver(World& world, DeviceMesh& mesh, ParallelModel& par, const RunConfig& cfg, std::string run_dir,
-                   std::string vocab_path)
+                   DataSource::KeptFile kept)
     : world_(world), mesh_(mesh), par_(par), cfg_(cfg), run_dir_(std::move(run_dir)),
-      vocab_path_(std::move(vocab_path)), writer_(world.all(), double(cfg.parallel.timeout_s)) {}
+      kept_(std::move(kept)), writer_(world.all(), double(cfg.parallel.timeout_s)) {}
 
 RunSaver::Checkpoint RunSaver::checkpoint(const TrainerState& state) {
   char name[32];
@@ -55,7 +55,8 @@ SaveReport RunSaver::save(const std::string& dir, bool with_optimizer, const Tra
   r.with_optimizer = with_optimizer;
   r.state = &state;
   r.run_config = cfg_.to_json();
-  r.vocab_path = vocab_path_;
+  r.kept_name = kept_.name;
+  r.kept_path = kept_.path;
   r.saved_from = {{"world", world_.size()}, {"pp", m.pp}, {"dp_replicate", m.dp_replicate},
                   {"dp_shard", m.dp_shard}, {"tp", m.tp}};
   // ranks holding the same values split the writing: DDP's replicas, HSDP's replicas of a shard

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "comm/world.hpp"
+#include "data/source.hpp"
 #include "parallel/plan.hpp"
 #include "train/checkpoint_writer.hpp"
 #include "train/config.hpp"
@@ -14,9 +15,9 @@ namespace dtrain {
 
 class RunSaver {
  public:
-  // vocab_path: the file checkpoints keep beside the model ("" none).
+  // kept: the data's file checkpoints keep beside the model (DataSource::kept_file).
   RunSaver(World& world, DeviceMesh& mesh, ParallelModel& par, const RunConfig& cfg, std::string run_dir,
-           std::string vocab_path);
+           DataSource::KeptFile kept);
 
   struct Checkpoint {
     std::string dir;
@@ -42,7 +43,8 @@ class RunSaver {
   DeviceMesh& mesh_;
   ParallelModel& par_;
   const RunConfig& cfg_;
-  std::string run_dir_, vocab_path_;
+  std::string run_dir_;
+  DataSource::KeptFile kept_;
   CheckpointWriter writer_;
   int64_t background_step_ = -1;  // the background save in flight, if any
 };

@@ -89,7 +89,7 @@ struct Trainer::Impl {
     dev = make_device(cfg.train.device, world.env().local_rank);
     mesh = std::make_unique<DeviceMesh>(world, mesh_shape_of_config(), backend_factory());
     build_model();
-    saver = std::make_unique<RunSaver>(world, *mesh, *par, cfg, run_dir, vocab_path());
+    saver = std::make_unique<RunSaver>(world, *mesh, *par, cfg, run_dir, data->kept_file());
     const bool same_run = start_from(resume, from);
     par->broadcast_parameters();  // DDP: every replica starts from data-parallel rank 0's weights
     world.all().barrier();  // every rank has checked the run dir before rank 0 writes into it

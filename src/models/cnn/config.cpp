@@ -50,7 +50,7 @@ const ConfigKeyTable<CnnConfig>& cnn_keys() {
       DT_INT_KEY("model.pool", pool, 1, 1 << 10, "max pooling window (and stride) after the last convolution; 1: none"),
       DT_STRING_KEY("model.hidden", hidden,
                     "widths of the hidden linear layers before the classifier, comma-separated (\"\": none)"),
-      DT_FLOAT_KEY("model.conv_dropout", conv_dropout, "dropout probability after the pooling, 0 to below 1"),
+      DT_FLOAT_KEY("model.conv_dropout", conv_dropout, "dropout probability after the last convolution (and its pooling), 0 to below 1"),
       DT_FLOAT_KEY("model.dropout", dropout, "dropout probability after each hidden linear layer, 0 to below 1"),
   };
   return k;

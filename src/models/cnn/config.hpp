@@ -21,7 +21,7 @@ struct CnnConfig {
   int64_t padding = 0;             // zero padding of every convolution
   int64_t pool = 2;                // max pooling after the last convolution (1: none)
   std::string hidden = "128";      // widths of the hidden linear layers ("": none)
-  float conv_dropout = 0.25f;      // dropout after the pooling
+  float conv_dropout = 0.25f;      // dropout after the last convolution (and its pooling)
   float dropout = 0.5f;            // dropout after each hidden linear layer
 
   // The lists, read (validate() has checked them).

@@ -20,9 +20,10 @@ ConvUnit::ConvUnit(ComputeDevice& dev, const CnnConfig& c, int i)
   const CnnConfig::Shapes s = c.shapes();
   const ConvShape& cs = s.convs[size_t(i)];
   conv_ = Conv2d(dev, unit(), "conv" + std::to_string(i + 1), cs.C, cs.K, cs.R, cs.H, cs.W, cs.pad);
-  pooled_ = s.pooled && size_t(i) + 1 == s.convs.size();
+  const bool last = size_t(i) + 1 == s.convs.size();
+  pooled_ = s.pooled && last;
   if (pooled_) pool_ = MaxPool2d(dev, s.pool.C, s.pool.H, s.pool.W, s.pool.kernel);
-  if (!pooled_) dropout_ = 0.0f;  // dropout follows the pooling only
+  if (!last) dropout_ = 0.0f;  // dropout follows the last convolution (and its pooling) only
   if (input_unit()) unit().set_backward_reads_params(false);  // no input gradient: only dW, from x and dy
 }
 
@@ -33,7 +34,8 @@ void ConvUnit::plan(Arena& arena, const StepContext& largest, int slots, bool sp
   for (Saved& v : saved_) {
     v.y = arena.f32(B * conv_.out_floats());
     v.pooled = pooled_ ? arena.f32(B * pool_.out_floats()) : nullptr;
-    v.out = !pooled_ ? v.y : dropout_ > 0.0f ? arena.f32(B * pool_.out_floats()) : v.pooled;
+    const float* pre = pooled_ ? v.pooled : v.y;  // before dropout
+    v.out = dropout_ > 0.0f ? arena.f32(B * out_floats()) : const_cast<float*>(pre);
     // W needs this unit's input and its convolution's output gradient (the input unit's weight half
     // reads dy, which the model keeps for it, and the pixels)
     const int64_t kept = B * (conv_.in_floats() + conv_.out_floats());
@@ -58,9 +60,9 @@ void ConvUnit::forward(const float* x, const UnitPass& p) {
   const float* in = input_unit() ? static_cast<const float*>(p.inputs) : x;
   conv_.forward(in, s.y, ctx.B, ctx.precision);
   dev_.activation_forward(Activation::relu, s.y, s.y, ctx.B * conv_.out_floats());
-  if (!pooled_) return;
-  pool_.forward(s.y, s.pooled, ctx.B, p.slot);
-  if (s.out != s.pooled) dev_.dropout_forward(s.pooled, s.out, ctx.B, pool_.out_floats(), drop(ctx));
+  if (pooled_) pool_.forward(s.y, s.pooled, ctx.B, p.slot);
+  const float* pre = pooled_ ? s.pooled : s.y;
+  if (s.out != pre) dev_.dropout_forward(pre, s.out, ctx.B, out_floats(), drop(ctx));
 }
 
 void ConvUnit::backward(const float* x, float* dy, float* dx, const UnitPass& p, BackwardPart part) {
@@ -74,9 +76,9 @@ void ConvUnit::backward(const float* x, float* dy, float* dx, const UnitPass& p,
   }
   DT_ASSERT(s.weight_grads.empty());  // a split backward's W ran before this slot was reused
   const int64_t B = ctx.B, n = B * conv_.out_floats();
+  if (s.out != (pooled_ ? s.pooled : s.y)) dev_.dropout_backward(dy, dy, B, out_floats(), drop(ctx));
   float* dconv = dy;  // the gradient of the convolution's output, ReLU's and the pooling's undone
   if (pooled_) {
-    if (s.out != s.pooled) dev_.dropout_backward(dy, dy, B, pool_.out_floats(), drop(ctx));
     dconv = p.scratch;
     pool_.backward(s.y, s.pooled, dy, dconv, B, p.slot);
   }

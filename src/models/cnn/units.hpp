@@ -33,14 +33,14 @@ class ConvUnit : public Module {
 
   ComputeDevice& dev_;
   uint32_t id_;
-  bool pooled_;  // the last convolution: pooling and dropout follow
+  bool pooled_;  // the last convolution, when model.pool > 1: pooling follows (dropout follows the last one)
   float dropout_;
   Conv2d conv_;
   MaxPool2d pool_;
   struct Saved {
     float* y = nullptr;       // ReLU(conv(x)) [N, K, P, Q]
     float* pooled = nullptr;  // its max pooling
-    float* out = nullptr;     // the output: y, or the pooled values after dropout
+    float* out = nullptr;     // the output: y or the pooled values, after dropout (the last one)
     WeightGradStore weight_grads;  // split backward: what W needs
   };
   std::vector<Saved> saved_;
