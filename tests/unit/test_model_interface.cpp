@@ -5,6 +5,7 @@
 
 #include "error_of.hpp"
 #include "model_test_util.hpp"
+#include "models/cnn/kind.hpp"
 #include "models/llama/kind.hpp"
 #include "models/registry.hpp"
 #include "train/config.hpp"
@@ -110,9 +111,9 @@ TEST(ModelInterface, KindsAreFoundByNameAndTheDefaultIsTheTransformer) {
   EXPECT_EQ(back.kind, "transformer");
   EXPECT_EQ(transformer_config(back).vocab_size, 40);
   Json other = old;
-  other["kind"] = "cnn";
+  other["kind"] = "resnet";
   const std::string k = error_of([&] { model_from_json(other, "index.json"); });
-  EXPECT_NE(k.find("model.kind = cnn (index.json) is not allowed"), std::string::npos) << k;
+  EXPECT_NE(k.find("model.kind = resnet (index.json) is not allowed"), std::string::npos) << k;
   // `dtrain config keys` lists the kinds and each kind's keys
   const std::string keys = RunConfig::describe_keys();
   EXPECT_NE(keys.find("model.kind = transformer: "), std::string::npos);
@@ -158,4 +159,43 @@ TEST(ModelInterface, LlamaUnitsCountAsTheArchitecture) {
   EXPECT_EQ(llama_units(c).num_params(), c.vocab_size * d + c.layers * layer + d);
   EXPECT_EQ(llama_units(c).reads().back(), std::vector<int>{0});
   EXPECT_EQ(units.modules[1]->unit().params()[1].name, "model.layers.0.self_attn.q_proj.weight");
+}
+
+TEST(ModelInterface, CnnUnitsCountAsPyTorchsMnistExample) {
+  CnnConfig c;  // the defaults: PyTorch's MNIST example on 1×28×28 images of 10 classes
+  c.in_channels = 1;
+  c.height = c.width = 28;
+  c.classes = 10;
+  const UnitList units = cnn_units(c);
+  // conv1 32·9 + 32, conv2 64·32·9 + 64, fc1 128·9216 + 128, fc2 10·128 + 10 (PyTorch counts 1,199,882)
+  EXPECT_EQ(units.num_params(), 320 + 18496 + 1179776 + 1290);
+  ASSERT_EQ(units.modules.size(), 4u);
+  const char* names[] = {"conv1.weight", "conv2.weight", "fc1.weight", "fc2.weight"};
+  for (size_t i = 0; i < 4; ++i) EXPECT_EQ(units.modules[i]->unit().params()[0].name, names[i]);
+  EXPECT_EQ(units.sample, (SampleShape{InputKind::images, 784, 1}));
+  // FLOPs per image: 2 per MAC and pass; 3 passes, but 2 for conv1 (no input gradient); linears 6·in·out
+  const double conv1 = 26.0 * 26 * 32 * 9, conv2 = 24.0 * 24 * 64 * 32 * 9;
+  EXPECT_DOUBLE_EQ(units.train_flops_per_sample(), 4 * conv1 + 6 * conv2 + 6.0 * (9216 * 128 + 128 * 10));
+  // a counting plan is what the model takes
+  UnitList again = cnn_units(c);
+  const size_t planned = Model::planned_bytes(again, 7, {});
+  const Model m(std::move(again), 7, cpu_device(), ParamStorage::bound_by_caller, {});
+  EXPECT_EQ(planned, m.activation_bytes());
+  // tensor parallelism: one line, naming what to use instead
+  const std::string tp = error_of([&] { cnn_units(c, cpu_device(), TpSlice{2, 0, false}); });
+  EXPECT_NE(tp.find("parallel.tp = 2: model.kind = cnn has no tensor-parallel regions"), std::string::npos) << tp;
+  // sizes the data gives: a contradicting value is named
+  ModelConfig mc{"cnn", Json::object()};
+  mc.values["height"] = 32;
+  const std::string fit = error_of([&] { cnn_kind().fit_to_data(mc, DataFacts{0, 1, 28, 28, 10}, "fm"); });
+  EXPECT_NE(fit.find("model.height = 32 but the images of fm have 28 rows of pixels"), std::string::npos) << fit;
+  // a kernel list that does not match the convolutions, a kernel larger than its input
+  CnnConfig k = c;
+  k.kernel = "3,3,3";
+  EXPECT_NE(error_of([&] { k.validate(); }).find("gives 3 sizes for 2 convolutions"), std::string::npos);
+  k.kernel = "30";
+  EXPECT_NE(error_of([&] { k.validate(); }).find("kernel 30 is larger than its 28×28 input"), std::string::npos);
+  k.kernel = "3";
+  k.channels = "32,x";
+  EXPECT_NE(error_of([&] { k.validate(); }).find("\"x\" is not a positive whole number"), std::string::npos);
 }
