@@ -7,6 +7,8 @@
 import torch
 from torch import nn
 
+from reference_model import load_strict
+
 
 def int_list(text):
     return [int(x) for x in str(text).split(",") if x.strip()]
@@ -49,18 +51,8 @@ class ReferenceCNN(nn.Module):
             self.fcs.append(fc)
             features = width
 
-    @torch.no_grad()
     def load_weights(self, state_dict):
-        """Strict load: the names must be exactly this model's parameters, with equal shapes."""
-        params = dict(self.named_parameters())
-        missing = sorted(set(params) - set(state_dict))
-        extra = sorted(set(state_dict) - set(params))
-        if missing or extra:
-            raise ValueError(f"weights do not match the model: missing {missing}, unexpected {extra}")
-        for name, p in params.items():
-            if tuple(p.shape) != tuple(state_dict[name].shape):
-                raise ValueError(f"{name}: shape {list(state_dict[name].shape)}, the model has {list(p.shape)}")
-            p.copy_(state_dict[name])
+        load_strict(self, state_dict)
 
     def scores(self, images):
         """images [B, C, H, W] (normalised) → class scores [B, classes]."""

@@ -8,6 +8,8 @@ import math
 import torch
 from torch import nn
 
+from reference_model import load_strict
+
 
 class RMSNorm(nn.Module):
     def __init__(self, dim, eps):
@@ -113,18 +115,8 @@ class ReferenceLlama(nn.Module):
         self.model = Body(cfg, f)
         self.lm_head = None if cfg["tied"] else nn.Linear(d, cfg["vocab_size"], bias=False)
 
-    @torch.no_grad()
     def load_weights(self, state_dict):
-        """Strict load: the names must be exactly this model's parameters, with equal shapes."""
-        params = dict(self.named_parameters())
-        missing = sorted(set(params) - set(state_dict))
-        extra = sorted(set(state_dict) - set(params))
-        if missing or extra:
-            raise ValueError(f"weights do not match the model: missing {missing}, unexpected {extra}")
-        for name, p in params.items():
-            if tuple(p.shape) != tuple(state_dict[name].shape):
-                raise ValueError(f"{name}: shape {list(state_dict[name].shape)}, the model has {list(p.shape)}")
-            p.copy_(state_dict[name])
+        load_strict(self, state_dict)
 
     def forward(self, inputs, targets=None):
         B, T = inputs.shape

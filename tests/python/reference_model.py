@@ -195,6 +195,28 @@ class Head(nn.Module):
         self.bias = nn.Parameter(torch.empty(vocab)) if bias else None
 
 
+
+@torch.no_grad()
+def load_strict(model, state_dict):
+    """Copies state_dict into model's parameters; the names must be exactly the model's, with equal
+    shapes (every reference model loads dtrain's weights this way)."""
+    params = dict(model.named_parameters())
+    missing = sorted(set(params) - set(state_dict))
+    unexpected = sorted(set(state_dict) - set(params))
+    bad_shape = [f"{n}: file {list(state_dict[n].shape)} vs model {list(p.shape)}"
+                 for n, p in params.items() if n in state_dict and state_dict[n].shape != p.shape]
+    if missing or unexpected or bad_shape:
+        parts = []
+        if missing:
+            parts.append(f"missing {missing}")
+        if unexpected:
+            parts.append(f"unexpected {unexpected}")
+        if bad_shape:
+            parts.append(f"shape mismatch {bad_shape}")
+        raise ValueError("load_weights: " + "; ".join(parts))
+    for n, p in params.items():
+        p.copy_(state_dict[n].to(dtype=p.dtype))
+
 class ReferenceLM(nn.Module):
     def __init__(self, config):
         super().__init__()
@@ -252,23 +274,7 @@ class ReferenceLM(nn.Module):
 
     @torch.no_grad()
     def load_weights(self, state_dict):
-        """Strict load: the names must be exactly this model's parameters, with equal shapes."""
-        params = dict(self.named_parameters())
-        missing = sorted(set(params) - set(state_dict))
-        unexpected = sorted(set(state_dict) - set(params))
-        bad_shape = [f"{n}: file {list(state_dict[n].shape)} vs model {list(p.shape)}"
-                     for n, p in params.items() if n in state_dict and state_dict[n].shape != p.shape]
-        if missing or unexpected or bad_shape:
-            parts = []
-            if missing:
-                parts.append(f"missing {missing}")
-            if unexpected:
-                parts.append(f"unexpected {unexpected}")
-            if bad_shape:
-                parts.append(f"shape mismatch {bad_shape}")
-            raise ValueError("load_weights: " + "; ".join(parts))
-        for n, p in params.items():
-            p.copy_(state_dict[n].to(dtype=p.dtype))
+        load_strict(self, state_dict)
 
     def forward(self, inputs, targets=None):
         inputs = inputs.long()
