@@ -1,7 +1,7 @@
 // Convolution and max pooling through oneDNN (see conv.hpp): primitives made once per shape and
-// kept; plain NCHW / OIHW memory, so the activations are the model's own buffers (no reorders). bf16
-// rounds the convolution's inputs to bf16 in reused buffers; a CPU without bf16 convolutions
-// computes in f32 from then on.
+// kept. A convolution runs in the layouts oneDNN picks for speed (blocked channels), its operands
+// reordered from and to the model's NCHW buffers around it (bf16: converted by the same reorders); a
+// CPU without bf16 convolutions computes in f32 from then on. Pooling runs on NCHW as it is.
 #include "kernels/cpu/conv.hpp"
 
 #include <cstdio>
@@ -21,11 +21,24 @@ using dnnl::memory;
 using Dims = memory::dims;
 using Tag = memory::format_tag;
 
-// The three primitives of one convolution shape and input type.
+// One operand of a primitive: the caller's memory (f32, NCHW / OIHW) and the layout and type the
+// primitive chose (a blocked layout such as nChw16c, bf16), with the reorder between them when they
+// differ (an input: the caller's into the primitive's; an output: back).
+struct Operand {
+  memory::desc user, prim;
+  bool same = true;
+  dnnl::reorder reorder;
+  int buffer = 0;  // which of the runtime's buffers holds the primitive's copy
+};
+
+// The three primitives of one convolution shape and input type, and their operands.
 struct ConvPrimitives {
   dnnl::convolution_forward forward;
   dnnl::convolution_backward_data backward_data;
   dnnl::convolution_backward_weights backward_weights;
+  Operand fwd_x, fwd_w, fwd_y;        // forward
+  Operand bwd_dy, bwd_w, bwd_dx;      // the input gradient
+  Operand wgt_x, wgt_dy, wgt_dw;      // the weight gradient
 };
 
 struct PoolPrimitives {
@@ -39,9 +52,9 @@ struct ConvRuntime {
   dnnl::stream& stream = onednn_stream();
   std::map<std::vector<int64_t>, ConvPrimitives> convs;
   std::map<std::vector<int64_t>, PoolPrimitives> pools;
-  std::vector<uint16_t> bf16_a, bf16_b;  // the bf16 copies of a call's two inputs
-  std::vector<float> grad_w, grad_b;     // a weight gradient before it is added to the caller's
-  std::vector<float> zeros;              // the bias of a convolution without one
+  std::vector<uint8_t> buffers[3];   // operands in the primitives' layouts (grow-only)
+  std::vector<float> grad_w, grad_b;  // a weight gradient before it is added to the caller's
+  std::vector<float> zeros;           // the bias of a convolution without one
   bool bf16_unavailable = false;
 };
 
@@ -50,43 +63,74 @@ ConvRuntime& conv_runtime() {
   return rt;
 }
 
-memory::data_type input_type(bool bf16) { return bf16 ? memory::data_type::bf16 : memory::data_type::f32; }
+memory mem(const memory::desc& d, const void* p) { return memory(d, conv_runtime().engine, const_cast<void*>(p)); }
 
-struct ConvDescs {
-  memory::desc x, w, b, y;     // x and w in the input type; b and y in f32
-  memory::desc dx, dw, db, dy;  // backward: dy in the input type, dx, dw, db in f32
-  Dims strides, pad;
-};
-
-ConvDescs conv_descs(const ConvShape& s, bool bf16) {
-  const auto in = input_type(bf16), f32 = memory::data_type::f32;
-  const Dims x{s.N, s.C, s.H, s.W}, w{s.K, s.C, s.R, s.S}, b{s.K}, y{s.N, s.K, s.P(), s.Q()};
-  return {memory::desc(x, in, Tag::nchw),  memory::desc(w, in, Tag::oihw), memory::desc(b, f32, Tag::x),
-          memory::desc(y, f32, Tag::nchw), memory::desc(x, f32, Tag::nchw), memory::desc(w, f32, Tag::oihw),
-          memory::desc(b, f32, Tag::x),    memory::desc(y, in, Tag::nchw),  Dims{s.stride, s.stride},
-          Dims{s.pad, s.pad}};
+Operand operand(const memory::desc& user, const memory::desc& prim, bool input, int buffer) {
+  Operand o{user, prim, user == prim, {}, buffer};
+  if (!o.same) {
+    const dnnl::engine& e = conv_runtime().engine;
+    o.reorder = input ? dnnl::reorder(dnnl::reorder::primitive_desc(e, user, e, prim))
+                      : dnnl::reorder(dnnl::reorder::primitive_desc(e, prim, e, user));
+  }
+  return o;
 }
 
+// The memory the primitive reads for an input: the caller's, or it reordered (and converted to bf16).
+memory input(const Operand& o, const void* user) {
+  ConvRuntime& rt = conv_runtime();
+  if (o.same) return mem(o.user, user);
+  std::vector<uint8_t>& buf = rt.buffers[o.buffer];
+  if (buf.size() < o.prim.get_size()) buf.resize(o.prim.get_size());
+  memory m = mem(o.prim, buf.data());
+  memory u = mem(o.user, user);
+  o.reorder.execute(rt.stream, u, m);
+  return m;
+}
+
+// The memory the primitive writes an output into; finish() then brings it to the caller's layout.
+memory output(const Operand& o, void* user) {
+  ConvRuntime& rt = conv_runtime();
+  if (o.same) return mem(o.user, user);
+  std::vector<uint8_t>& buf = rt.buffers[o.buffer];
+  if (buf.size() < o.prim.get_size()) buf.resize(o.prim.get_size());
+  return mem(o.prim, buf.data());
+}
+void finish(const Operand& o, memory& m, void* user) {
+  if (o.same) return;
+  memory u = mem(o.user, user);
+  o.reorder.execute(conv_runtime().stream, m, u);
+}
+
+memory::data_type input_type(bool bf16) { return bf16 ? memory::data_type::bf16 : memory::data_type::f32; }
+
+// The primitives are made with layouts left to oneDNN (`any`): it picks blocked layouts with fast
+// kernels, where the caller's plain NCHW would get its slower gemm-based convolution.
 ConvPrimitives& conv_primitives(const ConvShape& s, bool bf16) {
   ConvRuntime& rt = conv_runtime();
   const std::vector<int64_t> key{s.N, s.C, s.H, s.W, s.K, s.R, s.S, s.stride, s.pad, int64_t(bf16)};
   auto it = rt.convs.find(key);
   if (it != rt.convs.end()) return it->second;
-  const ConvDescs d = conv_descs(s, bf16);
+  const auto in = input_type(bf16), f32 = memory::data_type::f32;
+  const Dims xd{s.N, s.C, s.H, s.W}, wd{s.K, s.C, s.R, s.S}, yd{s.N, s.K, s.P(), s.Q()};
+  const memory::desc x(xd, in, Tag::any), w(wd, in, Tag::any), y(yd, f32, Tag::any), b({s.K}, f32, Tag::x);
+  const memory::desc dx(xd, f32, Tag::any), dw(wd, f32, Tag::any), dy(yd, in, Tag::any);
+  const memory::desc ux(xd, f32, Tag::nchw), uw(wd, f32, Tag::oihw), uy(yd, f32, Tag::nchw);  // the caller's
+  const Dims strides{s.stride, s.stride}, pad{s.pad, s.pad};
   const auto algo = dnnl::algorithm::convolution_direct;
-  const dnnl::convolution_forward::primitive_desc fwd(
-      {dnnl::prop_kind::forward_training, algo, d.x, d.w, d.b, d.y, d.strides, d.pad, d.pad}, rt.engine);
-  const dnnl::convolution_backward_data::primitive_desc bwd_data({algo, d.dx, d.w, d.dy, d.strides, d.pad, d.pad},
-                                                                 rt.engine, fwd);
-  const dnnl::convolution_backward_weights::primitive_desc bwd_weights(
-      {algo, d.x, d.dw, d.db, d.dy, d.strides, d.pad, d.pad}, rt.engine, fwd);
-  return rt.convs
-      .emplace(key, ConvPrimitives{dnnl::convolution_forward(fwd), dnnl::convolution_backward_data(bwd_data),
-                                   dnnl::convolution_backward_weights(bwd_weights)})
-      .first->second;
+  const dnnl::convolution_forward::primitive_desc fwd({dnnl::prop_kind::forward_training, algo, x, w, b, y, strides, pad, pad},
+                                                      rt.engine);
+  const dnnl::convolution_backward_data::primitive_desc bwd({algo, dx, w, dy, strides, pad, pad}, rt.engine, fwd);
+  const dnnl::convolution_backward_weights::primitive_desc wgt({algo, x, dw, b, dy, strides, pad, pad}, rt.engine, fwd);
+  ConvPrimitives c{dnnl::convolution_forward(fwd), dnnl::convolution_backward_data(bwd),
+                   dnnl::convolution_backward_weights(wgt),
+                   operand(ux, fwd.src_desc(), true, 0), operand(uw, fwd.weights_desc(), true, 1),
+                   operand(uy, fwd.dst_desc(), false, 2),
+                   operand(uy, bwd.diff_dst_desc(), true, 0), operand(uw, bwd.weights_desc(), true, 1),
+                   operand(ux, bwd.diff_src_desc(), false, 2),
+                   operand(ux, wgt.src_desc(), true, 0), operand(uy, wgt.diff_dst_desc(), true, 1),
+                   operand(uw, wgt.diff_weights_desc(), false, 2)};
+  return rt.convs.emplace(key, std::move(c)).first->second;
 }
-
-memory mem(const memory::desc& d, const void* p) { return memory(d, conv_runtime().engine, const_cast<void*>(p)); }
 
 // Runs `call(bf16)` in the precision asked for; a CPU (or oneDNN build) without bf16 convolutions
 // computes in f32 from then on, said once. oneDNN's out-of-memory becomes AllocationFailed.
@@ -135,14 +179,15 @@ void conv2d_forward(const float* x, const float* w, const float* bias, float* y,
   if (s.N == 0) return;
   run_conv(p, [&](bool bf16) {
     ConvRuntime& rt = conv_runtime();
-    const ConvDescs d = conv_descs(s, bf16);
-    const void* xi = bf16 ? static_cast<const void*>(round_to_bf16(x, s.input_floats(), rt.bf16_a)) : x;
-    const void* wi = bf16 ? static_cast<const void*>(round_to_bf16(w, s.weight_floats(), rt.bf16_b)) : w;
-    std::unordered_map<int, memory> io{
-        {DNNL_ARG_SRC, mem(d.x, xi)}, {DNNL_ARG_WEIGHTS, mem(d.w, wi)}, {DNNL_ARG_DST, mem(d.y, y)}};
+    ConvPrimitives& c = conv_primitives(s, bf16);
     if (!bias && int64_t(rt.zeros.size()) < s.K) rt.zeros.assign(size_t(s.K), 0.0f);
-    io.emplace(DNNL_ARG_BIAS, mem(d.b, bias ? bias : rt.zeros.data()));
-    conv_primitives(s, bf16).forward.execute(rt.stream, io);
+    memory out = output(c.fwd_y, y);
+    c.forward.execute(rt.stream, {{DNNL_ARG_SRC, input(c.fwd_x, x)},
+                                  {DNNL_ARG_WEIGHTS, input(c.fwd_w, w)},
+                                  {DNNL_ARG_BIAS, mem(memory::desc({s.K}, memory::data_type::f32, Tag::x),
+                                                      bias ? bias : rt.zeros.data())},
+                                  {DNNL_ARG_DST, out}});
+    finish(c.fwd_y, out, y);
     rt.stream.wait();
   });
 }
@@ -151,32 +196,33 @@ void conv2d_backward_input(const float* dy, const float* w, float* dx, const Con
   if (s.N == 0) return;
   run_conv(p, [&](bool bf16) {
     ConvRuntime& rt = conv_runtime();
-    const ConvDescs d = conv_descs(s, bf16);
-    const void* dyi = bf16 ? static_cast<const void*>(round_to_bf16(dy, s.output_floats(), rt.bf16_a)) : dy;
-    const void* wi = bf16 ? static_cast<const void*>(round_to_bf16(w, s.weight_floats(), rt.bf16_b)) : w;
-    conv_primitives(s, bf16).backward_data.execute(
-        rt.stream, {{DNNL_ARG_DIFF_DST, mem(d.dy, dyi)}, {DNNL_ARG_WEIGHTS, mem(d.w, wi)}, {DNNL_ARG_DIFF_SRC, mem(d.dx, dx)}});
+    ConvPrimitives& c = conv_primitives(s, bf16);
+    memory out = output(c.bwd_dx, dx);
+    c.backward_data.execute(rt.stream, {{DNNL_ARG_DIFF_DST, input(c.bwd_dy, dy)},
+                                        {DNNL_ARG_WEIGHTS, input(c.bwd_w, w)},
+                                        {DNNL_ARG_DIFF_SRC, out}});
+    finish(c.bwd_dx, out, dx);
     rt.stream.wait();
   });
 }
 
 void conv2d_backward_weight(const float* x, const float* dy, float* dw, float* dbias, const ConvShape& s, Precision p) {
   if (s.N == 0) return;
+  ConvRuntime& rt = conv_runtime();
+  // oneDNN writes the gradients; the caller's accumulate over micro-batches, so they are added
+  rt.grad_w.resize(size_t(s.weight_floats()));
+  rt.grad_b.resize(size_t(s.K));
   run_conv(p, [&](bool bf16) {
-    ConvRuntime& rt = conv_runtime();
-    const ConvDescs d = conv_descs(s, bf16);
-    const void* xi = bf16 ? static_cast<const void*>(round_to_bf16(x, s.input_floats(), rt.bf16_a)) : x;
-    const void* dyi = bf16 ? static_cast<const void*>(round_to_bf16(dy, s.output_floats(), rt.bf16_b)) : dy;
-    // oneDNN writes the gradients; the caller's accumulate over micro-batches, so they are added
-    rt.grad_w.resize(size_t(s.weight_floats()));
-    rt.grad_b.resize(size_t(s.K));
-    conv_primitives(s, bf16).backward_weights.execute(rt.stream, {{DNNL_ARG_SRC, mem(d.x, xi)},
-                                                                  {DNNL_ARG_DIFF_DST, mem(d.dy, dyi)},
-                                                                  {DNNL_ARG_DIFF_WEIGHTS, mem(d.dw, rt.grad_w.data())},
-                                                                  {DNNL_ARG_DIFF_BIAS, mem(d.db, rt.grad_b.data())}});
+    ConvPrimitives& c = conv_primitives(s, bf16);
+    memory out = output(c.wgt_dw, rt.grad_w.data());
+    c.backward_weights.execute(rt.stream, {{DNNL_ARG_SRC, input(c.wgt_x, x)},
+                                           {DNNL_ARG_DIFF_DST, input(c.wgt_dy, dy)},
+                                           {DNNL_ARG_DIFF_WEIGHTS, out},
+                                           {DNNL_ARG_DIFF_BIAS, mem(memory::desc({s.K}, memory::data_type::f32, Tag::x),
+                                                                    rt.grad_b.data())}});
+    finish(c.wgt_dw, out, rt.grad_w.data());
     rt.stream.wait();
   });
-  ConvRuntime& rt = conv_runtime();
   add_into(dw, rt.grad_w.data(), s.weight_floats());
   if (dbias) add_into(dbias, rt.grad_b.data(), s.K);
 }
