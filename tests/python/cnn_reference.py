@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 # dtrain's image classifier (model.kind = cnn) in plain PyTorch: by default PyTorch's MNIST example
 # network (conv 1→32 3×3, ReLU, conv 32→64 3×3, ReLU, max-pool 2, dropout 0.25, flatten, linear
-# →128, ReLU, dropout 0.5, linear →10), built from the checkpoint's model JSON with the example's
+# →128, ReLU, dropout 0.5, linear →10; GELU for ReLU when asked), built from the checkpoint's model JSON with the example's
 # parameter names (conv1.weight, …, fc2.bias), so dtrain's weights load by name. Used by parity.py
 # for model.kind = cnn dumps and by bench/compare.sh as the PyTorch side.
 import torch
@@ -18,7 +18,7 @@ class ReferenceCNN(nn.Module):
     """config: the model JSON of a dtrain checkpoint or dump (model.kind = cnn)."""
 
     KEYS = ("kind", "in_channels", "height", "width", "classes", "channels", "kernel", "padding", "pool", "hidden",
-            "conv_dropout", "dropout")
+            "conv_dropout", "dropout", "activation")
 
     def __init__(self, config):
         super().__init__()
@@ -28,6 +28,9 @@ class ReferenceCNN(nn.Module):
         if self.missing_keys:
             raise ValueError(f"cnn config lacks {self.missing_keys}")
         self.config = cfg
+        if cfg["activation"] not in ("relu", "gelu"):
+            raise ValueError(f"activation {cfg['activation']!r}")
+        self.act = torch.relu if cfg["activation"] == "relu" else (lambda x: nn.functional.gelu(x, approximate="tanh"))
         channels, kernels, hidden = int_list(cfg["channels"]), int_list(cfg["kernel"]), int_list(cfg["hidden"])
         if len(kernels) == 1:
             kernels = kernels * len(channels)
@@ -58,13 +61,13 @@ class ReferenceCNN(nn.Module):
         """images [B, C, H, W] (normalised) → class scores [B, classes]."""
         x = images
         for conv in self.convs:
-            x = torch.relu(conv(x))
+            x = self.act(conv(x))
         if self.pool > 1:
             x = nn.functional.max_pool2d(x, self.pool)
         x = self.conv_dropout(x)
         x = torch.flatten(x, 1)
         for fc in self.fcs[:-1]:
-            x = self.dropout(torch.relu(fc(x)))
+            x = self.dropout(self.act(fc(x)))
         return self.fcs[-1](x)
 
     def forward(self, inputs, targets=None):

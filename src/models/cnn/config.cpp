@@ -52,6 +52,8 @@ const ConfigKeyTable<CnnConfig>& cnn_keys() {
                     "widths of the hidden linear layers before the classifier, comma-separated (\"\": none)"),
       DT_FLOAT_KEY("model.conv_dropout", conv_dropout, "dropout probability after the last convolution (and its pooling), 0 to below 1"),
       DT_FLOAT_KEY("model.dropout", dropout, "dropout probability after each hidden linear layer, 0 to below 1"),
+      DT_CHOICE_KEY("model.activation", activation, "relu|gelu",
+                    "activation after each convolution and hidden linear layer (gelu: the tanh approximation)"),
   };
   return k;
 }

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/config_keys.hpp"
+#include "kernels/cpu/activation.hpp"
 #include "kernels/cpu/conv.hpp"
 #include "nn/model_kind.hpp"
 
@@ -23,6 +24,9 @@ struct CnnConfig {
   std::string hidden = "128";      // widths of the hidden linear layers ("": none)
   float conv_dropout = 0.25f;      // dropout after the last convolution (and its pooling)
   float dropout = 0.5f;            // dropout after each hidden linear layer
+  std::string activation = "relu";  // after each convolution and hidden linear layer: relu or gelu (tanh)
+
+  Activation act() const { return activation == "gelu" ? Activation::gelu : Activation::relu; }
 
   // The lists, read (validate() has checked them).
   std::vector<int64_t> conv_channels() const;

@@ -95,7 +95,7 @@ class CnnKind : public TableModelKind<CnnConfig> {
            " images, convolutions " + list_text(t.conv_channels()) + " (kernel " + list_text(t.kernels()) +
            ")" + (t.pool > 1 ? ", max-pool " + std::to_string(t.pool) : "") + ", hidden " +
            (t.hidden_widths().empty() ? "none" : list_text(t.hidden_widths())) + ", " + std::to_string(t.classes) +
-           " classes";
+           " classes" + (t.activation == "relu" ? "" : ", " + t.activation);
   }
   UnitList units(const ModelConfig& c, ComputeDevice& device, TpSlice slice, TpRegions&) const override {
     return cnn_units(config(c), device, slice);

@@ -16,7 +16,7 @@ DropoutSpec with_rate(DropoutSpec s, float rate) {
 }  // namespace
 
 ConvUnit::ConvUnit(ComputeDevice& dev, const CnnConfig& c, int i)
-    : Module("conv" + std::to_string(i + 1)), dev_(dev), id_(uint32_t(i)), dropout_(c.conv_dropout) {
+    : Module("conv" + std::to_string(i + 1)), dev_(dev), id_(uint32_t(i)), dropout_(c.conv_dropout), act_(c.act()) {
   const CnnConfig::Shapes s = c.shapes();
   const ConvShape& cs = s.convs[size_t(i)];
   conv_ = Conv2d(dev, unit(), "conv" + std::to_string(i + 1), cs.C, cs.K, cs.R, cs.H, cs.W, cs.pad);
@@ -33,6 +33,7 @@ void ConvUnit::plan(Arena& arena, const StepContext& largest, int slots, bool sp
   saved_.assign(size_t(slots), Saved{});
   for (Saved& v : saved_) {
     v.y = arena.f32(B * conv_.out_floats());
+    v.a = act_ == Activation::relu ? v.y : arena.f32(B * conv_.out_floats());
     v.pooled = pooled_ ? arena.f32(B * pool_.out_floats()) : nullptr;
     const float* pre = pooled_ ? v.pooled : v.y;  // before dropout
     v.out = dropout_ > 0.0f ? arena.f32(B * out_floats()) : const_cast<float*>(pre);
@@ -58,8 +59,8 @@ void ConvUnit::forward(const float* x, const UnitPass& p) {
   const StepContext& ctx = p.ctx;
   const Saved& s = saved_[size_t(p.slot)];
   const float* in = input_unit() ? static_cast<const float*>(p.inputs) : x;
-  conv_.forward(in, s.y, ctx.B, ctx.precision);
-  dev_.activation_forward(Activation::relu, s.y, s.y, ctx.B * conv_.out_floats());
+  conv_.forward(in, s.a, ctx.B, ctx.precision);
+  dev_.activation_forward(act_, s.a, s.y, ctx.B * conv_.out_floats());
   if (pooled_) pool_.forward(s.y, s.pooled, ctx.B, p.slot);
   const float* pre = pooled_ ? s.pooled : s.y;
   if (s.out != pre) dev_.dropout_forward(pre, s.out, ctx.B, out_floats(), drop(ctx));
@@ -77,12 +78,15 @@ void ConvUnit::backward(const float* x, float* dy, float* dx, const UnitPass& p,
   DT_ASSERT(s.weight_grads.empty());  // a split backward's W ran before this slot was reused
   const int64_t B = ctx.B, n = B * conv_.out_floats();
   if (s.out != (pooled_ ? s.pooled : s.y)) dev_.dropout_backward(dy, dy, B, out_floats(), drop(ctx));
-  float* dconv = dy;  // the gradient of the convolution's output, ReLU's and the pooling's undone
+  float* dconv = dy;  // the gradient of the convolution's output, the activation's and pooling's undone
   if (pooled_) {
     dconv = p.scratch;
     pool_.backward(s.y, s.pooled, dy, dconv, B, p.slot);
   }
-  dev_.relu_backward_from_output(s.y, dconv, dconv, n, 1.0f);
+  if (act_ == Activation::relu)
+    dev_.relu_backward_from_output(s.y, dconv, dconv, n, 1.0f);
+  else
+    dev_.activation_backward(act_, s.a, dconv, dconv, n);
   const float* in = input_unit() ? static_cast<const float*>(p.inputs) : x;
   if (!input_unit()) conv_.backward_input(dconv, dx, B, ctx.precision);
   if (part == BackwardPart::input)
@@ -92,7 +96,7 @@ void ConvUnit::backward(const float* x, float* dy, float* dx, const UnitPass& p,
 }
 
 DenseUnit::DenseUnit(ComputeDevice& dev, const CnnConfig& c, int j, uint32_t id, int64_t in, int64_t out)
-    : Module("fc" + std::to_string(j + 1)), dev_(dev), id_(id), dropout_(c.dropout) {
+    : Module("fc" + std::to_string(j + 1)), dev_(dev), id_(id), dropout_(c.dropout), act_(c.act()) {
   fc_ = Linear(dev, unit(), "fc" + std::to_string(j + 1), in, out, true, Init::fan_in_uniform, LinearCut::none, {},
                1, Init::fan_in_uniform);
 }
@@ -102,6 +106,7 @@ void DenseUnit::plan(Arena& arena, const StepContext& largest, int slots, bool s
   saved_.assign(size_t(slots), Saved{});
   for (Saved& v : saved_) {
     v.out = arena.f32(B * fc_.out);
+    v.h = act_ == Activation::relu ? nullptr : arena.f32(B * fc_.out);
     const int64_t kept = B * (fc_.in + fc_.out);
     if (split_backward) v.weight_grads = WeightGradStore(dev_, arena.f32(kept), kept);
   }
@@ -111,9 +116,11 @@ DropoutSpec DenseUnit::drop(const StepContext& ctx) const { return with_rate(ctx
 
 void DenseUnit::forward(const float* x, const UnitPass& p) {
   const StepContext& ctx = p.ctx;
-  float* out = saved_[size_t(p.slot)].out;
-  fc_.forward(x, out, ctx.B, ctx.precision);
-  dev_.activation_forward(Activation::relu, out, out, ctx.B * fc_.out);
+  const Saved& s = saved_[size_t(p.slot)];
+  float* out = s.out;
+  float* h = s.h ? s.h : out;
+  fc_.forward(x, h, ctx.B, ctx.precision);
+  dev_.activation_forward(act_, h, out, ctx.B * fc_.out);
   dev_.dropout_forward(out, out, ctx.B, fc_.out, drop(ctx));
 }
 
@@ -125,9 +132,15 @@ void DenseUnit::backward(const float* x, float* dy, float* dx, const UnitPass& p
     return;
   }
   DT_ASSERT(s.weight_grads.empty());
-  // out = ReLU(h) · mask · scale, so dh = dy · scale where out > 0: ReLU's and dropout's gradient at once
+  // ReLU: out = ReLU(h) · mask · scale, so dh = dy · scale where out > 0: ReLU's and dropout's
+  // gradient at once. GELU: dropout's, then GELU's from h.
   const DropoutSpec d = drop(ctx);
-  dev_.relu_backward_from_output(s.out, dy, dy, ctx.B * fc_.out, d.active() ? d.scale() : 1.0f);
+  if (act_ == Activation::relu) {
+    dev_.relu_backward_from_output(s.out, dy, dy, ctx.B * fc_.out, d.active() ? d.scale() : 1.0f);
+  } else {
+    dev_.dropout_backward(dy, dy, ctx.B, fc_.out, d);
+    dev_.activation_backward(act_, s.h, dy, dy, ctx.B * fc_.out);
+  }
   fc_.backward_input(dy, dx, ctx.B, false, ctx.precision);
   if (part == BackwardPart::input)
     s.weight_grads.add(fc_, x, false, dy, ctx.B, ctx.precision);

@@ -1,5 +1,6 @@
-// The image classifier's units before its loss: ConvUnit (a convolution and ReLU; after the last one
-// the max pooling and dropout) and DenseUnit (a hidden linear layer, ReLU and dropout). Rows are
+// The image classifier's units before its loss: ConvUnit (a convolution and its activation, ReLU or
+// GELU; after the last one the max pooling and dropout) and DenseUnit (a hidden linear layer, the
+// activation and dropout). ReLU's backward reads its output, GELU's its input (kept then). Rows are
 // samples; a unit's output is its activation [N, C, H, W] read as N rows, which the next unit takes as
 // it is (flattening costs nothing). The loss unit is the shared LmHead (no norm, one row per sample).
 #pragma once
@@ -35,10 +36,12 @@ class ConvUnit : public Module {
   uint32_t id_;
   bool pooled_;  // the last convolution, when model.pool > 1: pooling follows (dropout follows the last one)
   float dropout_;
+  Activation act_;
   Conv2d conv_;
   MaxPool2d pool_;
   struct Saved {
-    float* y = nullptr;       // ReLU(conv(x)) [N, K, P, Q]
+    float* a = nullptr;       // conv(x) [N, K, P, Q], kept when the activation's backward reads it (GELU)
+    float* y = nullptr;       // act(conv(x)) [N, K, P, Q]
     float* pooled = nullptr;  // its max pooling
     float* out = nullptr;     // the output: y or the pooled values, after dropout (the last one)
     WeightGradStore weight_grads;  // split backward: what W needs
@@ -63,9 +66,11 @@ class DenseUnit : public Module {
   ComputeDevice& dev_;
   uint32_t id_;
   float dropout_;
+  Activation act_;
   Linear fc_;
   struct Saved {
-    float* out = nullptr;  // dropout(ReLU(fc(x))) [N, out]
+    float* h = nullptr;    // fc(x) [N, out], kept when the activation's backward reads it (GELU)
+    float* out = nullptr;  // dropout(act(fc(x))) [N, out]
     WeightGradStore weight_grads;
   };
   std::vector<Saved> saved_;
