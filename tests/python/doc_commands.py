@@ -1,15 +1,20 @@
 # Runs the command blocks of the README and the docs as written (tests/e2e/test_docs_commands.sh).
 # Every ```sh block of README.md, docs/*.md, examples/**/README.md and bench/README.md is a list of
 # commands to paste; each runs, in order, in a sandbox laid out like a checkout (configs/, examples/,
-# build/bin/, data/builtin), where build/bin/dtrain trains a tiny model for two steps. Commands that
-# need a cluster, several nodes or a GPU, that build or install (the two commands, the bundle), or
-# that measure for minutes (benchmarks), or that read Fashion-MNIST where Debian's package is not
-# installed, are listed as skipped with the reason; a synopsis ([options])
-# in a command block is an error: such blocks are ```text.
+# build/bin/, data/builtin, look-alikes of WikiText-2 and of MNIST's IDX files for /path/to/…), where
+# build/bin/dtrain trains a tiny model for two steps (a tiny CNN when the config or a --set says
+# model.kind = cnn, or a resumed run was one). Commands that need a cluster, several nodes or a GPU,
+# that build or install (the two commands, the bundle), or that measure for minutes (benchmarks), or
+# that read Fashion-MNIST where Debian's package is not installed (data/fashion-mnist is then made from
+# the MNIST look-alike), or run PyTorch where the Python they name has none, are listed as skipped
+# with the reason; a synopsis ([options]) in a command block is an error: such blocks are ```text.
 # usage: doc_commands.py REPO BIN_DIR WORK_DIR
+import gzip
 import os
+import random
 import re
 import shutil
+import struct
 import subprocess
 import sys
 
@@ -18,22 +23,29 @@ SANDBOX = os.path.join(WORK, "sandbox")
 TINY = ("--set train.max_steps=2 --set train.epochs=1 --set model.dim=16 --set model.heads=2 --set model.layers=1 "
         "--set model.ff_dim=32 --set model.seq_len=8 --set train.batch_size=4 --set data.stride=8 "
         "--set train.threads=1 --set train.progress=false --set train.eval_max_batches=1")
+# The same for an image classifier (model.kind = cnn: none of the language model's keys exist there).
+TINY_CNN = ("--set train.max_steps=2 --set train.epochs=1 --set model.channels=4,8 --set model.hidden=16 "
+            "--set train.batch_size=8 --set train.threads=1 --set train.progress=false --set train.eval_max_batches=1")
 
 # Placeholders the docs write and what stands in for them here.
 PLACEHOLDERS = [
     (r"--config C\b", "--config configs/quickstart.toml"),
     (r"/path/to/wikitext-2", os.path.join(SANDBOX, "wikitext-2-copy")),
+    (r"/path/to/mnist", os.path.join(SANDBOX, "mnist-copy")),
 ]
 
 FASHION_DIR = "/usr/share/datasets/fashion-mnist"
 FASHION_MISSING = f"needs Debian's package dataset-fashion-mnist ({FASHION_DIR})"
+TORCH_MISSING = "needs PyTorch (Debian's python3-torch)"
 
-# (pattern, reason): the first that matches a command skips it.
+# (pattern, reason): a command is skipped when a pattern matches it, unless the machine has what the
+# reason names (a GPU, Fashion-MNIST, PyTorch).
 SKIPS = [
     (r"(^|\s)(srun|sbatch)\s", "needs a SLURM cluster (tests/e2e/test_slurm.sh runs the batch scripts on a private one)"),
     (r"--nnodes [2-9]|--node-rank", "needs several nodes (tests/e2e/test_two_nodes.sh runs two in network namespaces)"),
     (r"device=cuda|gpu_compare", "needs a GPU"),
     (r"fashion-mnist", FASHION_MISSING),
+    (r"classify_with_pytorch\.py", TORCH_MISSING),
     (r"^scripts/test\.sh", "the test suite itself"),
     (r"^scripts/main\.sh", "the main job: installs and builds in the checkout (scripts/fresh-machine-check.sh "
                            "--command scripts/main.sh runs it on a new machine)"),
@@ -95,11 +107,31 @@ def make_sandbox():
             os.symlink(os.path.join(BIN, name), os.path.join(SANDBOX, "build", "bin", name))
     wrapper = os.path.join(SANDBOX, "build", "bin", "dtrain")
     with open(wrapper, "w") as f:
-        f.write("#!/bin/bash\n# the real dtrain; `train` on a tiny model for two steps (the docs' own --set come after)\n"
-                f'if [ "$1" = train ]; then shift; exec {BIN}/dtrain train {TINY} "$@"; fi\n'
+        f.write("#!/bin/bash\n# the real dtrain; `train` on a tiny model for two steps (the docs' own --set come after):\n"
+                "# a tiny CNN when the config, a --set or the resumed run's config.json says model.kind = cnn\n"
+                'if [ "$1" = train ]; then\n'
+                f'  shift; tiny="{TINY}"; prev=""\n'
+                '  for a in "$@"; do\n'
+                '    case "$prev:$a" in\n'
+                f'      --config:*) grep -Eq \'^[[:space:]]*kind[[:space:]]*=[[:space:]]*"cnn"\' "$a" 2>/dev/null && tiny="{TINY_CNN}" ;;\n'
+                '      --resume:*) for c in "$a/config.json" "$a/../../config.json"; do\n'
+                f'          grep -Eq \'"kind": *"cnn"\' "$c" 2>/dev/null && tiny="{TINY_CNN}"; done ;;\n'
+                f'      *:model.kind=cnn) tiny="{TINY_CNN}" ;;\n'
+                '    esac\n'
+                '    prev="$a"\n'
+                '  done\n'
+                f'  exec {BIN}/dtrain train $tiny "$@"\n'
+                'fi\n'
                 f'exec {BIN}/dtrain "$@"\n')
     os.chmod(wrapper, 0o755)
     run("build/bin/dtrain data builtin --out data/builtin")
+    # An MNIST look-alike: the four IDX files (images gzipped, labels plain), random pixels, labels 0-9,
+    # enough train images for the default valid cut of 5000.
+    make_idx(os.path.join(SANDBOX, "mnist-copy"), train=5200, test=200)
+    if not os.path.isdir(FASHION_DIR):  # the docs' `dtrain data fashion-mnist` is skipped: its folder from the look-alike
+        r = run("build/bin/dtrain data prepare --format idx --input mnist-copy --out data/fashion-mnist")
+        if r.returncode != 0:
+            sys.exit("FAIL: could not prepare the MNIST look-alike:\n" + r.stdout)
     # A WikiText-2 look-alike: its file names, made from the built-in corpus.
     text = open(os.path.join(SANDBOX, "data", "builtin", "text", sorted(os.listdir(
         os.path.join(SANDBOX, "data", "builtin", "text")))[0]), encoding="utf-8").read().split("\n")
@@ -108,6 +140,19 @@ def make_sandbox():
     for i, split in enumerate(("train", "valid", "test")):
         part = text[i * len(text) // 6:(i + 1) * len(text) // 6 + (len(text) // 2 if split == "train" else 0)]
         open(os.path.join(wt, f"wiki.{split}.tokens"), "w", encoding="utf-8").write("\n".join(part) + "\n")
+
+
+def make_idx(folder, train, test):
+    """MNIST-format files of random 28×28 images, seeded."""
+    rng = random.Random(1)
+    os.makedirs(folder)
+    for split, n in (("train", train), ("t10k", test)):
+        images = struct.pack(">IIII", 0x803, n, 28, 28) + rng.randbytes(n * 28 * 28)
+        labels = struct.pack(">II", 0x801, n) + bytes(rng.randrange(10) for _ in range(n))
+        with gzip.open(os.path.join(folder, f"{split}-images-idx3-ubyte.gz"), "wb") as f:
+            f.write(images)
+        with open(os.path.join(folder, f"{split}-labels-idx1-ubyte"), "wb") as f:
+            f.write(labels)
 
 
 def run(command):
@@ -130,11 +175,14 @@ def main():
                     failed.append(f"{where}: a synopsis in a command block (`{command}`): make the block ```text, "
                                   "or give the command real values")
                     continue
-                reason = next((why for pat, why in SKIPS if re.search(pat, command)), None)
-                if reason == "needs a GPU" and shutil.which("nvidia-smi") and run("nvidia-smi -L").returncode == 0:
-                    reason = None
-                if reason == FASHION_MISSING and os.path.isdir(FASHION_DIR):
-                    reason = None
+                reasons = [why for pat, why in SKIPS if re.search(pat, command)]
+                if "needs a GPU" in reasons and shutil.which("nvidia-smi") and run("nvidia-smi -L").returncode == 0:
+                    reasons.remove("needs a GPU")
+                if FASHION_MISSING in reasons and os.path.isdir(FASHION_DIR):
+                    reasons.remove(FASHION_MISSING)
+                if TORCH_MISSING in reasons and run(f"{command.split()[0]} -c 'import torch'").returncode == 0:
+                    reasons.remove(TORCH_MISSING)  # the Python the command names has PyTorch
+                reason = reasons[0] if reasons else None
                 if reason:
                     print(f"skip  {where}  {command[:90]}\n        ({reason})")
                     skipped += 1
