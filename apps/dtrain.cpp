@@ -44,6 +44,7 @@ usage:
               [--precision f32|bf16]
   dtrain generate --checkpoint DIR --prompt TEXT [--tokens N] [--temperature T] [--top-k K] [--seed S]
   dtrain predict --checkpoint DIR --input FILE [--format idx|raw|auto] [--top K] [--batch-size N]
+                 [--threads N] [--precision f32|bf16]
                  (an image classifier's classes for IDX images or raw uint8 pixels, a line per image)
   dtrain data prepare --input PATH --out DIR [--no-lowercase] [--no-eos] [--min-freq N] [--max-vocab N]
                       [--valid-fraction F] [--test-fraction F]   (plain text: split by paragraphs)
@@ -229,7 +230,7 @@ int cmd_eval(int argc, char** argv) {
     data = json_get<std::string>(parse_json(read_checkpoint_file(ck, "trainer.json"), path), "config.data.dir", path);
   }
   const std::string split = a.get("split", "test");
-  require(split == "valid" || split == "test" || split == "train", "--split " + split + ": use valid or test");
+  require(split == "valid" || split == "test" || split == "train", "--split " + split + ": use valid, test or train");
   const std::unique_ptr<DataSource> source = DataSource::open(data, sample.input);
   require_same_vocabulary(ck, source->vocab_path());
   ModelConfig fitted = mc;  // the data must be what the model was trained on

@@ -41,7 +41,7 @@ const Table& run_keys() {
       INT_KEY("train.epochs", train.epochs, 0, kMaxCount, "passes over the training data; 0: train.max_steps decides"),
       INT_KEY("train.max_steps", train.max_steps, 0, kMaxSteps, "stop after this many optimizer steps in all; 0: no limit"),
       INT_KEY("train.batch_size", train.batch_size, 1, kMaxCount,
-              "windows per data-parallel rank and micro-step (the course's \"512 per GPU\")"),
+              "samples (token windows, images) per data-parallel rank and micro-step (the course's \"512 per GPU\")"),
       INT_KEY("train.grad_accum", train.grad_accum, 1, kMaxCount, "micro-steps whose gradients make one optimizer step"),
       INT_KEY("parallel.dp", parallel.dp, 0, kMaxMesh, "data-parallel replicas (plain DDP's name for dp_replicate); 0: what the world leaves"),
       INT_KEY("parallel.pp", parallel.pp, -1, kMaxMesh, "pipeline stages; -1: what the world leaves"),

@@ -33,7 +33,7 @@ void print_setup(const RunParts& r, int64_t steps_per_epoch, int threads) {
   if (A > 1) std::printf(" × %lld micro-steps", (long long)A);
   const bool gpu = r.dev.kind() != DeviceKind::cpu;
   std::printf(", %lld steps/epoch, %s, %s\n", (long long)steps_per_epoch,
-              gpu ? r.dev.describe().c_str() : (std::to_string(threads) + " threads" + (dp > 1 ? " per rank" : "")).c_str(),
+              gpu ? r.dev.describe().c_str() : (std::to_string(threads) + (threads == 1 ? " thread" : " threads") + (dp > 1 ? " per rank" : "")).c_str(),
               r.precision == Precision::f32 ? "f32"
               : gpu                       ? "bf16 (tensor cores, f32 accumulation)"
               : cpu_has_native_bf16()     ? "bf16 (native avx512_bf16)"

@@ -168,3 +168,36 @@ TEST(CrossEntropy, Bf16Precision) {
   expect_close(dW, r.dW, 2e-2, 2e-2 * sw, "dW");
   expect_close(db, r.db, 1e-2, 1e-3, "dbias");
 }
+
+TEST(CrossEntropy, RightPredictionsAreArgmaxs) {
+  std::mt19937 g(11);
+  const int64_t N = 40, d = 6, V = 9;
+  Vec x = randu(size_t(N * d), g), W = randu(size_t(V * d), g);
+  std::vector<int32_t> t(static_cast<size_t>(N));
+  for (auto& v : t) v = int32_t(g() % V);
+  // the reference: argmax of x Wᵀ (the first of a tie)
+  int64_t want = 0;
+  for (int64_t r = 0; r < N; ++r) {
+    int64_t best = 0;
+    double best_v = -1e300;
+    for (int64_t v = 0; v < V; ++v) {
+      double s = 0;
+      for (int64_t k = 0; k < d; ++k) s += double(x[size_t(r * d + k)]) * W[size_t(v * d + k)];
+      if (s > best_v) best_v = s, best = v;
+    }
+    want += best == t[size_t(r)];
+  }
+  double right = 0;
+  ClassifierArgs a{x.data(), W.data(), nullptr, t.data(), N, d, V};
+  a.correct = &right;
+  classifier_cross_entropy(a);
+  EXPECT_EQ(right, double(want));
+  // all scores equal (zero weights): every row predicts class 0, as argmax does
+  Vec zeros(size_t(V * d), 0.0f);
+  double tied = 0;
+  ClassifierArgs z{x.data(), zeros.data(), nullptr, t.data(), N, d, V};
+  z.correct = &tied;
+  classifier_cross_entropy(z);
+  EXPECT_EQ(tied, double(std::count(t.begin(), t.end(), 0)));
+  // (vocabulary slices combine the same count: test_tensor_parallel)
+}

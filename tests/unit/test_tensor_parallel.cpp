@@ -54,6 +54,8 @@ void vocabulary_parallel_loss(int P, int64_t V) {  // V words: the last slices a
     whole.dx = dx.data();
     whole.dW = dW.data();
     whole.dbias = db.data();
+    double right = 0.0, slice_right = 0.0;  // the rows whose argmax is their target
+    whole.correct = &right;
     const double loss = classifier_cross_entropy(whole, rows.data());
     // this rank's slice of ceil(V / P) classifier rows, zero past the end
     const int64_t Vl = (V + P - 1) / P, v0 = r * Vl, words = std::clamp<int64_t>(V - v0, 0, Vl);
@@ -71,7 +73,9 @@ void vocabulary_parallel_loss(int P, int64_t V) {  // V words: the last slices a
     part.dx = sdx.data();
     part.dW = sdW.data();
     part.dbias = sdb.data();
+    part.correct = &slice_right;
     const double sloss = classifier_cross_entropy(part, srows.data());
+    RANK_CHECK(slice_right == right, "right predictions " + std::to_string(slice_right) + " vs " + std::to_string(right));
     RANK_CHECK(std::fabs(sloss - loss) <= 1e-5 * std::fabs(loss),
                "loss " + std::to_string(sloss) + " vs " + std::to_string(loss));
     check_close(srows.data(), rows.data(), rows.size(), 1e-5, "row loss");

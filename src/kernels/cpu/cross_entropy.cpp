@@ -62,16 +62,26 @@ DT_SIMD inline float row_loss(float* l, int64_t t, float m, const float* st, con
   return std::log(st[0]) + m - st[1];
 }
 
+// The first word of the row (of this slice) whose logit is m, as a global word index; a huge value
+// when none is (m came from another slice).
+inline float first_at(const float* l, float m, const RowGeometry& g) {
+  for (int64_t v = 0; v < g.W; ++v)
+    if (l[v] == m) return float(g.v0 + v);
+  return 3.0e38f;
+}
+
 // The rows of a chunk: one pass per row while it is in cache; with other vocabulary slices, each
-// step over every row, their statistics combined between the steps.
-void softmax_rows(float* logits, const int32_t* targets, float* mx, float* st, float* losses, int64_t n,
-                  const RowGeometry& g, bool grad, float grad_scale, RowStatsCombiner* combine) {
+// step over every row, their statistics combined between the steps. first (when given): each row's
+// predicted word, the first with the highest logit (as argmax), combined across slices.
+void softmax_rows(float* logits, const int32_t* targets, float* mx, float* st, float* first, float* losses,
+                  int64_t n, const RowGeometry& g, bool grad, float grad_scale, RowStatsCombiner* combine) {
   auto row = [&](int64_t r) { return logits + r * g.V; };
   auto target = [&](int64_t r) { return int64_t(targets[r]) - g.v0; };
   if (!combine) {
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < n; ++r) {
       mx[r] = row_max(row(r), g);
+      if (first) first[r] = first_at(row(r), mx[r], g);
       row_sums(row(r), target(r), mx[r], st + 2 * r, g, grad);
       losses[r] = row_loss(row(r), target(r), mx[r], st + 2 * r, g, grad, grad_scale);
     }
@@ -80,6 +90,12 @@ void softmax_rows(float* logits, const int32_t* targets, float* mx, float* st, f
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < n; ++r) mx[r] = row_max(row(r), g);
   combine->max(mx, n);
+  if (first) {  // the lowest index of the maximum over all slices: the max of its negation
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < n; ++r) first[r] = -first_at(row(r), mx[r], g);
+    combine->max(first, n);
+    for (int64_t r = 0; r < n; ++r) first[r] = -first[r];
+  }
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < n; ++r) row_sums(row(r), target(r), mx[r], st + 2 * r, g, grad);
   combine->sum(st, 2 * n);
@@ -95,23 +111,24 @@ void classifier_logits(const float* x, const float* W, const float* bias, float*
 
 double classifier_cross_entropy(const ClassifierArgs& a, float* per_row) {
   const int64_t chunk = std::min(kChunk, a.N);
-  float* logits = scratch(ScratchSlot::classifier, chunk * a.V + 4 * kChunk);
+  float* logits = scratch(ScratchSlot::classifier, chunk * a.V + 5 * kChunk);
   float* losses = logits + chunk * a.V;
   float* mx = losses + kChunk;
   float* st = mx + kChunk;  // 2 per row
+  float* first = a.correct ? st + 2 * kChunk : nullptr;
   double total = 0.0;
   for (int64_t r0 = 0; r0 < a.N; r0 += chunk) {
     const int64_t n = std::min(chunk, a.N - r0);
     const float* xc = a.x + r0 * a.d;
     linear_forward(xc, a.W, a.bias, logits, n, a.d, a.V, a.precision);
     const RowGeometry g{a.V, a.words >= 0 ? a.words : a.V, a.vocab_begin};
-    softmax_rows(logits, a.targets + r0, mx, st, losses, n, g, a.dx != nullptr, a.grad_scale, a.combine);
+    softmax_rows(logits, a.targets + r0, mx, st, first, losses, n, g, a.dx != nullptr, a.grad_scale, a.combine);
     for (int64_t r = 0; r < n; ++r) {
       total += losses[r];
       if (per_row) per_row[r0 + r] = losses[r];
     }
-    if (a.correct)  // st[2r + 1]: the target's logit, combined across slices like the max
-      for (int64_t r = 0; r < n; ++r) *a.correct += st[2 * r + 1] >= mx[r] ? 1.0 : 0.0;
+    if (a.correct)
+      for (int64_t r = 0; r < n; ++r) *a.correct += first[r] == float(a.targets[r0 + r]) ? 1.0 : 0.0;
     if (a.dx) {
       linear_backward_input(logits, a.W, a.dx + r0 * a.d, n, a.d, a.V, false, a.precision);
       linear_backward_weight(logits, xc, a.dW, n, a.d, a.V, a.precision);

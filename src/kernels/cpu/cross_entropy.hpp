@@ -30,8 +30,9 @@ struct ClassifierArgs {
   int64_t vocab_begin = 0;
   int64_t words = -1;
   RowStatsCombiner* combine = nullptr;
-  // When set, the rows whose target scores highest (a classifier's right predictions; a tie counts
-  // as right) are added to *correct (memory of the device the kernel runs on).
+  // When set, the rows whose prediction is their target are added to *correct (memory of the device
+  // the kernel runs on): a classifier's right predictions, the prediction being the first class with
+  // the highest score, as argmax picks (the CUDA kernel counts a tie with the target as right).
   double* correct = nullptr;
   // Training: when dx is set, dx [N, d] is overwritten and dW [V, d], dbias [V] accumulated with
   // the gradient of grad_scale * sum of row losses.

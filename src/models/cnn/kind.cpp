@@ -41,42 +41,55 @@ class CnnKind : public TableModelKind<CnnConfig> {
     fit("classes", t.classes, data.classes, "classes");
   }
 
+  // The layers from the weights' shapes (conv1.weight … and fc1.weight …): channels, kernels, hidden
+  // widths, classes, input channels; the image size, which no weight holds, as given or the square
+  // one whose features fit fc1.
   void fit_to_weights(ModelConfig& c, const std::map<std::string, std::vector<int64_t>>& shapes,
                       const std::string& file) const override {
-    CnnConfig t = config(c);
-    auto shape = [&](const std::string& name, size_t dims) {
-      auto it = shapes.find(name);
-      require(it != shapes.end() && it->second.size() == dims,
-              file + ": " + name + " is " + (it == shapes.end() ? "missing" : "not of " + std::to_string(dims) + " dimensions") +
-                  ": it is not a model of model.kind = cnn with model.channels = \"" + t.channels +
-                  "\" and model.hidden = \"" + t.hidden + "\"");
-      return it->second;
-    };
-    const size_t hidden = t.hidden_widths().size();
-    const std::vector<int64_t> w1 = shape("conv1.weight", 4), last = shape("fc" + std::to_string(hidden + 1) + ".weight", 2);
-    c.values["in_channels"] = w1[1];
-    c.values["classes"] = last[0];
-    // the image size is not in the weights: a square one whose features fit the first linear layer
-    if (t.height == 0 || t.width == 0) {
-      const int64_t features = shape("fc1.weight", 2)[1];
-      for (int64_t side = 1; side <= 4096; ++side) {
-        CnnConfig s = t;
-        s.in_channels = w1[1];
-        s.height = s.width = side;
-        try {
-          s.validate(false);
-        } catch (const Error&) {
-          continue;
-        }
-        if (s.shapes().features == features) {
-          c.values["height"] = side;
-          c.values["width"] = side;
-          return;
-        }
-      }
-      throw Error(file + ": no square image size gives fc1's " + std::to_string(features) +
-                  " input features: give model.height and model.width");
+    std::vector<int64_t> channels, kernels, widths;
+    int64_t in_channels = 0, features = 0;
+    for (int i = 1;; ++i) {
+      auto it = shapes.find("conv" + std::to_string(i) + ".weight");
+      if (it == shapes.end()) break;
+      require(it->second.size() == 4, file + ": conv" + std::to_string(i) + ".weight is not [out, in, kh, kw]");
+      if (i == 1) in_channels = it->second[1];
+      channels.push_back(it->second[0]);
+      kernels.push_back(it->second[2]);
     }
+    for (int j = 1;; ++j) {
+      auto it = shapes.find("fc" + std::to_string(j) + ".weight");
+      if (it == shapes.end()) break;
+      require(it->second.size() == 2, file + ": fc" + std::to_string(j) + ".weight is not [out, in]");
+      if (j == 1) features = it->second[1];
+      widths.push_back(it->second[0]);
+    }
+    require(!channels.empty() && !widths.empty(),
+            file + ": it holds no conv1.weight and fc1.weight: it is not a model of model.kind = cnn");
+    c.values["in_channels"] = in_channels;
+    c.values["channels"] = list_text(channels);
+    c.values["kernel"] = list_text(kernels);
+    c.values["classes"] = widths.back();
+    widths.pop_back();
+    c.values["hidden"] = list_text(widths);
+    const CnnConfig t = config(c);
+    if (t.height > 0 && t.width > 0) return;
+    for (int64_t side = 1; side <= 4096; ++side) {
+      CnnConfig s = t;
+      s.height = s.width = side;
+      try {
+        s.validate(false);
+      } catch (const Error&) {
+        continue;
+      }
+      if (s.shapes().features == features) {
+        c.values["height"] = side;
+        c.values["width"] = side;
+        return;
+      }
+    }
+    throw Error(file + ": no square image size gives fc1's " + std::to_string(features) + " input features with " +
+                "model.padding = " + std::to_string(t.padding) + " and model.pool = " + std::to_string(t.pool) +
+                ": give model.height and model.width (and the padding and pool it was trained with)");
   }
 
   SampleShape sample_shape(const ModelConfig& c) const override {
