@@ -93,7 +93,7 @@ TEST(Config, AMisspeltKeySuggestsTheNearestAndKeysAreDescribed) {
   EXPECT_EQ(error_of([&] { c.set("nosuch.anything_at_all", "1"); }).find("did you mean"), std::string::npos);
   const std::string keys = RunConfig::describe_keys();
   for (const std::string& k : RunConfig::known_keys()) EXPECT_NE(keys.find(k + " "), std::string::npos) << k;
-  EXPECT_NE(keys.find("train.batch_size                   512          int 1..2147483648\n    windows per"),
+  EXPECT_NE(keys.find("train.batch_size                   512          int 1..2147483648\n    samples (token windows, images) per"),
             std::string::npos) << keys.substr(0, 400);
   EXPECT_NE(keys.find("model.norm                         \"post\"       post|pre\n"), std::string::npos);
 }
