@@ -5,6 +5,7 @@
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import time
@@ -92,9 +93,43 @@ def loadavg():
         return "?"
 
 
-def run_json(cmd, env, timeout, what):
-    """Runs cmd, returns the JSON object on the last line of its stdout; exits with its stderr on failure."""
+def machine_busy_s():
+    """CPU seconds all CPUs of this machine have been busy since boot (/proc/stat: all but idle and iowait)."""
+    try:
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+        return (sum(v[:8]) - v[3] - v[4]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def children_cpu_s():
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def wait_idle(limit_s):
+    """Waits (up to limit_s) until the machine's CPUs were at most 10% busy for 2 s in a row; returns the
+    seconds waited, or None when the limit passed first."""
+    t0, quiet = time.time(), 0
+    while True:
+        b0 = machine_busy_s()
+        time.sleep(1.0)
+        share = (machine_busy_s() - b0) / (os.cpu_count() or 1)
+        quiet = quiet + 1 if share <= 0.10 else 0
+        if quiet >= 2:
+            return time.time() - t0
+        if time.time() - t0 > limit_s:
+            return None
+
+
+def run_json(cmd, env, timeout, what, idle_s=0):
+    """Runs cmd, returns the JSON object on the last line of its stdout; exits with its stderr on failure.
+    With idle_s > 0 it first waits up to that long for an idle machine. `_others` in the result: the share of
+    the machine's CPU time that other processes used while it ran (0: it had the machine to itself)."""
+    waited = wait_idle(idle_s) if idle_s > 0 else 0.0
     t0 = time.time()
+    b0, c0 = machine_busy_s(), children_cpu_s()
     try:
         p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -107,7 +142,11 @@ def run_json(cmd, env, timeout, what):
     if not lines:
         sys.exit(f"compare: {what} printed no JSON line:\n{p.stdout[-2000:]}{p.stderr[-2000:]}")
     out = json.loads(lines[-1])
-    out["_wall_s"] = round(time.time() - t0, 1)
+    wall = time.time() - t0
+    others = (machine_busy_s() - b0) - (children_cpu_s() - c0)
+    out["_wall_s"] = round(wall, 1)
+    out["_others"] = round(max(0.0, others) / (wall * (os.cpu_count() or 1)), 3)
+    out["_waited_s"] = None if waited is None else round(waited, 1)
     return out
 
 
@@ -136,6 +175,9 @@ def main(argv=None):
                          "inherit = leave the environment's, or a name such as Haswell")
     ap.add_argument("--json", metavar="FILE", help="also write every raw result here")
     ap.add_argument("--timeout", type=int, default=3600, help="seconds allowed per program run")
+    ap.add_argument("--wait-idle", type=float, default=0, metavar="S",
+                    help="before each program run, wait up to S seconds for the CPUs to be idle (at most 10%% "
+                         "busy for 2 s); for a machine shared with other work (default 0: do not wait)")
     args = ap.parse_args(argv)
     if args.threads <= 0 or args.rounds <= 0 or args.warmup < 0 or args.vocab < 2 or (args.steps or 1) <= 0:
         ap.error("--threads, --rounds, --steps must be positive, --warmup non-negative, --vocab >= 2")
@@ -196,7 +238,7 @@ def main(argv=None):
         print("  note: the machine is not idle, absolute numbers are noisy (see bench/README.md)")
 
     peak_cmd = [matmul_peak, "--threads", T] + (["--reps", "5"] if args.quick else [])
-    peaks = [run_json(peak_cmd, dtrain_env, args.timeout, "matmul_peak")]
+    peaks = [run_json(peak_cmd, dtrain_env, args.timeout, "matmul_peak", args.wait_idle)]
     print(f"matmul peak (dtrain::matmul, oneDNN, best of 1024^3 and 2048x2048x1024): "
           f"f32 {peaks[0]['f32_gflops']:.0f} GFLOP/s, bf16 {peaks[0]['bf16_gflops']:.0f} GFLOP/s "
           f"(native bf16: {peaks[0]['native_bf16']})")
@@ -219,14 +261,15 @@ def main(argv=None):
                     "--threads", T, "--precision", prec, "--steps", str(steps), "--warmup", str(args.warmup)]
             druns, truns = [], []
             for r in range(args.rounds):
-                d = run_json(dcmd, dtrain_env, args.timeout, f"bench_train {name} {prec}")
+                d = run_json(dcmd, dtrain_env, args.timeout, f"bench_train {name} {prec}", args.wait_idle)
                 druns.append(d)
                 tcmd = [PYTHON, TORCH_BENCH, "--config-json", json.dumps(d["model"]), "--batch", str(batch),
                         "--threads", T, "--precision", prec, "--steps", str(steps), "--warmup", str(args.warmup)]
-                t = run_json(tcmd, torch_env, args.timeout, f"torch_reference_bench {name} {prec}")
+                t = run_json(tcmd, torch_env, args.timeout, f"torch_reference_bench {name} {prec}", args.wait_idle)
                 truns.append(t)
-                print(f"  {name} {prec} round {r + 1}: ms/step mean (min): dtrain {d['mean_step_ms']:.1f} "
+                print(f"  {name} {prec} batch {batch} round {r + 1}: ms/step mean (min): dtrain {d['mean_step_ms']:.1f} "
                       f"({d['min_step_ms']:.1f}), torch {t['step_ms']:.1f} ({t['min_step_ms']:.1f}); "
+                      f"other processes used {100 * d['_others']:.0f}% / {100 * t['_others']:.0f}% of the CPUs; "
                       f"load {loadavg()}")
                 sys.stdout.flush()
             if blas_seen is None:
@@ -248,14 +291,16 @@ def main(argv=None):
             # Same statistic for both: the mean step time of a run (what the torch script reports as
             # step_ms) or its fastest step; the best round counts.
             d_key, t_key = ("mean_step_ms", "step_ms") if args.stat == "mean" else ("min_step_ms", "min_step_ms")
-            d_ms = min(x[d_key] for x in druns)
-            t_ms = min(x[t_key] for x in truns)
+            d_best = min(druns, key=lambda x: x[d_key])
+            t_best = min(truns, key=lambda x: x[t_key])
+            d_ms, t_ms = d_best[d_key], t_best[t_key]
             results.append({
                 "preset": name, "precision": prec, "batch": batch, "seq_len": druns[0]["seq_len"],
                 "unit": "img" if cnn else "tok",
                 "steps": steps, "flops_per_token": fpt, "params": druns[0]["params"],
                 "dtrain_tps": tokens / (d_ms / 1e3), "torch_tps": tokens / (t_ms / 1e3),
                 "dtrain_step_ms": d_ms, "torch_step_ms": t_ms,
+                "others": max(d_best["_others"], t_best["_others"]),  # the counted runs' worst share of others
                 "dtrain_peak_mb": max(x["peak_rss_mb"] for x in druns),
                 "torch_peak_mb": max(x["peak_rss_mb"] for x in truns),
                 "dtrain_loss": druns[-1]["loss"], "torch_loss": truns[-1]["loss"],
@@ -263,7 +308,7 @@ def main(argv=None):
             })
 
     # The peak once more at the end: the best of both measurements is the peak.
-    peaks.append(run_json(peak_cmd, dtrain_env, args.timeout, "matmul_peak"))
+    peaks.append(run_json(peak_cmd, dtrain_env, args.timeout, "matmul_peak", args.wait_idle))
     peak = {p: max(x[f"{p}_gflops"] for x in peaks) for p in ("f32", "bf16")}
     load_end = loadavg()
     spread = {p: 1.0 - min(x[f"{p}_gflops"] for x in peaks) / peak[p] for p in ("f32", "bf16")}
@@ -278,7 +323,7 @@ def main(argv=None):
     if blas_seen:
         print(f"torch {blas_seen[0]} loaded BLAS: {', '.join(blas_seen[1]) or '(none found)'}")
     hdr = ("preset", "prec", "batch", "unit", "dtrain /s", "torch /s", "ratio", "dtrain MFU%", "torch MFU%",
-           "dtrain MiB", "torch MiB")
+           "dtrain MiB", "torch MiB", "others%")
     rows = []
     for r in results:
         pk = peak[r["precision"]] * 1e9
@@ -287,12 +332,14 @@ def main(argv=None):
         r["torch_mfu"] = 100.0 * r["flops_per_token"] * r["torch_tps"] / pk
         rows.append((r["preset"], r["precision"], str(r["batch"]), r["unit"], f"{r['dtrain_tps']:.0f}", f"{r['torch_tps']:.0f}",
                      f"{r['ratio']:.2f}x", f"{r['dtrain_mfu']:.1f}", f"{r['torch_mfu']:.1f}",
-                     f"{r['dtrain_peak_mb']:.0f}", f"{r['torch_peak_mb']:.0f}"))
+                     f"{r['dtrain_peak_mb']:.0f}", f"{r['torch_peak_mb']:.0f}", f"{100 * r['others']:.0f}"))
     widths = [max(len(h), *(len(row[i]) for row in rows)) if rows else len(h) for i, h in enumerate(hdr)]
     print("  ".join(h.rjust(w) for h, w in zip(hdr, widths)))
     for row in rows:
         print("  ".join(c.rjust(w) for c, w in zip(row, widths)))
 
+    print("others%: the CPU share other processes used during the counted runs (the worse of the two); "
+          "above a few % the figures of that row are disturbed")
     print("\ntargets:")
     failed = 0
     for r in results:
