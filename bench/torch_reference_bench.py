@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-# Training-throughput benchmark of the PyTorch reference model (tests/python/reference_model.py)
+# Training-throughput benchmark of the PyTorch reference model (tests/python/reference_model.py;
+# llama_reference.py for model.kind = llama, cnn_reference.py for model.kind = cnn on random images)
 # on the CPU or a GPU (eager or torch.compile): the peer dtrain's bench compares against. Prints
 # one JSON line.
 # Usage: /usr/bin/python3 bench/torch_reference_bench.py --config-json '{"vocab_size": 12000, ...}'
@@ -16,6 +17,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 import torch  # noqa: E402
 
+from cnn_reference import ReferenceCNN  # noqa: E402
 from llama_reference import ReferenceLlama  # noqa: E402
 from reference_model import ReferenceLM  # noqa: E402
 
@@ -62,15 +64,23 @@ def main(argv=None):
     gpu = args.device.startswith("cuda")
     if gpu and not torch.cuda.is_available():
         ap.error("--device cuda but torch sees no GPU")
+    kind = config.get("kind")
+    reference = {"llama": ReferenceLlama, "cnn": ReferenceCNN}.get(kind, ReferenceLM)
     try:
-        model = (ReferenceLlama if config.get("kind") == "llama" else ReferenceLM)(config).float().to(args.device)
+        model = reference(config).float().to(args.device)
     except ValueError as e:
         ap.error(str(e))
     model.train()  # dropout as configured, like a real training step
-    V, T, B = model.config["vocab_size"], model.config["seq_len"], args.batch
+    B = args.batch
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, **({"fused": True} if gpu else {}))
     total = args.warmup + args.steps
-    inputs = torch.randint(0, V, (total, B, T), device=args.device)
+    if kind == "cnn":  # random normalised images [B, C·H·W] and one label each, as dtrain's bench draws them
+        c = model.config
+        V, T, pixels = c["classes"], 1, c["in_channels"] * c["height"] * c["width"]
+        inputs = torch.randn(total, B, pixels, device=args.device)
+    else:
+        V, T = model.config["vocab_size"], model.config["seq_len"]
+        inputs = torch.randint(0, V, (total, B, T), device=args.device)
     targets = torch.randint(0, V, (total, B, T), device=args.device)
     forward = torch.compile(model) if args.compile else model
 
@@ -101,6 +111,7 @@ def main(argv=None):
     params = sum(p.numel() for p in model.parameters())
     print(json.dumps({
         "tokens_per_s": round(B * T / step_s, 1),
+        "samples_per_s": round(B / step_s, 1),
         "step_ms": round(step_s * 1e3, 3),
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0, 1),
         "loss": round(loss, 6),

@@ -1,5 +1,6 @@
-// bench_train: training-step throughput of a dtrain model (model.kind; the Transformer by default) on random tokens — the dtrain
-// side of bench/compare.sh (bench/torch_reference_bench.py is the PyTorch side). Prints one JSON line.
+// bench_train: training-step throughput of a dtrain model (model.kind; the Transformer by default) on random tokens, or
+// random images for an image model — the dtrain side of bench/compare.sh (bench/torch_reference_bench.py is the PyTorch
+// side). Prints one JSON line.
 // Usage: bench_train --config configs/bench-large.toml --vocab 12000 [--set key=value ...]
 //        [--batch B] [--threads 2] [--precision f32|bf16] [--steps 10] [--warmup 2] [--seed 1]
 //        [--device cpu|cuda]  (bench/gpu_compare.sh runs it on a GPU)
@@ -10,6 +11,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <memory>
 #include <random>
@@ -30,6 +32,8 @@ const char* kUsage =
     "                   [--precision f32|bf16] [--steps N] [--warmup W] [--seed S]\n"
     "  --config     TOML preset (configs/*.toml); only [model], [train] and [optim] matter\n"
     "  --vocab      vocabulary size (the preset's data would set it; here tokens are random)\n"
+    "               an image model (model.kind = cnn) takes --set model.in_channels=1 --set model.height=28\n"
+    "               --set model.width=28 --set model.classes=10 instead (random pixels and labels)\n"
     "  --set        key=value override, as for `dtrain train` (repeatable)\n"
     "  --batch      samples per step (default: the preset's train.batch_size)\n"
     "  --threads    OpenMP threads (default 2)\n"
@@ -89,7 +93,9 @@ int main(int argc, char** argv) {
     if (!precision_name.empty()) cfg.set("train.precision", precision_name, "--precision");
     cfg.train.threads = int(threads);
     cfg.validate();
-    dtrain::require(cfg.model.values.value("vocab_size", 0) > 1, "no vocabulary size: pass --vocab V (e.g. 12000)");
+    const bool images = kind.sample_shape(cfg.model).input == dtrain::InputKind::images;
+    if (!images)
+      dtrain::require(cfg.model.values.value("vocab_size", 0) > 1, "no vocabulary size: pass --vocab V (e.g. 12000)");
     kind.validate(cfg.model, true);
 
     omp_set_num_threads(int(threads));
@@ -99,16 +105,25 @@ int main(int argc, char** argv) {
     const int64_t B = cfg.train.batch_size;
     dtrain::Model model(kind.units(cfg.model, *dev), B, *dev);
     const dtrain::SampleShape sample = model.sample_shape();
-    const int64_t T = sample.inputs, V = model.outputs();
+    // I input values and T loss rows per sample (tokens: the window twice; images: pixels, one label)
+    const int64_t I = sample.inputs, T = sample.targets, V = model.outputs();
     model.init_weights(cfg.train.seed);
     dtrain::Optimizer opt(cfg.optim, dtrain::unit_shards(model.units()), *dev);
 
-    // Random batches, drawn up front (like the torch script): inputs and targets per step.
+    // Random batches, drawn up front (like the torch script): inputs and targets per step. Tokens are
+    // int32 ids below V; pixels are floats from N(0, 1) (normalised images), each label below V.
     const int64_t total = warmup + steps;
-    std::vector<int32_t> inputs(size_t(total * B * T)), targets(size_t(total * B * T));
+    std::vector<int32_t> inputs(size_t(total * B * I)), targets(size_t(total * B * T));
     std::mt19937_64 rng{static_cast<uint64_t>(seed)};
     std::uniform_int_distribution<int32_t> tok(0, int32_t(V - 1));
-    for (auto& x : inputs) x = tok(rng);
+    if (images) {
+      std::normal_distribution<float> pixel(0.0f, 1.0f);
+      std::vector<float> px(inputs.size());
+      for (auto& x : px) x = pixel(rng);
+      std::memcpy(inputs.data(), px.data(), px.size() * sizeof(float));  // 4 bytes a value either way
+    } else {
+      for (auto& x : inputs) x = tok(rng);
+    }
     for (auto& x : targets) x = tok(rng);
 
     std::vector<double> times;
@@ -125,8 +140,7 @@ int main(int argc, char** argv) {
       ctx.loss_scale = 1.0f / float(B * T);
       ctx.precision = precision;
       model.zero_grad();
-      const size_t off = size_t(s * B * T);
-      model.queue_forward_backward({sample, B, inputs.data() + off, targets.data() + off}, ctx);
+      model.queue_forward_backward({sample, B, inputs.data() + size_t(s * B * I), targets.data() + size_t(s * B * T)}, ctx);
       opt.step(opt.lr_at(s, total));
       loss = model.take_loss() / double(B * T);  // waits for the device: the step is over
       dtrain::require(std::isfinite(loss), "loss is not finite at step " + std::to_string(s) + ": lower train.lr");
@@ -156,6 +170,8 @@ int main(int argc, char** argv) {
     out["threads"] = omp_get_max_threads();
     out["batch"] = B;
     out["seq_len"] = T;
+    out["samples_per_s"] = r1(double(B) / median);
+    out["input_values"] = I;
     out["steps"] = steps;
     out["warmup"] = warmup;
     out["params"] = model.num_params();
