@@ -32,7 +32,8 @@ struct ClassifierArgs {
   RowStatsCombiner* combine = nullptr;
   // When set, the rows whose prediction is their target are added to *correct (memory of the device
   // the kernel runs on): a classifier's right predictions, the prediction being the first class with
-  // the highest score, as argmax picks (the CUDA kernel counts a tie with the target as right).
+  // the highest score, as argmax picks (on CUDA across vocabulary slices, a tie with the target counts
+  // as right).
   double* correct = nullptr;
   // Training: when dx is set, dx [N, d] is overwritten and dW [V, d], dbias [V] accumulated with
   // the gradient of grad_scale * sum of row losses.

@@ -66,10 +66,16 @@ __global__ void rows_kernel(float* logits, const int32_t* targets, float* losses
   const float sum = row_sum_exp(l, W, mx, sh);
   const int64_t t = local_target(targets[blockIdx.x], W, v0);
   const float lt = t >= 0 ? l[t] : 0.0f;
-  __syncthreads();  // every thread has read l[t] before it changes
+  // right: the target is the first word with the highest logit (argmax's choice), so no earlier
+  // word may tie with it (the condition is the same in every thread of the block)
+  const bool top = correct && t >= 0 && lt >= mx;
+  int tied_before = 0;
+  if (top)
+    for (int64_t v = threadIdx.x; v < t; v += kThreads) tied_before |= l[v] == mx;
+  tied_before = __syncthreads_or(tied_before);  // also: every thread has read l[t] before it changes
   if (threadIdx.x == 0) {
     losses[blockIdx.x] = logf(sum) + mx - lt;
-    if (correct && lt >= mx) atomicAdd(correct, 1.0);  // a count: exact in any order
+    if (top && !tied_before) atomicAdd(correct, 1.0);  // a count: exact in any order
   }
   if (grad) write_gradient(l, V, W, mx, sum, t, grad_scale);
 }
@@ -98,7 +104,9 @@ __global__ void losses_kernel(float* logits, const int32_t* targets, const float
   const float m = mx[r], sum = st[2 * r];
   if (threadIdx.x == 0) {
     losses[r] = logf(sum) + m - st[2 * r + 1];
-    if (correct && st[2 * r + 1] >= m) atomicAdd(correct, 1.0);  // the combined target logit and max
+    // the combined target logit and max (across vocabulary slices a tie with the target counts as
+    // right: the first of the tied words is not combined)
+    if (correct && st[2 * r + 1] >= m) atomicAdd(correct, 1.0);
   }
   if (grad) write_gradient(logits + r * V, V, W, m, sum, local_target(targets[r], W, v0), grad_scale);
 }
