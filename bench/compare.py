@@ -173,12 +173,18 @@ def main(argv=None):
     ap.add_argument("--openblas-coretype", default="auto", metavar="auto|inherit|NAME",
                     help="OPENBLAS_CORETYPE for torch: auto = SkylakeX on avx512f CPUs (default), "
                          "inherit = leave the environment's, or a name such as Haswell")
+    ap.add_argument("--torch-blas-threads", default="auto", metavar="auto|N",
+                    help="OPENBLAS_NUM_THREADS for torch: auto = 1 for image models (OpenBLAS's own threads spin "
+                         "beside torch's OpenMP threads there and slow torch's f32 steps; see bench/README.md), "
+                         "--threads for the others (default auto)")
     ap.add_argument("--json", metavar="FILE", help="also write every raw result here")
     ap.add_argument("--timeout", type=int, default=3600, help="seconds allowed per program run")
     ap.add_argument("--wait-idle", type=float, default=0, metavar="S",
                     help="before each program run, wait up to S seconds for the CPUs to be idle (at most 10%% "
                          "busy for 2 s); for a machine shared with other work (default 0: do not wait)")
     args = ap.parse_args(argv)
+    if args.torch_blas_threads != "auto" and not (args.torch_blas_threads.isdigit() and int(args.torch_blas_threads) > 0):
+        ap.error(f"--torch-blas-threads {args.torch_blas_threads!r} is not auto or a positive integer")
     if args.threads <= 0 or args.rounds <= 0 or args.warmup < 0 or args.vocab < 2 or (args.steps or 1) <= 0:
         ap.error("--threads, --rounds, --steps must be positive, --warmup non-negative, --vocab >= 2")
     precisions = [p for p in args.precisions.split(",") if p]
@@ -247,8 +253,10 @@ def main(argv=None):
     if any_cnn:
         print(f"cnn: random N(0,1) images {IMAGE['in_channels']}x{IMAGE['height']}x{IMAGE['width']}, "
               f"{IMAGE['classes']} classes; MFU = train_flops_per_image x images/s / peak, where\n  {CNN_FORMULA}")
+    blas_note = (f"OPENBLAS_NUM_THREADS={args.torch_blas_threads}" if args.torch_blas_threads != "auto" else
+                 f"OPENBLAS_NUM_THREADS={T}" + (" (1 for image models)" if any_cnn else ""))
     print(f"torch: {PYTHON} {os.path.relpath(TORCH_BENCH, ROOT)}, bf16 = torch.autocast('cpu', dtype=torch.bfloat16); "
-          f"OPENBLAS_CORETYPE={coretype_note}")
+          f"OPENBLAS_CORETYPE={coretype_note}, {blas_note}")
     sys.stdout.flush()
 
     results = []
@@ -265,7 +273,10 @@ def main(argv=None):
                 druns.append(d)
                 tcmd = [PYTHON, TORCH_BENCH, "--config-json", json.dumps(d["model"]), "--batch", str(batch),
                         "--threads", T, "--precision", prec, "--steps", str(steps), "--warmup", str(args.warmup)]
-                t = run_json(tcmd, torch_env, args.timeout, f"torch_reference_bench {name} {prec}", args.wait_idle)
+                blas = args.torch_blas_threads if args.torch_blas_threads != "auto" else ("1" if cnn else T)
+                t = run_json(tcmd, dict(torch_env, OPENBLAS_NUM_THREADS=blas), args.timeout,
+                             f"torch_reference_bench {name} {prec}", args.wait_idle)
+                t["_openblas_threads"] = int(blas)
                 truns.append(t)
                 print(f"  {name} {prec} batch {batch} round {r + 1}: ms/step mean (min): dtrain {d['mean_step_ms']:.1f} "
                       f"({d['min_step_ms']:.1f}), torch {t['step_ms']:.1f} ({t['min_step_ms']:.1f}); "
@@ -375,6 +386,7 @@ def main(argv=None):
         with open(args.json, "w") as f:
             json.dump({"threads": args.threads, "stat": args.stat, "vocab": args.vocab, "rounds": args.rounds, "peaks": peaks,
                        "peak_gflops": peak, "formula": FORMULA, "cnn_formula": CNN_FORMULA, "load_start": load_start, "load_end": load_end,
+                       "torch_blas_threads": args.torch_blas_threads,  # each torch run's: _openblas_threads
                        "torch_env": {k: torch_env[k] for k in ("OPENBLAS_CORETYPE", "OPENBLAS_NUM_THREADS")
                                      if k in torch_env},
                        "results": results}, f, indent=1)
