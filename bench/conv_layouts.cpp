@@ -1,5 +1,5 @@
 // conv_layouts: oneDNN's convolution primitives for the MNIST network's two convolutions with plain nchw/oihw
-// tensors (what src/kernels/cpu/conv.cpp asks for) against format_tag::any (oneDNN's blocked layouts), f32 and bf16,
+// tensors (what src/kernels/cpu/conv.cpp asked for until it moved to blocked layouts) against format_tag::any (oneDNN's blocked layouts), f32 and bf16,
 // plus the reorders a plain-layout model would pay around a blocked convolution. Threads: OMP_NUM_THREADS.
 // Prints a readable line per case on stderr and one JSON line on stdout (bench/README.md, the cnn preset).
 // Usage: OMP_NUM_THREADS=2 build/bin/conv_layouts [--batches 64,512] [--reps 30]
