@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "core/error.hpp"
-#include "core/limits.hpp"
 #include "kernels/cpu/onednn.hpp"
 #include "kernels/cpu/simd.hpp"
 
@@ -36,6 +35,7 @@ struct ConvPrimitives {
   dnnl::convolution_forward forward;
   dnnl::convolution_backward_data backward_data;
   dnnl::convolution_backward_weights backward_weights;
+  memory::desc bias;                  // [K] f32, the bias and its gradient
   Operand fwd_x, fwd_w, fwd_y;        // forward
   Operand bwd_dy, bwd_w, bwd_dx;      // the input gradient
   Operand wgt_x, wgt_dy, wgt_dw;      // the weight gradient
@@ -122,7 +122,7 @@ ConvPrimitives& conv_primitives(const ConvShape& s, bool bf16) {
   const dnnl::convolution_backward_data::primitive_desc bwd({algo, dx, w, dy, strides, pad, pad}, rt.engine, fwd);
   const dnnl::convolution_backward_weights::primitive_desc wgt({algo, x, dw, b, dy, strides, pad, pad}, rt.engine, fwd);
   ConvPrimitives c{dnnl::convolution_forward(fwd), dnnl::convolution_backward_data(bwd),
-                   dnnl::convolution_backward_weights(wgt),
+                   dnnl::convolution_backward_weights(wgt), b,
                    operand(ux, fwd.src_desc(), true, 0), operand(uw, fwd.weights_desc(), true, 1),
                    operand(uy, fwd.dst_desc(), false, 2),
                    operand(uy, bwd.diff_dst_desc(), true, 0), operand(uw, bwd.weights_desc(), true, 1),
@@ -148,8 +148,7 @@ void run_conv(Precision p, Call&& call) try {
     call(false);
   }
 } catch (const dnnl::error& e) {
-  if (e.status == dnnl_out_of_memory) throw AllocationFailed("oneDNN's convolution (its kernels and scratch)");
-  throw;
+  rethrow_onednn_error(e, "oneDNN's convolution (its kernels and scratch)");
 }
 
 DT_SIMD void add_into(float* dst, const float* src, int64_t n) {
@@ -184,8 +183,7 @@ void conv2d_forward(const float* x, const float* w, const float* bias, float* y,
     memory out = output(c.fwd_y, y);
     c.forward.execute(rt.stream, {{DNNL_ARG_SRC, input(c.fwd_x, x)},
                                   {DNNL_ARG_WEIGHTS, input(c.fwd_w, w)},
-                                  {DNNL_ARG_BIAS, mem(memory::desc({s.K}, memory::data_type::f32, Tag::x),
-                                                      bias ? bias : rt.zeros.data())},
+                                  {DNNL_ARG_BIAS, mem(c.bias, bias ? bias : rt.zeros.data())},
                                   {DNNL_ARG_DST, out}});
     finish(c.fwd_y, out, y);
     rt.stream.wait();
@@ -218,8 +216,7 @@ void conv2d_backward_weight(const float* x, const float* dy, float* dw, float* d
     c.backward_weights.execute(rt.stream, {{DNNL_ARG_SRC, input(c.wgt_x, x)},
                                            {DNNL_ARG_DIFF_DST, input(c.wgt_dy, dy)},
                                            {DNNL_ARG_DIFF_WEIGHTS, out},
-                                           {DNNL_ARG_DIFF_BIAS, mem(memory::desc({s.K}, memory::data_type::f32, Tag::x),
-                                                                    rt.grad_b.data())}});
+                                           {DNNL_ARG_DIFF_BIAS, mem(c.bias, rt.grad_b.data())}});
     finish(c.wgt_dw, out, rt.grad_w.data());
     rt.stream.wait();
   });
@@ -241,8 +238,7 @@ void maxpool_forward(const float* x, float* y, void* workspace, const PoolShape&
                                    {DNNL_ARG_WORKSPACE, mem(prim.forward_pd.workspace_desc(), workspace)}});
   rt.stream.wait();
 } catch (const dnnl::error& e) {
-  if (e.status == dnnl_out_of_memory) throw AllocationFailed("oneDNN's max pooling");
-  throw;
+  rethrow_onednn_error(e, "oneDNN's max pooling");
 }
 
 void maxpool_backward(const float*, const float*, const float* dy, float* dx, const void* workspace,
@@ -255,8 +251,7 @@ void maxpool_backward(const float*, const float*, const float* dy, float* dx, co
                                     {DNNL_ARG_WORKSPACE, mem(prim.forward_pd.workspace_desc(), workspace)}});
   rt.stream.wait();
 } catch (const dnnl::error& e) {
-  if (e.status == dnnl_out_of_memory) throw AllocationFailed("oneDNN's max pooling");
-  throw;
+  rethrow_onednn_error(e, "oneDNN's max pooling");
 }
 
 }  // namespace dtrain

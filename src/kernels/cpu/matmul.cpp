@@ -10,7 +10,6 @@
 
 #include "core/bf16.hpp"
 #include "core/error.hpp"
-#include "core/limits.hpp"
 #include "kernels/cpu/onednn.hpp"
 
 namespace dtrain {
@@ -85,8 +84,7 @@ void run(const Problem& p, const void* A, const void* B, const float* bias, floa
   it->second.execute(rt.stream, io);
   rt.stream.wait();
 } catch (const dnnl::error& e) {
-  if (e.status == dnnl_out_of_memory) throw AllocationFailed("oneDNN's matrix product (its kernels and scratch)");
-  throw;
+  rethrow_onednn_error(e, "oneDNN's matrix product (its kernels and scratch)");
 }
 
 // Strides of a logical [rows, cols] matrix, stored row-major or (trans) as its transpose.

@@ -1,6 +1,7 @@
 // The shared oneDNN engine and stream, and bf16 rounding (see onednn.hpp).
 #include "kernels/cpu/onednn.hpp"
 
+#include "core/limits.hpp"
 #include "kernels/cpu/simd.hpp"
 
 namespace dtrain {
@@ -18,6 +19,11 @@ Engine& shared() {
 
 dnnl::engine& onednn_engine() { return shared().engine; }
 dnnl::stream& onednn_stream() { return shared().stream; }
+
+void rethrow_onednn_error(const dnnl::error& e, const char* what) {
+  if (e.status == dnnl_out_of_memory) throw AllocationFailed(what);
+  throw;
+}
 
 DT_SIMD const uint16_t* round_to_bf16(const float* src, int64_t n, std::vector<uint16_t>& dst) {
   if (int64_t(dst.size()) < n) dst.resize(size_t(n));
