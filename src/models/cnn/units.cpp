@@ -35,8 +35,7 @@ void ConvUnit::plan(Arena& arena, const StepContext& largest, int slots, bool sp
     v.y = arena.f32(B * conv_.out_floats());
     v.a = act_ == Activation::relu ? v.y : arena.f32(B * conv_.out_floats());
     v.pooled = pooled_ ? arena.f32(B * pool_.out_floats()) : nullptr;
-    const float* pre = pooled_ ? v.pooled : v.y;  // before dropout
-    v.out = dropout_ > 0.0f ? arena.f32(B * out_floats()) : const_cast<float*>(pre);
+    v.out = dropout_ > 0.0f ? arena.f32(B * out_floats()) : before_dropout(v);
     // W needs this unit's input and its convolution's output gradient (the input unit's weight half
     // reads dy, which the model keeps for it, and the pixels)
     const int64_t kept = B * (conv_.in_floats() + conv_.out_floats());
@@ -62,8 +61,7 @@ void ConvUnit::forward(const float* x, const UnitPass& p) {
   conv_.forward(in, s.a, ctx.B, ctx.precision);
   dev_.activation_forward(act_, s.a, s.y, ctx.B * conv_.out_floats());
   if (pooled_) pool_.forward(s.y, s.pooled, ctx.B, p.slot);
-  const float* pre = pooled_ ? s.pooled : s.y;
-  if (s.out != pre) dev_.dropout_forward(pre, s.out, ctx.B, out_floats(), drop(ctx));
+  if (s.out != before_dropout(s)) dev_.dropout_forward(before_dropout(s), s.out, ctx.B, out_floats(), drop(ctx));
 }
 
 void ConvUnit::backward(const float* x, float* dy, float* dx, const UnitPass& p, BackwardPart part) {
@@ -77,7 +75,7 @@ void ConvUnit::backward(const float* x, float* dy, float* dx, const UnitPass& p,
   }
   DT_ASSERT(s.weight_grads.empty());  // a split backward's W ran before this slot was reused
   const int64_t B = ctx.B, n = B * conv_.out_floats();
-  if (s.out != (pooled_ ? s.pooled : s.y)) dev_.dropout_backward(dy, dy, B, out_floats(), drop(ctx));
+  if (s.out != before_dropout(s)) dev_.dropout_backward(dy, dy, B, out_floats(), drop(ctx));
   float* dconv = dy;  // the gradient of the convolution's output, the activation's and pooling's undone
   if (pooled_) {
     dconv = p.scratch;

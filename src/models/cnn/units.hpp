@@ -47,6 +47,8 @@ class ConvUnit : public Module {
     WeightGradStore weight_grads;  // split backward: what W needs
   };
   std::vector<Saved> saved_;
+  // The values dropout reads: the pooled ones, or the activation's output without pooling.
+  float* before_dropout(const Saved& s) const { return pooled_ ? s.pooled : s.y; }
 };
 
 class DenseUnit : public Module {
