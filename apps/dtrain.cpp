@@ -477,7 +477,7 @@ int cmd_plan(int argc, char** argv) {
     std::vector<TraceEvent> events;
     for (int r = 0; r < s.pp; ++r)
       for (const TimedAction& t : sim.ranks[r])  // one time unit shown as one millisecond
-        events.push_back({r, to_string(t.action), t.start * 1e-3, (t.end - t.start) * 1e-3});
+        events.push_back({r, "compute", to_string(t.action), t.start * 1e-3, (t.end - t.start) * 1e-3, ""});
     write_chrome_trace(trace, events);
     std::printf("wrote the simulated timeline to %s (open it in ui.perfetto.dev; 1 time unit = 1 ms)\n",
                 trace.c_str());

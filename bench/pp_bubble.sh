@@ -4,7 +4,7 @@
 # simulated bubble of the same list (F 1, B 2, I 1, W 1) and the textbook one, with the activation
 # slots per rank and rank 0's planned activation memory; and one process's step time on the same
 # batch. pp 2 by default (one thread per rank on this 2-core machine); --pp 4 where there are 4+
-# cores. --timeline DIR keeps each schedule's Chrome trace (timeline.json, for Perfetto).
+# cores. --timeline DIR keeps each schedule's Chrome trace (trace.json, for Perfetto).
 # usage: bench/pp_bubble.sh [--bin DIR] [--pp P] [--micro M] [--steps N] [--timeline DIR] [--set key=value ...]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -34,18 +34,18 @@ for s in gpipe 1f1b interleaved-1f1b zb-h1 zb-v; do
   v=1; case $s in interleaved-1f1b|zb-v) v=2;; esac
   "$bin/dtrun" --standalone --nproc-per-node "$pp" "$bin/dtrain" train "${common[@]}" --set parallel.pp="$pp" \
     --set parallel.dp_replicate=1 --set parallel.pp_schedule=$s --set parallel.pp_virtual=$v \
-    --set parallel.microbatches="$micro" --set parallel.pp_timeline=true --run-dir "$work/$s" >"$work/$s.out" 2>&1 ||
+    --set parallel.microbatches="$micro" --set train.trace=true --run-dir "$work/$s" >"$work/$s.out" 2>&1 ||
     { cat "$work/$s.out"; exit 1; }
   "$bin/dtrain" plan --pp "$pp" --virtual $v --microbatches "$micro" --schedule $s >"$work/$s.plan"
-  [ -z "$keep" ] || { mkdir -p "$keep"; cp "$work/$s/timeline.json" "$keep/$s.json"; }
+  [ -z "$keep" ] || { mkdir -p "$keep"; cp "$work/$s/trace.json" "$keep/$s.json"; }
   "$py" - "$work" "$s" "$pp" <<'PYEOF'
 import json, re, sys
 work, s, pp = sys.argv[1], sys.argv[2], int(sys.argv[3])
-t = json.load(open(f"{work}/{s}/timeline.json"))["traceEvents"]
+t = json.load(open(f"{work}/{s}/trace.json"))["traceEvents"]
 busy, first, last = {}, {}, {}
 for e in t:
-    if e.get("ph") != "X": continue
-    r = e["tid"]; busy[r] = busy.get(r, 0) + e["dur"]
+    if e.get("ph") != "X" or not re.fullmatch(r"\d+[FBIW]\d+", e["name"]): continue  # pipeline actions
+    r = e["pid"]; busy[r] = busy.get(r, 0) + e["dur"]
 # each rank's idle share over the whole run's passes, from its own timeline (the engine's own
 # figure for rank 0 is in summary.json; the spans below include the optimizer step between passes,
 # so we use the engine's pass time for rank 0 and report every rank from the trace's pass windows)

@@ -5,6 +5,8 @@
 #include <chrono>
 
 #include "core/error.hpp"
+#include "core/json.hpp"
+#include "core/trace.hpp"
 #include "comm/liveness.hpp"
 
 namespace dtrain {
@@ -51,6 +53,10 @@ size_t total(const std::vector<size_t>& counts) {
 
 void Work::wait() {
   std::unique_lock<std::mutex> lock(mu_);
+  if (done_ && error_.empty() && !finish_) return;  // nothing to wait for
+  lock.unlock();
+  PhaseScope exposed(Phase::comm);  // the training thread waits: communication not hidden
+  lock.lock();
   // The backend enforces the timeout; the extra margin covers diagnosis after a failure.
   const auto limit = timeout_ + Millis(30000);
   if (!cv_.wait_for(lock, limit, [this] { return done_; })) {
@@ -87,6 +93,7 @@ double Work::seconds() const {
 ProcessGroup::ProcessGroup(std::string name, std::vector<int> ranks, int my_rank, Millis timeout,
                            std::shared_ptr<Liveness> liveness, std::unique_ptr<Backend> backend)
     : name_(std::move(name)),
+      trace_track_("comm " + name_),
       ranks_(std::move(ranks)),
       rank_(my_rank),
       timeout_(timeout),
@@ -104,9 +111,13 @@ ProcessGroup::~ProcessGroup() {
   thread_.join();
 }
 
-WorkPtr ProcessGroup::enqueue(std::string what, std::function<void(Backend&, Work&)> fn, bool blocking) {
+WorkPtr ProcessGroup::enqueue(std::string op, size_t bytes, const std::string& detail,
+                              std::function<void(Backend&, Work&)> fn, bool blocking) {
   auto w = std::make_shared<Work>();
   w->timeout_ = timeout_;
+  w->op_ = std::move(op);
+  w->bytes_ = bytes;
+  const std::string what = w->op_ + (bytes || w->op_ != "barrier" ? " of " + bytes_str(bytes) : "") + detail;
   std::unique_lock<std::mutex> lock(mu_);
   ++issued_;
   w->what_ = what + " (operation #" + std::to_string(issued_) + " of process group '" + name_ + "', " +
@@ -115,7 +126,10 @@ WorkPtr ProcessGroup::enqueue(std::string what, std::function<void(Backend&, Wor
     // Nothing in flight: run on the caller's thread (no hand-off latency), in the same order.
     busy_ = true;
     lock.unlock();
-    execute(*w, fn);
+    {
+      PhaseScope exposed(Phase::comm);  // a blocking collective on the training thread
+      execute(*w, fn);
+    }
     lock.lock();
     busy_ = false;
     lock.unlock();
@@ -151,6 +165,9 @@ void ProcessGroup::worker_main() {
 void ProcessGroup::execute(Work& w, const std::function<void(Backend&, Work&)>& fn) {
   const int64_t seq = ++started_;
   std::string error;
+  TraceScope traced(trace_track_.c_str(), w.op_);
+  if (Trace::on())
+    traced.set_args(Json{{"bytes", w.bytes_}, {"group", name_}, {"ranks", size()}, {"seq", seq}}.dump());
   const auto t0 = std::chrono::steady_clock::now();
   if (!broken_.empty()) {
     error = w.what_ + " not run: the group failed earlier (" + broken_ + ")";
@@ -189,66 +206,66 @@ std::string ProcessGroup::diagnose(const std::string& what, int64_t seq, const s
 
 WorkPtr ProcessGroup::allreduce_async(void* data, size_t n, ElemType t, ReduceOp op) {
   require(op != ReduceOp::avg || is_floating(t), "allreduce avg is defined for floating-point data only");
-  return enqueue(std::string("allreduce ") + reduce_op_name(op) + " of " + bytes_str(n * elem_size(t)),
+  return enqueue(std::string("allreduce ") + reduce_op_name(op), n * elem_size(t), "",
                  [=](Backend& b, Work&) { b.allreduce(data, n, t, op); });
 }
 
 WorkPtr ProcessGroup::allgather_async(const void* in, void* out, const std::vector<size_t>& counts, ElemType t) {
   require(int(counts.size()) == size(), "allgather needs one count per rank of the group");
-  return enqueue("allgather of " + bytes_str(total(counts) * elem_size(t)),
+  return enqueue("allgather", total(counts) * elem_size(t), "",
                  [=](Backend& b, Work&) { b.allgather(in, out, counts, t); });
 }
 
 void ProcessGroup::allgather(const void* in, void* out, size_t n, ElemType t) {
   std::vector<size_t> counts(size_t(size()), n);
-  enqueue("allgather of " + bytes_str(n * size_t(size()) * elem_size(t)),
+  enqueue("allgather", n * size_t(size()) * elem_size(t), "",
           [=](Backend& b, Work&) { b.allgather(in, out, counts, t); }, true)->wait();
 }
 
 void ProcessGroup::allreduce(void* d, size_t n, ElemType t, ReduceOp op) {
   require(op != ReduceOp::avg || is_floating(t), "allreduce avg is defined for floating-point data only");
-  enqueue(std::string("allreduce ") + reduce_op_name(op) + " of " + bytes_str(n * elem_size(t)),
+  enqueue(std::string("allreduce ") + reduce_op_name(op), n * elem_size(t), "",
           [=](Backend& b, Work&) { b.allreduce(d, n, t, op); }, true)->wait();
 }
 
 void ProcessGroup::broadcast(void* d, size_t n, ElemType t, int root) {
   require(root >= 0 && root < size(), "broadcast root " + std::to_string(root) + " is not a rank of the group");
-  enqueue("broadcast of " + bytes_str(n * elem_size(t)) + " from rank " + std::to_string(root),
+  enqueue("broadcast", n * elem_size(t), " from rank " + std::to_string(root),
           [=](Backend& b, Work&) { b.broadcast(d, n, t, root); }, true)->wait();
 }
 
-void ProcessGroup::barrier() { enqueue("barrier", [](Backend& b, Work&) { b.barrier(); }, true)->wait(); }
+void ProcessGroup::barrier() { enqueue("barrier", 0, "", [](Backend& b, Work&) { b.barrier(); }, true)->wait(); }
 
 WorkPtr ProcessGroup::reduce_scatter_async(const void* in, void* out, const std::vector<size_t>& counts, ElemType t,
                                            ReduceOp op) {
   require(int(counts.size()) == size(), "reduce-scatter needs one count per rank of the group");
   require(is_floating(t), "reduce-scatter is defined for floating-point data only");
-  return enqueue(std::string("reduce-scatter ") + reduce_op_name(op) + " of " + bytes_str(total(counts) * elem_size(t)),
+  return enqueue(std::string("reduce-scatter ") + reduce_op_name(op), total(counts) * elem_size(t), "",
                  [=](Backend& b, Work&) { b.reduce_scatter(in, out, counts, t, op); });
 }
 
 WorkPtr ProcessGroup::broadcast_async(void* data, size_t n, ElemType t, int root) {
   require(root >= 0 && root < size(), "broadcast root " + std::to_string(root) + " is not a rank of the group");
-  return enqueue("broadcast of " + bytes_str(n * elem_size(t)) + " from rank " + std::to_string(root),
+  return enqueue("broadcast", n * elem_size(t), " from rank " + std::to_string(root),
                  [=](Backend& b, Work&) { b.broadcast(data, n, t, root); });
 }
 
 WorkPtr ProcessGroup::send_async(const void* data, size_t bytes, int dst, uint32_t tag) {
   require(dst >= 0 && dst < size() && dst != rank_, "send to rank " + std::to_string(dst) + " of group '" + name_ +
                                                         "' is not possible (size " + std::to_string(size()) + ")");
-  return enqueue("send of " + bytes_str(bytes) + " to rank " + std::to_string(dst),
+  return enqueue("send", bytes, " to rank " + std::to_string(dst),
                  [=](Backend& b, Work& w) { w.finish_ = b.post_send(data, bytes, dst, tag); });
 }
 
 WorkPtr ProcessGroup::recv_async(void* data, size_t bytes, int src, uint32_t tag) {
   require(src >= 0 && src < size() && src != rank_, "recv from rank " + std::to_string(src) + " of group '" + name_ +
                                                         "' is not possible (size " + std::to_string(size()) + ")");
-  return enqueue("recv of " + bytes_str(bytes) + " from rank " + std::to_string(src),
+  return enqueue("recv", bytes, " from rank " + std::to_string(src),
                  [=](Backend& b, Work& w) { w.finish_ = b.post_recv(data, bytes, src, tag); });
 }
 
 WorkPtr ProcessGroup::barrier_async() {
-  return enqueue("barrier", [](Backend& b, Work&) { b.barrier(); });
+  return enqueue("barrier", 0, "", [](Backend& b, Work&) { b.barrier(); });
 }
 
 }  // namespace dtrain

@@ -68,6 +68,8 @@ class Work {
   std::string error_;
   double seconds_ = 0.0;
   std::string what_;
+  std::string op_;    // "allreduce sum", "send", …
+  size_t bytes_ = 0;  // the data it moves (this rank's side)
   std::function<void()> finish_;  // point-to-point: completes on the waiting thread
   Millis timeout_{0};
 };
@@ -109,12 +111,15 @@ class ProcessGroup {
 
  private:
   // Queues fn for the communication thread; `blocking` callers may run it themselves when idle.
-  WorkPtr enqueue(std::string what, std::function<void(Backend&, Work&)> fn, bool blocking = false);
+  // op: what it is ("allreduce sum"); bytes: its size; detail: the rest of its description.
+  WorkPtr enqueue(std::string op, size_t bytes, const std::string& detail, std::function<void(Backend&, Work&)> fn,
+                  bool blocking = false);
   void worker_main();
   void execute(Work& w, const std::function<void(Backend&, Work&)>& fn);
   std::string diagnose(const std::string& what, int64_t seq, const std::string& cause);
 
   std::string name_;
+  std::string trace_track_;  // "comm NAME": its operations' track in a trace
   std::vector<int> ranks_;
   int rank_;
   Millis timeout_;

@@ -113,12 +113,19 @@ std::shared_ptr<ProcessGroup> World::new_group(const std::vector<int>& ranks, co
   return std::make_shared<ProcessGroup>(name, ranks, me, timeout_, liveness_, std::move(backend));
 }
 
-std::string World::layout() {
+std::vector<std::string> World::hosts() {
   constexpr size_t kName = 64;
   char mine[kName] = {0};
   gethostname(mine, kName - 1);
   std::vector<char> all(kName * size_t(size()));
   all_->allgather(mine, all.data(), kName / 4, ElemType::i32);  // 64 bytes as 16 words
+  std::vector<std::string> out;
+  for (int r = 0; r < size(); ++r) out.emplace_back(all.data() + size_t(r) * kName);
+  return out;
+}
+
+std::string World::layout() {
+  const std::vector<std::string> names = hosts();
   std::string out;
   std::string host;
   int first = 0;
@@ -128,7 +135,7 @@ std::string World::layout() {
                                                                          : "s " + std::to_string(first) + "-" + std::to_string(last));
   };
   for (int r = 0; r < size(); ++r) {
-    std::string h(all.data() + size_t(r) * kName);
+    const std::string& h = names[size_t(r)];
     if (h != host) {
       flush(r - 1);
       host = h;

@@ -42,6 +42,7 @@ class World {
 
   // Where the ranks run, e.g. "node01: ranks 0-3; node02: ranks 4-7" (collective).
   std::string layout();
+  std::vector<std::string> hosts();  // every rank's host name, by rank (collective)
 
   // Waits for every rank (so rank 0's store outlives the others' last use of it).
   void shutdown();

@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 
+#include "core/phase_clock.hpp"
 #include "kernels/cpu/activation.hpp"
 #include "kernels/cpu/attention.hpp"
 #include "kernels/cpu/conv.hpp"
@@ -45,6 +46,9 @@ class ComputeDevice : public Memory {
   // timer_seconds() waits for the queue and returns the device time since that mark.
   virtual void timer_start() = 0;
   virtual double timer_seconds() = 0;
+  // The clock step phases are measured on (core/phase_clock): null = the host's; a GPU records its
+  // marks as events on the compute stream, so a phase is the device's time between two marks.
+  virtual MarkTimer* phase_timer() { return nullptr; }
 
   // Kernels: the contracts of the kernels/cpu headers of the same names.
   virtual void matmul(const float* A, const float* B, float* C, const MatmulArgs& a) = 0;

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "core/trace.hpp"
+
 namespace dtrain {
 
 namespace {
@@ -257,7 +259,10 @@ void Model::forward_units(int k, int stop, const UnitPass& p, UnitHooks* hooks) 
   for (int u = stages_[k].first; u < stop; ++u) {
     Module& m = *modules_[size_t(u)];
     if (hooks) hooks->pre_forward(m.unit());
-    m.forward(unit_input(k, u, p.slot), p);
+    {
+      TraceScope traced("compute", m.unit().name(), " F");
+      m.forward(unit_input(k, u, p.slot), p);
+    }
     if (hooks) hooks->post_forward(m.unit());
   }
 }
@@ -269,6 +274,7 @@ void Model::stage_forward(int k, int slot, const BatchView& batch, const StepCon
   p.per_row = backward ? nullptr : per_row;
   p.metric_sum = backward ? nullptr : metric_sum_;
   p.per_row_device = dev_.host_accessible() ? nullptr : per_row_;
+  PhaseScope phase(Phase::forward);
   forward_units(k, stages_[k].last, p, hooks);
 }
 
@@ -276,12 +282,17 @@ void Model::stage_backward(int k, int slot, const StepContext& ctx, BackwardPart
   const Stage& st = stages_[k];
   const UnitPass p = pass(k, slot, nullptr, ctx);
   const bool input = part != BackwardPart::weight, complete = part != BackwardPart::input;
+  PhaseScope phase(Phase::backward);
+  const char* what = part == BackwardPart::all ? " B" : input ? " I" : " W";
   if (!input) {  // the weight gradients the input half kept, units in backward order
     for (int u = st.last; u-- > st.first;) {
       Module& m = *modules_[size_t(u)];
       // the input unit's output gradient: given (the unit alone in its stage), or kept by the input half
       float* dy = u != 0 ? nullptr : st.last == 1 && !st.has_loss_unit ? st.gout[size_t(slot)] : st.gin[size_t(slot)];
-      m.backward(nullptr, dy, nullptr, p, part);
+      {
+        TraceScope traced("compute", m.unit().name(), what);
+        m.backward(nullptr, dy, nullptr, p, part);
+      }
       if (hooks) hooks->post_backward(m.unit());
     }
     return;
@@ -295,9 +306,11 @@ void Model::stage_backward(int k, int slot, const StepContext& ctx, BackwardPart
     Module& m = *modules_[size_t(u)];
     if (hooks) hooks->pre_backward(m.unit());
     if (u == 0) {  // the input unit: its parameters' gradients only
+      TraceScope traced("compute", m.unit().name(), what);
       if (complete) m.backward(nullptr, g, nullptr, p, part);
     } else {
       float* dx = u == lowest && lowest_to_stage ? st.gin[size_t(slot)] : g == grad_a_ ? grad_b_ : grad_a_;
+      TraceScope traced("compute", m.unit().name(), what);
       m.backward(unit_input(k, u, slot), g, dx, p, part);
       g = dx;
     }

@@ -215,36 +215,6 @@ void ParallelModel::finish_gradients() {
   }
 }
 
-void ParallelModel::write_timeline(ProcessGroup& all, const std::string& path) const {
-  // each event as (stage, op, micro, start, duration); every rank's gathered on rank 0
-  std::vector<double> mine;
-  if (pipeline_)
-    for (const TraceEvent& e : pipeline_->timeline()) {
-      const Action a = parse_action(e.name);
-      mine.insert(mine.end(), {double(a.stage), double(int(a.op)), double(a.micro), e.start_s, e.dur_s});
-    }
-  std::vector<double> counts(size_t(all.size()));
-  double n = double(mine.size());
-  all.allgather(&n, counts.data(), 1, ElemType::f64);
-  std::vector<size_t> sizes;
-  size_t total = 0;
-  for (double c : counts) {
-    sizes.push_back(size_t(c));
-    total += size_t(c);
-  }
-  std::vector<double> every(total);
-  all.allgather_async(mine.data(), every.data(), sizes, ElemType::f64)->wait();
-  if (all.rank() != 0) return;
-  std::vector<TraceEvent> events;
-  size_t at = 0;
-  for (int r = 0; r < all.size(); ++r)
-    for (size_t i = 0; i < sizes[size_t(r)]; i += 5, at += 5) {
-      const Action a{Op(int(every[at + 1])), int(every[at]), int(every[at + 2])};
-      events.push_back({r, to_string(a), every[at + 3], every[at + 4]});
-    }
-  write_chrome_trace(path, events);
-}
-
 // Under FSDP the shards' squares are summed over the shard ranks (replicas hold the same shards);
 // replicated gradients are already whole; tensor-parallel slices' are summed over the tp ranks
 // (parameters every slice holds whole counted once).

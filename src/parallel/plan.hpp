@@ -102,8 +102,6 @@ class ParallelModel {
   EvalSums eval_sums(const BatchView& batch, const StepContext& ctx);
   // Whether every data-parallel rank must run the same evaluation passes (sharded parameters).
   bool eval_in_lockstep() const { return fsdp_ != nullptr; }
-  // Collective: every rank's recorded pipeline actions as one Chrome trace (rank 0 writes it).
-  void write_timeline(ProcessGroup& all, const std::string& path) const;
 
   // DDP: every replica takes data-parallel rank 0's weights (call once any checkpoint is loaded).
   void broadcast_parameters();

@@ -70,7 +70,6 @@ const Table& run_keys() {
       INT_KEY("parallel.microbatches", parallel.microbatches, 0, 4096, "pipeline micro-batches per pass; 0: as many as pipeline ranks"),
       STRING_KEY("parallel.pp_split", parallel.pp_split,
                  "first unit of every stage but the first, e.g. \"3,5\"; \"\": stages balanced by cost"),
-      BOOL_KEY("parallel.pp_timeline", parallel.pp_timeline, "rank 0 writes every rank's pipeline actions to RUN/timeline.json"),
       INT_KEY("train.seed", train.seed, 0, INT64_MAX, "seeds initial weights, data order and dropout masks"),
       INT_KEY("train.threads", train.threads, 0, 1 << 16,
               "threads per rank, at most the CPUs it may use; 0: all of them, or the share dtrun gives each rank"),
@@ -89,6 +88,13 @@ const Table& run_keys() {
       STRING_KEY("train.init_from", train.init_from, "a checkpoint folder whose weights a fresh run starts from"),
       INT_KEY("train.log_every", train.log_every, 1, kMaxSteps, "steps between metrics.jsonl points"),
       BOOL_KEY("train.progress", train.progress, "a progress line with ETA on a terminal"),
+      BOOL_KEY("train.trace", train.trace,
+               "RUN/trace.json: every rank's phases, units, collectives, pipeline actions (Chrome trace, Perfetto)"),
+      STRING_KEY("train.trace_steps", train.trace_steps, "steps the trace covers, \"A:B\" (1-based, inclusive); \"\": all"),
+      FLOAT_KEY("train.sample_every_s", train.sample_every_s,
+                "seconds between every rank's resource samples (CPU, memory, threads, I/O, GPU); 0: none"),
+      FLOAT_KEY("train.peak_tflops", train.peak_tflops,
+                "peak TFLOP/s per rank for MFU; 0: the GPU's known dense peak (none on a CPU)"),
       CHOICE_KEY("optim.name", optim.name, "adamw|sgd", "optimizer"),
       FLOAT_KEY("optim.beta1", optim.beta1, "AdamW's first-moment decay"),
       FLOAT_KEY("optim.beta2", optim.beta2, "AdamW's second-moment decay"),
@@ -187,6 +193,9 @@ void RunConfig::set(const std::string& key_given, const std::string& value, cons
   auto it = run_keys().find(key);
   const bool model_key = key.rfind("model.", 0) == 0;
   const bool kind_key = model_key && key != "model.kind" && some_kind_has(key.substr(6));
+  require(key != "parallel.pp_timeline", "parallel.pp_timeline (" + origin +
+                                          ") is now train.trace = true: it writes RUN/trace.json, the pipeline's "
+                                          "actions with every rank's phases, units and collectives");
   if (it == run_keys().end() && key != "model.kind" && !kind_key) {
     const std::string near = nearest_key(key);
     std::string section = key.substr(0, key.find('.') + 1), same;
@@ -335,6 +344,13 @@ void RunConfig::validate() const {
   require(parallel.bucket_mb > 0 && parallel.bucket_mb <= (1 << 20),
           "parallel.bucket_mb = " + std::to_string(parallel.bucket_mb) + " is outside 0..1048576 MB: give the DDP bucket size (25 is PyTorch's default)");
   pp_split_units();  // names a malformed list
+  train.trace_range();  // names a malformed range
+  require(train.sample_every_s == 0 || (train.sample_every_s >= 0.1 && train.sample_every_s <= 86400),
+          "train.sample_every_s = " + std::to_string(train.sample_every_s) +
+              " is outside 0.1..86400 seconds: give the seconds between resource samples, or 0 for none");
+  require(train.peak_tflops >= 0 && train.peak_tflops < 1e7,
+          "train.peak_tflops = " + std::to_string(train.peak_tflops) +
+              " is not a peak: give the device's TFLOP/s per rank (989 for an H100's dense bf16), or 0");
   require(train.epochs > 0 || train.max_steps > 0,
           "train.epochs and train.max_steps are both 0: set at least one of them");
   require_thread_count(train.threads, "train.threads");
@@ -370,6 +386,24 @@ ModelConfig model_from_json(const Json& j, const std::string& source) {
   for (const auto& [name, v] : j.items())
     if (name != "kind") c.set("model." + name, json_config_text(v), source);
   return c.model;
+}
+
+}  // namespace dtrain
+
+namespace dtrain {
+
+std::pair<int64_t, int64_t> TrainConfig::trace_range() const {
+  if (trace_steps.empty()) return {1, 0};
+  const size_t colon = trace_steps.find(':');
+  auto whole = [&](const std::string& t) -> int64_t {
+    if (t.empty() || t.size() > 12 || t.find_first_not_of("0123456789") != std::string::npos) return -1;
+    return std::stoll(t);
+  };
+  const int64_t a = colon == std::string::npos ? -1 : whole(trace_steps.substr(0, colon));
+  const int64_t b = colon == std::string::npos ? -1 : whole(trace_steps.substr(colon + 1));
+  require(a >= 1 && b >= a, "train.trace_steps = \"" + trace_steps +
+                                "\" is not a range of steps: give \"A:B\" with 1 <= A <= B (e.g. \"10:12\"), or \"\" for all");
+  return {a, b};
 }
 
 }  // namespace dtrain

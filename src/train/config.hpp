@@ -38,6 +38,14 @@ struct TrainConfig {
   std::string init_from;          // a checkpoint folder whose weights a fresh run starts from
   int64_t log_every = 10;         // steps between metrics.jsonl points
   bool progress = true;           // progress line on a terminal
+  // Watching the job (docs/watching.md): a Chrome trace of every rank (of steps A:B, "" = all),
+  // resource samples every sample_every_s seconds (0 = none), the peak for MFU (0 = known GPUs').
+  bool trace = false;
+  std::string trace_steps;
+  double sample_every_s = 10.0;
+  double peak_tflops = 0.0;
+  // trace_steps parsed: the first and last step traced (1-based; last 0 = to the end); Error if malformed
+  std::pair<int64_t, int64_t> trace_range() const;
 };
 
 struct ParallelConfig {
@@ -55,14 +63,13 @@ struct ParallelConfig {
   std::string fsdp_reduce_dtype = "f32";
   // Pipeline parallel (pp > 1): the schedule (docs/pipeline.md), or a file of actions to run
   // instead; stages per rank; micro-batches per pass (0: pp); where stages begin ("" : balanced by
-  // cost, else the first unit of every stage but the first, e.g. "3,5"); whether rank 0 writes
-  // every rank's pipeline actions to RUN/timeline.json (Chrome trace).
+  // cost, else the first unit of every stage but the first, e.g. "3,5"). train.trace shows the
+  // pipeline's actions.
   std::string pp_schedule = "1f1b";
   std::string pp_schedule_file;
   int64_t pp_virtual = 1;
   int64_t microbatches = 0;
   std::string pp_split;
-  bool pp_timeline = false;
   int64_t timeout_s = 300;    // longest wait for another rank in any collective or rendezvous
 };
 

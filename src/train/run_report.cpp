@@ -107,6 +107,18 @@ Peaks gather_peaks(World& world, ComputeDevice& dev) {
   return p;
 }
 
+double known_peak_tflops(const std::string& device, Precision precision) {
+  struct Known {
+    const char* name;
+    double bf16, f32;
+  };
+  // dense, SXM parts: bf16 tensor-core peak and the plain FP32 peak (dtrain's f32 uses no TF32)
+  static const Known known[] = {{"H200", 989.0, 67.0}, {"H100", 989.0, 67.0}, {"A100", 312.0, 19.5}};
+  for (const Known& k : known)
+    if (device.find(k.name) != std::string::npos) return precision == Precision::bf16 ? k.bf16 : k.f32;
+  return 0.0;
+}
+
 Json run_summary(const RunParts& r, const TrainerState& st, const EvalResult& test, const Peaks& peaks,
                  const Json& figures, int threads, double tps, double device_seconds) {
   const Model& model = r.par.model();

@@ -40,6 +40,10 @@ struct Peaks {
 };
 Peaks gather_peaks(World& world, ComputeDevice& dev);  // collective
 
+// A known device's dense peak TFLOP/s at this precision (H100, H200, A100 by name; bf16 on tensor
+// cores, f32 without TF32), 0 when not known (a CPU).
+double known_peak_tflops(const std::string& device, Precision precision);
+
 // summary.json: the test figures, throughput, memory (dtrain's own accounting of this rank's), the
 // strategies' figures; tps: rows of the loss (tokens) per second of training.
 Json run_summary(const RunParts& r, const TrainerState& st, const EvalResult& test, const Peaks& peaks,

@@ -13,6 +13,7 @@
 #include "core/atomic_file.hpp"
 #include "core/cuda_backend.hpp"
 #include "core/limits.hpp"
+#include "core/phase_clock.hpp"
 #include "data/loader.hpp"
 #include "data/prepare.hpp"
 #include "data/sampler.hpp"
@@ -26,6 +27,7 @@
 #include "train/run_report.hpp"
 #include "train/run_saver.hpp"
 #include "train/history.hpp"
+#include "train/job_watch.hpp"
 #include "train/rank_state.hpp"
 #include "train/resume.hpp"
 #include "train/run_dir.hpp"
@@ -76,6 +78,11 @@ struct Trainer::Impl {
   int64_t last_checkpoint_step = -1;  // the step of this run dir's newest checkpoint written by this run
   LoadReport load_report;              // of the checkpoint resumed from
   int64_t rank_samples = 0;            // training samples per rank and epoch (padded sampler)
+  std::unique_ptr<JobWatch> watch;     // phases, the trace
+  struct StepFigures {                 // the last step's, for its train record
+    double loss = 0.0, norm = 0.0;
+    float lr = 0.0f;
+  } last;
 
   Impl(RunConfig c, std::string dir, bool resume, const std::string& from, World& w)
       : cfg(std::move(c)),
@@ -87,6 +94,7 @@ struct Trainer::Impl {
     open_data();
     if (root) lock = std::make_unique<RunDirLock>(run_dir);  // one writer, before anything reads the run dir
     dev = make_device(cfg.train.device, world.env().local_rank);
+    watch = std::make_unique<JobWatch>(cfg.train, world, *dev, run_dir);
     mesh = std::make_unique<DeviceMesh>(world, mesh_shape_of_config(), backend_factory());
     build_model();
     saver = std::make_unique<RunSaver>(world, *mesh, *par, cfg, run_dir, data->kept_file());
@@ -258,6 +266,7 @@ struct Trainer::Impl {
   // A resume checkpoint of the current step under RUN/checkpoints (RunSaver), logged. Every rank
   // takes part.
   void checkpoint() {
+    PhaseScope phase(Phase::checkpoint);
     // The epoch's loss so far is saved averaged over the ranks: a resumed run, at any size, then
     // prints the epoch loss the uninterrupted run would have.
     TrainerState saved = st;
@@ -338,7 +347,10 @@ struct Trainer::Impl {
     loss_read = 0.0;
     rows_done = 0;
     for (int64_t m = 0; m < micro; ++m) {
-      require(loader.next(batch), "internal: the loader ran out of batches mid-step");
+      {
+        PhaseScope waiting(Phase::data);
+        require(loader.next(batch), "internal: the loader ran out of batches mid-step");
+      }
       StepContext ctx;
       ctx.B = batch.samples;
       ctx.T = T;
@@ -356,7 +368,10 @@ struct Trainer::Impl {
       if (uneven) loss_read += par->take_loss() / double(batch.samples * T);
       rows_done += batch.samples;
     }
-    par->finish_gradients();
+    {
+      PhaseScope phase(Phase::backward);  // the gradients' last reductions (their waits: comm)
+      par->finish_gradients();
+    }
     loss_divisor = uneven ? 0.0 : double(rows_done / micro * T);
   }
 
@@ -402,8 +417,8 @@ struct Trainer::Impl {
       const std::string where = world.layout();
       if (root) std::printf("workers: %s\n", where.c_str());
     }
-    if (cfg.parallel.pp_timeline && par->pipeline()) par->pipeline()->record_timeline(true);
     ProgressLine progress(root && cfg.train.progress);
+    watch->start(st.global_step);
     Batch batch;
     bool stop = st.global_step >= plan.total;
     while (!stop && st.epoch < plan.epochs) stop = run_epoch(plan, sampler, loader, batch, progress);
@@ -430,10 +445,15 @@ struct Trainer::Impl {
       step(plan, sampler, loader, batch, clock);
       progress.update(prefix, (st.batch_in_epoch + A - 1) / A, epoch_end, st.epoch_loss_sum / double(st.batch_in_epoch),
                       clock.rows_per_second());
-      if (cfg.train.eval_every > 0 && st.global_step % cfg.train.eval_every == 0) log_eval("val", validate(), st.epoch + 1);
+      if (cfg.train.eval_every > 0 && st.global_step % cfg.train.eval_every == 0) {
+        PhaseScope phase(Phase::eval);
+        log_eval("val", validate(), st.epoch + 1);
+      }
       // A step that ends the epoch's loop is saved by the epoch end (once, with the epoch closed).
       const bool loop_ends = st.global_step >= plan.total || st.batch_in_epoch >= plan.batches;
       if (cfg.train.checkpoint_every > 0 && st.global_step % cfg.train.checkpoint_every == 0 && !loop_ends) checkpoint();
+      watch->end_step(st.global_step);  // the step's time: its own work and the validation or checkpoint after it
+      if (st.global_step % cfg.train.log_every == 0) log_step(clock);
     }
     progress.clear();
     if (st.batch_in_epoch == 0) return true;
@@ -459,12 +479,16 @@ struct Trainer::Impl {
     int64_t rows = 0;
     train_step(loader, sampler, micro, batch, rows);
     double norm = 0.0;
-    if (cfg.optim.grad_clip > 0) {
-      norm = par->grad_norm();
-      if (norm > cfg.optim.grad_clip) opt->scale_grads(float(cfg.optim.grad_clip / (norm + 1e-6)));
+    float lr = 0.0f;
+    {
+      PhaseScope phase(Phase::optimizer);
+      if (cfg.optim.grad_clip > 0) {
+        norm = par->grad_norm();
+        if (norm > cfg.optim.grad_clip) opt->scale_grads(float(cfg.optim.grad_clip / (norm + 1e-6)));
+      }
+      lr = opt->lr_at(st.global_step, plan.total);
+      opt->step(lr);
     }
-    const float lr = opt->lr_at(st.global_step, plan.total);
-    opt->step(lr);
     const double loss_sum = step_loss();
     device_seconds += dev->timer_seconds();
     const double dt = seconds_since(t0);
@@ -476,22 +500,48 @@ struct Trainer::Impl {
     st.train_tokens += step_rows;
     clock.rows += step_rows;
     clock.step_seconds += dt;
-    if (st.global_step % cfg.train.log_every == 0) log_step(loss_sum / double(micro), lr, norm, clock.rows_per_second());
+    last = {loss_sum / double(micro), norm, lr};
   }
 
-  void log_step(double loss, float lr, double norm, double rows_per_second) {
+  // The peak TFLOP/s per rank MFU is measured against (train.peak_tflops, else a known GPU's; 0: none).
+  double peak_tflops() const {
+    if (cfg.train.peak_tflops > 0) return cfg.train.peak_tflops;
+    return known_peak_tflops(dev->describe(), precision);
+  }
+
+  // The last step's train record (every rank takes part: the loss is averaged, the phases gathered).
+  void log_step(const EpochClock& clock) {
+    double loss = last.loss;
     average(&loss, 1);
-    if (!root) return;
     Json j = Json::object();
+    const PhaseSeconds phases = watch->fill_train_record(j);
+    if (!root) return;
+    const double rows_per_second = clock.rows_per_second();
+    const double tflops = model->train_flops_per_sample() / double(model->sample_shape().targets) * rows_per_second /
+                          double(world.size()) / 1e12;
+    const double peak = peak_tflops();
     j["type"] = "train";
     j["step"] = st.global_step;
     j["epoch"] = st.epoch + 1;
     j["loss"] = loss;
-    j["lr"] = lr;
+    j["lr"] = last.lr;
     j["tokens_per_s"] = rows_per_second;
-    if (cfg.optim.grad_clip > 0) j["grad_norm"] = norm;
+    j["samples_per_s"] = rows_per_second / double(model->sample_shape().targets);
+    j["tflops_per_rank"] = tflops;
+    j["mfu"] = peak > 0 ? Json(tflops / peak) : Json(nullptr);
+    if (cfg.optim.grad_clip > 0) j["grad_norm"] = last.norm;
     jsonl->write(j);
-    tb->add_scalar("Loss/train_step", float(loss), st.global_step);
+    const int64_t s = st.global_step;
+    tb->add_scalar("Loss/train_step", float(loss), s);
+    tb->add_scalar("Train/lr", last.lr, s);
+    if (cfg.optim.grad_clip > 0) tb->add_scalar("Train/grad_norm", float(last.norm), s);
+    tb->add_scalar(data->row_unit() == "tokens" ? "Throughput/tokens_per_s" : "Throughput/samples_per_s",
+                   float(data->row_unit() == "tokens" ? rows_per_second : j["samples_per_s"].get<double>()), s);
+    tb->add_scalar("Throughput/tflops_per_rank", float(tflops), s);
+    if (peak > 0) tb->add_scalar("Throughput/mfu", float(tflops / peak), s);
+    for (int i = 0; i < kPhases; ++i)
+      tb->add_scalar(std::string("Phases/") + phase_name(Phase(i)) + "_ms", float(1e3 * phases[size_t(i)]), s);
+    tb->add_scalar("Memory/peak_rss_mb", float(peak_rss_mb()), s);
   }
 
   // The validation loss (train.eval_max_batches global batches of the split; 0: all of it).
@@ -506,7 +556,10 @@ struct Trainer::Impl {
     const bool epoch_done = st.batch_in_epoch >= plan.batches;
     double train_loss = st.epoch_loss_sum / double(st.batch_in_epoch);
     average(&train_loss, 1);
-    const EvalResult valid = validate();
+    const EvalResult valid = [&] {
+      PhaseScope phase(Phase::eval);
+      return validate();
+    }();
     const double val = valid.loss;
     if (root) {
       // a classifier's line carries its accuracy, as the course's MNIST exercise prints it
@@ -534,6 +587,7 @@ struct Trainer::Impl {
                      st.epoch + 1);
     }
     if (val < st.best_val) {
+      PhaseScope phase(Phase::checkpoint);
       st.best_val = val;
       finish_async_save();
       saver->weights("model_best", st);
@@ -544,6 +598,7 @@ struct Trainer::Impl {
       st.epoch_loss_sum = 0.0;
     }
     checkpoint();
+    watch->end_interval("epoch end");
   }
 
   // After the last step: a resumable checkpoint where it stopped, model_final, the pipeline's
@@ -552,7 +607,9 @@ struct Trainer::Impl {
     if (last_checkpoint_step != st.global_step) checkpoint();  // a run always ends resumable where it stopped
     finish_async_save();
     saver->weights("model_final", st);
-    if (cfg.parallel.pp_timeline) par->write_timeline(world.all(), run_dir + "/timeline.json");
+    watch->write_trace();
+    const int64_t T = model->sample_shape().targets;
+    const Json step_time = watch->step_summary(double(cfg.train.batch_size * T * dp * cfg.train.grad_accum));
     const EvalResult test =
         evaluate(eval_pass(), par->eval_in_lockstep(), *test_set, cfg.train.batch_size, 0, precision, &mesh->dp());
     const Peaks peaks = gather_peaks(world, *dev);
@@ -570,7 +627,8 @@ struct Trainer::Impl {
     // NCCL work runs on the GPU's own clock, so the host-side overlap figures hold for Gloo only
     const Json figures = par->figures(dev->kind() == DeviceKind::cpu);
     print_parallel_figures(figures);
-    const Json summary = run_summary(parts(), st, test, peaks, figures, threads, tps, device_seconds);
+    Json summary = run_summary(parts(), st, test, peaks, figures, threads, tps, device_seconds);
+    add_speed(summary, step_time);
     write_file_atomic(run_dir + "/summary.json", summary.dump(2) + "\n");
     log_eval("test", test, st.batch_in_epoch > 0 ? st.epoch + 1 : st.epoch);  // the last step's epoch
     tb->add_scalar("Loss/test", float(test.loss), st.global_step);
@@ -579,8 +637,19 @@ struct Trainer::Impl {
     tb->flush();
   }
 
-  // Every rank's peak memory (host, and device), so the figure reported is the largest, and whose.
-
+  // summary.json's step time (JobWatch::step_summary) and the speed over the same steps.
+  void add_speed(Json& summary, Json step_time) const {
+    const double tps = step_time["steady_rows_per_s"].get<double>();
+    step_time.erase("steady_rows_per_s");
+    const double tflops =
+        model->train_flops_per_sample() / double(model->sample_shape().targets) * tps / double(world.size()) / 1e12;
+    const double peak = peak_tflops();
+    summary["step_time"] = std::move(step_time);
+    summary["steady_tokens_per_s"] = tps;
+    summary["tflops_per_rank"] = tflops;
+    summary["peak_tflops"] = peak > 0 ? Json(peak) : Json(nullptr);
+    summary["mfu"] = peak > 0 ? Json(tflops / peak) : Json(nullptr);
+  }
 };
 
 Trainer::Trainer(RunConfig config, std::string run_dir, bool resume, World& world, const std::string& resume_checkpoint)

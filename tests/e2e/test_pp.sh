@@ -127,16 +127,19 @@ rc=0; wait "$agent" || rc=$?
 grep -q "rank 1 (local rank 1 on node 0, pid $victim) " "$work/killed.out" ||
   { cat "$work/killed.out"; fail "the lost stage's rank was not named"; }
 
-# A Chrome trace of every rank's actions, when asked.
-pipe traced 2 --set parallel.pp_schedule=zb-h1 --set parallel.microbatches=4 --set parallel.pp_timeline=true \
+# A Chrome trace of every rank's actions, when asked (train.trace; the old key names its successor).
+pipe traced 2 --set parallel.pp_schedule=zb-h1 --set parallel.microbatches=4 --set train.trace=true \
   --set train.max_steps=3
-"$py" - "$work/traced/timeline.json" <<'PYEOF'
-import json, sys
+"$py" - "$work/traced/trace.json" <<'PYEOF'
+import json, re, sys
 t = json.load(open(sys.argv[1]))["traceEvents"]
-ops = {e["name"] for e in t if e.get("ph") == "X"}
-tids = {e["tid"] for e in t if e.get("ph") == "X"}
-if not ({"0F0", "1I3", "0W3"} <= ops and tids == {0, 1}):
-    sys.exit(f"FAIL: the timeline lacks actions or ranks: {sorted(ops)[:10]} … ranks {tids}")
-print(f"ok  timeline.json: {len(t)} events from ranks {sorted(tids)}")
+acts = [e for e in t if e.get("ph") == "X" and re.fullmatch(r"\d+[FBIW]\d+", e["name"])]
+ops = {e["name"] for e in acts}
+pids = {e["pid"] for e in acts}
+if not ({"0F0", "1I3", "0W3"} <= ops and pids == {0, 1}):
+    sys.exit(f"FAIL: the trace lacks actions or ranks: {sorted(ops)[:10]} … ranks {pids}")
+print(f"ok  trace.json: {len(acts)} pipeline actions from ranks {sorted(pids)}")
 PYEOF
+expect_one_error "pp_timeline renamed" "train.trace" "$bin/dtrain" train "${common[@]}" --set parallel.pp_timeline=true \
+  --run-dir "$work/old_key"
 echo "PASS: every schedule at pp 2 and 4, AdamW, × DDP with accumulation, 3D, lists from files, checkpoints across pp, a killed stage, timeline"

@@ -10,7 +10,9 @@
 #include <numeric>
 #include <thread>
 
+#include "comm/clock_offsets.hpp"
 #include "comm_test_util.hpp"
+#include "core/trace.hpp"
 
 using namespace dtrain;
 using dist_test::env_for;
@@ -270,4 +272,36 @@ TEST(Collectives, AFrozenRankIsReportedWithHowLongItHasBeenSilent) {
     // less than that, never the diagnosis's own 3.5 s window alone.
     EXPECT_GE(reported_silence(e, 2), 5.0) << e;
   }
+}
+
+// Ranks on one host share CLOCK_MONOTONIC, so the measured offsets are zero within their stated
+// error; a collective records a span on its group's track (with its bytes) while tracing, and the
+// training thread's wait for it is charged to the comm phase.
+TEST(Collectives, ClockOffsetsSpansAndTheCommPhase) {
+  auto rs = run_ranks(3, [](int r, int port) {
+    World w(env_for(r, 3, port, "test-token"), kTimeout);
+    const ClockOffsets c = measure_clock_offsets(w.all());
+    RANK_CHECK(c.offset_s.size() == 3 && c.offset_s[0] == 0.0, "rank 0's offset is 0");
+    for (int k = 1; k < 3; ++k) {
+      RANK_CHECK(c.error_s[size_t(k)] > 0 && c.error_s[size_t(k)] < 0.05, "round trips on loopback are short");
+      RANK_CHECK(std::abs(c.offset_s[size_t(k)]) <= c.error_s[size_t(k)] + 1e-4,
+                 "offset " + std::to_string(c.offset_s[size_t(k)]) + " beyond its error " + std::to_string(c.error_s[size_t(k)]));
+    }
+    PhaseClock clock;
+    clock.end_step();
+    Trace::take();
+    Trace::set_on(true);
+    std::vector<float> v(1000, 1.0f);
+    if (r == 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the others wait for rank 0
+    w.all().allreduce_async(v.data(), v.size(), ElemType::f32, ReduceOp::sum)->wait();
+    Trace::set_on(false);
+    const PhaseSeconds p = clock.end_step();
+    const std::vector<TraceSpan> spans = Trace::take();
+    RANK_CHECK(spans.size() == 1 && spans[0].track == "comm world" && spans[0].name == "allreduce sum",
+               "one span on the group's track");
+    RANK_CHECK(spans[0].args.find("\"bytes\":4000") != std::string::npos, spans[0].args);
+    if (r != 0) RANK_CHECK(p[size_t(Phase::comm)] > 0.02, "the wait for rank 0 is comm: " + std::to_string(p[size_t(Phase::comm)]));
+    w.shutdown();
+  });
+  EXPECT_EQ(failures(rs), "");
 }

@@ -373,28 +373,37 @@ TEST(ChromeTrace, WritesEventsPerRank) {
   std::vector<TraceEvent> events;
   for (int r = 0; r < s.pp; ++r)
     for (const TimedAction& t : sim.ranks[r])
-      events.push_back({r, to_string(t.action), t.start * 1e-3, (t.end - t.start) * 1e-3});
-  write_chrome_trace(path, events);
+      events.push_back({r, "compute", to_string(t.action), t.start * 1e-3, (t.end - t.start) * 1e-3, ""});
+  // a second track on rank 1, with arguments; it sorts after compute
+  events.push_back({1, "comm dp", "allreduce sum", 0.001, 0.0005, R"({"bytes": 64})"});
+  write_chrome_trace(path, events, {{1, "rank 1 (node07)"}}, Json{{"note", "x"}});
   const Json j = parse_json(read_file(path), path);
+  EXPECT_EQ(j.at("otherData").at("note"), "x");
   const Json& list = j.at("traceEvents");
-  ASSERT_EQ(list.size(), 2 + events.size());
-  std::map<int, std::string> names;
+  std::map<int, std::string> processes;
+  std::map<std::pair<int, int>, std::string> threads;
   size_t complete = 0;
   for (const Json& e : list) {
-    EXPECT_EQ(e.at("pid").get<int>(), 0);
     if (e.at("ph") == "M") {
-      names[e.at("tid").get<int>()] = e.at("args").at("name").get<std::string>();
+      if (e.at("name") == "process_name") processes[e.at("pid").get<int>()] = e.at("args").at("name").get<std::string>();
+      if (e.at("name") == "thread_name")
+        threads[{e.at("pid").get<int>(), e.at("tid").get<int>()}] = e.at("args").at("name").get<std::string>();
       continue;
     }
     ASSERT_EQ(e.at("ph"), "X");
     const TraceEvent& want = events[complete++];
     EXPECT_EQ(e.at("name").get<std::string>(), want.name);
-    EXPECT_EQ(e.at("tid").get<int>(), want.rank);
+    EXPECT_EQ(e.at("pid").get<int>(), want.rank);
+    EXPECT_EQ(threads.at({want.rank, e.at("tid").get<int>()}), want.track);
     EXPECT_NEAR(e.at("ts").get<double>(), want.start_s * 1e6, 1e-6);
     EXPECT_NEAR(e.at("dur").get<double>(), want.dur_s * 1e6, 1e-6);
+    if (!want.args.empty()) {
+      EXPECT_EQ(e.at("args").at("bytes"), 64);
+    }
   }
   EXPECT_EQ(complete, events.size());
-  EXPECT_EQ(names, (std::map<int, std::string>{{0, "rank 0"}, {1, "rank 1"}}));
+  EXPECT_EQ(processes, (std::map<int, std::string>{{0, "rank 0"}, {1, "rank 1 (node07)"}}));
+  EXPECT_EQ(threads, (std::map<std::pair<int, int>, std::string>{{{0, 0}, "compute"}, {{1, 0}, "compute"}, {{1, 1}, "comm dp"}}));
   // 1F1B pp 2: rank 1's first backward (1B0) starts at 2 ms and lasts 2 ms.
   EXPECT_EQ(events[4].name, "1F0");
   EXPECT_NEAR(events[5].start_s, 2e-3, 1e-12);

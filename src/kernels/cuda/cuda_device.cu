@@ -4,6 +4,7 @@
 #include <cstring>
 #include <mutex>
 #include <unordered_map>
+#include <vector>
 
 #include "kernels/cuda/check.cuh"
 #include "kernels/cuda/cuda_device.hpp"
@@ -16,6 +17,36 @@ namespace dtrain {
 namespace {
 
 using namespace cuda;
+
+// Phase marks as events on the compute stream: a phase's time is the stream's between two marks.
+class EventMarks final : public MarkTimer {
+ public:
+  explicit EventMarks(cudaStream_t stream) : stream_(stream) {}
+  ~EventMarks() override {
+    for (cudaEvent_t e : events_) cudaEventDestroy(e);
+  }
+  void mark(size_t i) override {
+    while (events_.size() <= i) {
+      cudaEvent_t e = nullptr;
+      DT_CUDA(cudaEventCreate(&e));
+      events_.push_back(e);
+    }
+    DT_CUDA(cudaEventRecord(events_[i], stream_));
+  }
+  void intervals(size_t n, double* out) override {
+    if (n < 2) return;
+    DT_CUDA(cudaEventSynchronize(events_[n - 1]));
+    for (size_t i = 0; i + 1 < n; ++i) {
+      float ms = 0.0f;
+      DT_CUDA(cudaEventElapsedTime(&ms, events_[i], events_[i + 1]));
+      out[i] = double(ms) / 1000.0;
+    }
+  }
+
+ private:
+  cudaStream_t stream_;
+  std::vector<cudaEvent_t> events_;
+};
 
 class CudaDevice final : public ComputeDevice {
  public:
@@ -37,6 +68,7 @@ class CudaDevice final : public ComputeDevice {
     cudaStreamSynchronize(stream_);
     cudnn_.reset();
     lt_.reset();
+    marks_.reset();
     for (auto& s : staging_) {
       if (s.host) cudaFreeHost(s.host);
       cudaEventDestroy(s.done);
@@ -114,6 +146,10 @@ class CudaDevice final : public ComputeDevice {
     DT_CUDA(cudaStreamSynchronize(stream_));
   }
   void synchronize() override { DT_CUDA(cudaStreamSynchronize(stream_)); }
+  MarkTimer* phase_timer() override {
+    if (!marks_) marks_ = std::make_unique<EventMarks>(stream_);
+    return marks_.get();
+  }
   void timer_start() override { DT_CUDA(cudaEventRecord(timer_start_, stream_)); }
   double timer_seconds() override {
     DT_CUDA(cudaEventRecord(timer_stop_, stream_));
@@ -336,6 +372,7 @@ class CudaDevice final : public ComputeDevice {
   cudaStream_t stream_ = nullptr;
   cudaEvent_t timer_start_ = nullptr, timer_stop_ = nullptr;
   std::unique_ptr<LtMatmul> lt_;
+  std::unique_ptr<EventMarks> marks_;
   ScratchPool pool_;
   std::unique_ptr<CudnnConv> cudnn_;  // after pool_: destroyed before it
   Staging staging_[kStaging];

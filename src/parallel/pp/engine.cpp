@@ -4,12 +4,12 @@
 #include <algorithm>
 
 #include "core/error.hpp"
+#include "core/trace.hpp"
 #include "parallel/pp/schedule_detail.hpp"
 
 namespace dtrain {
 
 namespace {
-constexpr size_t kMaxTimelineEvents = 200000;  // a long run keeps its first steps' actions
 bool is_receive(Op op) { return op == Op::RECV_F || op == Op::RECV_B; }
 bool is_send(Op op) { return op == Op::SEND_F || op == Op::SEND_B; }
 }  // namespace
@@ -197,7 +197,9 @@ void PipelineEngine::run(const Schedule& s, const std::vector<MicroBatch>& mb, U
     }
     const double end = seconds();
     busy += end - t;
-    if (recording_ && timeline_.size() < kMaxTimelineEvents) timeline_.push_back({rank_, to_string(a), t, end - t});
+    if (Trace::on())
+      Trace::record({t, end, "compute", to_string(a),
+                     "{\"stage\": " + std::to_string(a.stage) + ", \"micro\": " + std::to_string(a.micro) + "}"});
   }
   for (Pending& p : sends_)
     if (p.work) p.work->wait();

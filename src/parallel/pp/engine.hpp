@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "comm/process_group.hpp"
-#include "metrics/chrome_trace.hpp"
+#include "core/phase_clock.hpp"
 #include "nn/model.hpp"
 #include "parallel/pp/schedule.hpp"
 
@@ -49,8 +49,6 @@ class PipelineEngine {
   double take_loss();
 
   // Each compute action's start and duration (seconds since the engine began), when recording.
-  void record_timeline(bool on) { recording_ = on; }
-  const std::vector<TraceEvent>& timeline() const { return timeline_; }
   const PipelineStats& stats() const { return stats_; }
 
  private:
@@ -69,7 +67,7 @@ class PipelineEngine {
   void wait_receive(size_t i, const Action& a, const StepContext& ctx);
   void wait_sends_from(const float* buffer);
   void run(const Schedule& s, const std::vector<MicroBatch>& mb, UnitHooks* hooks, bool backward, bool last_of_step);
-  double seconds() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count(); }
+  static double seconds() { return monotonic_seconds(); }
 
   Model& model_;
   std::vector<Schedule> lists_;  // by micro-batch count, fewest first
@@ -86,9 +84,6 @@ class PipelineEngine {
   std::vector<WorkPtr> receives_;         // [action index] posted ahead
   std::vector<Pending> sends_;
   std::vector<size_t> final_of_;          // [stage] → the action completing its gradients in this pass
-  std::chrono::steady_clock::time_point t0_ = std::chrono::steady_clock::now();
-  bool recording_ = false;
-  std::vector<TraceEvent> timeline_;
   PipelineStats stats_;
 };
 
