@@ -49,6 +49,7 @@ class PhaseClock {
   // Closes the step at this point: its seconds per phase (adding up to the time since the previous
   // end_step, or since construction). The phase goes on into the next step.
   const PhaseSeconds& end_step();
+  double last_end() const { return host_.front(); }  // when the closed step ended (monotonic_seconds)
   // The closed step's phase intervals on the host clock (start, end, phase), for a trace.
   struct Interval {
     double start, end;

@@ -14,6 +14,7 @@
 #include "ckpt/safetensors.hpp"
 #include "core/atomic_file.hpp"
 #include "core/crc32c.hpp"
+#include "core/trace.hpp"
 #include "train/config.hpp"
 #include "train/tp_boxes.hpp"
 
@@ -65,6 +66,7 @@ double CheckpointWriter::wait() {
 }
 
 void CheckpointWriter::write_part(const std::string& staged, const std::vector<ChunkSource>& sources) const {
+  TraceScope traced("checkpoint", "write " + std::filesystem::path(staged).filename().string());
   CheckpointIndex part;
   part.meta["format"] = kCheckpointFormat;
   write_chunk_file(staged, numbered("rank", all_.rank(), ".bin"), sources, part);

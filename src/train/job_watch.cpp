@@ -98,6 +98,7 @@ PhaseSeconds JobWatch::fill_train_record(Json& record) {
   for (int i = 0; i < kPhases; ++i) mine[size_t(i + 1)] = since_log_.phases[size_t(i)] / n;
   world_.all().allgather(mine.data(), every.data(), kPhases + 1, ElemType::f64);
   since_log_ = Sums{};
+  record["t"] = clock_->last_end() - offsets_.offset_s[size_t(world_.rank())] - start_;  // the step's end
   record["step_seconds"] = every[0];
   record["phases"] = phases_json(&every[1]);
   if (R > 1) {

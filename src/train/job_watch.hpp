@@ -28,8 +28,9 @@ class JobWatch {
   // Closes time that is no step (an epoch's end: validation, model_best, its checkpoint).
   void end_interval(const char* what);
 
-  // Collective at a logged step: the `train` record's step_seconds and phases (means over the steps
-  // since the previous record), every rank's when there are several. Returns rank 0's.
+  // Collective at a logged step: the `train` record's t (when the step ended, seconds since start()
+  // on rank 0's clock), step_seconds and phases (means over the steps since the previous record),
+  // every rank's when there are several. Returns rank 0's.
   PhaseSeconds fill_train_record(Json& record);
   // Collective after the last step: summary.json's step_time (with steady_rows_per_s: rows of the
   // loss per second over the steps it covers); rank 0 prints the table. rows_per_step: global.
