@@ -1,6 +1,8 @@
 // The training thread's phase clock (see phase_clock.hpp).
 #include "core/phase_clock.hpp"
 
+#include <thread>
+
 #include "core/error.hpp"
 
 namespace dtrain {
@@ -64,6 +66,23 @@ const PhaseSeconds& PhaseClock::end_step() {
   host_.push_back(end);
   if (device_) device_->mark(0);
   return step_;
+}
+
+double PhaseClock::change_cost() {
+  constexpr int kPairs = 4000;
+  double cost = 0.0;
+  std::thread([&] {
+    PhaseClock clock;
+    for (int round = 0; round < 2; ++round) {  // the first round grows the buffers
+      const double t0 = monotonic_seconds();
+      for (int i = 0; i < kPairs; ++i) {
+        PhaseScope s(i % 2 ? Phase::forward : Phase::backward);
+      }
+      clock.end_step();
+      cost = (monotonic_seconds() - t0) / (2.0 * kPairs);
+    }
+  }).join();
+  return cost;
 }
 
 std::vector<PhaseClock::Interval> PhaseClock::host_intervals() const {

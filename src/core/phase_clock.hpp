@@ -50,6 +50,11 @@ class PhaseClock {
   // end_step, or since construction). The phase goes on into the next step.
   const PhaseSeconds& end_step();
   double last_end() const { return host_.front(); }  // when the closed step ended (monotonic_seconds)
+  size_t last_changes() const { return last_spans_.size(); }  // phase changes in the closed step
+
+  // What one phase change costs on this machine (seconds; enter and leave of a scope are two),
+  // measured on a clock of a thread of its own.
+  static double change_cost();
   // The closed step's phase intervals on the host clock (start, end, phase), for a trace.
   struct Interval {
     double start, end;

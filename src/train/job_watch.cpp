@@ -34,10 +34,11 @@ std::string spans_text(const std::vector<TraceSpan>& spans) {
 
 }  // namespace
 
-void JobWatch::Sums::add(const PhaseSeconds& p) {
+void JobWatch::Sums::add(const PhaseSeconds& p, size_t n) {
   for (int i = 0; i < kPhases; ++i) phases[size_t(i)] += p[size_t(i)];
   step += total(p);
   ++steps;
+  changes += int64_t(n);
 }
 
 JobWatch::JobWatch(const TrainConfig& cfg, World& world, ComputeDevice& dev, std::string run_dir)
@@ -55,6 +56,7 @@ void JobWatch::start(int64_t steps_done) {
   all.broadcast(&start0, 1, ElemType::f64, 0);
   start_ = start0;  // rank 0's clock
   first_step_ = steps_done + 1;
+  change_cost_ = PhaseClock::change_cost();
   clock_ = std::make_unique<PhaseClock>(dev_.phase_timer());
   const bool in_window = first_step_ >= trace_first_ && (trace_last_ == 0 || first_step_ <= trace_last_);
   Trace::set_on(cfg_.trace && in_window);
@@ -74,8 +76,8 @@ void JobWatch::trace_step(const char* name, int64_t step) {
 
 void JobWatch::end_step(int64_t step) {
   const PhaseSeconds& p = clock_->end_step();
-  since_log_.add(p);
-  if (step >= first_step_ + kWarmupSteps) run_.add(p);
+  since_log_.add(p, clock_->last_changes());
+  if (step >= first_step_ + kWarmupSteps) run_.add(p, clock_->last_changes());
   if (!cfg_.trace) return;
   if (Trace::on()) {
     trace_step("step", step);
@@ -146,13 +148,19 @@ Json JobWatch::step_summary(double rows_per_step) {
   Json by_rank = Json::array();
   for (int r = 0; r < R; ++r) by_rank.push_back({{"mean_s", at(r, 0)}, {"phases", phases_json(&every[size_t(r) * W + 1])}});
   j["by_rank"] = std::move(by_rank);
+  // what timing the phases cost: rank 0's changes per step at the cost measured at start
+  const double changes = double(s.changes) / n;
+  j["phase_changes_per_step"] = changes;
+  j["timing_overhead_share"] = at(0, 0) > 0 ? changes * change_cost_ / at(0, 0) : 0.0;
   // throughput over the same steps, paced by the slowest rank (training time: validation left out)
   double slowest_seconds = 0.0;
   for (int r = 0; r < R; ++r) slowest_seconds = std::max(slowest_seconds, at(r, kPhases + 2));
   j["steady_rows_per_s"] = slowest_seconds > 0 ? rows_per_step * at(0, kPhases + 1) / slowest_seconds : 0.0;
   if (world_.rank() == 0) {
-    std::printf("step time: %.1f ms, mean of %lld steps%s%s\n", 1e3 * at(0, 0), (long long)at(0, kPhases + 1),
-                run_.steps > 0 ? " after the first" : "", R > 1 ? " (rank 0; the slowest rank's in brackets)" : "");
+    std::printf("step time: %.1f ms, mean of %lld steps%s%s; timing them cost %.2g%% (%.0f phase changes per step)\n",
+                1e3 * at(0, 0), (long long)at(0, kPhases + 1), run_.steps > 0 ? " after the first" : "",
+                R > 1 ? " (rank 0; the slowest rank's in brackets)" : "", 100.0 * j["timing_overhead_share"].get<double>(),
+                changes);
     for (int i = 0; i < kPhases; ++i) {
       const Json& p = phases[phase_name(Phase(i))];
       const double mean = p["mean_s"].get<double>();

@@ -46,7 +46,8 @@ class JobWatch {
     PhaseSeconds phases{};
     double step = 0.0;
     int64_t steps = 0;
-    void add(const PhaseSeconds& p);
+    int64_t changes = 0;  // phase changes (clock marks)
+    void add(const PhaseSeconds& p, size_t changes);
   };
   void trace_step(const char* name, int64_t step);
 
@@ -57,6 +58,7 @@ class JobWatch {
   std::unique_ptr<PhaseClock> clock_;
   ClockOffsets offsets_;
   std::vector<std::string> hosts_;
+  double change_cost_ = 0.0;  // seconds per phase change, measured at start()
   double start_ = 0.0;  // monotonic_seconds() at start(), this rank's clock
   int64_t first_step_ = 1, trace_first_ = 1, trace_last_ = 0;
   Sums since_log_, run_;
