@@ -59,8 +59,8 @@ std::optional<DeviceUsage> nvml_usage(const std::string& pci_bus_id) {
   NvmlDevice device = nullptr;
   NvmlUtilization util{};
   NvmlMemory mem{};
-  if (n.handle_by_pci_bus_id(pci_bus_id.c_str(), &device) != kNvmlSuccess || n.utilization(device, &util) != kNvmlSuccess ||
-      n.memory(device, &mem) != kNvmlSuccess)
+  if (n.handle_by_pci_bus_id(pci_bus_id.c_str(), &device) != kNvmlSuccess ||
+      n.utilization(device, &util) != kNvmlSuccess || n.memory(device, &mem) != kNvmlSuccess)
     return std::nullopt;
   return DeviceUsage{double(util.gpu), double(mem.used) / double(1 << 20)};
 }
