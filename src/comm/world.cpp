@@ -116,7 +116,7 @@ std::shared_ptr<ProcessGroup> World::new_group(const std::vector<int>& ranks, co
 std::vector<std::string> World::hosts() {
   constexpr size_t kName = 64;
   char mine[kName] = {0};
-  gethostname(mine, kName - 1);
+  host_name().copy(mine, kName - 1);
   std::vector<char> all(kName * size_t(size()));
   all_->allgather(mine, all.data(), kName / 4, ElemType::i32);  // 64 bytes as 16 words
   std::vector<std::string> out;

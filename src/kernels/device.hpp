@@ -4,8 +4,10 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
+#include "core/device_usage.hpp"
 #include "core/phase_clock.hpp"
 #include "kernels/cpu/activation.hpp"
 #include "kernels/cpu/attention.hpp"
@@ -41,6 +43,9 @@ class ComputeDevice : public Memory {
   virtual void* stream() const { return nullptr; }
   // Most device memory in use at once so far, in bytes (0 where not tracked).
   virtual size_t peak_bytes() const { return 0; }
+  // How busy the device is and its memory in use, read now (NVML on a GPU); nullopt where the
+  // device cannot say (a CPU, a GPU without NVML). Never throws; callable from any thread.
+  virtual std::optional<DeviceUsage> usage() { return std::nullopt; }
 
   // Timing on the device's own clock (CUDA events on a GPU): timer_start() marks the queue;
   // timer_seconds() waits for the queue and returns the device time since that mark.

@@ -6,6 +6,10 @@
 
 #include "core/trace.hpp"
 #include "metrics/chrome_trace.hpp"
+#include "metrics/jsonl.hpp"
+#include "metrics/resource_gather.hpp"
+#include "metrics/resource_json.hpp"
+#include "metrics/tensorboard.hpp"
 
 namespace dtrain {
 
@@ -46,7 +50,7 @@ JobWatch::JobWatch(const TrainConfig& cfg, World& world, ComputeDevice& dev, std
   std::tie(trace_first_, trace_last_) = cfg_.trace_range();
 }
 
-JobWatch::~JobWatch() { Trace::set_on(false); }
+JobWatch::~JobWatch() { Trace::set_on(false); }  // (the sampler's thread stops with it)
 
 void JobWatch::start(int64_t steps_done) {
   ProcessGroup& all = world_.all();
@@ -60,7 +64,33 @@ void JobWatch::start(int64_t steps_done) {
   clock_ = std::make_unique<PhaseClock>(dev_.phase_timer());
   const bool in_window = first_step_ >= trace_first_ && (trace_last_ == 0 || first_step_ <= trace_last_);
   Trace::set_on(cfg_.trace && in_window);
+  resource_max_ = std::make_unique<ResourceMax>();
+  if (cfg_.sample_every_s > 0) {
+    ComputeDevice* dev = &dev_;
+    ResourceSampler::GpuProbe gpu;
+    if (dev->kind() != DeviceKind::cpu) gpu = [dev] { return dev->usage(); };
+    sampler_ = std::make_unique<ResourceSampler>(cfg_.sample_every_s, world_.rank(), [this] { return run_seconds(); },
+                                                 gpu);
+  }
 }
+
+void JobWatch::write_resources(JsonlWriter* jsonl, TensorBoardWriter* tb, bool final) {
+  if (!sampler_) return;
+  std::vector<ResourceSample> mine = sampler_->take();
+  if (final) mine.push_back(sampler_->sample_now());
+  const std::vector<ResourceSample> every = gather_resource_samples(world_.all(), mine);
+  if (world_.rank() != 0) return;
+  for (const ResourceSample& s : every) {
+    resource_max_->add(s);
+    Json j = to_json(s, hosts_[size_t(s.rank)]);
+    jsonl->write(j);
+    const std::string prefix = "Resources/rank" + std::to_string(s.rank) + "/";
+    for (const char* k : {"cpu_percent", "rss_mb", "threads", "read_mb", "write_mb", "gpu_util_percent", "gpu_mem_mb"})
+      if (j.contains(k)) tb->add_scalar(prefix + k, j[k].get<float>(), s.step);
+  }
+}
+
+Json JobWatch::resources_summary() const { return to_json(*resource_max_); }
 
 double JobWatch::run_seconds() const {
   return monotonic_seconds() - offsets_.offset_s[size_t(world_.rank())] - start_;
@@ -76,6 +106,7 @@ void JobWatch::trace_step(const char* name, int64_t step) {
 
 void JobWatch::end_step(int64_t step) {
   const PhaseSeconds& p = clock_->end_step();
+  if (sampler_) sampler_->set_step(step);
   since_log_.add(p, clock_->last_changes());
   if (step >= first_step_ + kWarmupSteps) run_.add(p, clock_->last_changes());
   if (!cfg_.trace) return;

@@ -1,6 +1,7 @@
-// Where a run's time goes (docs/watching.md): the training thread's phase clock, every rank's
-// phase figures in the `train` records, summary.json's step_time and the end-of-run table, the
-// trace window and RUN/trace.json with the ranks' clocks aligned.
+// Watching a run (docs/watching.md): the training thread's phase clock, every rank's phase figures
+// in the `train` records, summary.json's step_time and the end-of-run table, the trace window and
+// RUN/trace.json with the ranks' clocks aligned, every rank's resource samples (records, TensorBoard,
+// summary.json's maxima).
 #pragma once
 #include <memory>
 #include <string>
@@ -14,6 +15,11 @@
 #include "train/config.hpp"
 
 namespace dtrain {
+
+class JsonlWriter;
+class TensorBoardWriter;
+class ResourceSampler;
+class ResourceMax;
 
 class JobWatch {
  public:
@@ -37,6 +43,11 @@ class JobWatch {
   Json step_summary(double rows_per_step);
   // Collective: rank 0 writes RUN/trace.json when train.trace is on.
   void write_trace();
+  // Collective: every rank's resource samples since the last call, written by rank 0 (jsonl and tb:
+  // rank 0's, null elsewhere) as `resource` records and Resources/rank<R>/<figure> scalars. final:
+  // the run's last call (every rank samples once more first).
+  void write_resources(JsonlWriter* jsonl, TensorBoardWriter* tb, bool final = false);
+  Json resources_summary() const;  // summary.json's resources (rank 0, after the final write)
 
   double run_seconds() const;  // since start(), on rank 0's clock (any rank)
   static constexpr int kWarmupSteps = 1;
@@ -62,6 +73,8 @@ class JobWatch {
   double start_ = 0.0;  // monotonic_seconds() at start(), this rank's clock
   int64_t first_step_ = 1, trace_first_ = 1, trace_last_ = 0;
   Sums since_log_, run_;
+  std::unique_ptr<ResourceSampler> sampler_;  // train.sample_every_s > 0
+  std::unique_ptr<ResourceMax> resource_max_;
 };
 
 }  // namespace dtrain

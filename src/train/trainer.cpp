@@ -515,6 +515,7 @@ struct Trainer::Impl {
     average(&loss, 1);
     Json j = Json::object();
     const PhaseSeconds phases = watch->fill_train_record(j);
+    watch->write_resources(jsonl.get(), tb.get());
     if (!root) return;
     const double rows_per_second = clock.rows_per_second();
     const double tflops = model->train_flops_per_sample() / double(model->sample_shape().targets) * rows_per_second /
@@ -608,6 +609,7 @@ struct Trainer::Impl {
     finish_async_save();
     saver->weights("model_final", st);
     watch->write_trace();
+    watch->write_resources(jsonl.get(), tb.get(), true);
     const int64_t T = model->sample_shape().targets;
     const Json step_time = watch->step_summary(double(cfg.train.batch_size * T * dp * cfg.train.grad_accum));
     const EvalResult test =
@@ -649,6 +651,7 @@ struct Trainer::Impl {
     summary["tflops_per_rank"] = tflops;
     summary["peak_tflops"] = peak > 0 ? Json(peak) : Json(nullptr);
     summary["mfu"] = peak > 0 ? Json(tflops / peak) : Json(nullptr);
+    if (cfg.train.sample_every_s > 0) summary["resources"] = watch->resources_summary();
   }
 };
 

@@ -3,7 +3,8 @@
 # up to its step time, and the step times add up to the wall time between records (within 5%); the
 # summary's step_time names every phase and its slowest rank; RUN/trace.json holds both ranks'
 # steps, phases, units (forward and backward) and collectives with their sizes, only for the
-# steps asked, and a pipeline's actions; a malformed trace_steps is one line.
+# steps asked, and a pipeline's actions; both ranks' resource samples are in metrics.jsonl, their
+# maxima in summary.json; TensorBoard has the tags people plot; a malformed trace_steps is one line.
 source "$2/tests/e2e/lib.sh" "$1" "$2" "to read metrics.jsonl, summary.json and trace.json"
 common=(--config "$src/configs/quickstart.toml" --set data.dir="$work/data" --set model.dim=32
   --set model.heads=2 --set model.layers=2 --set model.ff_dim=64 --set model.seq_len=16
@@ -68,12 +69,27 @@ for pid in (0, 1):
     if not any(e["cat"] == "phases" and e["pid"] == pid for e in ev): problems.append(f"rank {pid}: no phases track")
     if layout == "pp" and not any(re.fullmatch(r"\d+[FBIW]\d+", e["name"]) for e in ev if e["pid"] == pid):
         problems.append(f"rank {pid}: no pipeline actions")
+# resource samples of both ranks (one at the start, one at the end at least), their maxima, TensorBoard tags
+res = [r for r in recs if r["type"] == "resource"]
+for rank in (0, 1):
+    mine = [r for r in res if r["rank"] == rank]
+    if (len(mine) < 2 or not all(r["rss_mb"] > 0 and r["threads"] >= 2 and r["host"] for r in mine)
+            or not any(r.get("cpu_percent", 0) > 0 for r in mine)):
+        problems.append(f"rank {rank}: resource samples {mine[:2]}")
+peak = s.get("resources", {}).get("max", {}).get("rss_mb")
+if not peak or peak["value"] != max(r["rss_mb"] for r in res) or s["resources"]["samples"] != len(res):
+    problems.append(f"summary resources {s.get('resources')} against {len(res)} samples")
+import glob
+events = open(glob.glob(f"{run}/events.out.tfevents.*")[0], "rb").read()
+for tag in [b"Train/lr", b"Throughput/tokens_per_s", b"Throughput/tflops_per_rank", b"Phases/forward_ms",
+            b"Phases/comm_ms", b"Resources/rank0/rss_mb", b"Resources/rank1/cpu_percent", b"Loss/test"]:
+    if tag not in events: problems.append(f"TensorBoard has no {tag.decode()}")
 offs = t["otherData"]["clock_offsets_s"]
 if len(offs) != 2 or offs[0] != 0: problems.append(f"clock offsets {offs}")
 if problems: sys.exit(f"FAIL {layout}: " + "; ".join(problems))
 print(f"ok  {layout}: step {1e3*st['mean_s']:.1f} ms = " +
       " + ".join(f"{k} {1e3*v['mean_s']:.1f}" for k, v in st["phases"].items() if v["mean_s"] > 0) +
-      f"; trace: {len(ev)} spans on {len(tracks)} tracks of 2 ranks")
+      f"; trace: {len(ev)} spans on {len(tracks)} tracks of 2 ranks; {len(res)} resource samples")
 PYEOF
 done
 expect_one_error "malformed trace_steps" "train.trace_steps" "$bin/dtrain" train "${common[@]}" \

@@ -1,6 +1,7 @@
 // The CUDA ComputeDevice: one GPU, one compute stream on which every kernel is queued in order,
 // cuBLASLt for matrix products, cuDNN for convolution and pooling, pinned staging buffers for uploads
-// (the host returns at once), grow-only scratch, CUDA events for timing, its own count of memory held.
+// (the host returns at once), grow-only scratch, CUDA events for timing, its own count of memory held,
+// NVML for how busy it is.
 #include <cstring>
 #include <mutex>
 #include <unordered_map>
@@ -11,6 +12,7 @@
 #include "kernels/cuda/cudnn_conv.hpp"
 #include "kernels/cuda/kernels.cuh"
 #include "kernels/cuda/lt_matmul.hpp"
+#include "kernels/cuda/nvml_usage.hpp"
 
 namespace dtrain {
 
@@ -63,6 +65,9 @@ class CudaDevice final : public ComputeDevice {
     std::snprintf(mem, sizeof mem, "%.1f GiB", double(prop.totalGlobalMem) / double(1u << 30));
     name_ = "cuda:" + std::to_string(index) + " (" + prop.name + ", sm_" + std::to_string(prop.major) +
             std::to_string(prop.minor) + ", " + mem + ")";
+    char bus_id[32] = {};
+    DT_CUDA(cudaDeviceGetPCIBusId(bus_id, int(sizeof bus_id), index));
+    pci_bus_id_ = bus_id;
   }
   ~CudaDevice() override {
     cudaStreamSynchronize(stream_);
@@ -83,6 +88,9 @@ class CudaDevice final : public ComputeDevice {
   int index() const override { return index_; }
   void* stream() const override { return stream_; }
   size_t peak_bytes() const override { return std::max(peak_, live_ + pool_.bytes()) + (size_t(32) << 20); }
+  // NVML's figures for this GPU, found by its PCI bus id (NVML numbers GPUs its own way, ignoring
+  // CUDA_VISIBLE_DEVICES); nullopt without NVML.
+  std::optional<DeviceUsage> usage() override { return nvml_usage(pci_bus_id_); }
 
   void* allocate_zeroed(size_t bytes) override {
     const size_t rounded = bytes == 0 ? 256 : (bytes + 255) / 256 * 256;
@@ -369,6 +377,7 @@ class CudaDevice final : public ComputeDevice {
 
   int index_;
   std::string name_;
+  std::string pci_bus_id_;  // "0000:65:00.0": how NVML finds this GPU
   cudaStream_t stream_ = nullptr;
   cudaEvent_t timer_start_ = nullptr, timer_stop_ = nullptr;
   std::unique_ptr<LtMatmul> lt_;
