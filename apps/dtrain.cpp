@@ -23,6 +23,7 @@
 #include "data/token_file.hpp"
 #include "data/vocab.hpp"
 #include "metrics/chrome_trace.hpp"
+#include "metrics/html_report.hpp"
 #include "models/registry.hpp"
 #include "parallel/pp/schedule.hpp"
 #include "train/checkpoint_tools.hpp"
@@ -494,6 +495,16 @@ int rank_or_zero() {
   }
 }
 
+// dtrain report: one HTML page about one run or several overlaid.
+int cmd_report(int argc, char** argv) {
+  Args a = parse(argc, argv, 2, {}, {"out"});
+  require(!a.positional.empty(), "dtrain report needs a run dir: dtrain report RUN [RUN ...] [--out FILE]");
+  const std::string out = a.get("out", default_report_path(a.positional));
+  write_run_report(a.positional, out);
+  std::printf("wrote %s\n", out.c_str());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -518,6 +529,7 @@ int main(int argc, char** argv) {
     if (cmd == "debug") return cmd_debug(argc, argv);
     if (cmd == "ckpt") return cmd_ckpt(argc, argv);
     if (cmd == "plan") return cmd_plan(argc, argv);
+    if (cmd == "report") return cmd_report(argc, argv);
     if (cmd == "config") {
       require(argc == 3 && std::string(argv[2]) == "keys", "usage: dtrain config keys (every key, its default and "
                                                             "meaning): see `dtrain --help`");
@@ -525,7 +537,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     throw Error("unknown command `" + cmd +
-                "`: use train, eval, generate, predict, data, ckpt, debug, plan or config (see --help)");
+                "`: use train, eval, generate, predict, data, ckpt, debug, plan, report, scale or config (see --help)");
   } catch (const ConfigError& e) {
     // Every rank found it: rank 0 says it, the others wait for the launcher to stop them (dtrun
     // and mpirun stop a job whose rank failed) and say it only if nothing does.
