@@ -30,11 +30,13 @@ h3 { font-size: 13px; font-weight: 600; margin: 12px 0 4px; color: var(--muted);
 .charts { display: flex; flex-wrap: wrap; gap: 16px; margin: 6px 0; }
 svg.chart { max-width: 100%; height: auto; border: 1px solid var(--soft); border-radius: 6px; }
 .charts > svg.chart { flex: 1 1 520px; max-width: 660px; width: 100%; }
+@media (min-width: 1100px) { .charts > svg.chart { max-width: calc(50% - 8px); } }
 .tables { display: flex; flex-wrap: wrap; gap: 10px 28px; align-items: flex-start; }
 table { border-collapse: collapse; font-size: 13px; margin: 4px 0 10px; }
 caption { text-align: left; font-weight: 600; color: var(--muted); padding: 2px 0 6px; white-space: nowrap; }
 th, td { padding: 4px 12px; border-bottom: 1px solid var(--soft); text-align: left; vertical-align: top; }
 th { background: #f3f5f7; font-weight: 600; border-bottom: 1px solid var(--line); }
+td:first-child { white-space: nowrap; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 p.note { color: var(--muted); margin: 6px 0; }
 pre { background: #f7f8fa; border: 1px solid var(--soft); border-radius: 6px; padding: 10px 12px; margin: 4px 0 10px;
@@ -65,7 +67,7 @@ std::string html_section(const std::string& id, const std::string& title, const 
 std::string html_note(const std::string& text) { return "<p class=\"note\">" + xml_escape(text) + "</p>\n"; }
 
 std::string html_table(const std::vector<std::string>& head, const std::vector<std::vector<std::string>>& rows,
-                       const std::string& caption) {
+                       const std::string& caption, bool numbers_right) {
   std::string s = "<table>\n";
   if (!caption.empty()) s += "<caption>" + xml_escape(caption) + "</caption>\n";
   s += "<thead><tr>";
@@ -74,7 +76,7 @@ std::string html_table(const std::vector<std::string>& head, const std::vector<s
   for (const std::vector<std::string>& row : rows) {
     s += "<tr>";
     for (size_t i = 0; i < row.size(); ++i)
-      s += (i > 0 && numeric(row[i]) ? "<td class=\"num\">" : "<td>") + xml_escape(row[i]) + "</td>";
+      s += (i > 0 && numbers_right && numeric(row[i]) ? "<td class=\"num\">" : "<td>") + xml_escape(row[i]) + "</td>";
     s += "</tr>\n";
   }
   return s + "</tbody>\n</table>\n";

@@ -13,10 +13,10 @@ std::string html_document(const std::string& title, const std::string& header, c
 std::string html_section(const std::string& id, const std::string& title, const std::string& content);
 // A paragraph of plain text (escaped) in the muted style of remarks.
 std::string html_note(const std::string& text);
-// A table of plain-text cells (escaped); cells that read as numbers are right-aligned. `caption`
-// (plain text, may be "") goes above it.
+// A table of plain-text cells (escaped); cells past the first that read as numbers are right-aligned
+// (with numbers_right). `caption` (plain text, may be "") goes above it.
 std::string html_table(const std::vector<std::string>& head, const std::vector<std::vector<std::string>>& rows,
-                       const std::string& caption = "");
+                       const std::string& caption = "", bool numbers_right = true);
 // Charts side by side, wrapping (`charts`: SVG elements).
 std::string html_charts(const std::vector<std::string>& charts);
 

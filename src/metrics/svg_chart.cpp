@@ -118,6 +118,24 @@ std::string legend_svg(const std::vector<LegendItem>& items, double x0, double x
 
 bool usable(double y, YScale scale) { return std::isfinite(y) && (scale == YScale::linear || y > 0); }
 
+// The x axis: the given ticks (the range widened to the data), or round ones.
+Ticks x_axis(const LineChart& c, double lo, double hi) {
+  if (c.x_ticks.empty()) return c.x_log ? log_ticks(lo, hi) : nice_ticks(lo, hi, 6);
+  Ticks t;
+  for (double v : c.x_ticks)
+    if (std::isfinite(v) && (!c.x_log || v > 0)) t.values.push_back(v);
+  std::sort(t.values.begin(), t.values.end());
+  if (t.values.empty()) return c.x_log ? log_ticks(lo, hi) : nice_ticks(lo, hi, 6);
+  t.lo = std::min(lo, t.values.front());
+  t.hi = std::max(hi, t.values.back());
+  t.step = 0;  // each label on its own
+  if (t.lo == t.hi) {
+    t.lo = c.x_log ? t.lo / 2 : t.lo - 1;
+    t.hi = c.x_log ? t.hi * 2 : t.hi + 1;
+  }
+  return t;
+}
+
 }  // namespace
 
 std::string xml_escape(std::string_view text) {
@@ -220,14 +238,14 @@ std::string line_chart_svg(const LineChart& c) {
   double xlo = std::numeric_limits<double>::infinity(), xhi = -xlo, ylo = xlo, yhi = -xlo;
   for (const Series& s : c.series)
     for (size_t i = 0; i < std::min(s.x.size(), s.y.size()); ++i) {
-      if (!std::isfinite(s.x[i]) || !usable(s.y[i], scale)) continue;
+      if (!usable(s.x[i], c.x_log ? YScale::log : YScale::linear) || !usable(s.y[i], scale)) continue;
       xlo = std::min(xlo, s.x[i]), xhi = std::max(xhi, s.x[i]);
       ylo = std::min(ylo, s.y[i]), yhi = std::max(yhi, s.y[i]);
     }
   const bool empty = !std::isfinite(xlo);
-  if (empty) xlo = 0, xhi = 1, ylo = scale == YScale::log ? 1 : 0, yhi = scale == YScale::log ? 10 : 1;
+  if (empty) xlo = c.x_log ? 1 : 0, xhi = c.x_log ? 10 : 1, ylo = scale == YScale::log ? 1 : 0, yhi = scale == YScale::log ? 10 : 1;
   if (c.y_from_zero && scale == YScale::linear) ylo = std::min(ylo, 0.0), yhi = std::max(yhi, 0.0);
-  const Ticks xt = nice_ticks(xlo, xhi, 6);
+  const Ticks xt = x_axis(c, xlo, xhi);
   const Ticks yt = scale == YScale::log ? log_ticks(ylo, yhi) : nice_ticks(ylo, yhi, 5);
 
   std::vector<std::string> ylabels;
@@ -246,7 +264,11 @@ std::string line_chart_svg(const LineChart& c) {
   const double H = c.height + (rows - 1) * kLegendRow;
   const double bottom = H - kBottom, plot_w = right - left, plot_h = bottom - top;
 
-  auto px = [&](double x) { return left + (x - xt.lo) / (xt.hi - xt.lo) * plot_w; };
+  auto px = [&](double x) {
+    const double f = c.x_log ? (std::log10(x) - std::log10(xt.lo)) / (std::log10(xt.hi) - std::log10(xt.lo))
+                             : (x - xt.lo) / (xt.hi - xt.lo);
+    return left + f * plot_w;
+  };
   auto py = [&](double y) {
     const double f = scale == YScale::log ? (std::log10(y) - std::log10(yt.lo)) / (std::log10(yt.hi) - std::log10(yt.lo))
                                           : (y - yt.lo) / (yt.hi - yt.lo);
@@ -282,7 +304,8 @@ std::string line_chart_svg(const LineChart& c) {
     std::vector<std::pair<double, double>> pts;  // pixels; NaN x: a gap
     const size_t n = std::min(se.x.size(), se.y.size());
     for (size_t i = 0; i < n; ++i) {
-      if (std::isfinite(se.x[i]) && usable(se.y[i], scale)) pts.push_back({px(se.x[i]), py(se.y[i])});
+      if (usable(se.x[i], c.x_log ? YScale::log : YScale::linear) && usable(se.y[i], scale))
+        pts.push_back({px(se.x[i]), py(se.y[i])});
       else pts.push_back({NAN, NAN});
     }
     std::vector<std::pair<double, double>> drawn;

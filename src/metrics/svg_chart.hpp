@@ -43,6 +43,8 @@ struct LineChart {
   std::vector<Series> series;
   YScale y_scale = YScale::linear;
   bool y_from_zero = false;  // the y range includes 0 (throughput, shares, memory)
+  bool x_log = false;             // a log x axis (x <= 0 is a gap)
+  std::vector<double> x_ticks;    // ticks at exactly these x values (e.g. worker counts); empty: round ones
   int width = 640, height = 280;  // the plot keeps its size; legend rows past the first add height
 };
 // <svg class="chart">…</svg>: every series is a <g class="series"> holding its line (and dots); a

@@ -9,45 +9,11 @@
 #include <vector>
 
 #include "metrics/svg_chart.hpp"
+#include "xml_test_util.hpp"
 
 using namespace dtrain;
 
 namespace {
-
-size_t count(const std::string& s, const std::string& what) {
-  size_t n = 0;
-  for (size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + what.size())) ++n;
-  return n;
-}
-
-// "" when every tag of `xml` is closed in order (and no text holds a bare '<' or '&'), else the problem.
-std::string balance_problem(const std::string& xml) {
-  std::vector<std::string> open;
-  size_t at = 0;
-  while (true) {
-    const size_t lt = xml.find('<', at);
-    const std::string text = xml.substr(at, lt == std::string::npos ? std::string::npos : lt - at);
-    for (size_t amp = text.find('&'); amp != std::string::npos; amp = text.find('&', amp + 1)) {
-      const size_t semi = text.find(';', amp);
-      if (semi == std::string::npos || semi - amp > 6) return "a bare & in text: " + text;
-    }
-    if (lt == std::string::npos) break;
-    const size_t gt = xml.find('>', lt);
-    if (gt == std::string::npos) return "an unclosed tag at " + std::to_string(lt);
-    const std::string tag = xml.substr(lt + 1, gt - lt - 1);
-    if (tag.find('<') != std::string::npos) return "a '<' inside tag " + tag;
-    at = gt + 1;
-    if (tag.empty() || tag[0] == '!' || tag[0] == '?') continue;
-    if (tag[0] == '/') {
-      const std::string name = tag.substr(1);
-      if (open.empty() || open.back() != name) return "</" + name + "> closes " + (open.empty() ? "nothing" : open.back());
-      open.pop_back();
-    } else if (tag.back() != '/') {
-      open.push_back(tag.substr(0, tag.find_first_of(" \n")));
-    }
-  }
-  return open.empty() ? "" : "<" + open.back() + "> is never closed";
-}
 
 // The numbers after every "M" or "L" of the first path's d attribute in `svg`, as (x, y).
 std::vector<std::pair<double, double>> path_points(const std::string& svg) {
@@ -135,8 +101,8 @@ TEST(SvgChart, LineChartHasOneGroupPerSeriesAndIsWellFormed) {
   }
   const std::string svg = line_chart_svg(c);
   EXPECT_EQ(balance_problem(svg), "");
-  EXPECT_EQ(count(svg, "<g class=\"series\""), 3u);
-  EXPECT_EQ(count(svg, "<circle"), 20u) << "markers on the one series that asks for them";
+  EXPECT_EQ(count_of(svg, "<g class=\"series\""), 3u);
+  EXPECT_EQ(count_of(svg, "<circle"), 20u) << "markers on the one series that asks for them";
   EXPECT_EQ(svg.find("run <b>"), std::string::npos);
   EXPECT_NE(svg.find("run &lt;b&gt;&amp;&lt;/b&gt;"), std::string::npos);
   EXPECT_NE(svg.find("Loss &lt;of&gt; &quot;runs&quot; &amp; more"), std::string::npos);
@@ -150,12 +116,12 @@ TEST(SvgChart, GapsLogScaleAndEmptyCharts) {
   s.y = {1, 2, NAN, 4, 5, 6};
   c.series.push_back(s);
   std::string svg = line_chart_svg(c);
-  EXPECT_EQ(count(svg.substr(svg.find(" d=\"")), "M"), 2u) << "the NaN splits the line in two";
+  EXPECT_EQ(count_of(svg.substr(svg.find(" d=\"")), "M"), 2u) << "the NaN splits the line in two";
   c.y_scale = YScale::log;
   c.series[0].y = {-1, 10, 100, 1000, 0, 5};  // <= 0 has no place on a log axis
   svg = line_chart_svg(c);
   EXPECT_EQ(balance_problem(svg), "");
-  EXPECT_EQ(count(svg.substr(svg.find(" d=\"")), "M"), 2u);
+  EXPECT_EQ(count_of(svg.substr(svg.find(" d=\"")), "M"), 2u);
   EXPECT_EQ(svg.find("no data"), std::string::npos);
   c.series[0].y = {NAN, NAN, NAN, NAN, NAN, NAN};
   EXPECT_NE(line_chart_svg(c).find("no data"), std::string::npos);
@@ -184,8 +150,8 @@ TEST(SvgChart, StackedBars) {
   b.values = {{30, 0, 60}, {31, 5, 61}};
   const std::string svg = stacked_bars_svg(b);
   EXPECT_EQ(balance_problem(svg), "");
-  EXPECT_EQ(count(svg, "<g class=\"bar\""), 2u);
-  EXPECT_EQ(count(svg, "class=\"segment\""), 5u) << "a zero part draws nothing";
-  EXPECT_EQ(count(svg, "fill=\"#112233\""), 3u) << "the given colour on both bars and in the legend";
+  EXPECT_EQ(count_of(svg, "<g class=\"bar\""), 2u);
+  EXPECT_EQ(count_of(svg, "class=\"segment\""), 5u) << "a zero part draws nothing";
+  EXPECT_EQ(count_of(svg, "fill=\"#112233\""), 3u) << "the given colour on both bars and in the legend";
   EXPECT_NE(svg.find(">97<"), std::string::npos) << "rank 1's total";
 }
