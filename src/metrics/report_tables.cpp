@@ -26,6 +26,8 @@ const Json& last_of(const RunData& r, std::string_view type) {
 
 std::string text_or_dash(const std::string& s) { return s.empty() ? "–" : s; }
 
+constexpr size_t kEnds = 10;  // a long checkpoint table shows this many first and last saves
+
 // A table with a row per name and a column per run (one run: "value").
 struct RunTable {
   std::vector<std::string> head;
@@ -143,10 +145,11 @@ std::string report_checkpoints(const std::vector<RunData>& runs) {
     std::vector<std::vector<std::string>> rows;
     Series stall, write;
     double stalled = 0, longest = 0, longest_step = NAN;
+    const auto writes = r.records_of("checkpoint_written");
     for (const Json* k : r.records_of("checkpoint")) {
       const double step = json_number(*k, "step"), s = json_number(*k, "stall_seconds");
       double written = NAN;
-      for (const Json* w : r.records_of("checkpoint_written"))
+      for (const Json* w : writes)
         if (json_number(*w, "step") == step) written = json_number(*w, "write_seconds");
       rows.push_back({format_number(step, 0), text_or_dash(json_text(*k, "format")), text_or_dash(json_text(*k, "async")),
                       format_number(json_number(*k, "bytes") / 1e6, 1), format_number(s, 3), format_number(written, 3)});
@@ -160,9 +163,14 @@ std::string report_checkpoints(const std::vector<RunData>& runs) {
       notes += html_note((runs.size() > 1 ? r.label + ": n" : "N") + std::string("o checkpoint records."));
       continue;
     }
+    const size_t count = rows.size();
+    if (count > 2 * kEnds) {  // the first and the last saves; the chart shows them all
+      rows.erase(rows.begin() + kEnds, rows.end() - kEnds);
+      rows.insert(rows.begin() + kEnds, {"…", std::to_string(count - 2 * kEnds) + " more", "", "", "", ""});
+    }
     tables += html_table({"step", "format", "async", "size (MB)", "stall (s)", "written in (s)"}, rows,
-                         (runs.size() > 1 ? r.label + ": " : std::string()) + std::to_string(rows.size()) +
-                             (rows.size() == 1 ? " checkpoint, " : " checkpoints, ") + format_number(stalled, 2) + " s stalled in all" +
+                         (runs.size() > 1 ? r.label + ": " : std::string()) + std::to_string(count) +
+                             (count == 1 ? " checkpoint, " : " checkpoints, ") + format_number(stalled, 2) + " s stalled in all" +
                              (std::isfinite(longest_step) ? ", at most " + format_number(longest, 2) + " s (step " +
                                                                 format_number(longest_step, 0) + ")"
                                                           : ""));

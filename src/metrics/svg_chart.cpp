@@ -348,7 +348,9 @@ std::string line_chart_svg(const LineChart& c) {
       s += "<path d=\"" + d + "\" fill=\"none\" stroke=\"" + color +
            "\" stroke-width=\"1.8\" stroke-linejoin=\"round\" stroke-linecap=\"round\"" +
            (se.dash.empty() ? std::string() : " stroke-dasharray=\"" + se.dash + "\"") + "/>\n";
-    if (se.markers)
+    size_t finite = 0;
+    for (const auto& pt : pts) finite += std::isnan(pt.first) ? 0 : 1;
+    if (se.markers && double(finite) <= plot_w / 6)  // denser dots would only thicken the line
       for (const auto& [x, y] : pts)
         if (!std::isnan(x))
           s += "<circle cx=\"" + num(x) + "\" cy=\"" + num(y) + "\" r=\"3.2\" fill=\"" + color +

@@ -33,7 +33,8 @@ struct Series {
   std::vector<double> x, y;  // same length; a NaN y (or one <= 0 on a log axis) is a gap in the line
   std::string color;         // "": the palette's colour for the series' index
   std::string dash;          // stroke-dasharray, e.g. "6 4"; "": solid
-  bool markers = false;      // a dot on every point (sparse series: epochs, scaling points)
+  bool markers = false;      // a dot on every point (sparse series: epochs, scaling points), while
+                             // there is at most one per 6 pixels of the plot's width
 };
 
 enum class YScale { linear, log };

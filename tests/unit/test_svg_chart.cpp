@@ -138,6 +138,8 @@ TEST(SvgChart, LongSeriesKeepTheirSpikes) {
   double top = 1e9;
   for (const auto& [x, y] : pts) top = std::min(top, y);
   EXPECT_LT(top, 80) << "the spike to 100 (the plot's top) is still drawn";
+  c.series[0].markers = true;
+  EXPECT_EQ(count_of(line_chart_svg(c), "<circle"), 0u) << "no dots where they would be denser than the line";
 }
 
 TEST(SvgChart, StackedBars) {
