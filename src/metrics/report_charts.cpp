@@ -167,8 +167,10 @@ std::string report_throughput(const std::vector<RunData>& runs) {
   return html_section("throughput", "Throughput", html_charts(charts) + notes);
 }
 
-std::string report_phases(const std::vector<RunData>& runs) {
-  const std::vector<std::string> phases = phases_of(runs);
+namespace {
+
+// summary.json's step_time: a bar per rank of every run, and a table per run.
+std::string step_time_by_rank(const std::vector<RunData>& runs, const std::vector<std::string>& phases) {
   StackedBars bars;
   bars.title = "Mean time per step and phase";
   bars.value_label = "milliseconds per step (after warm-up)";
@@ -216,9 +218,12 @@ std::string report_phases(const std::vector<RunData>& runs) {
   }
   std::string html;
   if (!bars.bars.empty()) html += html_charts({stacked_bars_svg(bars)}) + "<div class=\"tables\">\n" + tables + "</div>\n";
-  html += missing;
+  return html + missing;
+}
 
-  // The phases over the run (rank 0's, from the train records), and the step they add up to.
+// Rank 0's phases over the run (from the train records), and the step they add up to.
+std::string phases_over_steps(const std::vector<RunData>& runs, const std::vector<std::string>& phases) {
+  std::string html;
   LineChart over = chart("Phases over the run (rank 0)", "step", "milliseconds per step");
   over.y_from_zero = true;
   std::set<std::string> used;
@@ -244,7 +249,14 @@ std::string report_phases(const std::vector<RunData>& runs) {
   } else {
     html += html_note("No phases in the train records (a run from before phase timing).");
   }
-  return html_section("phases", "Step time by phase", html);
+  return html;
+}
+
+}  // namespace
+
+std::string report_phases(const std::vector<RunData>& runs) {
+  const std::vector<std::string> phases = phases_of(runs);
+  return html_section("phases", "Step time by phase", step_time_by_rank(runs, phases) + phases_over_steps(runs, phases));
 }
 
 std::string report_communication(const std::vector<RunData>& runs) {

@@ -118,6 +118,48 @@ std::string legend_svg(const std::vector<LegendItem>& items, double x0, double x
 
 bool usable(double y, YScale scale) { return std::isfinite(y) && (scale == YScale::linear || y > 0); }
 
+using Pixels = std::vector<std::pair<double, double>>;  // (x, y) on the chart; NaN x: a gap
+
+// Each pixel column's first, lowest, highest and last point (a spike stays visible), gaps kept.
+Pixels thinned(const Pixels& pts) {
+  Pixels out;
+  for (size_t i = 0; i < pts.size();) {
+    if (std::isnan(pts[i].first)) {
+      out.push_back(pts[i++]);
+      continue;
+    }
+    const long column = std::lround(pts[i].first);
+    size_t j = i, lo = i, hi = i;
+    while (j < pts.size() && !std::isnan(pts[j].first) && std::lround(pts[j].first) == column) {
+      if (pts[j].second > pts[lo].second) lo = j;  // pixels grow downwards
+      if (pts[j].second < pts[hi].second) hi = j;
+      ++j;
+    }
+    std::vector<size_t> keep = {i, lo, hi, j - 1};
+    std::sort(keep.begin(), keep.end());
+    keep.erase(std::unique(keep.begin(), keep.end()), keep.end());
+    for (size_t q : keep) out.push_back(pts[q]);
+    i = j;
+  }
+  return out;
+}
+
+// A path's d attribute: a subpath between gaps; a point alone between gaps is a dot (its round cap).
+std::string path_data(const Pixels& pts) {
+  std::string d;
+  bool pen = false;
+  for (size_t i = 0; i < pts.size(); ++i) {
+    if (std::isnan(pts[i].first)) {
+      pen = false;
+      continue;
+    }
+    d += (pen ? " L" : (d.empty() ? "M" : " M")) + num(pts[i].first) + " " + num(pts[i].second);
+    if (!pen && (i + 1 == pts.size() || std::isnan(pts[i + 1].first))) d += " l0 0";
+    pen = true;
+  }
+  return d;
+}
+
 // The x axis: the given ticks (the range widened to the data), or round ones.
 Ticks x_axis(const LineChart& c, double lo, double hi) {
   if (c.x_ticks.empty()) return c.x_log ? log_ticks(lo, hi) : nice_ticks(lo, hi, 6);
@@ -296,53 +338,18 @@ std::string line_chart_svg(const LineChart& c) {
             " transform=\"translate(14 " + num((top + bottom) / 2) + ") rotate(-90)\"");
   if (empty) s += text((left + right) / 2, (top + bottom) / 2, "no data", "middle");
 
-  // The series: a path per series, gaps where a value is missing; past two points per pixel column,
-  // a column keeps its first, lowest, highest and last point (spikes stay visible).
+  // The series: a path per series, gaps where a value is missing, thinned past two points per pixel.
   for (size_t k = 0; k < c.series.size(); ++k) {
     const Series& se = c.series[k];
     const std::string& color = legend[k].color;
-    std::vector<std::pair<double, double>> pts;  // pixels; NaN x: a gap
+    Pixels pts;
     const size_t n = std::min(se.x.size(), se.y.size());
     for (size_t i = 0; i < n; ++i) {
       if (usable(se.x[i], c.x_log ? YScale::log : YScale::linear) && usable(se.y[i], scale))
         pts.push_back({px(se.x[i]), py(se.y[i])});
       else pts.push_back({NAN, NAN});
     }
-    std::vector<std::pair<double, double>> drawn;
-    if (double(pts.size()) > 2 * plot_w) {
-      for (size_t i = 0; i < pts.size();) {
-        if (std::isnan(pts[i].first)) {
-          drawn.push_back(pts[i++]);
-          continue;
-        }
-        const long column = std::lround(pts[i].first);
-        size_t j = i, lo = i, hi = i;
-        while (j < pts.size() && !std::isnan(pts[j].first) && std::lround(pts[j].first) == column) {
-          if (pts[j].second > pts[lo].second) lo = j;  // pixels grow downwards
-          if (pts[j].second < pts[hi].second) hi = j;
-          ++j;
-        }
-        std::vector<size_t> keep = {i, lo, hi, j - 1};
-        std::sort(keep.begin(), keep.end());
-        keep.erase(std::unique(keep.begin(), keep.end()), keep.end());
-        for (size_t q : keep) drawn.push_back(pts[q]);
-        i = j;
-      }
-    } else {
-      drawn = pts;
-    }
-    std::string d;
-    bool pen = false;
-    for (size_t i = 0; i < drawn.size(); ++i) {
-      if (std::isnan(drawn[i].first)) {
-        pen = false;
-        continue;
-      }
-      d += (pen ? " L" : (d.empty() ? "M" : " M")) + num(drawn[i].first) + " " + num(drawn[i].second);
-      const bool alone = !pen && (i + 1 == drawn.size() || std::isnan(drawn[i + 1].first));
-      if (alone) d += " l0 0";  // a point between gaps: its round cap draws a dot
-      pen = true;
-    }
+    const std::string d = path_data(double(pts.size()) > 2 * plot_w ? thinned(pts) : pts);
     s += "<g class=\"series\" data-name=\"" + xml_escape(se.name) + "\">\n<title>" + xml_escape(se.name) + "</title>\n";
     if (!d.empty())
       s += "<path d=\"" + d + "\" fill=\"none\" stroke=\"" + color +
