@@ -72,8 +72,9 @@ usage:
               ./report.html for several runs)
   dtrain scale --config FILE --nproc 1,2,4,8 [--mode strong|weak] [--threads-per-rank T] [--steps N]
                [--set key=value ...] [--launcher dtrun|srun] --out DIR
-              (a scaling study: N_steps steps at each worker count into DIR/nproc_N, then DIR/scaling.csv
-              and DIR/scaling.html; strong keeps train.batch_size as the global batch, weak per rank)
+              (a scaling study: --steps steps, 20 by default, at each worker count into DIR/nproc_N, then
+              DIR/scaling.csv and DIR/scaling.html; strong keeps train.batch_size as the global batch, weak
+              as the batch per rank; docs/watching.md)
 
 Data parallel: start it with `dtrun --nproc-per-node N dtrain train ...` (see `dtrun --help`),
 `srun dtrain train ...` or `mpirun -np N dtrain train ...`; docs/distributed.md.
