@@ -1,4 +1,4 @@
-// dtrain: the command-line program (train, eval, generate, data, ckpt, debug, plan). Thin: parses arguments
+// dtrain: the command-line program (train, eval, generate, data, ckpt, debug, plan, report, scale). Thin: parses arguments
 // and calls the library; a user error prints one line and exits with status 2.
 #include <algorithm>
 #include <cerrno>
@@ -23,12 +23,14 @@
 #include "data/token_file.hpp"
 #include "data/vocab.hpp"
 #include "metrics/chrome_trace.hpp"
+#include "metrics/html_report.hpp"
 #include "models/registry.hpp"
 #include "parallel/pp/schedule.hpp"
 #include "train/checkpoint_tools.hpp"
 #include "train/debug_dump.hpp"
 #include "train/classify.hpp"
 #include "train/generate.hpp"
+#include "train/scaling_study.hpp"
 #include "train/trainer.hpp"
 
 using namespace dtrain;
@@ -65,6 +67,14 @@ usage:
   dtrain plan --file LIST.txt [--costs ...] [--trace ...]   (a pipeline schedule checked and simulated,
               printed as a time × rank grid; docs/pipeline.md)
   dtrain config keys                   (every config key: default, type or range, meaning)
+  dtrain report RUN [RUN ...] [--out FILE]   (one self-contained HTML page: losses, throughput, step phases,
+              resources, checkpoints, config; several runs overlaid; default RUN/report.html, or
+              ./report.html for several runs)
+  dtrain scale --config FILE --nproc 1,2,4,8 [--mode strong|weak] [--threads-per-rank T] [--steps N]
+               [--set key=value ...] [--launcher dtrun|srun] --out DIR
+              (a scaling study: --steps steps, 20 by default, at each worker count into DIR/nproc_N, then
+              DIR/scaling.csv and DIR/scaling.html; strong keeps train.batch_size as the global batch, weak
+              as the batch per rank; docs/watching.md)
 
 Data parallel: start it with `dtrun --nproc-per-node N dtrain train ...` (see `dtrun --help`),
 `srun dtrain train ...` or `mpirun -np N dtrain train ...`; docs/distributed.md.
@@ -494,6 +504,35 @@ int rank_or_zero() {
   }
 }
 
+// dtrain report: one HTML page about one run or several overlaid.
+int cmd_report(int argc, char** argv) {
+  Args a = parse(argc, argv, 2, {}, {"out"});
+  require(!a.positional.empty(), "dtrain report needs a run dir: dtrain report RUN [RUN ...] [--out FILE]");
+  const std::string out = a.get("out", default_report_path(a.positional));
+  write_run_report(a.positional, out);
+  std::printf("wrote %s\n", out.c_str());
+  return 0;
+}
+
+// dtrain scale: a scaling study over worker counts (docs/watching.md).
+int cmd_scale(int argc, char** argv) {
+  Args a = parse(argc, argv, 2, {}, {"config", "nproc", "mode", "threads-per-rank", "steps", "set", "launcher", "out"});
+  if (!a.positional.empty())
+    throw Error("dtrain scale takes no argument `" + a.positional[0] + "`: see `dtrain --help`");
+  ScalingOptions o;
+  o.config = a.need("config");
+  o.nproc = a.need("nproc");
+  o.out = a.need("out");
+  o.mode = a.get("mode", o.mode);
+  o.launcher = a.get("launcher", o.launcher);
+  o.threads_per_rank = int(a.integer("threads-per-rank", o.threads_per_rank, 1, 1 << 16));
+  o.steps = a.integer("steps", o.steps, 1, kMaxCount);
+  auto [lo, hi] = a.opts.equal_range("set");
+  for (auto it = lo; it != hi; ++it) o.sets.push_back(it->second);
+  run_scaling_study(o, stdout);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -518,6 +557,8 @@ int main(int argc, char** argv) {
     if (cmd == "debug") return cmd_debug(argc, argv);
     if (cmd == "ckpt") return cmd_ckpt(argc, argv);
     if (cmd == "plan") return cmd_plan(argc, argv);
+    if (cmd == "report") return cmd_report(argc, argv);
+    if (cmd == "scale") return cmd_scale(argc, argv);
     if (cmd == "config") {
       require(argc == 3 && std::string(argv[2]) == "keys", "usage: dtrain config keys (every key, its default and "
                                                             "meaning): see `dtrain --help`");
@@ -525,7 +566,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     throw Error("unknown command `" + cmd +
-                "`: use train, eval, generate, predict, data, ckpt, debug, plan or config (see --help)");
+                "`: use train, eval, generate, predict, data, ckpt, debug, plan, report, scale or config (see --help)");
   } catch (const ConfigError& e) {
     // Every rank found it: rank 0 says it, the others wait for the launcher to stop them (dtrun
     // and mpirun stop a job whose rank failed) and say it only if nothing does.
