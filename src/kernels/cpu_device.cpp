@@ -19,7 +19,10 @@ namespace {
 class CpuDevice final : public ComputeDevice {
  public:
   DeviceKind kind() const override { return DeviceKind::cpu; }
-  std::string describe() const override { return "cpu (" + std::to_string(omp_get_max_threads()) + " threads)"; }
+  std::string describe() const override {
+    const int n = omp_get_max_threads();
+    return "cpu (" + std::to_string(n) + (n == 1 ? " thread)" : " threads)");
+  }
   void* allocate_zeroed(size_t bytes) override { return host_memory().allocate_zeroed(bytes); }
   void release(void* p) override { host_memory().release(p); }
   bool host_accessible() const override { return true; }

@@ -83,6 +83,8 @@ struct Trainer::Impl {
     double loss = 0.0, norm = 0.0;
     float lr = 0.0f;
   } last;
+  int64_t log_rows = 0;        // rows of the loss (global) since the last train record
+  double log_seconds = 0.0;    // and the steps' time
 
   Impl(RunConfig c, std::string dir, bool resume, const std::string& from, World& w)
       : cfg(std::move(c)),
@@ -453,7 +455,7 @@ struct Trainer::Impl {
       const bool loop_ends = st.global_step >= plan.total || st.batch_in_epoch >= plan.batches;
       if (cfg.train.checkpoint_every > 0 && st.global_step % cfg.train.checkpoint_every == 0 && !loop_ends) checkpoint();
       watch->end_step(st.global_step);  // the step's time: its own work and the validation or checkpoint after it
-      if (st.global_step % cfg.train.log_every == 0) log_step(clock);
+      if (st.global_step % cfg.train.log_every == 0) log_step();
     }
     progress.clear();
     if (st.batch_in_epoch == 0) return true;
@@ -500,6 +502,8 @@ struct Trainer::Impl {
     st.train_tokens += step_rows;
     clock.rows += step_rows;
     clock.step_seconds += dt;
+    log_rows += step_rows;
+    log_seconds += dt;
     last = {loss_sum / double(micro), norm, lr};
   }
 
@@ -510,14 +514,17 @@ struct Trainer::Impl {
   }
 
   // The last step's train record (every rank takes part: the loss is averaged, the phases gathered).
-  void log_step(const EpochClock& clock) {
+  void log_step() {
     double loss = last.loss;
     average(&loss, 1);
     Json j = Json::object();
     const PhaseSeconds phases = watch->fill_train_record(j);
     watch->write_resources(jsonl.get(), tb.get());
+    // over the steps since the previous record (their own time: validation and checkpoints left out)
+    const double rows_per_second = log_seconds > 0 ? double(log_rows) / log_seconds : 0.0;
+    log_rows = 0;
+    log_seconds = 0.0;
     if (!root) return;
-    const double rows_per_second = clock.rows_per_second();
     const double tflops = model->train_flops_per_sample() / double(model->sample_shape().targets) * rows_per_second /
                           double(world.size()) / 1e12;
     const double peak = peak_tflops();
