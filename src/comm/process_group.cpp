@@ -165,19 +165,21 @@ void ProcessGroup::worker_main() {
 void ProcessGroup::execute(Work& w, const std::function<void(Backend&, Work&)>& fn) {
   const int64_t seq = ++started_;
   std::string error;
-  TraceScope traced(trace_track_.c_str(), w.op_);
-  if (Trace::on())
-    traced.set_args(Json{{"bytes", w.bytes_}, {"group", name_}, {"ranks", size()}, {"seq", seq}}.dump());
   const auto t0 = std::chrono::steady_clock::now();
   if (!broken_.empty()) {
     error = w.what_ + " not run: the group failed earlier (" + broken_ + ")";
   } else {
     if (liveness_) liveness_->started(name_, seq, ranks_);
-    try {
-      fn(*backend_, w);
-    } catch (const std::exception& e) {
-      error = diagnose(w.what_, seq, e.what());
-      broken_ = w.what_ + " failed";
+    {
+      TraceScope traced(trace_track_.c_str(), w.op_);  // recorded before the waiter learns it is done
+      if (Trace::on())
+        traced.set_args(Json{{"bytes", w.bytes_}, {"group", name_}, {"ranks", size()}, {"seq", seq}}.dump());
+      try {
+        fn(*backend_, w);
+      } catch (const std::exception& e) {
+        error = diagnose(w.what_, seq, e.what());
+        broken_ = w.what_ + " failed";
+      }
     }
     if (liveness_) liveness_->finished(name_);
   }

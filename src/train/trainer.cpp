@@ -445,6 +445,9 @@ struct Trainer::Impl {
     std::snprintf(prefix, sizeof prefix, "[%lld/%lld]", (long long)st.epoch + 1, (long long)plan.epochs);
     while (st.global_step < plan.total && st.batch_in_epoch < plan.batches) {
       step(plan, sampler, loader, batch, clock);
+      // The step's time ends here; the validation and checkpoint after it count in the next step's.
+      watch->end_step(st.global_step);
+      if (st.global_step % cfg.train.log_every == 0) log_step();  // before a checkpoint holds the log's length
       progress.update(prefix, (st.batch_in_epoch + A - 1) / A, epoch_end, st.epoch_loss_sum / double(st.batch_in_epoch),
                       clock.rows_per_second());
       if (cfg.train.eval_every > 0 && st.global_step % cfg.train.eval_every == 0) {
@@ -454,8 +457,6 @@ struct Trainer::Impl {
       // A step that ends the epoch's loop is saved by the epoch end (once, with the epoch closed).
       const bool loop_ends = st.global_step >= plan.total || st.batch_in_epoch >= plan.batches;
       if (cfg.train.checkpoint_every > 0 && st.global_step % cfg.train.checkpoint_every == 0 && !loop_ends) checkpoint();
-      watch->end_step(st.global_step);  // the step's time: its own work and the validation or checkpoint after it
-      if (st.global_step % cfg.train.log_every == 0) log_step();
     }
     progress.clear();
     if (st.batch_in_epoch == 0) return true;

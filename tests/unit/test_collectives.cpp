@@ -297,8 +297,10 @@ TEST(Collectives, ClockOffsetsSpansAndTheCommPhase) {
     Trace::set_on(false);
     const PhaseSeconds p = clock.end_step();
     const std::vector<TraceSpan> spans = Trace::take();
+    std::string seen;
+    for (const TraceSpan& sp : spans) seen += " [" + sp.track + ": " + sp.name + "]";
     RANK_CHECK(spans.size() == 1 && spans[0].track == "comm world" && spans[0].name == "allreduce sum",
-               "one span on the group's track");
+               "one span on the group's track, saw" + seen);
     RANK_CHECK(spans[0].args.find("\"bytes\":4000") != std::string::npos, spans[0].args);
     if (r != 0) RANK_CHECK(p[size_t(Phase::comm)] > 0.02, "the wait for rank 0 is comm: " + std::to_string(p[size_t(Phase::comm)]));
     w.shutdown();
