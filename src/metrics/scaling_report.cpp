@@ -127,35 +127,24 @@ std::string scaling_html(const ScalingStudy& study) {
   ideal.dash = full.dash = "6 4";
   // Workers as ticks; over a factor of 4 or more, on log axes (speedup's ideal then a straight line).
   const bool log_x = !study.points.empty() && study.points.back().workers >= 4 * base;
-  auto workers_axis = [&](LineChart& c) {
+  // a chart over the worker counts: its title, y label, series (the last one measured, in `color`)
+  auto workers_chart = [&](const char* title, const char* y_label, std::vector<Series> series, int color) {
+    LineChart c;
     c.x_log = log_x;
     for (const ScalingPoint& p : study.points) c.x_ticks.push_back(p.workers);
+    c.title = title;
+    c.x_label = "workers (N)";
+    c.y_label = y_label;
+    c.y_from_zero = true;
+    c.series = std::move(series);
+    c.series.back().color = palette_color(color);
+    return c;
   };
-  LineChart sp;
-  workers_axis(sp);
+  LineChart sp = workers_chart("Speedup", "speedup", {ideal, measured}, 0);
   if (log_x) sp.y_scale = YScale::log;
-  sp.title = "Speedup";
-  sp.x_label = "workers (N)";
-  sp.y_label = "speedup";
   sp.y_from_zero = !log_x;
-  sp.series = {ideal, measured};
-  sp.series[1].color = palette_color(0);
-  LineChart ef;
-  workers_axis(ef);
-  ef.title = "Efficiency";
-  ef.x_label = "workers (N)";
-  ef.y_label = "efficiency (% of ideal)";
-  ef.y_from_zero = true;
-  ef.series = {full, eff};
-  ef.series[1].color = palette_color(2);
-  LineChart th;
-  workers_axis(th);
-  th.title = "Throughput";
-  th.x_label = "workers (N)";
-  th.y_label = "tokens/s (all ranks, steady)";
-  th.y_from_zero = true;
-  th.series = {tps};
-  th.series[0].color = palette_color(1);
+  const LineChart ef = workers_chart("Efficiency", "efficiency (% of ideal)", {full, eff}, 2);
+  const LineChart th = workers_chart("Throughput", "tokens/s (all ranks, steady)", {tps}, 1);
 
   StackedBars bars;
   bars.title = "Mean time per step and phase (rank 0)";
