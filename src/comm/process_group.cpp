@@ -119,8 +119,12 @@ WorkPtr ProcessGroup::enqueue(std::string op, size_t bytes, const std::string& d
   w->bytes_ = bytes;
   const std::string what = w->op_ + (bytes || w->op_ != "barrier" ? " of " + bytes_str(bytes) : "") + detail;
   std::unique_lock<std::mutex> lock(mu_);
-  ++issued_;
-  w->what_ = what + " (operation #" + std::to_string(issued_) + " of process group '" + name_ + "', " +
+  // Collectives are numbered alike on every member (a diagnosis compares the numbers); a send or
+  // receive, which only some members make, is placed after the collective before it.
+  const bool p2p = w->op_ == "send" || w->op_ == "recv";
+  w->p2p_ = p2p;
+  if (!p2p) ++issued_;
+  w->what_ = what + (p2p ? " (after operation #" : " (operation #") + std::to_string(issued_) + " of process group '" + name_ + "', " +
              std::to_string(size()) + " ranks)";
   if (blocking && queue_.empty() && !busy_) {
     // Nothing in flight: run on the caller's thread (no hand-off latency), in the same order.
@@ -163,7 +167,7 @@ void ProcessGroup::worker_main() {
 }
 
 void ProcessGroup::execute(Work& w, const std::function<void(Backend&, Work&)>& fn) {
-  const int64_t seq = ++started_;
+  const int64_t seq = w.p2p_ ? started_ : ++started_;
   std::string error;
   const auto t0 = std::chrono::steady_clock::now();
   if (!broken_.empty()) {

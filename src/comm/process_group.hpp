@@ -70,6 +70,7 @@ class Work {
   std::string what_;
   std::string op_;    // "allreduce sum", "send", …
   size_t bytes_ = 0;  // the data it moves (this rank's side)
+  bool p2p_ = false;  // a send or receive: not numbered among the group's collectives
   std::function<void()> finish_;  // point-to-point: completes on the waiting thread
   Millis timeout_{0};
 };
@@ -130,8 +131,8 @@ class ProcessGroup {
   std::deque<std::pair<WorkPtr, std::function<void(Backend&, Work&)>>> queue_;
   bool stop_ = false;
   bool busy_ = false;      // an operation is running (on the thread or inline)
-  int64_t issued_ = 0;
-  int64_t started_ = 0;    // operations begun, in order
+  int64_t issued_ = 0;     // collectives issued (sends and receives are not numbered)
+  int64_t started_ = 0;    // collectives begun, in order
   std::string broken_;  // first failure: later operations fail at once
   std::thread thread_;
 };

@@ -26,7 +26,9 @@ inline double monotonic_seconds() {
 class MarkTimer {
  public:
   virtual ~MarkTimer() = default;
-  virtual void mark(size_t i) = 0;  // mark i of the current step (0 = the previous step's end)
+  // Mark i of the current step (0 = the previous step's end). Must not throw (a scope's destructor
+  // marks): a failure waits for intervals().
+  virtual void mark(size_t i) = 0;
   // Waits for mark n-1; out[i] = seconds from mark i to mark i+1, for i < n-1.
   virtual void intervals(size_t n, double* out) = 0;
 };

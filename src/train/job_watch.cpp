@@ -108,6 +108,7 @@ void JobWatch::end_step(int64_t step) {
   const PhaseSeconds& p = clock_->end_step();
   if (sampler_) sampler_->set_step(step);
   since_log_.add(p, clock_->last_changes());
+  every_.add(p, clock_->last_changes());
   if (step >= first_step_ + kWarmupSteps) run_.add(p, clock_->last_changes());
   if (!cfg_.trace) return;
   if (Trace::on()) {
@@ -151,7 +152,7 @@ PhaseSeconds JobWatch::fill_train_record(Json& record) {
 Json JobWatch::step_summary(double rows_per_step) {
   const int R = world_.size();
   // the steps after warm-up, or every step when there are none after it
-  const Sums& s = run_.steps > 0 ? run_ : since_log_;
+  const Sums& s = run_.steps > 0 ? run_ : every_;
   const double n = double(std::max<int64_t>(s.steps, 1));
   constexpr int W = kPhases + 3;  // mean step, phases, steps, seconds without eval
   std::vector<double> mine(W), every(size_t(R) * W);
@@ -206,49 +207,55 @@ Json JobWatch::step_summary(double rows_per_step) {
   return j;
 }
 
-void JobWatch::write_trace() {
+void JobWatch::gather_trace() {
   if (!cfg_.trace) return;
   Trace::set_on(false);
   ProcessGroup& all = world_.all();
   const int R = all.size(), me = all.rank();
-  const std::vector<TraceSpan> spans = Trace::take();
+  const std::string text = spans_text(Trace::take());
   const int64_t dropped = int64_t(Trace::dropped());
   if (me != 0) {
-    const std::string text = spans_text(spans);
     const int64_t head[2] = {int64_t(text.size()), dropped};
     all.send_async(head, sizeof head, 0, kTraceTag)->wait();
     all.send_async(text.data(), text.size(), 0, kTraceTag)->wait();
     return;
   }
-  // on rank 0's clock, from the start of training
-  std::vector<TraceEvent> events;
-  int64_t lost = dropped;
-  auto add = [&](int r, const Json& list) {
-    const double shift = offsets_.offset_s[size_t(r)] + start_;
-    for (const Json& s : list) {
-      const double a = s[0].get<double>() - shift, b = s[1].get<double>() - shift;
-      events.push_back({r, s[2].get<std::string>(), s[3].get<std::string>(), a, b - a, s[4].get<std::string>()});
-    }
-  };
-  add(0, Json::parse(spans_text(spans)));
+  trace_texts_ = {text};
+  trace_dropped_ = dropped;
   for (int r = 1; r < R; ++r) {
     int64_t head[2] = {0, 0};
     all.recv_async(head, sizeof head, r, kTraceTag)->wait();
-    std::string text(size_t(head[0]), '\0');
-    all.recv_async(text.data(), text.size(), r, kTraceTag)->wait();
-    lost += head[1];
-    add(r, Json::parse(text));
+    std::string theirs(size_t(head[0]), '\0');
+    all.recv_async(theirs.data(), theirs.size(), r, kTraceTag)->wait();
+    trace_dropped_ += head[1];
+    trace_texts_.push_back(std::move(theirs));
   }
+}
+
+void JobWatch::write_trace() {
+  if (!cfg_.trace || world_.rank() != 0) return;
+  // on rank 0's clock, from the start of training
+  std::vector<TraceEvent> events;
+  for (size_t r = 0; r < trace_texts_.size(); ++r) {
+    const double shift = offsets_.offset_s[r] + start_;
+    for (const Json& s : Json::parse(trace_texts_[r])) {
+      const double a = s[0].get<double>() - shift, b = s[1].get<double>() - shift;
+      events.push_back({int(r), s[2].get<std::string>(), s[3].get<std::string>(), a, b - a, s[4].get<std::string>()});
+    }
+    trace_texts_[r].clear();
+  }
+  const int R = world_.size();
   std::map<int, std::string> names;
   for (int r = 0; r < R; ++r) names[r] = "rank " + std::to_string(r) + " (" + hosts_[size_t(r)] + ")";
   Json other = {{"clock_offsets_s", offsets_.offset_s},
                 {"clock_offset_error_s", offsets_.error_s},
-                {"spans_dropped", lost},
+                {"spans_dropped", trace_dropped_},
                 {"steps", cfg_.trace_steps.empty() ? std::string("all") : cfg_.trace_steps},
                 {"timebase", "seconds since training started, on rank 0's clock"}};
   write_chrome_trace(run_dir_ + "/trace.json", events, names, other);
   std::printf("trace of %zu spans from %d ranks: %s/trace.json (open it in ui.perfetto.dev)%s\n", events.size(), R,
-              run_dir_.c_str(), lost ? (", " + std::to_string(lost) + " spans past the limit left out").c_str() : "");
+              run_dir_.c_str(),
+              trace_dropped_ ? (", " + std::to_string(trace_dropped_) + " spans past the limit left out").c_str() : "");
   std::fflush(stdout);
 }
 

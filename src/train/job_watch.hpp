@@ -41,7 +41,9 @@ class JobWatch {
   // Collective after the last step: summary.json's step_time (with steady_rows_per_s: rows of the
   // loss per second over the steps it covers); rank 0 prints the table. rows_per_step: global.
   Json step_summary(double rows_per_step);
-  // Collective: rank 0 writes RUN/trace.json when train.trace is on.
+  // When train.trace is on: every rank's spans to rank 0 (collective), then rank 0 writes
+  // RUN/trace.json (no collective: the others need not wait for the writing).
+  void gather_trace();
   void write_trace();
   // Collective: every rank's resource samples since the last call, written by rank 0 (jsonl and tb:
   // rank 0's, null elsewhere) as `resource` records and Resources/rank<R>/<figure> scalars. final:
@@ -72,7 +74,9 @@ class JobWatch {
   double change_cost_ = 0.0;  // seconds per phase change, measured at start()
   double start_ = 0.0;  // monotonic_seconds() at start(), this rank's clock
   int64_t first_step_ = 1, trace_first_ = 1, trace_last_ = 0;
-  Sums since_log_, run_;
+  Sums since_log_, run_, every_;  // since the last record, after warm-up, all
+  std::vector<std::string> trace_texts_;  // rank 0: every rank's spans (gather_trace)
+  int64_t trace_dropped_ = 0;
   std::unique_ptr<ResourceSampler> sampler_;  // train.sample_every_s > 0
   std::unique_ptr<ResourceMax> resource_max_;
 };

@@ -113,7 +113,9 @@ double known_peak_tflops(const std::string& device, Precision precision) {
     double bf16, f32;
   };
   // dense, SXM parts: bf16 tensor-core peak and the plain FP32 peak (dtrain's f32 uses no TF32)
-  static const Known known[] = {{"H200", 989.0, 67.0}, {"H100", 989.0, 67.0}, {"A100", 312.0, 19.5}};
+  // (PCIe and NVL parts first: "H100" alone is the SXM part)
+  static const Known known[] = {{"H100 PCIe", 756.0, 51.0}, {"H100 NVL", 835.0, 60.0}, {"H200", 989.0, 67.0},
+                                {"H100", 989.0, 67.0},       {"A100", 312.0, 19.5}};
   for (const Known& k : known)
     if (device.find(k.name) != std::string::npos) return precision == Precision::bf16 ? k.bf16 : k.f32;
   return 0.0;

@@ -616,7 +616,7 @@ struct Trainer::Impl {
     if (last_checkpoint_step != st.global_step) checkpoint();  // a run always ends resumable where it stopped
     finish_async_save();
     saver->weights("model_final", st);
-    watch->write_trace();
+    watch->gather_trace();
     watch->write_resources(jsonl.get(), tb.get(), true);
     const int64_t T = model->sample_shape().targets;
     const Json step_time = watch->step_summary(double(cfg.train.batch_size * T * dp * cfg.train.grad_accum));
@@ -645,6 +645,7 @@ struct Trainer::Impl {
     tb->add_scalar(kind.metric() == Metric::accuracy ? "Accuracy/test" : "Perplexity/test",
                    float(metric_value(kind.metric(), test)), st.global_step);
     tb->flush();
+    watch->write_trace();  // last: the other ranks are done with every collective
   }
 
   // summary.json's step time (JobWatch::step_summary) and the speed over the same steps.

@@ -92,6 +92,15 @@ print(f"ok  {layout}: step {1e3*st['mean_s']:.1f} ms = " +
       f"; trace: {len(ev)} spans on {len(tracks)} tracks of 2 ranks; {len(res)} resource samples")
 PYEOF
 done
+# a run of one step (all of it warm-up) still reports that step
+run_one single --set train.max_steps=1 --set train.log_every=1 --set train.trace=false
+"$py" - "$work/single/summary.json" <<'PYEOF' || fail "the one-step run's step_time (see above)"
+import json, sys
+st = json.load(open(sys.argv[1]))["step_time"]
+if st["steps"] != 1 or st["warmup_steps"] != 0 or not st["mean_s"] > 0:
+    sys.exit(f"FAIL: one step: step_time {st['steps']} steps after {st['warmup_steps']}, mean {st['mean_s']}")
+print(f"ok  one step: step_time holds it ({1e3*st['mean_s']:.1f} ms)")
+PYEOF
 expect_one_error "malformed trace_steps" "train.trace_steps" "$bin/dtrain" train "${common[@]}" \
   --set train.trace_steps=5:2 --run-dir "$work/bad"
 echo PASS

@@ -27,15 +27,18 @@ class EventMarks final : public MarkTimer {
   ~EventMarks() override {
     for (cudaEvent_t e : events_) cudaEventDestroy(e);
   }
+  // Never throws (a phase scope marks from its destructor, also while an error unwinds): the
+  // first failure is kept and raised by intervals().
   void mark(size_t i) override {
-    while (events_.size() <= i) {
+    while (events_.size() <= i && failed_ == cudaSuccess) {
       cudaEvent_t e = nullptr;
-      DT_CUDA(cudaEventCreate(&e));
-      events_.push_back(e);
+      failed_ = cudaEventCreate(&e);
+      if (failed_ == cudaSuccess) events_.push_back(e);
     }
-    DT_CUDA(cudaEventRecord(events_[i], stream_));
+    if (failed_ == cudaSuccess) failed_ = cudaEventRecord(events_[i], stream_);
   }
   void intervals(size_t n, double* out) override {
+    DT_CUDA(failed_);
     if (n < 2) return;
     DT_CUDA(cudaEventSynchronize(events_[n - 1]));
     for (size_t i = 0; i + 1 < n; ++i) {
@@ -48,6 +51,7 @@ class EventMarks final : public MarkTimer {
  private:
   cudaStream_t stream_;
   std::vector<cudaEvent_t> events_;
+  cudaError_t failed_ = cudaSuccess;
 };
 
 class CudaDevice final : public ComputeDevice {
