@@ -3,7 +3,7 @@
 # up to its step time, and the step times add up to the wall time between records (within 5%); the
 # summary's step_time names every phase and its slowest rank; RUN/trace.json holds both ranks'
 # steps, phases, units (forward and backward) and collectives with their sizes, only for the
-# steps asked, and a pipeline's actions; both ranks' resource samples are in metrics.jsonl, their
+# steps asked, and a pipeline's actions, each track's spans nested as Perfetto stacks them; both ranks' resource samples are in metrics.jsonl, their
 # maxima in summary.json; TensorBoard has the tags people plot; a malformed trace_steps is one line.
 source "$2/tests/e2e/lib.sh" "$1" "$2" "to read metrics.jsonl, summary.json and trace.json"
 common=(--config "$src/configs/quickstart.toml" --set data.dir="$work/data" --set model.dim=32
@@ -84,6 +84,16 @@ events = open(glob.glob(f"{run}/events.out.tfevents.*")[0], "rb").read()
 for tag in [b"Train/lr", b"Throughput/tokens_per_s", b"Throughput/tflops_per_rank", b"Phases/forward_ms",
             b"Phases/comm_ms", b"Resources/rank0/rss_mb", b"Resources/rank1/cpu_percent", b"Loss/test"]:
     if tag not in events: problems.append(f"TensorBoard has no {tag.decode()}")
+# Perfetto draws a track's spans as a stack: each must end before the next one starts, or hold it
+for pid, track in tracks:
+    open_ends = []
+    for e in sorted((e for e in ev if e["pid"] == pid and e["cat"] == track), key=lambda e: (e["ts"], -e["dur"])):
+        if e["dur"] < 0: problems.append(f"rank {pid} {track}: {e['name']} lasts {e['dur']} us")
+        while open_ends and open_ends[-1] <= e["ts"] + 1: open_ends.pop()
+        if open_ends and e["ts"] + e["dur"] > open_ends[-1] + 1:
+            problems.append(f"rank {pid} {track}: {e['name']} at {e['ts']:.0f} us overlaps the span it starts in")
+            break
+        open_ends.append(e["ts"] + e["dur"])
 offs = t["otherData"]["clock_offsets_s"]
 if len(offs) != 2 or offs[0] != 0: problems.append(f"clock offsets {offs}")
 if problems: sys.exit(f"FAIL {layout}: " + "; ".join(problems))
