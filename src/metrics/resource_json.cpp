@@ -48,6 +48,12 @@ Json to_json(const ResourceSample& s, const std::string& host) {
   return j;
 }
 
+std::vector<std::string> resource_figures() {
+  std::vector<std::string> names;
+  for (const Figure& f : kFigures) names.emplace_back(f.name);
+  return names;
+}
+
 void ResourceMax::add(const ResourceSample& s) {
   static_assert(std::extent_v<decltype(peaks_)> == kCount);
   ++samples_;

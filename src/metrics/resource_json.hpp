@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/json.hpp"
 #include "metrics/resource_sampler.hpp"
@@ -14,6 +15,9 @@ namespace dtrain {
 // "write_mb", "gpu_util_percent", "gpu_mem_mb"}: figures that are absent are left out; t is rounded
 // to the millisecond, percentages and MiB to 0.1 (read_mb and write_mb to 0.01).
 Json to_json(const ResourceSample& s, const std::string& host);
+// The figures' names in record order ("cpu_percent", "rss_mb", "threads", "read_mb", "write_mb",
+// "gpu_util_percent", "gpu_mem_mb").
+std::vector<std::string> resource_figures();
 
 struct ResourcePeak {
   double value = 0.0;

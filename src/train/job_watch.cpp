@@ -80,12 +80,13 @@ void JobWatch::write_resources(JsonlWriter* jsonl, TensorBoardWriter* tb, bool f
   if (final) mine.push_back(sampler_->sample_now());
   const std::vector<ResourceSample> every = gather_resource_samples(world_.all(), mine);
   if (world_.rank() != 0) return;
+  static const std::vector<std::string> figures = resource_figures();
   for (const ResourceSample& s : every) {
     resource_max_->add(s);
     Json j = to_json(s, hosts_[size_t(s.rank)]);
     jsonl->write(j);
     const std::string prefix = "Resources/rank" + std::to_string(s.rank) + "/";
-    for (const char* k : {"cpu_percent", "rss_mb", "threads", "read_mb", "write_mb", "gpu_util_percent", "gpu_mem_mb"})
+    for (const std::string& k : figures)
       if (j.contains(k)) tb->add_scalar(prefix + k, j[k].get<float>(), s.step);
   }
 }

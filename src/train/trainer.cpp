@@ -514,6 +514,17 @@ struct Trainer::Impl {
     return known_peak_tflops(dev->describe(), precision);
   }
 
+  // What rows_per_second of the loss (every rank's) compute, into j: tflops_per_rank, and mfu (null
+  // without a known peak). Returns the TFLOP/s per rank.
+  double add_compute_rate(Json& j, double rows_per_second) const {
+    const double tflops = model->train_flops_per_sample() / double(model->sample_shape().targets) * rows_per_second /
+                          double(world.size()) / 1e12;
+    const double peak = peak_tflops();
+    j["tflops_per_rank"] = tflops;
+    j["mfu"] = peak > 0 ? Json(tflops / peak) : Json(nullptr);
+    return tflops;
+  }
+
   // The last step's train record (every rank takes part: the loss is averaged, the phases gathered).
   void log_step() {
     double loss = last.loss;
@@ -526,9 +537,6 @@ struct Trainer::Impl {
     log_rows = 0;
     log_seconds = 0.0;
     if (!root) return;
-    const double tflops = model->train_flops_per_sample() / double(model->sample_shape().targets) * rows_per_second /
-                          double(world.size()) / 1e12;
-    const double peak = peak_tflops();
     j["type"] = "train";
     j["step"] = st.global_step;
     j["epoch"] = st.epoch + 1;
@@ -536,18 +544,18 @@ struct Trainer::Impl {
     j["lr"] = last.lr;
     j["tokens_per_s"] = rows_per_second;
     j["samples_per_s"] = rows_per_second / double(model->sample_shape().targets);
-    j["tflops_per_rank"] = tflops;
-    j["mfu"] = peak > 0 ? Json(tflops / peak) : Json(nullptr);
+    const double tflops = add_compute_rate(j, rows_per_second);
     if (cfg.optim.grad_clip > 0) j["grad_norm"] = last.norm;
     jsonl->write(j);
     const int64_t s = st.global_step;
     tb->add_scalar("Loss/train_step", float(loss), s);
     tb->add_scalar("Train/lr", last.lr, s);
     if (cfg.optim.grad_clip > 0) tb->add_scalar("Train/grad_norm", float(last.norm), s);
-    tb->add_scalar(data->row_unit() == "tokens" ? "Throughput/tokens_per_s" : "Throughput/samples_per_s",
-                   float(data->row_unit() == "tokens" ? rows_per_second : j["samples_per_s"].get<double>()), s);
+    const bool tokens = data->row_unit() == "tokens";
+    tb->add_scalar(tokens ? "Throughput/tokens_per_s" : "Throughput/samples_per_s",
+                   float(tokens ? rows_per_second : j["samples_per_s"].get<double>()), s);
     tb->add_scalar("Throughput/tflops_per_rank", float(tflops), s);
-    if (peak > 0) tb->add_scalar("Throughput/mfu", float(tflops / peak), s);
+    if (!j["mfu"].is_null()) tb->add_scalar("Throughput/mfu", j["mfu"].get<float>(), s);
     for (int i = 0; i < kPhases; ++i)
       tb->add_scalar(std::string("Phases/") + phase_name(Phase(i)) + "_ms", float(1e3 * phases[size_t(i)]), s);
     tb->add_scalar("Memory/peak_rss_mb", float(peak_rss_mb()), s);
@@ -652,14 +660,11 @@ struct Trainer::Impl {
   void add_speed(Json& summary, Json step_time) const {
     const double tps = step_time["steady_rows_per_s"].get<double>();
     step_time.erase("steady_rows_per_s");
-    const double tflops =
-        model->train_flops_per_sample() / double(model->sample_shape().targets) * tps / double(world.size()) / 1e12;
     const double peak = peak_tflops();
     summary["step_time"] = std::move(step_time);
     summary["steady_tokens_per_s"] = tps;
-    summary["tflops_per_rank"] = tflops;
+    add_compute_rate(summary, tps);
     summary["peak_tflops"] = peak > 0 ? Json(peak) : Json(nullptr);
-    summary["mfu"] = peak > 0 ? Json(tflops / peak) : Json(nullptr);
     if (cfg.train.sample_every_s > 0) summary["resources"] = watch->resources_summary();
   }
 };

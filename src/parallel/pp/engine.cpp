@@ -144,7 +144,7 @@ void PipelineEngine::run(const Schedule& s, const std::vector<MicroBatch>& mb, U
   for (size_t i = 0; i < list.size(); ++i)
     if (list[i].op == Op::B || list[i].op == Op::W) final_of[size_t(list[i].stage)] = i;
   if (hooks) hooks->begin_pass(backward);
-  const double start = seconds();
+  const double start = monotonic_seconds();
   double busy = 0.0;
   // receives for the actions up to the next compute after `from`, posted where their slot is free
   auto post_ahead = [&](size_t from) {
@@ -173,7 +173,7 @@ void PipelineEngine::run(const Schedule& s, const std::vector<MicroBatch>& mb, U
     }
     post_ahead(i + 1);
     const int slot = slot_of(a.stage, a.micro);
-    const double t = seconds();
+    const double t = monotonic_seconds();
     if (a.op == Op::F) {
       wait_sends_from(model_.stage_output(k, slot));
       model_.stage_forward(k, slot, b.batch, b.ctx, backward, hooks);
@@ -195,7 +195,7 @@ void PipelineEngine::run(const Schedule& s, const std::vector<MicroBatch>& mb, U
                  sizeof(float) * size_t(model_.stage_input_floats(k, b.ctx)));
       if (a.op != Op::I) free_slot(a.stage, a.micro);
     }
-    const double end = seconds();
+    const double end = monotonic_seconds();
     busy += end - t;
     if (Trace::on())
       Trace::record({t, end, "compute", to_string(a),
@@ -207,7 +207,7 @@ void PipelineEngine::run(const Schedule& s, const std::vector<MicroBatch>& mb, U
   if (hooks) hooks->end_pass();
   if (backward) {
     stats_.passes++;
-    stats_.pass_seconds += seconds() - start;
+    stats_.pass_seconds += monotonic_seconds() - start;
     stats_.busy_seconds += busy;
   }
 }

@@ -4,13 +4,11 @@
 // free; between two stages of the same rank they are handed over in memory. Every micro-batch
 // keeps its activations in a slot of its stage, taken at its forward and freed after its backward.
 #pragma once
-#include <chrono>
 #include <functional>
 #include <memory>
 #include <vector>
 
 #include "comm/process_group.hpp"
-#include "core/phase_clock.hpp"
 #include "nn/model.hpp"
 #include "parallel/pp/schedule.hpp"
 
@@ -67,7 +65,6 @@ class PipelineEngine {
   void wait_receive(size_t i, const Action& a, const StepContext& ctx);
   void wait_sends_from(const float* buffer);
   void run(const Schedule& s, const std::vector<MicroBatch>& mb, UnitHooks* hooks, bool backward, bool last_of_step);
-  static double seconds() { return monotonic_seconds(); }
 
   Model& model_;
   std::vector<Schedule> lists_;  // by micro-batch count, fewest first
