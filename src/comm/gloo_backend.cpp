@@ -18,7 +18,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "core/bf16.hpp"
+#include "comm/reduce_math.hpp"
 #include "core/descriptors.hpp"
 #include "core/error.hpp"
 
@@ -50,8 +50,6 @@ class GlooStore : public gloo::rendezvous::Store {
   std::string group_;
 };
 
-using ReduceFn = void (*)(void*, const void*, const void*, size_t);
-
 template <typename T>
 ReduceFn reduce_fn(ReduceOp op) {
   switch (op) {
@@ -64,22 +62,10 @@ ReduceFn reduce_fn(ReduceOp op) {
   }
 }
 
-// bf16 elements reduce through f32, each result rounded back to bf16.
-template <float (*Op)(float, float)>
-void bf16_reduce(void* c, const void* a, const void* b, size_t n) {
-  auto* out = static_cast<uint16_t*>(c);
-  const auto* x = static_cast<const uint16_t*>(a);
-  const auto* y = static_cast<const uint16_t*>(b);
-  for (size_t i = 0; i < n; ++i) out[i] = to_bf16(Op(to_f32(bf16{x[i]}), to_f32(bf16{y[i]}))).bits;
-}
-float add_f(float a, float b) { return a + b; }
-float min_f(float a, float b) { return std::min(a, b); }
-float max_f(float a, float b) { return std::max(a, b); }
-
 ReduceFn reduce_fn(ElemType t, ReduceOp op) {
   switch (t) {
     case ElemType::bf16:
-      return op == ReduceOp::min ? &bf16_reduce<min_f> : op == ReduceOp::max ? &bf16_reduce<max_f> : &bf16_reduce<add_f>;
+      return bf16_reduce_fn(op);
     case ElemType::f32:
       return reduce_fn<float>(op);
     case ElemType::f64:
@@ -90,19 +76,6 @@ ReduceFn reduce_fn(ElemType t, ReduceOp op) {
       return reduce_fn<int64_t>(op);
   }
   return nullptr;
-}
-
-void scale(void* data, size_t n, ElemType t, double s) {
-  if (t == ElemType::bf16) {
-    uint16_t* p = static_cast<uint16_t*>(data);
-    for (size_t i = 0; i < n; ++i) p[i] = to_bf16(float(to_f32(bf16{p[i]}) * s)).bits;
-  } else if (t == ElemType::f32) {
-    float* p = static_cast<float*>(data);
-    for (size_t i = 0; i < n; ++i) p[i] = float(p[i] * s);
-  } else {
-    double* p = static_cast<double*>(data);
-    for (size_t i = 0; i < n; ++i) p[i] *= s;
-  }
 }
 
 constexpr uint8_t kP2pSlot = 0xD0;
@@ -121,7 +94,7 @@ class GlooBackend : public Backend {
     o.setTag(next_tag());
     o.setTimeout(timeout_);
     gloo::allreduce(o);
-    if (op == ReduceOp::avg) scale(data, n, t, 1.0 / ctx_->size);
+    if (op == ReduceOp::avg) scale_elements(data, n, t, 1.0 / ctx_->size);
   }
 
   void allgather(const void* in, void* out, const std::vector<size_t>& counts, ElemType t) override {
@@ -187,7 +160,7 @@ class GlooBackend : public Backend {
       if (counts[size_t(cs)]) sbuf->waitSend(timeout_);
     }
     std::memcpy(out, work_.data() + off[size_t(r)] * es, counts[size_t(r)] * es);
-    if (op == ReduceOp::avg) scale(out, counts[size_t(r)], t, 1.0 / P);
+    if (op == ReduceOp::avg) scale_elements(out, counts[size_t(r)], t, 1.0 / P);
   }
 
   void broadcast(void* data, size_t n, ElemType t, int root) override {
