@@ -4,8 +4,12 @@
 # global batch under SGD-momentum (relative 1e-5), as test_ddp/fsdp/tp/pp hold Gloo to; FSDP 2 in
 # bf16 with bf16 gradient reduction ends bit for bit where the same run over Gloo does (two ranks:
 # one addition per element, so the backends must round alike). The choices that cannot work (mpi
-# without an MPI launcher, nccl on the CPU, an unknown name, no MPI plugin) are one line each.
+# without an MPI launcher, nccl on the CPU, an unknown name, no MPI plugin) are one line each. The
+# programs link no MPI library (the plugin does).
 source "$2/tests/e2e/lib.sh" "$1" "$2" "to compare weights"
+for p in dtrain dtrun test_collectives; do
+  ! ldd "$bin/$p" | grep -Eq 'lib(mpi|open-rte|open-pal)\.' || fail "$p links an MPI library: $(ldd "$bin/$p" | grep -E 'mpi|open-')"
+done
 command -v mpirun >/dev/null || { echo "SKIP: mpirun is not installed (openmpi-bin)"; exit 77; }
 [ -f "$bin/../lib/libdtrain_mpi.so" ] ||
   { echo "SKIP: this build has no MPI backend (no lib/libdtrain_mpi.so): install libopenmpi-dev and build again"; exit 77; }
