@@ -4,7 +4,7 @@
 // call by call; time, algorithm bandwidth and bus bandwidth as nccl-tests reports them, the MPI/Gloo
 // ratio, and memcpy of the same size as the memory-bandwidth limit. Rank 0 prints a table per
 // operation and one JSON line per row on stderr.
-// usage (under mpirun): bench_collectives [--min-kb K] [--max-mb M]
+// usage (under mpirun): bench_collectives [--min-kb K] [--max-mb M] [--ops all-reduce,send/recv,...]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -63,9 +63,11 @@ std::string size_text(size_t b) {
 
 int main(int argc, char** argv) {
   size_t min_kb = 4, max_mb = 256;
+  std::string only = "all-reduce,all-gather,reduce-scatter,send/recv";
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--min-kb")) min_kb = size_t(std::atoi(argv[i + 1]));
     if (!std::strcmp(argv[i], "--max-mb")) max_mb = size_t(std::atoi(argv[i + 1]));
+    if (!std::strcmp(argv[i], "--ops")) only = argv[i + 1];
   }
   try {
     const DistEnv env = detect_env();
@@ -101,6 +103,7 @@ int main(int argc, char** argv) {
     const Op ops[] = {{"all-reduce", 2.0 * (n - 1) / n}, {"all-gather", double(n - 1) / n},
                       {"reduce-scatter", double(n - 1) / n}, {"send/recv", 1.0}};
     for (const Op& op : ops) {
+      if (("," + only + ",").find(std::string(",") + op.name + ",") == std::string::npos) continue;
       if (root) {
         std::printf("\n%s\n%10s | %10s %9s %9s | %10s %9s %9s | %9s | %9s %11s\n", op.name, "size", "Gloo time",
                     "algbw", "busbw", "MPI time", "algbw", "busbw", "MPI/Gloo", "memcpy", "MPI/memcpy");
