@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # parallel.backend = mpi end to end, ranks started by `mpirun`: DDP 2, FSDP 2, TP 2, PP 2 (1f1b) and
 # 3D PP 2 × FSDP 2 × TP 2 (8 ranks) each end 30 steps (dropout on) with the weights of one process with the same
-# global batch under SGD-momentum (relative 1e-5), as test_ddp/fsdp/tp/pp hold Gloo to; FSDP 2 in
-# bf16 with bf16 gradient reduction ends bit for bit where the same run over Gloo does (two ranks:
-# one addition per element, so the backends must round alike). The choices that cannot work (mpi
+# global batch under SGD-momentum (relative 1e-5), as test_ddp/fsdp/tp/pp hold Gloo to; FSDP 4 in
+# bf16 with bf16 gradient reduction ends bit for bit where the same run over Gloo does (the backends
+# must round alike and add in the same order). The choices that cannot work (mpi
 # without an MPI launcher, nccl on the CPU, an unknown name, no MPI plugin) are one line each. The
 # programs link no MPI library (the plugin does).
 source "$2/tests/e2e/lib.sh" "$1" "$2" "to compare weights"
@@ -45,12 +45,13 @@ grep -q "data parallel: rank 0 of 2 (local 0 of 2, node 0) via OpenMPI" "$work/d
   { cat "$work/ddp2.out"; fail "ddp2 did not report its place"; }
 echo "ok  DDP, FSDP, TP, PP and 3D over MPI end with one process's weights"
 
-# bf16 gradients reduced in bf16: MPI's user-defined reduction rounds as Gloo's does, bit for bit.
-bf16=(--set train.batch_size=8 --set parallel.dp_shard=2 --set train.precision=bf16 --set parallel.fsdp_reduce_dtype=bf16)
-mpi_ranks fsdp2_bf16 2 "${bf16[@]}"
-run_ranks fsdp2_bf16_gloo 2 "${bf16[@]}" --set train.threads=1
-same_weights fsdp2_bf16_gloo fsdp2_bf16 0
-echo "ok  FSDP in bf16 over MPI ends bit for bit where Gloo does"
+# bf16 gradients reduce-scattered in bf16 over 4 ranks: both backends run the same ring with the
+# same rounding (comm/reduce_math.hpp), so the runs end on the same weights bit for bit.
+bf16=(--set train.batch_size=4 --set parallel.dp_shard=4 --set train.precision=bf16 --set parallel.fsdp_reduce_dtype=bf16)
+mpi_ranks fsdp4_bf16 4 "${bf16[@]}"
+run_ranks fsdp4_bf16_gloo 4 "${bf16[@]}" --set train.threads=1
+same_weights fsdp4_bf16_gloo fsdp4_bf16 0
+echo "ok  FSDP 4 in bf16 over MPI ends bit for bit where Gloo does"
 
 # Choices that cannot work, one line each.
 expect_one_error "mpi without an MPI launcher" "parallel.backend = mpi needs ranks that an MPI launcher started, and this process was started alone: launch with \`mpirun -np N dtrain train ...\` or \`srun --mpi=pmix dtrain train ...\`" \
