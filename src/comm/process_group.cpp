@@ -58,7 +58,8 @@ void Work::wait() {
   lock.unlock();
   PhaseScope exposed(Phase::comm);  // the training thread waits: communication not hidden
   lock.lock();
-  // The backend enforces the timeout; the extra margin covers diagnosis after a failure.
+  // The backend enforces the timeout (or, for one that cannot give up, the group's watchdog); the
+  // extra margin covers diagnosis after a failure.
   const auto limit = timeout_ + Millis(30000);
   if (!cv_.wait_for(lock, limit, [this] { return done_; })) {
     throw Error(what_ + " did not finish within " + std::to_string(limit.count() / 1000) +

@@ -171,7 +171,8 @@ class MpiBackend final : public Backend {
   // The ring the Gloo backend runs (comm/reduce_math.hpp), over MPI's point-to-point on a
   // communicator of its own (its messages never meet the group's sends and receives), into buffers
   // kept between calls: MPI_Reduce_scatter allocates fresh ones on every call, which the kernel
-  // zero-fills (98k page faults and 4× the time for 256 MiB here), and it adds in another order.
+  // zero-fills (98k page faults for 256 MiB; a third of Gloo's bandwidth from 64 MiB up,
+  // bench/README.md), and it adds in another order.
   void reduce_scatter(const void* in, void* out, const std::vector<size_t>& counts, ElemType t,
                       ReduceOp op) override {
     const int next = (rank_ + 1) % size_, prev = (rank_ + size_ - 1) % size_;
