@@ -42,7 +42,7 @@ struct ParallelPlan {
   bool tp_overlap = true;              // tensor parallel: collectives beside the matmuls
   bool tp_sequence = false;            // tensor parallel: rows of norms, dropout, residuals split too
   FsdpOptions fsdp;                    // dp_shard > 1
-  size_t ddp_bucket_bytes = 25 << 20;  // dp > 1 without sharding
+  size_t ddp_bucket_bytes = 0;         // dp > 1 without sharding; 0: DataParallel's automatic size
 };
 
 // This rank's tensor-parallel slice of the model on `mesh`.

@@ -50,7 +50,7 @@ const Table& run_keys() {
       INT_KEY("parallel.dp_shard", parallel.dp_shard, -1, kMaxMesh, "ranks that shard parameters, gradients and optimizer state (FSDP); -1: what the world leaves"),
       INT_KEY("parallel.tp", parallel.tp, -1, kMaxMesh, "tensor-parallel ranks (heads, feed-forward width, vocabulary split); -1: what the world leaves"),
       {"parallel.bucket_mb",
-       {"float", "DDP gradient bucket size in MB (PyTorch's default: 25)", 0, 0,
+       {"float", "DDP gradient bucket size in MB (PyTorch's default: 25); 0: an eighth of the gradients, 1 to 25 MB", 0, 0,
         [](RunConfig& c, const std::string& v) { c.parallel.bucket_mb = parse_config_float("parallel.bucket_mb", v, "--set"); },
         [](const RunConfig& c) { return Json(c.parallel.bucket_mb); }}},
       INT_KEY("parallel.timeout_s", parallel.timeout_s, 1, 30 * 24 * 3600,
@@ -366,8 +366,9 @@ void RunConfig::validate() const {
               std::to_string(parallel.dp_replicate) + " disagree: parallel.dp is plain DDP's name for dp_replicate; set one");
   require(parallel.fsdp_reduce_dtype == "f32" || train.precision == "bf16",
           "parallel.fsdp_reduce_dtype = bf16 needs train.precision = bf16: set both, or reduce in f32");
-  require(parallel.bucket_mb > 0 && parallel.bucket_mb <= (1 << 20),
-          "parallel.bucket_mb = " + std::to_string(parallel.bucket_mb) + " is outside 0..1048576 MB: give the DDP bucket size (25 is PyTorch's default)");
+  require(parallel.bucket_mb >= 0 && parallel.bucket_mb <= (1 << 20),
+          "parallel.bucket_mb = " + std::to_string(parallel.bucket_mb) + " is outside 0..1048576 MB: give the DDP bucket "
+          "size (25 is PyTorch's default), or 0 for an eighth of the model's gradients within 1 to 25 MB");
   pp_split_units();  // names a malformed list
   pp_unit_cost_list();
   train.trace_range();  // names a malformed range

@@ -47,8 +47,9 @@ void print_setup(const RunParts& r, int64_t steps_per_epoch, int threads) {
   if (r.precision == Precision::bf16 && !gpu && !cpu_bf16_warning().empty())
     std::printf("warning: %s\n", cpu_bf16_warning().c_str());
   if (DataParallel* ddp = r.par.ddp())
-    std::printf("data parallel: %s; %zu gradient buckets of up to %.0f MB\n", r.world.env().describe().c_str(),
-                ddp->num_buckets(), cfg.parallel.bucket_mb);
+    std::printf("data parallel: %s; %zu gradient buckets of up to %.1f MB%s\n", r.world.env().describe().c_str(),
+                ddp->num_buckets(), double(ddp->bucket_bytes()) / double(1 << 20),
+                cfg.parallel.bucket_mb == 0 ? " (parallel.bucket_mb = 0: an eighth of the gradients)" : "");
   if (FullyShardedDataParallel* fsdp = r.par.fsdp()) {
     std::printf("fully sharded: %s over %d ranks%s, prefetch %lld; per rank %.1f MB of parameter and gradient "
                 "shards, %.1f MB of optimizer state, %.1f MB of gather buffers, %.1f MB of gradient buffers\n",
