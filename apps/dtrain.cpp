@@ -17,6 +17,7 @@
 
 #include "core/atomic_file.hpp"
 #include "core/limits.hpp"
+#include "core/openmp_wait.hpp"
 #include "data/idx.hpp"
 #include "data/prepare.hpp"
 #include "data/prepare_images.hpp"
@@ -30,6 +31,7 @@
 #include "train/debug_dump.hpp"
 #include "train/classify.hpp"
 #include "train/generate.hpp"
+#include "train/run_report.hpp"
 #include "train/scaling_study.hpp"
 #include "train/trainer.hpp"
 
@@ -63,7 +65,7 @@ usage:
   dtrain ckpt import FILE.safetensors --config CONFIG --out DIR [--vocab vocab.txt]
   dtrain debug dump --config FILE [--set key=value ...] --out DIR [--steps N]
   dtrain plan --pp P --microbatches M --schedule gpipe|1f1b|interleaved-1f1b|zb-h1|zb-v [--virtual V]
-              [--costs F,B,I,W[,COMM]] [--save LIST.txt] [--trace timeline.json]
+              [--costs F,B,I,W[,COMM][;F,B,I,W per further stage]] [--save LIST.txt] [--trace timeline.json]
   dtrain plan --file LIST.txt [--costs ...] [--trace ...]   (a pipeline schedule checked and simulated,
               printed as a time × rank grid; docs/pipeline.md)
   dtrain config keys                   (every config key: default, type or range, meaning)
@@ -427,29 +429,40 @@ int cmd_debug(int argc, char** argv) {
   return 0;
 }
 
-// "F,B,I,W" or "F,B,I,W,COMM": the relative durations the simulation uses.
+// "F,B,I,W" or "F,B,I,W,COMM": the relative durations the simulation uses; several groups joined
+// by ';' give each stage its own F,B,I,W (a run's summary.json pp_stage_ms), the COMM of any group.
 ActionCosts parse_costs(const std::string& text) {
-  std::vector<double> v;
-  size_t at = 0;
-  while (at <= text.size()) {
-    const size_t comma = std::min(text.find(',', at), text.size());
-    const std::string part = text.substr(at, comma - at);
-    char* end = nullptr;
-    const double x = std::strtod(part.c_str(), &end);
-    require(!part.empty() && *end == 0 && std::isfinite(x) && x >= 0,
-            "--costs " + text + ": `" + part +
-                "` is not a duration: give F,B,I,W (and optionally COMM) as numbers >= 0, e.g. --costs 1,2,1,1");
-    v.push_back(x);
-    at = comma + 1;
-  }
-  require(v.size() == 4 || v.size() == 5,
-          "--costs " + text + " has " + std::to_string(v.size()) + " numbers: give F,B,I,W or F,B,I,W,COMM");
   ActionCosts c;
-  c.F = v[0];
-  c.B = v[1];
-  c.I = v[2];
-  c.W = v[3];
-  if (v.size() == 5) c.comm = v[4];
+  std::vector<StageCosts> groups;
+  size_t from = 0;
+  while (from <= text.size()) {
+    const size_t semi = std::min(text.find(';', from), text.size());
+    const std::string group = text.substr(from, semi - from);
+    std::vector<double> v;
+    size_t at = 0;
+    while (at <= group.size()) {
+      const size_t comma = std::min(group.find(',', at), group.size());
+      const std::string part = group.substr(at, comma - at);
+      char* end = nullptr;
+      const double x = std::strtod(part.c_str(), &end);
+      require(!part.empty() && *end == 0 && std::isfinite(x) && x >= 0,
+              "--costs " + text + ": `" + part +
+                  "` is not a duration: give F,B,I,W (and optionally COMM) as numbers >= 0, e.g. --costs 1,2,1,1, "
+                  "or one F,B,I,W per stage joined by ';'");
+      v.push_back(x);
+      at = comma + 1;
+    }
+    require(v.size() == 4 || v.size() == 5, "--costs " + text + ": `" + group + "` has " + std::to_string(v.size()) +
+                                                " numbers: give F,B,I,W or F,B,I,W,COMM");
+    groups.push_back({v[0], v[1], v[2], v[3]});
+    if (v.size() == 5) c.comm = v[4];
+    from = semi + 1;
+  }
+  c.F = groups[0].F;
+  c.B = groups[0].B;
+  c.I = groups[0].I;
+  c.W = groups[0].W;
+  if (groups.size() > 1) c.stages = groups;
   return c;
 }
 
@@ -473,6 +486,9 @@ int cmd_plan(int argc, char** argv) {
     s = make_schedule(name, int(a.integer("pp", 0, 1, kMaxPipelineRanks)), int(a.integer("virtual", default_virtual, 1, kMaxVirtualStages)),
                       int(a.integer("microbatches", 0, 1, kMaxMicrobatches)));
   }
+  require(costs.stages.empty() || int(costs.stages.size()) == s.stages(),
+          "--costs gives " + std::to_string(costs.stages.size()) + " stages' costs, the schedule has " +
+              std::to_string(s.stages()) + " stages: give one F,B,I,W per stage (joined by ';'), or one for all");
   const std::vector<std::string> problems = validate(s);
   for (const std::string& p : problems) std::fprintf(stderr, "dtrain: %s\n", p.c_str());
   require(problems.empty(), "schedule " + s.name + " is not valid (" +
@@ -481,6 +497,8 @@ int cmd_plan(int argc, char** argv) {
                                 "): fix the lists, or start from one that `dtrain plan --save` writes");
   const Simulation sim = simulate(s, costs);
   std::fputs(render_grid(s, sim).c_str(), stdout);
+  std::printf("%s\n", cpu_bf16_warning().empty() ? "this CPU has native bf16: train.precision = bf16 is fast here"
+                                                   : cpu_bf16_warning().c_str());
   if (const std::string save = a.get("save"); !save.empty()) {
     write_file_atomic(save, write_schedule(s));
     std::printf("wrote the lists to %s (edit them and check with dtrain plan --file %s)\n", save.c_str(), save.c_str());
@@ -538,6 +556,7 @@ int cmd_scale(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  ensure_passive_openmp_wait(argv);  // may run this program again, before any thread starts
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
     std::fputs(kUsage, argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;

@@ -19,7 +19,7 @@ while [ $# -gt 0 ]; do
     *) echo "unknown option $1 (see the header of $0)" >&2; exit 2 ;;
   esac
 done
-[ ${#buckets[@]} -gt 0 ] || buckets=(25 2)
+[ ${#buckets[@]} -gt 0 ] || buckets=(0 25)  # 0: dtrain's automatic size
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 "$bin/dtrain" data builtin --out "$work/data" >/dev/null
 common=(--config "$preset" --set data.dir="$work/data" --set train.batch_size="$batch" --set train.threads=1
@@ -29,14 +29,15 @@ field() { /usr/bin/python3 -c "import json,sys; print(json.load(open(sys.argv[1]
 # milliseconds per optimizer step of a finished run
 step_ms() { /usr/bin/python3 -c "import json,sys; s=json.load(open(sys.argv[1])); print(1000*s['train_tokens']/s['steps']/s['train_tokens_per_s'])" "$1"; }
 echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
-printf "%-10s %6s %15s %16s %8s %12s %10s %7s\n" bucket_MB rounds "1 rank ms/step" "2 ranks ms/step" ratio \
-  "allreduce s" "exposed s" hidden
+printf "%-10s %6s %15s %16s %8s %12s %10s %7s  %s\n" bucket_MB rounds "1 rank ms/step" "2 ranks ms/step" ratio \
+  "allreduce s" "exposed s" hidden buckets
 for mb in "${buckets[@]}"; do
   best1=1e30 best2=1e30 comm=0 exposed=0 hidden=0
   for r in $(seq "$rounds"); do
     "$bin/dtrain" train "${common[@]}" --run-dir "$work/one_${mb}_$r" >/dev/null
     OMP_NUM_THREADS=1 "$bin/dtrun" --standalone --nproc-per-node 2 --no-tag "$bin/dtrain" train "${common[@]}" \
-      --set parallel.bucket_mb="$mb" --run-dir "$work/two_${mb}_$r" >/dev/null
+      --set parallel.bucket_mb="$mb" --run-dir "$work/two_${mb}_$r" >"$work/two.out"
+    layout=$(sed -n 's/.*; \([0-9]* gradient buckets of up to [0-9.]* MB\).*/\1/p' "$work/two.out" | head -n 1)
     t1=$(step_ms "$work/one_${mb}_$r/summary.json")
     t2=$(step_ms "$work/two_${mb}_$r/summary.json")
     better=$(/usr/bin/python3 -c "print(int($t1 < $best1))"); [ "$better" = 1 ] && best1=$t1
@@ -49,11 +50,12 @@ for mb in "${buckets[@]}"; do
     fi
     rm -rf "$work/one_${mb}_$r" "$work/two_${mb}_$r"
   done
-  /usr/bin/python3 - "$mb" "$rounds" "$best1" "$best2" "$comm" "$exposed" "$hidden" <<'PY'
+  /usr/bin/python3 - "$mb" "$rounds" "$best1" "$best2" "$comm" "$exposed" "$hidden" "$layout" <<'PY'
 import sys
-mb, rounds, ms1, ms2, comm, exposed, hidden = sys.argv[1:]
+mb, rounds, ms1, ms2, comm, exposed, hidden, layout = sys.argv[1:]
 ms1, ms2, comm, exposed, hidden = map(float, (ms1, ms2, comm, exposed, hidden))
-print(f"{mb:<10} {rounds:>6} {ms1:15.1f} {ms2:16.1f} {ms2 / ms1:7.2f}x {comm:12.2f} {exposed:10.2f} {100 * hidden:6.0f}%")
+mb = "0 (auto)" if float(mb) == 0 else mb
+print(f"{mb:<10} {rounds:>6} {ms1:15.1f} {ms2:16.1f} {ms2 / ms1:7.2f}x {comm:12.2f} {exposed:10.2f} {100 * hidden:6.0f}%  {layout}")
 PY
 done
 echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"

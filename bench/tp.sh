@@ -26,10 +26,10 @@ common=(--config "$here/../configs/quickstart.toml" --set data.dir="$work/data" 
   --set train.batch_size="$batch" --set train.epochs=0 --set train.eval_max_batches=1 --set train.progress=false
   --set train.log_every=1000 --set train.threads=1 --set optim.warmup_steps=0 --set train.checkpoint_every=0
   "${sets[@]}")
-run() {  # $1 = name, $2 = tp, $3 = sequence parallel, $4 = layers, $5 = steps
-  local name=$1 t=$2 sp=$3 layers=$4 n=$5
+run() {  # $1 = name, $2 = tp, $3 = sequence parallel, $4 = layers, $5 = steps, then extra settings
+  local name=$1 t=$2 sp=$3 layers=$4 n=$5; shift 5
   local args=("${common[@]}" --set model.layers="$layers" --set train.max_steps="$n" --set parallel.tp="$t"
-    --set parallel.dp_replicate=1 --set parallel.tp_sequence="$sp" --run-dir "$work/$name")
+    --set parallel.dp_replicate=1 --set parallel.tp_sequence="$sp" "$@" --run-dir "$work/$name")
   if [ "$t" -eq 1 ]; then
     "$bin/dtrain" train "${args[@]}" >"$work/$name.out" 2>&1
   else
@@ -46,6 +46,9 @@ for cfg in "1 false" "2 false" "2 true" "4 false" "4 true"; do
   run "${name}_half" "$t" "$sp" $((L / 2)) 1
   names+=("$name")
 done
+# the same TP 2 layouts with each collective blocking where it is called (parallel.tp_overlap=false)
+run tp2_blocking 2 false $L "$steps" --set parallel.tp_overlap=false
+run tp2_sp_blocking 2 true $L "$steps" --set parallel.tp_overlap=false
 echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"
 /usr/bin/python3 - "$work" "$L" "$d" "$heads" "$ff" "$seq" "$batch" "${names[@]}" <<'PY'
 import json, sys
@@ -85,8 +88,19 @@ for name in names:
     shown = f"{ms[name]:8.0f}" if t <= 2 else "       -"
     print(f"{name:<7} {full['parameter_bytes'] / MB:9.1f} {layer / MB:12.2f} {ours / MB:13.2f} {mega / MB:10.2f} "
           f"{ar / MB:10.2f} {ag / MB:10.2f} {rs / MB:10.2f} {th_ar / MB:5.1f}/{th_ag / MB:4.1f}/{th_rs / MB:5.1f} {shown}")
-print(f"step time TP 2 / one process (one thread per rank): {ms['tp2'] / ms['tp1']:.2f}x; "
-      f"TP 2 + sequence parallel: {ms['tp2_sp'] / ms['tp1']:.2f}x")
+print(f"{'run':<16} {'ms/step':>8} {'/ tp1':>6} {'comm ms/step':>12} {'exposed':>8} {'hidden':>7} {'phases: comm':>12}")
+for name in ("tp1", "tp2", "tp2_blocking", "tp2_sp", "tp2_sp_blocking"):
+    r = json.load(open(f"{work}/{name}/summary.json"))
+    step = 1000 * r["train_tokens"] / r["steps"] / r["train_tokens_per_s"]
+    steps = r["steps"]
+    busy = 1000 * r.get("tp_comm_busy_seconds", 0) / steps
+    exposed = 1000 * r.get("tp_comm_seconds", 0) / steps
+    comm_phase = 1000 * r["step_time"]["phases"].get("comm", {}).get("mean_s", 0.0)
+    target = "  (target <= 0.60: " + ("PASS)" if step / ms["tp1"] <= 0.6 else "FAIL)") if name == "tp2" else ""
+    print(f"{name:<16} {step:8.0f} {step / ms['tp1']:5.2f}x {busy:12.1f} {exposed:8.1f} "
+          f"{100 * r.get('tp_hidden_fraction', 0):6.0f}% {comm_phase:10.1f} ms{target}")
+print("comm: the tp collectives' time per step; exposed: what the training thread waited of it (phases: comm, the")
+print("phase clock's comm of the steady steps, counts every wait, the optimizer's norm all-reduce included).")
 print("params: this rank's parameter bytes; act: the planned activations' growth per layer (dtrain's arena); "
       "AR/AG/RS: bytes this rank contributed to all-reduces, all-gathers and reduce-scatters per training step.")
 PY

@@ -139,16 +139,17 @@ std::shared_ptr<ProcessGroup> World::new_group(const std::vector<int>& ranks, co
   return std::make_shared<ProcessGroup>(name, ranks, me, timeout_, liveness_, std::move(backend));
 }
 
-std::vector<std::string> World::hosts() {
-  constexpr size_t kName = 64;
-  char mine[kName] = {0};
-  host_name().copy(mine, kName - 1);
-  std::vector<char> all(kName * size_t(size()));
-  all_->allgather(mine, all.data(), kName / 4, ElemType::i32);  // 64 bytes as 16 words
+std::vector<std::string> World::allgather_text(const std::string& mine, size_t width) {
+  const size_t words = (width + 3) / 4;  // gathered as 32-bit words
+  std::vector<char> own(words * 4, 0), all(words * 4 * size_t(size()));
+  mine.substr(0, words * 4 - 1).copy(own.data(), words * 4 - 1);
+  all_->allgather(own.data(), all.data(), words, ElemType::i32);
   std::vector<std::string> out;
-  for (int r = 0; r < size(); ++r) out.emplace_back(all.data() + size_t(r) * kName);
+  for (int r = 0; r < size(); ++r) out.emplace_back(all.data() + size_t(r) * words * 4);
   return out;
 }
+
+std::vector<std::string> World::hosts() { return allgather_text(host_name(), 64); }
 
 std::string World::layout() {
   const std::vector<std::string> names = hosts();

@@ -51,6 +51,8 @@ class World {
   // Where the ranks run, e.g. "node01: ranks 0-3; node02: ranks 4-7" (collective).
   std::string layout();
   std::vector<std::string> hosts();  // every rank's host name, by rank (collective)
+  // Every rank's `mine`, cut to width − 1 bytes, by rank (collective).
+  std::vector<std::string> allgather_text(const std::string& mine, size_t width);
 
   // Waits for every rank (so rank 0's store outlives the others' last use of it).
   void shutdown();

@@ -33,27 +33,31 @@ class Trace {
 // A span from construction to destruction, when tracing is on at construction.
 class TraceScope {
  public:
-  TraceScope(const char* track, const std::string& name, const char* suffix = "") {
+  // add_seconds: where to add the span's duration as well (traced or not), or null.
+  TraceScope(const char* track, const std::string& name, const char* suffix = "", double* add_seconds = nullptr)
+      : add_(add_seconds) {
     if (Trace::on()) {
       on_ = true;
       span_.track = track;
       span_.name = name + suffix;
-      span_.start = monotonic_seconds();
     }
+    if (on_ || add_) span_.start = monotonic_seconds();
   }
   void set_args(std::string args) {
     if (on_) span_.args = std::move(args);
   }
   ~TraceScope() {
-    if (!on_) return;
+    if (!on_ && !add_) return;
     span_.end = monotonic_seconds();
-    Trace::record(std::move(span_));
+    if (add_) *add_ += span_.end - span_.start;
+    if (on_) Trace::record(std::move(span_));
   }
   TraceScope(const TraceScope&) = delete;
   TraceScope& operator=(const TraceScope&) = delete;
 
  private:
   bool on_ = false;
+  double* add_ = nullptr;
   TraceSpan span_;
 };
 

@@ -15,6 +15,7 @@
 #include <cstring>
 #include <memory>
 
+#include "core/cpu_share.hpp"
 #include "core/descriptors.hpp"
 #include "core/error.hpp"
 #include "core/whole_number.hpp"
@@ -160,8 +161,8 @@ class Agent {
   }
 
   std::vector<WorkerSpec> specs(int round, const Round& r) const {
-    const long cores = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
-    const std::string omp = std::to_string(std::max(1L, cores / o_.nproc_per_node));
+    const CpuFacts cpus = read_cpu_facts();
+    const CpuShare share = share_of(cpus, o_.nproc_per_node);
     std::vector<WorkerSpec> out;
     for (int l = 0; l < o_.nproc_per_node; ++l) {
       WorkerSpec s;
@@ -183,7 +184,13 @@ class Agent {
                {"DTRAIN_RESTART_COUNT", std::to_string(round)},
                {"TORCHELASTIC_RESTART_COUNT", std::to_string(round)}};
       const char* have = std::getenv("OMP_NUM_THREADS");
-      if (!have || !*have) s.env["OMP_NUM_THREADS"] = omp;
+      if (o_.bind == "cores") s.cpus = cpus_of_worker(cpus.mask, l, o_.nproc_per_node);
+      if (!have || !*have) {
+        s.env["OMP_NUM_THREADS"] = std::to_string(s.cpus.empty() ? share.threads : int(s.cpus.size()));
+        s.env["DTRAIN_THREADS_WHY"] = s.cpus.empty() ? "set by dtrun: " + share.why
+                                                     : "set by dtrun --bind cores: CPUs " + format_cpu_list(s.cpus);
+      }
+      if (!std::getenv("OMP_WAIT_POLICY") && !std::getenv("GOMP_SPINCOUNT")) s.env["OMP_WAIT_POLICY"] = "PASSIVE";
       out.push_back(std::move(s));
     }
     return out;

@@ -49,6 +49,8 @@ Running
   --max-restarts K          restart all workers up to K times after a failure    [0]
   --monitor-interval S      seconds between checks of the workers (decimals)     [0.1]
   --stop-timeout S          seconds between SIGTERM and SIGKILL when stopping    [5]
+  --bind none|cores         cores: pin each worker to its own equal share of the CPUs dtrun
+                            may use (worker L gets the L-th share of its affinity mask)  [none]
   --role NAME               the workers' ROLE_NAME                               [default]
   --start-method spawn|fork|forkserver, --no-python
                             accepted; dtrun always starts PROGRAM with fork and exec
@@ -66,7 +68,8 @@ DTRAIN_SOCKET_IFNAME), --nnodes MIN:MAX with MIN < MAX (elastic jobs), --rdzv-ba
 
 Workers get RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, ROLE_NAME, ROLE_RANK,
 ROLE_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, DTRAIN_JOB_TOKEN (from the environment, else generated)
-and DTRAIN_RESTART_COUNT; OMP_NUM_THREADS defaults to cores / workers.
+and DTRAIN_RESTART_COUNT; OMP_NUM_THREADS defaults to the CPUs dtrun may use (affinity mask and
+cgroup quota) / workers, OMP_WAIT_POLICY to PASSIVE (threads sleep between parallel regions).
 )";
 
 namespace {
@@ -271,6 +274,10 @@ LaunchOptions parse_launch_options(int argc, char** argv, const LaunchHost& host
               "--start-method '" + v + "' is not spawn, fork or forkserver (dtrun always uses fork and exec)");
     } else if (a == "--no-python") {
       flag();
+    } else if (a == "--bind") {
+      o.bind = next();
+      require(o.bind == "none" || o.bind == "cores",
+              "--bind " + o.bind + ": give `cores` (each worker pinned to its own share of the CPUs) or `none`");
     } else if (a == "--role") {
       o.role = next();
       require(!o.role.empty(), "--role needs a name");

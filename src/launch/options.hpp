@@ -26,6 +26,7 @@ struct LaunchOptions {
   int stop_timeout_s = 5;        // SIGTERM → SIGKILL grace when stopping workers
   int monitor_interval_ms = 100; // how often the workers are checked (--monitor-interval)
   std::string role = "default";  // the workers' ROLE_NAME (--role)
+  std::string bind = "none";     // --bind: none, or cores (each worker its own share of the mask)
   OutputPlan output;             // tags, rank filters, log files (--redirects, --tee)
   std::vector<std::string> notes;    // what was accepted but has no effect, said once at the start
   std::vector<std::string> command;  // PROGRAM [ARGS...]

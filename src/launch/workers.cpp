@@ -2,6 +2,7 @@
 #include "launch/workers.hpp"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -153,6 +154,15 @@ void WorkerGroup::start(Worker& w, const std::vector<std::string>& command) {
     signal(SIGTERM, SIG_DFL);
     signal(SIGPIPE, SIG_DFL);
     for (const auto& [k, v] : w.spec.env) ::setenv(k.c_str(), v.c_str(), 1);
+    if (!w.spec.cpus.empty()) {
+      cpu_set_t set;
+      CPU_ZERO(&set);
+      for (int c : w.spec.cpus) CPU_SET(c, &set);
+      if (::sched_setaffinity(0, sizeof set, &set) != 0) {
+        write_all(2, std::string("dtrun: cannot bind a worker to its CPUs: ") + std::strerror(errno) + "\n");
+        _exit(127);
+      }
+    }
     std::vector<char*> argv;
     for (const auto& a : command) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);

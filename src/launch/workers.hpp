@@ -13,6 +13,7 @@ namespace dtrain {
 struct WorkerSpec {
   int rank = 0, local_rank = 0;
   std::map<std::string, std::string> env;  // added to dtrun's own environment
+  std::vector<int> cpus;                   // its affinity mask (dtrun --bind cores); empty: dtrun's
 };
 
 // Which of a worker's streams an option takes (torchrun's --redirects/--tee: 0 none, 1 stdout,

@@ -260,7 +260,7 @@ void Model::forward_units(int k, int stop, const UnitPass& p, UnitHooks* hooks) 
     Module& m = *modules_[size_t(u)];
     if (hooks) hooks->pre_forward(m.unit());
     {
-      TraceScope traced("compute", m.unit().name(), " F");
+      TraceScope traced("compute", m.unit().name(), " F", unit_clock(u, 0, p.backward));
       m.forward(unit_input(k, u, p.slot), p);
     }
     if (hooks) hooks->post_forward(m.unit());
@@ -290,7 +290,7 @@ void Model::stage_backward(int k, int slot, const StepContext& ctx, BackwardPart
       // the input unit's output gradient: given (the unit alone in its stage), or kept by the input half
       float* dy = u != 0 ? nullptr : st.last == 1 && !st.has_loss_unit ? st.gout[size_t(slot)] : st.gin[size_t(slot)];
       {
-        TraceScope traced("compute", m.unit().name(), what);
+        TraceScope traced("compute", m.unit().name(), what, unit_clock(u, 1, true));
         m.backward(nullptr, dy, nullptr, p, part);
       }
       if (hooks) hooks->post_backward(m.unit());
@@ -306,11 +306,11 @@ void Model::stage_backward(int k, int slot, const StepContext& ctx, BackwardPart
     Module& m = *modules_[size_t(u)];
     if (hooks) hooks->pre_backward(m.unit());
     if (u == 0) {  // the input unit: its parameters' gradients only
-      TraceScope traced("compute", m.unit().name(), what);
+      TraceScope traced("compute", m.unit().name(), what, unit_clock(u, 1, true));
       if (complete) m.backward(nullptr, g, nullptr, p, part);
     } else {
       float* dx = u == lowest && lowest_to_stage ? st.gin[size_t(slot)] : g == grad_a_ ? grad_b_ : grad_a_;
-      TraceScope traced("compute", m.unit().name(), what);
+      TraceScope traced("compute", m.unit().name(), what, unit_clock(u, 1, true));
       m.backward(unit_input(k, u, slot), g, dx, p, part);
       g = dx;
     }

@@ -3,6 +3,7 @@
 // instance holds, activation slots, the hook calls around every unit, the split backward, device
 // copies of the batch, the host mirror of the parameters. Knows nothing of ranks.
 #pragma once
+#include <array>
 #include <memory>
 #include <vector>
 
@@ -96,6 +97,12 @@ class Model {
   // Offset of a unit's parameters within that array.
   int64_t offset_of(const Unit& u) const;
 
+  // Training time of each unit (host clock): [forward, backward (all parts)] seconds summed over
+  // the training passes since time_units(true), by model-wide unit (zero for units not held). The
+  // pipeline balances its stages and simulates its schedule from them.
+  void time_units(bool on) { unit_seconds_.assign(on ? modules_.size() : 0, {0.0, 0.0}); }
+  const std::vector<std::array<double, 2>>& unit_seconds() const { return unit_seconds_; }
+
   // Pipeline stages: those this instance holds, numbered 0..num_stages()-1 in model order. Batches
   // are host memory and stay unchanged until the slot's backward is done; hidden states are on the
   // device.
@@ -188,6 +195,11 @@ class Model {
   float* grad_a_ = nullptr;         // hidden-state gradients, ping and pong (one unit's backward at a time)
   float* grad_b_ = nullptr;
   float* scratch_ = nullptr;        // shared by the units, one call at a time
+  std::vector<std::array<double, 2>> unit_seconds_;  // time_units(): per unit, forward and backward
+  // Where unit u's training time of `part` (0 forward, 1 backward) goes; null when not timed.
+  double* unit_clock(int u, int part, bool training) {
+    return training && size_t(u) < unit_seconds_.size() ? &unit_seconds_[size_t(u)][size_t(part)] : nullptr;
+  }
 };
 
 }  // namespace dtrain

@@ -57,7 +57,12 @@ int64_t micro_batch_rows(int64_t batch, int microbatches) { return (batch + micr
 StagePlan pipeline_stage_plan(const UnitList& units, const PipelineOptions& o, const std::vector<Schedule>& lists,
                               int rank) {
   const Schedule& s = lists.back();
-  const std::vector<int> bounds = cut_stages(units.unit_costs(), s.stages(), o.split);
+  const std::vector<double> costs = o.unit_costs.empty() ? units.unit_costs() : o.unit_costs;
+  require(costs.size() == units.modules.size(),
+          "parallel.pp_unit_costs lists " + std::to_string(costs.size()) + " costs, the model has " +
+              std::to_string(units.modules.size()) + " units: give one per unit in model order (0 the input unit, " +
+              std::to_string(units.modules.size() - 1) + " the loss unit)");
+  const std::vector<int> bounds = cut_stages(costs, s.stages(), o.split);
   // Checked for the whole pipeline, so every rank finds the same problems (the model of one rank
   // alone could only see its own stages): a unit that reads another's parameters (a tied head)
   // must be on that unit's rank.
@@ -87,7 +92,7 @@ ParallelModel::ParallelModel(const UnitFactory& make_units, int64_t max_batch, C
     : mesh_(mesh), slice_(tp_slice_of(mesh, plan)) {
   const MeshShape& shape = mesh.shape();
   // 1. tensor parallel: this rank's slice of every layer, meeting the others over the tp group
-  if (slice_.count > 1) regions_ = std::make_unique<TensorParallelRegions>(mesh.group(MeshDim::tp), slice_.sequence);
+  if (slice_.count > 1) regions_ = std::make_unique<TensorParallelRegions>(mesh.group(MeshDim::tp), slice_.sequence, plan.tp_overlap);
   TpRegions& regions = regions_ ? static_cast<TpRegions&>(*regions_) : no_tp_regions();
   // 2. pipeline parallel: this rank's stages only, with the activation slots its schedule needs. The
   // layout is checked before any memory is taken, alike on every rank.
@@ -123,9 +128,11 @@ ParallelModel::ParallelModel(const UnitFactory& make_units, int64_t max_batch, C
     model_->init_weights(seed);
     if (shape.dp() > 1) ddp_ = std::make_unique<DataParallel>(model_->units(), mesh.dp(), plan.ddp_bucket_bytes);
   }
-  if (shape.pp > 1)
+  if (shape.pp > 1) {
     pipeline_ = std::make_unique<PipelineEngine>(*model_, std::move(lists), mesh.group(MeshDim::pp),
                                                  [this](bool on) { set_sync(on); });
+    model_->time_units(true);  // the units' measured costs (gather_pipeline_costs)
+  }
   // 4. the optimizer over what this rank owns
   const std::vector<Unit*>& held = model_->units();
   const std::vector<ParamShard> shards = fsdp_ ? fsdp_->shards() : unit_shards(held);
@@ -226,6 +233,26 @@ double ParallelModel::grad_norm() {
   return std::sqrt(sq);
 }
 
+void ParallelModel::gather_pipeline_costs() {
+  if (!pipeline_ || pipeline_->stats().passes == 0) return;
+  const PipelineStats& p = pipeline_->stats();
+  const size_t S = p.action_seconds.size(), U = size_t(model_->num_units());
+  const std::vector<std::array<double, 2>>& units = model_->unit_seconds();
+  std::vector<double> v(S * 8 + U, 0.0);  // per stage: 4 sums, 4 counts; per unit: seconds
+  for (size_t s = 0; s < S; ++s)
+    for (size_t op = 0; op < 4; ++op) {
+      v[s * 8 + op] = p.action_seconds[s][op];
+      v[s * 8 + 4 + op] = p.action_count[s][op];
+    }
+  for (size_t u = 0; u < U && u < units.size(); ++u) v[S * 8 + u] = units[u][0] + units[u][1];
+  mesh_.group(MeshDim::pp).allreduce(v.data(), v.size());  // each stage and unit lives on one pp rank
+  auto mean = [&](size_t s, size_t op) { return v[s * 8 + 4 + op] > 0 ? v[s * 8 + op] / v[s * 8 + 4 + op] : 0.0; };
+  pp_stage_seconds_.assign(S, {});
+  for (size_t s = 0; s < S; ++s) pp_stage_seconds_[s] = {mean(s, 0), mean(s, 1), mean(s, 2), mean(s, 3)};
+  pp_unit_seconds_.assign(U, 0.0);
+  for (size_t u = 0; u < U; ++u) pp_unit_seconds_[u] = v[S * 8 + u] / double(p.passes);
+}
+
 Json ParallelModel::figures(bool host_timing) const {
   Json s = Json::object();
   if (ddp_ && ddp_->stats().steps > 0 && host_timing) {
@@ -245,7 +272,9 @@ Json ParallelModel::figures(bool host_timing) const {
     s["tp_allgather_bytes_per_step"] = double(t.allgather_bytes) / steps;
     s["tp_reduce_scatter_bytes_per_step"] = double(t.reduce_scatter_bytes) / steps;
     s["tp_collectives_per_step"] = double(t.collectives) / steps;
-    s["tp_comm_seconds"] = t.seconds;
+    s["tp_comm_seconds"] = t.seconds;  // exposed: the training thread waited
+    s["tp_comm_busy_seconds"] = t.busy_seconds;
+    s["tp_hidden_fraction"] = t.busy_seconds > 0 ? std::max(0.0, 1.0 - t.seconds / t.busy_seconds) : 0.0;
   }
   if (pipeline_ && pipeline_->stats().passes > 0) {
     const PipelineStats& p = pipeline_->stats();
@@ -256,6 +285,24 @@ Json ParallelModel::figures(bool host_timing) const {
     s["pp_microbatches"] = sch.microbatches;
     s["pp_idle_share"] = p.idle_share();  // this rank's
     s["pp_simulated_bubble"] = simulate(sch).mean_bubble;
+    if (!pp_stage_seconds_.empty()) {
+      ActionCosts measured;
+      measured.stages = pp_stage_seconds_;
+      const Simulation sim = simulate(sch, measured);
+      s["pp_simulated_bubble_measured"] = sim.mean_bubble;
+      s["pp_simulated_bubble_measured_by_rank"] = sim.bubble;  // pp_idle_share is this rank's
+      Json stages = Json::array();
+      for (const StageCosts& c : pp_stage_seconds_)
+        stages.push_back({{"F", 1e3 * c.F}, {"B", 1e3 * c.B}, {"I", 1e3 * c.I}, {"W", 1e3 * c.W}});
+      s["pp_stage_ms"] = stages;  // mean milliseconds of each stage's actions
+      std::string costs;
+      for (double u : pp_unit_seconds_) {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%.4g", 1e3 * u);
+        costs += (costs.empty() ? "" : ",") + std::string(buf);
+      }
+      s["pp_unit_costs"] = costs;  // milliseconds per pass, as parallel.pp_unit_costs takes them
+    }
     s["pp_bytes_sent_per_pass"] = double(p.bytes_sent) / double(p.passes);
   }
   if (fsdp_) {

@@ -29,6 +29,7 @@ struct PipelineOptions {
   int virtual_stages = 1;         // stages per rank
   int microbatches = 0;           // per pass; 0: pp
   std::vector<int> split;         // first unit of each stage but the first; empty: balanced by cost
+  std::vector<double> unit_costs; // each unit's cost for the balance; empty: its training FLOPs
   // Rows of the batches a training pass will see (the per-rank batch, an epoch's short last one):
   // a batch of fewer rows than micro-batches runs the schedule for its own count, made up front for
   // these counts only (empty: the full count only).
@@ -38,9 +39,10 @@ struct PipelineOptions {
 // How the strategies are set up; which of them apply comes from the mesh's shape.
 struct ParallelPlan {
   PipelineOptions pp;
+  bool tp_overlap = true;              // tensor parallel: collectives beside the matmuls
   bool tp_sequence = false;            // tensor parallel: rows of norms, dropout, residuals split too
   FsdpOptions fsdp;                    // dp_shard > 1
-  size_t ddp_bucket_bytes = 25 << 20;  // dp > 1 without sharding
+  size_t ddp_bucket_bytes = 0;         // dp > 1 without sharding; 0: DataParallel's automatic size
 };
 
 // This rank's tensor-parallel slice of the model on `mesh`.
@@ -117,6 +119,10 @@ class ParallelModel {
   // as summary.json's keys (ddp_*, tp_*, pp_*, fsdp_*; the caller prints them). host_timing: the
   // collectives ran on the host's clock (Gloo), so DDP's overlap measured there means something.
   Json figures(bool host_timing) const;
+  // Collective over the pipeline ranks (each calls it after training, before figures()): every
+  // stage's mean action durations and every unit's training time, for the schedule simulated on
+  // measured costs and the unit costs to balance the stages by (pp_* keys of figures()).
+  void gather_pipeline_costs();
 
  private:
   // Off: the gradients a backward completes are kept locally (not reduced yet).
@@ -135,6 +141,8 @@ class ParallelModel {
   int64_t eval_pieces_ = 1;        // pipeline: forward passes per evaluation batch
   TpStats tp_train_;      // the regions' traffic from zero_grad to finish_gradients (evaluations not counted)
   int64_t tp_steps_ = 0;  // the steps it is of
+  std::vector<StageCosts> pp_stage_seconds_;  // gather_pipeline_costs(): mean seconds per action, by stage
+  std::vector<double> pp_unit_seconds_;       // and each unit's forward + backward seconds per pass
 };
 
 }  // namespace dtrain

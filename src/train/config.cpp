@@ -53,7 +53,7 @@ const Table& run_keys() {
                  "collectives over: gloo (CPU), nccl (GPU), mpi (CPU; ranks started by mpirun or srun --mpi=pmix); "
                  "auto: nccl on a GPU, else gloo"),
       {"parallel.bucket_mb",
-       {"float", "DDP gradient bucket size in MB (PyTorch's default: 25)", 0, 0,
+       {"float", "DDP gradient bucket size in MB (PyTorch's default: 25); 0: an eighth of the gradients, 1 to 25 MB", 0, 0,
         [](RunConfig& c, const std::string& v) { c.parallel.bucket_mb = parse_config_float("parallel.bucket_mb", v, "--set"); },
         [](const RunConfig& c) { return Json(c.parallel.bucket_mb); }}},
       INT_KEY("parallel.timeout_s", parallel.timeout_s, 1, 30 * 24 * 3600,
@@ -63,6 +63,9 @@ const Table& run_keys() {
                "FSDP: free gathered parameters after forward (FULL_SHARD); false keeps them to backward (SHARD_GRAD_OP)"),
       BOOL_KEY("parallel.tp_sequence", parallel.tp_sequence,
                "tensor parallel: also split norms, dropout and residuals by rows (sequence parallel)"),
+      BOOL_KEY("parallel.tp_overlap", parallel.tp_overlap,
+               "tensor parallel: run the region collectives beside the matmuls (row chunks, weight gradients); "
+               "false: each waits where it is called"),
       CHOICE_KEY("parallel.fsdp_reduce_dtype", parallel.fsdp_reduce_dtype, "f32|bf16",
                  "FSDP: type gradients are reduced in (bf16 needs train.precision = bf16)"),
       CHOICE_KEY("parallel.pp_schedule", parallel.pp_schedule, "gpipe|1f1b|interleaved-1f1b|zb-h1|zb-v",
@@ -73,9 +76,13 @@ const Table& run_keys() {
       INT_KEY("parallel.microbatches", parallel.microbatches, 0, 4096, "pipeline micro-batches per pass; 0: as many as pipeline ranks"),
       STRING_KEY("parallel.pp_split", parallel.pp_split,
                  "first unit of every stage but the first, e.g. \"3,5\"; \"\": stages balanced by cost"),
-      INT_KEY("train.seed", train.seed, 0, INT64_MAX, "seeds initial weights, data order and dropout masks"),
+      STRING_KEY("parallel.pp_unit_costs", parallel.pp_unit_costs,
+                 "pipeline: each unit's cost for balancing the stages, in model order (a run's summary.json "
+                 "pp_unit_costs measures them); \"\": the units' training FLOPs"),
       INT_KEY("train.threads", train.threads, 0, 1 << 16,
-              "threads per rank, at most the CPUs it may use; 0: all of them, or the share dtrun gives each rank"),
+              "threads per rank, at most the CPUs it may use; 0: OMP_NUM_THREADS, else the CPUs of its affinity "
+              "mask and cgroup quota divided by the ranks on its node"),
+      INT_KEY("train.seed", train.seed, 0, INT64_MAX, "seeds initial weights, data order and dropout masks"),
       CHOICE_KEY("train.precision", train.precision, "f32|bf16", "bf16: bf16 matrix products, f32 master weights and accumulation"),
       STRING_KEY("train.device", train.device, "cpu, cuda (one GPU per local rank) or cuda:N; also --set device=…"),
       FLOAT_KEY("train.lr", optim.lr, "learning rate (peak, with a schedule)"),
@@ -298,6 +305,24 @@ void RunConfig::load_toml(const std::string& path) {
   }
 }
 
+std::vector<double> RunConfig::pp_unit_cost_list() const {
+  std::vector<double> costs;
+  const std::string& text = parallel.pp_unit_costs;
+  size_t at = 0;
+  while (at < text.size()) {
+    const size_t comma = std::min(text.find(',', at), text.size());
+    const std::string item = text.substr(at, comma - at);
+    char* end = nullptr;
+    const double v = std::strtod(item.c_str(), &end);
+    require(!item.empty() && *end == 0 && std::isfinite(v) && v > 0,
+            "parallel.pp_unit_costs = \"" + text + "\" is not a list of positive numbers: write one cost per unit in "
+            "model order, e.g. \"0.1,3,3,3,3,2\" (a run's summary.json pp_unit_costs), or \"\" for FLOPs");
+    costs.push_back(v);
+    at = comma + 1;
+  }
+  return costs;
+}
+
 std::vector<int> RunConfig::pp_split_units() const {
   std::vector<int> units;
   std::string item;
@@ -344,9 +369,11 @@ void RunConfig::validate() const {
               std::to_string(parallel.dp_replicate) + " disagree: parallel.dp is plain DDP's name for dp_replicate; set one");
   require(parallel.fsdp_reduce_dtype == "f32" || train.precision == "bf16",
           "parallel.fsdp_reduce_dtype = bf16 needs train.precision = bf16: set both, or reduce in f32");
-  require(parallel.bucket_mb > 0 && parallel.bucket_mb <= (1 << 20),
-          "parallel.bucket_mb = " + std::to_string(parallel.bucket_mb) + " is outside 0..1048576 MB: give the DDP bucket size (25 is PyTorch's default)");
+  require(parallel.bucket_mb >= 0 && parallel.bucket_mb <= (1 << 20),
+          "parallel.bucket_mb = " + std::to_string(parallel.bucket_mb) + " is outside 0..1048576 MB: give the DDP bucket "
+          "size (25 is PyTorch's default), or 0 for an eighth of the model's gradients within 1 to 25 MB");
   pp_split_units();  // names a malformed list
+  pp_unit_cost_list();
   train.trace_range();  // names a malformed range
   require(train.sample_every_s == 0 || (train.sample_every_s >= 0.1 && train.sample_every_s <= 86400),
           "train.sample_every_s = " + std::to_string(train.sample_every_s) +

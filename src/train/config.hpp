@@ -52,7 +52,7 @@ struct ParallelConfig {
   int64_t dp = 0;             // plain DDP's name for dp_replicate; 0 = the world size
   // The device mesh pp × dp_replicate × dp_shard × tp; each ≥ 1, or -1: what the world leaves.
   int64_t pp = 1, dp_replicate = -1, dp_shard = 1, tp = 1;
-  double bucket_mb = 25.0;    // DDP gradient bucket size
+  double bucket_mb = 0.0;     // DDP gradient bucket size; 0: an eighth of the gradients, 1 to 25 MB
   // FSDP (dp_shard > 1): units gathered ahead; false keeps gathered parameters from forward to
   // backward (SHARD_GRAD_OP); the type gradients are reduced in (f32, or bf16 under bf16 precision)
   int64_t fsdp_prefetch = 1;
@@ -60,6 +60,8 @@ struct ParallelConfig {
   // Tensor parallel: also split the rows of norms, dropout and residuals across the tp ranks
   // (all-gather and reduce-scatter instead of all-reduce; less activation memory).
   bool tp_sequence = false;
+  // Tensor parallel: overlap the region collectives with the matmuls (docs/distributed.md).
+  bool tp_overlap = true;
   std::string fsdp_reduce_dtype = "f32";
   // Pipeline parallel (pp > 1): the schedule (docs/pipeline.md), or a file of actions to run
   // instead; stages per rank; micro-batches per pass (0: pp); where stages begin ("" : balanced by
@@ -67,6 +69,7 @@ struct ParallelConfig {
   // pipeline's actions.
   std::string pp_schedule = "1f1b";
   std::string pp_schedule_file;
+  std::string pp_unit_costs;  // each unit's cost for balancing, "" : training FLOPs
   int64_t pp_virtual = 1;
   int64_t microbatches = 0;
   std::string pp_split;
@@ -92,6 +95,7 @@ struct RunConfig {
   void load_toml(const std::string& path);
   void validate() const;  // everything but model.vocab_size, which comes from the data
   std::vector<int> pp_split_units() const;  // parallel.pp_split parsed (empty: balanced); Error if malformed
+  std::vector<double> pp_unit_cost_list() const;  // parallel.pp_unit_costs parsed (empty: FLOPs); Error if malformed
   Json to_json() const;
   static std::vector<std::string> known_keys();
   // Every key with its default, type (an integer's range, a choice's values) and one line of meaning.

@@ -36,14 +36,6 @@ namespace fs = std::filesystem;
 
 namespace dtrain {
 
-int configure_threads(int64_t threads, const std::string& setting) {
-  require_thread_count(threads, setting);
-  if (threads > 0) omp_set_num_threads(int(threads));
-  // OMP_NUM_THREADS=100000 would make libgomp fail (or crawl) at the first parallel region.
-  if (threads == 0 && std::getenv("OMP_NUM_THREADS")) require_thread_count(omp_get_max_threads(), "OMP_NUM_THREADS");
-  return omp_get_max_threads();
-}
-
 namespace {
 using Clock = std::chrono::steady_clock;
 
@@ -201,6 +193,7 @@ struct Trainer::Impl {
     const int64_t B = cfg.train.batch_size;
     ParallelPlan plan;
     plan.tp_sequence = cfg.parallel.tp_sequence;
+    plan.tp_overlap = cfg.parallel.tp_overlap;
     plan.fsdp.prefetch = int(cfg.parallel.fsdp_prefetch);
     plan.fsdp.reshard_after_forward = cfg.parallel.fsdp_reshard_after_forward;
     plan.fsdp.accumulate = cfg.train.grad_accum > 1;
@@ -212,6 +205,7 @@ struct Trainer::Impl {
     plan.pp.virtual_stages = int(cfg.parallel.pp_virtual);
     plan.pp.microbatches = int(cfg.parallel.microbatches);
     plan.pp.split = cfg.pp_split_units();
+    plan.pp.unit_costs = cfg.pp_unit_cost_list();
     plan.pp.batch_rows = {B, rank_samples % B};  // every batch, and the epoch's short last one
     auto too_big = [&](const std::string& why) {
       return Error("train.batch_size = " + std::to_string(B) + " does not fit in " +
@@ -420,6 +414,10 @@ struct Trainer::Impl {
     BatchLoader loader(*train_set, sampler, cfg.train.batch_size, false);
     const StepPlan plan = plan_steps(loader);
     if (root) print_setup(parts(), plan.per_epoch, threads);
+    if (parts().dev.kind() == DeviceKind::cpu) {  // collective
+      const std::string line = describe_threads(world);
+      if (root) std::printf("%s\n", line.c_str());
+    }
     if (dp > 1) {
       const std::string where = world.layout();
       if (root) std::printf("workers: %s\n", where.c_str());
@@ -636,6 +634,7 @@ struct Trainer::Impl {
     const EvalResult test =
         evaluate(eval_pass(), par->eval_in_lockstep(), *test_set, cfg.train.batch_size, 0, precision, &mesh->dp());
     const Peaks peaks = gather_peaks(world, *dev);
+    par->gather_pipeline_costs();
     if (!root) return;
     const double tps = st.train_seconds > 0 ? double(st.train_tokens) / st.train_seconds : 0.0;
     const int R = world.size();

@@ -9,12 +9,9 @@
 #include "train/checkpoint.hpp"
 #include "train/evaluate.hpp"
 #include "train/config.hpp"
+#include "train/threads.hpp"
 
 namespace dtrain {
-
-// Sets the OpenMP thread count (0 = all cores, or OMP_NUM_THREADS) and returns what is in effect;
-// Error (naming `setting`) for more threads than the CPUs this process may use.
-int configure_threads(int64_t threads, const std::string& setting = "train.threads");
 
 class Trainer {
  public:

@@ -35,7 +35,7 @@ bool under_mpirun() { return std::getenv("DTRAIN_TEST_UNDER_MPIRUN") && std::get
 // Why this machine cannot run the tests ("" when it can).
 std::string why_not_here() {
   if (std::system("command -v mpirun >/dev/null 2>&1") != 0) return "mpirun is not installed (openmpi-bin)";
-  if (mpi_backend_path().empty())
+  if (const std::string p = mpi_backend_path(); p.empty() || !std::filesystem::exists(p))
     return "this build has no MPI backend (no libdtrain_mpi.so): install libopenmpi-dev and build again";
   return "";
 }

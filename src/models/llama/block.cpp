@@ -4,6 +4,8 @@
 // down row parallel (their partial sums added up across the slices).
 #include "models/llama/block.hpp"
 
+#include "nn/tp_linear.hpp"
+
 namespace dtrain {
 
 namespace {
@@ -150,9 +152,25 @@ void LlamaBlock::linear_backward(const Linear& l, const float* x, bool x_lives, 
   s_->weight_grads.add(l, x, x_lives, dy, rows, ctx.precision);
 }
 
-void LlamaBlock::input_grad(float* partial, float* du, const StepContext& ctx, const Work& w) {
-  const float* total = regions_.sum_partials(partial, w.full1, ctx.rows(), c_.dim);
-  dev_.copy(du, total, sizeof(float) * size_t(slice_.local_rows(ctx.rows()) * c_.dim));
+void LlamaBlock::weight_backward(const Linear& l, const float* x, bool x_lives, const float* dy, int64_t rows,
+                                 const StepContext& ctx) const {
+  if (part_ == BackwardPart::all)
+    l.backward_weight(x, dy, rows, ctx.precision);
+  else
+    s_->weight_grads.add(l, x, x_lives, dy, rows, ctx.precision);
+}
+
+void LlamaBlock::column_backward(const Linear& l, const float* u, const float* dy, float* du, float* spare,
+                                 const StepContext& ctx, const Work& w) {
+  const int64_t rows = ctx.rows();
+  const float* u_all = regions_.all_rows(u, w.full1, rows, c_.dim);
+  const bool u_lives = !slice_.splits_rows();  // else gathered into the workspace
+  if (slice_.count == 1) {
+    linear_backward(l, u_all, u_lives, dy, du, rows, ctx);
+    return;
+  }
+  column_parallel_backward_input(regions_, l, dy, w.full2, spare, du, false, rows, slice_.local_rows(rows),
+                                 ctx.precision, [&] { weight_backward(l, u_all, u_lives, dy, rows, ctx); });
 }
 
 void LlamaBlock::forward(const float* x, const UnitPass& p) {
@@ -161,18 +179,16 @@ void LlamaBlock::forward(const float* x, const UnitPass& p) {
   s_ = &saved_[size_t(p.slot)];
   const int64_t rows = ctx.rows(), n = slice_.local_rows(rows), d = c_.dim;
   norm1_.forward(x, s_->n1, n, p.slot);
-  qkv_.forward(regions_.all_rows(s_->n1, w.full2, rows, d), s_->qkv, rows, ctx.precision);
+  column_parallel_forward(regions_, qkv_, s_->n1, w.full2, s_->qkv, rows, ctx.precision);
   dev_.rope_forward(s_->qkv, rope_shape(ctx));
   dev_.attention_forward(s_->qkv, s_->ctx, s_->probs, attention_shape(ctx), drop_probs(ctx));
-  o_.forward(s_->ctx, w.tmp1, rows, ctx.precision);
-  float* a = regions_.sum_partials(w.tmp1, w.tmp2, rows, d);
+  float* a = row_parallel_forward(regions_, o_, s_->ctx, w.tmp1, w.tmp2, rows, ctx.precision);
   dev_.dropout_forward(a, a, n, d, drop_rows(ctx, kAttnOut));
   dev_.add(x, a, s_->r1, n * d);
   norm2_.forward(s_->r1, s_->n2, n, p.slot);
-  gate_up_.forward(regions_.all_rows(s_->n2, w.full2, rows, d), s_->ff, rows, ctx.precision);
+  column_parallel_forward(regions_, gate_up_, s_->n2, w.full2, s_->ff, rows, ctx.precision);
   dev_.swiglu_forward(s_->ff, s_->act, rows, ff_);
-  down_.forward(s_->act, w.tmp1, rows, ctx.precision);
-  float* f = regions_.sum_partials(w.tmp1, w.tmp2, rows, d);
+  float* f = row_parallel_forward(regions_, down_, s_->act, w.tmp1, w.tmp2, rows, ctx.precision);
   dev_.dropout_forward(f, f, n, d, drop_rows(ctx, kFfOut));
   dev_.add(s_->r1, f, s_->r2, n * d);
 }
@@ -183,28 +199,14 @@ void LlamaBlock::attn_backward(const float* u, const float* da, float* du, const
   linear_backward(o_, s_->ctx, true, da_all, w.tmp2, rows, ctx);
   dev_.attention_backward(w.tmp2, s_->qkv, s_->probs, w.grad_qkv, attention_shape(ctx), drop_probs(ctx));
   dev_.rope_backward(w.grad_qkv, rope_shape(ctx));
-  const float* u_all = regions_.all_rows(u, w.full1, rows, c_.dim);  // (da_all is spent)
-  const bool u_lives = !slice_.splits_rows();                          // else gathered into the workspace
-  if (slice_.count == 1) {
-    linear_backward(qkv_, u_all, u_lives, w.grad_qkv, du, rows, ctx);
-    return;
-  }
-  linear_backward(qkv_, u_all, u_lives, w.grad_qkv, w.full2, rows, ctx);
-  input_grad(w.full2, du, ctx, w);
+  column_backward(qkv_, u, w.grad_qkv, du, w.tmp2, ctx, w);  // (da_all and the context's gradient in tmp2 are spent)
 }
 
 void LlamaBlock::ff_backward(const float* u, const float* df, float* du, const StepContext& ctx, const Work& w) {
   const int64_t rows = ctx.rows();
   linear_backward(down_, s_->act, true, regions_.all_rows(df, w.full1, rows, c_.dim), w.grad_act, rows, ctx);
   dev_.swiglu_backward(s_->ff, w.grad_act, w.grad_ff, rows, ff_);
-  const float* u_all = regions_.all_rows(u, w.full1, rows, c_.dim);  // (df's gathered rows are spent)
-  const bool u_lives = !slice_.splits_rows();
-  if (slice_.count == 1) {
-    linear_backward(gate_up_, u_all, u_lives, w.grad_ff, du, rows, ctx);
-    return;
-  }
-  linear_backward(gate_up_, u_all, u_lives, w.grad_ff, w.full2, rows, ctx);
-  input_grad(w.full2, du, ctx, w);
+  column_backward(gate_up_, u, w.grad_ff, du, w.tmp1, ctx, w);  // (df, in tmp1, and its gathered rows are spent)
 }
 
 void LlamaBlock::backward(const float* x, float* dout, float* dx, const UnitPass& p, BackwardPart part) {

@@ -5,6 +5,8 @@
 // fc2 row parallel (their partial sums added up across the slices).
 #include "models/transformer/block.hpp"
 
+#include "nn/tp_linear.hpp"
+
 namespace dtrain {
 
 Block::Block(ComputeDevice& dev, const TransformerConfig& c, int i, TpSlice slice, TpRegions& regions)
@@ -83,19 +85,24 @@ DropoutSpec Block::drop_probs(const StepContext& ctx) const {
   return s;
 }
 
-void Block::attn_forward(const float* u, float* a_out, const StepContext& ctx) {
-  qkv_.forward(u, s_->qkv, ctx.rows(), ctx.precision);
+float* Block::attn_forward(const float* u, const StepContext& ctx, const Workspace& ws) {
+  const int64_t rows = ctx.rows();
+  column_parallel_forward(regions_, qkv_, u, ws.full2, s_->qkv, rows, ctx.precision);
   dev_.attention_forward(s_->qkv, s_->ctx, s_->probs, attention_shape(ctx), drop_probs(ctx));
-  out_.forward(s_->ctx, a_out, ctx.rows(), ctx.precision);
+  return row_parallel_forward(regions_, out_, s_->ctx, ws.tmp1, ws.tmp2, rows, ctx.precision);
 }
 
-void Block::input_grad(float* partial, float* du, bool accumulate, const StepContext& ctx, const Workspace& ws) {
-  const float* total = regions_.sum_partials(partial, ws.full1, ctx.rows(), c_.dim);
-  const int64_t n = slice_.local_rows(ctx.rows()) * c_.dim;
-  if (accumulate)
-    dev_.add(du, total, du, n);
-  else
-    dev_.copy(du, total, sizeof(float) * size_t(n));
+void Block::column_backward(const Linear& l, const float* u, const float* dy, float* du, bool accumulate, float* spare,
+                            const StepContext& ctx, const Workspace& ws) {
+  const int64_t rows = ctx.rows();
+  u = regions_.all_rows(u, ws.full1, rows, c_.dim);
+  const bool u_lives = !slice_.splits_rows();  // else gathered into the workspace
+  if (slice_.count == 1) {
+    linear_backward(l, u, u_lives, dy, du, rows, accumulate, ctx);
+    return;
+  }
+  column_parallel_backward_input(regions_, l, dy, ws.full2, spare, du, accumulate, rows, slice_.local_rows(rows),
+                                 ctx.precision, [&] { weight_backward(l, u, u_lives, dy, rows, ctx); });
 }
 
 void Block::attn_backward(const float* u, const float* da, float* du, bool accumulate,
@@ -104,14 +111,8 @@ void Block::attn_backward(const float* u, const float* da, float* du, bool accum
   const float* da_all = regions_.all_rows(da, ws.full1, rows, c_.dim);
   linear_backward(out_, s_->ctx, true, da_all, ws.tmp2, rows, false, ctx);
   dev_.attention_backward(ws.tmp2, s_->qkv, s_->probs, ws.grad_qkv, attention_shape(ctx), drop_probs(ctx));
-  u = regions_.all_rows(u, ws.full1, rows, c_.dim);  // (da_all is spent)
-  const bool u_lives = !slice_.splits_rows();        // else gathered into the workspace
-  if (slice_.count == 1) {
-    linear_backward(qkv_, u, u_lives, ws.grad_qkv, du, rows, accumulate, ctx);
-    return;
-  }
-  linear_backward(qkv_, u, u_lives, ws.grad_qkv, ws.full2, rows, false, ctx);
-  input_grad(ws.full2, du, accumulate, ctx, ws);
+  // (da_all and the context's gradient in tmp2 are spent)
+  column_backward(qkv_, u, ws.grad_qkv, du, accumulate, ws.tmp2, ctx, ws);
 }
 
 // The feed-forward activation of this slice's columns [rows, ff_] within all ff_dim columns.
@@ -133,9 +134,10 @@ const float* Block::ff_activation(const StepContext& ctx, const Workspace& ws) {
   return a;
 }
 
-void Block::ff_forward(const float* u, float* f_out, const StepContext& ctx, const Workspace& ws) {
-  fc1_.forward(u, s_->ff, ctx.rows(), ctx.precision);
-  fc2_.forward(ff_activation(ctx, ws), f_out, ctx.rows(), ctx.precision);
+float* Block::ff_forward(const float* u, const StepContext& ctx, const Workspace& ws) {
+  const int64_t rows = ctx.rows();
+  column_parallel_forward(regions_, fc1_, u, ws.full2, s_->ff, rows, ctx.precision);
+  return row_parallel_forward(regions_, fc2_, ff_activation(ctx, ws), ws.tmp1, ws.tmp2, rows, ctx.precision);
 }
 
 void Block::ff_backward(const float* u, const float* df, float* du, bool accumulate,
@@ -150,14 +152,8 @@ void Block::ff_backward(const float* u, const float* df, float* du, bool accumul
     dev_.dropout_backward(ws.grad_ff, ws.grad_ff, rows, ff_, drop);
     dev_.activation_backward(c_.activation, s_->ff, ws.grad_ff, ws.grad_ff, n);
   }
-  u = regions_.all_rows(u, ws.full1, rows, c_.dim);  // (df's gathered rows are spent)
-  const bool u_lives = !slice_.splits_rows();
-  if (slice_.count == 1) {
-    linear_backward(fc1_, u, u_lives, ws.grad_ff, du, rows, accumulate, ctx);
-    return;
-  }
-  linear_backward(fc1_, u, u_lives, ws.grad_ff, ws.full2, rows, false, ctx);
-  input_grad(ws.full2, du, accumulate, ctx, ws);
+  // (df, in tmp1, and its gathered rows are spent)
+  column_backward(fc1_, u, ws.grad_ff, du, accumulate, ws.tmp1, ctx, ws);
 }
 
 // r = x + drop(a)  (a is overwritten); rows: this slice's
@@ -177,6 +173,14 @@ void Block::linear_backward(const Linear& l, const float* x, bool x_lives, const
   s_->weight_grads.add(l, x, x_lives, dy, rows, ctx.precision);
 }
 
+void Block::weight_backward(const Linear& l, const float* x, bool x_lives, const float* dy, int64_t rows,
+                            const StepContext& ctx) const {
+  if (part_ == BackwardPart::all)
+    l.backward_weight(x, dy, rows, ctx.precision);
+  else
+    s_->weight_grads.add(l, x, x_lives, dy, rows, ctx.precision);
+}
+
 void Block::forward(const float* x, const UnitPass& p) {
   const StepContext& ctx = p.ctx;
   const Workspace ws = workspace(p);
@@ -187,16 +191,12 @@ void Block::forward(const float* x, const UnitPass& p) {
   const bool pre = c_.pre_norm;
   if (pre) ln1_.forward(x, s_->ln1_out, n, slot_);
   s_->u1 = pre ? s_->ln1_out : x;
-  attn_forward(regions_.all_rows(s_->u1, ws.full2, rows, d), ws.tmp1, ctx);
-  residual_dropout(dev_, x, regions_.sum_partials(ws.tmp1, ws.tmp2, rows, d), s_->r1, n, d,
-                   drop_rows(ctx, kDropAttnOut));
+  residual_dropout(dev_, x, attn_forward(s_->u1, ctx, ws), s_->r1, n, d, drop_rows(ctx, kDropAttnOut));
   if (!pre) ln1_.forward(s_->r1, s_->ln1_out, n, slot_);
   const float* y1 = pre ? s_->r1 : s_->ln1_out;
   if (pre) ln2_.forward(y1, s_->ln2_out, n, slot_);
   s_->u2 = pre ? s_->ln2_out : y1;
-  ff_forward(regions_.all_rows(s_->u2, ws.full2, rows, d), ws.tmp1, ctx, ws);
-  residual_dropout(dev_, y1, regions_.sum_partials(ws.tmp1, ws.tmp2, rows, d), s_->r2, n, d,
-                   drop_rows(ctx, kDropFfOut));
+  residual_dropout(dev_, y1, ff_forward(s_->u2, ctx, ws), s_->r2, n, d, drop_rows(ctx, kDropFfOut));
   if (!pre) ln2_.forward(s_->r2, s_->ln2_out, n, slot_);
 }
 

@@ -33,18 +33,23 @@ class Block : public Module {
 
  private:
   Workspace workspace(const UnitPass& p) const;
-  void ff_forward(const float* u, float* f_out, const StepContext& ctx, const Workspace& ws);
+  // The feed-forward of u (this slice's rows) summed over the slices (tmp1, or tmp2 under sequence
+  // parallel: this slice's rows).
+  float* ff_forward(const float* u, const StepContext& ctx, const Workspace& ws);
   // From the gradient df of the ff output (this slice's rows; u: its input, this slice's rows):
   // parameter grads; du (+)= the input's gradient (this slice's rows).
   void ff_backward(const float* u, const float* df, float* du, bool accumulate, const StepContext& ctx,
                    const Workspace& ws);
   const float* ff_activation(const StepContext& ctx, const Workspace& ws);
   bool relu() const { return c_.activation == Activation::relu; }
-  void attn_forward(const float* u, float* a_out, const StepContext& ctx);
+  float* attn_forward(const float* u, const StepContext& ctx, const Workspace& ws);  // as ff_forward
   void attn_backward(const float* u, const float* da, float* du, bool accumulate, const StepContext& ctx,
                      const Workspace& ws);
-  // du (+)= the slices' input-gradient partial sums `partial` [all rows, d] added up (this slice's rows).
-  void input_grad(float* partial, float* du, bool accumulate, const StepContext& ctx, const Workspace& ws);
+  // A column-parallel Linear's backward from its output gradient dy (all rows) and input u (this
+  // slice's rows): its weight gradient, and du (+)= the input gradient summed over the slices (this
+  // slice's rows; under sequence parallel reduce-scattered into `spare` first).
+  void column_backward(const Linear& l, const float* u, const float* dy, float* du, bool accumulate, float* spare,
+                       const StepContext& ctx, const Workspace& ws);
   DropoutSpec drop_rows(const StepContext& ctx, uint32_t site) const {
     return ctx.drop_rows(id_, site, slice_.first_row(ctx.rows()));
   }
@@ -53,6 +58,9 @@ class Block : public Module {
   // A Linear's backward, or (part = input) its input half with the weight half kept for later.
   void linear_backward(const Linear& l, const float* x, bool x_lives, const float* dy, float* dx, int64_t rows,
                        bool accumulate, const StepContext& ctx) const;
+  // Its weight half alone: now, or (part = input) kept for later.
+  void weight_backward(const Linear& l, const float* x, bool x_lives, const float* dy, int64_t rows,
+                       const StepContext& ctx) const;
 
   ComputeDevice& dev_;
   TransformerConfig c_;

@@ -1,14 +1,23 @@
 // DataParallel (see ddp.hpp).
 #include "parallel/ddp/ddp.hpp"
 
+#include <algorithm>
 #include <chrono>
 
 #include "core/error.hpp"
 
 namespace dtrain {
 
+size_t DataParallel::automatic_bucket_bytes(const std::vector<Unit*>& units) {
+  size_t grads = 0;
+  for (const Unit* u : units) grads += size_t(u->numel()) * sizeof(float);
+  return std::clamp<size_t>(grads / 8, size_t(1) << 20, size_t(25) << 20);
+}
+
 DataParallel::DataParallel(const std::vector<Unit*>& units, ProcessGroup& group, size_t bucket_bytes)
     : units_(units), group_(group), bucket_of_(units.size()) {
+  if (bucket_bytes == 0) bucket_bytes = automatic_bucket_bytes(units);
+  bucket_bytes_ = bucket_bytes;
   // The first bucket (the last units, whose gradients are ready first) is capped at 1 MiB, as in
   // PyTorch, so that communication starts as early as possible.
   const size_t cap = std::max<size_t>(bucket_bytes / sizeof(float), 1);

@@ -19,8 +19,12 @@ struct DdpStats {
 class DataParallel : public UnitHooks {
  public:
   // Buckets of whole units, about bucket_bytes each (the first at most 1 MiB), filled in backward
-  // order (last unit first).
+  // order (last unit first); bucket_bytes 0: automatic_bucket_bytes().
   DataParallel(const std::vector<Unit*>& units, ProcessGroup& group, size_t bucket_bytes);
+  // An eighth of the units' gradient bytes, within 1 and 25 MiB: a model of a few buckets' size
+  // would otherwise fill one bucket that only the last backward (the embedding's) completes.
+  static size_t automatic_bucket_bytes(const std::vector<Unit*>& units);
+  size_t bucket_bytes() const { return bucket_bytes_; }
 
   // Makes every rank's parameters equal to rank 0's.
   void broadcast_parameters();
@@ -47,6 +51,7 @@ class DataParallel : public UnitHooks {
   ProcessGroup& group_;
   std::vector<Bucket> buckets_;
   std::vector<size_t> bucket_of_;  // unit index → bucket
+  size_t bucket_bytes_ = 0;
   bool sync_ = true;
   bool armed_ = false;             // a backward with sync on is in progress
   DdpStats stats_;

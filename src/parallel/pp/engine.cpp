@@ -41,6 +41,8 @@ PipelineEngine::PipelineEngine(Model& model, std::vector<Schedule> lists, Proces
   const std::vector<int> mine = s.stages_of(rank_);
   DT_ASSERT(int(mine.size()) == model.num_stages());
   for (size_t k = 0; k < mine.size(); ++k) local_[size_t(mine[k])] = int(k);
+  stats_.action_seconds.assign(size_t(s.stages()), {});
+  stats_.action_count.assign(size_t(s.stages()), {});
   for (const Schedule& l : lists_) slots_.push_back(std::max(1, l.slots()[size_t(rank_)]));
   slot_.assign(size_t(s.stages()), std::vector<int>(size_t(s.microbatches), -1));
   free_.assign(size_t(s.stages()), {});
@@ -197,6 +199,11 @@ void PipelineEngine::run(const Schedule& s, const std::vector<MicroBatch>& mb, U
     }
     const double end = monotonic_seconds();
     busy += end - t;
+    if (backward) {  // training passes only
+      const size_t op = size_t(a.op);  // F, B, I, W are 0..3
+      stats_.action_seconds[size_t(a.stage)][op] += end - t;
+      stats_.action_count[size_t(a.stage)][op] += 1;
+    }
     if (Trace::on())
       Trace::record({t, end, "compute", to_string(a),
                      "{\"stage\": " + std::to_string(a.stage) + ", \"micro\": " + std::to_string(a.micro) + "}"});

@@ -4,6 +4,7 @@
 // free; between two stages of the same rank they are handed over in memory. Every micro-batch
 // keeps its activations in a slot of its stage, taken at its forward and freed after its backward.
 #pragma once
+#include <array>
 #include <functional>
 #include <memory>
 #include <vector>
@@ -24,6 +25,9 @@ struct PipelineStats {
   double pass_seconds = 0.0;  // their wall time, from the first action to the last send done
   double busy_seconds = 0.0;  // of it, computing (F, B, I, W)
   int64_t bytes_sent = 0;     // activations and gradients sent
+  // By global stage (this rank's only) and compute action (F, B, I, W): their summed durations
+  // and how many ran, for the simulator's measured costs.
+  std::vector<std::array<double, 4>> action_seconds, action_count;
   double idle_share() const { return pass_seconds > 0 ? 1.0 - busy_seconds / pass_seconds : 0.0; }
 };
 

@@ -82,9 +82,15 @@ Schedule read_schedule(const std::string& path);
 inline constexpr size_t kMaxProblemsListed = 20;
 std::vector<std::string> validate(const Schedule& s, int max_slots = -1);
 
-// Relative durations of the actions (time units) and of a send between ranks.
+// Relative durations of the actions (time units) and of a send between ranks; `stages`, when
+// given, holds each stage's own (measured or given per stage) and overrides F, B, I and W.
+struct StageCosts {
+  double F = 1.0, B = 2.0, I = 1.0, W = 1.0;
+};
 struct ActionCosts {
   double F = 1.0, B = 2.0, I = 1.0, W = 1.0, comm = 0.0;
+  std::vector<StageCosts> stages;  // by global stage; empty: the same for every stage
+  double of(Op op, int stage) const;
 };
 
 struct TimedAction {

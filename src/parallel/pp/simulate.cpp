@@ -30,6 +30,14 @@ std::string number(double x) {
 
 }  // namespace
 
+double ActionCosts::of(Op op, int stage) const {
+  if (stage >= 0 && size_t(stage) < stages.size()) {
+    const StageCosts& s = stages[size_t(stage)];
+    return op == Op::F ? s.F : op == Op::B ? s.B : op == Op::I ? s.I : s.W;
+  }
+  return op == Op::F ? F : op == Op::B ? B : op == Op::I ? I : W;
+}
+
 namespace pp_detail {
 
 Replay replay(const Schedule& s, const ActionCosts& costs) {
@@ -54,7 +62,7 @@ Replay replay(const Schedule& s, const ActionCosts& costs) {
         } else if (a.op == Op::SEND_F || a.op == Op::SEND_B) {
           arrival[{a.op == Op::SEND_B, a.stage, a.micro}] = p.clock[r] + costs.comm;
         } else {
-          const double d = a.op == Op::F ? costs.F : a.op == Op::B ? costs.B : a.op == Op::I ? costs.I : costs.W;
+          const double d = costs.of(a.op, a.stage);
           p.ranks[r].push_back({a, p.clock[r], p.clock[r] + d});
           p.clock[r] += d;
           p.busy[r] += d;

@@ -9,7 +9,18 @@
 
 namespace dtrain {
 
-TensorParallelRegions::TensorParallelRegions(ProcessGroup& group, bool sequence) : group_(group), sequence_(sequence) {}
+namespace {
+// Rows per chunk of a row-parallel matmul whose sum overlaps the next chunk: at least this many (a
+// smaller chunk costs more in its collective's latency than it hides), at most 4 chunks.
+constexpr int64_t kMinChunkRows = 64;
+constexpr int64_t kMaxChunks = 4;
+double tp_wait_seconds(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+}  // namespace
+
+TensorParallelRegions::TensorParallelRegions(ProcessGroup& group, bool sequence, bool overlap)
+    : group_(group), sequence_(sequence), overlap_(overlap) {}
 
 template <class F>
 void TensorParallelRegions::timed(int64_t& counter, int64_t bytes, F&& collective) {
@@ -17,7 +28,85 @@ void TensorParallelRegions::timed(int64_t& counter, int64_t bytes, F&& collectiv
   collective();
   counter += bytes;
   ++stats_.collectives;
-  stats_.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double s = tp_wait_seconds(t0);
+  stats_.seconds += s;
+  stats_.busy_seconds += s;
+}
+
+WorkPtr TensorParallelRegions::started(int64_t& counter, int64_t bytes, WorkPtr w) {
+  counter += bytes;
+  ++stats_.collectives;
+  return w;
+}
+
+void TensorParallelRegions::wait(const WorkPtr& w) {
+  const auto t0 = std::chrono::steady_clock::now();
+  w->wait();
+  stats_.seconds += tp_wait_seconds(t0);
+  stats_.busy_seconds += w->seconds();
+}
+
+WorkPtr TensorParallelRegions::start_sum(float* partial, float* local, int64_t rows, int64_t cols) {
+  const int64_t bytes = rows * cols * int64_t(sizeof(float));
+  if (!sequence_)
+    return started(stats_.allreduce_bytes, bytes,
+                   group_.allreduce_async(partial, size_t(rows * cols), ElemType::f32, ReduceOp::sum));
+  const int64_t n = rows / group_.size();
+  DT_ASSERT(n * group_.size() == rows);
+  const std::vector<size_t> counts(size_t(group_.size()), size_t(n * cols));
+  return started(stats_.reduce_scatter_bytes, bytes,
+                 group_.reduce_scatter_async(partial, local, counts, ElemType::f32, ReduceOp::sum));
+}
+
+PendingSum TensorParallelRegions::sum_partials_begin(float* partial, float* local, int64_t rows, int64_t cols) {
+  if (!overlap_) return PendingSum(sum_partials(partial, local, rows, cols));
+  WorkPtr w = start_sum(partial, local, rows, cols);
+  float* result = sequence_ ? local : partial;
+  return PendingSum([this, w, result] {
+    wait(w);
+    return result;
+  });
+}
+
+float* TensorParallelRegions::sum_partials_of(float* partial, float* local, int64_t rows, int64_t cols,
+                                              const RowChunk& produce) {
+  // Sequence parallel scatters whole slices of rows: one reduce-scatter after the whole matmul.
+  const int64_t chunks = std::min(kMaxChunks, rows / kMinChunkRows);
+  if (!overlap_ || sequence_ || chunks < 2) {
+    produce(0, rows);
+    return sum_partials(partial, local, rows, cols);
+  }
+  WorkPtr pending[kMaxChunks];
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t r0 = rows * c / chunks, n = rows * (c + 1) / chunks - r0;
+    produce(r0, n);
+    pending[c] = started(stats_.allreduce_bytes, n * cols * int64_t(sizeof(float)),
+                         group_.allreduce_async(partial + r0 * cols, size_t(n * cols), ElemType::f32, ReduceOp::sum));
+  }
+  for (int64_t c = 0; c < chunks; ++c) wait(pending[c]);
+  return partial;
+}
+
+void TensorParallelRegions::all_rows_then(const float* local, float* full, int64_t rows, int64_t cols,
+                                          const RowsReady& consume) {
+  if (!sequence_) {
+    consume(0, rows, local);
+    return;
+  }
+  const int S = group_.size(), me = group_.rank();
+  const int64_t n = rows / S;
+  DT_ASSERT(n * S == rows);
+  if (!overlap_) {
+    consume(0, rows, all_rows(local, full, rows, cols));
+    return;
+  }
+  const std::vector<size_t> counts(size_t(S), size_t(n * cols));
+  WorkPtr w = started(stats_.allgather_bytes, n * cols * int64_t(sizeof(float)),
+                      group_.allgather_async(local, full, counts, ElemType::f32));
+  consume(me * n, n, local);  // this slice's rows, while the others' arrive
+  wait(w);
+  for (int s = 0; s < S; ++s)
+    if (s != me) consume(s * n, n, full + s * n * cols);
 }
 
 const float* TensorParallelRegions::all_rows(const float* local, float* full, int64_t rows, int64_t cols) {

@@ -1,0 +1,71 @@
+// The OpenMP thread count of a command and the line describing every rank's threads and CPUs.
+#include "train/threads.hpp"
+
+#include <omp.h>
+
+#include <cstdlib>
+#include <map>
+
+#include "comm/env.hpp"
+#include "core/cpu_share.hpp"
+#include "core/limits.hpp"
+#include "core/openmp_wait.hpp"
+
+namespace dtrain {
+
+namespace {
+std::string g_source = "OpenMP's default";
+}
+
+int configure_threads(int64_t threads, const std::string& setting) {
+  require_thread_count(threads, setting);
+  const char* omp = std::getenv("OMP_NUM_THREADS");
+  if (threads > 0) {
+    omp_set_num_threads(int(threads));
+    g_source = setting;
+  } else if (omp && *omp) {
+    // OMP_NUM_THREADS=100000 would make libgomp fail (or crawl) at the first parallel region.
+    require_thread_count(omp_get_max_threads(), "OMP_NUM_THREADS");
+    const char* why = std::getenv("DTRAIN_THREADS_WHY");  // dtrun says how it chose
+    g_source = std::string("OMP_NUM_THREADS") + (why && *why ? ", " + std::string(why) : "");
+  } else {
+    const CpuShare share = share_of(read_cpu_facts(), detect_env().local_world_size);
+    omp_set_num_threads(share.threads);
+    g_source = share.why;
+  }
+  return omp_get_max_threads();
+}
+
+const std::string& thread_source() { return g_source; }
+
+std::string describe_threads(World& world) {
+  const std::string mine = std::to_string(omp_get_max_threads()) + " " + format_cpu_list(read_cpu_facts().mask);
+  const std::vector<std::string> all = world.allgather_text(mine, 96);
+  const std::vector<std::string> hosts = world.hosts();
+  std::map<int, int> counts;  // threads → ranks
+  for (const std::string& s : all) ++counts[std::atoi(s.c_str())];
+  std::string line = "threads: ";
+  if (counts.size() == 1) {
+    line += std::to_string(counts.begin()->first) + (world.size() > 1 ? " per rank" : "");
+  } else {
+    for (const auto& [t, n] : counts) line += (line.size() > 9 ? ", " : "") + std::to_string(t) + " on " + std::to_string(n) + " ranks";
+  }
+  line += " (" + g_source + "); OpenMP " + openmp_wait_policy() + "\nCPUs:";
+  // per host: "host: rank 0 on 0, rank 1 on 1"; the first 16 ranks, then a count
+  std::string host;
+  for (int r = 0; r < world.size() && r < 16; ++r) {
+    const std::string& s = all[size_t(r)];
+    const std::string cpus = s.substr(s.find(' ') + 1);
+    if (hosts[size_t(r)] != host) {
+      host = hosts[size_t(r)];
+      line += (r ? "; " : " ") + host + ":";
+    } else {
+      line += ",";
+    }
+    line += " rank " + std::to_string(r) + " on " + cpus;
+  }
+  if (world.size() > 16) line += "; … and " + std::to_string(world.size() - 16) + " more ranks";
+  return line;
+}
+
+}  // namespace dtrain
