@@ -218,7 +218,9 @@ int cmd_train(int argc, char** argv) {
   });
   if (run_dir.empty()) run_dir = "runs/latest";
   configure_threads(cfg.train.threads);  // before anything runs in parallel
-  World world(env, Millis(cfg.parallel.timeout_s * 1000));
+  const CommBackend backend =
+      same_on_every_rank([&] { return choose_comm_backend(cfg.parallel.backend, cfg.train.device != "cpu", env); });
+  World world(env, Millis(cfg.parallel.timeout_s * 1000), backend);
   Trainer t(cfg, run_dir, !resume.empty(), world, checkpoint);
   t.run();
   world.shutdown();

@@ -13,7 +13,9 @@ benchmarks) with a run path of $ORIGIN/../lib, then packs OUT/dtrain-VERSION-lin
   bin/      dtrain, dtrun, the test and benchmark programs
   lib/      the shared libraries they need from Debian (oneDNN, Gloo, toml++, OpenMP, the OpenCL
             loader, libstdc++, ...), not glibc's and not CUDA's or NVIDIA's (the node provides them);
-            and, when the build machine has the CUDA toolkit, the CUDA backend libdtrain_cuda.so
+            when the build machine has the CUDA toolkit, the CUDA backend libdtrain_cuda.so; when it
+            has libopenmpi-dev, the MPI backend libdtrain_mpi.so (without libmpi: parallel.backend=mpi
+            uses the node's OpenMPI, whose mpirun or srun --mpi=pmix starts the ranks)
   configs/  the presets; README, VERSION
 The programs link no CUDA library: they open libdtrain_cuda.so only when a CUDA device is asked for,
 so one bundle serves CPU nodes and GPU nodes (which provide the CUDA libraries). It runs on any
@@ -82,6 +84,15 @@ if [ -f "$build_dir/lib/libdtrain_cuda.so" ]; then
   scanned+=("$build_dir/lib/libdtrain_cuda.so")
 fi
 
+# The MPI backend plugin (built when libopenmpi-dev was there): in lib/, without libmpi and the
+# libraries it brings, which are the node's (its OpenMPI goes with its mpirun). Its other needs are
+# the programs' own (libstdc++, bundled below) or glibc's.
+mpi_plugin=""
+if [ -f "$build_dir/lib/libdtrain_mpi.so" ]; then
+  cp "$build_dir/lib/libdtrain_mpi.so" "$stage/$name/lib/"
+  mpi_plugin=$stage/$name/lib/libdtrain_mpi.so
+fi
+
 # The libraries, by the name the programs ask for (the soname), as the real file.
 system='^(linux-vdso|ld-linux-x86-64|libc|libm|libmvec|libpthread|libdl|librt|libresolv|libutil|libanl|libBrokenLocale)\.so'
 node='^lib(cuda|cudart|cublas|cudnn|cufft|curand|cusolver|cusparse|nccl|nvrtc|nvJitLink|nvToolsExt|nvidia)'
@@ -92,6 +103,13 @@ while read -r soname arrow path _; do
   [ "$arrow" = "=>" ] && [ -f "$path" ] || die "the programs need $soname, not found here: run scripts/install-deps.sh"
   [ -f "$stage/$name/lib/$soname" ] || cp -L "$path" "$stage/$name/lib/$soname"
 done < <(for p in "${scanned[@]}"; do ldd "$p"; done | grep '=>' | sort -u)
+
+if [ -n "$mpi_plugin" ]; then
+  for soname in $(readelf -d "$mpi_plugin" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'); do
+    [[ $soname =~ ^libmpi\.so ]] || [[ $soname =~ $system ]] || [ -f "$stage/$name/lib/$soname" ] ||
+      die "libdtrain_mpi.so needs $soname, which the programs do not bring: bundle it too"
+  done
+fi
 
 # Every bundled library must resolve inside the bundle, for the programs and for each other.
 for p in "$stage/$name"/bin/* "$stage/$name"/lib/libdtrain_cuda.so; do
@@ -114,7 +132,9 @@ cat > "$stage/$name/README" <<EOF
 dtrain $version for x86_64 Linux, built from commit $commit on $(. /etc/os-release && echo "$PRETTY_NAME").
 It runs without installing anything: it needs glibc $glibc or newer${node_libs:+; on GPU nodes
 (device=cuda) also $node_libs from the node (if they are not found, dtrain names the
-library: add its folder to LD_LIBRARY_PATH). CPU nodes need none of them}.
+library: add its folder to LD_LIBRARY_PATH). CPU nodes need none of them}.${mpi_plugin:+
+parallel.backend=mpi uses the node's OpenMPI (libmpi.so.40 on the loader's path or LD_LIBRARY_PATH,
+and its mpirun, or srun --mpi=pmix); nothing else does.}
 
   bin/      dtrain, dtrun, the test and benchmark programs
   lib/      the libraries they load, found through the run path \$ORIGIN/../lib before the node's
@@ -136,4 +156,5 @@ XZ_OPT=-T0 tar -C "$stage" --sort=name --owner=0 --group=0 --numeric-owner -cJf 
 echo "bundle: $tarball ($(du -h "$tarball" | cut -f1)): ${#programs[@]} programs;" \
      "lib/: $(ls "$stage/$name/lib" | tr '\n' ' ')"
 [ -z "$node_libs" ] || echo "bundle: GPU nodes (device=cuda) must provide $node_libs (CUDA, NVIDIA); CPU nodes need none"
+[ -z "$mpi_plugin" ] || echo "bundle: parallel.backend=mpi needs the node's OpenMPI (libmpi.so.40, mpirun or srun --mpi=pmix)"
 echo "bundle: needs glibc $glibc or newer; check it: scripts/fresh-machine-check.sh --bundle $tarball"

@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
 # Installs everything dtrain needs on Debian 12 from Debian's packages (root or sudo).
 # Build: g++, CMake, oneDNN (its CMake package also needs the OpenCL headers and loader, only a
-# Recommends of libdnnl-dev, so named here), toml++, nlohmann-json, Gloo (collectives), zlib (gzip-
+# Recommends of libdnnl-dev, so named here), toml++, nlohmann-json, Gloo (collectives), OpenMPI's
+# headers and library (libopenmpi-dev: the MPI backend plugin, parallel.backend = mpi), zlib (gzip-
 # compressed IDX image files), GoogleTest, Google Benchmark. Data: Fashion-MNIST (`dtrain data
 # fashion-mnist`). Tests:
 # PyTorch (python3-torch, the parity reference), protobuf-compiler (decodes TensorBoard files),
-# OpenMPI (mpirun launch), SLURM + munge (a private cluster on loopback), iproute2 (two "nodes"
-# in network namespaces), procps. Benchmarks: OpenBLAS, so that PyTorch's f32 baseline is not
+# OpenMPI (mpirun: launch and the MPI backend), SLURM + munge (a private cluster on loopback; its
+# PMIx plugin runs srun --mpi=pmix), iproute2 (two "nodes" in network namespaces), procps. Benchmarks: OpenBLAS, so that PyTorch's f32 baseline is not
 # measured on the slow reference BLAS.
 set -euo pipefail
 packages=(g++ cmake make libdnnl-dev ocl-icd-opencl-dev libtomlplusplus-dev nlohmann-json3-dev libgloo-dev
-          zlib1g-dev dataset-fashion-mnist libgtest-dev libbenchmark-dev
+          libopenmpi-dev zlib1g-dev dataset-fashion-mnist libgtest-dev libbenchmark-dev
           python3 python3-torch python3-numpy protobuf-compiler libopenblas0-pthread
           openmpi-bin slurm-wlm munge iproute2 procps)
 missing=()

@@ -96,6 +96,7 @@ DistEnv detect_env(const GetEnv& get_fn) {
   e.socket_ifname = v.str("DTRAIN_SOCKET_IFNAME", v.str("GLOO_SOCKET_IFNAME"));
   e.restart_count = v.rank("DTRAIN_RESTART_COUNT", 0);
   e.master_port = v.num("MASTER_PORT", 29500, 1, 65535);  // a port to connect to: 0 ("any") is none
+  e.mpi_launched = v.has("OMPI_COMM_WORLD_SIZE") || v.has("PMIX_RANK");
   if (v.has("RANK") || v.has("WORLD_SIZE")) {
     require(v.has("RANK") && v.has("WORLD_SIZE"),
             "RANK and WORLD_SIZE must be set together (launch with dtrun, or set both)");

@@ -1,6 +1,6 @@
 // Gloo backend (see gloo_backend.hpp). Collectives use Gloo's option-based API only (mixing in
-// its older algorithm classes on one context slows it down); reduce-scatter and point-to-point
-// run over unbound buffers.
+// its older algorithm classes on one context slows it down); reduce-scatter (the ring shared with
+// the MPI backend) and point-to-point run over unbound buffers.
 #include "comm/gloo_backend.hpp"
 
 #include <gloo/allgather.h>
@@ -8,7 +8,6 @@
 #include <gloo/allreduce.h>
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
-#include <gloo/math.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/store.h>
 #include <gloo/transport/tcp/device.h>
@@ -18,7 +17,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "core/bf16.hpp"
+#include "comm/reduce_math.hpp"
 #include "core/descriptors.hpp"
 #include "core/error.hpp"
 
@@ -50,61 +49,6 @@ class GlooStore : public gloo::rendezvous::Store {
   std::string group_;
 };
 
-using ReduceFn = void (*)(void*, const void*, const void*, size_t);
-
-template <typename T>
-ReduceFn reduce_fn(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::min:
-      return &gloo::min<T>;
-    case ReduceOp::max:
-      return &gloo::max<T>;
-    default:
-      return &gloo::sum<T>;
-  }
-}
-
-// bf16 elements reduce through f32, each result rounded back to bf16.
-template <float (*Op)(float, float)>
-void bf16_reduce(void* c, const void* a, const void* b, size_t n) {
-  auto* out = static_cast<uint16_t*>(c);
-  const auto* x = static_cast<const uint16_t*>(a);
-  const auto* y = static_cast<const uint16_t*>(b);
-  for (size_t i = 0; i < n; ++i) out[i] = to_bf16(Op(to_f32(bf16{x[i]}), to_f32(bf16{y[i]}))).bits;
-}
-float add_f(float a, float b) { return a + b; }
-float min_f(float a, float b) { return std::min(a, b); }
-float max_f(float a, float b) { return std::max(a, b); }
-
-ReduceFn reduce_fn(ElemType t, ReduceOp op) {
-  switch (t) {
-    case ElemType::bf16:
-      return op == ReduceOp::min ? &bf16_reduce<min_f> : op == ReduceOp::max ? &bf16_reduce<max_f> : &bf16_reduce<add_f>;
-    case ElemType::f32:
-      return reduce_fn<float>(op);
-    case ElemType::f64:
-      return reduce_fn<double>(op);
-    case ElemType::i32:
-      return reduce_fn<int32_t>(op);
-    case ElemType::i64:
-      return reduce_fn<int64_t>(op);
-  }
-  return nullptr;
-}
-
-void scale(void* data, size_t n, ElemType t, double s) {
-  if (t == ElemType::bf16) {
-    uint16_t* p = static_cast<uint16_t*>(data);
-    for (size_t i = 0; i < n; ++i) p[i] = to_bf16(float(to_f32(bf16{p[i]}) * s)).bits;
-  } else if (t == ElemType::f32) {
-    float* p = static_cast<float*>(data);
-    for (size_t i = 0; i < n; ++i) p[i] = float(p[i] * s);
-  } else {
-    double* p = static_cast<double*>(data);
-    for (size_t i = 0; i < n; ++i) p[i] *= s;
-  }
-}
-
 constexpr uint8_t kP2pSlot = 0xD0;
 constexpr uint8_t kReduceScatterSlot = 0xD1;
 
@@ -121,7 +65,7 @@ class GlooBackend : public Backend {
     o.setTag(next_tag());
     o.setTimeout(timeout_);
     gloo::allreduce(o);
-    if (op == ReduceOp::avg) scale(data, n, t, 1.0 / ctx_->size);
+    if (op == ReduceOp::avg) scale_elements(data, n, t, 1.0 / ctx_->size);
   }
 
   void allgather(const void* in, void* out, const std::vector<size_t>& counts, ElemType t) override {
@@ -152,42 +96,26 @@ class GlooBackend : public Backend {
     }
   }
 
-  // Ring reduce-scatter: P-1 steps; at step s rank r passes its partial sum of chunk r-s-1 on
-  // to rank r+1 and adds the partial of chunk r-s-2 arriving from rank r-1.
+  // The shared ring (comm/reduce_math.hpp) over unbound buffers, a slot per step.
   void reduce_scatter(const void* in, void* out, const std::vector<size_t>& counts, ElemType t,
                       ReduceOp op) override {
     const int P = ctx_->size, r = ctx_->rank;
-    const size_t es = elem_size(t);
-    std::vector<size_t> off(counts.size() + 1, 0);
-    for (size_t i = 0; i < counts.size(); ++i) off[i + 1] = off[i] + counts[i];
-    if (P == 1) {
-      if (out != in) std::memcpy(out, in, counts[0] * es);
-      return;
-    }
-    size_t max_chunk = 0;
-    for (size_t c : counts) max_chunk = std::max(max_chunk, c);
-    work_.resize(off.back() * es);
-    recv_.resize(std::max<size_t>(1, max_chunk * es));
-    std::memcpy(work_.data(), in, off.back() * es);
-    auto chunk = [&](int c) { return ((c % P) + P) % P; };
     const uint32_t tag = next_tag();
-    auto rbuf = ctx_->createUnboundBuffer(recv_.data(), recv_.size());
-    ReduceFn fn = reduce_fn(t, op);
-    for (int s = 0; s < P - 1; ++s) {
-      const int cs = chunk(r - s - 1), cr = chunk(r - s - 2);
-      auto sbuf = ctx_->createUnboundBuffer(work_.data() + off[size_t(cs)] * es, std::max<size_t>(1, counts[size_t(cs)] * es));
-      const uint64_t slot = gloo::Slot::build(kReduceScatterSlot, tag) + uint8_t(s);
-      if (counts[size_t(cs)]) sbuf->send((r + 1) % P, slot, 0, counts[size_t(cs)] * es);
-      if (counts[size_t(cr)]) rbuf->recv((r + P - 1) % P, slot, 0, counts[size_t(cr)] * es);
-      if (counts[size_t(cr)]) {
-        rbuf->waitRecv(timeout_);
-        char* acc = work_.data() + off[size_t(cr)] * es;
-        fn(acc, acc, recv_.data(), counts[size_t(cr)]);
-      }
-      if (counts[size_t(cs)]) sbuf->waitSend(timeout_);
-    }
-    std::memcpy(out, work_.data() + off[size_t(r)] * es, counts[size_t(r)] * es);
-    if (op == ReduceOp::avg) scale(out, counts[size_t(r)], t, 1.0 / P);
+    ring_reduce_scatter(P, r, in, out, counts, t, op, work_, recv_,
+                        [&](int s, char* send, size_t send_bytes, char* recv, size_t recv_bytes) {
+                          std::shared_ptr<gloo::transport::UnboundBuffer> sbuf =
+                              ctx_->createUnboundBuffer(send, std::max<size_t>(1, send_bytes));
+                          const uint64_t slot = gloo::Slot::build(kReduceScatterSlot, tag) + uint8_t(s);
+                          if (send_bytes) sbuf->send((r + 1) % P, slot, 0, send_bytes);
+                          if (recv_bytes) {
+                            auto rbuf = ctx_->createUnboundBuffer(recv, recv_bytes);
+                            rbuf->recv((r + P - 1) % P, slot, 0, recv_bytes);
+                            rbuf->waitRecv(timeout_);
+                          }
+                          return [sbuf, send_bytes, timeout = timeout_] {
+                            if (send_bytes) sbuf->waitSend(timeout);
+                          };
+                        });
   }
 
   void broadcast(void* data, size_t n, ElemType t, int root) override {

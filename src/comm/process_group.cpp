@@ -8,6 +8,7 @@
 #include "core/json.hpp"
 #include "core/trace.hpp"
 #include "comm/liveness.hpp"
+#include "comm/watchdog.hpp"
 
 namespace dtrain {
 
@@ -57,7 +58,8 @@ void Work::wait() {
   lock.unlock();
   PhaseScope exposed(Phase::comm);  // the training thread waits: communication not hidden
   lock.lock();
-  // The backend enforces the timeout; the extra margin covers diagnosis after a failure.
+  // The backend enforces the timeout (or, for one that cannot give up, the group's watchdog); the
+  // extra margin covers diagnosis after a failure.
   const auto limit = timeout_ + Millis(30000);
   if (!cv_.wait_for(lock, limit, [this] { return done_; })) {
     throw Error(what_ + " did not finish within " + std::to_string(limit.count() / 1000) +
@@ -99,6 +101,8 @@ ProcessGroup::ProcessGroup(std::string name, std::vector<int> ranks, int my_rank
       timeout_(timeout),
       liveness_(std::move(liveness)),
       backend_(std::move(backend)) {
+  if (!backend_->gives_up())
+    watchdog_ = std::make_shared<OpWatchdog>(timeout_, [this](const std::string& what, int64_t seq) { overdue(what, seq); });
   thread_ = std::thread([this] { worker_main(); });
 }
 
@@ -108,7 +112,8 @@ ProcessGroup::~ProcessGroup() {
     stop_ = true;
   }
   cv_.notify_all();
-  thread_.join();
+  thread_.join();  // (an operation stuck in a backend that cannot give up is ended by the watchdog)
+  if (watchdog_) watchdog_->stop();
 }
 
 WorkPtr ProcessGroup::enqueue(std::string op, size_t bytes, const std::string& detail,
@@ -179,6 +184,7 @@ void ProcessGroup::execute(Work& w, const std::function<void(Backend&, Work&)>& 
       if (Trace::on())
         traced.set_args(Json{{"bytes", w.bytes_}, {"group", name_}, {"ranks", size()}, {"seq", seq}}.dump());
       try {
+        OpWatchdog::Scope watched(watchdog_.get(), w.what_, seq);
         fn(*backend_, w);
       } catch (const std::exception& e) {
         error = diagnose(w.what_, seq, e.what());
@@ -197,17 +203,23 @@ void ProcessGroup::execute(Work& w, const std::function<void(Backend&, Work&)>& 
   w.cv_.notify_all();
 }
 
+std::string ProcessGroup::missing_ranks(int64_t seq) {
+  if (!liveness_) return "";
+  const auto why = liveness_->explain(name_, seq, ranks_);
+  std::string msg;
+  for (size_t i = 0; i < why.size(); ++i) msg += (i ? ", " : "; missing: ") + why[i];
+  return msg;
+}
+
 std::string ProcessGroup::diagnose(const std::string& what, int64_t seq, const std::string& cause) {
-  std::string msg = what + " failed: " + cause;
-  if (liveness_) {
-    auto why = liveness_->explain(name_, seq, ranks_);
-    if (!why.empty()) {
-      msg += "; missing: ";
-      for (size_t i = 0; i < why.size(); ++i) msg += (i ? ", " : "") + why[i];
-    }
-  }
-  return msg + ". The job cannot continue: dtrun stops the other ranks (restart it, or resume from the last "
-               "checkpoint)";
+  return what + " failed: " + cause + missing_ranks(seq) +
+         ". The job cannot continue: the launcher stops the other ranks (restart it, or resume from the last "
+         "checkpoint)";
+}
+
+void ProcessGroup::overdue(const std::string& what, int64_t seq) {
+  backend_->abort_job(what + " did not finish within " + std::to_string(timeout_.count() / 1000) +
+                      " s (parallel.timeout_s)" + missing_ranks(seq));
 }
 
 WorkPtr ProcessGroup::allreduce_async(void* data, size_t n, ElemType t, ReduceOp op) {
@@ -256,18 +268,28 @@ WorkPtr ProcessGroup::broadcast_async(void* data, size_t n, ElemType t, int root
                  [=](Backend& b, Work&) { b.broadcast(data, n, t, root); });
 }
 
+std::function<void()> ProcessGroup::watched(std::function<void()> wait, const std::string& what) {
+  if (!watchdog_) return wait;
+  // The wait runs on the thread that waits for the Work, possibly after the group is gone: the
+  // closure keeps the watchdog (stopped by then) alive, not the group.
+  return [watchdog = watchdog_, wait = std::move(wait), what, seq = started_] {
+    OpWatchdog::Scope scope(watchdog.get(), what, seq);
+    wait();
+  };
+}
+
 WorkPtr ProcessGroup::send_async(const void* data, size_t bytes, int dst, uint32_t tag) {
   require(dst >= 0 && dst < size() && dst != rank_, "send to rank " + std::to_string(dst) + " of group '" + name_ +
                                                         "' is not possible (size " + std::to_string(size()) + ")");
   return enqueue("send", bytes, " to rank " + std::to_string(dst),
-                 [=](Backend& b, Work& w) { w.finish_ = b.post_send(data, bytes, dst, tag); });
+                 [=, this](Backend& b, Work& w) { w.finish_ = watched(b.post_send(data, bytes, dst, tag), w.what_); });
 }
 
 WorkPtr ProcessGroup::recv_async(void* data, size_t bytes, int src, uint32_t tag) {
   require(src >= 0 && src < size() && src != rank_, "recv from rank " + std::to_string(src) + " of group '" + name_ +
                                                         "' is not possible (size " + std::to_string(size()) + ")");
   return enqueue("recv", bytes, " from rank " + std::to_string(src),
-                 [=](Backend& b, Work& w) { w.finish_ = b.post_recv(data, bytes, src, tag); });
+                 [=, this](Backend& b, Work& w) { w.finish_ = watched(b.post_recv(data, bytes, src, tag), w.what_); });
 }
 
 WorkPtr ProcessGroup::barrier_async() {

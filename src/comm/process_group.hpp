@@ -5,6 +5,8 @@
 #pragma once
 #include <condition_variable>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -47,9 +49,20 @@ class Backend {
   virtual std::function<void()> post_send(const void* data, size_t bytes, int dst, uint32_t tag) = 0;
   virtual std::function<void()> post_recv(void* data, size_t bytes, int src, uint32_t tag) = 0;
   virtual void barrier() = 0;
+  // Whether an operation gives up by itself after the group's timeout (Gloo). One that cannot (MPI)
+  // is watched by its group instead: an operation still running after the timeout ends the job
+  // through abort_job(), with the group's diagnosis of which ranks are missing.
+  virtual bool gives_up() const { return true; }
+  // Prints `why` as the error line and ends this process (and with it the job); never returns.
+  [[noreturn]] virtual void abort_job(const std::string& why) {
+    std::fprintf(stderr, "dtrain: error: %s\n", why.c_str());
+    std::fflush(stderr);
+    std::_Exit(2);
+  }
 };
 
 class Liveness;
+class OpWatchdog;
 
 // A handle to one asynchronous operation.
 class Work {
@@ -118,6 +131,10 @@ class ProcessGroup {
   void worker_main();
   void execute(Work& w, const std::function<void(Backend&, Work&)>& fn);
   std::string diagnose(const std::string& what, int64_t seq, const std::string& cause);
+  std::string missing_ranks(int64_t seq);  // "; missing: rank 2 stopped (…)" from the heartbeats, or ""
+  void overdue(const std::string& what, int64_t seq);  // the watchdog's end of the job (abort_job)
+  // A point-to-point wait, watched when the backend cannot give up.
+  std::function<void()> watched(std::function<void()> wait, const std::string& what);
 
   std::string name_;
   std::string trace_track_;  // "comm NAME": its operations' track in a trace
@@ -134,6 +151,7 @@ class ProcessGroup {
   int64_t issued_ = 0;     // collectives issued (sends and receives are not numbered)
   int64_t started_ = 0;    // collectives begun, in order
   std::string broken_;  // first failure: later operations fail at once
+  std::shared_ptr<OpWatchdog> watchdog_;  // a backend that cannot give up: its operations watched
   std::thread thread_;
 };
 

@@ -12,6 +12,7 @@
 #include "comm/file_store.hpp"
 #include "comm/gloo_backend.hpp"
 #include "comm/liveness.hpp"
+#include "comm/mpi_plugin.hpp"
 #include "comm/socket.hpp"
 #include "comm/tcp_store.hpp"
 
@@ -43,13 +44,15 @@ std::string list_ranks(const std::vector<std::string>& missing_keys) {
 
 }  // namespace
 
-World::World(const DistEnv& env, Millis timeout) : env_(env), timeout_(clamp_wait(timeout)) {
+World::World(const DistEnv& env, Millis timeout, CommBackend backend)
+    : env_(env), timeout_(clamp_wait(timeout)), backend_(backend) {
   std::vector<int> everyone(size_t(env.world_size));
   for (int i = 0; i < env.world_size; ++i) everyone[size_t(i)] = i;
   if (!env.distributed()) {
     all_ = std::make_shared<ProcessGroup>("world", everyone, 0, timeout_, nullptr, std::make_unique<SelfBackend>());
     return;
   }
+  if (backend == CommBackend::mpi) start_mpi();
   // A peer that dies closes its sockets; writing to one must become an error we can explain
   // ("rank N stopped"), not a SIGPIPE that kills this rank too. Left alone if the program set it.
   struct sigaction old {};
@@ -77,12 +80,34 @@ World::World(const DistEnv& env, Millis timeout) : env_(env), timeout_(clamp_wai
   }
   if (!env.store_prefix.empty()) store_ = std::make_shared<PrefixStore>(store_, env.store_prefix);
   liveness_ = std::make_shared<Liveness>(store_->clone(), env.rank);
-  device_ = make_gloo_device(address, env.socket_ifname);
+  if (!mpi_) device_ = make_gloo_device(address, env.socket_ifname);
   all_ = new_group(everyone, "world");
+}
+
+void World::start_mpi() {
+  mpi_ = &mpi_backend("parallel.backend = mpi");
+  int rank = -1, size = 0;
+  mpi_->init(&rank, &size, &mpi_version_);
+  require(rank == env_.rank && size == env_.world_size,
+          "parallel.backend = mpi: MPI_COMM_WORLD makes this process rank " + std::to_string(rank) + " of " +
+              std::to_string(size) + ", but " + env_.launcher + " says rank " + std::to_string(env_.rank) + " of " +
+              std::to_string(env_.world_size) +
+              ": start every rank with the MPI launcher itself (mpirun -np N dtrain ..., srun --mpi=pmix dtrain ...), "
+              "not through dtrun or a script that starts several");
 }
 
 World::~World() {
   all_.reset();  // joins the communication thread before the device and store go
+  if (mpi_ && ended_cleanly_) mpi_->finalize();  // now, or when the last group elsewhere is freed
+}
+
+std::string World::describe_backend() const {
+  switch (backend_) {
+    case CommBackend::gloo: return "Gloo";
+    case CommBackend::nccl: return "NCCL";
+    case CommBackend::mpi: break;
+  }
+  return mpi_version_.empty() ? "MPI" : "MPI (" + mpi_version_ + ")";
 }
 
 std::shared_ptr<ProcessGroup> World::new_group(const std::vector<int>& ranks, const std::string& name,
@@ -109,7 +134,8 @@ std::shared_ptr<ProcessGroup> World::new_group(const std::vector<int>& ranks, co
                                list_ranks(missing) + " did not join within " + std::to_string(timeout_.count() / 1000) +
                                " s (not started, crashed before joining, or on a node that cannot reach the store)");
   auto backend = make ? make(gs, me, int(ranks.size()), timeout_, name)
-                      : connect_gloo(gs, me, int(ranks.size()), device_, timeout_, name);
+                 : mpi_ ? mpi_->connect(ranks, id, name)
+                        : connect_gloo(gs, me, int(ranks.size()), device_, timeout_, name);
   return std::make_shared<ProcessGroup>(name, ranks, me, timeout_, liveness_, std::move(backend));
 }
 
@@ -151,6 +177,7 @@ void World::shutdown() {
   if (shut_) return;
   shut_ = true;
   if (env_.distributed()) all_->barrier();
+  ended_cleanly_ = true;
 }
 
 }  // namespace dtrain

@@ -49,6 +49,9 @@ const Table& run_keys() {
               "replicas of the (sharded) model; -1: what the world leaves"),
       INT_KEY("parallel.dp_shard", parallel.dp_shard, -1, kMaxMesh, "ranks that shard parameters, gradients and optimizer state (FSDP); -1: what the world leaves"),
       INT_KEY("parallel.tp", parallel.tp, -1, kMaxMesh, "tensor-parallel ranks (heads, feed-forward width, vocabulary split); -1: what the world leaves"),
+      CHOICE_KEY("parallel.backend", parallel.backend, "auto|gloo|nccl|mpi",
+                 "collectives over: gloo (CPU), nccl (GPU), mpi (CPU; ranks started by mpirun or srun --mpi=pmix); "
+                 "auto: nccl on a GPU, else gloo"),
       {"parallel.bucket_mb",
        {"float", "DDP gradient bucket size in MB (PyTorch's default: 25); 0: an eighth of the gradients, 1 to 25 MB", 0, 0,
         [](RunConfig& c, const std::string& v) { c.parallel.bucket_mb = parse_config_float("parallel.bucket_mb", v, "--set"); },

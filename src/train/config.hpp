@@ -74,6 +74,7 @@ struct ParallelConfig {
   int64_t microbatches = 0;
   std::string pp_split;
   int64_t timeout_s = 300;    // longest wait for another rank in any collective or rendezvous
+  std::string backend = "auto";  // collectives over auto (nccl on a GPU, else gloo), gloo, nccl or mpi
 };
 
 struct RunConfig {

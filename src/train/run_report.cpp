@@ -71,8 +71,8 @@ void print_setup(const RunParts& r, int64_t steps_per_epoch, int threads) {
     std::printf("; simulated bubble %.1f%%\n", 100.0 * simulate(sch).mean_bubble);
   }
   if (r.world.size() > 1)
-    std::printf("mesh: %s (%d ranks, tp fastest); %s\n", m.describe().c_str(), r.world.size(),
-                r.mesh.placement(16).c_str());
+    std::printf("mesh: %s (%d ranks, tp fastest; collectives over %s); %s\n", m.describe().c_str(), r.world.size(),
+                r.world.describe_backend().c_str(), r.mesh.placement(16).c_str());
   std::fflush(stdout);
 }
 

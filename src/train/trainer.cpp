@@ -242,9 +242,14 @@ struct Trainer::Impl {
                           int(p.tp));
   }
 
-  // Gradients live where the model does: on GPUs the mesh's groups are NCCL's, on the CPU Gloo's.
+  // Gradients live where the model does: on GPUs the mesh's groups are NCCL's, on the CPU the world's
+  // (Gloo's or MPI's: parallel.backend).
   World::BackendFactory backend_factory() {
-    if (dev->kind() == DeviceKind::cpu) return nullptr;
+    const CommBackend chosen = choose_comm_backend(cfg.parallel.backend, dev->kind() != DeviceKind::cpu, world.env());
+    require(chosen == CommBackend::nccl || chosen == world.backend() || world.size() == 1,
+            std::string("parallel.backend = ") + comm_backend_name(chosen) + ", but the world was made over " +
+                comm_backend_name(world.backend()) + ": make the World with the backend of the config");
+    if (chosen != CommBackend::nccl) return nullptr;
     const CudaBackendApi& cuda = cuda_backend("NCCL for device = \"" + cfg.train.device + "\"");
     ComputeDevice* d = dev.get();
     return [&cuda, d](Store& st, int rank, int size, Millis timeout, const std::string& name) {

@@ -13,7 +13,7 @@ common=(--config "$src/configs/quickstart.toml" --set data.dir="$work/data" --se
 
 "$bin/dtrun" --standalone --nproc-per-node 2 "$d" train "${common[@]}" --set parallel.dp_replicate=-1 \
   --run-dir "$work/ddp" >"$work/ddp.out" 2>&1 || { cat "$work/ddp.out"; fail "a 2-rank dp_replicate=-1 run failed"; }
-want="mesh: pp 1 × dp_replicate 2 × dp_shard 1 × tp 1 (2 ranks, tp fastest); rank 0: pp 0, dp_replicate 0, dp_shard 0, tp 0; rank 1: pp 0, dp_replicate 1, dp_shard 0, tp 0"
+want="mesh: pp 1 × dp_replicate 2 × dp_shard 1 × tp 1 (2 ranks, tp fastest; collectives over Gloo); rank 0: pp 0, dp_replicate 0, dp_shard 0, tp 0; rank 1: pp 0, dp_replicate 1, dp_shard 0, tp 0"
 grep -qF "$want" "$work/ddp.out" || fail "rank 0 should print '$want', saw: $(grep mesh "$work/ddp.out")"
 [ "$(grep -c "mesh: " "$work/ddp.out")" -eq 1 ] || fail "only rank 0 should print the mesh"
 echo "ok  $(grep -o 'mesh: .*' "$work/ddp.out")"

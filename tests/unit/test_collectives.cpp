@@ -11,10 +11,14 @@
 #include <thread>
 
 #include "comm/clock_offsets.hpp"
+#include "collective_checks.hpp"
 #include "comm_test_util.hpp"
 #include "core/trace.hpp"
 
 using namespace dtrain;
+using dist_test::check_allreduce;
+using dist_test::check_bf16;
+using dist_test::check_gather_scatter;
 using dist_test::env_for;
 using dist_test::failures;
 using dist_test::run_ranks;
@@ -22,92 +26,6 @@ using dist_test::run_ranks;
 namespace {
 
 constexpr Millis kTimeout(20000);
-
-// Value rank r contributes at element i (distinct per rank and element, exact in float).
-float val(int r, size_t i) { return float((i % 97) * 4 + size_t(r) + 1); }
-
-void check_allreduce(World& w, size_t n) {
-  const int P = w.size(), r = w.rank();
-  std::vector<float> x(n);
-  for (size_t i = 0; i < n; ++i) x[i] = val(r, i);
-  auto y = x;
-  w.all().allreduce(x.data(), n, ReduceOp::sum);
-  for (size_t i = 0; i < n; ++i) {
-    float want = 0;
-    for (int q = 0; q < P; ++q) want += val(q, i);
-    RANK_CHECK(x[i] == want, "sum n=" + std::to_string(n) + " i=" + std::to_string(i));
-  }
-  auto z = y;
-  w.all().allreduce(y.data(), n, ReduceOp::max);
-  w.all().allreduce(z.data(), n, ReduceOp::min);
-  for (size_t i = 0; i < n; ++i) {
-    RANK_CHECK(y[i] == val(P - 1, i), "max");
-    RANK_CHECK(z[i] == val(0, i), "min");
-  }
-  std::vector<double> d(n, double(r));
-  w.all().allreduce(d.data(), n, ReduceOp::avg);
-  for (size_t i = 0; i < n; ++i) RANK_CHECK(std::abs(d[i] - (P - 1) / 2.0) < 1e-12, "avg");
-  std::vector<int64_t> c(n, int64_t(1) << (33 + r % 3));
-  w.all().allreduce(c.data(), n, ReduceOp::sum);
-  int64_t want = 0;
-  for (int q = 0; q < P; ++q) want += int64_t(1) << (33 + q % 3);
-  for (size_t i = 0; i < n; ++i) RANK_CHECK(c[i] == want, "i64 sum");
-}
-
-void check_gather_scatter(World& w) {
-  const int P = w.size(), r = w.rank();
-  // equal allgather
-  const size_t n = 1001;
-  std::vector<float> mine(n), all(n * size_t(P));
-  for (size_t i = 0; i < n; ++i) mine[i] = val(r, i);
-  w.all().allgather(mine.data(), all.data(), n, ElemType::f32);
-  for (int q = 0; q < P; ++q)
-    for (size_t i = 0; i < n; ++i) RANK_CHECK(all[size_t(q) * n + i] == val(q, i), "allgather");
-  // uneven allgather (rank q has q*3+1 elements, rank 1 has 0 when P > 2)
-  std::vector<size_t> counts(static_cast<size_t>(P));
-  for (int q = 0; q < P; ++q) counts[size_t(q)] = (P > 2 && q == 1) ? 0 : size_t(q) * 3 + 1;
-  std::vector<float> part(counts[size_t(r)]);
-  for (size_t i = 0; i < part.size(); ++i) part[i] = val(r, i);
-  std::vector<float> gathered(std::accumulate(counts.begin(), counts.end(), size_t(0)) + 1);
-  w.all().allgather_async(part.data(), gathered.data(), counts, ElemType::f32)->wait();
-  size_t off = 0;
-  for (int q = 0; q < P; ++q)
-    for (size_t i = 0; i < counts[size_t(q)]; ++i) RANK_CHECK(gathered[off++] == val(q, i), "allgatherv");
-  // reduce-scatter with uneven shares (including an empty one)
-  std::vector<size_t> shares(static_cast<size_t>(P));
-  for (int q = 0; q < P; ++q) shares[size_t(q)] = (P > 2 && q == 2) ? 0 : size_t(1000 + 37 * q);
-  const size_t total = std::accumulate(shares.begin(), shares.end(), size_t(0));
-  std::vector<float> in(total), out(shares[size_t(r)] + 1);
-  for (size_t i = 0; i < total; ++i) in[i] = val(r, i);
-  for (auto op : {ReduceOp::sum, ReduceOp::avg, ReduceOp::max}) {
-    w.all().reduce_scatter_async(in.data(), out.data(), shares, ElemType::f32, op)->wait();
-    size_t start = 0;
-    for (int q = 0; q < r; ++q) start += shares[size_t(q)];
-    for (size_t i = 0; i < shares[size_t(r)]; ++i) {
-      float s = 0, m = 0;
-      for (int q = 0; q < P; ++q) {
-        s += val(q, start + i);
-        m = std::max(m, val(q, start + i));
-      }
-      const float want = op == ReduceOp::sum ? s : op == ReduceOp::avg ? s / float(P) : m;
-      RANK_CHECK(std::abs(out[i] - want) <= 1e-6f * std::abs(want), "reduce-scatter " + std::string(reduce_op_name(op)));
-    }
-  }
-  // broadcast from the last rank
-  std::vector<int32_t> b(333, r == P - 1 ? 42 : -1);
-  w.all().broadcast(b.data(), b.size(), ElemType::i32, P - 1);
-  for (int32_t v : b) RANK_CHECK(v == 42, "broadcast");
-  // send/recv around a ring
-  if (P > 1) {
-    std::vector<float> s(4097, float(r)), got(4097, -1);
-    auto sw = w.all().send_async(s.data(), s.size() * 4, (r + 1) % P, 7);
-    auto rw = w.all().recv_async(got.data(), got.size() * 4, (r + P - 1) % P, 7);
-    sw->wait();
-    rw->wait();
-    for (float v : got) RANK_CHECK(v == float((r + P - 1) % P), "send/recv");
-  }
-  w.all().barrier();
-}
 
 // The silence reported for `rank` in a failure message ("rank 2 stopped (no heartbeat for
 // [at least ]9.5 s: ..."), -1 when the message does not report it stopped.
@@ -126,7 +44,8 @@ TEST(Collectives, AllreduceEveryOpAndSizeOnOneToFourRanks) {
   for (int P = 1; P <= 4; ++P) {
     auto rs = run_ranks(P, [P](int r, int port) {
       World w(env_for(r, P, port, "test-token"), kTimeout);
-      for (size_t n : {size_t(1), size_t(7), size_t(4096), size_t(1000003)}) check_allreduce(w, n);
+      for (size_t n : {size_t(1), size_t(7), size_t(4096), size_t(1000003)}) check_allreduce(w.all(), n);
+      if (P == 2) check_bf16(w.all());
       w.shutdown();
     });
     EXPECT_EQ(failures(rs), "") << "world size " << P;
@@ -137,7 +56,7 @@ TEST(Collectives, GatherScatterBroadcastSendRecvOnOneToFourRanks) {
   for (int P = 1; P <= 4; ++P) {
     auto rs = run_ranks(P, [P](int r, int port) {
       World w(env_for(r, P, port, "test-token"), kTimeout);
-      check_gather_scatter(w);
+      check_gather_scatter(w.all());
       w.shutdown();
     });
     EXPECT_EQ(failures(rs), "") << "world size " << P;

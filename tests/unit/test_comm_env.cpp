@@ -1,9 +1,11 @@
 // Where a process finds its rank: dtrun/torchrun variables, SLURM's srun, OpenMPI's mpirun, or
-// none (one process); malformed values give one line naming the variable.
+// none (one process); malformed values give one line naming the variable. parallel.backend's
+// choice from the device and the launcher, and its refusals.
 #include <gtest/gtest.h>
 
 #include <map>
 
+#include "comm/backend_choice.hpp"
 #include "comm/env.hpp"
 #include "error_of.hpp"
 
@@ -139,4 +141,50 @@ TEST(DistEnv, SlurmNodeListsExpand) {
   EXPECT_EQ(expand_slurm_nodelist("n[8-10]-ib"), (std::vector<std::string>{"n8-ib", "n9-ib", "n10-ib"}));
   EXPECT_EQ(expand_slurm_nodelist("localhost"), (std::vector<std::string>{"localhost"}));
   EXPECT_NE(error_of([] { expand_slurm_nodelist("gpu[01-"); }).find("malformed"), std::string::npos);
+}
+
+TEST(CommBackend, AutoIsNcclOnGpusElseGloo) {
+  const DistEnv one = detect({});
+  EXPECT_EQ(choose_comm_backend("auto", false, one), CommBackend::gloo);
+  EXPECT_EQ(choose_comm_backend("auto", true, one), CommBackend::nccl);
+  EXPECT_EQ(choose_comm_backend("gloo", false, one), CommBackend::gloo);
+  EXPECT_EQ(choose_comm_backend("nccl", true, one), CommBackend::nccl);
+}
+
+TEST(CommBackend, MpiNeedsAnMpiLauncher) {
+  const DistEnv ompi = detect({{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "2"},
+                               {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}});
+  EXPECT_TRUE(ompi.mpi_launched);
+  EXPECT_EQ(choose_comm_backend("mpi", false, ompi), CommBackend::mpi);
+  // srun --mpi=pmix: SLURM's variables and PMIx's
+  const DistEnv pmix = detect({{"SLURM_STEP_ID", "0"}, {"SLURM_PROCID", "1"}, {"SLURM_STEP_NUM_TASKS", "2"},
+                               {"SLURM_JOB_ID", "7"}, {"SLURM_STEP_NODELIST", "n1"}, {"PMIX_RANK", "1"}});
+  EXPECT_TRUE(pmix.mpi_launched);
+  EXPECT_EQ(choose_comm_backend("mpi", false, pmix), CommBackend::mpi);
+  const DistEnv srun = detect({{"SLURM_STEP_ID", "0"}, {"SLURM_PROCID", "1"}, {"SLURM_STEP_NUM_TASKS", "2"},
+                               {"SLURM_JOB_ID", "7"}, {"SLURM_STEP_NODELIST", "n1"}});
+  EXPECT_FALSE(srun.mpi_launched);
+  const DistEnv dtrun = detect({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"DTRAIN_AGENT", "1"}});
+  for (const auto& [env, by] : {std::pair{srun, "started by SLURM"}, {dtrun, "started by dtrun"},
+                                {detect({}), "started alone"}}) {
+    const std::string e = error_of([&] { choose_comm_backend("mpi", false, env); });
+    EXPECT_NE(e.find(std::string("parallel.backend = mpi needs ranks that an MPI launcher started, and this process "
+                                 "was ") + by + ": launch with `mpirun -np N dtrain train ...` or `srun --mpi=pmix "
+                                 "dtrain train ...`"),
+              std::string::npos)
+        << e;
+  }
+}
+
+TEST(CommBackend, ChoicesThatCannotWorkAreNamedWithTheFix) {
+  const DistEnv one = detect({});
+  EXPECT_EQ(error_of([&] { choose_comm_backend("nccl", false, one); }),
+            "parallel.backend = nccl needs a CUDA device (train.device = cuda): on the CPU use gloo or mpi (auto "
+            "picks gloo)");
+  EXPECT_EQ(error_of([&] { choose_comm_backend("gloo", true, one); }),
+            "parallel.backend = gloo reduces host memory and cannot serve train.device = cuda: use nccl (or auto) on "
+            "GPUs");
+  EXPECT_NE(error_of([&] { choose_comm_backend("mpi", true, one); }).find("use nccl (or auto)"), std::string::npos);
+  EXPECT_EQ(error_of([&] { choose_comm_backend("ucc", false, one); }),
+            "parallel.backend = \"ucc\" is not one of auto, gloo, nccl, mpi: pick one of them");
 }

@@ -1,0 +1,118 @@
+// The element arithmetic every CPU backend reduces with (Gloo, MPI), so that they round alike:
+// bf16 elements combine through f32 with each result rounded back to bf16, and avg is a sum
+// scaled by 1/ranks afterwards (in double for f32 and f64, then rounded to the element type).
+// And the ring reduce-scatter both run (ring_reduce_scatter), over whatever moves their bytes.
+#pragma once
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "comm/process_group.hpp"
+#include "core/bf16.hpp"
+
+namespace dtrain {
+
+inline float reduce_add(float a, float b) { return a + b; }
+inline float reduce_min(float a, float b) { return std::min(a, b); }
+inline float reduce_max(float a, float b) { return std::max(a, b); }
+
+// c[i] = Op(a[i], b[i]) over bf16 bits (c may be a or b).
+template <float (*Op)(float, float)>
+void bf16_reduce(void* c, const void* a, const void* b, size_t n) {
+  auto* out = static_cast<uint16_t*>(c);
+  const auto* x = static_cast<const uint16_t*>(a);
+  const auto* y = static_cast<const uint16_t*>(b);
+  for (size_t i = 0; i < n; ++i) out[i] = to_bf16(Op(to_f32(bf16{x[i]}), to_f32(bf16{y[i]}))).bits;
+}
+
+using ReduceFn = void (*)(void*, const void*, const void*, size_t);
+
+template <class T>
+void typed_add(void* c, const void* a, const void* b, size_t n) {
+  for (size_t i = 0; i < n; ++i) static_cast<T*>(c)[i] = static_cast<const T*>(a)[i] + static_cast<const T*>(b)[i];
+}
+template <class T>
+void typed_min(void* c, const void* a, const void* b, size_t n) {
+  for (size_t i = 0; i < n; ++i)
+    static_cast<T*>(c)[i] = std::min(static_cast<const T*>(a)[i], static_cast<const T*>(b)[i]);
+}
+template <class T>
+void typed_max(void* c, const void* a, const void* b, size_t n) {
+  for (size_t i = 0; i < n; ++i)
+    static_cast<T*>(c)[i] = std::max(static_cast<const T*>(a)[i], static_cast<const T*>(b)[i]);
+}
+
+template <class T>
+ReduceFn typed_reduce_fn(ReduceOp op) {
+  return op == ReduceOp::min ? &typed_min<T> : op == ReduceOp::max ? &typed_max<T> : &typed_add<T>;
+}
+
+// c = op(a, b) elementwise for elements of t (avg reduces as sum; scale_elements divides after).
+inline ReduceFn reduce_fn(ElemType t, ReduceOp op) {
+  switch (t) {
+    case ElemType::bf16:
+      return op == ReduceOp::min ? &bf16_reduce<reduce_min> : op == ReduceOp::max ? &bf16_reduce<reduce_max>
+                                                                                  : &bf16_reduce<reduce_add>;
+    case ElemType::f32: return typed_reduce_fn<float>(op);
+    case ElemType::f64: return typed_reduce_fn<double>(op);
+    case ElemType::i32: return typed_reduce_fn<int32_t>(op);
+    case ElemType::i64: return typed_reduce_fn<int64_t>(op);
+  }
+  return nullptr;
+}
+
+// data[i] *= s for the floating types (avg after a sum: s = 1 / ranks).
+inline void scale_elements(void* data, size_t n, ElemType t, double s) {
+  if (t == ElemType::bf16) {
+    uint16_t* p = static_cast<uint16_t*>(data);
+    for (size_t i = 0; i < n; ++i) p[i] = to_bf16(float(to_f32(bf16{p[i]}) * s)).bits;
+  } else if (t == ElemType::f32) {
+    float* p = static_cast<float*>(data);
+    for (size_t i = 0; i < n; ++i) p[i] = float(p[i] * s);
+  } else {
+    double* p = static_cast<double*>(data);
+    for (size_t i = 0; i < n; ++i) p[i] *= s;
+  }
+}
+
+// Ring reduce-scatter: P-1 steps; at step s rank r passes its partial sum of chunk r-s-1 on to rank
+// r+1 and adds the partial of chunk r-s-2 arriving from rank r-1 (so every backend adds in the same
+// order, and agrees bit for bit). `work` and `incoming` are the caller's, kept between calls: nothing
+// is allocated once they are large enough (OpenMPI's own reduce-scatter allocates, and the kernel
+// zero-fills, fresh buffers on every call). exchange(step, send, send_bytes, recv, recv_bytes) posts
+// the step's send to rank r+1 and receive from rank r-1 (a side of 0 bytes posts nothing), returns
+// once the receive is complete, and returns a function that waits for the send. `out` may overlap `in`.
+template <class Exchange>
+void ring_reduce_scatter(int P, int r, const void* in, void* out, const std::vector<size_t>& counts, ElemType t,
+                         ReduceOp op, std::vector<char>& work, std::vector<char>& incoming, Exchange&& exchange) {
+  const size_t es = elem_size(t);
+  std::vector<size_t> off(counts.size() + 1, 0);
+  for (size_t i = 0; i < counts.size(); ++i) off[i + 1] = off[i] + counts[i];
+  if (P == 1) {
+    if (out != in) std::memmove(out, in, counts[0] * es);
+    return;
+  }
+  size_t max_chunk = 0;
+  for (size_t c : counts) max_chunk = std::max(max_chunk, c);
+  if (work.size() < off.back() * es) work.resize(off.back() * es);
+  if (incoming.size() < std::max<size_t>(1, max_chunk * es)) incoming.resize(std::max<size_t>(1, max_chunk * es));
+  std::memcpy(work.data(), in, off.back() * es);
+  auto chunk = [&](int c) { return size_t(((c % P) + P) % P); };
+  const ReduceFn fn = reduce_fn(t, op);
+  for (int s = 0; s < P - 1; ++s) {
+    const size_t cs = chunk(r - s - 1), cr = chunk(r - s - 2);
+    auto finish_send =
+        exchange(s, work.data() + off[cs] * es, counts[cs] * es, incoming.data(), counts[cr] * es);
+    if (counts[cr]) {
+      char* acc = work.data() + off[cr] * es;
+      fn(acc, acc, incoming.data(), counts[cr]);
+    }
+    finish_send();
+  }
+  std::memcpy(out, work.data() + off[size_t(r)] * es, counts[size_t(r)] * es);
+  if (op == ReduceOp::avg) scale_elements(out, counts[size_t(r)], t, 1.0 / P);
+}
+
+}  // namespace dtrain

@@ -1,0 +1,174 @@
+// Collective checks shared by the Gloo and MPI tests: each runs on every rank of a group and throws
+// (RANK_CHECK) when an operation's result is not what it must be.
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "comm/process_group.hpp"
+#include "comm_test_util.hpp"
+#include "core/bf16.hpp"
+
+namespace dist_test {
+
+using dtrain::ElemType;
+using dtrain::ReduceOp;
+using dtrain::reduce_op_name;
+
+// Value rank r contributes at element i (distinct per rank and element, exact in float).
+inline float val(int r, size_t i) { return float((i % 97) * 4 + size_t(r) + 1); }
+
+inline void check_allreduce(dtrain::ProcessGroup& g, size_t n) {
+  const int P = g.size(), r = g.rank();
+  std::vector<float> x(n);
+  for (size_t i = 0; i < n; ++i) x[i] = val(r, i);
+  auto y = x;
+  g.allreduce(x.data(), n, ReduceOp::sum);
+  for (size_t i = 0; i < n; ++i) {
+    float want = 0;
+    for (int q = 0; q < P; ++q) want += val(q, i);
+    RANK_CHECK(x[i] == want, "sum n=" + std::to_string(n) + " i=" + std::to_string(i));
+  }
+  auto z = y;
+  g.allreduce(y.data(), n, ReduceOp::max);
+  g.allreduce(z.data(), n, ReduceOp::min);
+  for (size_t i = 0; i < n; ++i) {
+    RANK_CHECK(y[i] == val(P - 1, i), "max");
+    RANK_CHECK(z[i] == val(0, i), "min");
+  }
+  std::vector<double> d(n, double(r));
+  g.allreduce(d.data(), n, ReduceOp::avg);
+  for (size_t i = 0; i < n; ++i) RANK_CHECK(std::abs(d[i] - (P - 1) / 2.0) < 1e-12, "avg");
+  std::vector<int64_t> c(n, int64_t(1) << (33 + r % 3));
+  g.allreduce(c.data(), n, ReduceOp::sum);
+  int64_t want = 0;
+  for (int q = 0; q < P; ++q) want += int64_t(1) << (33 + q % 3);
+  for (size_t i = 0; i < n; ++i) RANK_CHECK(c[i] == want, "i64 sum");
+}
+
+inline void check_gather_scatter(dtrain::ProcessGroup& g) {
+  const int P = g.size(), r = g.rank();
+  // equal allgather
+  const size_t n = 1001;
+  std::vector<float> mine(n), all(n * size_t(P));
+  for (size_t i = 0; i < n; ++i) mine[i] = val(r, i);
+  g.allgather(mine.data(), all.data(), n, ElemType::f32);
+  for (int q = 0; q < P; ++q)
+    for (size_t i = 0; i < n; ++i) RANK_CHECK(all[size_t(q) * n + i] == val(q, i), "allgather");
+  // uneven allgather (rank q has q*3+1 elements, rank 1 has 0 when P > 2)
+  std::vector<size_t> counts(static_cast<size_t>(P));
+  for (int q = 0; q < P; ++q) counts[size_t(q)] = (P > 2 && q == 1) ? 0 : size_t(q) * 3 + 1;
+  std::vector<float> part(counts[size_t(r)]);
+  for (size_t i = 0; i < part.size(); ++i) part[i] = val(r, i);
+  std::vector<float> gathered(std::accumulate(counts.begin(), counts.end(), size_t(0)) + 1);
+  g.allgather_async(part.data(), gathered.data(), counts, ElemType::f32)->wait();
+  size_t off = 0;
+  for (int q = 0; q < P; ++q)
+    for (size_t i = 0; i < counts[size_t(q)]; ++i) RANK_CHECK(gathered[off++] == val(q, i), "allgatherv");
+  // reduce-scatter with uneven shares (including an empty one)
+  std::vector<size_t> shares(static_cast<size_t>(P));
+  for (int q = 0; q < P; ++q) shares[size_t(q)] = (P > 2 && q == 2) ? 0 : size_t(1000 + 37 * q);
+  const size_t total = std::accumulate(shares.begin(), shares.end(), size_t(0));
+  std::vector<float> in(total), out(shares[size_t(r)] + 1);
+  for (size_t i = 0; i < total; ++i) in[i] = val(r, i);
+  for (auto op : {ReduceOp::sum, ReduceOp::avg, ReduceOp::max}) {
+    g.reduce_scatter_async(in.data(), out.data(), shares, ElemType::f32, op)->wait();
+    size_t start = 0;
+    for (int q = 0; q < r; ++q) start += shares[size_t(q)];
+    for (size_t i = 0; i < shares[size_t(r)]; ++i) {
+      float s = 0, m = 0;
+      for (int q = 0; q < P; ++q) {
+        s += val(q, start + i);
+        m = std::max(m, val(q, start + i));
+      }
+      const float want = op == ReduceOp::sum ? s : op == ReduceOp::avg ? s / float(P) : m;
+      RANK_CHECK(std::abs(out[i] - want) <= 1e-6f * std::abs(want), "reduce-scatter " + std::string(reduce_op_name(op)));
+    }
+  }
+  // broadcast from the last rank
+  std::vector<int32_t> b(333, r == P - 1 ? 42 : -1);
+  g.broadcast(b.data(), b.size(), ElemType::i32, P - 1);
+  for (int32_t v : b) RANK_CHECK(v == 42, "broadcast");
+  // send/recv around a ring
+  if (P > 1) {
+    std::vector<float> s(4097, float(r)), got(4097, -1);
+    auto sw = g.send_async(s.data(), s.size() * 4, (r + 1) % P, 7);
+    auto rw = g.recv_async(got.data(), got.size() * 4, (r + P - 1) % P, 7);
+    sw->wait();
+    rw->wait();
+    for (float v : got) RANK_CHECK(v == float((r + P - 1) % P), "send/recv");
+  }
+  g.barrier();
+}
+
+// bf16 elements reduce as every CPU backend must, bit for bit: through f32 with each result rounded
+// to bf16 (to nearest even), and avg as that sum times 1/2 rounded again (two ranks: one addition, so
+// the order of the ranks does not matter). Also f64, i32 and i64 reductions.
+inline void check_bf16(dtrain::ProcessGroup& g) {
+  using dtrain::bf16;
+  using dtrain::to_bf16;
+  using dtrain::to_f32;
+  RANK_CHECK(g.size() == 2, "check_bf16 takes a group of two");
+  const int r = g.rank();
+  const size_t n = 777;
+  auto value = [](int q, size_t i) {
+    return to_bf16(float(q + 1) * 1.0078125f + float(i % 61) * (q ? -0.0390625f : 0.0517578125f)).bits;
+  };
+  std::vector<uint16_t> mine(n);
+  for (size_t i = 0; i < n; ++i) mine[i] = value(r, i);
+  size_t rounded = 0;
+  auto want = [&](ReduceOp op, size_t i) {
+    const float a = to_f32(bf16{value(0, i)}), b = to_f32(bf16{value(1, i)});
+    const uint16_t sum = to_bf16(a + b).bits;
+    switch (op) {
+      case ReduceOp::sum: return sum;
+      case ReduceOp::avg: return to_bf16(float(to_f32(bf16{sum}) * 0.5)).bits;
+      case ReduceOp::min: return to_bf16(std::min(a, b)).bits;
+      case ReduceOp::max: return to_bf16(std::max(a, b)).bits;
+    }
+    return uint16_t(0);
+  };
+  for (size_t i = 0; i < n; ++i)
+    rounded += to_f32(bf16{want(ReduceOp::sum, i)}) != to_f32(bf16{value(0, i)}) + to_f32(bf16{value(1, i)});
+  RANK_CHECK(rounded > n / 4, "the values must make the bf16 sums round: " + std::to_string(rounded) + " of " +
+                                  std::to_string(n) + " do");
+  for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg, ReduceOp::min, ReduceOp::max}) {
+    std::vector<uint16_t> x = mine;
+    g.allreduce(x.data(), n, ElemType::bf16, op);
+    for (size_t i = 0; i < n; ++i)
+      RANK_CHECK(x[i] == want(op, i), std::string("bf16 allreduce ") + reduce_op_name(op) + " at " + std::to_string(i));
+    const std::vector<size_t> shares{300, n - 300};
+    std::vector<uint16_t> out(shares[size_t(r)]);
+    g.reduce_scatter_async(mine.data(), out.data(), shares, ElemType::bf16, op)->wait();
+    for (size_t i = 0; i < out.size(); ++i)
+      RANK_CHECK(out[i] == want(op, size_t(r) * 300 + i),
+                 std::string("bf16 reduce-scatter ") + reduce_op_name(op) + " at " + std::to_string(i));
+  }
+  std::vector<uint16_t> both(2 * n);
+  g.allgather(mine.data(), both.data(), n, ElemType::bf16);
+  for (size_t i = 0; i < n; ++i) RANK_CHECK(both[i] == value(0, i) && both[n + i] == value(1, i), "bf16 allgather");
+  // the other element types
+  std::vector<double> d(n);
+  std::vector<int32_t> k(n), kmax(n);
+  std::vector<int64_t> big(n);
+  for (size_t i = 0; i < n; ++i) {
+    d[i] = 0.1 * double(i) + r;
+    k[i] = kmax[i] = int32_t(i) * (r ? -3 : 5);
+    big[i] = (int64_t(1) << 40) * (r + 1) + int64_t(i);
+  }
+  g.allreduce(d.data(), n, ReduceOp::sum);
+  g.allreduce(k.data(), n, ElemType::i32, ReduceOp::min);
+  g.allreduce(kmax.data(), n, ElemType::i32, ReduceOp::max);
+  g.allreduce(big.data(), n, ReduceOp::sum);
+  for (size_t i = 0; i < n; ++i) {
+    RANK_CHECK(d[i] == (0.1 * double(i) + 0) + (0.1 * double(i) + 1), "f64 sum");
+    RANK_CHECK(k[i] == std::min(int32_t(i) * 5, int32_t(i) * -3) && kmax[i] == std::max(int32_t(i) * 5, int32_t(i) * -3),
+               "i32 min and max");
+    RANK_CHECK(big[i] == 3 * (int64_t(1) << 40) + 2 * int64_t(i), "i64 sum");
+  }
+}
+
+}  // namespace dist_test
