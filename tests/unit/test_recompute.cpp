@@ -2,13 +2,17 @@
 // Transformer post-norm ReLU and pre-norm GELU, the Llama decoder with grouped-query attention, the
 // CNN) gives the bits of recompute = none — the loss and every gradient — over three micro-batches in
 // flight with dropout on, the backward whole or split into input and weight halves in a zero-bubble
-// order (a unit's I and W with other F and I between), the model one stage or two; and the plan
-// shrinks: full keeps less than selective, selective less than none.
+// order (a unit's I and W with other F and I between), the model one stage or two; full runs the
+// hooks as none does (the same calls in the same order), and a recomputed forward reads parameters
+// only inside its unit's backward window (what FSDP gathers); and the plan shrinks: full keeps less
+// than selective, selective less than none.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <functional>
 #include <map>
+#include <memory>
 #include <random>
 #include <vector>
 
@@ -80,6 +84,40 @@ struct Result {
   double loss = 0.0;
   std::map<std::string, std::vector<float>> grads;
   size_t planned = 0;
+  std::vector<std::string> hooks;  // every hook call, in order
+};
+
+// Records every hook call; a unit's parameters are NaN outside its forward and backward windows
+// (as sharded storage has them only there), so a recompute outside them would poison the gradients.
+class Windows : public UnitHooks {
+ public:
+  Windows(const std::vector<Unit*>& units, std::vector<std::string>& log) : log_(log) {
+    for (Unit* u : units) {
+      kept_[u].assign(u->param_data(), u->param_data() + u->numel());
+      poison(*u);
+    }
+  }
+  ~Windows() override {
+    for (auto& [u, v] : kept_) std::copy(v.begin(), v.end(), u->param_data());
+  }
+  void pre_forward(Unit& u) override { open(u, "pre_forward"); }
+  void post_forward(Unit& u) override { close(u, "post_forward"); }
+  void pre_backward(Unit& u) override { open(u, "pre_backward"); }
+  void post_backward(Unit& u) override { close(u, "post_backward"); }
+
+ private:
+  void open(Unit& u, const char* what) {
+    log_.push_back(u.name() + " " + what);
+    std::copy(kept_[&u].begin(), kept_[&u].end(), u.param_data());
+    for (Unit* r : u.reads()) std::copy(kept_[r].begin(), kept_[r].end(), r->param_data());
+  }
+  void close(Unit& u, const char* what) {
+    log_.push_back(u.name() + " " + what);
+    poison(u);
+  }
+  void poison(Unit& u) { std::fill(u.param_data(), u.param_data() + u.numel(), std::nanf("")); }
+  std::map<Unit*, std::vector<float>> kept_;
+  std::vector<std::string>& log_;
 };
 
 StepContext context(const SampleShape& s, int mb) {
@@ -98,7 +136,8 @@ StepContext context(const SampleShape& s, int mb) {
 // Trains one step of kMicro micro-batches on a model of `stages` (one model holding them all, as a
 // rank of a V schedule holds two), in a zero-bubble order when split: F0 F1 I0 F2 I1 W0 I2 W1 W2
 // (whole backwards B in the places of I, and no W, otherwise).
-Result run(const Case& c, Recompute recompute, bool split, const std::vector<std::pair<int, int>>& stages) {
+Result run(const Case& c, Recompute recompute, bool split, const std::vector<std::pair<int, int>>& stages,
+           bool windows = false) {
   std::mt19937 g(7);
   std::uniform_int_distribution<int32_t> label(0, c.classes - 1);
   std::normal_distribution<float> pixel(0.0f, 1.0f);
@@ -118,6 +157,7 @@ Result run(const Case& c, Recompute recompute, bool split, const std::vector<std
   EXPECT_EQ(r.planned, m.activation_bytes());
   m.init_weights(5);
   m.zero_grad();
+  std::unique_ptr<Windows> hooks = windows ? std::make_unique<Windows>(m.units(), r.hooks) : nullptr;
   auto batch = [&](int mb) {
     const void* in = images ? static_cast<const void*>(pixels.data() + mb * kRows * c.sample.inputs)
                             : static_cast<const void*>(tokens.data() + mb * kRows * c.sample.inputs);
@@ -129,7 +169,7 @@ Result run(const Case& c, Recompute recompute, bool split, const std::vector<std
       if (k > 0)
         std::memcpy(m.stage_input(k, mb), m.stage_output(k - 1, mb),
                     sizeof(float) * size_t(m.stage_input_floats(k, context(c.sample, mb))));
-      m.stage_forward(k, mb, batch(mb), context(c.sample, mb), true, nullptr);
+      m.stage_forward(k, mb, batch(mb), context(c.sample, mb), true, hooks.get());
     }
   };
   auto backward = [&](int mb, BackwardPart part) {
@@ -137,7 +177,7 @@ Result run(const Case& c, Recompute recompute, bool split, const std::vector<std
       if (k + 1 < K && part != BackwardPart::weight)
         std::memcpy(m.stage_output_grad(k, mb), m.stage_input_grad(k + 1, mb),
                     sizeof(float) * size_t(m.stage_output_floats(k, context(c.sample, mb))));
-      m.stage_backward(k, mb, context(c.sample, mb), part, nullptr);
+      m.stage_backward(k, mb, context(c.sample, mb), part, hooks.get());
     }
   };
   const BackwardPart first = split ? BackwardPart::input : BackwardPart::all;
@@ -152,6 +192,7 @@ Result run(const Case& c, Recompute recompute, bool split, const std::vector<std
     backward(1, BackwardPart::weight);
     backward(2, BackwardPart::weight);
   }
+  hooks.reset();
   r.loss = m.take_loss();
   for (const Unit* u : m.units())
     for (const ParamInfo& p : u->params())
@@ -159,12 +200,13 @@ Result run(const Case& c, Recompute recompute, bool split, const std::vector<std
   return r;
 }
 
-void same_bits(const Case& c, const std::vector<std::pair<int, int>>& stages) {
+void same_bits(const Case& c, const std::vector<std::pair<int, int>>& stages, bool windows = false) {
   for (bool split : {false, true}) {
-    const Result none = run(c, Recompute::none, split, stages);
+    const Result none = run(c, Recompute::none, split, stages, windows);
     ASSERT_GT(none.loss, 0.0);
     for (Recompute r : {Recompute::selective, Recompute::full}) {
-      const Result again = run(c, r, split, stages);
+      const Result again = run(c, r, split, stages, windows);
+      EXPECT_EQ(again.hooks, none.hooks);
       const char* name = r == Recompute::full ? "full" : "selective";
       EXPECT_EQ(again.loss, none.loss) << name << (split ? ", split" : "");
       ASSERT_EQ(again.grads.size(), none.grads.size());
@@ -194,6 +236,13 @@ TEST(Recompute, TransformerPostNormReluKeepsItsBits) {
 }
 
 TEST(Recompute, TransformerPreNormGeluKeepsItsBits) { same_bits(transformer_case(true), {}); }
+
+TEST(Recompute, HooksRunOnceAndTheRecomputeReadsParametersInsideTheBackwardWindow) {
+  same_bits(transformer_case(false), {{0, 2}, {2, 5}}, true);
+  same_bits(llama_case(), {}, true);
+  same_bits(cnn_case("relu"), {}, true);
+  EXPECT_EQ(run(transformer_case(false), Recompute::full, false, {}, true).hooks.size(), 4u * 5u * kMicro);
+}
 
 TEST(Recompute, LlamaKeepsItsBits) {
   same_bits(llama_case(), {});
