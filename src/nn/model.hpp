@@ -32,14 +32,14 @@ struct UnitHooks {
 // are numbered model-wide in order (the input unit 0, the loss unit last). A stage is a contiguous
 // range of them (DESIGN §3.2): pipeline parallelism builds a rank's stages only, and only their
 // parameters exist there. Default: the whole model as one stage.
-// Recompute (train.recompute) trades compute for activation memory: full keeps of each hidden unit
-// (not the input or loss unit, nor one that reads another unit's parameters) only its output per slot,
-// which the next unit reads, and plans the unit's activations once, in a region all such units
-// share; the unit's backward runs its forward again into that region first.
 struct StagePlan {
   std::vector<std::pair<int, int>> stages;  // [first, last) unit ranges, ascending; empty: all units
   int slots = 1;                // micro-batches in flight, each keeping its own activations
   bool split_backward = false;  // backwards may run as input gradient (I), then weight gradients (W)
+  // What the units keep (train.recompute). Selective is the modules' own; under full the model keeps
+  // of each hidden unit (not the input or loss unit, nor one that reads another's parameters) only
+  // its output per slot, which the next unit reads, plans the unit's activations once, in a region
+  // all such units share, and runs the unit's forward again into it at the start of its backward.
   Recompute recompute = Recompute::none;
 };
 
@@ -87,9 +87,6 @@ class Model {
   int64_t num_params() const { return num_params_; }          // of the whole model, all slices and stages
   double train_flops_per_sample() const { return flops_per_sample_; }
   const SampleShape& sample_shape() const { return sample_; }
-  Recompute recompute() const { return plan_.recompute; }
-  // Whether unit u (model-wide) is recomputed in full: its forward runs again in its backward.
-  bool recomputed(int u) const { return recomputed_[size_t(u)] != 0; }
   int64_t max_batch() const { return max_batch_; }
   size_t activation_bytes() const { return arena_.bytes_used(); }
   ComputeDevice& device() const { return dev_; }
