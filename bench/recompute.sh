@@ -5,8 +5,8 @@
 # and the planned bytes beside what a block keeps by count. Per-layer figures are the growth from
 # L/2 to 2L layers (one step each; L the preset's; RSS grows in the arena's 64 MiB chunks, so the
 # wider span); step times and the whole run's peak RSS come from runs of L layers, the modes
-# alternating over --rounds rounds, the best round of each counting (summary.json's step_time,
-# warm-up left out).
+# alternating over --rounds rounds: the fastest step of each mode (metrics.jsonl, the first step
+# left out), the statistic least moved by a busy machine.
 # usage: bench/recompute.sh [--bin DIR] [--batch N] [--steps N] [--rounds N] [--threads N] [--presets "large llama"] [--set key=value ...]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -30,7 +30,7 @@ run() {  # $1 = name, $2 = preset, $3 = layers, $4 = steps, $5 = mode
   local cfg=$here/../configs/bench-$2.toml
   "$bin/dtrain" train --config "$cfg" --set data.dir="$work/data" --set data.stride=128 --set model.layers="$3" \
     --set train.batch_size="$batch" --set train.max_steps="$4" --set train.epochs=0 --set train.eval_max_batches=1 \
-    --set train.progress=false --set train.log_every=1000 --set train.threads="$threads" --set optim.warmup_steps=0 \
+    --set train.progress=false --set train.log_every=1 --set train.threads="$threads" --set optim.warmup_steps=0 \
     --set train.checkpoint_every=0 --set train.sample_every_s=0 --set train.recompute="$5" "${sets[@]}" \
     --run-dir "$work/$1" >"$work/$1.out" 2>&1 || { cat "$work/$1.out"; exit 1; }
 }
@@ -53,6 +53,9 @@ work, configs, batch, rounds, presets = sys.argv[1], sys.argv[2], int(sys.argv[3
 MB = 1e6
 def summary(name):
     return json.load(open(f"{work}/{name}/summary.json"))
+def steps(name):  # every step after the first: (seconds, backward seconds)
+    recs = [json.loads(l) for l in open(f"{work}/{name}/metrics.jsonl")]
+    return [(r["step_seconds"], r["phases"]["backward"]) for r in recs if r["type"] == "train" and r["step"] > 1]
 def model(preset):  # the [model] table of the preset (numbers only)
     m, section = {}, None
     for line in open(f"{configs}/bench-{preset}.toml"):
@@ -78,7 +81,7 @@ def theory(preset, m):
         none = 4 * R * d + 3 * R * d + R * d + R * H * T + R * int(m["ff_dim"]) + 4 * R
         sel = none - R * H * T
     return {"none": 4 * none, "selective": 4 * sel, "full": 4 * R * d}
-print(f"per layer and step, batch {batch}, f32; step time and run RSS: the preset's layers, best of {rounds} rounds")
+print(f"per layer and step, batch {batch}, f32; step time and run RSS: the preset's layers, the fastest step of {rounds} rounds")
 print(f"{'preset':<7} {'recompute':<10} {'planned MB':>10} {'by count':>9} {'ratio':>6} {'RSS MB':>7} "
       f"{'run RSS MB':>10} {'ratio':>6} {'ms/step':>8} {'ratio':>6} {'backward ms':>11}")
 for p in presets:
@@ -90,11 +93,9 @@ for p in presets:
         span = 2 * L - L // 2
         layer = (hi["activation_bytes"] - lo["activation_bytes"]) / span
         rss = (hi["peak_rss_mb"] - lo["peak_rss_mb"]) / span
-        timed = [summary(f"{p}_{mode}_t{r}") for r in range(1, rounds + 1)]
-        best = min(timed, key=lambda s: s["step_time"]["mean_s"])
-        ms = 1000 * best["step_time"]["mean_s"]
-        bwd = 1000 * best["step_time"]["phases"]["backward"]["mean_s"]
-        rows[mode] = (layer, rss, max(s["peak_rss_mb"] for s in timed), ms, bwd)
+        names = [f"{p}_{mode}_t{r}" for r in range(1, rounds + 1)]
+        fastest = min(x for n in names for x in steps(n))
+        rows[mode] = (layer, rss, max(summary(n)["peak_rss_mb"] for n in names), 1000 * fastest[0], 1000 * fastest[1])
     base = rows["none"]
     for mode, (layer, rss, run_rss, ms, bwd) in rows.items():
         print(f"{p:<7} {mode:<10} {layer / MB:10.2f} {th[mode] / MB:9.2f} {layer / base[0]:6.2f} {rss:7.1f} "
