@@ -74,6 +74,7 @@ class ComputeDevice : public Memory {
                                float eps) = 0;
   virtual void rmsnorm_backward(const float* dy, const float* x, const float* w, const float* rstd, float* dx,
                                 float* dw, int64_t rows, int64_t dim, bool accumulate_dx) = 0;
+  // out null: the probabilities only (kernels/cpu/attention.hpp).
   virtual void attention_forward(const float* qkv, float* out, float* probs, const AttentionShape& s,
                                  const DropoutSpec& drop) = 0;
   virtual void attention_backward(const float* dout, const float* qkv, const float* probs, float* dqkv,

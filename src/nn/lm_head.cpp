@@ -25,7 +25,8 @@ LmHead::LmHead(ComputeDevice& dev, const LmShape& c, const ParamRef* tied, TpSli
   }
 }
 
-void LmHead::plan(Arena& arena, const StepContext& largest, int slots, bool) {
+void LmHead::plan(Arena& arena, const StepContext& largest, const KeepPlan& keep) {
+  const int slots = keep.slots;
   const int64_t R = largest.rows(), d = c_.dim;
   if (has_norm()) norm_f_.plan(arena, slice_.local_rows(R), slots);
   hf_ = arena.f32(R * d);

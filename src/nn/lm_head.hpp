@@ -21,7 +21,7 @@ class LmHead : public Module {
   LmHead(ComputeDevice& dev, const LmShape& c, const ParamRef* tied, TpSlice slice = {},
          TpRegions& regions = no_tp_regions());
 
-  void plan(Arena& arena, const StepContext& largest, int slots, bool split_backward) override;
+  void plan(Arena& arena, const StepContext& largest, const KeepPlan& keep) override;
   int64_t scratch_floats(const StepContext& ctx) const override;
   int64_t output_floats(const StepContext&) const override { return 0; }
   double train_flops_per_sample() const override;

@@ -56,6 +56,12 @@ std::vector<double> UnitList::unit_costs() const {
   return c;
 }
 
+bool UnitList::recomputes_selectively() const {
+  for (const auto& m : modules)
+    if (m->recomputes_selectively()) return true;
+  return false;
+}
+
 std::vector<std::vector<int>> UnitList::reads() const {
   std::vector<std::vector<int>> r(modules.size());
   for (size_t i = 0; i < modules.size(); ++i)
@@ -117,11 +123,16 @@ void Model::plan(Arena& arena) {
   has_input_unit_ = holds(0);
   has_loss_unit_ = holds(n - 1);
   units_.clear();
+  recomputed_.assign(size_t(n), 0);
+  std::vector<int> held;
   for (int i = 0; i < n; ++i) {
     if (!holds(i)) continue;
-    modules_[size_t(i)]->plan(arena, largest, plan_.slots, plan_.split_backward);
+    held.push_back(i);
     units_.push_back(&modules_[size_t(i)]->unit());
+    recomputed_[size_t(i)] = plan_.recompute == Recompute::full && i > 0 && i < n - 1 &&
+                             modules_[size_t(i)]->unit().reads().empty();
   }
+  plan_units(arena, largest, held);
   const int S = plan_.slots;
   int64_t widest = 0;  // the widest hidden state a held unit reads or writes
   stages_.clear();
@@ -164,6 +175,37 @@ void Model::plan(Arena& arena) {
   grad_b_ = arena.f32(widest);
   loss_sum_ = static_cast<double*>(arena.alloc(4, DType::f32));  // the loss sum and the metric's
   metric_sum_ = loss_sum_ ? loss_sum_ + 1 : nullptr;
+}
+
+void Model::plan_units(Arena& arena, const StepContext& largest, const std::vector<int>& held) {
+  const int n = int(modules_.size()), S = plan_.slots;
+  const KeepPlan keep{S, plan_.recompute == Recompute::selective}, once{1, false};
+  // The region the units recomputed in full share: one unit is recomputed (or run forward) at a time.
+  size_t shared = 0;
+  for (int i : held)
+    if (recomputed_[size_t(i)]) {
+      Arena count = Arena::counting();
+      modules_[size_t(i)]->plan(count, largest, once);
+      shared = std::max(shared, count.bytes_used());
+    }
+  float* region = shared ? arena.f32(int64_t(shared / sizeof(float))) : nullptr;
+  kept_out_.assign(size_t(n), {});
+  stores_.assign(size_t(n), {});
+  for (int i : held) {
+    Module& m = *modules_[size_t(i)];
+    const bool again = recomputed_[size_t(i)] != 0;
+    if (again) {
+      Arena over = Arena::over(region, shared);
+      m.plan(over, largest, once);
+      m.unit().set_backward_reads_params(true);  // its backward runs its forward (FSDP gathers for it)
+      for (int slot = 0; slot < S; ++slot) kept_out_[size_t(i)].push_back(arena.f32(m.output_floats(largest)));
+    } else {
+      m.plan(arena, largest, keep);
+    }
+    const int64_t w = plan_.split_backward ? m.weight_grad_floats(largest, again) : 0;
+    if (w > 0)
+      for (int slot = 0; slot < S; ++slot) stores_[size_t(i)].emplace_back(dev_, arena.f32(w), w, again);
+  }
 }
 
 bool Model::holds_whole_model() const {
@@ -236,7 +278,19 @@ UnitPass Model::pass(int k, int slot, const BatchView* batch, const StepContext&
 
 const float* Model::stage_output(int k, int slot) const {
   const Stage& st = stages_[k];
-  return st.has_loss_unit ? nullptr : modules_[size_t(st.last - 1)]->output(slot);
+  return st.has_loss_unit ? nullptr : output_of(st.last - 1, slot);
+}
+
+const float* Model::output_of(int u, int slot) const {
+  return recomputed_[size_t(u)] ? kept_out_[size_t(u)][size_t(slot)] : modules_[size_t(u)]->output(slot);
+}
+
+UnitPass Model::unit_pass(const UnitPass& p, int u) {
+  UnitPass q = p;
+  if (recomputed_[size_t(u)]) q.slot = 0;
+  std::vector<WeightGradStore>& w = stores_[size_t(u)];
+  q.weight_grads = w.empty() ? nullptr : &w[size_t(p.slot)];
+  return q;
 }
 
 int64_t Model::stage_input_floats(int k, const StepContext& ctx) const {
@@ -250,7 +304,7 @@ int64_t Model::stage_output_floats(int k, const StepContext& ctx) const {
 
 const float* Model::unit_input(int k, int u, int slot) const {
   const Stage& st = stages_[k];
-  if (u > st.first) return modules_[size_t(u - 1)]->output(slot);
+  if (u > st.first) return output_of(u - 1, slot);
   return st.has_input_unit ? nullptr : st.in[size_t(slot)];
 }
 
@@ -261,7 +315,9 @@ void Model::forward_units(int k, int stop, const UnitPass& p, UnitHooks* hooks) 
     if (hooks) hooks->pre_forward(m.unit());
     {
       TraceScope traced("compute", m.unit().name(), " F", unit_clock(u, 0, p.backward));
-      m.forward(unit_input(k, u, p.slot), p);
+      m.forward(unit_input(k, u, p.slot), unit_pass(p, u));
+      if (recomputed_[size_t(u)])  // its activations are overwritten by the next unit recomputed: its output is kept
+        dev_.copy(kept_out_[size_t(u)][size_t(p.slot)], m.output(0), sizeof(float) * size_t(m.output_floats(p.ctx)));
     }
     if (hooks) hooks->post_forward(m.unit());
   }
@@ -291,7 +347,7 @@ void Model::stage_backward(int k, int slot, const StepContext& ctx, BackwardPart
       float* dy = u != 0 ? nullptr : st.last == 1 && !st.has_loss_unit ? st.gout[size_t(slot)] : st.gin[size_t(slot)];
       {
         TraceScope traced("compute", m.unit().name(), what, unit_clock(u, 1, true));
-        m.backward(nullptr, dy, nullptr, p, part);
+        m.backward(nullptr, dy, nullptr, unit_pass(p, u), part);
       }
       if (hooks) hooks->post_backward(m.unit());
     }
@@ -305,13 +361,20 @@ void Model::stage_backward(int k, int slot, const StepContext& ctx, BackwardPart
   for (int u = st.last; u-- > st.first;) {
     Module& m = *modules_[size_t(u)];
     if (hooks) hooks->pre_backward(m.unit());
+    const UnitPass q = unit_pass(p, u);
+    if (recomputed_[size_t(u)]) {  // its forward again, into the shared region (no hooks: its parameters are gathered)
+      UnitPass again = q;
+      again.backward = true;
+      TraceScope traced("compute", m.unit().name(), " R", unit_clock(u, 1, true));
+      m.forward(unit_input(k, u, slot), again);
+    }
     if (u == 0) {  // the input unit: its parameters' gradients only
       TraceScope traced("compute", m.unit().name(), what, unit_clock(u, 1, true));
-      if (complete) m.backward(nullptr, g, nullptr, p, part);
+      if (complete) m.backward(nullptr, g, nullptr, q, part);
     } else {
       float* dx = u == lowest && lowest_to_stage ? st.gin[size_t(slot)] : g == grad_a_ ? grad_b_ : grad_a_;
       TraceScope traced("compute", m.unit().name(), what, unit_clock(u, 1, true));
-      m.backward(unit_input(k, u, slot), g, dx, p, part);
+      m.backward(unit_input(k, u, slot), g, dx, q, part);
       g = dx;
     }
     if (complete && hooks) hooks->post_backward(m.unit());

@@ -10,6 +10,7 @@
 #include "data/batch.hpp"
 #include "kernels/device.hpp"
 #include "nn/module.hpp"
+#include "nn/weight_grads.hpp"
 
 namespace dtrain {
 
@@ -35,6 +36,11 @@ struct StagePlan {
   std::vector<std::pair<int, int>> stages;  // [first, last) unit ranges, ascending; empty: all units
   int slots = 1;                // micro-batches in flight, each keeping its own activations
   bool split_backward = false;  // backwards may run as input gradient (I), then weight gradients (W)
+  // What the units keep (train.recompute). Selective is the modules' own; under full the model keeps
+  // of each hidden unit (not the input or loss unit, nor one that reads another's parameters) only
+  // its output per slot, which the next unit reads, plans the unit's activations once, in a region
+  // all such units share, and runs the unit's forward again into it at the start of its backward.
+  Recompute recompute = Recompute::none;
 };
 
 // Who provides the units' parameter and gradient storage: the model (one buffer each for all
@@ -55,6 +61,7 @@ struct UnitList {
   int64_t num_params() const;                    // of the whole model: every slice and stage
   double train_flops_per_sample() const;
   std::vector<double> unit_costs() const;  // each unit's training FLOPs per sample
+  bool recomputes_selectively() const;     // whether any unit keeps less under Recompute::selective
   // For every unit, the units whose parameters it also reads (a tied head reads the embedding's).
   std::vector<std::vector<int>> reads() const;
 };
@@ -165,10 +172,18 @@ class Model {
     std::vector<float*> gout;  // per slot (not for the loss unit's stage)
   };
   void plan(Arena& arena);
+  // Plans the held units' activations (recomputed ones in one shared region), their kept outputs
+  // and, for a split backward, their weight-gradient stores.
+  void plan_units(Arena& arena, const StepContext& largest, const std::vector<int>& held);
   // Runs stage k's units forward up to (not including) unit `stop`.
   void forward_units(int k, int stop, const UnitPass& p, UnitHooks* hooks);
   // The input of unit u (model-wide) for `slot`: the previous unit's output, or the stage's input.
   const float* unit_input(int k, int u, int slot) const;
+  // Unit u's output for `slot`: its own, or the model's copy of it (recomputed in full).
+  const float* output_of(int u, int slot) const;
+  // What unit u is given of stage pass p: its activation set (one for all slots when recomputed in
+  // full) and its weight-gradient store for p's slot.
+  UnitPass unit_pass(const UnitPass& p, int u);
   // The device's copy of a host array (the host array itself on the CPU).
   const void* to_device(const void* host, void* device_copy, size_t bytes);
   // What stage k's units get for `slot`: the batch copied to the device where the stage reads it.
@@ -185,6 +200,9 @@ class Model {
   Buffer params_, grads_, host_params_;
   std::vector<Unit*> units_;
   std::vector<Stage> stages_;
+  std::vector<char> recomputed_;                         // per unit (model-wide): recomputed in full
+  std::vector<std::vector<float*>> kept_out_;            // per unit recomputed in full, per slot: its output
+  std::vector<std::vector<WeightGradStore>> stores_;     // per unit, per slot (split backward): what W needs
   bool has_input_unit_ = false, has_loss_unit_ = false;
   std::vector<void*> inputs_;       // per slot: device copies of the batch's inputs
   std::vector<const void*> fed_;    // per slot: the inputs the input unit read (for its backward)

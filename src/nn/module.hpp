@@ -12,6 +12,22 @@
 
 namespace dtrain {
 
+class WeightGradStore;
+
+// What the model keeps of its units' activations for backward (train.recompute, docs/model.md):
+// everything; all but what a unit recomputes cheaply from the rest (selective: a block's attention
+// probabilities and activation outputs); or of each hidden unit only its input, the unit's forward
+// run again at the start of its backward (full).
+enum class Recompute { none, selective, full };
+
+// What a module's plan() keeps activations for (the Model decides it from the stages and recompute).
+struct KeepPlan {
+  // Sets of activations: one per micro-batch in flight; one for a unit recomputed in full (planned
+  // in a region every such unit shares: overwritten by any of them between two of its calls).
+  int slots = 1;
+  bool selective = false;  // keep nothing the unit can recompute cheaply in backward (recomputes_selectively)
+};
+
 // What a module's forward or backward is given besides its hidden state.
 struct UnitPass {
   const StepContext& ctx;
@@ -26,6 +42,9 @@ struct UnitPass {
   double* metric_sum = nullptr;      // loss unit, evaluation: adds its metric's count here (a
                                      // classifier's right predictions; device memory), when given
   float* scratch = nullptr;          // scratch_floats() of device memory, for this call only
+  // Split backward: where this unit's input half keeps, for this micro-batch, what its weight half
+  // needs (weight_grad_floats(); null when backwards do not split or the unit needs none).
+  WeightGradStore* weight_grads = nullptr;
 };
 
 // A model's units are, in order: one input unit (reads the batch's inputs: tokens, pixels), any
@@ -41,11 +60,22 @@ class Module {
   Unit& unit() { return unit_; }
   const Unit& unit() const { return unit_; }
 
-  // Plans what the module keeps for `slots` micro-batches of up to ctx.B samples of ctx.T rows
-  // (the whole pass's shape at its largest). Called once, only for the units an instance holds
-  // (a pipeline rank's stages); nothing is computed before. A counting arena hands out null
-  // pointers: plan only, touch no memory then.
-  virtual void plan(Arena& arena, const StepContext& ctx, int slots, bool split_backward) = 0;
+  // Plans what the module keeps for keep.slots micro-batches of up to ctx.B samples of ctx.T rows
+  // (the whole pass's shape at its largest). Called only for the units an instance holds (a
+  // pipeline rank's stages), before anything is computed, and more than once: each call replaces
+  // the last. A counting arena hands out null pointers: plan only, touch no memory then. Carve
+  // only what forward writes before backward reads it (a unit recomputed in full plans in a region
+  // the others overwrite), and constants only on the input and loss units (never recomputed).
+  virtual void plan(Arena& arena, const StepContext& ctx, const KeepPlan& keep) = 0;
+  // Split backward, after plan(): floats of what its weight half needs kept by its input half for one
+  // micro-batch of ctx's shape (the WeightGradStore the model plans per slot and hands over in
+  // UnitPass::weight_grads): each layer's output gradient and each layer's input that no activation
+  // it keeps holds until then; with copy_inputs every layer's input (its activations are
+  // overwritten before its weight half runs: recomputed in full).
+  virtual int64_t weight_grad_floats(const StepContext& ctx, bool copy_inputs) const { return 0; }
+  // Whether KeepPlan::selective makes it keep less (a model none of whose units do refuses
+  // recompute = selective).
+  virtual bool recomputes_selectively() const { return false; }
   // Device memory it needs only during one forward or backward call (one unit runs at a time, so
   // the model plans one scratch buffer for all): floats, for a pass of ctx's shape at its largest.
   virtual int64_t scratch_floats(const StepContext& ctx) const { return 0; }
@@ -54,15 +84,17 @@ class Module {
   virtual int64_t output_floats(const StepContext& ctx) const = 0;
   // Forward of one micro-batch. x: the previous unit's output (the input unit: null, it reads
   // p.inputs), unchanged until the slot's backward is done. The loss unit adds its rows' losses to
-  // p.loss_sum (each row's to p.per_row, and its metric's count to p.metric_sum, when given).
+  // p.loss_sum (each row's to p.per_row, and its metric's count to p.metric_sum, when given). A hidden
+  // unit recomputed in full gets the same call again at the start of its backward and must compute
+  // the same bits (its dropout masks come from the pass's keys).
   virtual void forward(const float* x, const UnitPass& p) = 0;
   // Its output, kept in the slot until its backward (null for the loss unit).
   virtual const float* output(int slot) const = 0;
   // Backward: from dy (its output's gradient, which it may overwrite; the loss unit's came in
   // forward) the parameter gradients (accumulated) and dx, the input's gradient (none for the input
   // unit). part = input computes dx and keeps what part = weight, later, needs for the weight
-  // gradients; part = weight then gets no x, dy or dx — except the input unit, whose weight half
-  // reads dy, its output's gradient, kept for it by the model.
+  // gradients (in p.weight_grads); part = weight then gets no x, dy or dx — except the input unit,
+  // whose weight half reads dy, its output's gradient, kept for it by the model.
   virtual void backward(const float* x, float* dy, float* dx, const UnitPass& p, BackwardPart part) = 0;
   // The loss unit: its outputs before the loss (a language model's logits, a classifier's class
   // scores), every row's, into host memory `out` [rows, outputs()]. Not in the step loop.

@@ -12,7 +12,7 @@ TokenEmbedding::TokenEmbedding(ComputeDevice& dev, const LmShape& c, TpSlice sli
   unit().set_backward_reads_params(false);  // its backward only scatters gradients
 }
 
-void TokenEmbedding::plan(Arena& arena, const StepContext& largest, int slots, bool) {
+void TokenEmbedding::plan(Arena& arena, const StepContext& largest, const KeepPlan& keep) {
   const int64_t d = c_.dim;
   if (c_.positions == LmShape::Positions::sinusoidal) pos_table_ = arena.f32(c_.seq_len * d);
   if (pos_table_ && !arena.is_counting()) {
@@ -21,7 +21,7 @@ void TokenEmbedding::plan(Arena& arena, const StepContext& largest, int slots, b
     dev_.upload(pos_table_, pos_host_.data(), sizeof(float) * pos_host_.size());
   }
   out_.clear();
-  for (int slot = 0; slot < slots; ++slot) out_.push_back(arena.f32(largest.rows() * d));
+  for (int slot = 0; slot < keep.slots; ++slot) out_.push_back(arena.f32(largest.rows() * d));
 }
 
 void TokenEmbedding::forward(const float*, const UnitPass& p) {

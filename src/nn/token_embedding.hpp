@@ -17,7 +17,7 @@ class TokenEmbedding : public Module {
   const ParamRef& table() const { return wte_; }  // [vocab, d] (this slice's rows): a tied head reads it
   VocabRange vocab_range() const { return {slice_.index * wte_.info().shape[0], wte_.info().shape[0]}; }
 
-  void plan(Arena& arena, const StepContext& largest, int slots, bool split_backward) override;
+  void plan(Arena& arena, const StepContext& largest, const KeepPlan& keep) override;
   int64_t scratch_floats(const StepContext& ctx) const override { return slice_.splits_rows() ? ctx.rows() * c_.dim : 0; }
   int64_t output_floats(const StepContext& ctx) const override { return slice_.local_rows(ctx.rows()) * c_.dim; }
   // Per token: the positions' add and the dropout forward, the dropout's and the scatter's backward

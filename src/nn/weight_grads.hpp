@@ -2,7 +2,8 @@
 // unit's input gradient (I) first and its layers' weight gradients (W) afterwards. Per layer (a
 // Linear, a Conv2d: anything with in_floats(), out_floats() per row and backward_weight) it keeps the
 // layer's input and its output's gradient, copied into storage planned up front unless the input is
-// a saved activation that lives until W anyway.
+// a saved activation that lives until W anyway. The model plans one per unit and micro-batch in
+// flight (Module::weight_grad_floats) and hands it over in UnitPass::weight_grads.
 #pragma once
 #include <vector>
 
@@ -13,14 +14,17 @@ namespace dtrain {
 class WeightGradStore {
  public:
   WeightGradStore() = default;
-  WeightGradStore(ComputeDevice& dev, float* storage, int64_t floats) : dev_(&dev), base_(storage), cap_(floats) {
+  // copy_inputs: every input is copied, whatever add() is told (the unit's activations are overwritten
+  // before its W: recomputed in full).
+  WeightGradStore(ComputeDevice& dev, float* storage, int64_t floats, bool copy_inputs = false)
+      : dev_(&dev), base_(storage), cap_(floats), copy_inputs_(copy_inputs) {
     entries_.reserve(8);
   }
   // Keeps layer's weight gradient from x [rows, in_floats()] and dy [rows, out_floats()] for run(); x
   // is kept as is when x_lives (it stays unchanged until run), else copied, like dy.
   template <class Layer>
   void add(const Layer& layer, const float* x, bool x_lives, const float* dy, int64_t rows, Precision p) {
-    const float* xs = x_lives ? x : keep(x, rows * layer.in_floats());
+    const float* xs = x_lives && !copy_inputs_ ? x : keep(x, rows * layer.in_floats());
     auto run = [](const void* l, const float* x, const float* dy, int64_t rows, Precision p) {
       static_cast<const Layer*>(l)->backward_weight(x, dy, rows, p);
     };
@@ -53,6 +57,7 @@ class WeightGradStore {
   ComputeDevice* dev_ = nullptr;
   float* base_ = nullptr;
   int64_t cap_ = 0, used_ = 0;
+  bool copy_inputs_ = false;
   std::vector<Entry> entries_;
 };
 

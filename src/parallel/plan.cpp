@@ -106,6 +106,7 @@ ParallelModel::ParallelModel(const UnitFactory& make_units, int64_t max_batch, C
       stages = pipeline_stage_plan(units, plan.pp, lists, mesh.coord().pp);
     }
   });
+  stages.recompute = plan.recompute;
   if (shape.pp > 1) {
     const int64_t rows = micro_batch_rows(max_batch, lists.back().microbatches);  // each slot holds one micro-batch
     eval_pieces_ = (max_batch + rows - 1) / rows;

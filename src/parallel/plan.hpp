@@ -40,6 +40,7 @@ struct PipelineOptions {
 struct ParallelPlan {
   PipelineOptions pp;
   bool tp_overlap = true;              // tensor parallel: collectives beside the matmuls
+  Recompute recompute = Recompute::none;  // what the model keeps of its activations (train.recompute)
   bool tp_sequence = false;            // tensor parallel: rows of norms, dropout, residuals split too
   FsdpOptions fsdp;                    // dp_shard > 1
   size_t ddp_bucket_bytes = 0;         // dp > 1 without sharding; 0: DataParallel's automatic size

@@ -40,7 +40,17 @@ class Arena {
     a.memory_ = nullptr;
     return a;
   }
-  bool is_counting() const { return memory_ == nullptr; }
+  // An arena over `bytes` of memory it does not own, from `base` on (a region another arena planned,
+  // which several plans share because they never run at once). Its memory is zeroed only as the
+  // region was. Over a null base (the region of a counting plan) it counts.
+  static Arena over(void* base, size_t bytes) {
+    Arena a;
+    a.memory_ = nullptr;
+    a.base_ = static_cast<char*>(base);
+    a.limit_ = bytes;
+    return a;
+  }
+  bool is_counting() const { return memory_ == nullptr && base_ == nullptr; }
   // Zeroed memory for n elements, valid for the arena's lifetime.
   void* alloc(int64_t n, DType dtype);
   float* f32(int64_t n) { return static_cast<float*>(alloc(n, DType::f32)); }
@@ -52,6 +62,8 @@ class Arena {
   std::vector<Buffer> chunks_;
   size_t offset_ = 0;  // within the last chunk
   size_t used_ = 0;
+  char* base_ = nullptr;  // over(): the region handed out, and its size
+  size_t limit_ = 0;
 };
 
 }  // namespace dtrain

@@ -84,6 +84,9 @@ const Table& run_keys() {
               "mask and cgroup quota divided by the ranks on its node"),
       INT_KEY("train.seed", train.seed, 0, INT64_MAX, "seeds initial weights, data order and dropout masks"),
       CHOICE_KEY("train.precision", train.precision, "f32|bf16", "bf16: bf16 matrix products, f32 master weights and accumulation"),
+      CHOICE_KEY("train.recompute", train.recompute, "none|selective|full",
+                 "activations recomputed in backward instead of kept: selective: attention probabilities and "
+                 "activation outputs; full: all of each hidden unit's but its input (the same numbers, less memory)"),
       STRING_KEY("train.device", train.device, "cpu, cuda (one GPU per local rank) or cuda:N; also --set device=…"),
       FLOAT_KEY("train.lr", optim.lr, "learning rate (peak, with a schedule)"),
       INT_KEY("train.eval_every", train.eval_every, 0, kMaxSteps, "steps between validations besides epoch ends; 0: epoch ends only"),

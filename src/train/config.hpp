@@ -26,6 +26,9 @@ struct TrainConfig {
   uint64_t seed = 1;
   int threads = 0;        // 0 = all cores
   std::string precision = "f32";  // f32 | bf16 (bf16 matmuls, f32 master weights and accumulation)
+  // none | selective (blocks recompute attention probabilities and activation outputs in backward)
+  // | full (each hidden unit keeps only its input; its forward runs again in its backward)
+  std::string recompute = "none";
   std::string device = "cpu";     // cpu | cuda (the GPU of the local rank) | cuda:N; also `--set device=…`
   int64_t eval_every = 0;         // steps between evaluations in addition to epoch ends; 0 = epochs only
   int64_t eval_max_batches = 0;   // cap on validation per evaluation, in global batches; 0 = all

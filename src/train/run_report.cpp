@@ -46,6 +46,9 @@ void print_setup(const RunParts& r, int64_t steps_per_epoch, int threads) {
                                           : "bf16 (no native bf16 on this CPU: slower)");
   if (r.precision == Precision::bf16 && !gpu && !cpu_bf16_warning().empty())
     std::printf("warning: %s\n", cpu_bf16_warning().c_str());
+  if (cfg.train.recompute != "none")
+    std::printf("recompute: %s; %.1f MB of activations planned on this rank\n", cfg.train.recompute.c_str(),
+                double(model.activation_bytes()) / 1e6);
   if (DataParallel* ddp = r.par.ddp())
     std::printf("data parallel: %s; %zu gradient buckets of up to %.1f MB%s\n", r.world.env().describe().c_str(),
                 ddp->num_buckets(), double(ddp->bucket_bytes()) / double(1 << 20),
@@ -168,6 +171,7 @@ Json run_summary(const RunParts& r, const TrainerState& st, const EvalResult& te
   s["parameter_bytes"] = held_floats(model) * int64_t(sizeof(float));  // this rank's (a tensor-parallel slice)
   s["gather_buffer_bytes"] = fsdp ? fsdp->pool_bytes() + fsdp->grad_pool_bytes() : 0;
   s["activation_bytes"] = int64_t(model.activation_bytes());
+  s["recompute"] = r.cfg.train.recompute;
   return s;
 }
 

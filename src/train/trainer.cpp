@@ -194,6 +194,8 @@ struct Trainer::Impl {
     ParallelPlan plan;
     plan.tp_sequence = cfg.parallel.tp_sequence;
     plan.tp_overlap = cfg.parallel.tp_overlap;
+    const std::string& keep = cfg.train.recompute;
+    plan.recompute = keep == "full" ? Recompute::full : keep == "selective" ? Recompute::selective : Recompute::none;
     plan.fsdp.prefetch = int(cfg.parallel.fsdp_prefetch);
     plan.fsdp.reshard_after_forward = cfg.parallel.fsdp_reshard_after_forward;
     plan.fsdp.accumulate = cfg.train.grad_accum > 1;
@@ -216,7 +218,12 @@ struct Trainer::Impl {
     // On the CPU the activations are checked against the memory left before any of it is touched.
     const size_t limit = dev->kind() == DeviceKind::cpu ? size_t(available_host_bytes()) : SIZE_MAX;
     const UnitFactory units = [&](TpSlice slice, TpRegions& regions) {
-      return kind.units(cfg.model, *dev, slice, regions);
+      UnitList u = kind.units(cfg.model, *dev, slice, regions);
+      if (plan.recompute == Recompute::selective && !u.recomputes_selectively())
+        throw ConfigError("train.recompute = selective: model.kind = " + kind.name() +
+                          " has no attention or activation it could recompute selectively: use "
+                          "train.recompute = full (each hidden unit's forward again in its backward) or none");
+      return u;
     };
     try {
       par = std::make_unique<ParallelModel>(units, B, *dev, *mesh, plan, cfg.optim, cfg.train.seed, limit);

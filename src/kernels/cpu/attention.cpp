@@ -89,6 +89,7 @@ void attention_forward(const float* qkv, float* out, float* probs, const Attenti
   for (int64_t g = 0; g < G; ++g)  // S = scale·Q·Kᵀ
     matmul_batched(qkv + g * s.Dh, w.q, qkv + w.k_at, w.kt, probs + g * TT, w.p, s.B, K, s.T, s.T, s.Dh, scale);
   softmax_rows(probs, s);
+  if (!out) return;  // the probabilities only (recomputed for a backward)
   const float* P = probs;
   if (drop.active()) {
     float* Pd = scratch(ScratchSlot::attention, n);

@@ -22,7 +22,8 @@ struct AttentionShape {
 };
 
 // out [B*T, H*Dh]; probs [B, H, T, T] saved for backward (softmax before dropout), per query head,
-// and dropout's mask keys are per query head: element (h*T + t)*T + j of sample b.
+// and dropout's mask keys are per query head: element (h*T + t)*T + j of sample b. With out null it
+// computes probs only (selective recompute: the same bits again, for attention_backward).
 void attention_forward(const float* qkv, float* out, float* probs, const AttentionShape& s,
                        const DropoutSpec& drop);
 // dqkv [B*T, row_width()] is overwritten, in qkv's layout; a kv head's dk and dv are the sums over

@@ -223,6 +223,7 @@ class CudaDevice final : public ComputeDevice {
     lt_->run(q, k, probs, {GT, T, Dh, false, true, false, nullptr, s.precision}, BK, GT * Dh, T * Dh, GT * T,
              1.0f / std::sqrt(float(Dh)));
     softmax_rows(probs, s.B * s.H * T, T, s.causal, stream_);
+    if (!out) return;  // the probabilities only (recomputed for a backward)
     const float* P = dropped_probs(probs, s, drop);
     lt_->run(P, v, o, {GT, Dh, T, false, false, false, nullptr, s.precision}, BK, GT * T, T * Dh, GT * Dh);
     heads_to_rows(o, out, s.B, T, s.H, Dh, stream_);

@@ -27,20 +27,22 @@ ConvUnit::ConvUnit(ComputeDevice& dev, const CnnConfig& c, int i)
   if (input_unit()) unit().set_backward_reads_params(false);  // no input gradient: only dW, from x and dy
 }
 
-void ConvUnit::plan(Arena& arena, const StepContext& largest, int slots, bool split_backward) {
+void ConvUnit::plan(Arena& arena, const StepContext& largest, const KeepPlan& keep) {
   const int64_t B = largest.B;
-  if (pooled_) pool_.plan(arena, B, slots);
-  saved_.assign(size_t(slots), Saved{});
+  if (pooled_) pool_.plan(arena, B, keep.slots);
+  saved_.assign(size_t(keep.slots), Saved{});
   for (Saved& v : saved_) {
     v.y = arena.f32(B * conv_.out_floats());
     v.a = act_ == Activation::relu ? v.y : arena.f32(B * conv_.out_floats());
     v.pooled = pooled_ ? arena.f32(B * pool_.out_floats()) : nullptr;
     v.out = dropout_ > 0.0f ? arena.f32(B * out_floats()) : before_dropout(v);
-    // W needs this unit's input and its convolution's output gradient (the input unit's weight half
-    // reads dy, which the model keeps for it, and the pixels)
-    const int64_t kept = B * (conv_.in_floats() + conv_.out_floats());
-    if (split_backward && !input_unit()) v.weight_grads = WeightGradStore(dev_, arena.f32(kept), kept);
   }
+}
+
+// W needs this unit's input (always copied) and its convolution's output gradient (the input unit's
+// weight half reads dy, which the model keeps for it, and the pixels)
+int64_t ConvUnit::weight_grad_floats(const StepContext& ctx, bool) const {
+  return input_unit() ? 0 : ctx.B * (conv_.in_floats() + conv_.out_floats());
 }
 
 int64_t ConvUnit::scratch_floats(const StepContext& ctx) const {
@@ -70,10 +72,10 @@ void ConvUnit::backward(const float* x, float* dy, float* dx, const UnitPass& p,
   // the input unit has no input gradient: all of its backward is the weight half
   if (input_unit() && part == BackwardPart::input) return;
   if (!input_unit() && part == BackwardPart::weight) {
-    s.weight_grads.run();
+    p.weight_grads->run();
     return;
   }
-  DT_ASSERT(s.weight_grads.empty());  // a split backward's W ran before this slot was reused
+  DT_ASSERT(!p.weight_grads || p.weight_grads->empty());  // a split backward's W ran before this slot was reused
   const int64_t B = ctx.B, n = B * conv_.out_floats();
   if (s.out != before_dropout(s)) dev_.dropout_backward(dy, dy, B, out_floats(), drop(ctx));
   float* dconv = dy;  // the gradient of the convolution's output, the activation's and pooling's undone
@@ -88,7 +90,7 @@ void ConvUnit::backward(const float* x, float* dy, float* dx, const UnitPass& p,
   const float* in = input_unit() ? static_cast<const float*>(p.inputs) : x;
   if (!input_unit()) conv_.backward_input(dconv, dx, B, ctx.precision);
   if (part == BackwardPart::input)
-    s.weight_grads.add(conv_, in, false, dconv, B, ctx.precision);
+    p.weight_grads->add(conv_, in, false, dconv, B, ctx.precision);
   else
     conv_.backward_weight(in, dconv, B, ctx.precision);
 }
@@ -99,14 +101,12 @@ DenseUnit::DenseUnit(ComputeDevice& dev, const CnnConfig& c, int j, uint32_t id,
                1, Init::fan_in_uniform);
 }
 
-void DenseUnit::plan(Arena& arena, const StepContext& largest, int slots, bool split_backward) {
+void DenseUnit::plan(Arena& arena, const StepContext& largest, const KeepPlan& keep) {
   const int64_t B = largest.B;
-  saved_.assign(size_t(slots), Saved{});
+  saved_.assign(size_t(keep.slots), Saved{});
   for (Saved& v : saved_) {
     v.out = arena.f32(B * fc_.out);
     v.h = act_ == Activation::relu ? nullptr : arena.f32(B * fc_.out);
-    const int64_t kept = B * (fc_.in + fc_.out);
-    if (split_backward) v.weight_grads = WeightGradStore(dev_, arena.f32(kept), kept);
   }
 }
 
@@ -126,10 +126,10 @@ void DenseUnit::backward(const float* x, float* dy, float* dx, const UnitPass& p
   const StepContext& ctx = p.ctx;
   Saved& s = saved_[size_t(p.slot)];
   if (part == BackwardPart::weight) {
-    s.weight_grads.run();
+    p.weight_grads->run();
     return;
   }
-  DT_ASSERT(s.weight_grads.empty());
+  DT_ASSERT(!p.weight_grads || p.weight_grads->empty());
   // ReLU: out = ReLU(h) · mask · scale, so dh = dy · scale where out > 0: ReLU's and dropout's
   // gradient at once. GELU: dropout's, then GELU's from h.
   const DropoutSpec d = drop(ctx);
@@ -141,7 +141,7 @@ void DenseUnit::backward(const float* x, float* dy, float* dx, const UnitPass& p
   }
   fc_.backward_input(dy, dx, ctx.B, false, ctx.precision);
   if (part == BackwardPart::input)
-    s.weight_grads.add(fc_, x, false, dy, ctx.B, ctx.precision);
+    p.weight_grads->add(fc_, x, false, dy, ctx.B, ctx.precision);
   else
     fc_.backward_weight(x, dy, ctx.B, ctx.precision);
 }

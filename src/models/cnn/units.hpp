@@ -19,7 +19,8 @@ class ConvUnit : public Module {
   // Convolution i of the config's (model-wide unit i: the key of its dropout mask). The first reads
   // the batch's pixels.
   ConvUnit(ComputeDevice& dev, const CnnConfig& c, int i);
-  void plan(Arena& arena, const StepContext& largest, int slots, bool split_backward) override;
+  void plan(Arena& arena, const StepContext& largest, const KeepPlan& keep) override;
+  int64_t weight_grad_floats(const StepContext& ctx, bool copy_inputs) const override;
   int64_t scratch_floats(const StepContext& ctx) const override;
   int64_t output_floats(const StepContext& ctx) const override { return ctx.B * out_floats(); }
   double train_flops_per_sample() const override;
@@ -44,7 +45,6 @@ class ConvUnit : public Module {
     float* y = nullptr;       // act(conv(x)) [N, K, P, Q]
     float* pooled = nullptr;  // its max pooling
     float* out = nullptr;     // the output: y or the pooled values, after dropout (the last one)
-    WeightGradStore weight_grads;  // split backward: what W needs
   };
   std::vector<Saved> saved_;
   // The values dropout reads: the pooled ones, or the activation's output without pooling.
@@ -55,7 +55,8 @@ class DenseUnit : public Module {
  public:
   // Hidden linear layer j (named fc{j+1}; model-wide unit `id`) from `in` to `out` features.
   DenseUnit(ComputeDevice& dev, const CnnConfig& c, int j, uint32_t id, int64_t in, int64_t out);
-  void plan(Arena& arena, const StepContext& largest, int slots, bool split_backward) override;
+  void plan(Arena& arena, const StepContext& largest, const KeepPlan& keep) override;
+  int64_t weight_grad_floats(const StepContext& ctx, bool) const override { return ctx.B * (fc_.in + fc_.out); }
   int64_t output_floats(const StepContext& ctx) const override { return ctx.B * fc_.out; }
   double train_flops_per_sample() const override { return 6.0 * double(fc_.in) * double(fc_.out); }
   void forward(const float* x, const UnitPass& p) override;
@@ -73,7 +74,6 @@ class DenseUnit : public Module {
   struct Saved {
     float* h = nullptr;    // fc(x) [N, out], kept when the activation's backward reads it (GELU)
     float* out = nullptr;  // dropout(act(fc(x))) [N, out]
-    WeightGradStore weight_grads;
   };
   std::vector<Saved> saved_;
 };

@@ -70,8 +70,15 @@ int64_t LlamaBlock::carve(float* scratch, int64_t rows, Work* w) const {
     at += aligned(n);
     return p;
   };
-  Work x{take(rows * d), take(rows * d), take(rows * qkv), take(rows * ff_), take(rows * 2 * ff_),
-         cut ? take(rows * d) : nullptr, cut ? take(rows * d) : nullptr};
+  Work x{take(rows * d),
+         take(rows * d),
+         take(rows * qkv),
+         take(rows * ff_),
+         take(rows * 2 * ff_),
+         cut ? take(rows * d) : nullptr,
+         cut ? take(rows * d) : nullptr,
+         selective_ ? take(rows * heads_ * c_.seq_len) : nullptr,
+         selective_ ? take(rows * ff_) : nullptr};
   if (w) *w = x;
   return at;
 }
@@ -84,28 +91,33 @@ LlamaBlock::Work LlamaBlock::work(float* scratch, int64_t rows) const {
   return w;
 }
 
-void LlamaBlock::plan(Arena& arena, const StepContext& largest, int slots, bool split_backward) {
+void LlamaBlock::plan(Arena& arena, const StepContext& largest, const KeepPlan& keep) {
   const int64_t d = c_.dim, R = largest.rows(), Rn = slice_.local_rows(R), hd = c_.head_dim();
   const int64_t qkv = (heads_ + 2 * kv_heads_) * hd;
-  norm1_.plan(arena, Rn, slots);
-  norm2_.plan(arena, Rn, slots);
-  // split backward keeps each Linear's output gradient, and its input where no saved activation
-  // holds it (gathered rows under sequence parallel)
-  const int64_t kept = R * (qkv + d + 2 * ff_ + d) + (slice_.splits_rows() ? 2 * R * d : 0);
-  saved_.assign(size_t(slots), Saved{});
+  norm1_.plan(arena, Rn, keep.slots);
+  norm2_.plan(arena, Rn, keep.slots);
+  selective_ = keep.selective;
+  saved_.assign(size_t(keep.slots), Saved{});
   for (Saved& s : saved_) {
     s.n1 = arena.f32(Rn * d);
     s.r1 = arena.f32(Rn * d);
     s.qkv = arena.f32(R * qkv);
     s.ctx = arena.f32(R * heads_ * hd);
-    s.probs = arena.f32(R * heads_ * c_.seq_len);
+    s.probs = selective_ ? nullptr : arena.f32(R * heads_ * c_.seq_len);
     s.n2 = arena.f32(Rn * d);
     s.r2 = arena.f32(Rn * d);
     s.ff = arena.f32(R * 2 * ff_);
-    s.act = arena.f32(R * ff_);
-    if (split_backward) s.weight_grads = WeightGradStore(dev_, arena.f32(kept), kept);
+    s.act = selective_ ? nullptr : arena.f32(R * ff_);
   }
   s_ = &saved_[0];
+}
+
+// Each Linear's output gradient, and its input where no saved activation holds it until W
+// (gathered rows under sequence parallel; SwiGLU's output recomputed under selective; all when copied).
+int64_t LlamaBlock::weight_grad_floats(const StepContext& ctx, bool copy_inputs) const {
+  const int64_t d = c_.dim, R = ctx.rows(), qkv = (heads_ + 2 * kv_heads_) * c_.head_dim();
+  return R * (qkv + d + 2 * ff_ + d) + (copy_inputs || slice_.splits_rows() ? 2 * R * d : 0) +
+         (copy_inputs ? R * heads_ * c_.head_dim() : 0) + (copy_inputs || selective_ ? R * ff_ : 0);
 }
 
 // Per token: 6 FLOPs per matmul parameter (forward, both gradients) and the attention's scores and
@@ -149,7 +161,7 @@ void LlamaBlock::linear_backward(const Linear& l, const float* x, bool x_lives, 
     return;
   }
   l.backward_input(dy, dx, rows, false, ctx.precision);
-  s_->weight_grads.add(l, x, x_lives, dy, rows, ctx.precision);
+  store_->add(l, x, x_lives, dy, rows, ctx.precision);
 }
 
 void LlamaBlock::weight_backward(const Linear& l, const float* x, bool x_lives, const float* dy, int64_t rows,
@@ -157,7 +169,7 @@ void LlamaBlock::weight_backward(const Linear& l, const float* x, bool x_lives, 
   if (part_ == BackwardPart::all)
     l.backward_weight(x, dy, rows, ctx.precision);
   else
-    s_->weight_grads.add(l, x, x_lives, dy, rows, ctx.precision);
+    store_->add(l, x, x_lives, dy, rows, ctx.precision);
 }
 
 void LlamaBlock::column_backward(const Linear& l, const float* u, const float* dy, float* du, float* spare,
@@ -177,6 +189,10 @@ void LlamaBlock::forward(const float* x, const UnitPass& p) {
   const StepContext& ctx = p.ctx;
   const Work w = work(p.scratch, ctx.rows());
   s_ = &saved_[size_t(p.slot)];
+  if (selective_) {  // for this call only
+    s_->probs = w.probs;
+    s_->act = w.act;
+  }
   const int64_t rows = ctx.rows(), n = slice_.local_rows(rows), d = c_.dim;
   norm1_.forward(x, s_->n1, n, p.slot);
   column_parallel_forward(regions_, qkv_, s_->n1, w.full2, s_->qkv, rows, ctx.precision);
@@ -197,6 +213,10 @@ void LlamaBlock::attn_backward(const float* u, const float* da, float* du, const
   const int64_t rows = ctx.rows();
   const float* da_all = regions_.all_rows(da, w.full1, rows, c_.dim);
   linear_backward(o_, s_->ctx, true, da_all, w.tmp2, rows, ctx);
+  if (selective_) {  // the probabilities again, from the q and k kept (RoPE applied)
+    s_->probs = w.probs;
+    dev_.attention_forward(s_->qkv, nullptr, s_->probs, attention_shape(ctx), drop_probs(ctx));
+  }
   dev_.attention_backward(w.tmp2, s_->qkv, s_->probs, w.grad_qkv, attention_shape(ctx), drop_probs(ctx));
   dev_.rope_backward(w.grad_qkv, rope_shape(ctx));
   column_backward(qkv_, u, w.grad_qkv, du, w.tmp2, ctx, w);  // (da_all and the context's gradient in tmp2 are spent)
@@ -204,7 +224,11 @@ void LlamaBlock::attn_backward(const float* u, const float* da, float* du, const
 
 void LlamaBlock::ff_backward(const float* u, const float* df, float* du, const StepContext& ctx, const Work& w) {
   const int64_t rows = ctx.rows();
-  linear_backward(down_, s_->act, true, regions_.all_rows(df, w.full1, rows, c_.dim), w.grad_act, rows, ctx);
+  if (selective_) {  // SwiGLU's output again, from gate and up kept
+    s_->act = w.act;
+    dev_.swiglu_forward(s_->ff, s_->act, rows, ff_);
+  }
+  linear_backward(down_, s_->act, !selective_, regions_.all_rows(df, w.full1, rows, c_.dim), w.grad_act, rows, ctx);
   dev_.swiglu_backward(s_->ff, w.grad_act, w.grad_ff, rows, ff_);
   column_backward(gate_up_, u, w.grad_ff, du, w.tmp1, ctx, w);  // (df, in tmp1, and its gathered rows are spent)
 }
@@ -212,11 +236,13 @@ void LlamaBlock::ff_backward(const float* u, const float* df, float* du, const S
 void LlamaBlock::backward(const float* x, float* dout, float* dx, const UnitPass& p, BackwardPart part) {
   s_ = &saved_[size_t(p.slot)];
   part_ = part;
+  store_ = p.weight_grads;
+  DT_ASSERT(part == BackwardPart::all || store_);
   if (part == BackwardPart::weight) {
-    s_->weight_grads.run();
+    store_->run();
     return;
   }
-  DT_ASSERT(s_->weight_grads.empty());  // a split backward's W ran before this slot was reused
+  DT_ASSERT(!store_ || store_->empty());  // a split backward's W ran before this slot was reused
   const StepContext& ctx = p.ctx;
   const Work w = work(p.scratch, ctx.rows());
   const int64_t n = slice_.local_rows(ctx.rows()), d = c_.dim;

@@ -17,7 +17,9 @@ class LlamaBlock : public Module {
  public:
   // Block i (model-wide unit i + 1: the key of its dropout masks).
   LlamaBlock(ComputeDevice& dev, const LlamaConfig& c, int i, TpSlice slice = {}, TpRegions& regions = no_tp_regions());
-  void plan(Arena& arena, const StepContext& largest, int slots, bool split_backward) override;
+  void plan(Arena& arena, const StepContext& largest, const KeepPlan& keep) override;
+  int64_t weight_grad_floats(const StepContext& ctx, bool copy_inputs) const override;
+  bool recomputes_selectively() const override { return true; }
   int64_t scratch_floats(const StepContext& ctx) const override;
   int64_t output_floats(const StepContext& ctx) const override { return slice_.local_rows(ctx.rows()) * c_.dim; }
   double train_flops_per_sample() const override;
@@ -29,6 +31,7 @@ class LlamaBlock : public Module {
   // Scratch of one call (see scratch_floats).
   struct Work {
     float *tmp1, *tmp2, *grad_qkv, *grad_act, *grad_ff, *full1, *full2;
+    float *probs, *act;  // recompute = selective only: the attention probabilities, SwiGLU's output
   };
   Work work(float* scratch, int64_t rows) const;
   int64_t carve(float* scratch, int64_t rows, Work* w) const;
@@ -60,11 +63,12 @@ class LlamaBlock : public Module {
   Norm norm1_, norm2_;
   Linear qkv_, o_, gate_up_, down_;  // qkv_ and gate_up_: views over adjacent q, k, v (gate, up) parameters
   struct Saved {
-    float *n1, *r1, *qkv, *ctx, *probs, *n2, *r2, *ff, *act;
-    WeightGradStore weight_grads;  // split backward: what W needs
+    float *n1, *r1, *qkv, *ctx, *probs, *n2, *r2, *ff, *act;  // probs, act: in the scratch under selective
   };
   std::vector<Saved> saved_;
   Saved* s_ = nullptr;
+  WeightGradStore* store_ = nullptr;  // split backward: what W needs, of the running backward's micro-batch
+  bool selective_ = false;            // probs and act not kept: recomputed in backward
   BackwardPart part_ = BackwardPart::all;
 };
 

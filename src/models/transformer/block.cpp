@@ -30,38 +30,41 @@ Block::Block(ComputeDevice& dev, const TransformerConfig& c, int i, TpSlice slic
   ln2_ = Norm(dev, u, p + ".norm2", d, c.ln_eps, NormKind::layer, rows_split);
 }
 
-void Block::plan(Arena& arena, const StepContext& largest, int slots, bool split_backward) {
+void Block::plan(Arena& arena, const StepContext& largest, const KeepPlan& keep) {
   const int64_t d = c_.dim, R = largest.rows(), dl = heads_ * (d / c_.heads);
   const int64_t Rn = slice_.local_rows(R);  // rows of the norms and residuals
-  const bool rows_split = slice_.splits_rows();
-  ln1_.plan(arena, Rn, slots);
-  ln2_.plan(arena, Rn, slots);
-  // split backward keeps each Linear's output gradient, and its input where no saved activation
-  // holds it (gathered rows under sequence parallel; GELU's recomputed activation)
-  const bool relu = c_.activation == Activation::relu;
-  const int64_t kept = R * (3 * dl + d + ff_ + d) + (rows_split ? 2 * R * d : 0) + (relu ? 0 : R * ff_);
-  saved_.assign(size_t(slots), Saved{});
+  ln1_.plan(arena, Rn, keep.slots);
+  ln2_.plan(arena, Rn, keep.slots);
+  selective_ = keep.selective;
+  saved_.assign(size_t(keep.slots), Saved{});
   for (Saved& v : saved_) {
     v.ln1_out = arena.f32(Rn * d);
     v.r1 = arena.f32(Rn * d);
     v.qkv = arena.f32(R * 3 * dl);
     v.ctx = arena.f32(R * dl);
-    v.probs = arena.f32(R * heads_ * c_.seq_len);
+    v.probs = selective_ ? nullptr : arena.f32(R * heads_ * c_.seq_len);
     v.ln2_out = arena.f32(Rn * d);
     v.r2 = arena.f32(Rn * d);
     v.ff = arena.f32(R * ff_);
-    if (split_backward) v.weight_grads = WeightGradStore(dev_, arena.f32(kept), kept);
   }
   s_ = &saved_[0];
 }
 
+// Each Linear's output gradient, and its input where no saved activation holds it until W
+// (gathered rows under sequence parallel; GELU's recomputed activation; all of them when copied).
+int64_t Block::weight_grad_floats(const StepContext& ctx, bool copy_inputs) const {
+  const int64_t d = c_.dim, R = ctx.rows(), dl = heads_ * (d / c_.heads);
+  return R * (3 * dl + d + ff_ + d) + (copy_inputs || slice_.splits_rows() ? 2 * R * d : 0) +
+         (copy_inputs ? R * dl : 0) + (copy_inputs || !relu() ? R * ff_ : 0);
+}
+
 int64_t Block::scratch_floats(const StepContext& ctx) const {
-  return carve_workspace(c_, slice_, ctx.rows(), nullptr, nullptr);
+  return carve_workspace(c_, slice_, ctx.rows(), nullptr, nullptr, selective_);
 }
 
 Workspace Block::workspace(const UnitPass& p) const {
   Workspace ws;
-  carve_workspace(c_, slice_, p.ctx.rows(), p.scratch, &ws);
+  carve_workspace(c_, slice_, p.ctx.rows(), p.scratch, &ws, selective_);
   return ws;
 }
 
@@ -110,6 +113,10 @@ void Block::attn_backward(const float* u, const float* da, float* du, bool accum
   const int64_t rows = ctx.rows();
   const float* da_all = regions_.all_rows(da, ws.full1, rows, c_.dim);
   linear_backward(out_, s_->ctx, true, da_all, ws.tmp2, rows, false, ctx);
+  if (selective_) {  // the probabilities again, from the q and k kept
+    s_->probs = ws.probs;
+    dev_.attention_forward(s_->qkv, nullptr, s_->probs, attention_shape(ctx), drop_probs(ctx));
+  }
   dev_.attention_backward(ws.tmp2, s_->qkv, s_->probs, ws.grad_qkv, attention_shape(ctx), drop_probs(ctx));
   // (da_all and the context's gradient in tmp2 are spent)
   column_backward(qkv_, u, ws.grad_qkv, du, accumulate, ws.tmp2, ctx, ws);
@@ -170,7 +177,7 @@ void Block::linear_backward(const Linear& l, const float* x, bool x_lives, const
     return;
   }
   l.backward_input(dy, dx, rows, accumulate, ctx.precision);
-  s_->weight_grads.add(l, x, x_lives, dy, rows, ctx.precision);
+  store_->add(l, x, x_lives, dy, rows, ctx.precision);
 }
 
 void Block::weight_backward(const Linear& l, const float* x, bool x_lives, const float* dy, int64_t rows,
@@ -178,7 +185,7 @@ void Block::weight_backward(const Linear& l, const float* x, bool x_lives, const
   if (part_ == BackwardPart::all)
     l.backward_weight(x, dy, rows, ctx.precision);
   else
-    s_->weight_grads.add(l, x, x_lives, dy, rows, ctx.precision);
+    store_->add(l, x, x_lives, dy, rows, ctx.precision);
 }
 
 void Block::forward(const float* x, const UnitPass& p) {
@@ -189,6 +196,7 @@ void Block::forward(const float* x, const UnitPass& p) {
   slot_ = slot;
   const int64_t rows = ctx.rows(), n = slice_.local_rows(rows), d = c_.dim;
   const bool pre = c_.pre_norm;
+  if (selective_) s_->probs = ws.probs;  // for this call only
   if (pre) ln1_.forward(x, s_->ln1_out, n, slot_);
   s_->u1 = pre ? s_->ln1_out : x;
   residual_dropout(dev_, x, attn_forward(s_->u1, ctx, ws), s_->r1, n, d, drop_rows(ctx, kDropAttnOut));
@@ -206,11 +214,13 @@ void Block::backward(const float* x, float* dout, float* dx, const UnitPass& p, 
   s_ = &saved_[size_t(slot)];
   slot_ = slot;
   part_ = part;
+  store_ = p.weight_grads;
+  DT_ASSERT(part == BackwardPart::all || store_);
   if (part == BackwardPart::weight) {
-    s_->weight_grads.run();
+    store_->run();
     return;
   }
-  DT_ASSERT(s_->weight_grads.empty());  // a split backward's W ran before this slot was reused
+  DT_ASSERT(!store_ || store_->empty());  // a split backward's W ran before this slot was reused
   const Workspace ws = workspace(p);
   const int64_t n = slice_.local_rows(ctx.rows()), d = c_.dim;
   const DropoutSpec drop_ff_out = drop_rows(ctx, kDropFfOut), drop_attn = drop_rows(ctx, kDropAttnOut);

@@ -1,5 +1,6 @@
 // One Transformer block as a unit: multi-head attention and feed-forward sublayers with residuals,
-// post-norm or pre-norm (docs/model.md). Keeps the activations its backward needs. Under tensor
+// post-norm or pre-norm (docs/model.md). Keeps the activations its backward needs (under selective
+// recompute all but the attention probabilities, recomputed in backward from q and k). Under tensor
 // parallelism it holds a slice (whole heads; a share of the feed-forward width) and meets the other
 // slices through TpRegions at the edges of its cut matmuls (Megatron's f and g).
 #pragma once
@@ -16,9 +17,10 @@ class Block : public Module {
  public:
   // Block i (model-wide unit i + 1: the key of its dropout masks).
   Block(ComputeDevice& dev, const TransformerConfig& c, int i, TpSlice slice = {}, TpRegions& regions = no_tp_regions());
-  // slots: micro-batches in flight, each with its own saved activations (pipeline schedules);
-  // split_backward: plan the storage a backward in two parts needs.
-  void plan(Arena& arena, const StepContext& largest, int slots, bool split_backward) override;
+  // keep.slots: micro-batches in flight, each with its own saved activations (pipeline schedules).
+  void plan(Arena& arena, const StepContext& largest, const KeepPlan& keep) override;
+  int64_t weight_grad_floats(const StepContext& ctx, bool copy_inputs) const override;
+  bool recomputes_selectively() const override { return true; }
   int64_t scratch_floats(const StepContext& ctx) const override;
   int64_t output_floats(const StepContext& ctx) const override { return slice_.local_rows(ctx.rows()) * c_.dim; }
   double train_flops_per_sample() const override;
@@ -76,10 +78,11 @@ class Block : public Module {
     // The attention's and feed-forward's inputs (this slice's rows): sequence parallel gathers them
     // again in backward rather than keeping all rows of them (Megatron's choice).
     const float *u1 = nullptr, *u2 = nullptr;
-    WeightGradStore weight_grads;  // split backward: what W needs
   };
   std::vector<Saved> saved_;  // one per slot
   Saved* s_ = nullptr;        // the slot of the running forward or backward
+  WeightGradStore* store_ = nullptr;  // split backward: what W needs, of the running backward's micro-batch
+  bool selective_ = false;            // probs: not kept, in the scratch for one call (recompute = selective)
   int slot_ = 0;
   BackwardPart part_ = BackwardPart::all;
 };

@@ -23,11 +23,12 @@ struct Workspace {
   float* grad_ff;   // [rows, ff]
   float* full1;     // [rows, d] tensor parallel only: gathered rows, partial sums
   float* full2;     // [rows, d]
+  float* probs;     // [rows, heads, seq_len] recompute = selective only: the attention probabilities
 };
 
 // The workspace for up to `rows` rows carved from `scratch` (null: only counting), and its floats.
 inline int64_t carve_workspace(const TransformerConfig& c, const TpSlice& slice, int64_t rows, float* scratch,
-                               Workspace* ws) {
+                               Workspace* ws, bool selective = false) {
   const int64_t d = c.dim, dl = d / slice.count, ffl = c.ff_dim / slice.count;
   const bool cut = slice.count > 1;
   int64_t at = 0;
@@ -37,7 +38,8 @@ inline int64_t carve_workspace(const TransformerConfig& c, const TpSlice& slice,
     return p;
   };
   Workspace w{take(rows * d),   take(rows * d),   take(rows * 3 * dl), take(rows * ffl), take(rows * ffl),
-              cut ? take(rows * d) : nullptr, cut ? take(rows * d) : nullptr};
+              cut ? take(rows * d) : nullptr, cut ? take(rows * d) : nullptr,
+              selective ? take(rows * (c.heads / slice.count) * c.seq_len) : nullptr};
   if (ws) *ws = w;
   return at;
 }

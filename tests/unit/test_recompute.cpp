@@ -1,0 +1,287 @@
+// Activation recompute in one process: with train.recompute = selective or full every kind (the
+// Transformer post-norm ReLU and pre-norm GELU, the Llama decoder with grouped-query attention, the
+// CNN) gives the bits of recompute = none — the loss and every gradient — over three micro-batches in
+// flight with dropout on, the backward whole or split into input and weight halves in a zero-bubble
+// order (a unit's I and W with other F and I between), the model one stage or two; full runs the
+// hooks as none does (the same calls in the same order), and a recomputed forward reads parameters
+// only inside its unit's backward window (what FSDP gathers); and the plan shrinks: full keeps less
+// than selective, selective less than none.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "models/cnn/kind.hpp"
+#include "models/llama/kind.hpp"
+#include "models/transformer/kind.hpp"
+#include "nn/model.hpp"
+
+using namespace dtrain;
+
+namespace {
+
+constexpr int kMicro = 3;
+constexpr int64_t kRows = 2;  // samples per micro-batch
+
+struct Case {
+  std::function<UnitList()> units;
+  SampleShape sample;
+  int32_t classes;  // targets and token ids are below this
+};
+
+TransformerConfig transformer(bool pre_norm) {
+  TransformerConfig c;
+  c.vocab_size = 19;
+  c.seq_len = 8;
+  c.dim = 16;
+  c.heads = 2;
+  c.layers = 3;
+  c.ff_dim = 24;
+  c.dropout = 0.2f;
+  c.pre_norm = pre_norm;
+  if (pre_norm) {
+    c.activation = Activation::gelu;
+    c.learned_positions = true;
+  }
+  return c;
+}
+
+Case transformer_case(bool pre_norm) {
+  const TransformerConfig c = transformer(pre_norm);
+  return {[c] { return transformer_units(c); }, {InputKind::tokens, c.seq_len, c.seq_len}, int32_t(c.vocab_size)};
+}
+
+Case llama_case() {
+  LlamaConfig c;
+  c.vocab_size = 21;
+  c.seq_len = 8;
+  c.dim = 16;
+  c.heads = 4;
+  c.kv_heads = 2;
+  c.layers = 3;
+  c.ff_dim = 32;
+  c.dropout = 0.2f;
+  return {[c] { return llama_units(c); }, {InputKind::tokens, c.seq_len, c.seq_len}, int32_t(c.vocab_size)};
+}
+
+Case cnn_case(const std::string& activation) {
+  CnnConfig c;
+  c.in_channels = 1;
+  c.height = c.width = 10;
+  c.classes = 5;
+  c.channels = "3,4,4";  // conv2 hidden without pooling, conv3 hidden with it
+  c.hidden = "12,8";
+  c.activation = activation;
+  return {[c] { return cnn_units(c); }, {InputKind::images, 100, 1}, 5};
+}
+
+struct Result {
+  double loss = 0.0;
+  std::map<std::string, std::vector<float>> grads;
+  size_t planned = 0;
+  std::vector<std::string> hooks;  // every hook call, in order
+};
+
+// Records every hook call; a unit's parameters are NaN outside its forward and backward windows
+// (as sharded storage has them only there), so a recompute outside them would poison the gradients.
+class Windows : public UnitHooks {
+ public:
+  Windows(const std::vector<Unit*>& units, std::vector<std::string>& log) : log_(log) {
+    for (Unit* u : units) {
+      kept_[u].assign(u->param_data(), u->param_data() + u->numel());
+      poison(*u);
+    }
+  }
+  ~Windows() override {
+    for (auto& [u, v] : kept_) std::copy(v.begin(), v.end(), u->param_data());
+  }
+  void pre_forward(Unit& u) override { open(u, "pre_forward"); }
+  void post_forward(Unit& u) override { close(u, "post_forward"); }
+  void pre_backward(Unit& u) override { open(u, "pre_backward"); }
+  void post_backward(Unit& u) override { close(u, "post_backward"); }
+
+ private:
+  void open(Unit& u, const char* what) {
+    log_.push_back(u.name() + " " + what);
+    std::copy(kept_[&u].begin(), kept_[&u].end(), u.param_data());
+    for (Unit* r : u.reads()) std::copy(kept_[r].begin(), kept_[r].end(), r->param_data());
+  }
+  void close(Unit& u, const char* what) {
+    log_.push_back(u.name() + " " + what);
+    poison(u);
+  }
+  void poison(Unit& u) { std::fill(u.param_data(), u.param_data() + u.numel(), std::nanf("")); }
+  std::map<Unit*, std::vector<float>> kept_;
+  std::vector<std::string>& log_;
+};
+
+StepContext context(const SampleShape& s, int mb) {
+  StepContext ctx;
+  ctx.B = kRows;
+  ctx.T = s.targets;
+  ctx.training = true;
+  ctx.dropout = 0.2f;
+  ctx.seed = 11;
+  ctx.step = 3;
+  ctx.sample_offset = mb * kRows;
+  ctx.loss_scale = 1.0f / float(kMicro * kRows * s.targets);
+  return ctx;
+}
+
+// Trains one step of kMicro micro-batches on a model of `stages` (one model holding them all, as a
+// rank of a V schedule holds two), in a zero-bubble order when split: F0 F1 I0 F2 I1 W0 I2 W1 W2
+// (whole backwards B in the places of I, and no W, otherwise).
+Result run(const Case& c, Recompute recompute, bool split, const std::vector<std::pair<int, int>>& stages,
+           bool windows = false) {
+  std::mt19937 g(7);
+  std::uniform_int_distribution<int32_t> label(0, c.classes - 1);
+  std::normal_distribution<float> pixel(0.0f, 1.0f);
+  const int64_t n = kMicro * kRows;
+  std::vector<int32_t> tokens(size_t(n * c.sample.inputs)), targets(size_t(n * c.sample.targets));
+  std::vector<float> pixels(size_t(n * c.sample.inputs));
+  for (auto& t : tokens) t = label(g);
+  for (auto& t : targets) t = label(g);
+  for (auto& p : pixels) p = pixel(g);
+  const bool images = c.sample.input == InputKind::images;
+
+  StagePlan plan{stages, kMicro, split, recompute};
+  UnitList units = c.units();
+  Result r;
+  r.planned = Model::planned_bytes(units, kRows, plan);
+  Model m(std::move(units), kRows, cpu_device(), ParamStorage::owned, plan);
+  EXPECT_EQ(r.planned, m.activation_bytes());
+  m.init_weights(5);
+  m.zero_grad();
+  std::unique_ptr<Windows> hooks = windows ? std::make_unique<Windows>(m.units(), r.hooks) : nullptr;
+  auto batch = [&](int mb) {
+    const void* in = images ? static_cast<const void*>(pixels.data() + mb * kRows * c.sample.inputs)
+                            : static_cast<const void*>(tokens.data() + mb * kRows * c.sample.inputs);
+    return BatchView{c.sample, kRows, in, targets.data() + mb * kRows * c.sample.targets};
+  };
+  const int K = m.num_stages();
+  auto forward = [&](int mb) {
+    for (int k = 0; k < K; ++k) {
+      if (k > 0)
+        std::memcpy(m.stage_input(k, mb), m.stage_output(k - 1, mb),
+                    sizeof(float) * size_t(m.stage_input_floats(k, context(c.sample, mb))));
+      m.stage_forward(k, mb, batch(mb), context(c.sample, mb), true, hooks.get());
+    }
+  };
+  auto backward = [&](int mb, BackwardPart part) {
+    for (int k = K; k-- > 0;) {
+      if (k + 1 < K && part != BackwardPart::weight)
+        std::memcpy(m.stage_output_grad(k, mb), m.stage_input_grad(k + 1, mb),
+                    sizeof(float) * size_t(m.stage_output_floats(k, context(c.sample, mb))));
+      m.stage_backward(k, mb, context(c.sample, mb), part, hooks.get());
+    }
+  };
+  const BackwardPart first = split ? BackwardPart::input : BackwardPart::all;
+  forward(0);
+  forward(1);
+  backward(0, first);
+  forward(2);
+  backward(1, first);
+  if (split) backward(0, BackwardPart::weight);
+  backward(2, first);
+  if (split) {
+    backward(1, BackwardPart::weight);
+    backward(2, BackwardPart::weight);
+  }
+  hooks.reset();
+  r.loss = m.take_loss();
+  for (const Unit* u : m.units())
+    for (const ParamInfo& p : u->params())
+      r.grads[p.name].assign(u->grad_data() + p.offset, u->grad_data() + p.offset + p.numel());
+  return r;
+}
+
+void same_bits(const Case& c, const std::vector<std::pair<int, int>>& stages, bool windows = false) {
+  for (bool split : {false, true}) {
+    const Result none = run(c, Recompute::none, split, stages, windows);
+    ASSERT_GT(none.loss, 0.0);
+    for (Recompute r : {Recompute::selective, Recompute::full}) {
+      const Result again = run(c, r, split, stages, windows);
+      EXPECT_EQ(again.hooks, none.hooks);
+      const char* name = r == Recompute::full ? "full" : "selective";
+      EXPECT_EQ(again.loss, none.loss) << name << (split ? ", split" : "");
+      ASSERT_EQ(again.grads.size(), none.grads.size());
+      for (const auto& [param, want] : none.grads) {
+        const std::vector<float>& got = again.grads.at(param);
+        ASSERT_EQ(got.size(), want.size());
+        EXPECT_EQ(std::memcmp(got.data(), want.data(), sizeof(float) * want.size()), 0)
+            << param << " differs under recompute " << name << (split ? ", split backward" : "");
+        float biggest = 0.0f;
+        for (float x : want) biggest = std::max(biggest, std::fabs(x));
+        EXPECT_GT(biggest, 0.0f) << param << ": no gradient at all";
+      }
+    }
+  }
+}
+
+size_t planned(const Case& c, Recompute r, int slots) {
+  UnitList units = c.units();
+  return Model::planned_bytes(units, 4, StagePlan{{}, slots, false, r});
+}
+
+}  // namespace
+
+TEST(Recompute, TransformerPostNormReluKeepsItsBits) {
+  same_bits(transformer_case(false), {});
+  same_bits(transformer_case(false), {{0, 2}, {2, 5}});  // a stage boundary after the first block
+}
+
+TEST(Recompute, TransformerPreNormGeluKeepsItsBits) { same_bits(transformer_case(true), {}); }
+
+TEST(Recompute, HooksRunOnceAndTheRecomputeReadsParametersInsideTheBackwardWindow) {
+  same_bits(transformer_case(false), {{0, 2}, {2, 5}}, true);
+  same_bits(llama_case(), {}, true);
+  same_bits(cnn_case("relu"), {}, true);
+  EXPECT_EQ(run(transformer_case(false), Recompute::full, false, {}, true).hooks.size(), 4u * 5u * kMicro);
+}
+
+TEST(Recompute, LlamaKeepsItsBits) {
+  same_bits(llama_case(), {});
+  same_bits(llama_case(), {{0, 3}, {3, 5}});
+}
+
+TEST(Recompute, CnnInFullKeepsItsBits) {
+  same_bits(cnn_case("relu"), {});
+  same_bits(cnn_case("gelu"), {{0, 2}, {2, 6}});
+}
+
+TEST(Recompute, ThePlanShrinks) {
+  for (const Case& c : {transformer_case(false), transformer_case(true), llama_case()})
+    for (int slots : {1, 3}) {
+      const size_t none = planned(c, Recompute::none, slots), sel = planned(c, Recompute::selective, slots),
+                   full = planned(c, Recompute::full, slots);
+      EXPECT_LT(sel, none) << slots << " slots";
+      EXPECT_LT(full, sel) << slots << " slots";
+    }
+  // the CNN has nothing to recompute selectively; in full it keeps less
+  const Case cnn = cnn_case("relu");
+  EXPECT_FALSE(cnn.units().recomputes_selectively());
+  EXPECT_TRUE(transformer_case(false).units().recomputes_selectively());
+  EXPECT_EQ(planned(cnn, Recompute::selective, 2), planned(cnn, Recompute::none, 2));
+  EXPECT_LT(planned(cnn, Recompute::full, 2), planned(cnn, Recompute::none, 2));
+}
+
+TEST(Recompute, FullKeepsOneSetForAllBlocksNotOnePerBlockAndSlot) {
+  // per block and slot, full keeps the block's output only: the growth from 3 to 6 layers is that
+  TransformerConfig c = transformer(true);
+  auto bytes = [&](int64_t layers, Recompute r, int slots) {
+    TransformerConfig v = c;
+    v.layers = layers;
+    UnitList units = transformer_units(v);
+    return Model::planned_bytes(units, 4, StagePlan{{}, slots, false, r});
+  };
+  const size_t output = size_t(4 * c.seq_len * c.dim) * sizeof(float);  // 64-byte multiple here
+  for (int slots : {1, 3}) {
+    EXPECT_EQ(bytes(6, Recompute::full, slots) - bytes(3, Recompute::full, slots), size_t(3 * slots) * output);
+    EXPECT_GT(bytes(6, Recompute::none, slots) - bytes(3, Recompute::none, slots), size_t(3 * slots) * 8 * output);
+  }
+}
