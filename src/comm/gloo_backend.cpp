@@ -153,40 +153,59 @@ class GlooBackend : public Backend {
   }
 
   // Ring reduce-scatter: P-1 steps; at step s rank r passes its partial sum of chunk r-s-1 on
-  // to rank r+1 and adds the partial of chunk r-s-2 arriving from rank r-1.
+  // to rank r+1 and adds its own part of chunk r-s-2 to the partial arriving from rank r-1. Only one
+  // partial is ever sent while the next arrives, so the working space is two chunks, not a copy of
+  // the input: the last step's partial is received straight into `out` and the others alternate
+  // between `out` (when it is large enough and apart from the input) and one staging chunk (or two).
   void reduce_scatter(const void* in, void* out, const std::vector<size_t>& counts, ElemType t,
                       ReduceOp op) override {
     const int P = ctx_->size, r = ctx_->rank;
     const size_t es = elem_size(t);
     std::vector<size_t> off(counts.size() + 1, 0);
     for (size_t i = 0; i < counts.size(); ++i) off[i + 1] = off[i] + counts[i];
+    const char* src = static_cast<const char*>(in);
     if (P == 1) {
-      if (out != in) std::memcpy(out, in, counts[0] * es);
+      if (out != in) std::memmove(out, in, counts[0] * es);
       return;
     }
+    auto chunk = [&](int c) { return size_t(((c % P) + P) % P); };
     size_t max_chunk = 0;
     for (size_t c : counts) max_chunk = std::max(max_chunk, c);
-    work_.resize(off.back() * es);
-    recv_.resize(std::max<size_t>(1, max_chunk * es));
-    std::memcpy(work_.data(), in, off.back() * es);
-    auto chunk = [&](int c) { return ((c % P) + P) % P; };
+    char* dst = static_cast<char*>(out);
+    const bool out_apart = dst + counts[size_t(r)] * es <= src || src + off.back() * es <= dst;
+    // where step s receives: the last step into out; going back, the others alternate
+    std::vector<char*> at(size_t(P - 1));
+    const bool out_fits = out_apart && counts[size_t(r)] == max_chunk;
+    const size_t staging = out_fits ? 1 : 2;  // P = 2: none is used
+    if (P > 2) staging_.resize(staging * std::max<size_t>(1, max_chunk * es));
+    for (int s = P - 2, k = 0; s >= 0; --s, ++k) {
+      if (s == P - 2 && out_apart) at[size_t(s)] = dst;
+      else if (k % 2 == 0 && out_fits) at[size_t(s)] = dst;
+      else at[size_t(s)] = staging_.data() + (out_fits ? 0 : size_t(k % 2)) * max_chunk * es;
+    }
+    if (!out_apart) {  // out overlaps the input: the last step lands in staging and is copied out
+      staging_.resize(std::max(staging_.size(), 2 * std::max<size_t>(1, max_chunk * es)));
+      for (int s = P - 2, k = 0; s >= 0; --s, ++k) at[size_t(s)] = staging_.data() + size_t(k % 2) * max_chunk * es;
+    }
     const uint32_t tag = next_tag();
-    auto rbuf = ctx_->createUnboundBuffer(recv_.data(), recv_.size());
     ReduceFn fn = reduce_fn(t, op);
     for (int s = 0; s < P - 1; ++s) {
-      const int cs = chunk(r - s - 1), cr = chunk(r - s - 2);
-      auto sbuf = ctx_->createUnboundBuffer(work_.data() + off[size_t(cs)] * es, std::max<size_t>(1, counts[size_t(cs)] * es));
+      const size_t cs = chunk(r - s - 1), cr = chunk(r - s - 2);
+      // step 0 sends this rank's own part; later steps the partial the previous step made
+      const char* send = s == 0 ? src + off[cs] * es : at[size_t(s - 1)];
+      char* recv = at[size_t(s)];
+      auto sbuf = ctx_->createUnboundBuffer(const_cast<char*>(send), std::max<size_t>(1, counts[cs] * es));
+      auto rbuf = ctx_->createUnboundBuffer(recv, std::max<size_t>(1, counts[cr] * es));
       const uint64_t slot = gloo::Slot::build(kReduceScatterSlot, tag) + uint8_t(s);
-      if (counts[size_t(cs)]) sbuf->send((r + 1) % P, slot, 0, counts[size_t(cs)] * es);
-      if (counts[size_t(cr)]) rbuf->recv((r + P - 1) % P, slot, 0, counts[size_t(cr)] * es);
-      if (counts[size_t(cr)]) {
+      if (counts[cs]) sbuf->send((r + 1) % P, slot, 0, counts[cs] * es);
+      if (counts[cr]) {
+        rbuf->recv((r + P - 1) % P, slot, 0, counts[cr] * es);
         rbuf->waitRecv(timeout_);
-        char* acc = work_.data() + off[size_t(cr)] * es;
-        fn(acc, acc, recv_.data(), counts[size_t(cr)]);
+        fn(recv, src + off[cr] * es, recv, counts[cr]);  // this rank's part + the partial received
       }
-      if (counts[size_t(cs)]) sbuf->waitSend(timeout_);
+      if (counts[cs]) sbuf->waitSend(timeout_);
     }
-    std::memcpy(out, work_.data() + off[size_t(r)] * es, counts[size_t(r)] * es);
+    if (at[size_t(P - 2)] != dst) std::memcpy(dst, at[size_t(P - 2)], counts[size_t(r)] * es);
     if (op == ReduceOp::avg) scale(out, counts[size_t(r)], t, 1.0 / P);
   }
 
@@ -241,7 +260,7 @@ class GlooBackend : public Backend {
   std::shared_ptr<gloo::Context> ctx_;
   Millis timeout_;
   uint32_t tag_ = 1;
-  std::vector<char> work_, recv_;
+  std::vector<char> staging_;  // reduce-scatter: the partials in flight (at most two chunks)
 };
 
 }  // namespace
