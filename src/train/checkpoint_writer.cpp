@@ -151,26 +151,14 @@ void CheckpointWriter::save_full(const SaveRequest& r, const std::string& staged
       });
     }
   };
-  // Unit by unit: gathered (under FSDP, by every rank) and written by rank 0, then dropped.
-  std::vector<float> whole;
+  // Unit by unit: gathered (under FSDP, by every rank, into its gather pool) and written by rank 0.
   const float* host = fsdp ? nullptr : model.host_params();
   for (size_t k = 0; k < units.size(); ++k) {
     const Unit& u = *units[k];
-    const float* params = host ? host + model.offset_of(u) : nullptr;
-    if (fsdp) {
-      whole.resize(size_t(u.numel()));
-      fsdp->gather_full(k, whole.data());
-      params = whole.data();
-    }
-    append_unit(weights.get(), "model.safetensors", u, "", params);
-    for (const auto& s : state[k]) {
-      const float* data = s.data;
-      if (fsdp) {
-        fsdp->gather_full_host(k, s.data, whole.data());
-        data = whole.data();
-      }
-      append_unit(optim.get(), "optimizer.safetensors", u, "optimizer." + s.family + ".", data);
-    }
+    append_unit(weights.get(), "model.safetensors", u, "", fsdp ? fsdp->gather_full(k) : host + model.offset_of(u));
+    for (const auto& s : state[k])
+      append_unit(optim.get(), "optimizer.safetensors", u, "optimizer." + s.family + ".",
+                  fsdp ? fsdp->gather_full(k, s.data) : s.data);
   }
   if (!root) return;
   weights->commit();
