@@ -15,6 +15,7 @@
 #include <gloo/transport/unbound_buffer.h>
 #include <netdb.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 
@@ -177,14 +178,14 @@ class GlooBackend : public Backend {
     std::vector<char*> at(size_t(P - 1));
     const bool out_fits = out_apart && counts[size_t(r)] == max_chunk;
     const size_t staging = out_fits ? 1 : 2;  // P = 2: none is used
-    if (P > 2) staging_.resize(staging * std::max<size_t>(1, max_chunk * es));
+    if (P > 2) grow_staging(staging * std::max<size_t>(1, max_chunk * es));
     for (int s = P - 2, k = 0; s >= 0; --s, ++k) {
       if (s == P - 2 && out_apart) at[size_t(s)] = dst;
       else if (k % 2 == 0 && out_fits) at[size_t(s)] = dst;
       else at[size_t(s)] = staging_.data() + (out_fits ? 0 : size_t(k % 2)) * max_chunk * es;
     }
     if (!out_apart) {  // out overlaps the input: the last step lands in staging and is copied out
-      staging_.resize(std::max(staging_.size(), 2 * std::max<size_t>(1, max_chunk * es)));
+      grow_staging(2 * std::max<size_t>(1, max_chunk * es));
       for (int s = P - 2, k = 0; s >= 0; --s, ++k) at[size_t(s)] = staging_.data() + size_t(k % 2) * max_chunk * es;
     }
     const uint32_t tag = next_tag();
@@ -232,6 +233,8 @@ class GlooBackend : public Backend {
     return [b, t = timeout_] { b->waitRecv(t); };
   }
 
+  size_t buffer_bytes() const override { return staging_bytes_.load(std::memory_order_relaxed); }
+
   void barrier() override {
     gloo::BarrierOptions o(ctx_);
     o.setTag(next_tag());
@@ -260,7 +263,12 @@ class GlooBackend : public Backend {
   std::shared_ptr<gloo::Context> ctx_;
   Millis timeout_;
   uint32_t tag_ = 1;
+  void grow_staging(size_t bytes) {
+    if (bytes > staging_.size()) staging_.resize(bytes);
+    staging_bytes_.store(staging_.capacity(), std::memory_order_relaxed);
+  }
   std::vector<char> staging_;  // reduce-scatter: the partials in flight (at most two chunks)
+  std::atomic<size_t> staging_bytes_{0};  // its capacity, for buffer_bytes()
 };
 
 }  // namespace
