@@ -128,12 +128,17 @@ void CheckpointWriter::save_full(const SaveRequest& r, const std::string& staged
   const bool joins = slices > 1 && r.tp->ranks()[0] == 0;  // this tp group holds rank 0, which writes
   const int me = slices > 1 ? r.tp->rank() : 0;
   std::vector<float> chunk, part;  // rank 0: a chunk being joined and a slice's part of it; a slice: its part
-  // fn(region, its data laid out as box `from`) for each part slice s holds of `piece` of p (in a fixed
-  // order, which sender and receiver share)
-  auto parts_of = [](const ParamInfo& p, int s, const Box& piece, const float* local, auto&& fn) {
+  // fn(region, box `from` whose data holds it, where that data starts within the slice's) for each
+  // part slice s holds of `piece` of p, in a fixed order (sender and receiver share it)
+  auto parts_of = [](const ParamInfo& p, int s, const Box& piece, auto&& fn) {
     const ParamInfo q = as_slice(p, s);
     for (const auto& [global, within] : global_boxes(q, whole_box(q.shape)))
-      if (const std::optional<Box> common = intersect(global, piece)) fn(*common, global, local + within);
+      if (const std::optional<Box> common = intersect(global, piece)) fn(*common, global, within);
+  };
+  auto volume_of = [&](const ParamInfo& p, int s, const Box& piece) {
+    size_t n = 0;
+    parts_of(p, s, piece, [&](const Box& region, const Box&, int64_t) { n += size_t(region.volume()); });
+    return n;
   };
   auto append_unit = [&](SafetensorsWriter* out, const std::string& file, const Unit& u, const std::string& prefix,
                          const float* whole) {
@@ -151,13 +156,11 @@ void CheckpointWriter::save_full(const SaveRequest& r, const std::string& staged
       }
       for (const Box& piece : split_box(box, kMaxChunkBytes / int64_t(sizeof(float)))) {
         if (!out) {  // a slice: its part of the chunk, packed, to rank 0
+          part.resize(volume_of(p, me, piece));
+          if (part.empty()) continue;
           size_t n = 0;
-          parts_of(p, me, piece, data, [&](const Box& region, const Box&, const float*) { n += size_t(region.volume()); });
-          if (n == 0) continue;
-          part.resize(n);
-          n = 0;
-          parts_of(p, me, piece, data, [&](const Box& region, const Box& from, const float* src) {
-            copy_region(src, from, part.data() + n, region, region, sizeof(float));
+          parts_of(p, me, piece, [&](const Box& region, const Box& from, int64_t within) {
+            copy_region(data + within, from, part.data() + n, region, region, sizeof(float));
             n += size_t(region.volume());
           });
           r.tp->send_async(part.data(), sizeof(float) * n, 0)->wait();
@@ -166,18 +169,16 @@ void CheckpointWriter::save_full(const SaveRequest& r, const std::string& staged
         chunk.resize(size_t(piece.volume()));
         for (int s = 0; s < slices; ++s) {
           if (s == 0) {
-            parts_of(p, 0, piece, data, [&](const Box& region, const Box& from, const float* src) {
-              copy_region(src, from, chunk.data(), piece, region, sizeof(float));
+            parts_of(p, 0, piece, [&](const Box& region, const Box& from, int64_t within) {
+              copy_region(data + within, from, chunk.data(), piece, region, sizeof(float));
             });
             continue;
           }
+          part.resize(volume_of(p, s, piece));
+          if (part.empty()) continue;
+          r.tp->recv_async(part.data(), sizeof(float) * part.size(), s)->wait();
           size_t n = 0;
-          parts_of(p, s, piece, nullptr, [&](const Box& region, const Box&, const float*) { n += size_t(region.volume()); });
-          if (n == 0) continue;
-          part.resize(n);
-          r.tp->recv_async(part.data(), sizeof(float) * n, s)->wait();
-          n = 0;
-          parts_of(p, s, piece, nullptr, [&](const Box& region, const Box&, const float*) {
+          parts_of(p, s, piece, [&](const Box& region, const Box&, int64_t) {
             copy_region(part.data() + n, region, chunk.data(), piece, region, sizeof(float));
             n += size_t(region.volume());
           });
