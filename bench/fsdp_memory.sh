@@ -45,7 +45,7 @@ import json, sys
 work, names = sys.argv[1], sys.argv[2:]
 MB = 1e6
 print(f"{'run':<7} {'Ψ (M)':>7} {'state MB':>9} {'16Ψ/N MB':>9} {'state/ideal':>11} {'gather MB':>10} "
-      f"{'activ. MB':>10} {'RSS MB':>8} {'ms/step':>8} {'comm hidden':>11}")
+      f"{'activ. MB':>10} {'RSS MiB':>8} {'ms/step':>8} {'comm hidden':>11}")
 rows = {}
 for name in names:
     s = json.load(open(f"{work}/{name}/summary.json"))
@@ -62,5 +62,5 @@ for name in names:
 if "ddp2" in rows and "fsdp2" in rows:
     print(f"step time FSDP 2 / DDP 2: {rows['fsdp2'] / rows['ddp2']:.2f}x")
 print("state: parameters + gradients + optimizer state per rank (shards under FSDP), from dtrain's own allocations;"
-      " gather: FSDP's gather and gradient buffers; RSS: rank 0's peak resident memory.")
+      " gather: FSDP's gather and gradient buffers; RSS: the peak resident memory of the rank with the most (MiB).")
 PY

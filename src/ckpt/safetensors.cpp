@@ -115,11 +115,34 @@ uint64_t SafetensorsWriter::append(const void* data) {
   require(nbytes == 0 || data != nullptr, "cannot write " + path_ + ": tensor " +
                                               single_quoted(t.name) +
                                               " has no data pointer; pass its memory");
-  DT_ASSERT(file_.has_value());
+  DT_ASSERT(file_.has_value() && part_ == 0);
   file_->write(data, size_t(nbytes));
   ++next_;
   const uint64_t where = at_;
   at_ += nbytes;
+  return where;
+}
+
+uint64_t SafetensorsWriter::append_part(const void* data, size_t bytes) {
+  require(next_ < specs_.size(), "cannot write " + path_ + ": a tensor was appended after all " +
+                                     std::to_string(specs_.size()) +
+                                     " declared tensors; declare every tensor in the specs");
+  const SafeTensorSpec& t = specs_[next_];
+  const uint64_t left = nbytes_[next_] - part_;
+  require(bytes <= left, "cannot write " + path_ + ": " + std::to_string(bytes) + " bytes given for tensor " +
+                             single_quoted(t.name) + ", which has " + std::to_string(left) +
+                             " left; give each tensor exactly its size");
+  require(bytes == 0 || data != nullptr, "cannot write " + path_ + ": tensor " + single_quoted(t.name) +
+                                             " has no data pointer; pass its memory");
+  DT_ASSERT(file_.has_value());
+  file_->write(data, bytes);
+  const uint64_t where = at_;
+  at_ += bytes;
+  part_ += bytes;
+  if (part_ == nbytes_[next_]) {
+    ++next_;
+    part_ = 0;
+  }
   return where;
 }
 

@@ -48,6 +48,9 @@ class SafetensorsWriter {
   // The next tensor's bytes (numel * dtype size bytes at data; may be null for an empty tensor).
   // Error if called more times than there are specs. Returns where in the file its bytes start.
   uint64_t append(const void* data);
+  // The next tensor's bytes given in parts, in order: its next `bytes` bytes (the tensor is done
+  // when all its bytes are given). Error past the tensor's size. Returns where these bytes start.
+  uint64_t append_part(const void* data, size_t bytes);
   const SafeTensorSpec& next() const;  // the spec append() expects next (internal assertion if none left)
   bool done() const { return next_ == specs_.size(); }  // every tensor appended
   uint64_t data_start() const { return data_start_; }   // bytes of the length and header before the data
@@ -58,6 +61,7 @@ class SafetensorsWriter {
   std::vector<SafeTensorSpec> specs_;
   std::vector<uint64_t> nbytes_;  // per spec
   size_t next_ = 0;
+  uint64_t part_ = 0;  // bytes of tensor next_ already given by append_part
   uint64_t at_ = 0;  // bytes written so far (header included)
   uint64_t data_start_ = 0;
   std::optional<AtomicFile> file_;  // opened once the header is valid

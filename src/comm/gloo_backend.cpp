@@ -14,6 +14,7 @@
 #include <gloo/transport/unbound_buffer.h>
 #include <netdb.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 
@@ -116,6 +117,7 @@ class GlooBackend : public Backend {
                             if (send_bytes) sbuf->waitSend(timeout);
                           };
                         });
+    staging_bytes_.store(work_.capacity() + recv_.capacity(), std::memory_order_relaxed);
   }
 
   void broadcast(void* data, size_t n, ElemType t, int root) override {
@@ -140,6 +142,8 @@ class GlooBackend : public Backend {
     b->recv(src, gloo::Slot::build(kP2pSlot, tag), 0, bytes);
     return [b, t = timeout_] { b->waitRecv(t); };
   }
+
+  size_t buffer_bytes() const override { return staging_bytes_.load(std::memory_order_relaxed); }
 
   void barrier() override {
     gloo::BarrierOptions o(ctx_);
@@ -169,7 +173,8 @@ class GlooBackend : public Backend {
   std::shared_ptr<gloo::Context> ctx_;
   Millis timeout_;
   uint32_t tag_ = 1;
-  std::vector<char> work_, recv_;
+  std::vector<char> work_, recv_;         // reduce-scatter: the partials in flight (at most a chunk each)
+  std::atomic<size_t> staging_bytes_{0};  // their capacity, for buffer_bytes()
 };
 
 }  // namespace

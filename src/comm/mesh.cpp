@@ -135,6 +135,17 @@ DeviceMesh::DeviceMesh(World& world, const MeshShape& shape, const World::Backen
                                   : build({MeshDim::dp_replicate, MeshDim::dp_shard}, "dp");
 }
 
+size_t DeviceMesh::buffer_bytes() const {
+  std::vector<const ProcessGroup*> seen;
+  size_t n = 0;
+  for (const ProcessGroup* g : {groups_[0].get(), groups_[1].get(), groups_[2].get(), groups_[3].get(), dp_.get()})
+    if (g && std::find(seen.begin(), seen.end(), g) == seen.end()) {
+      seen.push_back(g);
+      n += g->buffer_bytes();
+    }
+  return n;
+}
+
 std::string DeviceMesh::placement(int max_ranks) const {
   std::string s;
   const int shown = std::min(shape_.size(), max_ranks);

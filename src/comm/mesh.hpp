@@ -51,6 +51,8 @@ class DeviceMesh {
   const MeshCoord& coord() const { return coord_; }
   ProcessGroup& group(MeshDim d) { return *groups_[size_t(d)]; }
   ProcessGroup& dp() { return *dp_; }  // dp_replicate × dp_shard: the ranks that split the batch
+  // Host bytes its groups' backends keep between operations (each group counted once).
+  size_t buffer_bytes() const;
 
   // "rank 0: pp 0, dp_replicate 0, dp_shard 0, tp 0; rank 1: …" for the first `max_ranks` ranks
   // (then "… and N more"); any rank knows every rank's place.

@@ -59,6 +59,8 @@ class Backend {
     std::fflush(stderr);
     std::_Exit(2);
   }
+  // Host bytes it keeps between operations (working space, grow-only); callable from any thread.
+  virtual size_t buffer_bytes() const { return 0; }
 };
 
 class Liveness;
@@ -103,6 +105,7 @@ class ProcessGroup {
   const std::string& name() const { return name_; }
   const std::vector<int>& ranks() const { return ranks_; }
   Millis timeout() const { return timeout_; }
+  size_t buffer_bytes() const { return backend_ ? backend_->buffer_bytes() : 0; }  // its backend's working space
 
   WorkPtr allreduce_async(void* data, size_t n, ElemType t, ReduceOp op);
   WorkPtr allgather_async(const void* in, void* out, const std::vector<size_t>& counts, ElemType t);

@@ -78,15 +78,17 @@ inline void scale_elements(void* data, size_t n, ElemType t, double s) {
 }
 
 // Ring reduce-scatter: P-1 steps; at step s rank r passes its partial sum of chunk r-s-1 on to rank
-// r+1 and adds the partial of chunk r-s-2 arriving from rank r-1 (so every backend adds in the same
-// order, and agrees bit for bit). `work` and `incoming` are the caller's, kept between calls: nothing
-// is allocated once they are large enough (OpenMPI's own reduce-scatter allocates, and the kernel
-// zero-fills, fresh buffers on every call). exchange(step, send, send_bytes, recv, recv_bytes) posts
-// the step's send to rank r+1 and receive from rank r-1 (a side of 0 bytes posts nothing), returns
-// once the receive is complete, and returns a function that waits for the send. `out` may overlap `in`.
+// r+1 and adds its own part of chunk r-s-2 to the partial arriving from rank r-1 (so every backend
+// adds in the same order, and agrees bit for bit). Only one partial is sent while the next arrives:
+// the last step's lands in `out` (when it lies apart from the input), the others alternate between
+// `stage_a` and `stage_b`, the caller's, kept between calls and grown to one chunk each when used
+// (never at 2 ranks with `out` apart): no copy of the input is made. exchange(step, send,
+// send_bytes, recv, recv_bytes) posts the step's send to rank r+1 and receive from rank r-1 (a side
+// of 0 bytes posts nothing), returns once the receive is complete, and returns a function that waits
+// for the send. `out` may overlap `in`.
 template <class Exchange>
 void ring_reduce_scatter(int P, int r, const void* in, void* out, const std::vector<size_t>& counts, ElemType t,
-                         ReduceOp op, std::vector<char>& work, std::vector<char>& incoming, Exchange&& exchange) {
+                         ReduceOp op, std::vector<char>& stage_a, std::vector<char>& stage_b, Exchange&& exchange) {
   const size_t es = elem_size(t);
   std::vector<size_t> off(counts.size() + 1, 0);
   for (size_t i = 0; i < counts.size(); ++i) off[i + 1] = off[i] + counts[i];
@@ -96,22 +98,26 @@ void ring_reduce_scatter(int P, int r, const void* in, void* out, const std::vec
   }
   size_t max_chunk = 0;
   for (size_t c : counts) max_chunk = std::max(max_chunk, c);
-  if (work.size() < off.back() * es) work.resize(off.back() * es);
-  if (incoming.size() < std::max<size_t>(1, max_chunk * es)) incoming.resize(std::max<size_t>(1, max_chunk * es));
-  std::memcpy(work.data(), in, off.back() * es);
+  const char* src = static_cast<const char*>(in);
+  char* dst = static_cast<char*>(out);
+  const bool out_apart = dst + counts[size_t(r)] * es <= src || src + off.back() * es <= dst;
+  auto staging = [&](std::vector<char>& b) {
+    if (b.size() < std::max<size_t>(1, max_chunk * es)) b.resize(std::max<size_t>(1, max_chunk * es));
+    return b.data();
+  };
   auto chunk = [&](int c) { return size_t(((c % P) + P) % P); };
   const ReduceFn fn = reduce_fn(t, op);
+  char* partial = nullptr;  // the previous step's sum, sent on at this step
   for (int s = 0; s < P - 1; ++s) {
     const size_t cs = chunk(r - s - 1), cr = chunk(r - s - 2);
-    auto finish_send =
-        exchange(s, work.data() + off[cs] * es, counts[cs] * es, incoming.data(), counts[cr] * es);
-    if (counts[cr]) {
-      char* acc = work.data() + off[cr] * es;
-      fn(acc, acc, incoming.data(), counts[cr]);
-    }
+    const char* send = s == 0 ? src + off[cs] * es : partial;
+    char* recv = s == P - 2 && out_apart ? dst : staging(s % 2 == 0 ? stage_a : stage_b);
+    auto finish_send = exchange(s, const_cast<char*>(send), counts[cs] * es, recv, counts[cr] * es);
+    if (counts[cr]) fn(recv, src + off[cr] * es, recv, counts[cr]);  // this rank's part + the partial received
     finish_send();
+    partial = recv;
   }
-  std::memcpy(out, work.data() + off[size_t(r)] * es, counts[size_t(r)] * es);
+  if (partial != dst) std::memcpy(dst, partial, counts[size_t(r)] * es);
   if (op == ReduceOp::avg) scale_elements(out, counts[size_t(r)], t, 1.0 / P);
 }
 

@@ -5,10 +5,13 @@
 #include <omp.h>
 
 #include "core/bf16.hpp"
+#include "kernels/cpu/conv.hpp"
 #include "kernels/cpu/embedding.hpp"
 #include "kernels/cpu/layernorm.hpp"
+#include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/reduce.hpp"
 #include "kernels/cpu/rmsnorm.hpp"
+#include "kernels/cpu/scratch.hpp"
 #include "kernels/cpu/swiglu.hpp"
 #include "kernels/device.hpp"
 
@@ -26,6 +29,9 @@ class CpuDevice final : public ComputeDevice {
   void* allocate_zeroed(size_t bytes) override { return host_memory().allocate_zeroed(bytes); }
   void release(void* p) override { host_memory().release(p); }
   bool host_accessible() const override { return true; }
+  size_t kernel_scratch_bytes() const override {
+    return size_t(scratch_bytes() + matmul_scratch_bytes() + conv_scratch_bytes());
+  }
   void zero(void* p, size_t bytes) override { std::memset(p, 0, bytes); }
   void copy(void* dst, const void* src, size_t bytes) override {
     if (dst != src) std::memcpy(dst, src, bytes);

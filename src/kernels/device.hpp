@@ -43,6 +43,9 @@ class ComputeDevice : public Memory {
   virtual void* stream() const { return nullptr; }
   // Most device memory in use at once so far, in bytes (0 where not tracked).
   virtual size_t peak_bytes() const { return 0; }
+  // Host memory the kernels keep for themselves between calls, in bytes (the CPU kernels'
+  // grow-only scratch, sized by the first step's shapes; 0 where none is kept).
+  virtual size_t kernel_scratch_bytes() const { return 0; }
   // How busy the device is and its memory in use, read now (NVML on a GPU); nullopt where the
   // device cannot say (a CPU, a GPU without NVML). Never throws; callable from any thread.
   virtual std::optional<DeviceUsage> usage() { return std::nullopt; }

@@ -78,7 +78,7 @@ Model::Model(UnitList units, int64_t max_batch, ComputeDevice& device, ParamStor
              bool counting)
     : dev_(device), sample_(units.sample), plan_(std::move(stages)), max_batch_(max_batch),
       num_params_(units.num_params()), flops_per_sample_(units.train_flops_per_sample()),
-      arena_(counting ? Arena::counting() : Arena(device)) {
+      arena_(Arena::counting()) {
   units.number_parameters();
   modules_ = std::move(units.modules);
   const int n = int(modules_.size());
@@ -88,8 +88,10 @@ Model::Model(UnitList units, int64_t max_batch, ComputeDevice& device, ParamStor
     const auto [first, last] = plan_.stages[k];
     DT_ASSERT(0 <= first && first < last && last <= n && (k == 0 || plan_.stages[k - 1].second <= first));
   }
-  plan(arena_);
+  plan(arena_);  // counted first: the activations then take one block of exactly that size, no unused tail
   if (counting) return;
+  arena_ = Arena(device, std::max<size_t>(arena_.bytes_used(), 64));
+  plan(arena_);
   int64_t total = 0;
   for (Unit* u : units_) total += u->numel();
   if (storage == ParamStorage::owned) {

@@ -88,7 +88,8 @@ class Model {
   double train_flops_per_sample() const { return flops_per_sample_; }
   const SampleShape& sample_shape() const { return sample_; }
   int64_t max_batch() const { return max_batch_; }
-  size_t activation_bytes() const { return arena_.bytes_used(); }
+  // What the plan takes (activations, stage buffers, scratch, the batch's copies): the arena's block
+  size_t activation_bytes() const { return arena_.is_counting() ? arena_.bytes_used() : arena_.bytes_reserved(); }
   ComputeDevice& device() const { return dev_; }
 
   bool owns_params() const { return params_.data() != nullptr; }

@@ -71,6 +71,12 @@ Memory& host_memory() {
   return m;
 }
 
+size_t Arena::bytes_reserved() const {
+  size_t n = 0;
+  for (const Buffer& b : chunks_) n += b.size();
+  return n;
+}
+
 void* Arena::alloc(int64_t n, DType dtype) {
   const size_t bytes = (size_t(n) * dtype_size(dtype) + 63) / 64 * 64;
   if (is_counting()) {

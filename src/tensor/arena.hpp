@@ -1,6 +1,6 @@
 // Arena: 64-byte-aligned memory (host or device) handed out by bumping a pointer. Buffers are carved
 // from it when a model is planned (before the step loop) and reused every step, so the loop never
-// allocates.
+// allocates. A model counts its plan first and gives the arena one block of exactly that size.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -55,6 +55,8 @@ class Arena {
   void* alloc(int64_t n, DType dtype);
   float* f32(int64_t n) { return static_cast<float*>(alloc(n, DType::f32)); }
   size_t bytes_used() const { return used_; }
+  // Bytes of the blocks it holds (bytes_used() and the unused tails of its blocks).
+  size_t bytes_reserved() const;
 
  private:
   Memory* memory_;

@@ -121,57 +121,84 @@ void CheckpointWriter::save_full(const SaveRequest& r, const std::string& staged
                                                   std::map<std::string, std::string>{{"format", kCheckpointFormat}});
   }
   // Each unit's tensors appended to `out` and indexed (file offsets from the writer). Tensor
-  // parallel: every slice's unit is gathered (collective over the slices) and rank 0 joins them.
+  // parallel: a parameter every slice holds whole is rank 0's; a cut one is joined by rank 0 one
+  // chunk of the global tensor at a time (the chunks the index records), each slice of rank 0's tp
+  // group sending its part of the chunk, so no rank holds more than a chunk or two beside the model.
   const int slices = r.tp ? r.tp->size() : 1;
-  std::vector<float> all_slices, joined;
+  const bool joins = slices > 1 && r.tp->ranks()[0] == 0;  // this tp group holds rank 0, which writes
+  const int me = slices > 1 ? r.tp->rank() : 0;
+  std::vector<float> chunk, part;  // rank 0: a chunk being joined and a slice's part of it; a slice: its part
+  // fn(region, box `from` whose data holds it, where that data starts within the slice's) for each
+  // part slice s holds of `piece` of p, in a fixed order (sender and receiver share it)
+  auto parts_of = [](const ParamInfo& p, int s, const Box& piece, auto&& fn) {
+    const ParamInfo q = as_slice(p, s);
+    for (const auto& [global, within] : global_boxes(q, whole_box(q.shape)))
+      if (const std::optional<Box> common = intersect(global, piece)) fn(*common, global, within);
+  };
+  auto volume_of = [&](const ParamInfo& p, int s, const Box& piece) {
+    size_t n = 0;
+    parts_of(p, s, piece, [&](const Box& region, const Box&, int64_t) { n += size_t(region.volume()); });
+    return n;
+  };
   auto append_unit = [&](SafetensorsWriter* out, const std::string& file, const Unit& u, const std::string& prefix,
                          const float* whole) {
-    if (slices > 1) {
-      all_slices.resize(size_t(slices * u.numel()));
-      r.tp->allgather(whole, all_slices.data(), size_t(u.numel()), ElemType::f32);
-    }
-    if (!out) return;
     for (const ParamInfo& p : u.params()) {
       const float* data = whole + p.offset;
       const Box box = whole_box(p.global_shape);
-      if (p.is_cut()) {  // each slice's part put in its place
-        joined.resize(size_t(box.volume()));
-        for (int s = 0; s < slices; ++s) {
-          const ParamInfo q = as_slice(p, s);
-          for (const auto& [global, within] : global_boxes(q, whole_box(q.shape)))
-            copy_region(all_slices.data() + s * u.numel() + p.offset + within, global, joined.data(), box, global,
-                        sizeof(float));
-        }
-        data = joined.data();
+      if (!p.is_cut() || !joins) {
+        if (!out) continue;
+        const int64_t at = int64_t(out->append(data));
+        for_each_piece(box, data, sizeof(float), kMaxChunkBytes, [&](const Box& piece, const char* b, size_t n) {
+          const int64_t off = at + offset_within(box, piece) * int64_t(sizeof(float));
+          index.add(prefix + p.name, DType::f32, p.global_shape, {piece, file, off, int64_t(n), crc32c(b, n)});
+        });
+        continue;
       }
-      const int64_t at = int64_t(out->append(data));
-      for_each_piece(box, data, sizeof(float), kMaxChunkBytes, [&](const Box& piece, const char* b, size_t n) {
-        const int64_t off = at + offset_within(box, piece) * int64_t(sizeof(float));
-        index.add(prefix + p.name, DType::f32, p.global_shape, {piece, file, off, int64_t(n), crc32c(b, n)});
-      });
+      for (const Box& piece : split_box(box, kMaxChunkBytes / int64_t(sizeof(float)))) {
+        if (!out) {  // a slice: its part of the chunk, packed, to rank 0
+          part.resize(volume_of(p, me, piece));
+          if (part.empty()) continue;
+          size_t n = 0;
+          parts_of(p, me, piece, [&](const Box& region, const Box& from, int64_t within) {
+            copy_region(data + within, from, part.data() + n, region, region, sizeof(float));
+            n += size_t(region.volume());
+          });
+          r.tp->send_async(part.data(), sizeof(float) * n, 0)->wait();
+          continue;
+        }
+        chunk.resize(size_t(piece.volume()));
+        for (int s = 0; s < slices; ++s) {
+          if (s == 0) {
+            parts_of(p, 0, piece, [&](const Box& region, const Box& from, int64_t within) {
+              copy_region(data + within, from, chunk.data(), piece, region, sizeof(float));
+            });
+            continue;
+          }
+          part.resize(volume_of(p, s, piece));
+          if (part.empty()) continue;
+          r.tp->recv_async(part.data(), sizeof(float) * part.size(), s)->wait();
+          size_t n = 0;
+          parts_of(p, s, piece, [&](const Box& region, const Box&, int64_t) {
+            copy_region(part.data() + n, region, chunk.data(), piece, region, sizeof(float));
+            n += size_t(region.volume());
+          });
+        }
+        const size_t bytes = sizeof(float) * chunk.size();
+        const int64_t at = int64_t(out->append_part(chunk.data(), bytes));
+        index.add(prefix + p.name, DType::f32, p.global_shape, {piece, file, at, int64_t(bytes), crc32c(chunk.data(), bytes)});
+      }
     }
   };
-  // Unit by unit: gathered (under FSDP, by every rank) and written by rank 0, then dropped.
-  std::vector<float> whole;
+  // Unit by unit: gathered (under FSDP, by every rank, into its gather pool) and written by rank 0.
   const float* host = fsdp ? nullptr : model.host_params();
   for (size_t k = 0; k < units.size(); ++k) {
     const Unit& u = *units[k];
-    const float* params = host ? host + model.offset_of(u) : nullptr;
-    if (fsdp) {
-      whole.resize(size_t(u.numel()));
-      fsdp->gather_full(k, whole.data());
-      params = whole.data();
-    }
-    append_unit(weights.get(), "model.safetensors", u, "", params);
-    for (const auto& s : state[k]) {
-      const float* data = s.data;
-      if (fsdp) {
-        fsdp->gather_full_host(k, s.data, whole.data());
-        data = whole.data();
-      }
-      append_unit(optim.get(), "optimizer.safetensors", u, "optimizer." + s.family + ".", data);
-    }
+    append_unit(weights.get(), "model.safetensors", u, "", fsdp ? fsdp->gather_full(k) : host + model.offset_of(u));
+    for (const auto& s : state[k])
+      append_unit(optim.get(), "optimizer.safetensors", u, "optimizer." + s.family + ".",
+                  fsdp ? fsdp->gather_full(k, s.data) : s.data);
   }
+  note_buffers(sizeof(float) * (chunk.capacity() + part.capacity()));
   if (!root) return;
   weights->commit();
   index.add_data_file(staged, "model.safetensors", weights->data_start());
@@ -230,6 +257,7 @@ SaveReport CheckpointWriter::save(const SaveRequest& r, Model& model, FullyShard
   // Background: this rank's share copied to host memory, written by a thread; rank 0's thread then
   // waits for every rank's part and commits. Training goes on meanwhile.
   staging_.resize(size_t(own));
+  note_buffers(0);
   size_t at = 0;
   for (ChunkSource& s : sources) {
     const size_t n = size_t(s.box.volume()) * dtype_size(s.dtype);

@@ -4,6 +4,7 @@
 // staged, rank 0 writes the index once every rank is done, and the folder is renamed into place;
 // only then may older checkpoints be pruned. Sharded saves can run in the background.
 #pragma once
+#include <algorithm>
 #include <functional>
 #include <string>
 #include <thread>
@@ -50,8 +51,12 @@ class CheckpointWriter {
   // Waits for the background save in flight, if any, and returns how long its writing took
   // (0 when none); rethrows its error.
   double wait();
+  // The most host memory its saves held at once beside the model's own (a tensor-parallel full
+  // save's join of the largest cut parameter, a background save's copy of this rank's share).
+  size_t buffer_bytes() const { return buffer_peak_; }
 
  private:
+  void note_buffers(size_t live) { buffer_peak_ = std::max(buffer_peak_, live + staging_.capacity()); }
   void save_full(const SaveRequest& r, const std::string& staged, Model& model,
                  FullyShardedDataParallel* fsdp, Optimizer* opt, CheckpointIndex& index);
   void write_part(const std::string& staged, const std::vector<ChunkSource>& sources) const;
@@ -63,6 +68,7 @@ class CheckpointWriter {
   std::thread worker_;
   std::exception_ptr error_;
   double write_seconds_ = 0.0;
+  size_t buffer_peak_ = 0;
 };
 
 }  // namespace dtrain

@@ -6,19 +6,15 @@
 
 #include "core/limits.hpp"
 #include "metrics/progress.hpp"
+#include "train/memory_account.hpp"
 
 namespace dtrain {
 
-namespace {
-
-// Floats of this rank's units (a tensor-parallel slice of the model; whole before FSDP shards it).
 int64_t held_floats(const Model& model) {
   int64_t n = 0;
   for (const Unit* u : model.units()) n += u->numel();
   return n;
 }
-
-}  // namespace
 
 std::string cpu_bf16_warning() {
   if (cpu_has_native_bf16()) return "";
@@ -109,15 +105,16 @@ void print_parallel_figures(const Json& f) {
                 num("fsdp_gathered_bytes_peak") / 1e6);
 }
 
-Peaks gather_peaks(World& world, ComputeDevice& dev) {
+Peaks gather_peaks(World& world, ComputeDevice& dev, int64_t accounted_bytes) {
   const int R = world.size();
-  const double mine[2] = {peak_rss_mb(), double(dev.peak_bytes()) / double(1 << 20)};
+  const double mine[3] = {peak_rss_mb(), double(dev.peak_bytes()) / double(1 << 20),
+                          double(accounted_bytes) / double(1 << 20)};
   Peaks p;
-  p.by_rank.resize(size_t(2 * R));
-  world.all().allgather(mine, p.by_rank.data(), 2, ElemType::f64);
+  p.by_rank.resize(size_t(3 * R));
+  world.all().allgather(mine, p.by_rank.data(), 3, ElemType::f64);
   for (int r = 1; r < R; ++r) {
-    if (p.by_rank[size_t(2 * r)] > p.by_rank[size_t(2 * p.rss_rank)]) p.rss_rank = r;
-    if (p.by_rank[size_t(2 * r + 1)] > p.by_rank[size_t(2 * p.device_rank + 1)]) p.device_rank = r;
+    if (p.rss_mb_of(r) > p.rss_mb()) p.rss_rank = r;
+    if (p.by_rank[size_t(3 * r + 1)] > p.device_mb()) p.device_rank = r;
   }
   return p;
 }
@@ -137,9 +134,8 @@ double known_peak_tflops(const std::string& device, Precision precision) {
 }
 
 Json run_summary(const RunParts& r, const TrainerState& st, const EvalResult& test, const Peaks& peaks,
-                 const Json& figures, int threads, double tps, double device_seconds) {
+                 const MemoryAccount& memory, const Json& figures, int threads, double tps, double device_seconds) {
   const Model& model = r.par.model();
-  const FullyShardedDataParallel* fsdp = r.par.fsdp();
   const Metric metric = r.kind.metric();
   Json s = figures;
   s["test_loss"] = test.loss;
@@ -151,9 +147,15 @@ Json run_summary(const RunParts& r, const TrainerState& st, const EvalResult& te
   s["train_flops_per_token"] = model.train_flops_per_sample() / double(model.sample_shape().targets);
   s["peak_rss_mb"] = peaks.rss_mb();  // the largest of any rank's
   s["peak_rss_rank"] = peaks.rss_rank;
-  Json by_rank = Json::array();
-  for (int k = 0; k < r.world.size(); ++k) by_rank.push_back(peaks.by_rank[size_t(2 * k)]);
+  Json by_rank = Json::array(), accounted = Json::array(), unaccounted = Json::array();
+  for (int k = 0; k < r.world.size(); ++k) {
+    by_rank.push_back(peaks.rss_mb_of(k));
+    accounted.push_back(peaks.accounted_mb_of(k));
+    unaccounted.push_back(peaks.rss_mb_of(k) - peaks.accounted_mb_of(k));
+  }
   s["peak_rss_mb_by_rank"] = std::move(by_rank);
+  s["accounted_mb_by_rank"] = std::move(accounted);      // each rank's MemoryAccount, MiB
+  s["unaccounted_mb_by_rank"] = std::move(unaccounted);  // its peak RSS less its account
   s["device"] = r.dev.describe();
   s["peak_device_mb"] = peaks.device_mb();
   s["peak_device_rank"] = peaks.device_rank;
@@ -164,13 +166,9 @@ Json run_summary(const RunParts& r, const TrainerState& st, const EvalResult& te
   s["precision"] = r.cfg.train.precision;
   s["model_kind"] = r.kind.name();
   s["parameters"] = model.num_params();
-  // dtrain's own accounting of this rank's memory: model state (parameters, gradients, optimizer
-  // state; shards under FSDP), FSDP's gather and gradient buffers, the planned activations
-  s["model_state_bytes"] =
-      (fsdp ? fsdp->shard_bytes() : 2 * held_floats(model) * int64_t(sizeof(float))) + r.par.optimizer().state_bytes();
+  // dtrain's own account of this rank's memory, part by part (MemoryAccount)
+  memory.add_to(s);
   s["parameter_bytes"] = held_floats(model) * int64_t(sizeof(float));  // this rank's (a tensor-parallel slice)
-  s["gather_buffer_bytes"] = fsdp ? fsdp->pool_bytes() + fsdp->grad_pool_bytes() : 0;
-  s["activation_bytes"] = int64_t(model.activation_bytes());
   s["recompute"] = r.cfg.train.recompute;
   return s;
 }

@@ -26,6 +26,9 @@ struct RunParts {
   int dp;  // data-parallel ranks
 };
 
+// Floats of this rank's units (a tensor-parallel slice of the model; whole before FSDP shards it).
+int64_t held_floats(const Model& model);
+
 // Rank 0, before the first step.
 void print_setup(const RunParts& r, int64_t steps_per_epoch, int threads);
 // The line a run with train.precision = bf16 prints on a CPU without native bf16 (no avx512_bf16,
@@ -34,22 +37,28 @@ std::string cpu_bf16_warning();
 // A line per parallel strategy on what it moved (ParallelModel::figures).
 void print_parallel_figures(const Json& figures);
 
-// Every rank's peak memory, host and device, so the figure reported is the largest, and whose.
+// Every rank's peak memory, host and device, so the figure reported is the largest, and whose; and
+// every rank's own account of its memory (MemoryAccount::total), to set beside its peak.
 struct Peaks {
-  std::vector<double> by_rank;  // per rank: host MiB, device MiB
+  std::vector<double> by_rank;  // per rank: host MiB, device MiB, accounted MiB
   int rss_rank = 0, device_rank = 0;
-  double rss_mb() const { return by_rank[size_t(2 * rss_rank)]; }
-  double device_mb() const { return by_rank[size_t(2 * device_rank + 1)]; }
+  double rss_mb() const { return by_rank[size_t(3 * rss_rank)]; }
+  double device_mb() const { return by_rank[size_t(3 * device_rank + 1)]; }
+  double rss_mb_of(int rank) const { return by_rank[size_t(3 * rank)]; }
+  double accounted_mb_of(int rank) const { return by_rank[size_t(3 * rank + 2)]; }
 };
-Peaks gather_peaks(World& world, ComputeDevice& dev);  // collective
+Peaks gather_peaks(World& world, ComputeDevice& dev, int64_t accounted_bytes);  // collective
 
 // A known device's dense peak TFLOP/s at this precision (H100, H200, A100 by name; bf16 on tensor
 // cores, f32 without TF32), 0 when not known (a CPU).
 double known_peak_tflops(const std::string& device, Precision precision);
 
-// summary.json: the test figures, throughput, memory (dtrain's own accounting of this rank's), the
-// strategies' figures; tps: rows of the loss (tokens) per second of training.
+struct MemoryAccount;
+
+// summary.json: the test figures, throughput, memory (dtrain's own account of this rank's, `memory`,
+// and every rank's peak beside its account), the strategies' figures; tps: rows of the loss (tokens)
+// per second of training.
 Json run_summary(const RunParts& r, const TrainerState& st, const EvalResult& test, const Peaks& peaks,
-                 const Json& figures, int threads, double tps, double device_seconds);
+                 const MemoryAccount& memory, const Json& figures, int threads, double tps, double device_seconds);
 
 }  // namespace dtrain

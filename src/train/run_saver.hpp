@@ -34,6 +34,8 @@ class RunSaver {
   // Waits for the background save in flight: its step (-1: none was in flight) and how long its
   // writing took.
   std::pair<int64_t, double> finish_background();
+  // The most host memory the saves held at once beside the model (CheckpointWriter::buffer_bytes).
+  size_t buffer_bytes() const { return writer_.buffer_bytes(); }
 
  private:
   SaveReport save(const std::string& dir, bool with_optimizer, const TrainerState& state, bool sharded, bool async,

@@ -28,6 +28,7 @@
 #include "train/run_saver.hpp"
 #include "train/history.hpp"
 #include "train/job_watch.hpp"
+#include "train/memory_account.hpp"
 #include "train/rank_state.hpp"
 #include "train/resume.hpp"
 #include "train/run_dir.hpp"
@@ -43,6 +44,7 @@ double seconds_since(Clock::time_point t) { return std::chrono::duration<double>
 }  // namespace
 
 struct Trainer::Impl {
+  const int64_t start_rss;  // the process's resident memory before the run (MemoryAccount::at_start)
   RunConfig cfg;
   std::string run_dir;
   World& world;
@@ -79,7 +81,8 @@ struct Trainer::Impl {
   double log_seconds = 0.0;    // and the steps' time
 
   Impl(RunConfig c, std::string dir, bool resume, const std::string& from, World& w)
-      : cfg(std::move(c)),
+      : start_rss(resident_bytes()),
+        cfg(std::move(c)),
         run_dir(std::move(dir)),
         world(w),
         root(w.rank() == 0),
@@ -640,7 +643,8 @@ struct Trainer::Impl {
     const Json step_time = watch->step_summary(double(cfg.train.batch_size * T * dp * cfg.train.grad_accum));
     const EvalResult test =
         evaluate(eval_pass(), par->eval_in_lockstep(), *test_set, cfg.train.batch_size, 0, precision, &mesh->dp());
-    const Peaks peaks = gather_peaks(world, *dev);
+    const MemoryAccount memory = memory_account(parts(), saver->buffer_bytes(), start_rss);
+    const Peaks peaks = gather_peaks(world, *dev, memory.total());
     par->gather_pipeline_costs();
     if (!root) return;
     const double tps = st.train_seconds > 0 ? double(st.train_tokens) / st.train_seconds : 0.0;
@@ -656,7 +660,10 @@ struct Trainer::Impl {
     // NCCL work runs on the GPU's own clock, so the host-side overlap figures hold for Gloo only
     const Json figures = par->figures(dev->kind() == DeviceKind::cpu);
     print_parallel_figures(figures);
-    Json summary = run_summary(parts(), st, test, peaks, figures, threads, tps, device_seconds);
+    std::printf("memory of rank 0: peak %.0f MiB resident, %.0f MiB of it accounted (%s), %.0f MiB not\n",
+                peaks.rss_mb_of(0), peaks.accounted_mb_of(0), memory.describe().c_str(),
+                peaks.rss_mb_of(0) - peaks.accounted_mb_of(0));
+    Json summary = run_summary(parts(), st, test, peaks, memory, figures, threads, tps, device_seconds);
     add_speed(summary, step_time);
     write_file_atomic(run_dir + "/summary.json", summary.dump(2) + "\n");
     log_eval("test", test, st.batch_in_epoch > 0 ? st.epoch + 1 : st.epoch);  // the last step's epoch

@@ -88,6 +88,25 @@ inline void check_gather_scatter(dtrain::ProcessGroup& g) {
       RANK_CHECK(std::abs(out[i] - want) <= 1e-6f * std::abs(want), "reduce-scatter " + std::string(reduce_op_name(op)));
     }
   }
+  // equal shares (the ring receives into `out` itself) leave the input as it was; and out lying
+  // inside the input (this rank's share of it, reduced in place) works too
+  {
+    const size_t share = 777;
+    std::vector<float> x(share * size_t(P)), y(share, -1.0f);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = val(r, i);
+    const std::vector<float> before = x;
+    const std::vector<size_t> equal(size_t(P), share);
+    g.reduce_scatter_async(x.data(), y.data(), equal, ElemType::f32, ReduceOp::sum)->wait();
+    RANK_CHECK(x == before, "reduce-scatter changed its input");
+    for (size_t i = 0; i < share; ++i) {
+      float s = 0;
+      for (int q = 0; q < P; ++q) s += val(q, size_t(r) * share + i);
+      RANK_CHECK(y[i] == s, "reduce-scatter, equal shares");
+    }
+    float* mine = x.data() + size_t(r) * share;
+    g.reduce_scatter_async(x.data(), mine, equal, ElemType::f32, ReduceOp::sum)->wait();
+    for (size_t i = 0; i < share; ++i) RANK_CHECK(mine[i] == y[i], "reduce-scatter in place");
+  }
   // broadcast from the last rank
   std::vector<int32_t> b(333, r == P - 1 ? 42 : -1);
   g.broadcast(b.data(), b.size(), ElemType::i32, P - 1);

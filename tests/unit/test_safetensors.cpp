@@ -190,6 +190,34 @@ TEST(SafetensorsWriter, TensorByTensorEqualsWholeFileWrite) {
             (std::vector<std::string>{"streamed.safetensors", "whole.safetensors"}));
 }
 
+TEST(SafetensorsWriter, TensorsInPartsEqualWholeTensors) {
+  TempDir dir;
+  Sample s;
+  const std::vector<SafeTensorView> views = s.views();
+  write_safetensors(dir / "whole.safetensors", views);
+  const std::string path = dir / "parts.safetensors";
+  SafetensorsWriter w(path, specs_of(views));
+  uint64_t next = w.data_start();
+  for (const auto& v : views) {
+    const size_t nbytes = size_t(shape_numel(v.shape)) * dtype_size(v.dtype);
+    const char* b = static_cast<const char*>(v.data);
+    // a tensor in parts of 3 bytes (the last shorter): each part starts where the one before ended
+    for (size_t i = 0; i < nbytes; i += 3) {
+      const size_t n = std::min<size_t>(3, nbytes - i);
+      EXPECT_EQ(w.append_part(b + i, n), next);
+      next += n;
+    }
+  }
+  EXPECT_TRUE(w.done());
+  w.commit();
+  EXPECT_EQ(read_file(path), read_file(dir / "whole.safetensors"));
+
+  SafetensorsWriter too_much(dir / "x.safetensors", specs_of(views));
+  const std::vector<char> big(64, 0);
+  const std::string msg = error_of([&] { too_much.append_part(big.data(), big.size()); });
+  EXPECT_TRUE(contains(msg, "64 bytes given for tensor 'w.f32'") && contains(msg, "left")) << msg;
+}
+
 TEST(SafetensorsWriter, DestroyedBeforeCommitLeavesNothing) {
   TempDir dir;
   Sample s;

@@ -174,6 +174,13 @@ PoolPrimitives& pool_primitives(const PoolShape& s) {
 
 }  // namespace
 
+int64_t conv_scratch_bytes() {
+  const ConvRuntime& rt = conv_runtime();
+  size_t n = (rt.grad_w.capacity() + rt.grad_b.capacity() + rt.zeros.capacity()) * sizeof(float);
+  for (const auto& b : rt.buffers) n += b.capacity();
+  return int64_t(n);
+}
+
 void conv2d_forward(const float* x, const float* w, const float* bias, float* y, const ConvShape& s, Precision p) {
   if (s.N == 0) return;
   run_conv(p, [&](bool bf16) {

@@ -45,6 +45,9 @@ void conv2d_backward_weight(const float* x, const float* dy, float* dw, float* d
 
 // Bytes of the record that max pooling keeps from forward for backward (where each maximum was).
 size_t maxpool_workspace_bytes(const PoolShape& s);
+// Host bytes the convolutions keep between calls (operands in oneDNN's layouts, a weight
+// gradient before it is added, zeros for a missing bias; grow-only).
+int64_t conv_scratch_bytes();
 // y = the maximum of each window; `workspace` (maxpool_workspace_bytes) records where it was.
 void maxpool_forward(const float* x, float* y, void* workspace, const PoolShape& s);
 // dx = dy routed to each window's maximum (overwritten); x and y are forward's input and output.

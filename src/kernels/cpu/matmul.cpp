@@ -94,6 +94,11 @@ std::vector<int64_t> strides_2d(int64_t rows, int64_t cols, bool trans) {
 
 }  // namespace
 
+int64_t matmul_scratch_bytes() {
+  const MatmulRuntime& rt = runtime();
+  return int64_t((rt.scratch_a.capacity() + rt.scratch_b.capacity()) * sizeof(uint16_t));
+}
+
 bool cpu_has_native_bf16() {
   return __builtin_cpu_supports("avx512bf16") || __builtin_cpu_supports("amx-bf16");
 }

@@ -10,6 +10,9 @@ enum class Precision { f32, bf16 };
 // Whether this CPU runs bf16 matmuls natively (avx512_bf16 or AMX); bf16 still works without, slower.
 bool cpu_has_native_bf16();
 
+// Host bytes the matmuls keep between calls (bf16 copies of their inputs, grow-only).
+int64_t matmul_scratch_bytes();
+
 struct MatmulArgs {
   int64_t M, N, K;
   bool trans_a = false;  // A stored [K, M]

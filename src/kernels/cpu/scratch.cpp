@@ -6,11 +6,20 @@
 
 namespace dtrain {
 
+namespace {
+std::vector<float> buffers[int(ScratchSlot::count)];
+}  // namespace
+
 float* scratch(ScratchSlot slot, int64_t n) {
-  static std::vector<float> buffers[int(ScratchSlot::count)];
   auto& b = buffers[int(slot)];
   if (int64_t(b.size()) < n) b.resize(n);
   return b.data();
+}
+
+int64_t scratch_bytes() {
+  int64_t n = 0;
+  for (const auto& b : buffers) n += int64_t(b.capacity() * sizeof(float));
+  return n;
 }
 
 float* scratch_zeroed(ScratchSlot slot, int64_t n) {

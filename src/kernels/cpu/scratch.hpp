@@ -10,5 +10,7 @@ enum class ScratchSlot { layernorm, rmsnorm, classifier, attention, attention_gr
 // A buffer of at least n floats for this slot (contents undefined / zeroed).
 float* scratch(ScratchSlot slot, int64_t n);
 float* scratch_zeroed(ScratchSlot slot, int64_t n);
+// Bytes the slots hold now (what the kernels keep for themselves between calls).
+int64_t scratch_bytes();
 
 }  // namespace dtrain

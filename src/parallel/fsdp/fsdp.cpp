@@ -326,17 +326,27 @@ void FullyShardedDataParallel::finish_gradients() {
   stats_.steps++;
 }
 
-void FullyShardedDataParallel::gather_full(size_t k, float* out) {
-  std::vector<float> shard(size_t(state_[k].shard));
-  dev_.download(shard.data(), state_[k].param_shard, sizeof(float) * shard.size());
-  gather_full_host(k, shard.data(), out);
-}
-
-void FullyShardedDataParallel::gather_full_host(size_t k, const float* shard, float* out) {
+const float* FullyShardedDataParallel::gather_full(size_t k, const float* shard) {
   const UnitState& s = state_[k];
-  std::vector<float> whole(size_t(padded(k)));
-  shard_.allgather(shard, whole.data(), size_t(s.shard), ElemType::f32);
-  std::copy(whole.begin(), whole.begin() + s.unit->numel(), out);
+  if (dev_.host_accessible()) {
+    // Between passes every slot of the gather pool is free: the unit is gathered into one of them,
+    // so a full-format save takes no memory beyond what training planned.
+    const int slot = take_slot(pool_, padded(k), k);
+    DT_ASSERT(slot >= 0 && "gather_full during a pass");
+    pool_[size_t(slot)].owner = -1;
+    float* whole = pool_[size_t(slot)].buf.f32();
+    shard_.allgather(shard ? shard : s.param_shard, whole, size_t(s.shard), ElemType::f32);
+    return whole;
+  }
+  // A device's pool is not host memory: through host buffers, kept for the next unit.
+  if (!shard) {
+    host_shard_.resize(size_t(s.shard));
+    dev_.download(host_shard_.data(), s.param_shard, sizeof(float) * host_shard_.size());
+    shard = host_shard_.data();
+  }
+  host_whole_.resize(size_t(padded(k)));
+  shard_.allgather(shard, host_whole_.data(), size_t(s.shard), ElemType::f32);
+  return host_whole_.data();
 }
 
 }  // namespace dtrain

@@ -61,10 +61,10 @@ class FullyShardedDataParallel : public UnitHooks {
   int64_t shard_numel(size_t k) const { return state_[k].shard; }
   int64_t shard_offset(size_t k) const { return state_[k].shard * shard_.rank(); }
   float* param_shard(size_t k) const { return state_[k].param_shard; }
-  // Collective over the shard ranks: unit k's whole parameters (numel floats) into host memory.
-  void gather_full(size_t k, float* out);
-  // The same for any host buffer laid out like unit k's shard (optimizer state): numel floats into out.
-  void gather_full_host(size_t k, const float* shard, float* out);
+  // Collective over the shard ranks, between passes: unit k's whole parameters (shard null), or the
+  // whole of any host buffer laid out like its shard (optimizer state), as host memory valid until
+  // the next call or pass. On the CPU it is a slot of the gather pool (no memory of its own).
+  const float* gather_full(size_t k, const float* shard = nullptr);
 
   // Bytes this rank allocated: parameter and gradient shards, the gather pool, the gradient pool.
   int64_t shard_bytes() const { return 2 * total_shard_ * int64_t(sizeof(float)); }
@@ -123,6 +123,7 @@ class FullyShardedDataParallel : public UnitHooks {
   int64_t total_shard_ = 0;
   std::vector<Slot> pool_, grad_pool_, half_pool_;  // half_pool_: bf16 reduction staging
   std::vector<Buffer> full_grads_;  // accumulating: one per unit
+  std::vector<float> host_shard_, host_whole_;  // gather_full on a device: its host copies
   int64_t pool_bytes_ = 0, grad_pool_bytes_ = 0;
   int64_t max_shard_ = 0;
   std::deque<size_t> reducing_;     // units whose reduce-scatter is in flight, in launch order
