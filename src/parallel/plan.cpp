@@ -92,7 +92,8 @@ ParallelModel::ParallelModel(const UnitFactory& make_units, int64_t max_batch, C
     : mesh_(mesh), slice_(tp_slice_of(mesh, plan)) {
   const MeshShape& shape = mesh.shape();
   // 1. tensor parallel: this rank's slice of every layer, meeting the others over the tp group
-  if (slice_.count > 1) regions_ = std::make_unique<TensorParallelRegions>(mesh.group(MeshDim::tp), slice_.sequence, plan.tp_overlap);
+  if (slice_.count > 1) regions_ = std::make_unique<TensorParallelRegions>(mesh.group(MeshDim::tp), slice_.sequence, plan.tp_overlap,
+                                                       plan.tp_overlap_chunks);
   TpRegions& regions = regions_ ? static_cast<TpRegions&>(*regions_) : no_tp_regions();
   // 2. pipeline parallel: this rank's stages only, with the activation slots its schedule needs. The
   // layout is checked before any memory is taken, alike on every rank.

@@ -40,6 +40,7 @@ struct PipelineOptions {
 struct ParallelPlan {
   PipelineOptions pp;
   bool tp_overlap = true;              // tensor parallel: collectives beside the matmuls
+  int tp_overlap_chunks = 1;           // tensor parallel: row chunks of a row-parallel matmul
   Recompute recompute = Recompute::none;  // what the model keeps of its activations (train.recompute)
   bool tp_sequence = false;            // tensor parallel: rows of norms, dropout, residuals split too
   FsdpOptions fsdp;                    // dp_shard > 1

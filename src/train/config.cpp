@@ -66,6 +66,9 @@ const Table& run_keys() {
       BOOL_KEY("parallel.tp_overlap", parallel.tp_overlap,
                "tensor parallel: run the region collectives beside the matmuls (row chunks, weight gradients); "
                "false: each waits where it is called"),
+      INT_KEY("parallel.tp_overlap_chunks", parallel.tp_overlap_chunks, 1, 64,
+              "tensor parallel with tp_overlap: row chunks of a row-parallel matmul, each chunk's all-reduce beside "
+              "the next (chunks of at least 64 rows); 1: none (what measured fastest on 2 CPU cores)"),
       CHOICE_KEY("parallel.fsdp_reduce_dtype", parallel.fsdp_reduce_dtype, "f32|bf16",
                  "FSDP: type gradients are reduced in (bf16 needs train.precision = bf16)"),
       CHOICE_KEY("parallel.pp_schedule", parallel.pp_schedule, "gpipe|1f1b|interleaved-1f1b|zb-h1|zb-v",

@@ -65,6 +65,7 @@ struct ParallelConfig {
   bool tp_sequence = false;
   // Tensor parallel: overlap the region collectives with the matmuls (docs/distributed.md).
   bool tp_overlap = true;
+  int64_t tp_overlap_chunks = 1;
   std::string fsdp_reduce_dtype = "f32";
   // Pipeline parallel (pp > 1): the schedule (docs/pipeline.md), or a file of actions to run
   // instead; stages per rank; micro-batches per pass (0: pp); where stages begin ("" : balanced by

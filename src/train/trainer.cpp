@@ -197,6 +197,7 @@ struct Trainer::Impl {
     ParallelPlan plan;
     plan.tp_sequence = cfg.parallel.tp_sequence;
     plan.tp_overlap = cfg.parallel.tp_overlap;
+    plan.tp_overlap_chunks = int(cfg.parallel.tp_overlap_chunks);
     const std::string& keep = cfg.train.recompute;
     plan.recompute = keep == "full" ? Recompute::full : keep == "selective" ? Recompute::selective : Recompute::none;
     plan.fsdp.prefetch = int(cfg.parallel.fsdp_prefetch);

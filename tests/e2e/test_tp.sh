@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Tensor parallelism end to end: TP 2 and 4, TP 2 with sequence parallel (also with gradient
-# accumulation), TP 2 × FSDP 2 and TP 2 × DDP 2, and TP 2 with its collectives not overlapped
-# (parallel.tp_overlap=false; the others overlap them, in 4 row chunks at 512 rows) each end 50 steps (dropout on, a vocabulary tp does
+# accumulation), TP 2 × FSDP 2 and TP 2 × DDP 2 (its row-parallel matmuls in 4 row chunks, each
+# chunk's all-reduce beside the next), and TP 2 with its collectives not overlapped
+# (parallel.tp_overlap=false; the others overlap them) each end 50 steps (dropout on, a vocabulary tp does
 # not divide) with the weights of one process with the same global batch under SGD-momentum
 # (relative 1e-5), and with its validation and test losses; AdamW's loss trajectory agrees within
 # 1e-5, bf16's within bf16 tolerance; a pre-norm tied GELU model with learned positions and clipping
@@ -27,7 +28,7 @@ ranks tp2 2 --set train.batch_size=16 "${tp2[@]}"
 ranks tp4 4 --set train.batch_size=16 --set parallel.tp=4 --set parallel.dp_replicate=1
 ranks tp2_sp 2 --set train.batch_size=16 "${tp2[@]}" --set parallel.tp_sequence=true
 ranks tp2_fsdp2 4 --set train.batch_size=8 "${tp2[@]}" --set parallel.dp_shard=2
-ranks tp2_ddp2 4 --set train.batch_size=8 --set parallel.tp=2 --set parallel.dp_replicate=2
+ranks tp2_ddp2 4 --set train.batch_size=8 --set parallel.tp=2 --set parallel.dp_replicate=2 --set parallel.tp_overlap_chunks=4
 ranks tp2_sp_accum 2 --set train.batch_size=8 --set train.grad_accum=2 "${tp2[@]}" --set parallel.tp_sequence=true
 ranks tp2_blocking 2 --set train.batch_size=16 "${tp2[@]}" --set parallel.tp_overlap=false
 for r in tp2 tp4 tp2_sp tp2_fsdp2 tp2_ddp2 tp2_sp_accum tp2_blocking; do same_weights single $r 1e-5; done

@@ -11,16 +11,15 @@ namespace dtrain {
 
 namespace {
 // Rows per chunk of a row-parallel matmul whose sum overlaps the next chunk: at least this many (a
-// smaller chunk costs more in its collective's latency than it hides), at most 4 chunks.
+// smaller chunk costs more in its collective's latency than it hides).
 constexpr int64_t kMinChunkRows = 64;
-constexpr int64_t kMaxChunks = 4;
 double tp_wait_seconds(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 }  // namespace
 
-TensorParallelRegions::TensorParallelRegions(ProcessGroup& group, bool sequence, bool overlap)
-    : group_(group), sequence_(sequence), overlap_(overlap) {}
+TensorParallelRegions::TensorParallelRegions(ProcessGroup& group, bool sequence, bool overlap, int chunks)
+    : group_(group), sequence_(sequence), overlap_(overlap), chunks_(std::max(1, chunks)) {}
 
 template <class F>
 void TensorParallelRegions::timed(int64_t& counter, int64_t bytes, F&& collective) {
@@ -71,12 +70,13 @@ PendingSum TensorParallelRegions::sum_partials_begin(float* partial, float* loca
 float* TensorParallelRegions::sum_partials_of(float* partial, float* local, int64_t rows, int64_t cols,
                                               const RowChunk& produce) {
   // Sequence parallel scatters whole slices of rows: one reduce-scatter after the whole matmul.
-  const int64_t chunks = std::min(kMaxChunks, rows / kMinChunkRows);
+  const int64_t chunks = std::min<int64_t>(chunks_, rows / kMinChunkRows);
   if (!overlap_ || sequence_ || chunks < 2) {
     produce(0, rows);
     return sum_partials(partial, local, rows, cols);
   }
-  WorkPtr pending[kMaxChunks];
+  pending_.assign(size_t(chunks), nullptr);
+  std::vector<WorkPtr>& pending = pending_;
   for (int64_t c = 0; c < chunks; ++c) {
     const int64_t r0 = rows * c / chunks, n = rows * (c + 1) / chunks - r0;
     produce(r0, n);

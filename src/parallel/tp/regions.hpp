@@ -3,6 +3,7 @@
 // reduce-scatter after the row-parallel ones; plus the vocabulary-parallel loss's row statistics.
 #pragma once
 #include <cstdint>
+#include <vector>
 
 #include "comm/process_group.hpp"
 #include "kernels/device.hpp"
@@ -32,9 +33,9 @@ struct TpStats {
 class TensorParallelRegions : public TpRegions {
  public:
   // group: the tp ranks (this rank is slice group.rank()); sequence: rows split across them;
-  // overlap: run collectives beside the matmuls (sum_partials_begin, sum_partials_of in row
-  // chunks, all_rows_then), else each blocks where it is called.
-  TensorParallelRegions(ProcessGroup& group, bool sequence, bool overlap = true);
+  // overlap: run collectives beside the matmuls (sum_partials_begin, all_rows_then, and
+  // sum_partials_of in up to `chunks` row chunks), else each blocks where it is called.
+  TensorParallelRegions(ProcessGroup& group, bool sequence, bool overlap = true, int chunks = 1);
 
   const float* all_rows(const float* local, float* full, int64_t rows, int64_t cols) override;
   float* sum_partials(float* partial, float* local, int64_t rows, int64_t cols) override;
@@ -61,6 +62,8 @@ class TensorParallelRegions : public TpRegions {
   ProcessGroup& group_;
   bool sequence_;
   bool overlap_;
+  int chunks_;
+  std::vector<WorkPtr> pending_;  // sum_partials_of's chunks in flight
   TpStats stats_;
 };
 
