@@ -185,12 +185,12 @@ CpuFacts read_cpu_facts() {
   return f;
 }
 
-CpuShare share_of(const CpuFacts& facts, int local_ranks) {
+CpuShare share_of(const CpuFacts& facts, int local_ranks, bool shared) {
   const int L = std::max(1, local_ranks);
   const int M = std::max<int>(1, int(facts.mask.size()));
   const int pool = std::max(facts.pool, M);
   CpuShare s;
-  s.own_mask = L > 1 && M * L <= pool;
+  s.own_mask = !shared && L > 1 && M * L <= pool;
   const int by_mask = s.own_mask ? M : std::max(1, M / L);
   s.why = plural(M, "CPU", "CPUs") + " in the affinity mask";
   if (L > 1) s.why += s.own_mask ? " (this rank's own)" : ", shared by " + std::to_string(L) + " local ranks";

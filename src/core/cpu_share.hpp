@@ -22,8 +22,9 @@ struct CpuShare {
 };
 // `local_ranks`: the ranks of this job on this node (dtrun, srun and mpirun say how many). A mask
 // whose CPUs times local_ranks fit in the pool is taken as the rank's own (srun --cpu-bind, dtrun
-// --bind cores, mpirun's binding); otherwise the local ranks share it. A quota is shared likewise.
-CpuShare share_of(const CpuFacts& facts, int local_ranks);
+// --bind cores, mpirun's binding) unless `shared` says it is not (dtrun dividing its own mask among
+// its workers); otherwise the local ranks share it. A quota is shared likewise.
+CpuShare share_of(const CpuFacts& facts, int local_ranks, bool shared = false);
 
 // The CPUs of worker `local_rank` of `workers` pinned within `mask` (dtrun --bind cores): equal
 // consecutive shares of the mask (what does not divide evenly stays unused); with fewer CPUs than

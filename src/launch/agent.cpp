@@ -162,7 +162,7 @@ class Agent {
 
   std::vector<WorkerSpec> specs(int round, const Round& r) const {
     const CpuFacts cpus = read_cpu_facts();
-    const CpuShare share = share_of(cpus, o_.nproc_per_node);
+    const CpuShare share = share_of(cpus, o_.nproc_per_node, /*shared=*/true);  // its workers share dtrun's mask
     std::vector<WorkerSpec> out;
     for (int l = 0; l < o_.nproc_per_node; ++l) {
       WorkerSpec s;

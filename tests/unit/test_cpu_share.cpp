@@ -40,6 +40,7 @@ TEST(CpuShare, ASharedMaskIsDividedAndAnOwnMaskIsNot) {
   f.mask = parse_cpu_list("4-7");         // srun --cpu-bind=cores: this rank's own 4 of 16
   EXPECT_TRUE(share_of(f, 4).own_mask);
   EXPECT_EQ(share_of(f, 4).threads, 4);
+  EXPECT_EQ(share_of(f, 4, /*shared=*/true).threads, 1);  // dtrun dividing its own 4 CPUs among 4 workers
   f.pool = 4;  // a job's cpuset of 4 CPUs shared by 2 unbound ranks
   EXPECT_EQ(share_of(f, 2).threads, 2);
   EXPECT_NE(share_of(f, 2).why.find("shared by 2 local ranks"), std::string::npos);
