@@ -429,49 +429,12 @@ int cmd_debug(int argc, char** argv) {
   return 0;
 }
 
-// "F,B,I,W" or "F,B,I,W,COMM": the relative durations the simulation uses; several groups joined
-// by ';' give each stage its own F,B,I,W (a run's summary.json pp_stage_ms), the COMM of any group.
-ActionCosts parse_costs(const std::string& text) {
-  ActionCosts c;
-  std::vector<StageCosts> groups;
-  size_t from = 0;
-  while (from <= text.size()) {
-    const size_t semi = std::min(text.find(';', from), text.size());
-    const std::string group = text.substr(from, semi - from);
-    std::vector<double> v;
-    size_t at = 0;
-    while (at <= group.size()) {
-      const size_t comma = std::min(group.find(',', at), group.size());
-      const std::string part = group.substr(at, comma - at);
-      char* end = nullptr;
-      const double x = std::strtod(part.c_str(), &end);
-      require(!part.empty() && *end == 0 && std::isfinite(x) && x >= 0,
-              "--costs " + text + ": `" + part +
-                  "` is not a duration: give F,B,I,W (and optionally COMM) as numbers >= 0, e.g. --costs 1,2,1,1, "
-                  "or one F,B,I,W per stage joined by ';'");
-      v.push_back(x);
-      at = comma + 1;
-    }
-    require(v.size() == 4 || v.size() == 5, "--costs " + text + ": `" + group + "` has " + std::to_string(v.size()) +
-                                                " numbers: give F,B,I,W or F,B,I,W,COMM");
-    groups.push_back({v[0], v[1], v[2], v[3]});
-    if (v.size() == 5) c.comm = v[4];
-    from = semi + 1;
-  }
-  c.F = groups[0].F;
-  c.B = groups[0].B;
-  c.I = groups[0].I;
-  c.W = groups[0].W;
-  if (groups.size() > 1) c.stages = groups;
-  return c;
-}
-
 // dtrain plan: a pipeline schedule (generated, or a user's list) validated, simulated and shown.
 int cmd_plan(int argc, char** argv) {
   Args a = parse(argc, argv, 2, {}, {"pp", "microbatches", "schedule", "virtual", "file", "save", "trace", "costs"});
   if (!a.positional.empty())
     throw Error("dtrain plan takes no argument `" + a.positional[0] + "`: see `dtrain --help`");
-  const ActionCosts costs = a.get("costs").empty() ? ActionCosts{} : parse_costs(a.get("costs"));
+  const ActionCosts costs = a.get("costs").empty() ? ActionCosts{} : parse_action_costs(a.get("costs"));
   Schedule s;
   const std::string file = a.get("file");
   if (!file.empty()) {

@@ -17,14 +17,38 @@ float* row_parallel_forward(TpRegions& regions, const Linear& l, const float* x,
   });
 }
 
-void column_parallel_backward_input(TpRegions& regions, const Linear& l, const float* dy, float* partial, float* spare,
-                                    float* du, bool accumulate, int64_t rows, int64_t local_rows, Precision p,
-                                    const std::function<void()>& weight_half) {
+void LinearBackward::operator()(const Linear& l, const float* x, bool x_lives, const float* dy, float* dx, int64_t rows,
+                                bool accumulate, Precision p) const {
+  if (part == BackwardPart::all) {
+    l.backward(x, dy, dx, rows, accumulate, p);
+    return;
+  }
+  l.backward_input(dy, dx, rows, accumulate, p);
+  store->add(l, x, x_lives, dy, rows, p);
+}
+
+void LinearBackward::weight(const Linear& l, const float* x, bool x_lives, const float* dy, int64_t rows,
+                            Precision p) const {
+  if (part == BackwardPart::all)
+    l.backward_weight(x, dy, rows, p);
+  else
+    store->add(l, x, x_lives, dy, rows, p);
+}
+
+void column_parallel_backward(TpRegions& regions, const TpSlice& slice, const LinearBackward& grads, const Linear& l,
+                              const float* x_local, float* gathered, const float* dy, float* partial, float* spare,
+                              float* du, bool accumulate, int64_t rows, Precision p) {
+  const float* x = regions.all_rows(x_local, gathered, rows, l.in);
+  const bool x_lives = !slice.splits_rows();  // else gathered into the workspace
+  if (slice.count == 1) {
+    grads(l, x, x_lives, dy, du, rows, accumulate, p);
+    return;
+  }
   l.backward_input(dy, partial, rows, false, p);
   PendingSum sum = regions.sum_partials_begin(partial, spare, rows, l.in);
-  weight_half();
+  grads.weight(l, x, x_lives, dy, rows, p);
   const float* total = sum.finish();
-  const int64_t n = local_rows * l.in;
+  const int64_t n = slice.local_rows(rows) * l.in;
   if (accumulate)
     l.dev->add(du, total, du, n);
   else

@@ -2,12 +2,14 @@
 // their matmuls (Megatron's overlap): a column-parallel forward consumes its input's rows as they
 // are gathered, a row-parallel forward sums its output in row chunks while the next chunk is
 // computed, a column-parallel backward sums its input gradient while the weight gradient is
-// computed. In one process each is the plain Linear call.
+// computed. In one process each is the plain Linear call. LinearBackward is how a unit's Linear
+// layers run their backward under a whole or split (zero-bubble) backward.
 #pragma once
-#include <functional>
 
+#include "nn/context.hpp"
 #include "nn/layers.hpp"
 #include "nn/tp_regions.hpp"
+#include "nn/weight_grads.hpp"
 
 namespace dtrain {
 
@@ -22,12 +24,28 @@ void column_parallel_forward(TpRegions& regions, const Linear& l, const float* x
 float* row_parallel_forward(TpRegions& regions, const Linear& l, const float* x, float* partial, float* local,
                             int64_t rows, Precision p);
 
-// A column-parallel Linear's backward: its input gradient's partial [rows, l.in] into `partial`,
-// its sum begun, then `weight_half` (the weight gradient, run now or kept for later), then
-// du (+)= the sum (this slice's rows). Under sequence parallel the sum is reduce-scattered into
-// `spare` (this slice's rows), which must not alias anything weight_half reads.
-void column_parallel_backward_input(TpRegions& regions, const Linear& l, const float* dy, float* partial, float* spare,
-                                    float* du, bool accumulate, int64_t rows, int64_t local_rows, Precision p,
-                                    const std::function<void()>& weight_half);
+// A unit's Linear backward for the running backward call: part all computes both halves now;
+// part input computes the input half and keeps the weight half in `store` for the call with part
+// weight.
+struct LinearBackward {
+  BackwardPart part = BackwardPart::all;
+  WeightGradStore* store = nullptr;
+  // dx (+)= the input gradient (accumulate), and the weight gradient now or kept.
+  void operator()(const Linear& l, const float* x, bool x_lives, const float* dy, float* dx, int64_t rows,
+                  bool accumulate, Precision p) const;
+  // The weight half alone, now or kept.
+  void weight(const Linear& l, const float* x, bool x_lives, const float* dy, int64_t rows, Precision p) const;
+};
+
+// A column-parallel Linear's backward from its output gradient dy [rows, l.out] (all rows) and
+// input x_local (this slice's rows; under sequence parallel the others are gathered into
+// `gathered` [rows, l.in]): its weight gradient, and du (+)= the input gradient summed over the
+// slices (this slice's rows). With several slices the input gradient's partial goes to `partial`
+// [rows, l.in] and its sum runs while the weight half is computed; under sequence parallel the sum
+// is reduce-scattered into `spare` (this slice's rows), which must alias nothing the weight half
+// reads. In one process: grads() of the whole.
+void column_parallel_backward(TpRegions& regions, const TpSlice& slice, const LinearBackward& grads, const Linear& l,
+                              const float* x_local, float* gathered, const float* dy, float* partial, float* spare,
+                              float* du, bool accumulate, int64_t rows, Precision p);
 
 }  // namespace dtrain

@@ -8,6 +8,7 @@
 
 #include "comm/env.hpp"
 #include "core/cpu_share.hpp"
+#include "core/host_name.hpp"
 #include "core/limits.hpp"
 #include "core/openmp_wait.hpp"
 
@@ -39,9 +40,10 @@ int configure_threads(int64_t threads, const std::string& setting) {
 const std::string& thread_source() { return g_source; }
 
 std::string describe_threads(World& world) {
-  const std::string mine = std::to_string(omp_get_max_threads()) + " " + format_cpu_list(read_cpu_facts().mask);
-  const std::vector<std::string> all = world.allgather_text(mine, 96);
-  const std::vector<std::string> hosts = world.hosts();
+  // "THREADS HOST CPUS" of every rank, in one collective
+  const std::string mine =
+      std::to_string(omp_get_max_threads()) + " " + host_name() + " " + format_cpu_list(read_cpu_facts().mask);
+  const std::vector<std::string> all = world.allgather_text(mine, 192);
   std::map<int, int> counts;  // threads → ranks
   for (const std::string& s : all) ++counts[std::atoi(s.c_str())];
   std::string line = "threads: ";
@@ -55,9 +57,10 @@ std::string describe_threads(World& world) {
   std::string host;
   for (int r = 0; r < world.size() && r < 16; ++r) {
     const std::string& s = all[size_t(r)];
-    const std::string cpus = s.substr(s.find(' ') + 1);
-    if (hosts[size_t(r)] != host) {
-      host = hosts[size_t(r)];
+    const size_t a = s.find(' '), b = s.find(' ', a + 1);
+    const std::string cpus = s.substr(b + 1);
+    if (s.substr(a + 1, b - a - 1) != host) {
+      host = s.substr(a + 1, b - a - 1);
       line += (r ? "; " : " ") + host + ":";
     } else {
       line += ",";

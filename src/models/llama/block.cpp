@@ -4,8 +4,6 @@
 // down row parallel (their partial sums added up across the slices).
 #include "models/llama/block.hpp"
 
-#include "nn/tp_linear.hpp"
-
 namespace dtrain {
 
 namespace {
@@ -154,37 +152,6 @@ DropoutSpec LlamaBlock::drop_probs(const StepContext& ctx) const {
   return s;
 }
 
-void LlamaBlock::linear_backward(const Linear& l, const float* x, bool x_lives, const float* dy, float* dx,
-                                 int64_t rows, const StepContext& ctx) const {
-  if (part_ == BackwardPart::all) {
-    l.backward(x, dy, dx, rows, false, ctx.precision);
-    return;
-  }
-  l.backward_input(dy, dx, rows, false, ctx.precision);
-  store_->add(l, x, x_lives, dy, rows, ctx.precision);
-}
-
-void LlamaBlock::weight_backward(const Linear& l, const float* x, bool x_lives, const float* dy, int64_t rows,
-                                 const StepContext& ctx) const {
-  if (part_ == BackwardPart::all)
-    l.backward_weight(x, dy, rows, ctx.precision);
-  else
-    store_->add(l, x, x_lives, dy, rows, ctx.precision);
-}
-
-void LlamaBlock::column_backward(const Linear& l, const float* u, const float* dy, float* du, float* spare,
-                                 const StepContext& ctx, const Work& w) {
-  const int64_t rows = ctx.rows();
-  const float* u_all = regions_.all_rows(u, w.full1, rows, c_.dim);
-  const bool u_lives = !slice_.splits_rows();  // else gathered into the workspace
-  if (slice_.count == 1) {
-    linear_backward(l, u_all, u_lives, dy, du, rows, ctx);
-    return;
-  }
-  column_parallel_backward_input(regions_, l, dy, w.full2, spare, du, false, rows, slice_.local_rows(rows),
-                                 ctx.precision, [&] { weight_backward(l, u_all, u_lives, dy, rows, ctx); });
-}
-
 void LlamaBlock::forward(const float* x, const UnitPass& p) {
   const StepContext& ctx = p.ctx;
   const Work w = work(p.scratch, ctx.rows());
@@ -212,14 +179,16 @@ void LlamaBlock::forward(const float* x, const UnitPass& p) {
 void LlamaBlock::attn_backward(const float* u, const float* da, float* du, const StepContext& ctx, const Work& w) {
   const int64_t rows = ctx.rows();
   const float* da_all = regions_.all_rows(da, w.full1, rows, c_.dim);
-  linear_backward(o_, s_->ctx, true, da_all, w.tmp2, rows, ctx);
+  grads()(o_, s_->ctx, true, da_all, w.tmp2, rows, false, ctx.precision);
   if (selective_) {  // the probabilities again, from the q and k kept (RoPE applied)
     s_->probs = w.probs;
     dev_.attention_forward(s_->qkv, nullptr, s_->probs, attention_shape(ctx), drop_probs(ctx));
   }
   dev_.attention_backward(w.tmp2, s_->qkv, s_->probs, w.grad_qkv, attention_shape(ctx), drop_probs(ctx));
   dev_.rope_backward(w.grad_qkv, rope_shape(ctx));
-  column_backward(qkv_, u, w.grad_qkv, du, w.tmp2, ctx, w);  // (da_all and the context's gradient in tmp2 are spent)
+  // (da_all and the context's gradient in tmp2 are spent)
+  column_parallel_backward(regions_, slice_, grads(), qkv_, u, w.full1, w.grad_qkv, w.full2, w.tmp2, du, false, rows,
+                           ctx.precision);
 }
 
 void LlamaBlock::ff_backward(const float* u, const float* df, float* du, const StepContext& ctx, const Work& w) {
@@ -228,9 +197,12 @@ void LlamaBlock::ff_backward(const float* u, const float* df, float* du, const S
     s_->act = w.act;
     dev_.swiglu_forward(s_->ff, s_->act, rows, ff_);
   }
-  linear_backward(down_, s_->act, !selective_, regions_.all_rows(df, w.full1, rows, c_.dim), w.grad_act, rows, ctx);
+  grads()(down_, s_->act, !selective_, regions_.all_rows(df, w.full1, rows, c_.dim), w.grad_act, rows, false,
+          ctx.precision);
   dev_.swiglu_backward(s_->ff, w.grad_act, w.grad_ff, rows, ff_);
-  column_backward(gate_up_, u, w.grad_ff, du, w.tmp1, ctx, w);  // (df, in tmp1, and its gathered rows are spent)
+  // (df, in tmp1, and its gathered rows are spent)
+  column_parallel_backward(regions_, slice_, grads(), gate_up_, u, w.full1, w.grad_ff, w.full2, w.tmp1, du, false, rows,
+                           ctx.precision);
 }
 
 void LlamaBlock::backward(const float* x, float* dout, float* dx, const UnitPass& p, BackwardPart part) {

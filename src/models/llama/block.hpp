@@ -8,6 +8,7 @@
 #include "models/llama/config.hpp"
 #include "nn/layers.hpp"
 #include "nn/module.hpp"
+#include "nn/tp_linear.hpp"
 #include "nn/tp_regions.hpp"
 #include "nn/weight_grads.hpp"
 
@@ -43,16 +44,8 @@ class LlamaBlock : public Module {
   }
   void attn_backward(const float* u, const float* da, float* du, const StepContext& ctx, const Work& w);
   void ff_backward(const float* u, const float* df, float* du, const StepContext& ctx, const Work& w);
-  // A column-parallel Linear's backward from its output gradient dy (all rows) and input u (this
-  // slice's rows): its weight gradient, and du = the input gradient summed over the slices (this
-  // slice's rows; under sequence parallel reduce-scattered into `spare` first).
-  void column_backward(const Linear& l, const float* u, const float* dy, float* du, float* spare, const StepContext& ctx,
-                       const Work& w);
-  void linear_backward(const Linear& l, const float* x, bool x_lives, const float* dy, float* dx, int64_t rows,
-                       const StepContext& ctx) const;
-  // Its weight half alone: now, or (part = input) kept for later.
-  void weight_backward(const Linear& l, const float* x, bool x_lives, const float* dy, int64_t rows,
-                       const StepContext& ctx) const;
+  // The running backward call's Linear backward: whole, or (part = input) the weight half kept.
+  LinearBackward grads() const { return {part_, store_}; }
 
   ComputeDevice& dev_;
   LlamaConfig c_;

@@ -5,8 +5,6 @@
 // fc2 row parallel (their partial sums added up across the slices).
 #include "models/transformer/block.hpp"
 
-#include "nn/tp_linear.hpp"
-
 namespace dtrain {
 
 Block::Block(ComputeDevice& dev, const TransformerConfig& c, int i, TpSlice slice, TpRegions& regions)
@@ -95,31 +93,19 @@ float* Block::attn_forward(const float* u, const StepContext& ctx, const Workspa
   return row_parallel_forward(regions_, out_, s_->ctx, ws.tmp1, ws.tmp2, rows, ctx.precision);
 }
 
-void Block::column_backward(const Linear& l, const float* u, const float* dy, float* du, bool accumulate, float* spare,
-                            const StepContext& ctx, const Workspace& ws) {
-  const int64_t rows = ctx.rows();
-  u = regions_.all_rows(u, ws.full1, rows, c_.dim);
-  const bool u_lives = !slice_.splits_rows();  // else gathered into the workspace
-  if (slice_.count == 1) {
-    linear_backward(l, u, u_lives, dy, du, rows, accumulate, ctx);
-    return;
-  }
-  column_parallel_backward_input(regions_, l, dy, ws.full2, spare, du, accumulate, rows, slice_.local_rows(rows),
-                                 ctx.precision, [&] { weight_backward(l, u, u_lives, dy, rows, ctx); });
-}
-
 void Block::attn_backward(const float* u, const float* da, float* du, bool accumulate,
                           const StepContext& ctx, const Workspace& ws) {
   const int64_t rows = ctx.rows();
   const float* da_all = regions_.all_rows(da, ws.full1, rows, c_.dim);
-  linear_backward(out_, s_->ctx, true, da_all, ws.tmp2, rows, false, ctx);
+  grads()(out_, s_->ctx, true, da_all, ws.tmp2, rows, false, ctx.precision);
   if (selective_) {  // the probabilities again, from the q and k kept
     s_->probs = ws.probs;
     dev_.attention_forward(s_->qkv, nullptr, s_->probs, attention_shape(ctx), drop_probs(ctx));
   }
   dev_.attention_backward(ws.tmp2, s_->qkv, s_->probs, ws.grad_qkv, attention_shape(ctx), drop_probs(ctx));
   // (da_all and the context's gradient in tmp2 are spent)
-  column_backward(qkv_, u, ws.grad_qkv, du, accumulate, ws.tmp2, ctx, ws);
+  column_parallel_backward(regions_, slice_, grads(), qkv_, u, ws.full1, ws.grad_qkv, ws.full2, ws.tmp2, du, accumulate,
+                           rows, ctx.precision);
 }
 
 // The feed-forward activation of this slice's columns [rows, ff_] within all ff_dim columns.
@@ -152,7 +138,7 @@ void Block::ff_backward(const float* u, const float* df, float* du, bool accumul
   const int64_t rows = ctx.rows(), n = rows * ff_;
   const DropoutSpec drop = drop_ff(ctx, id_, c_.ff_dim, ff_, slice_.index);
   const float* a = relu() ? s_->ff : ff_activation(ctx, ws);
-  linear_backward(fc2_, a, relu(), regions_.all_rows(df, ws.full1, rows, c_.dim), ws.grad_ff, rows, false, ctx);
+  grads()(fc2_, a, relu(), regions_.all_rows(df, ws.full1, rows, c_.dim), ws.grad_ff, rows, false, ctx.precision);
   if (relu()) {
     dev_.relu_backward_from_output(a, ws.grad_ff, ws.grad_ff, n, drop.active() ? drop.scale() : 1.0f);
   } else {
@@ -160,7 +146,8 @@ void Block::ff_backward(const float* u, const float* df, float* du, bool accumul
     dev_.activation_backward(c_.activation, s_->ff, ws.grad_ff, ws.grad_ff, n);
   }
   // (df, in tmp1, and its gathered rows are spent)
-  column_backward(fc1_, u, ws.grad_ff, du, accumulate, ws.tmp1, ctx, ws);
+  column_parallel_backward(regions_, slice_, grads(), fc1_, u, ws.full1, ws.grad_ff, ws.full2, ws.tmp1, du, accumulate,
+                           rows, ctx.precision);
 }
 
 // r = x + drop(a)  (a is overwritten); rows: this slice's
@@ -168,24 +155,6 @@ static void residual_dropout(ComputeDevice& dev, const float* x, float* a, float
                              const DropoutSpec& spec) {
   dev.dropout_forward(a, a, rows, d, spec);
   dev.add(x, a, r, rows * d);
-}
-
-void Block::linear_backward(const Linear& l, const float* x, bool x_lives, const float* dy, float* dx, int64_t rows,
-                            bool accumulate, const StepContext& ctx) const {
-  if (part_ == BackwardPart::all) {
-    l.backward(x, dy, dx, rows, accumulate, ctx.precision);
-    return;
-  }
-  l.backward_input(dy, dx, rows, accumulate, ctx.precision);
-  store_->add(l, x, x_lives, dy, rows, ctx.precision);
-}
-
-void Block::weight_backward(const Linear& l, const float* x, bool x_lives, const float* dy, int64_t rows,
-                            const StepContext& ctx) const {
-  if (part_ == BackwardPart::all)
-    l.backward_weight(x, dy, rows, ctx.precision);
-  else
-    store_->add(l, x, x_lives, dy, rows, ctx.precision);
 }
 
 void Block::forward(const float* x, const UnitPass& p) {

@@ -8,6 +8,7 @@
 #include "models/transformer/workspace.hpp"
 #include "nn/layers.hpp"
 #include "nn/module.hpp"
+#include "nn/tp_linear.hpp"
 #include "nn/tp_regions.hpp"
 #include "nn/weight_grads.hpp"
 
@@ -47,22 +48,13 @@ class Block : public Module {
   float* attn_forward(const float* u, const StepContext& ctx, const Workspace& ws);  // as ff_forward
   void attn_backward(const float* u, const float* da, float* du, bool accumulate, const StepContext& ctx,
                      const Workspace& ws);
-  // A column-parallel Linear's backward from its output gradient dy (all rows) and input u (this
-  // slice's rows): its weight gradient, and du (+)= the input gradient summed over the slices (this
-  // slice's rows; under sequence parallel reduce-scattered into `spare` first).
-  void column_backward(const Linear& l, const float* u, const float* dy, float* du, bool accumulate, float* spare,
-                       const StepContext& ctx, const Workspace& ws);
   DropoutSpec drop_rows(const StepContext& ctx, uint32_t site) const {
     return ctx.drop_rows(id_, site, slice_.first_row(ctx.rows()));
   }
   AttentionShape attention_shape(const StepContext& ctx) const;
   DropoutSpec drop_probs(const StepContext& ctx) const;
-  // A Linear's backward, or (part = input) its input half with the weight half kept for later.
-  void linear_backward(const Linear& l, const float* x, bool x_lives, const float* dy, float* dx, int64_t rows,
-                       bool accumulate, const StepContext& ctx) const;
-  // Its weight half alone: now, or (part = input) kept for later.
-  void weight_backward(const Linear& l, const float* x, bool x_lives, const float* dy, int64_t rows,
-                       const StepContext& ctx) const;
+  // The running backward call's Linear backward: whole, or (part = input) the weight half kept.
+  LinearBackward grads() const { return {part_, store_}; }
 
   ComputeDevice& dev_;
   TransformerConfig c_;

@@ -105,6 +105,10 @@ struct Simulation {
   double mean_bubble = 0.0;
 };
 
+// `dtrain plan --costs`: "F,B,I,W" or "F,B,I,W,COMM", or one F,B,I,W per stage joined by ';' (a
+// run's summary.json pp_stage_ms; COMM from any group). Error naming the flaw otherwise.
+ActionCosts parse_action_costs(const std::string& text);
+
 // Runs the lists on an ideal machine (sends take costs.comm, receives wait for their send); the
 // schedule must be valid.
 Simulation simulate(const Schedule& s, const ActionCosts& costs = {});

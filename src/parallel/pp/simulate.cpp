@@ -1,8 +1,10 @@
 // simulate(): a schedule's timeline on an ideal machine (durations per action, a fixed delay per
-// message), and render_grid(): that timeline as a time × rank grid with its bubbles and slots.
+// message), and render_grid(): that timeline as a time × rank grid with its bubbles and slots;
+// parse_action_costs(): the costs `dtrain plan --costs` gives it.
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <map>
 #include <tuple>
@@ -36,6 +38,41 @@ double ActionCosts::of(Op op, int stage) const {
     return op == Op::F ? s.F : op == Op::B ? s.B : op == Op::I ? s.I : s.W;
   }
   return op == Op::F ? F : op == Op::B ? B : op == Op::I ? I : W;
+}
+
+ActionCosts parse_action_costs(const std::string& text) {
+  ActionCosts c;
+  std::vector<StageCosts> groups;
+  size_t from = 0;
+  while (from <= text.size()) {
+    const size_t semi = std::min(text.find(';', from), text.size());
+    const std::string group = text.substr(from, semi - from);
+    std::vector<double> v;
+    size_t at = 0;
+    while (at <= group.size()) {
+      const size_t comma = std::min(group.find(',', at), group.size());
+      const std::string part = group.substr(at, comma - at);
+      char* end = nullptr;
+      const double x = std::strtod(part.c_str(), &end);
+      require(!part.empty() && *end == 0 && std::isfinite(x) && x >= 0,
+              "--costs " + text + ": `" + part +
+                  "` is not a duration: give F,B,I,W (and optionally COMM) as numbers >= 0, e.g. --costs 1,2,1,1, "
+                  "or one F,B,I,W per stage joined by ';'");
+      v.push_back(x);
+      at = comma + 1;
+    }
+    require(v.size() == 4 || v.size() == 5, "--costs " + text + ": `" + group + "` has " + std::to_string(v.size()) +
+                                                " numbers: give F,B,I,W or F,B,I,W,COMM");
+    groups.push_back({v[0], v[1], v[2], v[3]});
+    if (v.size() == 5) c.comm = v[4];
+    from = semi + 1;
+  }
+  c.F = groups[0].F;
+  c.B = groups[0].B;
+  c.I = groups[0].I;
+  c.W = groups[0].W;
+  if (groups.size() > 1) c.stages = groups;
+  return c;
 }
 
 namespace pp_detail {
