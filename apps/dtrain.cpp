@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/atomic_file.hpp"
+#include "core/job_exit.hpp"
 #include "core/limits.hpp"
 #include "core/openmp_wait.hpp"
 #include "data/idx.hpp"
@@ -29,6 +30,7 @@
 #include "parallel/pp/schedule.hpp"
 #include "train/checkpoint_tools.hpp"
 #include "train/debug_dump.hpp"
+#include "train/elastic.hpp"
 #include "train/classify.hpp"
 #include "train/generate.hpp"
 #include "train/run_report.hpp"
@@ -551,6 +553,12 @@ int main(int argc, char** argv) {
     }
     throw Error("unknown command `" + cmd +
                 "`: use train, eval, generate, predict, data, ckpt, debug, plan, report, scale or config (see --help)");
+  } catch (const StopForNewNodes& e) {
+    // Every rank stopped at the same checkpoint; dtrun restarts the job with the waiting nodes.
+    if (rank_or_zero() == 0)
+      std::printf("stopping after the checkpoint of step %lld: nodes wait to join, and dtrun restarts the job with "
+                  "them\n", (long long)e.step);
+    return kExitForNewNodes;
   } catch (const ConfigError& e) {
     // Every rank found it: rank 0 says it, the others wait for the launcher to stop them (dtrun
     // and mpirun stop a job whose rank failed) and say it only if nothing does.

@@ -1,11 +1,14 @@
-// The dtrun agent (see agent.hpp). Store keys, under dtrun/<rdzv-id>/:
-//   r<N>/node/<node rank> = workers on that node (rendezvous of round N)
+// The dtrun agent (see agent.hpp): rounds of rendezvous (rendezvous.hpp's keys) and, under
+// dtrun/<rdzv-id>/, for the round N that runs:
 //   r<N>/failed           = what failed in round N (every agent stops its workers)
 //   r<N>/done/<node rank> = that node's workers all succeeded
-// Workers use the same store under <rdzv-id>/r<N>/ (DTRAIN_STORE_PREFIX).
+// Workers use the same store under <rdzv-id>/r<N>/ (DTRAIN_STORE_PREFIX); the store's host sets
+// <rdzv-id>/r<N>/new_nodes there when nodes wait to join (the workers stop after their next
+// checkpoint, exiting with kExitForNewNodes).
 #include "launch/agent.hpp"
 
 #include <signal.h>
+#include <sys/wait.h>
 #include <sys/random.h>
 #include <unistd.h>
 
@@ -14,13 +17,16 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <thread>
 
 #include "core/cpu_share.hpp"
 #include "core/descriptors.hpp"
 #include "core/error.hpp"
-#include "core/whole_number.hpp"
+#include "core/host_name.hpp"
+#include "core/job_exit.hpp"
 #include "comm/socket.hpp"
 #include "comm/tcp_store.hpp"
+#include "launch/rendezvous.hpp"
 #include "launch/workers.hpp"
 
 namespace dtrain {
@@ -54,10 +60,7 @@ void say(const std::string& s) {
   std::fflush(stderr);
 }
 
-struct Round {
-  int world = 0;
-  int first_rank = 0;  // this node's first global rank
-};
+const char* const kResize = "new nodes";  // run_round's result when the workers stopped to take nodes in
 
 class Agent {
  public:
@@ -69,23 +72,56 @@ class Agent {
     } catch (const Error&) {
       if (!g_signal) throw;  // else: a node stopped while still waiting for node 0 (below)
     }
-    for (int round = 0; !g_signal; ++round) {
-      const Round r = rendezvous(round);
-      const std::string failure = r.world > 0 ? run_round(round, r) : "signal";
-      if (failure.empty()) return finish(round);
-      if (g_signal) {
-        say("stopped by signal " + std::to_string(g_signal) + " (" + strsignal(g_signal) + ")");
-        return 128 + g_signal;
+    if (!g_signal) {
+      const std::string name = host_name() + " (" + client_->local_address() + ")";
+      rdzv_ = std::make_unique<Rendezvous>(store_, o_, server_ != nullptr, name, [] { return g_signal != 0; });
+    }
+    int restarts = 0;
+    bool said_waiting = false, said_complete = false;
+    for (int round = g_signal ? 0 : rdzv_->first_round(); !g_signal; ++round) {
+      const Rendezvous::Outcome r = rdzv_->join(round);
+      if (r.stopped) break;
+      if (!r.ended.empty()) {
+        say("the job ended (" + r.ended + ") before this node could join it");
+        return 0;
       }
-      if (round >= o_.max_restarts) {
+      if (r.index < 0) {
+        if (!said_waiting)
+          say("waiting to join: the job runs on " + describe_size(r.members) + (int(r.members.size()) < o_.nnodes
+                  ? "; it takes this node in when it restarts after its next checkpoint"
+                  : ", its most (--nnodes " + std::to_string(o_.min_nodes) + ":" + std::to_string(o_.nnodes) +
+                        "); this node joins if one is lost"));
+        said_waiting = true;
+        continue;
+      }
+      said_waiting = false;
+      if (!r.change.empty()) {
+        say("membership: " + describe_size(r.members) + " (" + r.change + "); this node is node " +
+            std::to_string(r.index) + ", the workers resume from the newest checkpoint");
+      } else if (!said_complete && server_ && r.members.size() > 1) {  // on one node it says nothing new
+        say("rendezvous '" + o_.rdzv_id + "' complete: " + std::to_string(r.members.size()) + " node(s), " +
+            std::to_string(world_of(r.members)) + " workers, store at " + host_ + ":" + std::to_string(port_));
+      }
+      said_complete = true;
+      const std::string failure = run_round(round, r);
+      if (failure.empty()) return finish(round, r);
+      if (g_signal) break;
+      if (failure == kResize) {
+        say("restarting the workers to take in the waiting node(s); they resume from the checkpoint just written");
+        continue;
+      }
+      if (restarts >= o_.max_restarts) {
         say("error: the job failed: " + failure +
             (o_.max_restarts > 0 ? "; no restarts left (--max-restarts " + std::to_string(o_.max_restarts) + ")" : ""));
+        if (server_) rdzv_->end("it failed");
         return 1;
       }
-      say("restarting all workers (restart " + std::to_string(round + 1) + " of " + std::to_string(o_.max_restarts) +
+      ++restarts;
+      say("restarting all workers (restart " + std::to_string(restarts) + " of " + std::to_string(o_.max_restarts) +
           "); they resume from the latest checkpoint");
     }
     say("stopped by signal " + std::to_string(g_signal) + " (" + strsignal(g_signal) + ")");
+    if (server_ && rdzv_) rdzv_->end("stopped by a signal");
     return 128 + g_signal;
   }
 
@@ -108,7 +144,7 @@ class Agent {
       host_ = "127.0.0.1";
       server_ = std::make_unique<TcpStoreServer>(host_, 0, token_);
       port_ = server_->port();
-    } else if (o_.is_host.value_or(o_.node_rank == 0)) {
+    } else if (hosts_store()) {
       bool foreign = false;
       server_ = std::make_unique<TcpStoreServer>(listen_address(host_, o_.nnodes == 1, "--rdzv-endpoint host", &foreign),
                                                  port_, token_);
@@ -120,69 +156,52 @@ class Agent {
     require_free_descriptors(server_ ? 2 : 1, "dtrun cannot connect to the rendezvous store");
     const Millis t(int64_t(o_.rdzv_timeout_s) * 1000);
     const Millis op(int64_t(o_.read_timeout_s > 0 ? o_.read_timeout_s : o_.rdzv_timeout_s) * 1000);
-    auto client = std::make_shared<TcpStore>(host_, port_, token_, t, op, [] { return g_signal != 0; });
-    store_ = std::make_shared<PrefixStore>(client, "dtrun/" + o_.rdzv_id + "/");
+    client_ = std::make_shared<TcpStore>(host_, port_, token_, t, op, [] { return g_signal != 0; });
+    store_ = std::make_shared<PrefixStore>(client_, "dtrun/" + o_.rdzv_id + "/");
   }
 
   std::string key(int round, const std::string& rest) const { return "r" + std::to_string(round) + "/" + rest; }
 
-  Round rendezvous(int round) {
-    store_->set(key(round, "node/" + std::to_string(o_.node_rank)), std::to_string(o_.nproc_per_node));
-    std::vector<std::string> keys;
-    for (int n = 0; n < o_.nnodes; ++n) keys.push_back(key(round, "node/" + std::to_string(n)));
-    // In slices, so that SIGINT/SIGTERM stop a rendezvous that waits for a node.
-    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(o_.rdzv_timeout_s);
-    std::vector<std::string> missing;
-    do {
-      missing = store_->wait(keys, Millis(500));
-    } while (!missing.empty() && !g_signal && std::chrono::steady_clock::now() < until);
-    if (g_signal) return {};
-    if (!missing.empty()) {
-      std::string nodes;
-      for (const auto& m : missing) nodes += (nodes.empty() ? "" : ", ") + m.substr(m.rfind('/') + 1);
-      throw Error("rendezvous '" + o_.rdzv_id + "' at " + host_ + ":" + std::to_string(port_) + ": node rank(s) " +
-                  nodes + " did not arrive within " + std::to_string(o_.rdzv_timeout_s) +
-                  " s; start dtrun on every node with the same --nnodes, --rdzv-endpoint and --rdzv-id");
+  // Whether this node hosts the store: --rdzv-conf is_host, else node rank 0; an elastic job
+  // without node ranks: the node the endpoint's address belongs to.
+  bool hosts_store() const {
+    if (o_.is_host) return *o_.is_host;
+    if (o_.node_rank >= 0 || !o_.elastic()) return o_.node_rank == 0;
+    bool foreign = true;
+    try {
+      listen_address(o_.rdzv_host, false, "--rdzv-endpoint host", &foreign);
+    } catch (const Error&) {
     }
-    Round r;
-    for (int n = 0; n < o_.nnodes; ++n) {
-      const std::string said = store_->try_get(keys[size_t(n)]).value_or("");
-      const auto count = parse_whole(said, 1, 4096);  // --nproc-per-node's range
-      require(count.has_value(), "rendezvous '" + o_.rdzv_id + "': node rank " + std::to_string(n) +
-                                     " registered '" + said + "' workers, not a number of workers: start every node "
-                                     "with the same dtrun (and another --rdzv-id for another job)");
-      if (n < o_.node_rank) r.first_rank += int(*count);
-      r.world += int(*count);
-    }
-    if (round == 0 && server_ && o_.nnodes > 1)  // on one node it says nothing new
-      say("rendezvous '" + o_.rdzv_id + "' complete: " + std::to_string(o_.nnodes) + " node(s), " +
-          std::to_string(r.world) + " workers, store at " + host_ + ":" + std::to_string(port_));
-    return r;
+    return !foreign;
   }
 
-  std::vector<WorkerSpec> specs(int round, const Round& r) const {
+  std::vector<WorkerSpec> specs(int round, const Rendezvous::Outcome& r) const {
     const CpuFacts cpus = read_cpu_facts();
     const CpuShare share = share_of(cpus, o_.nproc_per_node, /*shared=*/true);  // its workers share dtrun's mask
     std::vector<WorkerSpec> out;
+    const int world = world_of(r.members);
     for (int l = 0; l < o_.nproc_per_node; ++l) {
       WorkerSpec s;
-      s.rank = r.first_rank + l;
+      s.rank = first_rank_of(r.members, size_t(r.index)) + l;
       s.local_rank = l;
       s.env = {{"RANK", std::to_string(s.rank)},
                {"LOCAL_RANK", std::to_string(l)},
-               {"WORLD_SIZE", std::to_string(r.world)},
+               {"WORLD_SIZE", std::to_string(world)},
                {"LOCAL_WORLD_SIZE", std::to_string(o_.nproc_per_node)},
-               {"GROUP_RANK", std::to_string(o_.node_rank)},
+               {"GROUP_RANK", std::to_string(r.index)},
                {"ROLE_NAME", o_.role},
                {"ROLE_RANK", std::to_string(s.rank)},
-               {"ROLE_WORLD_SIZE", std::to_string(r.world)},
+               {"ROLE_WORLD_SIZE", std::to_string(world)},
                {"MASTER_ADDR", host_},
                {"MASTER_PORT", std::to_string(port_)},
                {"DTRAIN_AGENT", "1"},
                {"DTRAIN_JOB_TOKEN", token_},
                {"DTRAIN_STORE_PREFIX", o_.rdzv_id + "/r" + std::to_string(round) + "/"},
                {"DTRAIN_RESTART_COUNT", std::to_string(round)},
-               {"TORCHELASTIC_RESTART_COUNT", std::to_string(round)}};
+               {"TORCHELASTIC_RESTART_COUNT", std::to_string(round)},
+               {"DTRAIN_NODES", std::to_string(r.members.size())}};
+      if (o_.elastic()) s.env["DTRAIN_ELASTIC"] = std::to_string(o_.min_nodes) + ":" + std::to_string(o_.nnodes);
+      if (!r.change.empty()) s.env["DTRAIN_MEMBERSHIP"] = r.change;
       const char* have = std::getenv("OMP_NUM_THREADS");
       if (o_.bind == "cores") s.cpus = cpus_of_worker(cpus.mask, l, o_.nproc_per_node);
       if (!have || !*have) {
@@ -196,26 +215,34 @@ class Agent {
     return out;
   }
 
-  // Runs one round to its end; returns "" on success, else what failed.
-  std::string run_round(int round, const Round& r) {
+  // Runs one round to its end; returns "" on success, kResize when the workers stopped at a
+  // checkpoint to take waiting nodes in, else what failed.
+  std::string run_round(int round, const Rendezvous::Outcome& r) {
     // Two pipes per worker (and a pair more while one starts), its log files; the store's host also
     // accepts every rank's two connections (store, heartbeat). Short of that, the job would hang.
+    const int world = world_of(r.members);
     OutputPlan output = o_.output;
     output.attempt = round;
     require_free_descriptors(WorkerGroup::descriptors_per_worker(output) * o_.nproc_per_node + 2 +
-                                 (server_ ? 2 * r.world : 0),
+                                 (server_ ? 2 * world : 0),
                              "dtrun cannot start " + std::to_string(o_.nproc_per_node) + " workers" +
-                                 (server_ ? " and serve the store to " + std::to_string(r.world) + " ranks" : ""));
+                                 (server_ ? " and serve the store to " + std::to_string(world) + " ranks" : ""));
     WorkerGroup group(o_.command, specs(round, r), output);
     auto last_check = std::chrono::steady_clock::now();
     const std::string failed_key = key(round, "failed");
+    bool resizing = false, asked = false;
     for (;;) {
+      rdzv_->beat();
       for (const WorkerExit& e : group.poll(o_.monitor_interval_ms)) {
         if (e.ok()) continue;
+        if (WIFEXITED(e.status) && WEXITSTATUS(e.status) == kExitForNewNodes) {
+          resizing = true;  // its peers stop at the same checkpoint
+          continue;
+        }
         char secs[32];
         std::snprintf(secs, sizeof secs, "%.1f", e.seconds);
         const std::string what = "rank " + std::to_string(e.rank) + " (local rank " + std::to_string(e.local_rank) +
-                                 " on node " + std::to_string(o_.node_rank) + ", pid " + std::to_string(e.pid) + ") " +
+                                 " on node " + std::to_string(r.index) + ", pid " + std::to_string(e.pid) + ") " +
                                  e.describe() + " after " + secs + " s";
         say("error: " + what + "; stopping the other workers");
         // Lines just forwarded with its tag are not repeated: only those filtered, redirected or untagged.
@@ -226,44 +253,76 @@ class Agent {
         return what;
       }
       if (group.all_exited()) {
-        try_set(key(round, "done/" + std::to_string(o_.node_rank)), "1");
+        if (resizing) return kResize;
+        try_set(key(round, "done/" + std::to_string(r.index)), "1");
         return "";
       }
       if (g_signal) {
-        try_set(failed_key, "dtrun on node " + std::to_string(o_.node_rank) + " got signal " + std::to_string(g_signal));
+        try_set(failed_key, "dtrun on node " + std::to_string(r.index) + " got signal " + std::to_string(g_signal));
         group.stop(o_.stop_timeout_s);
         return "signal";
       }
       const auto now = std::chrono::steady_clock::now();
-      if (o_.nnodes > 1 && now - last_check > Millis(500)) {
-        last_check = now;
-        std::string remote;
-        try {
-          remote = store_->try_get(failed_key).value_or("");
-        } catch (const std::exception& e) {
-          remote = "lost the rendezvous store (" + std::string(e.what()) + ")";
+      if (now - last_check < Millis(500) || (r.members.size() == 1 && !o_.elastic())) continue;
+      last_check = now;
+      std::string remote;
+      try {
+        remote = store_->try_get(failed_key).value_or("");
+        if (remote.empty() && server_) {
+          remote = rdzv_->lost_member(r.members, {});
+          if (!remote.empty()) store_->set(failed_key, remote);
+          if (!asked && remote.empty() && int(r.members.size()) < o_.nnodes) asked = ask_for_restart(round, r);
         }
-        if (!remote.empty()) {
-          say("another node failed (" + remote + "); stopping this node's workers");
-          group.stop(o_.stop_timeout_s);
-          return remote;
-        }
+      } catch (const std::exception& e) {
+        remote = "lost the rendezvous store (" + std::string(e.what()) + ")";
+      }
+      if (!remote.empty()) {
+        say((remote.rfind("node ", 0) == 0 ? remote : "another node failed (" + remote + ")") +
+            "; stopping this node's workers");
+        group.stop(o_.stop_timeout_s);
+        return remote;
       }
     }
   }
 
+  // The store's host, while round N runs below --nnodes' MAX: when live nodes wait in round N+1,
+  // tells the workers (their store's new_nodes key) to stop after their next checkpoint.
+  bool ask_for_restart(int round, const Rendezvous::Outcome& r) {
+    const std::vector<Joiner> waiting = rdzv_->waiting(round + 1);
+    if (waiting.empty()) return false;
+    std::string names;
+    for (const auto& w : waiting) names += (names.empty() ? "" : ", ") + w.name;
+    client_->set(o_.rdzv_id + "/r" + std::to_string(round) + "/new_nodes", names);
+    say("node(s) " + names + " wait to join; the job restarts with them after its next checkpoint (now " +
+        describe_size(r.members) + ")");
+    return true;
+  }
+
   // This node succeeded; the store's host waits for the other nodes before closing it.
-  int finish(int round) {
-    if (!server_ || o_.nnodes == 1) return 0;
+  int finish(int round, const Rendezvous::Outcome& r) {
+    if (!server_) return 0;
+    const size_t n = r.members.size();
     for (;;) {
-      std::vector<std::string> keys;
-      for (int n = 0; n < o_.nnodes; ++n) keys.push_back(key(round, "done/" + std::to_string(n)));
-      if (store_->wait(keys, Millis(500)).empty()) return 0;
-      if (auto f = store_->try_get(key(round, "failed"))) {
-        say("error: the job failed on another node: " + *f);
+      std::vector<bool> done(n, false);
+      bool all = true;
+      for (size_t i = 0; i < n; ++i) {
+        done[i] = store_->try_get(key(round, "done/" + std::to_string(i))).has_value();
+        all = all && done[i];
+      }
+      if (all) {
+        rdzv_->end("it finished");
+        return 0;
+      }
+      std::string f = store_->try_get(key(round, "failed")).value_or("");
+      if (f.empty()) f = rdzv_->lost_member(r.members, done);
+      if (!f.empty()) {
+        say("error: the job failed on another node: " + f);
+        rdzv_->end("it failed");
         return 1;
       }
       if (g_signal) return 128 + g_signal;
+      rdzv_->beat();
+      std::this_thread::sleep_for(Millis(200));
     }
   }
 
@@ -278,7 +337,9 @@ class Agent {
   std::string token_, host_;
   int port_ = 0;
   std::unique_ptr<TcpStoreServer> server_;
-  std::shared_ptr<Store> store_;
+  std::shared_ptr<TcpStore> client_;  // the connection to the store
+  std::shared_ptr<Store> store_;      // its dtrun/<rdzv-id>/ keys
+  std::unique_ptr<Rendezvous> rdzv_;
 };
 
 }  // namespace

@@ -25,8 +25,12 @@ Workers and nodes
   --nproc-per-node N|cpu|gpu|auto  workers on this node: N; cpu: one per CPU this process may
                             use; gpu: one per visible NVIDIA GPU (CUDA_VISIBLE_DEVICES
                             counts); auto: gpu when there is one, else cpu                [1]
-  --nnodes N                nodes in the job (torchrun's MIN:MAX only with MIN = MAX)  [1]
-  --node-rank R             this node's rank (default: SLURM_NODEID, or 0 on one node)
+  --nnodes N|MIN:MAX        nodes in the job, or an elastic range: the job runs on as many
+                            as are there (up to MAX), goes on with the rest when one is
+                            lost (at least MIN; each loss takes one of --max-restarts) and
+                            takes a node that comes back in after its next checkpoint  [1]
+  --node-rank R             this node's rank (default: SLURM_NODEID, or 0 on one node);
+                            an elastic job numbers its nodes itself, in this order
 Rendezvous (dtrun's own TCP store, hosted by node rank 0)
   --rdzv-endpoint HOST:PORT where the nodes meet                               [127.0.0.1:29500]
                             node rank 0 hosts the store there and listens on HOST's address
@@ -39,8 +43,11 @@ Rendezvous (dtrun's own TCP store, hosted by node rank 0)
                             --node-rank or SLURM_NODEID)                        [c10d]
   --rdzv-conf K=V[,K=V...]  join_timeout=S or timeout=S (as --rdzv-timeout), read_timeout=S
                             (each store operation), is_host=true|false (host the store on
-                            this node instead of node rank 0); last_call_timeout,
-                            close_timeout, keep_alive_interval, keep_alive_max_attempt,
+                            this node instead of node rank 0; an elastic job without node
+                            ranks: the node whose address the endpoint names); elastic jobs:
+                            last_call_timeout=S (with MIN nodes in, wait this long for more
+                            [30]), keep_alive_interval=S [5] and keep_alive_max_attempt=N [3]
+                            (a node that misses N heartbeats S apart is lost); close_timeout,
                             heartbeat, use_libuv and store_type are accepted and ignored (with
                             a note); other keys are refused
   --standalone              one node, a free port on 127.0.0.1 and a fresh job token
@@ -64,11 +71,12 @@ Output
                             1 stdout, 2 stderr, 3 both, or per local rank (0:3,1:2)  [0]
   --tee, -t S               streams written to the log files and forwarded (as --redirects)
 Refused: -m/--module and --run-path (dtrun runs a program: give its path), --local-addr (set
-DTRAIN_SOCKET_IFNAME), --nnodes MIN:MAX with MIN < MAX (elastic jobs), --rdzv-backend etcd.
+DTRAIN_SOCKET_IFNAME), --rdzv-backend etcd.
 
 Workers get RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, ROLE_NAME, ROLE_RANK,
 ROLE_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, DTRAIN_JOB_TOKEN (from the environment, else generated)
-and DTRAIN_RESTART_COUNT; OMP_NUM_THREADS defaults to the CPUs dtrun may use (affinity mask and
+and DTRAIN_RESTART_COUNT (elastic jobs: DTRAIN_ELASTIC=MIN:MAX, DTRAIN_NODES and, after a
+change of nodes, DTRAIN_MEMBERSHIP); OMP_NUM_THREADS defaults to the CPUs dtrun may use (affinity mask and
 cgroup quota) / workers, OMP_WAIT_POLICY to PASSIVE (threads sleep between parallel regions).
 )";
 
@@ -130,8 +138,7 @@ bool boolean(const std::string& opt, const std::string& v) {
 
 // --rdzv-conf: the keys that map onto dtrun's settings; torchrun's others are noted and ignored.
 void rdzv_conf(LaunchOptions& o, const std::string& v) {
-  static const char* kIgnored[] = {"last_call_timeout", "close_timeout", "keep_alive_interval",
-                                   "keep_alive_max_attempt", "heartbeat", "use_libuv", "store_type"};
+  static const char* kIgnored[] = {"close_timeout", "heartbeat", "use_libuv", "store_type"};
   for (const auto& item : split(v, ',')) {
     const auto eq = item.find('=');
     require(eq != std::string::npos && eq > 0,
@@ -144,11 +151,21 @@ void rdzv_conf(LaunchOptions& o, const std::string& v) {
       o.read_timeout_s = to_int(opt, value, 1, kWeek);
     } else if (key == "is_host") {
       o.is_host = boolean(opt, value);
+    } else if (key == "last_call_timeout") {
+      o.last_call_s = to_int(opt, value, 0, kWeek);
+      o.elastic_keys.push_back(key);
+    } else if (key == "keep_alive_interval") {
+      o.keep_alive_s = to_int(opt, value, 1, 3600);
+      o.elastic_keys.push_back(key);
+    } else if (key == "keep_alive_max_attempt") {
+      o.keep_alive_attempts = to_int(opt, value, 1, 1000);
+      o.elastic_keys.push_back(key);
     } else if (std::find(std::begin(kIgnored), std::end(kIgnored), key) != std::end(kIgnored)) {
-      o.notes.push_back("--rdzv-conf " + key + " has no meaning for dtrun's fixed-size rendezvous; ignored");
+      o.notes.push_back("--rdzv-conf " + key + " has no meaning for dtrun's rendezvous; ignored");
     } else {
       throw Error("--rdzv-conf: unknown key '" + key +
-                  "': dtrun takes join_timeout, timeout, read_timeout and is_host (see `dtrun --help`)");
+                  "': dtrun takes join_timeout, timeout, read_timeout, is_host, last_call_timeout, keep_alive_interval "
+                  "and keep_alive_max_attempt (see `dtrun --help`)");
     }
   }
 }
@@ -167,15 +184,18 @@ int workers(const std::string& v, const LaunchHost& host) {
   return to_int("--nproc-per-node", v, 1, kMaxWorkers);
 }
 
-// --nnodes N or torchrun's MIN:MAX (an elastic range: only MIN = MAX for now).
-int nodes(const std::string& v) {
+// --nnodes N or torchrun's MIN:MAX (an elastic range when MIN < MAX): {MIN, MAX}.
+std::pair<int, int> nodes(const std::string& v) {
   const auto colon = v.find(':');
-  if (colon == std::string::npos) return to_int("--nnodes", v, 1, kMaxNodes);
+  if (colon == std::string::npos) {
+    const int n = to_int("--nnodes", v, 1, kMaxNodes);
+    return {n, n};
+  }
   const int lo = to_int("--nnodes MIN", v.substr(0, colon), 1, kMaxNodes);
   const int hi = to_int("--nnodes MAX", v.substr(colon + 1), 1, kMaxNodes);
-  require(lo == hi, "--nnodes " + v + ": elastic ranges (MIN:MAX with MIN < MAX) are not supported yet: give the number "
-                    "of nodes, e.g. --nnodes " + std::to_string(hi));
-  return lo;
+  require(lo <= hi, "--nnodes " + v + ": MIN is above MAX: write the fewest nodes first, e.g. --nnodes " +
+                        std::to_string(hi) + ":" + std::to_string(lo));
+  return {lo, hi};
 }
 
 // --monitor-interval S: seconds, decimals allowed (torchrun's is a float).
@@ -232,7 +252,7 @@ LaunchOptions parse_launch_options(int argc, char** argv, const LaunchHost& host
     } else if (a == "--nproc-per-node") {
       o.nproc_per_node = workers(next(), host);
     } else if (a == "--nnodes") {
-      o.nnodes = nodes(next());
+      std::tie(o.min_nodes, o.nnodes) = nodes(next());
     } else if (a == "--node-rank") {
       o.node_rank = to_int(a, next(), 0, kMaxNodes - 1);
     } else if (a == "--rdzv-endpoint") {
@@ -320,7 +340,9 @@ LaunchOptions parse_launch_options(int argc, char** argv, const LaunchHost& host
   }
   if (o.node_rank < 0) {
     const char* slurm = host.getenv("SLURM_NODEID");
-    if (o.nnodes == 1) {
+    if (o.elastic()) {
+      if (slurm && *slurm) o.node_rank = to_int("SLURM_NODEID", slurm, 0, kMaxNodes - 1);  // an order, no more
+    } else if (o.nnodes == 1) {
       o.node_rank = 0;
     } else {
       require(slurm && *slurm, "--nnodes " + std::to_string(o.nnodes) +
@@ -328,8 +350,13 @@ LaunchOptions parse_launch_options(int argc, char** argv, const LaunchHost& host
       o.node_rank = to_int("SLURM_NODEID", slurm, 0, kMaxNodes - 1);
     }
   }
-  require(o.node_rank < o.nnodes, "--node-rank " + std::to_string(o.node_rank) + " is not below --nnodes " +
-                                      std::to_string(o.nnodes));
+  require(o.elastic() || o.node_rank < o.nnodes,
+          "--node-rank " + std::to_string(o.node_rank) + " is not below --nnodes " + std::to_string(o.nnodes));
+  if (!o.elastic()) {
+    for (const auto& key : o.elastic_keys)
+      o.notes.push_back("--rdzv-conf " + key + " has no meaning for a fixed-size job (--nnodes " +
+                        std::to_string(o.nnodes) + "); it applies to elastic ones (--nnodes MIN:MAX); ignored");
+  }
   for (int lr : o.output.only_local_ranks) {
     require(lr < o.nproc_per_node, "--local-ranks-filter " + std::to_string(lr) + ": this node's local ranks are 0 to " +
                                        std::to_string(o.nproc_per_node - 1));

@@ -12,8 +12,11 @@ namespace dtrain {
 
 struct LaunchOptions {
   int nproc_per_node = 1;
-  int nnodes = 1;
-  int node_rank = -1;            // -1: from SLURM_NODEID, or 0 on one node
+  int nnodes = 1;                // nodes in the job; an elastic job's most (--nnodes MIN:MAX's MAX)
+  int min_nodes = 1;             // an elastic job's fewest (MIN); = nnodes for a fixed-size job
+  // -1: from SLURM_NODEID, or 0 on one node. An elastic job numbers its nodes at each rendezvous;
+  // a node rank given (or SLURM's) then only orders them.
+  int node_rank = -1;
   std::string rdzv_host = "127.0.0.1";
   int rdzv_port = 29500;
   std::string rdzv_id = "none";
@@ -23,13 +26,19 @@ struct LaunchOptions {
   int rdzv_timeout_s = 300;      // how long nodes wait for each other
   int read_timeout_s = 0;        // a store operation's timeout (--rdzv-conf read_timeout); 0: rdzv_timeout_s
   std::optional<bool> is_host;   // host the store here (--rdzv-conf is_host); unset: node rank 0 does
+                                 // (elastic, without node ranks: the node whose address is the endpoint's)
+  int last_call_s = 30;          // elastic: once MIN nodes are in, how long the rendezvous waits for more
+  int keep_alive_s = 5;          // elastic: seconds between an agent's heartbeats (keep_alive_interval)
+  int keep_alive_attempts = 3;   // heartbeats missed before a node counts as lost (keep_alive_max_attempt)
   int stop_timeout_s = 5;        // SIGTERM → SIGKILL grace when stopping workers
   int monitor_interval_ms = 100; // how often the workers are checked (--monitor-interval)
   std::string role = "default";  // the workers' ROLE_NAME (--role)
   std::string bind = "none";     // --bind: none, or cores (each worker its own share of the mask)
   OutputPlan output;             // tags, rank filters, log files (--redirects, --tee)
   std::vector<std::string> notes;    // what was accepted but has no effect, said once at the start
+  std::vector<std::string> elastic_keys;  // the --rdzv-conf keys given that only elastic jobs use
   std::vector<std::string> command;  // PROGRAM [ARGS...]
+  bool elastic() const { return min_nodes < nnodes; }
 };
 
 // What the parser asks of the machine and the environment (tests give their own).

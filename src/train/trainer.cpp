@@ -26,6 +26,7 @@
 #include "parallel/plan.hpp"
 #include "train/run_report.hpp"
 #include "train/run_saver.hpp"
+#include "train/elastic.hpp"
 #include "train/history.hpp"
 #include "train/job_watch.hpp"
 #include "train/memory_account.hpp"
@@ -73,6 +74,7 @@ struct Trainer::Impl {
   LoadReport load_report;              // of the checkpoint resumed from
   int64_t rank_samples = 0;            // training samples per rank and epoch (padded sampler)
   std::unique_ptr<JobWatch> watch;     // phases, the trace
+  NewNodesWatch new_nodes{world};      // an elastic job's nodes waiting to join
   struct StepFigures {                 // the last step's, for its train record
     double loss = 0.0, norm = 0.0;
     float lr = 0.0f;
@@ -187,6 +189,7 @@ struct Trainer::Impl {
       j["bytes_read"] = load_report.bytes_read;  // by rank 0
       jsonl->write(j);
     }
+    if (const auto change = membership_record(world, st.global_step)) jsonl->write(*change);
     tb = std::make_unique<TensorBoardWriter>(run_dir, events);
   }
 
@@ -276,8 +279,9 @@ struct Trainer::Impl {
   std::string vocab_path() const { return data->vocab_path(); }
 
   // A resume checkpoint of the current step under RUN/checkpoints (RunSaver), logged. Every rank
-  // takes part.
-  void checkpoint() {
+  // takes part. In an elastic job with nodes waiting to join, every rank then stops
+  // (StopForNewNodes) unless the run ends here anyway (last).
+  void checkpoint(bool last = false) {
     PhaseScope phase(Phase::checkpoint);
     // The epoch's loss so far is saved averaged over the ranks: a resumed run, at any size, then
     // prints the epoch loss the uninterrupted run would have.
@@ -290,15 +294,24 @@ struct Trainer::Impl {
     finish_async_save();  // one save at a time; the one in flight is logged as it lands
     const RunSaver::Checkpoint c = saver->checkpoint(saved);
     last_checkpoint_step = st.global_step;
-    if (!root) return;
-    Json j = Json::object();
-    j["type"] = "checkpoint";
-    j["step"] = st.global_step;
-    j["format"] = c.sharded ? "sharded" : "full";
-    j["async"] = c.async;
-    j["bytes"] = c.report.bytes;  // the whole checkpoint, every rank's share
-    j["stall_seconds"] = c.report.stall_seconds;
-    jsonl->write(j);
+    if (root) {
+      Json j = Json::object();
+      j["type"] = "checkpoint";
+      j["step"] = st.global_step;
+      j["format"] = c.sharded ? "sharded" : "full";
+      j["async"] = c.async;
+      j["bytes"] = c.report.bytes;  // the whole checkpoint, every rank's share
+      j["stall_seconds"] = c.report.stall_seconds;
+      jsonl->write(j);
+    }
+    stop_if_nodes_wait(last);
+  }
+
+  // After a checkpoint: dtrun restarts the job with the nodes that wait to join.
+  void stop_if_nodes_wait(bool last) {
+    if (last || !new_nodes.asked()) return;
+    finish_async_save();  // the checkpoint the job goes on from is whole on disk
+    throw StopForNewNodes(st.global_step);
   }
 
   // Waits for the background save in flight (if any) and logs how long its writing took.
@@ -635,7 +648,7 @@ struct Trainer::Impl {
   // After the last step: a resumable checkpoint where it stopped, model_final, the pipeline's
   // timeline, the test loss, summary.json.
   void finish(int threads) {
-    if (last_checkpoint_step != st.global_step) checkpoint();  // a run always ends resumable where it stopped
+    if (last_checkpoint_step != st.global_step) checkpoint(true);  // a run always ends resumable where it stopped
     finish_async_save();
     saver->weights("model_final", st);
     watch->gather_trace();

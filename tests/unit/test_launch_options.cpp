@@ -124,9 +124,18 @@ TEST(LaunchOptions, WorkersPerNodeCpuGpuAuto) {
 }
 
 TEST(LaunchOptions, NodesAndTheirRanks) {
-  EXPECT_EQ(parse_on(machine(4, 0), {"--nnodes", "2:2", "--node-rank", "1", "p"}).nnodes, 2);
-  expect_refused({"--nnodes", "1:4", "--node-rank", "0", "p"}, "--nnodes 1:4: elastic ranges (MIN:MAX with MIN < MAX) are not "
-                                                               "supported yet: give the number of nodes, e.g. --nnodes 4");
+  LaunchOptions fixed = parse_on(machine(4, 0), {"--nnodes", "2:2", "--node-rank", "1", "p"});
+  EXPECT_EQ(fixed.nnodes, 2);
+  EXPECT_FALSE(fixed.elastic());
+  // An elastic range: no node rank needed (SLURM's, or one given, only orders the nodes).
+  LaunchOptions elastic = parse_on(machine(4, 0), {"--nnodes", "1:4", "p"});
+  EXPECT_TRUE(elastic.elastic());
+  EXPECT_EQ(elastic.min_nodes, 1);
+  EXPECT_EQ(elastic.nnodes, 4);
+  EXPECT_EQ(elastic.node_rank, -1);
+  EXPECT_EQ(parse_on(machine(4, 0, "3"), {"--nnodes", "2:4", "p"}).node_rank, 3);
+  EXPECT_EQ(parse_on(machine(4, 0), {"--nnodes", "2:4", "--node-rank", "7", "p"}).node_rank, 7);
+  expect_refused({"--nnodes", "4:2", "p"}, "--nnodes 4:2: MIN is above MAX: write the fewest nodes first, e.g. --nnodes 2:4");
   expect_refused({"--nnodes", "2:", "p"}, "--nnodes MAX '' is not a whole number");
   expect_refused({"--nnodes", "2", "p"}, "needs --node-rank on each node");
   EXPECT_EQ(parse_on(machine(4, 0, "1"), {"--nnodes", "2", "p"}).node_rank, 1);  // from SLURM
@@ -151,9 +160,20 @@ TEST(LaunchOptions, RendezvousBackendsConfAndMasterAddress) {
   EXPECT_FALSE(parse_on(machine(4, 0), {"p"}).is_host.has_value());
   o = parse_on(machine(4, 0), {"--rdzv-conf", "last_call_timeout=30,close_timeout=10", "p"});
   ASSERT_EQ(o.notes.size(), 2u);
-  EXPECT_NE(o.notes[0].find("last_call_timeout has no meaning for dtrun's fixed-size rendezvous; ignored"), std::string::npos);
+  EXPECT_NE(o.notes[0].find("close_timeout has no meaning for dtrun's rendezvous; ignored"), std::string::npos);
+  EXPECT_NE(o.notes[1].find("last_call_timeout has no meaning for a fixed-size job (--nnodes 1); it applies to elastic "
+                            "ones (--nnodes MIN:MAX); ignored"), std::string::npos);
+  // Elastic jobs use them.
+  o = parse_on(machine(4, 0), {"--nnodes", "1:2", "--rdzv-conf", "last_call_timeout=2,keep_alive_interval=1,"
+                                                                 "keep_alive_max_attempt=4", "p"});
+  EXPECT_TRUE(o.notes.empty());
+  EXPECT_EQ(o.last_call_s, 2);
+  EXPECT_EQ(o.keep_alive_s, 1);
+  EXPECT_EQ(o.keep_alive_attempts, 4);
+  expect_refused({"--rdzv-conf", "keep_alive_interval=0", "p"}, "keep_alive_interval '0' is not a whole number from 1");
   expect_refused({"--rdzv-conf", "join_timeout=600,colour=red", "p"}, "--rdzv-conf: unknown key 'colour': dtrun takes "
-                                                                      "join_timeout, timeout, read_timeout and is_host");
+                                                                      "join_timeout, timeout, read_timeout, is_host, "
+                                                                      "last_call_timeout");
   expect_refused({"--rdzv-conf", "join_timeout", "p"}, "'join_timeout' is not KEY=VALUE");
   expect_refused({"--rdzv-conf", "join_timeout=0", "p"}, "--rdzv-conf join_timeout '0' is not a whole number from 1 to 604800");
   expect_refused({"--rdzv-conf", "is_host=maybe", "p"}, "--rdzv-conf is_host 'maybe' is not true or false");

@@ -1,0 +1,203 @@
+// The rendezvous protocol (see rendezvous.hpp).
+#include "launch/rendezvous.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <thread>
+
+#include "comm/store.hpp"
+#include "core/error.hpp"
+#include "core/whole_number.hpp"
+
+namespace dtrain {
+
+namespace {
+
+constexpr Millis kTick(200);  // how often the host looks at an open round
+
+std::vector<int64_t> parse_ids(const std::string& text) {
+  std::vector<int64_t> ids;
+  size_t k = 0;
+  while (k < text.size()) {
+    size_t c = text.find(',', k);
+    if (c == std::string::npos) c = text.size();
+    const auto id = parse_whole(text.substr(k, c - k), 1, INT64_MAX);
+    require(id.has_value(), "the rendezvous store holds a malformed member list '" + text +
+                                "': another program uses this --rdzv-id; choose another one");
+    ids.push_back(*id);
+    k = c + 1;
+  }
+  return ids;
+}
+
+}  // namespace
+
+Rendezvous::Rendezvous(std::shared_ptr<Store> store, const LaunchOptions& o, bool host, const std::string& name,
+                       std::function<bool()> stopped)
+    : store_(std::move(store)), o_(o), host_(host), stopped_(std::move(stopped)) {
+  id_ = store_->add("agents", 1);
+  Joiner me{id_, o_.node_rank, o_.nproc_per_node, name, true};
+  store_->set("agent/" + std::to_string(id_), encode_joiner(me));
+  agents_[id_] = me;
+  last_beat_ = Clock::now() - std::chrono::hours(1);
+  beat();
+}
+
+double Rendezvous::lost_after_s() const {
+  // A node stopping its workers (up to --stop-timeout) beats again only after: never lost for that.
+  return std::max(double(o_.keep_alive_s) * o_.keep_alive_attempts, double(o_.stop_timeout_s + 2 * o_.keep_alive_s));
+}
+
+void Rendezvous::beat() {
+  const auto now = Clock::now();
+  if (now - last_beat_ < std::chrono::seconds(o_.keep_alive_s)) return;
+  last_beat_ = now;
+  store_->add("agent/" + std::to_string(id_) + "/beat", 1);
+}
+
+int Rendezvous::first_round() {
+  if (host_) return 0;
+  const auto r = store_->try_get("round");
+  const auto n = r ? parse_whole(*r, 0, INT32_MAX) : std::optional<int64_t>(0);
+  return n ? int(*n) : 0;
+}
+
+bool Rendezvous::alive(int64_t id) {
+  if (id == id_) return true;
+  const auto now = Clock::now();
+  const auto v = store_->try_get("agent/" + std::to_string(id) + "/beat");
+  const auto value = v ? parse_whole(*v, 0, INT64_MAX) : std::optional<int64_t>(0);
+  auto [it, fresh] = beats_.try_emplace(id, Beat{value.value_or(0), now});
+  if (!fresh && value && *value != it->second.value) it->second = {*value, now};
+  return std::chrono::duration<double>(now - it->second.changed).count() < lost_after_s();
+}
+
+bool Rendezvous::known(int64_t id, Joiner& out) {
+  auto it = agents_.find(id);
+  if (it == agents_.end()) {
+    const auto text = store_->try_get("agent/" + std::to_string(id));
+    Joiner j;
+    if (!text) return false;
+    require(decode_joiner(id, *text, j), "the rendezvous store holds a malformed agent record '" + *text +
+                                             "': another program uses this --rdzv-id; choose another one");
+    it = agents_.emplace(id, j).first;
+  }
+  out = it->second;
+  return true;
+}
+
+std::vector<Joiner> Rendezvous::joiners(int round, int64_t& count) {
+  count = store_->add(key(round, "joined"), 0);
+  std::vector<Joiner> out;
+  for (int64_t k = 1; k <= count; ++k) {
+    const auto id_text = store_->try_get(key(round, "join/" + std::to_string(k)));
+    if (!id_text) continue;  // counted, not yet written: seen at the next look
+    const auto id = parse_whole(*id_text, 1, INT64_MAX);
+    Joiner j;
+    if (!id || !known(*id, j)) continue;
+    j.alive = alive(j.id);
+    out.push_back(j);
+  }
+  return out;
+}
+
+Rendezvous::Outcome Rendezvous::join(int round) {
+  if (host_) store_->set("round", std::to_string(round));
+  const int64_t k = store_->add(key(round, "joined"), 1);
+  store_->set(key(round, "join/" + std::to_string(k)), std::to_string(id_));
+  return host_ ? decide(round) : await(round);
+}
+
+Rendezvous::Outcome Rendezvous::decide(int round) {
+  const auto opened = Clock::now();
+  auto last_join = opened;
+  int64_t seen = 0;
+  for (;;) {
+    beat();
+    RoundView v;
+    v.min_nodes = o_.min_nodes;
+    v.max_nodes = o_.nnodes;
+    int64_t count = 0;
+    v.joined = joiners(round, count);
+    if (count != seen) last_join = Clock::now();
+    seen = count;
+    v.previous = previous_;
+    for (auto& p : v.previous) p.alive = alive(p.id);
+    const auto now = Clock::now();
+    v.since_last_join = std::chrono::duration<double>(now - last_join).count();
+    v.waited = std::chrono::duration<double>(now - opened).count();
+    v.last_call = o_.last_call_s;
+    v.timeout = o_.rdzv_timeout_s;
+    const Closing c = decide_round(v);
+    if (!c.error.empty()) {
+      store_->set(key(round, "members"), "error: " + c.error);
+      end("the rendezvous failed");
+      throw Error(c.error);
+    }
+    if (c.close) {
+      std::string ids;
+      for (const auto& m : c.members) ids += (ids.empty() ? "" : ",") + std::to_string(m.id);
+      store_->set(key(round, "change"), previous_.empty() ? "" : describe_change(previous_, c.members));
+      store_->set(key(round, "members"), ids);  // last: the others read the change once this is there
+      previous_ = c.members;
+      return outcome_of(round, ids);
+    }
+    if (stopped_()) return Outcome{{}, -1, "", "", true};
+    std::this_thread::sleep_for(kTick);
+  }
+}
+
+Rendezvous::Outcome Rendezvous::await(int round) {
+  const std::string members = key(round, "members");
+  for (;;) {
+    beat();
+    if (store_->wait({members}, Millis(500)).empty()) {
+      const std::string text = store_->try_get(members).value_or("");
+      if (text.rfind("error: ", 0) == 0) throw Error(text.substr(7));
+      return outcome_of(round, text);
+    }
+    if (stopped_()) return Outcome{{}, -1, "", "", true};
+    if (const auto ended = store_->try_get("ended")) return Outcome{{}, -1, "", *ended, false};
+  }
+}
+
+Rendezvous::Outcome Rendezvous::outcome_of(int round, const std::string& members_text) {
+  Outcome out;
+  for (int64_t id : parse_ids(members_text)) {
+    Joiner j;
+    require(known(id, j), "the rendezvous store names agent " + std::to_string(id) +
+                              " as a member but holds no record of it: another program uses this --rdzv-id");
+    if (id == id_) out.index = int(out.members.size());
+    out.members.push_back(j);
+  }
+  out.change = store_->try_get(key(round, "change")).value_or("");
+  return out;
+}
+
+std::string Rendezvous::lost_member(const std::vector<Joiner>& members, const std::vector<bool>& done) {
+  for (size_t i = 0; i < members.size(); ++i) {
+    if ((i < done.size() && done[i]) || alive(members[i].id)) continue;
+    char s[32];
+    std::snprintf(s, sizeof s, "%.0f", lost_after_s());
+    return "node " + std::to_string(i) + " (" + members[i].name + ") was lost: no heartbeat from its dtrun for " + s +
+           " s";
+  }
+  return "";
+}
+
+std::vector<Joiner> Rendezvous::waiting(int next_round) {
+  int64_t count = 0;
+  std::vector<Joiner> all = joiners(next_round, count), live;
+  for (const auto& j : all)
+    if (j.alive) live.push_back(j);
+  return live;
+}
+
+void Rendezvous::end(const std::string& why) {
+  try {
+    store_->set("ended", why);
+  } catch (const std::exception&) {
+  }
+}
+
+}  // namespace dtrain
