@@ -124,7 +124,9 @@ struct Trainer::Impl {
 
   // The mesh parallel.* asks for (the same error on every rank), and this rank's data-parallel place.
   MeshShape mesh_shape_of_config() {
-    const MeshShape shape = same_on_every_rank([&] { return mesh_shape(); });
+    std::string fallback;  // an elastic job's shape when the world no longer fits parallel.*
+    const MeshShape shape = same_on_every_rank([&] { return mesh_shape(fallback); });
+    if (root && !fallback.empty()) std::printf("%s\n", fallback.c_str());
     dp = shape.dp();
     dp_rank = mesh_coord(shape, world.rank()).dp_index(shape);
     const TrainConfig& t = cfg.train;
@@ -262,11 +264,15 @@ struct Trainer::Impl {
     tp_regions = par->tp_regions();
   }
 
-  // The mesh from parallel.* (parallel.dp is plain DDP's name for dp_replicate).
-  MeshShape mesh_shape() const {
+  // The mesh from parallel.* (parallel.dp is plain DDP's name for dp_replicate); in an elastic job
+  // (DTRAIN_ELASTIC) sizes the world no longer makes give way in the data-parallel dimensions, and
+  // `note` names the shape taken.
+  MeshShape mesh_shape(std::string& note) const {
     const ParallelConfig& p = cfg.parallel;
-    return MeshShape::fit(world.size(), int(p.pp), int(p.dp != 0 ? p.dp : p.dp_replicate), int(p.dp_shard),
-                          int(p.tp));
+    const int pp = int(p.pp), dpr = int(p.dp != 0 ? p.dp : p.dp_replicate), dps = int(p.dp_shard), tp = int(p.tp);
+    note.clear();
+    if (world.env().elastic) return MeshShape::fit_elastic(world.size(), pp, dpr, dps, tp, note);
+    return MeshShape::fit(world.size(), pp, dpr, dps, tp);
   }
 
   // Gradients live where the model does: on GPUs the mesh's groups are NCCL's, on the CPU the world's
