@@ -335,7 +335,9 @@ struct Trainer::Impl {
   }
 
   // What the run is made of, for its report.
-  RunParts parts() const { return {cfg, kind, *data, *train_set, world, *mesh, *par, *dev, precision, dp, batch_split}; }
+  RunParts parts() const {
+    return {cfg, kind, *data, *train_set, world, *mesh, *par, *dev, precision, dp, batch_split};
+  }
 
   // epoch: the epoch the evaluation belongs to (1-based); the final test: the epoch of the last step
   // (a language model's record carries its perplexity as "ppl", a classifier's its "accuracy")
@@ -599,8 +601,8 @@ struct Trainer::Impl {
 
   // The validation loss (train.eval_max_batches global batches of the split; 0: all of it).
   EvalResult validate() {
-    return evaluate(eval_pass(), par->eval_in_lockstep(), *valid_set, batch_split.micro_batch, eval_windows(), precision,
-                    &mesh->dp());
+    return evaluate(eval_pass(), par->eval_in_lockstep(), *valid_set, batch_split.micro_batch, eval_windows(),
+                    precision, &mesh->dp());
   }
 
   // The course's epoch line (mean of batch means, averaged over ranks, and the validation loss), its

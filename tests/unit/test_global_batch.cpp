@@ -25,7 +25,8 @@ TEST(GlobalBatch, FewestMicroStepsWithinThePerRankBound) {
   s = split_global_batch(13, 1, 4);
   EXPECT_EQ(s.micro_batch, 1);
   EXPECT_EQ(s.accum, 13);
-  EXPECT_EQ(split_global_batch(32, 2, 4).describe(2), "global batch 32 = 2 data-parallel ranks × 4 samples × 4 micro-steps");
+  EXPECT_EQ(split_global_batch(32, 2, 4).describe(2),
+            "global batch 32 = 2 data-parallel ranks × 4 samples × 4 micro-steps");
   EXPECT_EQ(split_global_batch(1, 1, 4).describe(1), "global batch 1 = 1 data-parallel rank × 1 sample × 1 micro-step");
 }
 
@@ -48,8 +49,9 @@ TEST(GlobalBatch, EverySizeThatDividesItKeepsTheGlobalBatch) {
 
 TEST(GlobalBatch, ASizeThatDoesNotDivideItIsOneLine) {
   const std::string e = error_of([] { split_global_batch(30, 4, 8); });
-  EXPECT_EQ(e, "train.global_batch = 30 does not split over 4 data-parallel ranks: give a multiple of 4 (28 or 32), "
-               "or leave train.global_batch unset");
+  EXPECT_EQ(e,
+            "train.global_batch = 30 does not split over 4 data-parallel ranks: give a multiple of 4 (28 or 32), "
+            "or leave train.global_batch unset");
   EXPECT_NE(error_of([] { split_global_batch(3, 4, 8); }).find("(4)"), std::string::npos);
 }
 
