@@ -95,6 +95,16 @@ DistEnv detect_env(const GetEnv& get_fn) {
   e.store_dir = v.str("DTRAIN_STORE_DIR");
   e.socket_ifname = v.str("DTRAIN_SOCKET_IFNAME", v.str("GLOO_SOCKET_IFNAME"));
   e.restart_count = v.rank("DTRAIN_RESTART_COUNT", 0);
+  e.elastic_nodes = v.str("DTRAIN_ELASTIC");
+  e.elastic = !e.elastic_nodes.empty();
+  if (e.elastic) {
+    const size_t colon = e.elastic_nodes.find(':');
+    const auto lo = parse_whole(e.elastic_nodes.substr(0, colon), 1, kMaxWorld);
+    const auto hi = colon == std::string::npos ? lo : parse_whole(e.elastic_nodes.substr(colon + 1), 1, kMaxWorld);
+    require(colon != std::string::npos && lo && hi && *lo <= *hi,
+            "environment variable DTRAIN_ELASTIC='" + e.elastic_nodes +
+                "' is not MIN:MAX (node counts, 1 <= MIN <= MAX, e.g. 2:4): fix the launch line or unset it");
+  }
   e.master_port = v.num("MASTER_PORT", 29500, 1, 65535);  // a port to connect to: 0 ("any") is none
   e.mpi_launched = v.has("OMPI_COMM_WORLD_SIZE") || v.has("PMIX_RANK");
   if (v.has("RANK") || v.has("WORLD_SIZE")) {

@@ -20,6 +20,10 @@ struct DistEnv {
   std::string store_dir;      // DTRAIN_STORE_DIR: use a file store in this shared folder
   std::string socket_ifname;  // DTRAIN_SOCKET_IFNAME (or GLOO_SOCKET_IFNAME)
   int restart_count = 0;      // DTRAIN_RESTART_COUNT: >0 after dtrun restarted the workers
+  // DTRAIN_ELASTIC=MIN:MAX: an elastic job (dtrun --nnodes MIN:MAX), whose world may change size
+  // between restarts; the mesh then shrinks or grows its data-parallel dimensions to fit.
+  bool elastic = false;
+  std::string elastic_nodes;  // "MIN:MAX" as dtrun gave it ("" when not elastic)
   bool mpi_launched = false;  // started by an MPI launcher: mpirun (OMPI_COMM_WORLD_SIZE) or PMIx (PMIX_RANK)
   bool distributed() const { return world_size > 1; }
   std::string describe() const;  // "rank 3 of 8 (local 1 of 4, node 1) via SLURM"

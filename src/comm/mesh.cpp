@@ -68,6 +68,47 @@ MeshShape MeshShape::fit(int world, int pp, int dp_replicate, int dp_shard, int 
   return s;
 }
 
+MeshShape MeshShape::fit_elastic(int world, int pp, int dp_replicate, int dp_shard, int tp, std::string& note) {
+  note.clear();
+  const int given[] = {pp, dp_replicate, dp_shard, tp};
+  int fixed = 1, open = 0;
+  for (int v : given) {
+    if (v == -1) ++open;
+    else if (v >= 1) fixed *= v;
+  }
+  const bool fits = open == 0 ? fixed == world : open == 1 && world % fixed == 0;
+  // Sizes that fit, a tp or pp of "what the world leaves", or sizes fit() refuses anyway: fit's answer.
+  const bool refused = dp_replicate == 0 || dp_shard == 0 || dp_replicate < -1 || dp_shard < -1 || open > 1;
+  if (fits || refused || pp < 1 || tp < 1) return fit(world, pp, dp_replicate, dp_shard, tp);
+  const int model = tp * pp;
+  require(world % model == 0,
+          "a world of " + std::to_string(world) + " ranks no longer fits parallel.tp × parallel.pp = " +
+              std::to_string(tp) + " × " + std::to_string(pp) + " = " + std::to_string(model) +
+              " ranks per model copy: give the elastic job a multiple of " + std::to_string(model) +
+              " ranks at every size (dtrun --nnodes MIN:MAX × --nproc-per-node), or lower tp or pp");
+  // The rule: tp and pp stay (they cut the model, which must still fit a rank's memory); the
+  // data-parallel ranks dp = world / (tp × pp) keep the sharding given where it still divides dp
+  // (dp_shard kept, dp_replicate = dp / dp_shard; a dp_shard of -1 takes what a dp_replicate that
+  // divides dp leaves), else shard over all of them (dp_shard = dp, dp_replicate = 1): fewer ranks
+  // hold more of the model each, so the most sharding is the choice least likely to outgrow memory.
+  MeshShape s{pp, 1, 1, tp};
+  const int dp = world / model;
+  if (dp_shard >= 1 && dp % dp_shard == 0) {
+    s.dp_shard = dp_shard;
+    s.dp_replicate = dp / dp_shard;
+  } else if (dp_shard == -1 && dp_replicate >= 1 && dp % dp_replicate == 0) {
+    s.dp_replicate = dp_replicate;
+    s.dp_shard = dp / dp_replicate;
+  } else {
+    s.dp_shard = dp;
+  }
+  auto size = [](int v) { return v == -1 ? std::string("-1") : std::to_string(v); };
+  note = "elastic job: parallel.* asked for pp " + size(pp) + " × dp_replicate " + size(dp_replicate) +
+         " × dp_shard " + size(dp_shard) + " × tp " + size(tp) + ", which does not make this world of " +
+         std::to_string(world) + " ranks: running as " + s.describe();
+  return s;
+}
+
 int MeshCoord::at(MeshDim d) const { return along(*this, d); }
 
 MeshCoord mesh_coord(const MeshShape& s, int rank) {

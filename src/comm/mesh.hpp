@@ -23,6 +23,12 @@ struct MeshShape {
   // The shape of `world` ranks from the configured sizes, each ≥ 1 or -1 (whatever the world leaves;
   // at most one). Error naming the numbers and the fix when they do not make the world size.
   static MeshShape fit(int world, int pp, int dp_replicate, int dp_shard, int tp);
+  // The same for an elastic job (dtrun --nnodes MIN:MAX), whose world may have shrunk or grown
+  // since the sizes were chosen: sizes that still make the world are kept; otherwise tp and pp are
+  // kept and the data-parallel dimensions take what the world leaves (see mesh.cpp for the rule),
+  // and `note` says what the job runs as ("" when the sizes fitted). Error when the world is not a
+  // multiple of tp × pp.
+  static MeshShape fit_elastic(int world, int pp, int dp_replicate, int dp_shard, int tp, std::string& note);
 };
 
 struct MeshCoord {

@@ -43,6 +43,9 @@ const Table& run_keys() {
       INT_KEY("train.batch_size", train.batch_size, 1, kMaxCount,
               "samples (token windows, images) per data-parallel rank and micro-step (the course's \"512 per GPU\")"),
       INT_KEY("train.grad_accum", train.grad_accum, 1, kMaxCount, "micro-steps whose gradients make one optimizer step"),
+      INT_KEY("train.global_batch", train.global_batch, 0, kMaxCount,
+              "samples per optimizer step over all ranks, kept at any data-parallel size (train.batch_size is then the "
+              "most per rank and micro-step; the micro-steps follow); 0: batch_size × ranks × grad_accum"),
       INT_KEY("parallel.dp", parallel.dp, 0, kMaxMesh, "data-parallel replicas (plain DDP's name for dp_replicate); 0: what the world leaves"),
       INT_KEY("parallel.pp", parallel.pp, -1, kMaxMesh, "pipeline stages; -1: what the world leaves"),
       INT_KEY("parallel.dp_replicate", parallel.dp_replicate, -1, kMaxMesh,
@@ -395,6 +398,10 @@ void RunConfig::validate() const {
   require(rows <= 0 || train.batch_size <= kMaxRows / rows,
           "train.batch_size = " + std::to_string(train.batch_size) + " makes batches of more than 2^31 rows (× " +
               std::to_string(rows) + " rows per sample): lower train.batch_size");
+  require(train.global_batch == 0 || train.grad_accum == 1,
+          "train.global_batch = " + std::to_string(train.global_batch) + " and train.grad_accum = " +
+              std::to_string(train.grad_accum) + " both set the micro-steps: keep train.global_batch (the micro-steps "
+              "follow from it and train.batch_size) and drop train.grad_accum");
   require(!train.checkpoint_async || train.checkpoint_format != "full",
           "train.checkpoint_async = true writes sharded checkpoints in the background; the full format is written "
           "by rank 0 while the units are gathered: set train.checkpoint_format=sharded (or auto), or turn async off");

@@ -21,8 +21,11 @@ struct DataConfig {
 struct TrainConfig {
   int64_t epochs = 10;
   int64_t max_steps = 0;  // stop after this many optimizer steps in total; 0 = no limit
-  int64_t batch_size = 512;  // per data-parallel rank and micro-step
+  int64_t batch_size = 512;  // per data-parallel rank and micro-step (with global_batch: the most)
   int64_t grad_accum = 1;    // micro-steps per optimizer step (gradients accumulate locally)
+  // Samples per optimizer step over every rank, kept at any data-parallel size (global_batch.hpp);
+  // 0: not set, the global batch is batch_size × data-parallel ranks × grad_accum.
+  int64_t global_batch = 0;
   uint64_t seed = 1;
   int threads = 0;        // 0 = all cores
   std::string precision = "f32";  // f32 | bf16 (bf16 matmuls, f32 master weights and accumulation)

@@ -27,7 +27,7 @@ void print_setup(const RunParts& r, int64_t steps_per_epoch, int threads) {
   const Model& model = r.par.model();
   const int dp = r.dp;
   const MeshShape& m = r.mesh.shape();
-  const int64_t B = cfg.train.batch_size, A = cfg.train.grad_accum;
+  const int64_t B = r.batch.micro_batch, A = r.batch.accum;
   std::printf("model: %s (%s), %lld parameters, %lld outputs; %s to train; batch %lld", r.kind.name().c_str(),
               r.kind.describe(cfg.model).c_str(), (long long)model.num_params(), (long long)model.outputs(),
               r.data.describe(r.train_set.size(), model.sample_shape()).c_str(), (long long)B);

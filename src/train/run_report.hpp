@@ -9,6 +9,7 @@
 #include "train/checkpoint.hpp"
 #include "train/config.hpp"
 #include "train/evaluate.hpp"
+#include "train/global_batch.hpp"
 
 namespace dtrain {
 
@@ -24,6 +25,7 @@ struct RunParts {
   ComputeDevice& dev;
   Precision precision;
   int dp;  // data-parallel ranks
+  BatchSplit batch;  // samples per rank and micro-step, micro-steps per step
 };
 
 // Floats of this rank's units (a tensor-parallel slice of the model; whole before FSDP shards it).

@@ -28,6 +28,7 @@
 #include "train/run_saver.hpp"
 #include "train/elastic.hpp"
 #include "train/history.hpp"
+#include "train/global_batch.hpp"
 #include "train/job_watch.hpp"
 #include "train/memory_account.hpp"
 #include "train/rank_state.hpp"
@@ -67,6 +68,10 @@ struct Trainer::Impl {
   FullyShardedDataParallel* fsdp = nullptr;      // dp_shard > 1
   TensorParallelRegions* tp_regions = nullptr;   // tp > 1: where the model's slices meet
   int dp = 1, dp_rank = 0;
+  // Samples per rank and micro-step, and micro-steps per optimizer step: train.batch_size and
+  // train.grad_accum as given, or train.global_batch's split over the dp ranks (cfg keeps the
+  // user's values, so config.json lets a resume at another size split again).
+  BatchSplit batch_split;
   double device_seconds = 0.0;  // step time on the device's clock
   double loss_read = 0.0, loss_divisor = 0.0;  // see train_step
   std::unique_ptr<RunSaver> saver;
@@ -121,9 +126,14 @@ struct Trainer::Impl {
 
   // The mesh parallel.* asks for (the same error on every rank), and this rank's data-parallel place.
   MeshShape mesh_shape_of_config() {
-    const MeshShape shape = same_on_every_rank([&] { return mesh_shape(); });
+    std::string fallback;  // an elastic job's shape when the world no longer fits parallel.*
+    const MeshShape shape = same_on_every_rank([&] { return mesh_shape(fallback); });
+    if (root && !fallback.empty()) std::printf("%s\n", fallback.c_str());
     dp = shape.dp();
     dp_rank = mesh_coord(shape, world.rank()).dp_index(shape);
+    const TrainConfig& t = cfg.train;
+    batch_split = same_on_every_rank([&] { return run_batch_split(t.global_batch, t.batch_size, t.grad_accum, dp); });
+    if (root && t.global_batch > 0) std::printf("%s\n", batch_split.describe(dp).c_str());
     rank_samples = DistributedSampler(train_set->size(), cfg.data.shuffle, cfg.train.seed, dp, dp_rank).size();
     return shape;
   }
@@ -145,7 +155,7 @@ struct Trainer::Impl {
       resume = !ck.empty();
       if (!resume) return true;
       require_same_vocabulary(ck, vocab_path());
-      const LoaderPlace place = place_loader(st, cfg.train.batch_size, dp, rank_samples, cfg.train.grad_accum);
+      const LoaderPlace place = place_loader(st, batch_split.micro_batch, dp, rank_samples, batch_split.accum);
       st.batch_in_epoch = place.batch_in_epoch;
       if (root) {
         std::printf("resumed from %s (step %lld, epoch %lld)%s\n", ck.c_str(), (long long)st.global_step,
@@ -196,7 +206,10 @@ struct Trainer::Impl {
   // The model and its optimizer, planned for the per-rank batch: the one place memory for the run is
   // taken, so a batch that cannot fit is named here, before any step.
   void build_model() {
-    const int64_t B = cfg.train.batch_size;
+    // A pipeline deals any number of rows into its micro-batches (a batch of fewer rows than
+    // micro-batches runs a shorter schedule), so a micro-batch split from train.global_batch needs
+    // nothing more of it.
+    const int64_t B = batch_split.micro_batch;
     ParallelPlan plan;
     plan.tp_sequence = cfg.parallel.tp_sequence;
     plan.tp_overlap = cfg.parallel.tp_overlap;
@@ -205,7 +218,7 @@ struct Trainer::Impl {
     plan.recompute = keep == "full" ? Recompute::full : keep == "selective" ? Recompute::selective : Recompute::none;
     plan.fsdp.prefetch = int(cfg.parallel.fsdp_prefetch);
     plan.fsdp.reshard_after_forward = cfg.parallel.fsdp_reshard_after_forward;
-    plan.fsdp.accumulate = cfg.train.grad_accum > 1;
+    plan.fsdp.accumulate = batch_split.accum > 1;
     plan.fsdp.gather_bf16 = precision == Precision::bf16;  // master shards and optimizer state stay f32
     plan.fsdp.reduce_bf16 = cfg.parallel.fsdp_reduce_dtype == "bf16";
     plan.ddp_bucket_bytes = size_t(cfg.parallel.bucket_mb * (1 << 20));
@@ -217,10 +230,15 @@ struct Trainer::Impl {
     plan.pp.unit_costs = cfg.pp_unit_cost_list();
     plan.pp.batch_rows = {B, rank_samples % B};  // every batch, and the epoch's short last one
     auto too_big = [&](const std::string& why) {
-      return Error("train.batch_size = " + std::to_string(B) + " does not fit in " +
+      const std::string what = cfg.train.global_batch > 0
+                                   ? "train.global_batch's micro-batch of " + std::to_string(B) + " samples per rank"
+                                   : "train.batch_size = " + std::to_string(B);
+      return Error(what + " does not fit in " +
                    (dev->kind() == DeviceKind::cpu ? "this machine's memory" : dev->describe() + "'s memory") + " (" +
                    why + ")" + (dev->kind() == DeviceKind::cpu ? memory_limit_note() : std::string()) +
-                   ": lower train.batch_size, and raise train.grad_accum to keep the global batch");
+                   (cfg.train.global_batch > 0
+                        ? ": lower train.batch_size (train.global_batch then takes more micro-steps)"
+                        : ": lower train.batch_size, and raise train.grad_accum to keep the global batch"));
     };
     // On the CPU the activations are checked against the memory left before any of it is touched.
     const size_t limit = dev->kind() == DeviceKind::cpu ? size_t(available_host_bytes()) : SIZE_MAX;
@@ -249,11 +267,15 @@ struct Trainer::Impl {
     tp_regions = par->tp_regions();
   }
 
-  // The mesh from parallel.* (parallel.dp is plain DDP's name for dp_replicate).
-  MeshShape mesh_shape() const {
+  // The mesh from parallel.* (parallel.dp is plain DDP's name for dp_replicate); in an elastic job
+  // (DTRAIN_ELASTIC) sizes the world no longer makes give way in the data-parallel dimensions, and
+  // `note` names the shape taken.
+  MeshShape mesh_shape(std::string& note) const {
     const ParallelConfig& p = cfg.parallel;
-    return MeshShape::fit(world.size(), int(p.pp), int(p.dp != 0 ? p.dp : p.dp_replicate), int(p.dp_shard),
-                          int(p.tp));
+    const int pp = int(p.pp), dpr = int(p.dp != 0 ? p.dp : p.dp_replicate), dps = int(p.dp_shard), tp = int(p.tp);
+    note.clear();
+    if (world.env().elastic) return MeshShape::fit_elastic(world.size(), pp, dpr, dps, tp, note);
+    return MeshShape::fit(world.size(), pp, dpr, dps, tp);
   }
 
   // Gradients live where the model does: on GPUs the mesh's groups are NCCL's, on the CPU the world's
@@ -288,8 +310,8 @@ struct Trainer::Impl {
     TrainerState saved = st;
     average(&saved.epoch_loss_sum, 1);
     saved.data_parallel = dp;
-    saved.global_batch = cfg.train.batch_size * dp * cfg.train.grad_accum;
-    saved.samples_in_epoch = std::min(st.batch_in_epoch * cfg.train.batch_size, rank_samples) * dp;
+    saved.global_batch = batch_split.global(dp);
+    saved.samples_in_epoch = std::min(st.batch_in_epoch * batch_split.micro_batch, rank_samples) * dp;
     if (root) saved.logs = {jsonl->bytes(), fs::path(tb->path()).filename().string(), tb->bytes()};
     finish_async_save();  // one save at a time; the one in flight is logged as it lands
     const RunSaver::Checkpoint c = saver->checkpoint(saved);
@@ -326,7 +348,9 @@ struct Trainer::Impl {
   }
 
   // What the run is made of, for its report.
-  RunParts parts() const { return {cfg, kind, *data, *train_set, world, *mesh, *par, *dev, precision, dp}; }
+  RunParts parts() const {
+    return {cfg, kind, *data, *train_set, world, *mesh, *par, *dev, precision, dp, batch_split};
+  }
 
   // epoch: the epoch the evaluation belongs to (1-based); the final test: the epoch of the last step
   // (a language model's record carries its perplexity as "ppl", a classifier's its "accuracy")
@@ -343,7 +367,7 @@ struct Trainer::Impl {
 
   // Validation windows per evaluation: train.eval_max_batches global batches (0 = all).
   int64_t eval_windows() const {
-    return cfg.train.eval_max_batches * cfg.train.batch_size * dp * cfg.train.grad_accum;
+    return cfg.train.eval_max_batches * batch_split.global(dp);
   }
 
   // One evaluation pass of this rank's model (a pipeline's: through every stage).
@@ -353,7 +377,7 @@ struct Trainer::Impl {
 
   // Rows of this rank's batch b of the epoch (the last one may be short).
   int64_t rows_of(const DistributedSampler& sampler, int64_t b) const {
-    return std::min(cfg.train.batch_size, sampler.size() - b * cfg.train.batch_size);
+    return std::min(batch_split.micro_batch, sampler.size() - b * batch_split.micro_batch);
   }
 
   // One optimizer step's forward and backward over `micro` loader batches, queued on the device.
@@ -416,7 +440,7 @@ struct Trainer::Impl {
     int64_t epochs = 0;
   };
   StepPlan plan_steps(const BatchLoader& loader) const {
-    const int64_t E = cfg.train.epochs, A = cfg.train.grad_accum;
+    const int64_t E = cfg.train.epochs, A = batch_split.accum;
     StepPlan p;
     p.batches = loader.num_batches();
     p.per_epoch = (p.batches + A - 1) / A;
@@ -435,7 +459,7 @@ struct Trainer::Impl {
                               std::to_string(thread_stack_bytes() >> 20) + " MiB of stack each) and oneDNN's kernels",
                           "lower train.batch_size (and raise train.grad_accum) or train.threads");
     DistributedSampler sampler(train_set->size(), cfg.data.shuffle, cfg.train.seed, dp, dp_rank);
-    BatchLoader loader(*train_set, sampler, cfg.train.batch_size, false);
+    BatchLoader loader(*train_set, sampler, batch_split.micro_batch, false);
     const StepPlan plan = plan_steps(loader);
     if (root) print_setup(parts(), plan.per_epoch, threads);
     if (parts().dev.kind() == DeviceKind::cpu) {  // collective
@@ -460,7 +484,7 @@ struct Trainer::Impl {
   // validation, model_best, a checkpoint. Returns whether the run is over.
   bool run_epoch(const StepPlan& plan, DistributedSampler& sampler, BatchLoader& loader, Batch& batch,
                  ProgressLine& progress) {
-    const int64_t A = cfg.train.grad_accum;
+    const int64_t A = batch_split.accum;
     sampler.set_epoch(st.epoch);
     loader.start_epoch();
     for (int64_t skip = 0; skip < st.batch_in_epoch; ++skip) loader.next(batch);
@@ -505,7 +529,7 @@ struct Trainer::Impl {
             EpochClock& clock) {
     const auto t0 = Clock::now();
     dev->timer_start();
-    const int64_t micro = std::min(cfg.train.grad_accum, plan.batches - st.batch_in_epoch);
+    const int64_t micro = std::min(batch_split.accum, plan.batches - st.batch_in_epoch);
     int64_t rows = 0;
     train_step(loader, sampler, micro, batch, rows);
     double norm = 0.0;
@@ -590,8 +614,8 @@ struct Trainer::Impl {
 
   // The validation loss (train.eval_max_batches global batches of the split; 0: all of it).
   EvalResult validate() {
-    return evaluate(eval_pass(), par->eval_in_lockstep(), *valid_set, cfg.train.batch_size, eval_windows(), precision,
-                    &mesh->dp());
+    return evaluate(eval_pass(), par->eval_in_lockstep(), *valid_set, batch_split.micro_batch, eval_windows(),
+                    precision, &mesh->dp());
   }
 
   // The course's epoch line (mean of batch means, averaged over ranks, and the validation loss), its
@@ -654,9 +678,9 @@ struct Trainer::Impl {
     watch->gather_trace();
     watch->write_resources(jsonl.get(), tb.get(), true);
     const int64_t T = model->sample_shape().targets;
-    const Json step_time = watch->step_summary(double(cfg.train.batch_size * T * dp * cfg.train.grad_accum));
+    const Json step_time = watch->step_summary(double(batch_split.global(dp) * T));
     const EvalResult test =
-        evaluate(eval_pass(), par->eval_in_lockstep(), *test_set, cfg.train.batch_size, 0, precision, &mesh->dp());
+        evaluate(eval_pass(), par->eval_in_lockstep(), *test_set, batch_split.micro_batch, 0, precision, &mesh->dp());
     const MemoryAccount memory = memory_account(parts(), saver->buffer_bytes(), start_rss);
     const Peaks peaks = gather_peaks(world, *dev, memory.total());
     par->gather_pipeline_costs();

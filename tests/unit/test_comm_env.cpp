@@ -91,6 +91,19 @@ TEST(DistEnv, MalformedValuesNameTheVariable) {
             std::string::npos);
 }
 
+// dtrun marks an elastic job's workers with DTRAIN_ELASTIC=MIN:MAX; anything else is one line.
+TEST(DistEnv, ElasticJobsAreMarked) {
+  EXPECT_FALSE(detect({}).elastic);
+  const DistEnv e = detect({{"DTRAIN_ELASTIC", "2:4"}});
+  EXPECT_TRUE(e.elastic);
+  EXPECT_EQ(e.elastic_nodes, "2:4");
+  EXPECT_TRUE(detect({{"DTRAIN_ELASTIC", "1:1"}}).elastic);
+  for (const char* bad : {"4", "4:2", "0:2", "a:b", "2:", ":3"}) {
+    const std::string e = error_of([&] { detect({{"DTRAIN_ELASTIC", bad}}); });
+    EXPECT_NE(e.find(std::string("DTRAIN_ELASTIC='") + bad + "' is not MIN:MAX"), std::string::npos) << e;
+  }
+}
+
 // Every number a launcher hands over is checked where it is read: one line naming the variable and
 // the range it must be in (a port to connect to is never 0).
 TEST(DistEnv, NumbersOutOfRangeNameTheVariableAndTheRange) {

@@ -179,3 +179,14 @@ TEST(Config, NegativeStepCountsAndHugeBatchesAreNamed) {
   c.train.batch_size = 8;
   EXPECT_EQ(error_of([&] { c.validate(); }), "");
 }
+
+TEST(Config, GlobalBatchAndGradAccumAreNotBothSet) {
+  RunConfig c;
+  c.set("train.global_batch", "32");
+  EXPECT_EQ(error_of([&] { c.validate(); }), "");
+  c.set("train.grad_accum", "2");
+  EXPECT_EQ(error_of([&] { c.validate(); }),
+            "train.global_batch = 32 and train.grad_accum = 2 both set the micro-steps: keep train.global_batch (the "
+            "micro-steps follow from it and train.batch_size) and drop train.grad_accum");
+  EXPECT_NE(error_of([&] { c.set("train.global_batch", "-1"); }).find("train.global_batch"), std::string::npos);
+}

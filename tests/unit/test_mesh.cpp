@@ -31,6 +31,38 @@ TEST(Mesh, ShapesFitTheWorldOrNameTheNumbers) {
   EXPECT_NE(e.find("parallel.tp = 0"), std::string::npos) << e;
 }
 
+// An elastic job's world changed size: tp and pp stay, the data-parallel dimensions give way
+// (dp_shard kept where it divides the new dp, else sharding over all of it), with a note; a world
+// that is no multiple of tp × pp is one line.
+TEST(Mesh, ElasticWorldsKeepTpAndPpAndResizeDataParallel) {
+  std::string note;
+  MeshShape s = MeshShape::fit_elastic(4, 1, -1, 4, 1, note);  // sizes that fit: as given, no note
+  EXPECT_EQ(s.dp_shard, 4);
+  EXPECT_EQ(note, "");
+  s = MeshShape::fit_elastic(2, 1, -1, 4, 1, note);  // FSDP over 4 shrank to 2 ranks
+  EXPECT_EQ(s.describe(), "pp 1 × dp_replicate 1 × dp_shard 2 × tp 1");
+  EXPECT_EQ(note, "elastic job: parallel.* asked for pp 1 × dp_replicate -1 × dp_shard 4 × tp 1, which does not make "
+                  "this world of 2 ranks: running as pp 1 × dp_replicate 1 × dp_shard 2 × tp 1");
+  s = MeshShape::fit_elastic(8, 2, 2, 2, 2, note);  // 16 ranks' shape on 8: dp_shard 2 still divides dp 2
+  EXPECT_EQ(s.describe(), "pp 2 × dp_replicate 1 × dp_shard 2 × tp 2");
+  s = MeshShape::fit_elastic(12, 1, 4, 2, 1, note);  // grown past the shape: dp 12 = 6 replicas × 2 shards
+  EXPECT_EQ(s.describe(), "pp 1 × dp_replicate 6 × dp_shard 2 × tp 1");
+  s = MeshShape::fit_elastic(6, 1, 2, 4, 1, note);  // dp_shard 4 does not divide dp 6: shard over all 6
+  EXPECT_EQ(s.describe(), "pp 1 × dp_replicate 1 × dp_shard 6 × tp 1");
+  s = MeshShape::fit_elastic(3, 1, 4, 1, 1, note);  // plain DDP stays plain DDP
+  EXPECT_EQ(s.describe(), "pp 1 × dp_replicate 3 × dp_shard 1 × tp 1");
+  s = MeshShape::fit_elastic(6, 1, 2, -1, 1, note);  // dp_shard -1 beside a dp_replicate that divides dp
+  EXPECT_EQ(s.describe(), "pp 1 × dp_replicate 2 × dp_shard 3 × tp 1");
+  EXPECT_EQ(MeshShape::fit_elastic(6, 1, -1, 1, 2, note).dp_replicate, 3);  // -1 fills, as fit does
+  std::string e = error_of([&] { MeshShape::fit_elastic(6, 2, -1, 1, 2, note); });
+  EXPECT_NE(e.find("a world of 6 ranks no longer fits parallel.tp × parallel.pp = 2 × 2 = 4 ranks per model copy"),
+            std::string::npos) << e;
+  e = error_of([&] { MeshShape::fit_elastic(4, 1, 4, 1, 0, note); });  // what fit refuses stays refused
+  EXPECT_NE(e.find("parallel.tp = 0"), std::string::npos) << e;
+  // not elastic: the same sizes are refused as before
+  EXPECT_NE(error_of([] { MeshShape::fit(2, 1, -1, 4, 1); }).find("cannot fill a world of 2 ranks"), std::string::npos);
+}
+
 TEST(Mesh, RanksAndCoordinatesRoundTripWithTpFastest) {
   const MeshShape s = MeshShape::fit(24, 2, 3, 2, 2);
   for (int r = 0; r < s.size(); ++r) EXPECT_EQ(mesh_rank(s, mesh_coord(s, r)), r);

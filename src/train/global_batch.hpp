@@ -1,0 +1,26 @@
+// train.global_batch dealt out over the data-parallel ranks: the per-rank micro-batch and the
+// micro-steps that make the same global batch at any data-parallel size (elastic restarts).
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace dtrain {
+
+struct BatchSplit {
+  int64_t micro_batch = 1;  // samples per data-parallel rank and micro-step
+  int64_t accum = 1;        // micro-steps per optimizer step
+  int64_t global(int dp) const { return micro_batch * dp * accum; }
+  // "global batch 32 = 2 data-parallel ranks × 4 samples × 4 micro-steps"
+  std::string describe(int dp) const;
+};
+
+// The split of `global` samples per optimizer step over `dp` ranks of at most `max_per_rank` samples
+// each per micro-step: the fewest micro-steps a with micro_batch × dp × a = global. Error naming the
+// numbers and the fix when dp does not divide global.
+BatchSplit split_global_batch(int64_t global, int dp, int64_t max_per_rank);
+
+// The run's split: train.global_batch's when it is set (> 0), else train.batch_size ×
+// train.grad_accum as given.
+BatchSplit run_batch_split(int64_t global_batch, int64_t batch_size, int64_t grad_accum, int dp);
+
+}  // namespace dtrain

@@ -1,0 +1,64 @@
+// train.global_batch's split over the data-parallel ranks: the fewest micro-steps within the per-rank
+// bound, the same global batch at every size that divides it, and one line for one that does not.
+#include <gtest/gtest.h>
+
+#include "error_of.hpp"
+#include "train/global_batch.hpp"
+
+using namespace dtrain;
+
+TEST(GlobalBatch, FewestMicroStepsWithinThePerRankBound) {
+  BatchSplit s = split_global_batch(16, 1, 4);
+  EXPECT_EQ(s.micro_batch, 4);
+  EXPECT_EQ(s.accum, 4);
+  s = split_global_batch(16, 2, 8);
+  EXPECT_EQ(s.micro_batch, 8);
+  EXPECT_EQ(s.accum, 1);
+  s = split_global_batch(16, 2, 100);  // the bound is a most, not a target
+  EXPECT_EQ(s.micro_batch, 8);
+  EXPECT_EQ(s.accum, 1);
+  // 24 per rank, at most 5 each: 5 micro-steps would not divide 24; 6 of 4 do
+  s = split_global_batch(48, 2, 5);
+  EXPECT_EQ(s.micro_batch, 4);
+  EXPECT_EQ(s.accum, 6);
+  // a prime per-rank count only splits into single samples
+  s = split_global_batch(13, 1, 4);
+  EXPECT_EQ(s.micro_batch, 1);
+  EXPECT_EQ(s.accum, 13);
+  EXPECT_EQ(split_global_batch(32, 2, 4).describe(2),
+            "global batch 32 = 2 data-parallel ranks × 4 samples × 4 micro-steps");
+  EXPECT_EQ(split_global_batch(1, 1, 4).describe(1), "global batch 1 = 1 data-parallel rank × 1 sample × 1 micro-step");
+}
+
+TEST(GlobalBatch, EverySizeThatDividesItKeepsTheGlobalBatch) {
+  for (int dp = 1; dp <= 12; ++dp) {
+    const int64_t G = 240;
+    if (G % dp != 0) continue;
+    for (int64_t bound : {1, 3, 7, 16, 240}) {
+      const BatchSplit s = split_global_batch(G, dp, bound);
+      EXPECT_EQ(s.global(dp), G) << dp << " " << bound;
+      EXPECT_LE(s.micro_batch, bound);
+      // no fewer micro-steps would do: each smaller count either exceeds the bound or does not divide
+      for (int64_t a = 1; a < s.accum; ++a)
+        EXPECT_TRUE(G / dp % a != 0 || G / dp / a > bound) << dp << " " << bound << " " << a;
+    }
+  }
+  // a large global batch splits fast (divisors up to its square root)
+  EXPECT_EQ(split_global_batch(int64_t(1) << 30, 8, 1000).global(8), int64_t(1) << 30);
+}
+
+TEST(GlobalBatch, ASizeThatDoesNotDivideItIsOneLine) {
+  const std::string e = error_of([] { split_global_batch(30, 4, 8); });
+  EXPECT_EQ(e,
+            "train.global_batch = 30 does not split over 4 data-parallel ranks: give a multiple of 4 (28 or 32), "
+            "or leave train.global_batch unset");
+  EXPECT_NE(error_of([] { split_global_batch(3, 4, 8); }).find("(4)"), std::string::npos);
+}
+
+TEST(GlobalBatch, UnsetKeepsBatchSizeAndGradAccumAsGiven) {
+  const BatchSplit s = run_batch_split(0, 6, 3, 4);
+  EXPECT_EQ(s.micro_batch, 6);
+  EXPECT_EQ(s.accum, 3);
+  EXPECT_EQ(s.global(4), 72);
+  EXPECT_EQ(run_batch_split(16, 4, 1, 1).accum, 4);
+}
