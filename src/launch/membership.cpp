@@ -77,7 +77,7 @@ Closing decide_round(const RoundView& v) {
   if (!close && n >= v.min_nodes) {
     bool all_back = !v.previous.empty();  // every live member of the previous round is in
     for (const auto& p : v.previous) all_back = all_back && (contains(live, p.id) || !p.alive);
-    close = all_back || v.since_last_join >= v.last_call;
+    close = all_back || v.since_last_join >= v.last_call || v.waited >= v.timeout;
   }
   if (close) {
     // the previous round's members first, then by arrival, up to MAX

@@ -37,8 +37,8 @@ struct Closing {
 // The rule. A fixed-size job closes when all of its nodes are in (node ranks 0..N-1, each once).
 // An elastic one closes with MAX live nodes at once; with at least MIN, once every live member of
 // the previous round is back (a restart keeps the nodes it has without waiting) or, in the first
-// round, last_call seconds after the newest arrival. Past the timeout with fewer than MIN, it gives
-// up naming the lost nodes. Members are ordered by node rank given, then arrival.
+// round, last_call seconds after the newest arrival (or at the timeout). Past the timeout with fewer
+// than MIN, it gives up naming the lost nodes. Members are ordered by node rank given, then arrival.
 Closing decide_round(const RoundView& v);
 
 // The members' workers in all, and the first global rank of member `index`.

@@ -65,10 +65,9 @@ int Rendezvous::first_round() {
 bool Rendezvous::alive(int64_t id) {
   if (id == id_) return true;
   const auto now = Clock::now();
-  const auto v = store_->try_get("agent/" + std::to_string(id) + "/beat");
-  const auto value = v ? parse_whole(*v, 0, INT64_MAX) : std::optional<int64_t>(0);
-  auto [it, fresh] = beats_.try_emplace(id, Beat{value.value_or(0), now});
-  if (!fresh && value && *value != it->second.value) it->second = {*value, now};
+  const int64_t value = store_->add("agent/" + std::to_string(id) + "/beat", 0);  // a counter: read by adding 0
+  auto [it, fresh] = beats_.try_emplace(id, Beat{value, now});
+  if (!fresh && value != it->second.value) it->second = {value, now};
   return std::chrono::duration<double>(now - it->second.changed).count() < lost_after_s();
 }
 

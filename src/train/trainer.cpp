@@ -156,6 +156,10 @@ struct Trainer::Impl {
       if (!resume) return true;
       require_same_vocabulary(ck, vocab_path());
       const LoaderPlace place = place_loader(st, batch_split.micro_batch, dp, rank_samples, batch_split.accum);
+      // The epoch's loss so far is a sum of loader-batch means: at another split of the same samples
+      // it is as many means of the new batches (the epoch line is their mean).
+      if (st.batch_in_epoch > 0 && place.batch_in_epoch != st.batch_in_epoch)
+        st.epoch_loss_sum *= double(place.batch_in_epoch) / double(st.batch_in_epoch);
       st.batch_in_epoch = place.batch_in_epoch;
       if (root) {
         std::printf("resumed from %s (step %lld, epoch %lld)%s\n", ck.c_str(), (long long)st.global_step,

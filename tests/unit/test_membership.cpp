@@ -57,6 +57,10 @@ TEST(Membership, ElasticFirstRoundWaitsForTheLastCallOrMax) {
   Closing c = decide_round(v);
   ASSERT_TRUE(c.close);
   EXPECT_EQ(ids(c.members), (std::vector<int64_t>{1, 2}));
+  v.since_last_join = 5;
+  v.waited = 300;
+  EXPECT_TRUE(decide_round(v).close);  // the timeout ends the last call too
+  v.waited = 5;
   v.since_last_join = 0;
   v.joined.push_back(node(3, "c"));
   EXPECT_TRUE(decide_round(v).close);  // MAX: at once
