@@ -89,8 +89,8 @@ class Agent {
         if (!said_waiting)
           say("waiting to join: the job runs on " + describe_size(r.members) + (int(r.members.size()) < o_.nnodes
                   ? "; it takes this node in when it restarts after its next checkpoint"
-                  : ", its most (--nnodes " + std::to_string(o_.min_nodes) + ":" + std::to_string(o_.nnodes) +
-                        "); this node joins if one is lost"));
+                  : ", its most (--nnodes " + (o_.elastic() ? std::to_string(o_.min_nodes) + ":" : std::string()) +
+                        std::to_string(o_.nnodes) + "); this node joins if one is lost"));
         said_waiting = true;
         continue;
       }

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # SLURM for real: starts munged + slurmctld + slurmd on loopback (a private 4-CPU cluster), submits
-# the three example batch scripts (dtrun on one node, dtrun per node, plain srun) with 2 workers
-# each; every job trains, its output shows the expected ranks and launcher, and all three end
-# with the same weights.
+# the example batch scripts (dtrun on one node, dtrun per node, plain srun, an elastic dtrun job
+# of 1 to 2 nodes on its one node) with 2 workers each; every job trains, its output shows the
+# expected ranks and launcher, and all of them end with the same weights.
 source "$2/tests/e2e/lib.sh" "$1" "$2" "to compare weights"
 source "$src/tests/e2e/slurm_lib.sh"
 cluster=$work/slurm
@@ -23,6 +23,7 @@ submit() {  # $1 = name, $2 = script, then sbatch options
 submit dtrun_one one_node.sbatch --export=ALL,NPROC=2
 submit dtrun_nodes multi_node_dtrun.sbatch --nodes=1 --export=ALL,NPROC=2
 submit srun multi_node_srun.sbatch --nodes=1 --ntasks-per-node=2
+submit elastic elastic.sbatch --nodes=1 --export=ALL,NPROC=2,MIN_NODES=1,MAX_NODES=2,GLOBAL_BATCH=16,LAST_CALL=1
 
 expect() {  # $1 = name, $2 = pattern
   grep -q -- "$2" "$work/$1.out" || { cat "$work/$1.out"; fail "$1: output lacks '$2'"; }
@@ -35,8 +36,9 @@ expect dtrun_nodes "^\[0\]: data parallel: rank 0 of 2 (local 0 of 2, node 0) vi
 expect dtrun_nodes "^\[0\]: data parallel: rank 0 of 2"
 expect srun "data parallel: rank 0 of 2 (local 0 of 2, node 0) via SLURM"
 expect srun "workers: $(hostname): ranks 0-1"
-for name in dtrun_one dtrun_nodes srun; do expect "$name" "Test loss"; done
-for name in dtrun_nodes srun; do
+expect elastic "^\[0\]: global batch 16 = 2 data-parallel ranks × 8 samples × 1 micro-step"
+for name in dtrun_one dtrun_nodes srun elastic; do expect "$name" "Test loss"; done
+for name in dtrun_nodes srun elastic; do
   "$py" "$src/tests/python/compare_weights.py" "$work/dtrun_one/model_final" "$work/$name/model_final" 1e-5 \
     "$name vs dtrun_one" || fail "$name ended with other weights"
 done
