@@ -104,6 +104,8 @@ DistEnv detect_env(const GetEnv& get_fn) {
     require(colon != std::string::npos && lo && hi && *lo <= *hi,
             "environment variable DTRAIN_ELASTIC='" + e.elastic_nodes +
                 "' is not MIN:MAX (node counts, 1 <= MIN <= MAX, e.g. 2:4): fix the launch line or unset it");
+    e.elastic_min = int(*lo);
+    e.elastic_max = int(*hi);
   }
   e.master_port = v.num("MASTER_PORT", 29500, 1, 65535);  // a port to connect to: 0 ("any") is none
   e.mpi_launched = v.has("OMPI_COMM_WORLD_SIZE") || v.has("PMIX_RANK");

@@ -24,6 +24,7 @@ struct DistEnv {
   // between restarts; the mesh then shrinks or grows its data-parallel dimensions to fit.
   bool elastic = false;
   std::string elastic_nodes;  // "MIN:MAX" as dtrun gave it ("" when not elastic)
+  int elastic_min = 0, elastic_max = 0;  // MIN and MAX
   bool mpi_launched = false;  // started by an MPI launcher: mpirun (OMPI_COMM_WORLD_SIZE) or PMIx (PMIX_RANK)
   bool distributed() const { return world_size > 1; }
   std::string describe() const;  // "rank 3 of 8 (local 1 of 4, node 1) via SLURM"

@@ -1,6 +1,8 @@
 // train.global_batch's split over the data-parallel ranks (see global_batch.hpp).
 #include "train/global_batch.hpp"
 
+#include <numeric>
+
 #include "core/error.hpp"
 
 namespace dtrain {
@@ -36,6 +38,26 @@ BatchSplit split_global_batch(int64_t global, int dp, int64_t max_per_rank) {
 BatchSplit run_batch_split(int64_t global_batch, int64_t batch_size, int64_t grad_accum, int dp) {
   if (global_batch > 0) return split_global_batch(global_batch, dp, batch_size);
   return {batch_size, grad_accum};
+}
+
+void require_split_at_every_size(int64_t global, int min_nodes, int max_nodes, int workers_per_node,
+                                 int ranks_per_copy) {
+  int64_t every = 1;  // the least common multiple of the data-parallel sizes
+  std::string first_bad;
+  for (int64_t n = min_nodes; n <= max_nodes; ++n) {
+    const int64_t world = n * workers_per_node;
+    if (world % ranks_per_copy != 0) continue;
+    const int64_t dp = world / ranks_per_copy;
+    if (every < (int64_t(1) << 40)) every = std::lcm(every, dp);
+    if (global % dp != 0 && first_bad.empty())
+      first_bad = std::to_string(dp) + " data-parallel ranks of " + std::to_string(n) + (n == 1 ? " node" : " nodes");
+  }
+  if (first_bad.empty()) return;
+  const int64_t suggested = (global + every - 1) / every * every;
+  throw Error("train.global_batch = " + std::to_string(global) + " does not split over the " + first_bad +
+              ", a size this elastic job (--nnodes " + std::to_string(min_nodes) + ":" + std::to_string(max_nodes) +
+              ", " + std::to_string(workers_per_node) + " workers each) may come to: give a multiple of " +
+              std::to_string(every) + " (e.g. " + std::to_string(suggested) + "), which every size keeps");
 }
 
 }  // namespace dtrain

@@ -23,4 +23,11 @@ BatchSplit split_global_batch(int64_t global, int dp, int64_t max_per_rank);
 // train.grad_accum as given.
 BatchSplit run_batch_split(int64_t global_batch, int64_t batch_size, int64_t grad_accum, int dp);
 
+// An elastic job (MIN..MAX nodes of `workers_per_node`, `ranks_per_copy` = tp × pp ranks per model
+// copy) keeps `global` only at sizes whose data-parallel size divides it: Error at the start, naming
+// the first size that would not and a global batch that every size keeps, rather than a job that
+// stops when it shrinks there hours later. Sizes tp × pp does not divide are left to the mesh.
+void require_split_at_every_size(int64_t global, int min_nodes, int max_nodes, int workers_per_node,
+                                 int ranks_per_copy);
+
 }  // namespace dtrain

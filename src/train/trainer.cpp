@@ -133,6 +133,12 @@ struct Trainer::Impl {
     dp_rank = mesh_coord(shape, world.rank()).dp_index(shape);
     const TrainConfig& t = cfg.train;
     batch_split = same_on_every_rank([&] { return run_batch_split(t.global_batch, t.batch_size, t.grad_accum, dp); });
+    const DistEnv& env = world.env();
+    if (env.elastic && t.global_batch > 0)
+      same_on_every_rank([&] {
+        require_split_at_every_size(t.global_batch, env.elastic_min, env.elastic_max, env.local_world_size,
+                                    shape.tp * shape.pp);
+      });
     if (root && t.global_batch > 0) std::printf("%s\n", batch_split.describe(dp).c_str());
     rank_samples = DistributedSampler(train_set->size(), cfg.data.shuffle, cfg.train.seed, dp, dp_rank).size();
     return shape;

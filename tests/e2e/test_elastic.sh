@@ -2,10 +2,11 @@
 # Elastic jobs for real: dtrun agents with --nnodes MIN:MAX in two network namespaces ("nodes"
 # joined by a veth pair) train with DDP, one worker per node, on a run dir both see. Node B's agent
 # is killed mid-run (its worker dies with it): the job goes on at one node from the newest
-# checkpoint with the same global batch (train.global_batch: 2 ranks × 4 become 1 rank × 4 × 2
-# micro-steps), B comes back and is taken in after the next checkpoint, and the job ends with the
-# losses and weights of an uninterrupted 2-rank run. With --nnodes 2:3 the lost node leaves fewer
-# than MIN: the job stops with one line naming it.
+# checkpoint with the same global batch (train.global_batch 12: 2 ranks × 3 samples × 2 micro-steps
+# become 1 rank × 4 × 3; 12 also splits over the 3 nodes the 2:3 job below may have), B comes back
+# and is taken in after the next checkpoint, and the job ends with the losses and weights of an
+# uninterrupted 2-rank run. With --nnodes 2:3 the lost node leaves fewer than MIN: the job stops
+# with one line naming it.
 source "$2/tests/e2e/lib.sh" "$1" "$2" "to compare losses"
 source "$src/tests/e2e/netns_lib.sh"
 trap 'netns_teardown; cleanup' EXIT
@@ -17,7 +18,7 @@ common=(--config "$src/configs/quickstart.toml" --set data.dir="$work/data" --se
   --set train.max_steps=$steps --set train.checkpoint_every=5 --set train.log_every=1 --set train.progress=false
   --set train.eval_max_batches=2 --set train.sample_every_s=0 --set optim.name=sgd --set optim.momentum=0.9
   --set train.lr=0.05 --set optim.warmup_steps=0 --set train.threads=1 --set parallel.timeout_s=30
-  --set train.global_batch=8 --set train.batch_size=4)
+  --set train.global_batch=12 --set train.batch_size=4 --set optim.schedule=constant)
 run_ranks full 2  # the uninterrupted run at the full size
 
 export DTRAIN_JOB_TOKEN=elastic-test-$$
@@ -78,8 +79,10 @@ print("membership records:", [(r["step"], r["nodes"], r["world"]) for r in m])
 PY
 "$py" "$src/tests/python/compare_losses.py" "$work" "$steps" full:el.run:1e-5 ||
   fail "the elastic run's losses differ from the uninterrupted run's"
-# 40 SGD steps of a 3.2M-parameter model, summed in another order for the steps at one rank
-"$py" "$src/tests/python/compare_weights.py" "$work/full/model_final" "$work/el.run/model_final" 5e-5 \
+# Weights: 40 SGD steps of a 3.2M-parameter model, its micro-batches summed in other orders (3 × 2
+# per rank, 4 × 3 at one rank). The worst element here is 5.1e-5 of its tensor's largest, as for the
+# same sizes reached by `dtrain train --resume` alone; 1 rank against 2 throughout: 3.0e-5.
+"$py" "$src/tests/python/compare_weights.py" "$work/full/model_final" "$work/el.run/model_final" 1e-4 \
   "elastic 2 → 1 → 2 nodes vs 2 ranks throughout" || fail "the elastic run's weights differ"
 
 # --- 2:3 — a lost node leaves fewer than MIN: one line naming it -------------------------------

@@ -23,7 +23,9 @@ submit() {  # $1 = name, $2 = script, then sbatch options
 submit dtrun_one one_node.sbatch --export=ALL,NPROC=2
 submit dtrun_nodes multi_node_dtrun.sbatch --nodes=1 --export=ALL,NPROC=2
 submit srun multi_node_srun.sbatch --nodes=1 --ntasks-per-node=2
-submit elastic elastic.sbatch --nodes=1 --export=ALL,NPROC=2,MIN_NODES=1,MAX_NODES=2,GLOBAL_BATCH=16,LAST_CALL=1
+free_port=$("$py" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+submit elastic elastic.sbatch --nodes=1 \
+  --export=ALL,NPROC=2,MIN_NODES=1,MAX_NODES=2,GLOBAL_BATCH=16,LAST_CALL=1,PORT="$free_port"
 
 expect() {  # $1 = name, $2 = pattern
   grep -q -- "$2" "$work/$1.out" || { cat "$work/$1.out"; fail "$1: output lacks '$2'"; }

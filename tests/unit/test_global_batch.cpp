@@ -62,3 +62,13 @@ TEST(GlobalBatch, UnsetKeepsBatchSizeAndGradAccumAsGiven) {
   EXPECT_EQ(s.global(4), 72);
   EXPECT_EQ(run_batch_split(16, 4, 1, 1).accum, 4);
 }
+
+TEST(GlobalBatch, AnElasticJobChecksEverySizeItMayComeTo) {
+  // 2 to 4 nodes of 4 workers: 8, 12 and 16 data-parallel ranks keep a multiple of 48
+  EXPECT_NO_THROW(require_split_at_every_size(96, 2, 4, 4, 1));
+  EXPECT_EQ(error_of([] { require_split_at_every_size(8192, 2, 4, 4, 1); }),
+            "train.global_batch = 8192 does not split over the 12 data-parallel ranks of 3 nodes, a size this elastic "
+            "job (--nnodes 2:4, 4 workers each) may come to: give a multiple of 48 (e.g. 8208), which every size keeps");
+  // with tp × pp = 8 a 3-node world does not fit the mesh at all (the mesh says so): 1 and 2 copies remain
+  EXPECT_NO_THROW(require_split_at_every_size(2, 2, 4, 4, 8));
+}
