@@ -43,7 +43,7 @@ now() { echo "$EPOCHREALTIME"; }
 stamp() { while IFS= read -r line; do printf '%s %s\n' "$EPOCHREALTIME" "$line"; done; }
 agent() {  # $1 namespace, $2 run, $3 output name, $4 port
   netns_exec "$1" "$bin/dtrun" --nnodes 1:2 --nproc-per-node 1 --rdzv-endpoint "$NODE_A_IP:$4" --rdzv-id "b$4" \
-    --max-restarts 2 --rdzv-conf last_call_timeout=5 "${conf[@]}" "$bin/dtrain" train "${common[@]}" \
+    --max-restarts 2 "${conf[@]}" "$bin/dtrain" train "${common[@]}" \
     --run-dir "$work/$2" 2>&1 | stamp >"$work/$3.out"
 }
 first() { grep -m1 -- "$2" "$work/$1.out" | cut -d' ' -f1; }  # the time of the first line matching $2
@@ -60,7 +60,7 @@ agent "$NS_A" el el_a 29411 & a=$!
 agent "$NS_B" el el_b 29411 & b=$!
 ck=$(printf '%s/el/checkpoints/step_%09d' "$work" "$kill_at")
 until [ -d "$ck" ]; do sleep 0.02; done
-victim=$(ip netns pids "$NS_B" | while read -r p; do [ "$(cat /proc/$p/comm)" = dtrun ] && echo "$p"; done)
+victim=$(pgrep -x dtrun --ns "$(ip netns pids "$NS_B" | head -n 1)" --nslist net || true)
 t_kill=$(now)
 kill -9 $victim
 wait "$b" 2>/dev/null || true
@@ -76,8 +76,9 @@ t_resumed=$(first el_a "resumed from")
 t_joined=$(first el_a "membership: 2 nodes")
 redone=$(grep -o "resumed from [^ ]* (step [0-9]*" "$work/el_a.out" | head -1 | grep -o "[0-9]*$")
 echo "elastic job, 2 nodes × 1 worker, $steps steps, checkpoint every $every, node B killed after step $kill_at" \
-  "(heartbeat ${keep:-5:3 (dtrun's default)})"
-echo "  detection    $(since "$t_kill" "$t_lost")"
+  "(heartbeat every S s, lost after N: ${keep:-5:3, dtrun default})"
+why=$(grep -m1 -- "was lost\|another node failed\|error: rank" "$work/el_a.out" | cut -d' ' -f2- | cut -c1-150)
+echo "  detection    $(since "$t_kill" "$t_lost"): $why"
 echo "  rendezvous   $(since "$t_lost" "$t_member")"
 echo "  resumed      $(since "$t_member" "$t_resumed") (from step $redone)"
 echo "  taken in     $(since "$t_back" "$t_joined") after node B started again"
