@@ -101,6 +101,7 @@ std::vector<Joiner> Rendezvous::joiners(int round, int64_t& count) {
 }
 
 Rendezvous::Outcome Rendezvous::join(int round) {
+  round_ = round;
   if (host_) store_->set("round", std::to_string(round));
   const int64_t k = store_->add(key(round, "joined"), 1);
   store_->set(key(round, "join/" + std::to_string(k)), std::to_string(id_));
@@ -156,7 +157,10 @@ Rendezvous::Outcome Rendezvous::await(int round) {
       return outcome_of(round, text);
     }
     if (stopped_()) return Outcome{{}, -1, "", "", true};
-    if (const auto ended = store_->try_get("ended")) return Outcome{{}, -1, "", *ended, false};
+    if (const auto ended = store_->try_get("ended")) {
+      store_->set("agent/" + std::to_string(id_) + "/left", "1");
+      return Outcome{{}, -1, "", *ended, false};
+    }
   }
 }
 
@@ -195,6 +199,16 @@ std::vector<Joiner> Rendezvous::waiting(int next_round) {
 void Rendezvous::end(const std::string& why) {
   try {
     store_->set("ended", why);
+    // Agents waiting to join see it at their next look (await): give them that long, so that they
+    // leave on "the job ended" rather than on a store that went away.
+    const auto until = Clock::now() + std::chrono::seconds(3);
+    for (;;) {
+      bool all_left = true;
+      for (const auto& j : waiting(round_ + 1))
+        all_left = all_left && store_->try_get("agent/" + std::to_string(j.id) + "/left").has_value();
+      if (all_left || Clock::now() > until) return;
+      std::this_thread::sleep_for(kTick);
+    }
   } catch (const std::exception&) {
   }
 }

@@ -8,7 +8,7 @@
 //   r<R>/joined          counter; r<R>/join/<k> = the id of the k-th agent to join round R
 //   r<R>/members         the members' ids in node-rank order, or "error: …" when R cannot be made
 //   r<R>/change          what changed from round R-1 ("lost …; joined …"), "" when nothing did
-//   ended                the job is over: agents still waiting to join leave
+//   ended                the job is over: agents still waiting to join leave (agent/<id>/left)
 #pragma once
 #include <chrono>
 #include <functional>
@@ -50,7 +50,7 @@ class Rendezvous {
   // those in `done`; the live agents already waiting in round R+1.
   std::string lost_member(const std::vector<Joiner>& members, const std::vector<bool>& done);
   std::vector<Joiner> waiting(int next_round);
-  // The store's host: the job is over (agents waiting to join leave).
+  // The store's host: the job is over; agents waiting to join leave (it waits up to 3 s for them).
   void end(const std::string& why);
 
   int64_t id() const { return id_; }
@@ -75,6 +75,7 @@ class Rendezvous {
   const bool host_;
   std::function<bool()> stopped_;
   int64_t id_ = 0;
+  int round_ = 0;                      // the round joined last
   Clock::time_point last_beat_;
   std::map<int64_t, Beat> beats_;      // host: what it saw of each agent's heartbeat
   std::map<int64_t, Joiner> agents_;   // agent records read so far

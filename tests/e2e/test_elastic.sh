@@ -6,7 +6,7 @@
 # become 1 rank × 4 × 3; 12 also splits over the 3 nodes the 2:3 job below may have), B comes back
 # and is taken in after the next checkpoint, and the job ends with the losses and weights of an
 # uninterrupted 2-rank run. With --nnodes 2:3 the lost node leaves fewer than MIN: the job stops
-# with one line naming it.
+# with one line naming it. A node that waits when the job ends is told so and exits 0.
 source "$2/tests/e2e/lib.sh" "$1" "$2" "to compare losses"
 source "$src/tests/e2e/netns_lib.sh"
 trap 'netns_teardown; cleanup' EXIT
@@ -102,5 +102,19 @@ errors=$(grep "fewer than" "$work/min.out" || true)  # its workers' failure befo
 [[ $errors == *"fewer than the 2 --nnodes 2:3 needs; lost: "*"($NODE_B_IP)"* ]] ||
   { dump min; fail "the error does not name the lost node: $errors"; }
 echo "ok  below MIN: $errors" | cut -c1-240
-dump el el_b el_b2 min min_b | grep "^dtrun\|^===\|stopping after\|resumed from"  # what each node said
+# --- a node that arrives when no checkpoint is left to take it in at: told so when the job ends ------
+# (on loopback: node rank 0 hosts the store; the "job" is a worker that sleeps 4 s)
+port=$("$py" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+late=(--nnodes 1:2 --nproc-per-node 1 --rdzv-endpoint "127.0.0.1:$port" --rdzv-id late --rdzv-conf last_call_timeout=0)
+"$bin/dtrun" "${late[@]}" --node-rank 0 bash -c 'sleep 4' >"$work/late_a.out" 2>&1 & a=$!
+pids+=("$a")
+sleep 1
+"$bin/dtrun" "${late[@]}" --node-rank 1 bash -c 'echo "late node ran"' >"$work/late_b.out" 2>&1 ||
+  { dump late_a late_b; fail "the late node did not exit 0"; }
+wait "$a" || { dump late_a; fail "the job with a late node failed"; }
+grep -q "^dtrun: waiting to join: the job runs on 1 node, 1 worker" "$work/late_b.out" &&
+  grep -q "^dtrun: the job ended (it finished) before this node could join it" "$work/late_b.out" &&
+  ! grep -q "late node ran" "$work/late_b.out" || { dump late_a late_b; fail "the late node's lines"; }
+
+dump el el_b el_b2 min min_b late_a late_b | grep "^dtrun\|^===\|stopping after\|resumed from"  # what each node said
 echo "PASS: an elastic job loses a node, goes on, takes it back, and keeps the uninterrupted trajectory"
