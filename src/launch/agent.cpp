@@ -76,7 +76,6 @@ class Agent {
       const std::string name = host_name() + " (" + client_->local_address() + ")";
       rdzv_ = std::make_unique<Rendezvous>(store_, o_, server_ != nullptr, name, [] { return g_signal != 0; });
     }
-    int restarts = 0;
     bool said_waiting = false, said_complete = false;
     for (int round = g_signal ? 0 : rdzv_->first_round(); !g_signal; ++round) {
       const Rendezvous::Outcome r = rdzv_->join(round);
@@ -110,13 +109,13 @@ class Agent {
         say("restarting the workers to take in the waiting node(s); they resume from the checkpoint just written");
         continue;
       }
-      if (restarts >= o_.max_restarts) {
+      const int restarts = failed_rounds(round);  // this one included
+      if (restarts > o_.max_restarts) {
         say("error: the job failed: " + failure +
             (o_.max_restarts > 0 ? "; no restarts left (--max-restarts " + std::to_string(o_.max_restarts) + ")" : ""));
         if (server_) rdzv_->end("it failed");
         return 1;
       }
-      ++restarts;
       say("restarting all workers (restart " + std::to_string(restarts) + " of " + std::to_string(o_.max_restarts) +
           "); they resume from the latest checkpoint");
     }
@@ -161,6 +160,14 @@ class Agent {
   }
 
   std::string key(int round, const std::string& rest) const { return "r" + std::to_string(round) + "/" + rest; }
+
+  // The job's failed rounds up to `round`: the restarts used, counted alike by every node, also by
+  // one that joined later (a round taken to let nodes in is no failure).
+  int failed_rounds(int round) {
+    int n = 0;
+    for (int r = 0; r <= round; ++r) n += store_->try_get(key(r, "failed")).has_value() ? 1 : 0;
+    return n;
+  }
 
   // Whether this node hosts the store: --rdzv-conf is_host, else node rank 0; an elastic job
   // without node ranks: the node the endpoint's address belongs to.
