@@ -160,6 +160,8 @@ class Agent {
   }
 
   std::string key(int round, const std::string& rest) const { return "r" + std::to_string(round) + "/" + rest; }
+  // Where round N's workers keep their keys in the store (DTRAIN_STORE_PREFIX).
+  std::string workers_prefix(int round) const { return o_.rdzv_id + "/r" + std::to_string(round) + "/"; }
 
   // The job's failed rounds up to `round`: the restarts used, counted alike by every node, also by
   // one that joined later (a round taken to let nodes in is no failure).
@@ -203,7 +205,7 @@ class Agent {
                {"MASTER_PORT", std::to_string(port_)},
                {"DTRAIN_AGENT", "1"},
                {"DTRAIN_JOB_TOKEN", token_},
-               {"DTRAIN_STORE_PREFIX", o_.rdzv_id + "/r" + std::to_string(round) + "/"},
+               {"DTRAIN_STORE_PREFIX", workers_prefix(round)},
                {"DTRAIN_RESTART_COUNT", std::to_string(round)},
                {"TORCHELASTIC_RESTART_COUNT", std::to_string(round)},
                {"DTRAIN_NODES", std::to_string(r.members.size())}};
@@ -297,9 +299,8 @@ class Agent {
   bool ask_for_restart(int round, const Rendezvous::Outcome& r) {
     const std::vector<Joiner> waiting = rdzv_->waiting(round + 1);
     if (waiting.empty()) return false;
-    std::string names;
-    for (const auto& w : waiting) names += (names.empty() ? "" : ", ") + w.name;
-    client_->set(o_.rdzv_id + "/r" + std::to_string(round) + "/new_nodes", names);
+    const std::string names = names_of(waiting);
+    client_->set(workers_prefix(round) + "new_nodes", names);
     say("node(s) " + names + " wait to join; the job restarts with them after its next checkpoint (now " +
         describe_size(r.members) + ")");
     return true;

@@ -12,12 +12,6 @@ namespace dtrain {
 
 namespace {
 
-std::string names(const std::vector<Joiner>& v) {
-  std::string s;
-  for (const auto& j : v) s += (s.empty() ? "" : ", ") + j.name;
-  return s;
-}
-
 std::string seconds(double s) {
   char b[32];
   std::snprintf(b, sizeof b, "%.0f s", s);
@@ -95,10 +89,10 @@ Closing decide_round(const RoundView& v) {
     std::vector<Joiner> lost;
     for (const auto& p : v.previous)
       if (!contains(live, p.id)) lost.push_back(p);
-    c.error = std::to_string(n) + " node(s) " + (n > 0 ? "(" + names(live) + ") " : "") +
+    c.error = std::to_string(n) + " node(s) " + (n > 0 ? "(" + names_of(live) + ") " : "") +
               "joined within " + seconds(v.timeout) + ", fewer than the " + std::to_string(v.min_nodes) +
               " --nnodes " + std::to_string(v.min_nodes) + ":" + std::to_string(v.max_nodes) + " needs" +
-              (lost.empty() ? "" : "; lost: " + names(lost)) +
+              (lost.empty() ? "" : "; lost: " + names_of(lost)) +
               ": bring nodes back (start dtrun there with the same --rdzv-endpoint and --rdzv-id) or lower MIN";
   }
   return c;
@@ -123,8 +117,14 @@ std::string describe_change(const std::vector<Joiner>& previous, const std::vect
   for (const auto& m : members)
     if (!contains(previous, m.id)) joined.push_back(m);
   std::string s;
-  if (!lost.empty()) s += "lost " + names(lost);
-  if (!joined.empty()) s += (s.empty() ? "" : "; ") + std::string("joined ") + names(joined);
+  if (!lost.empty()) s += "lost " + names_of(lost);
+  if (!joined.empty()) s += (s.empty() ? "" : "; ") + std::string("joined ") + names_of(joined);
+  return s;
+}
+
+std::string names_of(const std::vector<Joiner>& joiners) {
+  std::string s;
+  for (const auto& j : joiners) s += (s.empty() ? "" : ", ") + j.name;
   return s;
 }
 

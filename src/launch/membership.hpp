@@ -51,6 +51,9 @@ std::string describe_change(const std::vector<Joiner>& previous, const std::vect
 // "2 nodes, 4 workers"
 std::string describe_size(const std::vector<Joiner>& members);
 
+// Their names, "a (…), b (…)".
+std::string names_of(const std::vector<Joiner>& joiners);
+
 // A joiner as the store keeps it ("hint workers name") and back; false for a malformed one.
 std::string encode_joiner(const Joiner& j);
 bool decode_joiner(int64_t id, const std::string& text, Joiner& out);

@@ -87,13 +87,19 @@ bool Rendezvous::known(int64_t id, Joiner& out) {
 
 std::vector<Joiner> Rendezvous::joiners(int round, int64_t& count) {
   count = store_->add(key(round, "joined"), 0);
+  std::map<int64_t, int64_t>& slots = join_slots_[round];  // a slot, once written, never changes
   std::vector<Joiner> out;
   for (int64_t k = 1; k <= count; ++k) {
-    const auto id_text = store_->try_get(key(round, "join/" + std::to_string(k)));
-    if (!id_text) continue;  // counted, not yet written: seen at the next look
-    const auto id = parse_whole(*id_text, 1, INT64_MAX);
+    auto slot = slots.find(k);
+    if (slot == slots.end()) {
+      const auto id_text = store_->try_get(key(round, "join/" + std::to_string(k)));
+      if (!id_text) continue;  // counted, not yet written: seen at the next look
+      const auto id = parse_whole(*id_text, 1, INT64_MAX);
+      if (!id) continue;
+      slot = slots.emplace(k, *id).first;
+    }
     Joiner j;
-    if (!id || !known(*id, j)) continue;
+    if (!known(slot->second, j)) continue;
     j.alive = alive(j.id);
     out.push_back(j);
   }

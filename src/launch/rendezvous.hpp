@@ -79,6 +79,7 @@ class Rendezvous {
   Clock::time_point last_beat_;
   std::map<int64_t, Beat> beats_;      // host: what it saw of each agent's heartbeat
   std::map<int64_t, Joiner> agents_;   // agent records read so far
+  std::map<int, std::map<int64_t, int64_t>> join_slots_;  // round → join slot → agent id, read so far
   std::vector<Joiner> previous_;       // host: the last round's members
 };
 

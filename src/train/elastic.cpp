@@ -33,11 +33,11 @@ std::optional<Json> membership_record(const World& world, int64_t step) {
   return j;
 }
 
-NewNodesWatch::NewNodesWatch(World& world) : world_(world), elastic_(env_text("DTRAIN_ELASTIC") != nullptr) {}
+NewNodesWatch::NewNodesWatch(World& world) : world_(world) {}
 NewNodesWatch::~NewNodesWatch() = default;
 
 bool NewNodesWatch::asked() {
-  if (!elastic_) return false;
+  if (!world_.env().elastic) return false;
   double waiting = 0.0;
   if (world_.rank() == 0) {
     Store* store = world_.store();

@@ -30,7 +30,6 @@ class NewNodesWatch {
 
  private:
   World& world_;
-  const bool elastic_;
   std::shared_ptr<Store> own_;  // the connection of a one-rank world
 };
 
