@@ -30,6 +30,7 @@
 #include "parallel/pp/schedule.hpp"
 #include "train/checkpoint_tools.hpp"
 #include "train/debug_dump.hpp"
+#include "train/device_setup.hpp"
 #include "train/elastic.hpp"
 #include "train/classify.hpp"
 #include "train/generate.hpp"
@@ -221,7 +222,7 @@ int cmd_train(int argc, char** argv) {
   if (run_dir.empty()) run_dir = "runs/latest";
   configure_threads(cfg.train.threads);  // before anything runs in parallel
   const CommBackend backend =
-      same_on_every_rank([&] { return choose_comm_backend(cfg.parallel.backend, cfg.train.device != "cpu", env); });
+      same_on_every_rank([&] { return choose_comm_backend(cfg.parallel.backend, runs_on_gpu(cfg.train), env); });
   World world(env, Millis(cfg.parallel.timeout_s * 1000), backend);
   Trainer t(cfg, run_dir, !resume.empty(), world, checkpoint);
   t.run();

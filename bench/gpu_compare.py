@@ -17,9 +17,11 @@ from compare import FORMULA, flops_per_token, run_json  # noqa: E402
 PRESETS = {
     "course": ("configs/seed-wikitext.toml", 33278, 512, 20),     # the course's model, WikiText-2 vocab
     "gpt2-small": ("configs/bench-gpt2-small.toml", 50304, 8, 20),  # 12 L, d 768, T 1024 (DESIGN §5)
+    "llama": ("configs/llama-small.toml", 32000, 8, 20),            # the same size, Llama's way (GQA 12/4, SwiGLU)
 }
 # dense bf16 tensor-core peaks, FLOP/s (DESIGN §5; A100 from its data sheet)
 PEAKS = {"H100": 989e12, "H200": 989e12, "A100": 312e12}
+RUNS = ("dtrain", "eager", "compile")
 
 
 def gpu_peak(name):
@@ -29,15 +31,54 @@ def gpu_peak(name):
     return None, None
 
 
+def attempt(cmd, env, timeout, what):
+    """run_json, but a failure or timeout becomes {"error": ...} so that the other rows still run."""
+    try:
+        return run_json(cmd, env, timeout, what)
+    except SystemExit as e:
+        return {"error": str(e)[-600:]}
+
+
+def print_preset(name, preset, batch, model, fpt, results):
+    gpu_name = next((r.get("device", "") for _, r in results if "device" in r), "")
+    _, peak = gpu_peak(gpu_name)
+    print(f"\n== {name}: {preset}, batch {batch} x seq {model['seq_len']}, bf16, {results[0][1].get('params')} "
+          f"parameters, {fpt / 1e9:.2f} GFLOP/token; GPU {gpu_name}, peak {peak / 1e12 if peak else float('nan'):.0f} "
+          "TFLOP/s")
+    print(f"{'run':<15}{'tokens/s':>12}{'step ms':>10}{'MFU':>8}{'peak GPU MiB':>14}{'dtrain/this':>13}")
+    d = results[0][1]
+    rows = []
+    for who, r in results:
+        if "error" in r:
+            print(f"{who:<15}  failed: {r['error'].splitlines()[0][:200] if r['error'] else '?'}")
+            rows.append({"preset": name, "run": who, "error": r["error"]})
+            continue
+        mfu = r["tokens_per_s"] * fpt / peak if peak else float("nan")
+        ratio = d["tokens_per_s"] / r["tokens_per_s"] if "tokens_per_s" in d else float("nan")
+        print(f"{who:<15}{r['tokens_per_s']:>12.0f}{r['step_ms']:>10.1f}{100 * mfu:>7.1f}%"
+              f"{r.get('peak_device_mb', 0):>14.0f}{ratio:>13.2f}")
+        rows.append({"preset": name, "run": who, "mfu": mfu, "dtrain_over_this": ratio, **r})
+    return rows
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--bin", default=os.path.join(ROOT, "build", "bin"), help="folder with bench_train")
-    ap.add_argument("--presets", default="course,gpt2-small")
+    ap.add_argument("--presets", default="course,gpt2-small,llama")
+    ap.add_argument("--runs", default="dtrain,eager,compile", help="which of dtrain, eager, compile")
     ap.add_argument("--steps", type=int, default=0, help="timed steps (default: the preset's)")
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--python", default=sys.executable, help="the Python that has torch with CUDA")
     ap.add_argument("--no-compile", action="store_true", help="skip the torch.compile run")
+    ap.add_argument("--timeout", type=int, default=600, help="seconds one run may take")
+    ap.add_argument("--json", default="", help="also write the rows here")
     args = ap.parse_args(argv)
+    runs = [r for r in args.runs.split(",") if r]
+    if args.no_compile and "compile" in runs:
+        runs.remove("compile")
+    for r in runs:
+        if r not in RUNS:
+            sys.exit(f"gpu_compare: unknown run {r}: use {', '.join(RUNS)}")
     env = dict(os.environ)
     rows = []
     print("formula: " + FORMULA)
@@ -49,34 +90,31 @@ def main(argv=None):
         dcmd = [os.path.join(args.bin, "bench_train"), "--config", os.path.join(ROOT, preset), "--vocab", str(vocab),
                 "--batch", str(batch), "--precision", "bf16", "--device", "cuda", "--steps", str(steps),
                 "--warmup", str(args.warmup), "--set", "train.device=cuda"]
-        d = run_json(dcmd, env, 3600, f"dtrain {name}")
+        d = attempt(dcmd, env, args.timeout, f"dtrain {name}")
+        if "model" not in d:
+            print(f"\n== {name}: dtrain failed: {d.get('error', '?')}")
+            rows.append({"preset": name, "run": "dtrain", **d})
+            continue
         model = d["model"]
         fpt = flops_per_token(model)
         results = [("dtrain", d)]
-        for compiled in ([False] if args.no_compile else [False, True]):
+        for run in [r for r in runs if r != "dtrain"]:
             tcmd = [args.python, os.path.join(HERE, "torch_reference_bench.py"), "--config-json", json.dumps(model),
                     "--batch", str(batch), "--steps", str(steps), "--warmup", str(args.warmup), "--precision", "bf16",
-                    "--device", "cuda"] + (["--compile"] if compiled else [])
-            results.append(("torch.compile" if compiled else "torch eager", run_json(tcmd, env, 3600, f"torch {name}")))
-        gpu_name = results[-1][1].get("device", "")
-        kind, peak = gpu_peak(gpu_name)
-        print(f"\n== {name}: {preset}, batch {batch} x seq {model['seq_len']}, bf16, {d['params']} parameters, "
-              f"{fpt / 1e9:.2f} GFLOP/token; GPU {gpu_name}, peak {peak / 1e12 if peak else float('nan'):.0f} TFLOP/s")
-        print(f"{'run':<15}{'tokens/s':>12}{'step ms':>10}{'MFU':>8}{'peak GPU MiB':>14}{'dtrain/this':>13}")
-        for who, r in results:
-            mfu = r["tokens_per_s"] * fpt / peak if peak else float("nan")
-            ratio = d["tokens_per_s"] / r["tokens_per_s"]
-            print(f"{who:<15}{r['tokens_per_s']:>12.0f}{r['step_ms']:>10.1f}{100 * mfu:>7.1f}%"
-                  f"{r.get('peak_device_mb', 0):>14.0f}{ratio:>13.2f}")
-            rows.append({"preset": name, "run": who, "mfu": mfu, **r})
-    targets = [r for r in rows if r["preset"] == "gpt2-small"]
-    if targets:
-        dt = next(r for r in targets if r["run"] == "dtrain")
-        comp = next((r for r in targets if r["run"] == "torch.compile"), None)
+                    "--device", "cuda"] + (["--compile"] if run == "compile" else [])
+            results.append(("torch.compile" if run == "compile" else "torch eager",
+                            attempt(tcmd, env, args.timeout, f"torch {run} {name}")))
+        rows += print_preset(name, preset, batch, model, fpt, results)
+        if args.json:  # after every preset: a run stopped later keeps what was measured
+            with open(args.json, "w") as f:
+                json.dump({"formula": FORMULA, "rows": rows}, f, indent=1)
+    targets = {r["run"]: r for r in rows if r["preset"] == "gpt2-small" and "error" not in r}
+    if "dtrain" in targets:
+        comp = targets.get("torch.compile")
         print("\ntargets (gpt2-small): dtrain >= 1.0x torch.compile: " +
-              (f"{dt['tokens_per_s'] / comp['tokens_per_s']:.2f}x" if comp else "not run") +
-              f"; MFU >= 45%: {100 * dt['mfu']:.1f}%")
-    return 0
+              (f"{targets['dtrain']['tokens_per_s'] / comp['tokens_per_s']:.2f}x" if comp else "not run") +
+              f"; MFU >= 45%: {100 * targets['dtrain']['mfu']:.1f}%")
+    return 1 if any("error" in r for r in rows) else 0
 
 
 if __name__ == "__main__":

@@ -127,6 +127,7 @@ node_libs=""
 [ ${#from_node[@]} -eq 0 ] || node_libs=$(printf '%s\n' "${!from_node[@]}" | sort | paste -sd' ')
 cp -r configs "$stage/$name/"
 echo "$version" > "$stage/$name/VERSION"
+echo "$node_libs" > "$stage/$name/NODE_LIBS"  # what GPU nodes provide, for scripts (gpu-check.sh)
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 cat > "$stage/$name/README" <<EOF
 dtrain $version for x86_64 Linux, built from commit $commit on $(. /etc/os-release && echo "$PRETTY_NAME").

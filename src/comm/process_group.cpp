@@ -54,30 +54,34 @@ size_t total(const std::vector<size_t>& counts) {
 
 void Work::wait() {
   std::unique_lock<std::mutex> lock(mu_);
-  if (done_ && error_.empty() && !finish_) return;  // nothing to wait for
-  lock.unlock();
-  PhaseScope exposed(Phase::comm);  // the training thread waits: communication not hidden
-  lock.lock();
-  // The backend enforces the timeout (or, for one that cannot give up, the group's watchdog); the
-  // extra margin covers diagnosis after a failure.
-  const auto limit = timeout_ + Millis(30000);
-  if (!cv_.wait_for(lock, limit, [this] { return done_; })) {
-    throw Error(what_ + " did not finish within " + std::to_string(limit.count() / 1000) +
-                " s: the communication thread is stuck; stop the job");
-  }
-  if (!error_.empty()) throw Error(error_);
-  if (finish_) {
-    auto finish = std::move(finish_);
-    finish_ = nullptr;
+  if (!done_ || !error_.empty() || finish_) {
     lock.unlock();
-    try {
-      finish();
-    } catch (const std::exception& e) {
-      std::lock_guard<std::mutex> relock(mu_);
-      error_ = what_ + " failed: " + e.what() + ". The job cannot continue";
-      throw Error(error_);
+    PhaseScope exposed(Phase::comm);  // the training thread waits: communication not hidden
+    lock.lock();
+    // The backend enforces the timeout (or, for one that cannot give up, the group's watchdog); the
+    // extra margin covers diagnosis after a failure.
+    const auto limit = timeout_ + Millis(30000);
+    if (!cv_.wait_for(lock, limit, [this] { return done_; })) {
+      throw Error(what_ + " did not finish within " + std::to_string(limit.count() / 1000) +
+                  " s: the communication thread is stuck; stop the job");
+    }
+    if (!error_.empty()) throw Error(error_);
+    if (finish_) {
+      auto finish = std::move(finish_);
+      finish_ = nullptr;
+      lock.unlock();
+      try {
+        finish();
+      } catch (const std::exception& e) {
+        std::lock_guard<std::mutex> relock(mu_);
+        error_ = what_ + " failed: " + e.what() + ". The job cannot continue";
+        throw Error(error_);
+      }
+      lock.lock();
     }
   }
+  // A device operation: what the compute stream does from now on waits for it (the host does not).
+  if (order_) order_->wait_on_compute();
 }
 
 bool Work::done() const {
@@ -120,6 +124,7 @@ WorkPtr ProcessGroup::enqueue(std::string op, size_t bytes, const std::string& d
                               std::function<void(Backend&, Work&)> fn, bool blocking) {
   auto w = std::make_shared<Work>();
   w->timeout_ = timeout_;
+  w->order_ = backend_->mark_issue();  // here, on the issuing thread: the compute stream's work so far
   w->op_ = std::move(op);
   w->bytes_ = bytes;
   const std::string what = w->op_ + (bytes || w->op_ != "barrier" ? " of " + bytes_str(bytes) : "") + detail;
@@ -184,8 +189,13 @@ void ProcessGroup::execute(Work& w, const std::function<void(Backend&, Work&)>& 
       if (Trace::on())
         traced.set_args(Json{{"bytes", w.bytes_}, {"group", name_}, {"ranks", size()}, {"seq", seq}}.dump());
       try {
-        OpWatchdog::Scope watched(watchdog_.get(), w.what_, seq);
-        fn(*backend_, w);
+        {
+          OpWatchdog::Scope watched(watchdog_.get(), w.what_, seq);
+          backend_->use_order(w.order_);
+          fn(*backend_, w);
+        }
+        // A device operation is queued, not done: watched until the device has finished it.
+        if (w.order_ && watchdog_) watchdog_->watch_device(w.what_, seq, [order = w.order_] { return order->finished(); });
       } catch (const std::exception& e) {
         error = diagnose(w.what_, seq, e.what());
         broken_ = w.what_ + " failed";

@@ -34,11 +34,27 @@ constexpr size_t elem_size(ElemType t) {
 bool is_floating(ElemType t);
 const char* reduce_op_name(ReduceOp op);
 
+// How a device backend (NCCL) orders one operation with the compute stream. It is made on the
+// issuing thread when the operation is issued (marking the compute stream's work so far, which the
+// operation then waits for on its own stream), and Work::wait, on the waiting thread, makes the
+// compute stream wait for the operation (the host does not wait).
+class StreamOrder {
+ public:
+  virtual ~StreamOrder() = default;
+  virtual bool finished() = 0;         // whether the device has completed the operation (any thread)
+  virtual void wait_on_compute() = 0;  // the compute stream's later work waits for the operation
+};
+
 // What a backend (Gloo, NCCL, …) provides: blocking operations on one group. `counts` are
 // elements per group rank.
 class Backend {
  public:
   virtual ~Backend() = default;
+  // A device backend's mark for an operation issued now (called on the issuing thread); nullptr for
+  // a host backend, whose operations are complete when they return.
+  virtual std::shared_ptr<StreamOrder> mark_issue() { return nullptr; }
+  // The operation about to run (on this thread) goes with `order` (mark_issue's, or nullptr).
+  virtual void use_order(std::shared_ptr<StreamOrder> order) { (void)order; }
   virtual void allreduce(void* data, size_t n, ElemType t, ReduceOp op) = 0;
   virtual void allgather(const void* in, void* out, const std::vector<size_t>& counts, ElemType t) = 0;
   virtual void reduce_scatter(const void* in, void* out, const std::vector<size_t>& counts, ElemType t,
@@ -49,9 +65,10 @@ class Backend {
   virtual std::function<void()> post_send(const void* data, size_t bytes, int dst, uint32_t tag) = 0;
   virtual std::function<void()> post_recv(void* data, size_t bytes, int src, uint32_t tag) = 0;
   virtual void barrier() = 0;
-  // Whether an operation gives up by itself after the group's timeout (Gloo). One that cannot (MPI)
-  // is watched by its group instead: an operation still running after the timeout ends the job
-  // through abort_job(), with the group's diagnosis of which ranks are missing.
+  // Whether an operation gives up by itself after the group's timeout (Gloo). One that cannot (MPI,
+  // NCCL) is watched by its group instead: an operation still running after the timeout (for a
+  // device backend: not finished on the device) ends the job through abort_job(), with the group's
+  // diagnosis of which ranks are missing.
   virtual bool gives_up() const { return true; }
   // Prints `why` as the error line and ends this process (and with it the job); never returns.
   [[noreturn]] virtual void abort_job(const std::string& why) {
@@ -87,6 +104,7 @@ class Work {
   size_t bytes_ = 0;  // the data it moves (this rank's side)
   bool p2p_ = false;  // a send or receive: not numbered among the group's collectives
   std::function<void()> finish_;  // point-to-point: completes on the waiting thread
+  std::shared_ptr<StreamOrder> order_;  // a device backend's: the compute stream waits for it in wait()
   Millis timeout_{0};
 };
 using WorkPtr = std::shared_ptr<Work>;

@@ -20,10 +20,30 @@ void OpWatchdog::stop() {
 
 uint64_t OpWatchdog::begin(const std::string& what, int64_t seq) {
   std::lock_guard<std::mutex> lock(mu_);
+  forget_finished();
   const uint64_t id = next_++;
-  running_.emplace(id, Running{what, seq, Clock::now()});
+  running_.emplace(id, Running{what, seq, Clock::now(), nullptr});
   if (running_.size() == 1) cv_.notify_all();  // the thread may be waiting with nothing to watch
   return id;
+}
+
+void OpWatchdog::watch_device(const std::string& what, int64_t seq, std::function<bool()> finished) {
+  std::lock_guard<std::mutex> lock(mu_);
+  forget_finished();
+  running_.emplace(next_++, Running{what, seq, Clock::now(), std::move(finished)});
+  if (running_.size() == 1) cv_.notify_all();
+}
+
+size_t OpWatchdog::watched() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return running_.size();
+}
+
+void OpWatchdog::forget_finished() {
+  for (auto it = running_.begin(); it != running_.end();) {
+    if (it->second.finished && it->second.finished()) it = running_.erase(it);
+    else ++it;
+  }
 }
 
 void OpWatchdog::end(uint64_t id) {
@@ -43,6 +63,10 @@ void OpWatchdog::main() {
     const auto deadline = oldest.since + timeout_;
     if (Clock::now() < deadline) {
       cv_.wait_until(lock, deadline);
+      continue;
+    }
+    if (oldest.finished && oldest.finished()) {
+      running_.erase(running_.begin());
       continue;
     }
     lock.unlock();

@@ -1,5 +1,7 @@
-// Watches the operations of a backend that cannot give up by itself (MPI): on its own thread, it
-// hands an operation still running after the timeout to `overdue`, which ends the job.
+// Watches the operations of a backend that cannot give up by itself (MPI, NCCL): on its own thread,
+// it hands an operation still running after the timeout to `overdue`, which ends the job. A host
+// operation runs from begin() to end(); a device operation (NCCL's, queued on a stream) from
+// watch_device() until its `finished` says so, asked when later operations begin and at its deadline.
 #pragma once
 #include <chrono>
 #include <condition_variable>
@@ -27,6 +29,8 @@ class OpWatchdog {
   // ends on some thread.
   uint64_t begin(const std::string& what, int64_t seq);
   void end(uint64_t id);
+  void watch_device(const std::string& what, int64_t seq, std::function<bool()> finished);
+  size_t watched() const;  // operations being watched now (host and device)
 
   class Scope {
    public:
@@ -47,12 +51,14 @@ class OpWatchdog {
     std::string what;
     int64_t seq;
     Clock::time_point since;
+    std::function<bool()> finished;  // a device operation's; empty for a host operation
   };
   void main();
+  void forget_finished();  // drops the device operations that have finished (mu_ held)
 
   Millis timeout_;
   Overdue overdue_;
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable cv_;
   std::map<uint64_t, Running> running_;
   uint64_t next_ = 1;

@@ -17,6 +17,7 @@ struct CudaBackendApi {
   const char* build_id;  // DTRAIN_BUILD_ID of the build that made it: must be this program's
   int (*visible_devices)();
   std::shared_ptr<ComputeDevice> (*make_device)(int index);
+  std::string (*device_id)(int index);  // the PCI bus id of visible GPU `index` ("" when unknown)
   std::unique_ptr<Backend> (*connect_nccl)(Store& store, int rank, int size, int gpu, void* compute_stream,
                                            std::chrono::milliseconds timeout, const std::string& group_name);
 };

@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/device_usage.hpp"
 #include "core/phase_clock.hpp"
@@ -126,5 +127,17 @@ std::shared_ptr<ComputeDevice> make_device(const std::string& name, int local_ra
 // visible (0 without the backend, or when its CUDA libraries cannot be loaded).
 bool cuda_built();
 int cuda_device_count();
+
+// train.device resolved: "auto" becomes "cuda" when the CUDA backend loads and sees a GPU, else
+// "cpu"; other settings stay. `why` says how it was decided ("4 GPUs visible", "no GPU visible
+// (CUDA_VISIBLE_DEVICES=)", "this dtrain has no CUDA backend", the library that failed to load).
+struct DeviceResolution {
+  std::string device;
+  std::string why;
+};
+DeviceResolution resolve_device(const std::string& setting);
+
+// The PCI bus ids of the visible GPUs, in CUDA's order (empty without any).
+std::vector<std::string> visible_gpu_ids();
 
 }  // namespace dtrain

@@ -93,7 +93,11 @@ const Table& run_keys() {
       CHOICE_KEY("train.recompute", train.recompute, "none|selective|full",
                  "activations recomputed in backward instead of kept: selective: attention probabilities and "
                  "activation outputs; full: all of each hidden unit's but its input (the same numbers, less memory)"),
-      STRING_KEY("train.device", train.device, "cpu, cuda (one GPU per local rank) or cuda:N; also --set device=…"),
+      STRING_KEY("train.device", train.device, "auto (a GPU when one is visible and the CUDA backend loads, else "
+                 "the CPU; said in one line), cpu, cuda (one GPU per local rank) or cuda:N; also --set device=…"),
+      BOOL_KEY("train.share_gpus", train.share_gpus,
+               "let several ranks of a node use one GPU (refused by default: each gets a fraction of it, and NCCL "
+               "may refuse it)"),
       FLOAT_KEY("train.lr", optim.lr, "learning rate (peak, with a schedule)"),
       INT_KEY("train.eval_every", train.eval_every, 0, kMaxSteps, "steps between validations besides epoch ends; 0: epoch ends only"),
       INT_KEY("train.eval_max_batches", train.eval_max_batches, 0, kMaxCount,
@@ -354,8 +358,9 @@ std::vector<int> RunConfig::pp_split_units() const {
 }
 
 void RunConfig::validate() const {
-  require(train.device == "cpu" || train.device == "cuda" || train.device.rfind("cuda:", 0) == 0,
-          "train.device = \"" + train.device + "\" is unknown: use cpu, cuda (one GPU per local rank) or cuda:N");
+  require(train.device == "auto" || train.device == "cpu" || train.device == "cuda" ||
+              train.device.rfind("cuda:", 0) == 0,
+          "train.device = \"" + train.device + "\" is unknown: use auto, cpu, cuda (one GPU per local rank) or cuda:N");
   const ModelKind& kind = kind_of(model);
   for (const GivenValue& g : model_given) {
     require(has_key(kind, g.name), "model." + g.name + " (" + g.origin + ") is not a key of model.kind = " +

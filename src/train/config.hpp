@@ -32,7 +32,10 @@ struct TrainConfig {
   // none | selective (blocks recompute attention probabilities and activation outputs in backward)
   // | full (each hidden unit keeps only its input; its forward runs again in its backward)
   std::string recompute = "none";
-  std::string device = "cpu";     // cpu | cuda (the GPU of the local rank) | cuda:N; also `--set device=…`
+  // auto (a GPU when one is visible and the CUDA backend loads, else the CPU) | cpu | cuda (the GPU
+  // of the local rank) | cuda:N; also `--set device=…`
+  std::string device = "auto";
+  bool share_gpus = false;  // several ranks of a node may use one GPU (refused otherwise)
   int64_t eval_every = 0;         // steps between evaluations in addition to epoch ends; 0 = epochs only
   int64_t eval_max_batches = 0;   // cap on validation per evaluation, in global batches; 0 = all
   int64_t checkpoint_every = 0;   // steps between checkpoints in addition to epoch ends; 0 = epochs only

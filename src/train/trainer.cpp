@@ -24,6 +24,7 @@
 #include "comm/mesh.hpp"
 #include "models/registry.hpp"
 #include "parallel/plan.hpp"
+#include "train/device_setup.hpp"
 #include "train/run_report.hpp"
 #include "train/run_saver.hpp"
 #include "train/elastic.hpp"
@@ -97,7 +98,7 @@ struct Trainer::Impl {
         data(DataSource::open(cfg.data.dir, kind.sample_shape(cfg.model).input)) {
     open_data();
     if (root) lock = std::make_unique<RunDirLock>(run_dir);  // one writer, before anything reads the run dir
-    dev = make_device(cfg.train.device, world.env().local_rank);
+    dev = open_device(cfg.train, world);
     watch = std::make_unique<JobWatch>(cfg.train, world, *dev, run_dir);
     mesh = std::make_unique<DeviceMesh>(world, mesh_shape_of_config(), backend_factory());
     build_model();

@@ -2,11 +2,11 @@
 # exit (and the processes listed in $pids killed), fail(), expect_one_error(), wait_for(),
 # worker_pid(), the layout-equivalence helpers run_one(), run_ranks(), same_weights(), ck() and
 # same_checkpoints(),
-# restart_after_kill(), a python3 for reading outputs, and the built-in corpus prepared in $work/data.
+# restart_after_kill(), a python3 for reading outputs ($py), and the built-in corpus prepared in $work/data.
 # Usage: source "$2/tests/e2e/lib.sh" "$1" "$2" "why python3 is needed"
 set -euo pipefail
 bin=$1 src=$2
-py=/usr/bin/python3
+py=${DTRAIN_PYTHON:-/usr/bin/python3}  # DTRAIN_PYTHON: another (scripts/gpu-check.sh: the GPU machine's)
 [ -x "$py" ] || py=$(command -v python3 || true)
 if [ -z "$py" ]; then echo "SKIP: no python3 ($3)"; exit 77; fi
 work=$(mktemp -d)
@@ -40,7 +40,10 @@ worker_pid() {
     if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "RANK=$2"; then echo "$p"; return; fi
   done
 }
-"$bin/dtrain" data builtin --out "$work/data" >/dev/null
+# The built-in corpus, or a copy of one prepared elsewhere (DTRAIN_TEST_DATA: where the machine has
+# no /usr/share/common-licenses of Debian's, e.g. the GPU machine of scripts/gpu-check.sh)
+if [ -n "${DTRAIN_TEST_DATA:-}" ]; then cp -r "$DTRAIN_TEST_DATA" "$work/data"
+else "$bin/dtrain" data builtin --out "$work/data" >/dev/null; fi
 # Layout equivalence (the caller sets the array `common`): `dtrain train` with common and the extra
 # arguments, in one process or as N ranks under dtrun, into the run dir $work/NAME (its output in
 # $work/NAME.out); and two runs' model_final compared within a relative tolerance.

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # `dtrain train --set device=cuda` end to end: 50 steps with dropout on the GPU track the CPU's
-# loss curve (f32: every step within 2e-3 relative; bf16: within 3e-2), checkpoints are written
-# and resumable, and the summary names the GPU. Skipped (77) without a GPU, the CUDA backend or its
-# libraries.
+# loss curve (f32: every step within 2e-3 relative; bf16: within 3e-2), the summary names the GPU,
+# and checkpoints cross devices: the GPU's step-50 checkpoint goes on on the CPU and the CPU's on the
+# GPU, 10 steps each tracking the same device's own continuation. Skipped (77) without a GPU, the
+# CUDA backend or its libraries.
 source "$2/tests/e2e/lib.sh" "$1" "$2" "to compare metrics"
 common=(--config "$src/configs/quickstart.toml" --set data.dir="$work/data" --set train.max_steps=50
-  --set train.log_every=1 --set train.progress=false --set train.eval_max_batches=4 --set train.batch_size=32)
+  --set train.log_every=1 --set train.progress=false --set train.eval_max_batches=4 --set train.batch_size=32
+  --set train.checkpoint_every=50)
 probe=$("$bin/dtrain" train "${common[@]}" --set device=cuda --set train.max_steps=1 --run-dir "$work/probe" 2>&1) || {
   case $probe in
     *"has no CUDA backend"* | *"no GPU is visible"* | *"needs the CUDA libraries"*)
@@ -38,8 +40,27 @@ if worst_bf > 3e-2: sys.exit(f"FAIL: GPU bf16 left the CPU curve ({worst_bf:.2e}
 s = json.load(open(f"{work}/gpu/summary.json"))
 if not s["device"].startswith("cuda:") or s["peak_device_mb"] <= 0: sys.exit(f"FAIL: summary device {s['device']}")
 PY
-# a GPU checkpoint resumes (on the GPU) and keeps training
-"$bin/dtrain" train --resume "$work/gpu" --set train.max_steps=60 >"$work/resume.out" 2>&1 ||
-  { cat "$work/resume.out"; fail "resuming the GPU run failed"; }
-grep -q "resumed from" "$work/resume.out" || fail "no resume line"
+# Checkpoints cross devices: each step-50 checkpoint goes on for 10 steps on both devices.
+resume_on() {  # $1 = the run whose checkpoint, $2 = device
+  "$bin/dtrain" train --resume "$(ck "$work/$1" 50)" --run-dir "$work/$1_on_$2" --set device="$2" \
+    --set train.max_steps=60 >"$work/$1_on_$2.out" 2>&1 || { cat "$work/$1_on_$2.out"; fail "$1's checkpoint on $2"; }
+  grep -q "resumed from" "$work/$1_on_$2.out" || fail "no resume line ($1 on $2)"
+}
+resume_on gpu cpu
+resume_on gpu cuda
+resume_on cpu cuda
+resume_on cpu cpu
+"$py" - "$work" <<'PY'
+import json, sys
+work = sys.argv[1]
+def losses(name):
+    rows = [r for r in map(json.loads, open(f"{work}/{name}/metrics.jsonl")) if r["type"] == "train"]
+    return [r["loss"] for r in rows if r["step"] > 50]
+for ck in ("gpu", "cpu"):
+    a, b = losses(f"{ck}_on_cpu"), losses(f"{ck}_on_cuda")
+    assert len(a) == len(b) == 10, (ck, len(a), len(b))
+    worst = max(abs(x - y) / x for x, y in zip(a, b))
+    print(f"{ck} checkpoint: 10 steps on the CPU and on the GPU within {worst:.2e}")
+    if worst > 2e-3: sys.exit(f"FAIL: the {ck} checkpoint goes on differently on the two devices ({worst:.2e})")
+PY
 echo "ok"

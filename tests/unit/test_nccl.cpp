@@ -3,11 +3,13 @@
 // bootstrap. Skipped without a GPU.
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 
 #include "comm/file_store.hpp"
 #include "comm/process_group.hpp"
 #include "core/cuda_backend.hpp"
+#include "core/error.hpp"
 #include "gpu_test_util.hpp"
 
 using namespace dtrain;
@@ -42,12 +44,40 @@ TEST(Nccl, EveryOperationAtWorldSizeOne) {
   EXPECT_EQ(rs.host(), h);
   pg.broadcast(x.p(), 4, ElemType::f32, 0);
   EXPECT_EQ(x.host(), h);
-  OnDevice<float> got(G, std::vector<float>(4, 0.0f));
-  auto s = pg.send_async(x.p(), 16, 0);
-  auto r = pg.recv_async(got.p(), 16, 0);
-  r->wait();
-  s->wait();
-  EXPECT_EQ(got.host(), h) << "send to self, receive from self";
+  // At world size 1 there is no peer for a send or a receive: refused in one line.
+  EXPECT_THROW(pg.send_async(x.p(), 16, 0), Error);
+  pg.barrier();
+  std::filesystem::remove_all(dir);
+}
+
+// Stream order: kernels queued before an asynchronous operation are seen by it, and kernels queued
+// after its wait see its result, with the host never waiting in between (a 64 MiB buffer rewritten
+// by a chain of kernels, then copied out of place by an all-gather, then read by another kernel).
+TEST(Nccl, OperationsAreOrderedWithTheComputeStream) {
+  NEED_GPU();
+  const std::string dir = "/tmp/dtrain_nccl_order_" + std::to_string(::getpid());
+  std::filesystem::remove_all(dir);
+  FileStore store(dir, "token");
+  PrefixStore scoped(store.clone(), "pg/0.nccl/");
+  ProcessGroup pg("nccl", {0}, 0, Millis(30000), nullptr,
+                  cuda_backend("the NCCL test").connect_nccl(scoped, 0, 1, G.index(), G.stream(), Millis(30000),
+                                                             "nccl"));
+  const size_t n = size_t(16) << 20;
+  OnDevice<float> x(G, std::vector<float>(n, 1.0f));
+  OnDevice<float> out(G, std::vector<float>(n, 0.0f));
+  for (int round = 0; round < 5; ++round) {
+    for (int k = 0; k < 20; ++k) G.scale(x.p(), 2.0f, int64_t(n));  // x = 2^20 (then 2^40, ...) times
+    auto w = pg.allgather_async(x.p(), out.p(), {n}, ElemType::f32);
+    w->wait();
+    G.scale(out.p(), 0.5f, int64_t(n));
+    G.scale(x.p(), std::ldexp(1.0f, -20), int64_t(n));  // back to 1 for the next round
+    const std::vector<float> got = out.host();
+    const float want = std::ldexp(1.0f, 19);
+    size_t wrong = 0;
+    for (float v : got) wrong += v != want;
+    ASSERT_EQ(wrong, 0u) << "round " << round << ": elements not 2^19 (the all-gather read x before the kernels "
+                         << "queued ahead of it, or the kernel after its wait ran before it)";
+  }
   pg.barrier();
   std::filesystem::remove_all(dir);
 }

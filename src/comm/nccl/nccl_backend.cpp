@@ -1,14 +1,18 @@
-// NCCL backend (see nccl_backend.hpp). Every operation: the communication stream waits for the
-// compute stream's work so far, NCCL runs on the communication stream, and the compute stream
-// waits for NCCL before its next kernel. Uneven all-gathers and reduce-scatters are grouped
-// broadcasts and reduces; point-to-point operations are held until the first wait and then
-// issued together in one NCCL group, so a ring of sends and receives cannot deadlock.
+// NCCL backend (see nccl_backend.hpp). Every operation: an event recorded on the compute stream
+// when it is issued (on the issuing thread), which the communication stream waits for before NCCL
+// runs there; an event recorded after it, which the compute stream waits for in Work::wait. The
+// group's watchdog polls that event and, past the timeout, aborts the communicator and ends the
+// job naming the operation. Uneven all-gathers and reduce-scatters are grouped broadcasts and
+// reduces; point-to-point operations are held until the first wait and then issued together in one
+// NCCL group, so a ring of sends and receives cannot deadlock.
 #include "comm/nccl/nccl_backend.hpp"
 
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <thread>
@@ -46,15 +50,84 @@ ncclRedOp_t nccl_op(ReduceOp op) {
   return ncclSum;
 }
 
+// One operation's two events: `issued` on the compute stream (at issue), `done` on the
+// communication stream (after NCCL). Reused through OrderPool.
+class NcclOrder final : public StreamOrder {
+ public:
+  NcclOrder(int gpu, cudaStream_t compute) : gpu_(gpu), compute_(compute) {
+    check_cuda(cudaEventCreateWithFlags(&issued_, cudaEventDisableTiming), "cudaEventCreate");
+    check_cuda(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming), "cudaEventCreate");
+  }
+  ~NcclOrder() override {
+    cudaEventDestroy(issued_);
+    cudaEventDestroy(done_);
+  }
+  void mark_issue() {
+    recorded_ = false;
+    check_cuda(cudaSetDevice(gpu_), "cudaSetDevice");
+    check_cuda(cudaEventRecord(issued_, compute_), "cudaEventRecord");
+  }
+  // On the communication stream, around the operation.
+  void before(cudaStream_t comm) { check_cuda(cudaStreamWaitEvent(comm, issued_, 0), "cudaStreamWaitEvent"); }
+  void after(cudaStream_t comm) {
+    check_cuda(cudaEventRecord(done_, comm), "cudaEventRecord");
+    recorded_ = true;
+  }
+  bool finished() override { return recorded_ && cudaEventQuery(done_) == cudaSuccess; }
+  void wait_on_compute() override {
+    if (!recorded_) return;  // the operation failed before it was queued (its error is thrown)
+    check_cuda(cudaSetDevice(gpu_), "cudaSetDevice");
+    check_cuda(cudaStreamWaitEvent(compute_, done_, 0), "cudaStreamWaitEvent");
+  }
+
+ private:
+  int gpu_;
+  cudaStream_t compute_;
+  cudaEvent_t issued_ = nullptr, done_ = nullptr;
+  std::atomic<bool> recorded_{false};
+};
+
+// Orders are reused (no event is created inside the step loop once the in-flight count is
+// reached); the pool outlives the backend while a Work still holds one.
+class OrderPool : public std::enable_shared_from_this<OrderPool> {
+ public:
+  OrderPool(int gpu, cudaStream_t compute) : gpu_(gpu), compute_(compute) {}
+  std::shared_ptr<NcclOrder> take() {
+    std::unique_ptr<NcclOrder> o;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!free_.empty()) {
+        o = std::move(free_.back());
+        free_.pop_back();
+      }
+    }
+    if (!o) {
+      check_cuda(cudaSetDevice(gpu_), "cudaSetDevice");
+      o = std::make_unique<NcclOrder>(gpu_, compute_);
+    }
+    o->mark_issue();
+    return std::shared_ptr<NcclOrder>(o.release(), [pool = shared_from_this()](NcclOrder* p) {
+      std::lock_guard<std::mutex> lock(pool->mu_);
+      pool->free_.emplace_back(p);
+    });
+  }
+
+ private:
+  int gpu_;
+  cudaStream_t compute_;
+  std::mutex mu_;
+  std::vector<std::unique_ptr<NcclOrder>> free_;
+};
+
 class NcclBackend final : public Backend {
  public:
   NcclBackend(ncclComm_t comm, int gpu, cudaStream_t compute, Millis timeout, std::string name)
       : comm_(comm), gpu_(gpu), compute_(compute), timeout_(timeout), name_(std::move(name)) {
     check_cuda(cudaSetDevice(gpu_), "cudaSetDevice");
     check_cuda(cudaStreamCreateWithFlags(&comm_stream_, cudaStreamNonBlocking), "cudaStreamCreate");
-    check_cuda(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming), "cudaEventCreate");
-    check_cuda(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming), "cudaEventCreate");
+    check_cuda(cudaEventCreateWithFlags(&barrier_done_, cudaEventDisableTiming), "cudaEventCreate");
     check_cuda(cudaMalloc(&token_, sizeof(float)), "cudaMalloc");
+    pool_ = std::make_shared<OrderPool>(gpu_, compute_);
   }
   ~NcclBackend() override {
     cudaSetDevice(gpu_);
@@ -64,9 +137,22 @@ class NcclBackend final : public Backend {
       ncclCommDestroy(comm_);
     }
     cudaFree(token_);
-    cudaEventDestroy(ready_);
-    cudaEventDestroy(done_);
+    cudaEventDestroy(barrier_done_);
     cudaStreamDestroy(comm_stream_);
+  }
+
+  std::shared_ptr<StreamOrder> mark_issue() override { return pool_->take(); }
+  void use_order(std::shared_ptr<StreamOrder> order) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    current_ = std::static_pointer_cast<NcclOrder>(std::move(order));
+  }
+  bool gives_up() const override { return false; }  // queued on a stream: the group's watchdog watches it
+  // The watchdog's end of the job: abort the communicator (its kernels return, so no stream stays
+  // stuck behind them), then the error line.
+  [[noreturn]] void abort_job(const std::string& why) override {
+    const std::string nccl = last_error();
+    ncclCommAbort(comm_);
+    Backend::abort_job(why + " (NCCL communicator aborted" + (nccl.empty() ? "" : "; NCCL: " + nccl) + ")");
   }
 
   void allreduce(void* data, size_t n, ElemType t, ReduceOp op) override {
@@ -111,21 +197,22 @@ class NcclBackend final : public Backend {
   }
   std::function<void()> post_send(const void* data, size_t bytes, int dst, uint32_t) override {
     std::lock_guard<std::mutex> lock(mu_);
-    pending_.push_back({const_cast<void*>(data), bytes, dst, true});
+    pending_.push_back({const_cast<void*>(data), bytes, dst, true, current_});
     return [this] { flush_p2p(); };
   }
   std::function<void()> post_recv(void* data, size_t bytes, int src, uint32_t) override {
     std::lock_guard<std::mutex> lock(mu_);
-    pending_.push_back({data, bytes, src, false});
+    pending_.push_back({data, bytes, src, false, current_});
     return [this] { flush_p2p(); };
   }
   // A real barrier: the host waits (up to the group's timeout) until every rank's allreduce of a
   // token has completed.
   void barrier() override {
     allreduce(token_, 1, ElemType::f32, ReduceOp::sum);
+    check_cuda(cudaEventRecord(barrier_done_, comm_stream_), "cudaEventRecord");
     const auto deadline = std::chrono::steady_clock::now() + timeout_;
     while (true) {
-      const cudaError_t q = cudaEventQuery(done_);
+      const cudaError_t q = cudaEventQuery(barrier_done_);
       if (q == cudaSuccess) return;
       if (q != cudaErrorNotReady) check_cuda(q, "barrier");
       ncclResult_t async = ncclSuccess;
@@ -146,35 +233,52 @@ class NcclBackend final : public Backend {
     size_t bytes;
     int peer;
     bool send;
+    std::shared_ptr<NcclOrder> order;
   };
   int rank() const {
     int r = 0;
     ncclCommUserRank(comm_, &r);
     return r;
   }
+  std::string last_error() const {
+    const char* m = ncclGetLastError(comm_);
+    return m ? m : "";
+  }
   [[noreturn]] void fail(const char* what, ncclResult_t r) {
     broken_ = true;
     throw Error(std::string("NCCL ") + what + " in group '" + name_ + "' failed: " + ncclGetErrorString(r) + " (" +
-                ncclGetLastError(comm_) + ")");
+                last_error() + ")");
+  }
+  // Runs `op` on the communication stream after the compute stream's work up to the operation's
+  // issue (its order's event), and records the operation's end for Work::wait and the watchdog.
+  // Without an order (none given) it waits for the compute stream's work so far.
+  template <class F>
+  void ordered(const char* what, F&& op, const std::vector<std::shared_ptr<NcclOrder>>& orders) {
+    check_cuda(cudaSetDevice(gpu_), "cudaSetDevice");
+    for (const auto& o : orders) o->before(comm_stream_);
+    if (orders.empty()) {
+      std::shared_ptr<NcclOrder> now = pool_->take();
+      now->before(comm_stream_);
+    }
+    const ncclResult_t r = op();
+    if (r != ncclSuccess) fail(what, r);
+    for (const auto& o : orders) o->after(comm_stream_);
   }
   template <class F>
   void ordered(const char* what, F&& op) {
     std::lock_guard<std::mutex> lock(mu_);
-    check_cuda(cudaSetDevice(gpu_), "cudaSetDevice");
-    check_cuda(cudaEventRecord(ready_, compute_), "cudaEventRecord");
-    check_cuda(cudaStreamWaitEvent(comm_stream_, ready_, 0), "cudaStreamWaitEvent");
-    const ncclResult_t r = op();
-    if (r != ncclSuccess) fail(what, r);
-    check_cuda(cudaEventRecord(done_, comm_stream_), "cudaEventRecord");
-    check_cuda(cudaStreamWaitEvent(compute_, done_, 0), "cudaStreamWaitEvent");
+    std::vector<std::shared_ptr<NcclOrder>> orders;
+    if (current_) orders.push_back(current_);
+    ordered(what, std::forward<F>(op), orders);
   }
   void flush_p2p() {
     std::vector<P2p> ops;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      ops.swap(pending_);
-    }
+    std::lock_guard<std::mutex> lock(mu_);
+    ops.swap(pending_);
     if (ops.empty()) return;
+    std::vector<std::shared_ptr<NcclOrder>> orders;
+    for (const P2p& p : ops)
+      if (p.order) orders.push_back(p.order);
     ordered("send/recv", [&] {
       ncclResult_t r = ncclGroupStart();
       for (const P2p& p : ops) {
@@ -184,7 +288,7 @@ class NcclBackend final : public Backend {
       }
       const ncclResult_t e = ncclGroupEnd();
       return r != ncclSuccess ? r : e;
-    });
+    }, orders);
   }
 
   ncclComm_t comm_;
@@ -193,9 +297,11 @@ class NcclBackend final : public Backend {
   Millis timeout_;
   std::string name_;
   cudaStream_t comm_stream_ = nullptr;
-  cudaEvent_t ready_ = nullptr, done_ = nullptr;
+  cudaEvent_t barrier_done_ = nullptr;
   float* token_ = nullptr;
-  std::mutex mu_;
+  std::shared_ptr<OrderPool> pool_;
+  std::mutex mu_;  // the communication stream's queue: operations, pending sends and receives
+  std::shared_ptr<NcclOrder> current_;  // the operation running now (use_order)
   std::vector<P2p> pending_;
   bool broken_ = false;
 };

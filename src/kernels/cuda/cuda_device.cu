@@ -407,6 +407,15 @@ int cuda_visible_devices() {
   return n;
 }
 
+std::string cuda_device_id(int index) {
+  char id[32] = {};
+  if (cudaDeviceGetPCIBusId(id, int(sizeof id), index) != cudaSuccess) {
+    cudaGetLastError();
+    return "";
+  }
+  return id;
+}
+
 std::shared_ptr<ComputeDevice> make_cuda_device(int index) { return std::make_shared<CudaDevice>(index); }
 
 }  // namespace dtrain

@@ -16,7 +16,7 @@ std::unique_ptr<Backend> nccl(Store& store, int rank, int size, int gpu, void* s
   return connect_nccl(store, rank, size, gpu, stream, timeout, group);
 }
 
-const CudaBackendApi kApi{DTRAIN_BUILD_ID, &cuda_visible_devices, &make_cuda_device, &nccl};
+const CudaBackendApi kApi{DTRAIN_BUILD_ID, &cuda_visible_devices, &make_cuda_device, &cuda_device_id, &nccl};
 
 }  // namespace
 }  // namespace dtrain
