@@ -21,7 +21,7 @@ PRESETS = {
 }
 # dense bf16 tensor-core peaks, FLOP/s (DESIGN §5; A100 from its data sheet)
 PEAKS = {"H100": 989e12, "H200": 989e12, "A100": 312e12}
-RUNS = ("dtrain", "eager", "compile")
+RUNS = ("dtrain", "eager", "compile", "profile")  # profile: dtrain again, timing each kernel family
 
 
 def gpu_peak(name):
@@ -61,17 +61,33 @@ def print_preset(name, preset, batch, model, fpt, results):
     return rows
 
 
+def print_profile(prof, d):
+    """dtrain's device time per kernel family and step (bench_train --profile)."""
+    if "ops" not in prof:
+        print(f"  profile: {prof.get('error', 'no ops (not on a GPU?)')[:200]}")
+        return
+    print(f"  device time per step by kernel family ({prof['profiled_ms']:.1f} ms profiled; the step without "
+          f"profiling {d.get('step_ms', float('nan')):.1f} ms):")
+    for o in prof["ops"][:14]:
+        rate = f"{o['tflops']:7.1f} TFLOP/s" if o["tflops"] else ""
+        print(f"    {o['op']:<26}{o['ms']:>9.2f} ms {100 * o['share']:>5.1f}% {o['calls']:>6} calls  {rate}")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--bin", default=os.path.join(ROOT, "build", "bin"), help="folder with bench_train")
     ap.add_argument("--presets", default="course,gpt2-small,llama")
-    ap.add_argument("--runs", default="dtrain,eager,compile", help="which of dtrain, eager, compile")
+    ap.add_argument("--runs", default="dtrain,eager,compile,profile",
+                    help="which of dtrain, eager, compile, profile (dtrain's device time per kernel family)")
     ap.add_argument("--steps", type=int, default=0, help="timed steps (default: the preset's)")
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--python", default=sys.executable, help="the Python that has torch with CUDA")
     ap.add_argument("--no-compile", action="store_true", help="skip the torch.compile run")
     ap.add_argument("--timeout", type=int, default=600, help="seconds one run may take")
     ap.add_argument("--json", default="", help="also write the rows here")
+    ap.add_argument("--variant", action="append", default=[], metavar="ENV=VALUE",
+                    help="also run dtrain with this environment variable (e.g. DTRAIN_CUDA_BF16=convert), "
+                         "profiled too when profile is among --runs")
     args = ap.parse_args(argv)
     runs = [r for r in args.runs.split(",") if r]
     if args.no_compile and "compile" in runs:
@@ -98,13 +114,24 @@ def main(argv=None):
         model = d["model"]
         fpt = flops_per_token(model)
         results = [("dtrain", d)]
-        for run in [r for r in runs if r != "dtrain"]:
+        for v in args.variant:
+            key, _, val = v.partition("=")
+            venv = dict(env, **{key: val})
+            results.append((f"dtrain {v}", attempt(dcmd, venv, args.timeout, f"dtrain {name} {v}")))
+        for run in [r for r in runs if r in ("eager", "compile")]:
             tcmd = [args.python, os.path.join(HERE, "torch_reference_bench.py"), "--config-json", json.dumps(model),
                     "--batch", str(batch), "--steps", str(steps), "--warmup", str(args.warmup), "--precision", "bf16",
                     "--device", "cuda"] + (["--compile"] if run == "compile" else [])
             results.append(("torch.compile" if run == "compile" else "torch eager",
                             attempt(tcmd, env, args.timeout, f"torch {run} {name}")))
         rows += print_preset(name, preset, batch, model, fpt, results)
+        if "profile" in runs:
+            for label, venv, base in [("", env, d)] + [(v, dict(env, **{v.partition("=")[0]: v.partition("=")[2]}),
+                                                        dict(results)[f"dtrain {v}"]) for v in args.variant]:
+                prof = attempt(dcmd + ["--profile"], venv, args.timeout, f"dtrain {name} --profile {label}")
+                print(f"  dtrain {label}".rstrip() + ":")
+                print_profile(prof, base)
+                rows.append({"preset": name, "run": f"dtrain profile {label}".rstrip(), **prof})
         if args.json:  # after every preset: a run stopped later keeps what was measured
             with open(args.json, "w") as f:
                 json.dump({"formula": FORMULA, "rows": rows}, f, indent=1)

@@ -3,7 +3,7 @@
 // side). Prints one JSON line.
 // Usage: bench_train --config configs/bench-large.toml --vocab 12000 [--set key=value ...]
 //        [--batch B] [--threads 2] [--precision f32|bf16] [--steps 10] [--warmup 2] [--seed 1]
-//        [--device cpu|cuda]  (bench/gpu_compare.sh runs it on a GPU)
+//        [--device cpu|cuda] [--profile]  (bench/gpu_compare.sh runs it on a GPU)
 #include <omp.h>
 
 #include <algorithm>
@@ -39,7 +39,9 @@ const char* kUsage =
     "  --threads    OpenMP threads (default 2)\n"
     "  --precision  f32 | bf16 (default: the preset's train.precision)\n"
     "  --steps      timed steps (default 10); --warmup untimed steps first (default 2)\n"
-    "  --device     cpu (default) | cuda | cuda:N\n";
+    "  --device     cpu (default) | cuda | cuda:N\n"
+    "  --profile    on a GPU, also the device time of each kernel family per timed step (\"ops\";\n"
+    "               DTRAIN_CUDA_PROFILE=1: events around every kernel call, which cost some speed)\n";
 
 int64_t to_int(const std::string& flag, const std::string& v, int64_t min) {
   char* end = nullptr;
@@ -59,11 +61,16 @@ int main(int argc, char** argv) {
     std::vector<std::pair<std::string, std::string>> sets;
     int64_t vocab = 0, batch = 0, steps = 10, warmup = 2, threads = 2, seed = 1;
     std::string precision_name, device_name = "cpu";
+    bool profile = false;
     for (int i = 1; i < argc; ++i) {
       const std::string f = argv[i];
       if (f == "-h" || f == "--help") {
         std::fputs(kUsage, stdout);
         return 0;
+      }
+      if (f == "--profile") {
+        profile = true;
+        continue;
       }
       dtrain::require(i + 1 < argc, "flag " + f + " needs a value: see --help");
       const std::string v = argv[++i];
@@ -101,6 +108,7 @@ int main(int argc, char** argv) {
     omp_set_num_threads(int(threads));
     const dtrain::Precision precision =
         cfg.train.precision == "bf16" ? dtrain::Precision::bf16 : dtrain::Precision::f32;
+    if (profile) setenv("DTRAIN_CUDA_PROFILE", "1", 1);  // read when the device is made
     auto dev = dtrain::make_device(device_name, 0);
     const int64_t B = cfg.train.batch_size;
     dtrain::Model model(kind.units(cfg.model, *dev), B, *dev);
@@ -146,7 +154,9 @@ int main(int argc, char** argv) {
       dtrain::require(std::isfinite(loss), "loss is not finite at step " + std::to_string(s) + ": lower train.lr");
       const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
       if (s >= warmup) times.push_back(dt);
+      if (s + 1 == warmup) dev->op_times();  // the profile counts the timed steps only
     }
+    const std::vector<dtrain::OpTime> ops = dev->op_times();
 
     std::vector<double> sorted = times;
     std::sort(sorted.begin(), sorted.end());
@@ -181,6 +191,16 @@ int main(int argc, char** argv) {
     out["device"] = dev->describe();
     out["peak_device_mb"] = r1(double(dev->peak_bytes()) / double(1 << 20));
     out["model"] = model_json;
+    if (!ops.empty()) {  // per timed step: ms, share of the profiled time, TFLOP/s of the products
+      double total_s = 0.0;
+      for (const auto& o : ops) total_s += o.seconds;
+      dtrain::Json rows = dtrain::Json::array();
+      for (const auto& o : ops)
+        rows.push_back({{"op", o.name}, {"ms", r3(o.seconds * 1e3 / double(steps))}, {"share", r3(o.seconds / total_s)},
+                        {"calls", o.calls / steps}, {"tflops", o.flops > 0 ? r1(o.flops / o.seconds / 1e12) : 0.0}});
+      out["ops"] = rows;
+      out["profiled_ms"] = r3(total_s * 1e3 / double(steps));
+    }
     std::printf("%s\n", out.dump().c_str());
     return 0;
   } catch (const std::exception& e) {

@@ -13,16 +13,17 @@
 #           needs a GPU, so the plumbing (unpacking, finding programs and libraries, timeouts, the
 #           result files) is rehearsed (tests/e2e/test_gpu_check.sh runs it).
 #   --stage DIR: another folder than .gpu-check; --step-limit S: no step runs longer than S seconds;
-#   --bench-runs dtrain,eager,compile: which runs the benchmark makes.
+#   --bench-runs dtrain,eager,compile,profile: which runs the benchmark makes; --bench-variant
+#           ENV=VALUE: dtrain once more with that environment (an experiment, e.g. DTRAIN_CUDA_BF16=convert).
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 stage=$repo/.gpu-check
-STEPS="env unit_kernels unit_model unit_nccl e2e_train e2e_layouts clients bench"
+STEPS="env unit_kernels unit_model unit_nccl unit_variant e2e_train e2e_layouts clients bench"
 die() { echo "gpu-check: error: $*" >&2; exit 2; }
 
-usage() { sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; }
 
-mode=here bundle="" budget=450 only="" bench_runs="dtrain,eager,compile" step_limit=0
+mode=here bundle="" budget=450 only="" bench_runs="dtrain,eager,compile,profile" step_limit=0 variants=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --there) mode=there ;;
@@ -32,7 +33,8 @@ while [ $# -gt 0 ]; do
     --only) [ $# -ge 2 ] || die "--only needs steps ($STEPS)"; only=$2; shift ;;
     --stage) [ $# -ge 2 ] || die "--stage needs a folder"; stage=$(realpath -m "$2"); shift ;;
     --step-limit) [ $# -ge 2 ] && [[ $2 =~ ^[0-9]+(\.[0-9]+)?$ ]] || die "--step-limit needs seconds"; step_limit=$2; shift ;;
-    --bench-runs) [ $# -ge 2 ] || die "--bench-runs needs dtrain,eager,compile"; bench_runs=$2; shift ;;
+    --bench-runs) [ $# -ge 2 ] || die "--bench-runs needs dtrain,eager,compile,profile"; bench_runs=$2; shift ;;
+    --bench-variant) [ $# -ge 2 ] && [[ $2 == *=* ]] || die "--bench-variant needs ENV=VALUE"; variants+=(--variant "$2"); shift ;;
     -h|--help) usage; exit 0 ;;
     *) die "unknown argument '$1' (see --help)" ;;
   esac
@@ -228,12 +230,16 @@ there() {
   run_step unit_kernels 150 "$bdir/bin/test_cuda_kernels" --gtest_color=no
   run_step unit_model 120 "$bdir/bin/test_cuda_model" --gtest_color=no
   run_step unit_nccl 60 "$bdir/bin/test_nccl" --gtest_color=no
+  local v
+  for ((v = 1; v < ${#variants[@]}; v += 2)); do  # the kernels under each benchmark variant too
+    run_step unit_variant 120 env "${variants[v]}" "$bdir/bin/test_cuda_kernels" --gtest_color=no
+  done
   run_step e2e_train 180 bash "$repo/tests/e2e/test_gpu_train.sh" "$bdir/bin" "$repo"
   run_step e2e_layouts 180 bash "$repo/tests/e2e/test_gpu_layouts.sh" "$bdir/bin" "$repo"
   run_step clients 90 bash "$repo/tests/e2e/test_gpu_clients.sh" "$bdir/bin" "$repo"
   if ((gpu)); then
     run_step bench 400 python3 "$repo/bench/gpu_compare.py" --bin "$bdir/bin" --runs "$bench_runs" \
-      --timeout 150 --json "$work/bench.json"
+      ${variants[@]+"${variants[@]}"} --timeout 150 --json "$work/bench.json"
   else
     run_step bench 30 bash -c 'echo "SKIP: dry run: no GPU to benchmark"; exit 77'
   fi
@@ -268,6 +274,11 @@ for s in steps:
 if result["bench"]:
     print(f"\n{'preset':<12}{'run':<15}{'tokens/s':>11}{'MFU':>7}{'GPU MiB':>9}{'dtrain/this':>12}")
     for r in result["bench"]["rows"]:
+        if r["run"].startswith("dtrain profile"):
+            ops = ", ".join(f"{o['op']} {o['ms']:.1f} ms" + (f" ({o['tflops']:.0f} TFLOP/s)" if o["tflops"] else "")
+                            for o in r.get("ops", [])[:5])
+            print(f"{r['preset']:<12}{r['run']:<15}  {ops or r.get('error', '')[:100]}")
+            continue
         if "error" in r:
             print(f"{r['preset']:<12}{r['run']:<15}  failed: {r['error'].splitlines()[0][:80] if r['error'] else ''}")
         else:

@@ -25,6 +25,15 @@ namespace dtrain {
 
 enum class DeviceKind { cpu, cuda };
 
+// One kernel family's share of the device's time (ComputeDevice::op_times): matrix products count
+// their FLOPs (2·M·N·K), other kernels 0.
+struct OpTime {
+  std::string name;
+  double seconds = 0.0;
+  double flops = 0.0;
+  int64_t calls = 0;
+};
+
 // Work on a device is queued in order (on a CPU it runs at once); only download() and
 // synchronize() wait for it. Pointers given to the kernels are the device's own memory.
 class ComputeDevice : public Memory {
@@ -50,6 +59,9 @@ class ComputeDevice : public Memory {
   // How busy the device is and its memory in use, read now (NVML on a GPU); nullopt where the
   // device cannot say (a CPU, a GPU without NVML). Never throws; callable from any thread.
   virtual std::optional<DeviceUsage> usage() { return std::nullopt; }
+  // The device time of each kernel family since the last call, largest first, where the device
+  // measures it (a GPU with DTRAIN_CUDA_PROFILE=1); empty otherwise. Waits for the device.
+  virtual std::vector<OpTime> op_times() { return {}; }
 
   // Timing on the device's own clock (CUDA events on a GPU): timer_start() marks the queue;
   // timer_seconds() waits for the queue and returns the device time since that mark.

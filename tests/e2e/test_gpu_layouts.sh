@@ -65,8 +65,8 @@ rc=0
 "$bin/dtrun" --standalone --nproc-per-node 2 "$bin/dtrain" train "${common[@]}" --set train.global_batch=32 \
   --run-dir "$work/ddp2" >"$work/ddp2.out" 2>&1 || rc=$?
 if [ $rc -ne 0 ]; then
-  echo "note: two ranks on one GPU did not run (NCCL: $(grep -m1 -io 'duplicate gpu[^;]*\|ncclInvalidUsage[^;]*' \
-    "$work/ddp2.out" || tail -n1 "$work/ddp2.out")): the layouts of several ranks are left to a machine with 2 GPUs"
+  echo "note: two ranks on one GPU did not run ($(grep -m1 'error:' "$work/ddp2.out" | cut -c1-300 ||
+    tail -n1 "$work/ddp2.out")): the layouts of several ranks are left to a machine with 2 GPUs"
   echo PASS
   exit 0
 fi

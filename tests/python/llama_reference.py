@@ -56,7 +56,7 @@ class Attention(nn.Module):
         v = v.repeat_interleave(g, dim=1)
         scores = q @ k.transpose(-1, -2) / math.sqrt(self.hd)
         if self.causal:
-            mask = torch.ones(T, T, dtype=torch.bool).triu(1)
+            mask = torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1)
             scores = scores.masked_fill(mask, float("-inf"))
         out = torch.softmax(scores, dim=-1) @ v
         return self.o_proj(out.transpose(1, 2).reshape(B, T, self.H * self.hd))
@@ -121,6 +121,7 @@ class ReferenceLlama(nn.Module):
     def forward(self, inputs, targets=None):
         B, T = inputs.shape
         cos, sin = rope_cos_sin(T, self.config["dim"] // self.config["heads"], self.config["rope_theta"])
+        cos, sin = cos.to(inputs.device), sin.to(inputs.device)  # computed on the CPU, in float32
         h = self.model.embed_tokens(inputs)
         for layer in self.model.layers:
             h = layer(h, cos, sin)

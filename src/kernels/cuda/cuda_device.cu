@@ -13,12 +13,17 @@
 #include "kernels/cuda/kernels.cuh"
 #include "kernels/cuda/lt_matmul.hpp"
 #include "kernels/cuda/nvml_usage.hpp"
+#include "kernels/cuda/op_profile.hpp"
 
 namespace dtrain {
 
 namespace {
 
 using namespace cuda;
+
+// Times the call it opens (DTRAIN_CUDA_PROFILE=1): the device's time of each kernel family.
+#define DT_OP(name) OpProfile::Scope op_profile_scope_(*prof_, name)
+#define DT_OP_FLOPS(name, flops) OpProfile::Scope op_profile_scope_(*prof_, name, flops)
 
 // Phase marks as events on the compute stream: a phase's time is the stream's between two marks.
 class EventMarks final : public MarkTimer {
@@ -63,6 +68,7 @@ class CudaDevice final : public ComputeDevice {
     DT_CUDA(cudaEventCreate(&timer_stop_));
     for (auto& s : staging_) DT_CUDA(cudaEventCreateWithFlags(&s.done, cudaEventDisableTiming));
     lt_ = std::make_unique<LtMatmul>(stream_);
+    prof_ = std::make_unique<OpProfile>(stream_);
     cudaDeviceProp prop{};
     DT_CUDA(cudaGetDeviceProperties(&prop, index));
     char mem[32];
@@ -127,13 +133,18 @@ class CudaDevice final : public ComputeDevice {
   }
   bool host_accessible() const override { return false; }
 
-  void zero(void* p, size_t bytes) override { DT_CUDA(cudaMemsetAsync(p, 0, bytes, stream_)); }
+  void zero(void* p, size_t bytes) override {
+    DT_OP("zero");
+    DT_CUDA(cudaMemsetAsync(p, 0, bytes, stream_));
+  }
   void copy(void* dst, const void* src, size_t bytes) override {
+    DT_OP("copy");
     if (dst != src) DT_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_));
   }
   // Small uploads (batches of tokens) go through a ring of pinned buffers and return at once;
   // large ones (whole parameter sets, at load time) copy directly and wait.
   void upload(void* dst, const void* host, size_t bytes) override {
+    DT_OP("upload");
     if (bytes == 0) return;
     if (bytes > kStagingMax) {
       DT_CUDA(cudaMemcpyAsync(dst, host, bytes, cudaMemcpyHostToDevice, stream_));
@@ -158,6 +169,7 @@ class CudaDevice final : public ComputeDevice {
     DT_CUDA(cudaStreamSynchronize(stream_));
   }
   void synchronize() override { DT_CUDA(cudaStreamSynchronize(stream_)); }
+  std::vector<OpTime> op_times() override { return prof_->take(); }
   MarkTimer* phase_timer() override {
     if (!marks_) marks_ = std::make_unique<EventMarks>(stream_);
     return marks_.get();
@@ -171,29 +183,52 @@ class CudaDevice final : public ComputeDevice {
     return double(ms) / 1000.0;
   }
 
-  void matmul(const float* A, const float* B, float* C, const MatmulArgs& a) override { lt_->run(A, B, C, a); }
+  void matmul(const float* A, const float* B, float* C, const MatmulArgs& a) override {
+    OpProfile::Scope op(*prof_, "matmul", 2.0 * double(a.M) * double(a.N) * double(a.K));
+    lt_->run(A, B, C, a);
+  }
   void colsum_accumulate(const float* x, float* out, int64_t rows, int64_t cols) override {
+    DT_OP("colsum_accumulate");
     cuda::colsum_accumulate(x, out, rows, cols, pool_, stream_);
   }
-  void add(const float* a, const float* b, float* out, int64_t n) override { cuda::add(a, b, out, n, stream_); }
-  void scale(float* x, float f, int64_t n) override { cuda::scale(x, f, n, stream_); }
-  void to_bf16(const float* x, uint16_t* y, int64_t n) override { cuda::to_bf16(x, y, n, stream_); }
-  void from_bf16(const uint16_t* x, float* y, int64_t n) override { cuda::from_bf16(x, y, n, stream_); }
-  void sumsq(const float* x, int64_t n, double* out) override { cuda::sumsq(x, n, out, pool_, stream_); }
+  void add(const float* a, const float* b, float* out, int64_t n) override {
+    DT_OP("add");
+    cuda::add(a, b, out, n, stream_);
+  }
+  void scale(float* x, float f, int64_t n) override {
+    DT_OP("scale");
+    cuda::scale(x, f, n, stream_);
+  }
+  void to_bf16(const float* x, uint16_t* y, int64_t n) override {
+    DT_OP("to_bf16");
+    cuda::to_bf16(x, y, n, stream_);
+  }
+  void from_bf16(const uint16_t* x, float* y, int64_t n) override {
+    DT_OP("from_bf16");
+    cuda::from_bf16(x, y, n, stream_);
+  }
+  void sumsq(const float* x, int64_t n, double* out) override {
+    DT_OP("sumsq");
+    cuda::sumsq(x, n, out, pool_, stream_);
+  }
   void layernorm_forward(const float* x, const float* g, const float* b, float* y, float* mean, float* rstd,
                          int64_t rows, int64_t dim, float eps) override {
+    DT_OP("layernorm_forward");
     cuda::layernorm_forward(x, g, b, y, mean, rstd, rows, dim, eps, stream_);
   }
   void layernorm_backward(const float* dy, const float* x, const float* g, const float* mean, const float* rstd,
                           float* dx, float* dg, float* db, int64_t rows, int64_t dim, bool acc) override {
+    DT_OP("layernorm_backward");
     cuda::layernorm_backward(dy, x, g, mean, rstd, dx, dg, db, rows, dim, acc, pool_, stream_);
   }
   void rmsnorm_forward(const float* x, const float* w, float* y, float* rstd, int64_t rows, int64_t dim,
                        float eps) override {
+    DT_OP("rmsnorm_forward");
     cuda::rmsnorm_forward(x, w, y, rstd, rows, dim, eps, stream_);
   }
   void rmsnorm_backward(const float* dy, const float* x, const float* w, const float* rstd, float* dx, float* dw,
                         int64_t rows, int64_t dim, bool acc) override {
+    DT_OP("rmsnorm_backward");
     cuda::rmsnorm_backward(dy, x, w, rstd, dx, dw, rows, dim, acc, pool_, stream_);
   }
 
@@ -214,6 +249,7 @@ class CudaDevice final : public ComputeDevice {
   // sum the group's heads inside the product. With K = H these are multi-head attention's products.
   void attention_forward(const float* qkv, float* out, float* probs, const AttentionShape& s,
                          const DropoutSpec& drop) override {
+    DT_OP_FLOPS("attention_forward", 4.0 * double(s.B * s.H) * double(s.T * s.T) * double(s.Dh));
     DT_ASSERT(s.kv() > 0 && s.kv() <= s.H && s.H % s.kv() == 0);
     const int64_t T = s.T, Dh = s.Dh, K = s.kv(), GT = s.group() * T, BK = s.B * K;
     const int64_t n = s.B * s.H * T * Dh, nk = BK * T * Dh;
@@ -230,6 +266,7 @@ class CudaDevice final : public ComputeDevice {
   }
   void attention_backward(const float* dout, const float* qkv, const float* probs, float* dqkv,
                           const AttentionShape& s, const DropoutSpec& drop) override {
+    DT_OP_FLOPS("attention_backward", 8.0 * double(s.B * s.H) * double(s.T * s.T) * double(s.Dh));
     DT_ASSERT(s.kv() > 0 && s.kv() <= s.H && s.H % s.kv() == 0);
     const int64_t T = s.T, Dh = s.Dh, K = s.kv(), GT = s.group() * T, BK = s.B * K, TT = T * T;
     const int64_t n = s.B * s.H * T * Dh, nk = BK * T * Dh;
@@ -252,35 +289,50 @@ class CudaDevice final : public ComputeDevice {
     merge_heads3(dq, dk, dv, dqkv, s.B, T, s.H, K, Dh, stream_);
   }
 
-  void rope_forward(float* qkv, const RopeShape& s) override { cuda::rope(qkv, s, false, stream_); }
-  void rope_backward(float* dqkv, const RopeShape& s) override { cuda::rope(dqkv, s, true, stream_); }
+  void rope_forward(float* qkv, const RopeShape& s) override {
+    DT_OP("rope_forward");
+    cuda::rope(qkv, s, false, stream_);
+  }
+  void rope_backward(float* dqkv, const RopeShape& s) override {
+    DT_OP("rope_backward");
+    cuda::rope(dqkv, s, true, stream_);
+  }
   void activation_forward(Activation a, const float* x, float* y, int64_t n) override {
+    DT_OP("activation_forward");
     cuda::activation_forward(a, x, y, n, stream_);
   }
   void activation_backward(Activation a, const float* x, const float* dy, float* dx, int64_t n) override {
+    DT_OP("activation_backward");
     cuda::activation_backward(a, x, dy, dx, n, stream_);
   }
   void relu_backward_from_output(const float* y, const float* dy, float* dx, int64_t n, float scale) override {
+    DT_OP("relu_backward_from_output");
     cuda::relu_backward_from_output(y, dy, dx, n, scale, stream_);
   }
   void swiglu_forward(const float* a, float* y, int64_t rows, int64_t f) override {
+    DT_OP("swiglu_forward");
     cuda::swiglu_forward(a, y, rows, f, stream_);
   }
   void swiglu_backward(const float* a, const float* dy, float* da, int64_t rows, int64_t f) override {
+    DT_OP("swiglu_backward");
     cuda::swiglu_backward(a, dy, da, rows, f, stream_);
   }
   void dropout_forward(const float* x, float* y, int64_t rows, int64_t cols, const DropoutSpec& s) override {
+    DT_OP("dropout_forward");
     cuda::dropout(x, y, rows, cols, s, stream_);
   }
   void dropout_backward(const float* dy, float* dx, int64_t rows, int64_t cols, const DropoutSpec& s) override {
+    DT_OP("dropout_backward");
     cuda::dropout(dy, dx, rows, cols, s, stream_);
   }
   void embedding_forward(const int32_t* tokens, const float* wte, const float* pos, float* out, int64_t B, int64_t T,
                          int64_t d, VocabRange range) override {
+    DT_OP("embedding_forward");
     cuda::embedding_forward(tokens, wte, pos, out, B, T, d, range, stream_);
   }
   void embedding_backward(const int32_t* tokens, const float* dout, float* dwte, float* dpos, int64_t B, int64_t T,
                           int64_t d, VocabRange range) override {
+    DT_OP("embedding_backward");
     cuda::embedding_backward(tokens, dout, dwte, dpos, B, T, d, range, stream_);
   }
 
@@ -324,27 +376,33 @@ class CudaDevice final : public ComputeDevice {
   }
   void conv2d_forward(const float* x, const float* w, const float* bias, float* y, const ConvShape& s,
                       Precision p) override {
+    DT_OP("conv2d_forward");
     if (s.N > 0) cudnn().forward(x, w, bias, y, s, p);
   }
   void conv2d_backward_input(const float* dy, const float* w, float* dx, const ConvShape& s, Precision p) override {
+    DT_OP("conv2d_backward_input");
     if (s.N > 0) cudnn().backward_input(dy, w, dx, s, p);
   }
   void conv2d_backward_weight(const float* x, const float* dy, float* dw, float* dbias, const ConvShape& s,
                               Precision p) override {
+    DT_OP("conv2d_backward_weight");
     if (s.N > 0) cudnn().backward_weight(x, dy, dw, dbias, s, p);
   }
   // cuDNN's backward finds each window's maximum again from x and y: no record is kept.
   size_t maxpool_workspace_bytes(const PoolShape&) override { return 0; }
   void maxpool_forward(const float* x, float* y, void*, const PoolShape& s) override {
+    DT_OP("maxpool_forward");
     if (s.N > 0) cudnn().maxpool_forward(x, y, s);
   }
   void maxpool_backward(const float* x, const float* y, const float* dy, float* dx, const void*,
                         const PoolShape& s) override {
+    DT_OP("maxpool_backward");
     if (s.N > 0) cudnn().maxpool_backward(x, y, dy, dx, s);
   }
   // Per chunk of rows (classifier_chunk): logits (bias fused), softmax rows (loss, and in place the
   // gradient), then dx and dW from two more products.
   void classifier_loss(const ClassifierArgs& a, float* per_row, double* loss_sum) override {
+    DT_OP_FLOPS("classifier_loss", (a.dx ? 6.0 : 2.0) * double(a.N) * double(a.d) * double(a.V));
     if (a.N == 0) return;
     const int64_t chunk = classifier_chunk(a);
     float* logits = pool_.get(Scratch::classifier, chunk * a.V, stream_);
@@ -363,9 +421,11 @@ class CudaDevice final : public ComputeDevice {
     sum_into(losses, a.N, loss_sum, pool_, stream_);
   }
   void adamw_update(float* p, const float* g, float* m, float* v, int64_t n, const AdamWHyper& h) override {
+    DT_OP("adamw_update");
     cuda::adamw(p, g, m, v, n, h, stream_);
   }
   void sgd_update(float* p, const float* g, float* buf, int64_t n, const SgdHyper& h) override {
+    DT_OP("sgd_update");
     cuda::sgd(p, g, buf, n, h, stream_);
   }
 
@@ -387,6 +447,7 @@ class CudaDevice final : public ComputeDevice {
   cudaEvent_t timer_start_ = nullptr, timer_stop_ = nullptr;
   std::unique_ptr<LtMatmul> lt_;
   std::unique_ptr<EventMarks> marks_;
+  std::unique_ptr<OpProfile> prof_;  // DTRAIN_CUDA_PROFILE
   ScratchPool pool_;
   std::unique_ptr<CudnnConv> cudnn_;  // after pool_: destroyed before it
   Staging staging_[kStaging];

@@ -1,16 +1,19 @@
 // cuBLASLt matmul plans (see lt_matmul.hpp). Row-major C = op(A)·op(B) is computed as the
 // column-major Cᵀ = op(B)ᵀ·op(A)ᵀ: the operands swap places and no data moves.
 #include "kernels/cuda/check.cuh"
+#include "kernels/cuda/kernels.cuh"
 #include "kernels/cuda/lt_matmul.hpp"
 
+#include <cstdlib>
+#include <cstring>
 #include <string>
 
 namespace dtrain::cuda {
 
 namespace {
 // The largest power of two (up to 256) dividing the address and every batch stride in bytes.
-int alignment(const void* p, int64_t stride_elems) {
-  uint64_t bits = reinterpret_cast<uint64_t>(p) | uint64_t(stride_elems * 4) | 256u;
+int alignment(const void* p, int64_t stride_elems, int elem_bytes = 4) {
+  uint64_t bits = reinterpret_cast<uint64_t>(p) | uint64_t(stride_elems * elem_bytes) | 256u;
   return int(bits & (~bits + 1));
 }
 
@@ -24,6 +27,8 @@ void set_layout_batch(cublasLtMatrixLayout_t l, int64_t batch, int64_t stride) {
 LtMatmul::LtMatmul(cudaStream_t stream) : stream_(stream) {
   DT_CUDA(cublasLtCreate(&handle_));
   DT_CUDA(cudaMalloc(&workspace_, workspace_bytes_));
+  const char* v = std::getenv("DTRAIN_CUDA_BF16");
+  convert_bf16_ = v && std::strcmp(v, "convert") == 0;
 }
 
 LtMatmul::~LtMatmul() {
@@ -34,16 +39,18 @@ LtMatmul::~LtMatmul() {
     cublasLtMatmulDescDestroy(p.op);
   }
   cudaFree(workspace_);
+  for (void* b : bf16_) cudaFree(b);
   cublasLtDestroy(handle_);
 }
 
 LtMatmul::Plan& LtMatmul::plan(const Key& k) {
   auto it = plans_.find(k);
   if (it != plans_.end()) return it->second;
-  const auto [M, N, K, ta, tb, bias, accumulate, prec, batch, sa, sb, sc, align_a, align_b, align_c] = k;
+  const auto [M, N, K, ta, tb, bias, accumulate, prec, batch, sa, sb, sc, align_a, align_b, align_c, bf16_in] = k;
   Plan p;
   const cublasComputeType_t compute =
-      Precision(prec) == Precision::bf16 ? CUBLAS_COMPUTE_32F_FAST_16BF : CUBLAS_COMPUTE_32F;
+      Precision(prec) == Precision::bf16 && !bf16_in ? CUBLAS_COMPUTE_32F_FAST_16BF : CUBLAS_COMPUTE_32F;
+  const cudaDataType_t in = bf16_in ? CUDA_R_16BF : CUDA_R_32F;
   DT_CUDA(cublasLtMatmulDescCreate(&p.op, compute, CUDA_R_32F));
   // cuBLAS "A" is our B (N×K after op), cuBLAS "B" is our A (K×M after op), D is Cᵀ (N×M).
   const cublasOperation_t op_a = tb ? CUBLAS_OP_T : CUBLAS_OP_N, op_b = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -53,8 +60,8 @@ LtMatmul::Plan& LtMatmul::plan(const Key& k) {
     const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
     DT_CUDA(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
   }
-  DT_CUDA(tb ? cublasLtMatrixLayoutCreate(&p.a, CUDA_R_32F, K, N, K) : cublasLtMatrixLayoutCreate(&p.a, CUDA_R_32F, N, K, N));
-  DT_CUDA(ta ? cublasLtMatrixLayoutCreate(&p.b, CUDA_R_32F, M, K, M) : cublasLtMatrixLayoutCreate(&p.b, CUDA_R_32F, K, M, K));
+  DT_CUDA(tb ? cublasLtMatrixLayoutCreate(&p.a, in, K, N, K) : cublasLtMatrixLayoutCreate(&p.a, in, N, K, N));
+  DT_CUDA(ta ? cublasLtMatrixLayoutCreate(&p.b, in, M, K, M) : cublasLtMatrixLayoutCreate(&p.b, in, K, M, K));
   DT_CUDA(cublasLtMatrixLayoutCreate(&p.c, CUDA_R_32F, N, M, N));
   if (batch > 1) {
     set_layout_batch(p.a, batch, sb);
@@ -90,13 +97,38 @@ void LtMatmul::run(const float* A, const float* B, float* C, const MatmulArgs& a
     if (!a.accumulate) DT_CUDA(cudaMemsetAsync(C, 0, sizeof(float) * size_t(a.M * a.N * batch), stream_));
     return;
   }
+  const bool bf16_in = convert_bf16_ && a.precision == Precision::bf16;
+  const void* a_in = A;
+  const void* b_in = B;
+  if (bf16_in) {  // each operand's whole extent, batches and the gaps between them included
+    a_in = bf16_copy(A, (batch - 1) * stride_a + a.M * a.K, 0);
+    b_in = bf16_copy(B, (batch - 1) * stride_b + a.K * a.N, 1);
+  }
+  const int eb = bf16_in ? 2 : 4;
   const Key k{a.M, a.N, a.K, a.trans_a, a.trans_b, a.bias != nullptr, a.accumulate, int(a.precision), batch,
-              stride_a, stride_b, stride_c, alignment(A, stride_a), alignment(B, stride_b), alignment(C, stride_c)};
+              stride_a, stride_b, stride_c, alignment(a_in, stride_a, eb), alignment(b_in, stride_b, eb),
+              alignment(C, stride_c), bf16_in};
   Plan& p = plan(k);
   if (a.bias) DT_CUDA(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &a.bias, sizeof a.bias));
   const float beta = a.accumulate ? 1.0f : 0.0f;
-  DT_CUDA(cublasLtMatmul(handle_, p.op, &alpha, B, p.a, A, p.b, &beta, C, p.c, C, p.c, &p.algo, workspace_,
+  DT_CUDA(cublasLtMatmul(handle_, p.op, &alpha, b_in, p.a, a_in, p.b, &beta, C, p.c, C, p.c, &p.algo, workspace_,
                          workspace_bytes_, stream_));
+}
+
+const void* LtMatmul::bf16_copy(const float* x, int64_t n, int which) {
+  const size_t bytes = size_t(n) * 2;
+  if (bf16_bytes_[which] < bytes) {
+    if (bf16_[which]) {
+      DT_CUDA(cudaStreamSynchronize(stream_));  // the old buffer may still be read
+      DT_CUDA(cudaFree(bf16_[which]));
+    }
+    bf16_[which] = nullptr;
+    bf16_bytes_[which] = 0;
+    DT_CUDA(cudaMalloc(&bf16_[which], bytes));
+    bf16_bytes_[which] = bytes;
+  }
+  to_bf16(x, static_cast<uint16_t*>(bf16_[which]), n, stream_);
+  return bf16_[which];
 }
 
 }  // namespace dtrain::cuda

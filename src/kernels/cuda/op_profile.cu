@@ -1,0 +1,62 @@
+// OpProfile (see op_profile.hpp).
+#include "kernels/cuda/check.cuh"
+#include "kernels/cuda/op_profile.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+
+namespace dtrain::cuda {
+
+OpProfile::OpProfile(cudaStream_t stream) : stream_(stream) {
+  const char* v = std::getenv("DTRAIN_CUDA_PROFILE");
+  on_ = v && *v && std::strcmp(v, "0") != 0;
+}
+
+OpProfile::~OpProfile() {
+  for (cudaEvent_t e : events_) cudaEventDestroy(e);
+}
+
+cudaEvent_t OpProfile::event(size_t i) {
+  while (events_.size() <= i) {
+    cudaEvent_t e = nullptr;
+    DT_CUDA(cudaEventCreate(&e));
+    events_.push_back(e);
+  }
+  return events_[i];
+}
+
+void OpProfile::begin(const char* name, double flops) {
+  if (depth_++ > 0) return;
+  spans_.push_back({name, used_, flops});
+  DT_CUDA(cudaEventRecord(event(used_++), stream_));
+}
+
+void OpProfile::end() {
+  if (--depth_ > 0) return;
+  DT_CUDA(cudaEventRecord(event(used_++), stream_));
+}
+
+std::vector<OpTime> OpProfile::take() {
+  std::map<std::string, OpTime> sums;
+  if (used_ > 0) DT_CUDA(cudaEventSynchronize(events_[used_ - 1]));
+  for (const Span& s : spans_) {
+    if (s.first + 1 >= used_) continue;  // still open
+    float ms = 0.0f;
+    DT_CUDA(cudaEventElapsedTime(&ms, events_[s.first], events_[s.first + 1]));
+    OpTime& t = sums[s.name];
+    t.name = s.name;
+    t.seconds += double(ms) / 1000.0;
+    t.flops += s.flops;
+    ++t.calls;
+  }
+  spans_.clear();
+  used_ = 0;
+  std::vector<OpTime> out;
+  for (auto& [name, t] : sums) out.push_back(t);
+  std::sort(out.begin(), out.end(), [](const OpTime& a, const OpTime& b) { return a.seconds > b.seconds; });
+  return out;
+}
+
+}  // namespace dtrain::cuda

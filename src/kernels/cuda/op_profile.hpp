@@ -1,0 +1,54 @@
+// The device time of each kernel family (DTRAIN_CUDA_PROFILE=1): a pair of CUDA events around every
+// ComputeDevice call, summed by the call's name when asked. Off, it costs a branch per call.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <string>
+#include <vector>
+
+#include "kernels/device.hpp"
+
+namespace dtrain::cuda {
+
+class OpProfile {
+ public:
+  explicit OpProfile(cudaStream_t stream);
+  ~OpProfile();
+  OpProfile(const OpProfile&) = delete;
+  bool on() const { return on_; }
+  void begin(const char* name, double flops = 0.0);
+  void end();
+  // Time (and FLOPs, calls) per name since the last take (waits for the stream), largest first.
+  std::vector<OpTime> take();
+
+  class Scope {
+   public:
+    Scope(OpProfile& p, const char* name, double flops = 0.0) : p_(p.on() ? &p : nullptr) {
+      if (p_) p_->begin(name, flops);
+    }
+    ~Scope() {
+      if (p_) p_->end();
+    }
+    Scope(const Scope&) = delete;
+
+   private:
+    OpProfile* p_;
+  };
+
+ private:
+  struct Span {
+    const char* name;
+    size_t first;  // index of its start event; the end event follows
+    double flops;
+  };
+  cudaEvent_t event(size_t i);
+
+  cudaStream_t stream_;
+  bool on_ = false;
+  int depth_ = 0;  // only the outermost call is timed (an op that calls another)
+  std::vector<cudaEvent_t> events_;
+  std::vector<Span> spans_;
+  size_t used_ = 0;
+};
+
+}  // namespace dtrain::cuda
