@@ -68,9 +68,12 @@ def print_profile(prof, d):
         return
     print(f"  device time per step by kernel family ({prof['profiled_ms']:.1f} ms profiled; the step without "
           f"profiling {d.get('step_ms', float('nan')):.1f} ms):")
-    for o in prof["ops"][:14]:
-        rate = f"{o['tflops']:7.1f} TFLOP/s" if o["tflops"] else ""
-        print(f"    {o['op']:<26}{o['ms']:>9.2f} ms {100 * o['share']:>5.1f}% {o['calls']:>6} calls  {rate}")
+    calls = [o for o in prof["ops"] if "/" not in o["op"]]
+    for o in calls[:12]:  # each call, then its parts (timed apart inside it)
+        for p in [o] + [p for p in prof["ops"] if p["op"].startswith(o["op"] + "/")]:
+            rate = f"{p['tflops']:7.1f} TFLOP/s" if p["tflops"] else ""
+            name = p["op"] if p is o else "  " + p["op"].split("/", 1)[1]
+            print(f"    {name:<26}{p['ms']:>9.2f} ms {100 * p['share']:>5.1f}% {p['calls']:>6} calls  {rate}")
 
 
 def main(argv=None):

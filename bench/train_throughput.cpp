@@ -192,8 +192,9 @@ int main(int argc, char** argv) {
     out["peak_device_mb"] = r1(double(dev->peak_bytes()) / double(1 << 20));
     out["model"] = model_json;
     if (!ops.empty()) {  // per timed step: ms, share of the profiled time, TFLOP/s of the products
-      double total_s = 0.0;
-      for (const auto& o : ops) total_s += o.seconds;
+      double total_s = 0.0;  // the calls' time; a part ("call/part") is inside its call's
+      for (const auto& o : ops)
+        if (o.name.find('/') == std::string::npos) total_s += o.seconds;
       dtrain::Json rows = dtrain::Json::array();
       for (const auto& o : ops)
         rows.push_back({{"op", o.name}, {"ms", r3(o.seconds * 1e3 / double(steps))}, {"share", r3(o.seconds / total_s)},

@@ -276,7 +276,7 @@ if result["bench"]:
     for r in result["bench"]["rows"]:
         if r["run"].startswith("dtrain profile"):
             ops = ", ".join(f"{o['op']} {o['ms']:.1f} ms" + (f" ({o['tflops']:.0f} TFLOP/s)" if o["tflops"] else "")
-                            for o in r.get("ops", [])[:5])
+                            for o in [o for o in r.get("ops", []) if "/" not in o["op"]][:5])
             print(f"{r['preset']:<12}{r['run']:<15}  {ops or r.get('error', '')[:100]}")
             continue
         if "error" in r:

@@ -24,6 +24,12 @@ using namespace cuda;
 // Times the call it opens (DTRAIN_CUDA_PROFILE=1): the device's time of each kernel family.
 #define DT_OP(name) OpProfile::Scope op_profile_scope_(*prof_, name)
 #define DT_OP_FLOPS(name, flops) OpProfile::Scope op_profile_scope_(*prof_, name, flops)
+// One part of a call, timed apart ("attention_forward/softmax") inside the call's own time.
+#define DT_PART(name, ...)                          \
+  do {                                              \
+    OpProfile::Scope op_part_scope_(*prof_, name);  \
+    __VA_ARGS__;                                    \
+  } while (0)
 
 // Phase marks as events on the compute stream: a phase's time is the stream's between two marks.
 class EventMarks final : public MarkTimer {
@@ -255,14 +261,16 @@ class CudaDevice final : public ComputeDevice {
     const int64_t n = s.B * s.H * T * Dh, nk = BK * T * Dh;
     float *q = pool_.get(Scratch::attention_q, n, stream_), *k = pool_.get(Scratch::attention_k, nk, stream_),
           *v = pool_.get(Scratch::attention_v, nk, stream_), *o = pool_.get(Scratch::attention_o, n, stream_);
-    split_heads(qkv, q, k, v, s.B, T, s.H, K, Dh, stream_);
-    lt_->run(q, k, probs, {GT, T, Dh, false, true, false, nullptr, s.precision}, BK, GT * Dh, T * Dh, GT * T,
-             1.0f / std::sqrt(float(Dh)));
-    softmax_rows(probs, s.B * s.H * T, T, s.causal, stream_);
+    DT_PART("attention_forward/split", split_heads(qkv, q, k, v, s.B, T, s.H, K, Dh, stream_));
+    DT_PART("attention_forward/scores", lt_->run(q, k, probs, {GT, T, Dh, false, true, false, nullptr, s.precision}, BK,
+                                                 GT * Dh, T * Dh, GT * T, 1.0f / std::sqrt(float(Dh))));
+    DT_PART("attention_forward/softmax", softmax_rows(probs, s.B * s.H * T, T, s.causal, stream_));
     if (!out) return;  // the probabilities only (recomputed for a backward)
-    const float* P = dropped_probs(probs, s, drop);
-    lt_->run(P, v, o, {GT, Dh, T, false, false, false, nullptr, s.precision}, BK, GT * T, T * Dh, GT * Dh);
-    heads_to_rows(o, out, s.B, T, s.H, Dh, stream_);
+    const float* P = nullptr;
+    DT_PART("attention_forward/dropout", P = dropped_probs(probs, s, drop));
+    DT_PART("attention_forward/pv", lt_->run(P, v, o, {GT, Dh, T, false, false, false, nullptr, s.precision}, BK,
+                                             GT * T, T * Dh, GT * Dh));
+    DT_PART("attention_forward/merge", heads_to_rows(o, out, s.B, T, s.H, Dh, stream_));
   }
   void attention_backward(const float* dout, const float* qkv, const float* probs, float* dqkv,
                           const AttentionShape& s, const DropoutSpec& drop) override {
@@ -276,17 +284,20 @@ class CudaDevice final : public ComputeDevice {
     float* dq = pool_.get(Scratch::attention_dqkv, n + 2 * nk, stream_);
     float *dk = dq + n, *dv = dk + nk;
     float* dP = pool_.get(Scratch::attention_dp, s.B * s.H * TT, stream_);
-    split_heads(qkv, q, k, v, s.B, T, s.H, K, Dh, stream_);  // other blocks have used the buffers since
-    rows_to_heads(dout, dO, s.B, T, s.H, Dh, stream_);
-    const float* P = dropped_probs(probs, s, drop);  // drawn again: the same masks
-    lt_->run(dO, v, dP, {GT, T, Dh, false, true, false, nullptr, p}, BK, GT * Dh, T * Dh, GT * T);  // dPd = dO·Vᵀ
-    lt_->run(P, dO, dv, {T, Dh, GT, true, false, false, nullptr, p}, BK, GT * T, GT * Dh, T * Dh);  // dV = Pdᵀ·dO
-    cuda::dropout(dP, dP, s.B, s.H * TT, drop, stream_);                                          // dP = dPd·mask
-    softmax_backward_rows(probs, dP, s.B * s.H * T, T, stream_);                                  // dS
+    DT_PART("attention_backward/split", split_heads(qkv, q, k, v, s.B, T, s.H, K, Dh, stream_);  // used since
+            rows_to_heads(dout, dO, s.B, T, s.H, Dh, stream_));
+    const float* P = nullptr;
+    DT_PART("attention_backward/dropout", P = dropped_probs(probs, s, drop));  // drawn again: the same masks
+    DT_PART("attention_backward/dp_dv",
+            lt_->run(dO, v, dP, {GT, T, Dh, false, true, false, nullptr, p}, BK, GT * Dh, T * Dh, GT * T);  // dPd = dO·Vᵀ
+            lt_->run(P, dO, dv, {T, Dh, GT, true, false, false, nullptr, p}, BK, GT * T, GT * Dh, T * Dh));  // dV = Pdᵀ·dO
+    DT_PART("attention_backward/softmax", cuda::dropout(dP, dP, s.B, s.H * TT, drop, stream_);  // dP = dPd·mask
+            softmax_backward_rows(probs, dP, s.B * s.H * T, T, stream_));                       // dS
     const float scale = 1.0f / std::sqrt(float(Dh));
-    lt_->run(dP, k, dq, {GT, Dh, T, false, false, false, nullptr, p}, BK, GT * T, T * Dh, GT * Dh, scale);  // dQ = dS·K
-    lt_->run(dP, q, dk, {T, Dh, GT, true, false, false, nullptr, p}, BK, GT * T, GT * Dh, T * Dh, scale);   // dK = dSᵀ·Q
-    merge_heads3(dq, dk, dv, dqkv, s.B, T, s.H, K, Dh, stream_);
+    DT_PART("attention_backward/dq_dk",
+            lt_->run(dP, k, dq, {GT, Dh, T, false, false, false, nullptr, p}, BK, GT * T, T * Dh, GT * Dh, scale);  // dS·K
+            lt_->run(dP, q, dk, {T, Dh, GT, true, false, false, nullptr, p}, BK, GT * T, GT * Dh, T * Dh, scale));  // dSᵀ·Q
+    DT_PART("attention_backward/merge", merge_heads3(dq, dk, dv, dqkv, s.B, T, s.H, K, Dh, stream_));
   }
 
   void rope_forward(float* qkv, const RopeShape& s) override {
@@ -411,14 +422,15 @@ class CudaDevice final : public ComputeDevice {
     for (int64_t r0 = 0; r0 < a.N; r0 += chunk) {
       const int64_t n = std::min(chunk, a.N - r0);
       const float* xc = a.x + r0 * a.d;
-      lt_->run(xc, a.W, logits, linear_forward_args(n, a.d, a.V, a.bias, a.precision));
-      softmax_rows_loss(a, logits, r0, n, losses + r0, stats);
+      DT_PART("classifier_loss/logits", lt_->run(xc, a.W, logits, linear_forward_args(n, a.d, a.V, a.bias, a.precision)));
+      DT_PART("classifier_loss/softmax", softmax_rows_loss(a, logits, r0, n, losses + r0, stats));
       if (!a.dx) continue;
-      lt_->run(logits, a.W, a.dx + r0 * a.d, linear_backward_input_args(n, a.d, a.V, false, a.precision));
-      lt_->run(logits, xc, a.dW, linear_backward_weight_args(n, a.d, a.V, a.precision));
-      if (a.dbias) cuda::colsum_accumulate(logits, a.dbias, n, a.V, pool_, stream_);
+      DT_PART("classifier_loss/dx", lt_->run(logits, a.W, a.dx + r0 * a.d,
+                                             linear_backward_input_args(n, a.d, a.V, false, a.precision)));
+      DT_PART("classifier_loss/dw", lt_->run(logits, xc, a.dW, linear_backward_weight_args(n, a.d, a.V, a.precision)));
+      if (a.dbias) DT_PART("classifier_loss/dbias", cuda::colsum_accumulate(logits, a.dbias, n, a.V, pool_, stream_));
     }
-    sum_into(losses, a.N, loss_sum, pool_, stream_);
+    DT_PART("classifier_loss/sum", sum_into(losses, a.N, loss_sum, pool_, stream_));
   }
   void adamw_update(float* p, const float* g, float* m, float* v, int64_t n, const AdamWHyper& h) override {
     DT_OP("adamw_update");

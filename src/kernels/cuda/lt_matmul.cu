@@ -29,6 +29,8 @@ LtMatmul::LtMatmul(cudaStream_t stream) : stream_(stream) {
   DT_CUDA(cudaMalloc(&workspace_, workspace_bytes_));
   const char* v = std::getenv("DTRAIN_CUDA_BF16");
   convert_bf16_ = v && std::strcmp(v, "convert") == 0;
+  convert_batched_ = v && std::strcmp(v, "convert-all") == 0;
+  convert_bf16_ = convert_bf16_ || convert_batched_;
 }
 
 LtMatmul::~LtMatmul() {
@@ -97,7 +99,7 @@ void LtMatmul::run(const float* A, const float* B, float* C, const MatmulArgs& a
     if (!a.accumulate) DT_CUDA(cudaMemsetAsync(C, 0, sizeof(float) * size_t(a.M * a.N * batch), stream_));
     return;
   }
-  const bool bf16_in = convert_bf16_ && a.precision == Precision::bf16;
+  const bool bf16_in = convert_bf16_ && a.precision == Precision::bf16 && (batch == 1 || convert_batched_);
   const void* a_in = A;
   const void* b_in = B;
   if (bf16_in) {  // each operand's whole extent, batches and the gaps between them included

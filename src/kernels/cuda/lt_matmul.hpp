@@ -2,8 +2,9 @@
 // (CUBLAS_COMPUTE_32F_FAST_16BF: bf16 products, f32 accumulation), the bias add fused as an
 // epilogue, strided batches. A plan (descriptors and the heuristic's algorithm) is made once per
 // shape and reused, so a step makes no cuBLASLt queries. DTRAIN_CUDA_BF16=convert (an experiment,
-// bench/README): bf16 products convert both operands to bf16 copies first and multiply those
-// (bf16 in, f32 out) instead of asking cuBLASLt for FAST_16BF on the f32 data.
+// bench/README): bf16 products of one matrix (not the batched ones of attention; convert-all: those
+// too) convert both operands to bf16 copies first and multiply those (bf16 in, f32 out) instead of
+// asking cuBLASLt for FAST_16BF on the f32 data.
 #pragma once
 #include <cublasLt.h>
 #include <cuda_runtime.h>
@@ -43,7 +44,8 @@ class LtMatmul {
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = size_t(32) << 20;
   std::map<Key, Plan> plans_;
-  bool convert_bf16_ = false;  // DTRAIN_CUDA_BF16=convert
+  bool convert_bf16_ = false;     // DTRAIN_CUDA_BF16=convert: products of one matrix
+  bool convert_batched_ = false;  // DTRAIN_CUDA_BF16=convert-all: batched products too
   void* bf16_[2] = {nullptr, nullptr};
   size_t bf16_bytes_[2] = {0, 0};
 };

@@ -28,13 +28,14 @@ cudaEvent_t OpProfile::event(size_t i) {
 }
 
 void OpProfile::begin(const char* name, double flops) {
-  if (depth_++ > 0) return;
-  spans_.push_back({name, used_, flops});
+  open_.push_back(spans_.size());
+  spans_.push_back({name, used_, 0, flops});
   DT_CUDA(cudaEventRecord(event(used_++), stream_));
 }
 
 void OpProfile::end() {
-  if (--depth_ > 0) return;
+  spans_[open_.back()].last = used_;
+  open_.pop_back();
   DT_CUDA(cudaEventRecord(event(used_++), stream_));
 }
 
@@ -42,9 +43,9 @@ std::vector<OpTime> OpProfile::take() {
   std::map<std::string, OpTime> sums;
   if (used_ > 0) DT_CUDA(cudaEventSynchronize(events_[used_ - 1]));
   for (const Span& s : spans_) {
-    if (s.first + 1 >= used_) continue;  // still open
+    if (s.last == 0) continue;  // still open
     float ms = 0.0f;
-    DT_CUDA(cudaEventElapsedTime(&ms, events_[s.first], events_[s.first + 1]));
+    DT_CUDA(cudaEventElapsedTime(&ms, events_[s.first], events_[s.last]));
     OpTime& t = sums[s.name];
     t.name = s.name;
     t.seconds += double(ms) / 1000.0;
@@ -52,6 +53,7 @@ std::vector<OpTime> OpProfile::take() {
     ++t.calls;
   }
   spans_.clear();
+  open_.clear();
   used_ = 0;
   std::vector<OpTime> out;
   for (auto& [name, t] : sums) out.push_back(t);

@@ -1,5 +1,6 @@
 // The device time of each kernel family (DTRAIN_CUDA_PROFILE=1): a pair of CUDA events around every
-// ComputeDevice call, summed by the call's name when asked. Off, it costs a branch per call.
+// ComputeDevice call, summed by the call's name when asked; parts of a call may be timed inside it
+// under names "call/part" (their time is also the call's). Off, it costs a branch per call.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -38,16 +39,16 @@ class OpProfile {
  private:
   struct Span {
     const char* name;
-    size_t first;  // index of its start event; the end event follows
+    size_t first, last;  // indices of its start and end events (last 0: still open)
     double flops;
   };
   cudaEvent_t event(size_t i);
 
   cudaStream_t stream_;
   bool on_ = false;
-  int depth_ = 0;  // only the outermost call is timed (an op that calls another)
   std::vector<cudaEvent_t> events_;
   std::vector<Span> spans_;
+  std::vector<size_t> open_;  // spans begun and not ended, innermost last
   size_t used_ = 0;
 };
 
