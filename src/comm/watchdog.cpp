@@ -34,11 +34,6 @@ void OpWatchdog::watch_device(const std::string& what, int64_t seq, std::functio
   if (running_.size() == 1) cv_.notify_all();
 }
 
-size_t OpWatchdog::watched() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return running_.size();
-}
-
 void OpWatchdog::forget_finished() {
   for (auto it = running_.begin(); it != running_.end();) {
     if (it->second.finished && it->second.finished()) it = running_.erase(it);

@@ -30,7 +30,6 @@ class OpWatchdog {
   uint64_t begin(const std::string& what, int64_t seq);
   void end(uint64_t id);
   void watch_device(const std::string& what, int64_t seq, std::function<bool()> finished);
-  size_t watched() const;  // operations being watched now (host and device)
 
   class Scope {
    public:
@@ -58,7 +57,7 @@ class OpWatchdog {
 
   Millis timeout_;
   Overdue overdue_;
-  mutable std::mutex mu_;
+  std::mutex mu_;
   std::condition_variable cv_;
   std::map<uint64_t, Running> running_;
   uint64_t next_ = 1;

@@ -126,7 +126,11 @@ GpuPlacement check_gpu_placement(const std::vector<RankGpus>& ranks, bool share_
 }
 
 int gpu_index_for(const std::string& device, int local_rank, int count) {
-  if (device.rfind("cuda:", 0) == 0) return std::stoi(device.substr(5));
+  if (device.rfind("cuda:", 0) == 0) {
+    const std::string n = device.substr(5);
+    const bool digits = !n.empty() && n.size() <= 6 && n.find_first_not_of("0123456789") == std::string::npos;
+    return digits ? std::stoi(n) : -1;
+  }
   return count > 0 ? local_rank % count : -1;
 }
 

@@ -33,7 +33,7 @@ struct GpuPlacement {
 GpuPlacement check_gpu_placement(const std::vector<RankGpus>& ranks, bool share_allowed);
 
 // The GPU index a rank uses for train.device (cuda: the local rank's, wrapping when the node has
-// fewer GPUs than ranks; cuda:N: N), of `count` visible.
+// fewer GPUs than ranks; cuda:N: N), of `count` visible; -1 when it names none.
 int gpu_index_for(const std::string& device, int local_rank, int count);
 
 // One line-safe text of a RankGpus (to gather between ranks) and back.

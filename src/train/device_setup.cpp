@@ -24,8 +24,9 @@ RankGpus my_view(const DeviceResolution& d, World& world) {
   const int local_rank = world.env().local_rank;
   try {
     mine.visible = visible_gpu_ids();
-    if (mine.visible.empty()) make_device(d.device, local_rank);  // throws the line that says why none
     mine.chosen = gpu_index_for(d.device, local_rank, int(mine.visible.size()));
+    if (mine.chosen < 0 || size_t(mine.chosen) >= mine.visible.size())
+      make_device(d.device, local_rank);  // throws the line that says why there is no such GPU
   } catch (const Error& e) {
     mine.error = e.what();
   }
@@ -59,11 +60,10 @@ std::shared_ptr<ComputeDevice> open_device(const TrainConfig& t, World& world) {
     if (w.rank == world.rank()) std::fprintf(stderr, "dtrain: warning: %s\n", w.line.c_str());
   std::shared_ptr<ComputeDevice> dev = make_device(d.device, world.env().local_rank);
   if (root) {
-    const std::string which = d.device == "cuda" && world.size() > 1 ? " (each rank its local rank's GPU; rank 0: " +
-                                                                           dev->describe() + ")"
-                                                                     : " " + dev->describe();
-    std::printf("device: %s%s; %s\n", d.device == "cpu" ? "cpu" : d.device.c_str(),
-                d.device == "cpu" ? "" : which.c_str(), d.why.c_str());
+    const std::string which = d.device == "cuda" && world.size() > 1
+                                  ? "the GPU of each rank's local rank (rank 0: " + dev->describe() + ")"
+                                  : d.device == "cpu" ? "cpu" : dev->describe();
+    std::printf("device: %s; %s\n", which.c_str(), d.why.c_str());
   }
   return dev;
 }

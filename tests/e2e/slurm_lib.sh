@@ -1,6 +1,7 @@
 # A private SLURM cluster for end-to-end tests (sourced): munged, slurmctld and slurmd on loopback,
 # every file in one folder, free ports chosen at run time, one node with NCPUS CPUs (may exceed
-# the real cores). Without the programs (or without root), says why and exits 77 (skipped).
+# the real cores; with TEST_SLURM_GPUS=N also N GPUs, /dev/null look-alikes). Without the programs
+# (or without root), says why and exits 77 (skipped).
 # Usage: slurm_start DIR NCPUS; slurm_run_batch DIR SCRIPT [sbatch args…] (returns the job's exit
 # code, output in DIR/job-<id>.out unless --output is given); slurm_job_output DIR; slurm_stop DIR
 # (trap-safe: ends only the daemons it started, by their recorded pids; leaves DIR for reading).
@@ -84,9 +85,16 @@ MessageTimeout=10
 InactiveLimit=0
 KillWait=5
 MinJobAge=600
-NodeName=$node NodeAddr=127.0.0.1 CPUs=$ncpus RealMemory=1000 State=UNKNOWN
+NodeName=$node NodeAddr=127.0.0.1 CPUs=$ncpus RealMemory=1000 State=UNKNOWN${TEST_SLURM_GPUS:+ Gres=gpu:$TEST_SLURM_GPUS}
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
 CONF
+  if [ -n "${TEST_SLURM_GPUS:-}" ]; then  # GPUs that are /dev/null look-alikes: requests of them are accepted
+    echo "GresTypes=gpu" >>"$dir/etc/slurm.conf"
+    mkdir -p "$dir/dev"
+    local i
+    for i in $(seq 0 $((TEST_SLURM_GPUS - 1))); do mknod "$dir/dev/gpu$i" c 1 3 2>/dev/null || : >"$dir/dev/gpu$i"; done
+    echo "NodeName=$node Name=gpu File=$dir/dev/gpu[0-$((TEST_SLURM_GPUS - 1))]" >"$dir/etc/gres.conf"
+  fi
   echo "CgroupPlugin=$(slurm_cgroup_plugin)" >"$dir/etc/cgroup.conf"
 }
 

@@ -118,5 +118,6 @@ TEST(GpuPlacement, ViewsTravelAsText) {
   EXPECT_EQ(back.slurm_gpus_on_node, 4);
   EXPECT_EQ(back.error, r.error);
   EXPECT_EQ(gpu_index_for("cuda:2", 0, 4), 2);
+  EXPECT_EQ(gpu_index_for("cuda:x", 0, 4), -1) << "names no GPU";
   EXPECT_EQ(gpu_index_for("cuda", 5, 4), 1);
 }

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <map>
 
 namespace dtrain::cuda {
 
@@ -37,26 +36,30 @@ void OpProfile::end() {
   spans_[open_.back()].last = used_;
   open_.pop_back();
   DT_CUDA(cudaEventRecord(event(used_++), stream_));
+  if (used_ >= kFoldEvery) fold();  // a long run under the profile holds a bounded set of events
 }
 
-std::vector<OpTime> OpProfile::take() {
-  std::map<std::string, OpTime> sums;
-  if (used_ > 0) DT_CUDA(cudaEventSynchronize(events_[used_ - 1]));
+void OpProfile::fold() {
+  if (used_ == 0 || !open_.empty()) return;  // inside a call: its spans end first
+  DT_CUDA(cudaEventSynchronize(events_[used_ - 1]));
   for (const Span& s : spans_) {
-    if (s.last == 0) continue;  // still open
     float ms = 0.0f;
     DT_CUDA(cudaEventElapsedTime(&ms, events_[s.first], events_[s.last]));
-    OpTime& t = sums[s.name];
+    OpTime& t = sums_[s.name];
     t.name = s.name;
     t.seconds += double(ms) / 1000.0;
     t.flops += s.flops;
     ++t.calls;
   }
   spans_.clear();
-  open_.clear();
   used_ = 0;
+}
+
+std::vector<OpTime> OpProfile::take() {
+  fold();
   std::vector<OpTime> out;
-  for (auto& [name, t] : sums) out.push_back(t);
+  for (auto& [name, t] : sums_) out.push_back(t);
+  sums_.clear();
   std::sort(out.begin(), out.end(), [](const OpTime& a, const OpTime& b) { return a.seconds > b.seconds; });
   return out;
 }

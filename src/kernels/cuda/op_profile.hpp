@@ -4,6 +4,7 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -43,13 +44,16 @@ class OpProfile {
     double flops;
   };
   cudaEvent_t event(size_t i);
+  void fold();  // the ended spans' times into sums_ (waits for the stream), their events reused
 
+  static constexpr size_t kFoldEvery = 1 << 16;
   cudaStream_t stream_;
   bool on_ = false;
   std::vector<cudaEvent_t> events_;
   std::vector<Span> spans_;
   std::vector<size_t> open_;  // spans begun and not ended, innermost last
   size_t used_ = 0;
+  std::map<std::string, OpTime> sums_;  // folded so far (a long run keeps few events)
 };
 
 }  // namespace dtrain::cuda
