@@ -24,17 +24,22 @@ die() { echo "gpu-check: error: $*" >&2; exit 2; }
 usage() { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; }
 
 mode=here bundle="" budget=450 only="" bench_runs="dtrain,eager,compile,profile" step_limit=0 variants=()
+value() {  # OPTION REGEX WHAT: the option's value (the next argument), or one line saying what it needs
+  [ $# -ge 4 ] && [[ $4 =~ $2 ]] || die "$1 needs $3"
+  echo "$4"
+}
+seconds='^[0-9]+(\.[0-9]+)?$'
 while [ $# -gt 0 ]; do
   case "$1" in
     --there) mode=there ;;
     --dry-run) mode=dry ;;
-    --bundle) [ $# -ge 2 ] || die "--bundle needs a file"; bundle=$2; shift ;;
-    --budget) [ $# -ge 2 ] && [[ $2 =~ ^[0-9]+$ ]] || die "--budget needs seconds"; budget=$2; shift ;;
-    --only) [ $# -ge 2 ] || die "--only needs steps ($STEPS)"; only=$2; shift ;;
-    --stage) [ $# -ge 2 ] || die "--stage needs a folder"; stage=$(realpath -m "$2"); shift ;;
-    --step-limit) [ $# -ge 2 ] && [[ $2 =~ ^[0-9]+(\.[0-9]+)?$ ]] || die "--step-limit needs seconds"; step_limit=$2; shift ;;
-    --bench-runs) [ $# -ge 2 ] || die "--bench-runs needs dtrain,eager,compile,profile"; bench_runs=$2; shift ;;
-    --bench-variant) [ $# -ge 2 ] && [[ $2 == *=* ]] || die "--bench-variant needs ENV=VALUE"; variants+=(--variant "$2"); shift ;;
+    --bundle) bundle=$(value "$1" . "a file" "${2-}"); shift ;;
+    --budget) budget=$(value "$1" '^[0-9]+$' "whole seconds" "${2-}"); shift ;;
+    --only) only=$(value "$1" . "steps ($STEPS)" "${2-}"); shift ;;
+    --stage) stage=$(value "$1" . "a folder" "${2-}"); stage=$(realpath -m "$stage"); shift ;;
+    --step-limit) step_limit=$(value "$1" "$seconds" "seconds" "${2-}"); shift ;;
+    --bench-runs) bench_runs=$(value "$1" . "dtrain,eager,compile,profile" "${2-}"); shift ;;
+    --bench-variant) v=$(value "$1" = "ENV=VALUE" "${2-}"); variants+=(--variant "$v"); shift ;;
     -h|--help) usage; exit 0 ;;
     *) die "unknown argument '$1' (see --help)" ;;
   esac
@@ -62,11 +67,14 @@ here() {
   tree=$(cd "$repo" && git ls-files -z -co --exclude-standard | xargs -0 du -cb 2>/dev/null | tail -n1 | cut -f1)
   carried=$(du -sb "$stage" | cut -f1)
   total=$((tree + carried))
-  echo "gpu-check: working tree $((tree >> 10)) KiB + .gpu-check $((carried >> 10)) KiB = $((total >> 20)) MiB of the 64 MiB that may travel"
+  echo "gpu-check: working tree $((tree >> 10)) KiB + .gpu-check $((carried >> 10)) KiB =" \
+    "$((total >> 20)) MiB of the 64 MiB that may travel"
   [ "$total" -le "$limit" ] || die "that is over 64 MiB: make the bundle smaller or carry less"
+  local stage_arg=""
+  [ "$stage" = "$repo/.gpu-check" ] || stage_arg=" --stage $stage"
   cat <<EOF
 gpu-check: ready. On the GPU machine (the device tool's run), from the repository root:
-  command:   bash scripts/gpu-check.sh --there --budget $budget$([ "$stage" = "$repo/.gpu-check" ] || echo " --stage $stage")
+  command:   bash scripts/gpu-check.sh --there --budget $budget${stage_arg}
   carry:     [".gpu-check"]
   timeout_s: $((budget + 40))
 It brings back \$OUT/gpu-check.log, gpu-check.json and artifacts.tar.gz; --only STEP,... reruns some of:
@@ -108,7 +116,8 @@ log() { echo "$*" | tee -a "$OUT/gpu-check.log"; }
 # The folders holding each library the CUDA plugin needs from the node, found (not assumed) under
 # Python's site-packages (PyTorch's nvidia/*/lib wheels), the CUDA toolkit, then the loader's cache.
 find_node_libs() {
-  local need; need=$(cat "$bdir/NODE_LIBS" 2>/dev/null || echo "libcudart.so.13 libcublasLt.so.13 libcudnn.so.9 libnccl.so.2")
+  local need
+  need=$(cat "$bdir/NODE_LIBS" 2>/dev/null || echo "libcudart.so.13 libcublasLt.so.13 libcudnn.so.9 libnccl.so.2")
   local roots=() r lib dir
   while IFS= read -r r; do [ -d "$r" ] && roots+=("$r"); done < <(python3 - <<'PY' 2>/dev/null
 import site, sys
@@ -123,11 +132,13 @@ PY
   for lib in $need; do
     dir=""
     for r in "${roots[@]}"; do
-      dir=$(find "$r/" -maxdepth 5 -name "$lib" \( -type f -o -type l \) 2>/dev/null | head -n1 | xargs -r dirname || true)
+      dir=$(find "$r/" -maxdepth 5 -name "$lib" \( -type f -o -type l \) 2>/dev/null | head -n1 |
+            xargs -r dirname || true)
       [ -n "$dir" ] && break
     done
     if [ -z "$dir" ]; then
-      dir=$( (ldconfig -p 2>/dev/null || true) | awk -v l="$lib" '$1 == l {print $NF}' | head -n1 | xargs -r dirname || true)
+      dir=$( (ldconfig -p 2>/dev/null || true) | awk -v l="$lib" '$1 == l {print $NF}' | head -n1 |
+            xargs -r dirname || true)
     fi
     if [ -n "$dir" ]; then
       log "  $lib: $dir"
@@ -138,11 +149,31 @@ PY
   done
 }
 
+# The Python's version and its torch's CUDA, cuDNN and NCCL (the libraries the plugin uses), in a line.
+python_versions() {
+  "${DTRAIN_PYTHON:-python3}" - <<'PY' 2>&1 | tail -n1
+import sys
+out = ["python " + sys.version.split()[0]]
+try:
+    import torch
+    out.append(f"torch {torch.__version__} cuda {torch.version.cuda} cudnn {torch.backends.cudnn.version()}")
+    try:
+        v = torch.cuda.nccl.version()
+        out.append("nccl " + (".".join(map(str, v)) if isinstance(v, tuple) else str(v)))
+    except Exception:  # a CPU build of torch has no NCCL
+        pass
+except ImportError:
+    out.append("no torch")
+print(", ".join(out))
+PY
+}
+
 record_env() {
   log "== machine"
-  { nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm,power.limit --format=csv 2>&1 || echo "no nvidia-smi";
+  { nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm,power.limit --format=csv 2>&1 ||
+      echo "no nvidia-smi"
     echo "cpu: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)";
-    echo "python: $(python3 --version 2>&1); $(python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "cudnn", torch.backends.cudnn.version())' 2>&1 | tail -n1)";
+    echo "python: $(python_versions)"
     echo "bundle: $(cat "$bdir/VERSION")"
     echo "libraries (LD_LIBRARY_PATH=$LD_LIBRARY_PATH):"
     ldd "$bdir/lib/libdtrain_cuda.so" 2>&1 | grep -E 'cuda|cublas|cudnn|nccl|not found' | sed 's/^/  /'
@@ -157,7 +188,9 @@ run_step() {
   if [ -n "$only" ] && [[ ",$only," != *",$name,"* ]]; then return 0; fi
   local left=$((deadline - $(now)))
   if [ "$left" -lt 20 ]; then
-    printf '%s\tskip\t0\tno time left in the budget\n' "$name" >>"$steps_tsv"; log "== $name: skipped (no time left)"; return 0
+    printf '%s\tskip\t0\tno time left in the budget\n' "$name" >>"$steps_tsv"
+    log "== $name: skipped (no time left)"
+    return 0
   fi
   [ "$limit" -le "$left" ] || limit=$left
   [ "$step_limit" = 0 ] || limit=$step_limit
@@ -179,24 +212,30 @@ run_step() {
   log "-- $name: $status in ${secs} s: $summary"
 }
 
-# One line saying what a step found: a gtest program's counts, a skip's reason, or its last line.
+# A gtest program's counts from its log, and the names of the first failed tests.
+gtest_summary() {
+  local f=$1 passed skipped failed names=""
+  passed=$(grep -oE '^\[  PASSED  \] [0-9]+' "$f" | grep -oE '[0-9]+$' || echo 0)
+  skipped=$(grep -oE '^\[  SKIPPED \] [0-9]+ test' "$f" | grep -oE '[0-9]+' | head -n1 || echo 0)
+  failed=$(grep -cE '^\[  FAILED  \] [A-Za-z]' "$f" || true)
+  if [ "${failed:-0}" -gt 0 ]; then
+    names=": $(grep -m3 -E '^\[  FAILED  \] [A-Za-z]' "$f" | sed 's/\[  FAILED  \] //' | paste -sd' ')"
+  fi
+  echo "gtest: ${passed:-0} passed, ${skipped:-0} skipped, ${failed:-0} failed$names"
+}
+
+# One line saying what a step found: a gtest program's counts, a skip's reason, or the lines a test
+# script says its results in (its last line when it has none).
 step_summary() {
-  local f=$logs/$1.log
+  local f=$logs/$1.log lines
   case $2 in
     timeout) echo "ran past its limit; last line: $(tail -n1 "$f" | cut -c1-160)" ; return ;;
     skip) grep -m1 -E '^SKIP|SKIPPED \]' "$f" | cut -c1-200 || echo "skipped"; return ;;
   esac
-  local lines
-  if grep -q '^\[==========\]' "$f"; then
-    local p s fl
-    p=$(grep -oE '^\[  PASSED  \] [0-9]+' "$f" | grep -oE '[0-9]+$' || echo 0)
-    s=$(grep -oE '^\[  SKIPPED \] [0-9]+ test' "$f" | grep -oE '[0-9]+' | head -n1 || echo 0)
-    fl=$(grep -cE '^\[  FAILED  \] [A-Za-z]' "$f" || true)
-    echo "gtest: ${p:-0} passed, ${s:-0} skipped, ${fl:-0} failed$([ "$fl" -gt 0 ] && echo ": $(grep -m3 -E '^\[  FAILED  \] [A-Za-z]' "$f" | sed 's/\[  FAILED  \] //' | paste -sd' ')")"
-  else
-    lines=$(grep -E '^(FAIL|ok |targets|f32 worst|[a-z]+ checkpoint|note:|gpu_compare|compare:)' "$f" | tail -n 3 || true)
-    if [ -n "$lines" ]; then echo "$lines" | paste -sd'|'; else tail -n1 "$f"; fi
-  fi
+  if grep -q '^\[==========\]' "$f"; then gtest_summary "$f"; return; fi
+  lines=$(grep -E '^(FAIL|ok |targets|f32 worst|[a-z]+ checkpoint|note:|gpu_compare|compare:)' "$f" |
+          tail -n 3 || true)
+  if [ -n "$lines" ]; then echo "$lines" | paste -sd'|'; else tail -n1 "$f"; fi
 }
 
 there() {
@@ -208,12 +247,15 @@ there() {
   local work; work=$(mktemp -d)
   logs=$work/logs steps_tsv=$work/steps.tsv
   mkdir -p "$logs" && : >"$steps_tsv"
-  log "gpu-check $( ((dry)) && echo "dry run (no GPU steps)" || echo "on the GPU machine"), budget ${budget} s, $(date -u +%FT%TZ)"
+  local where="on the GPU machine"
+  ((dry)) && where="dry run (no GPU steps)"
+  log "gpu-check $where, budget ${budget} s, $(date -u +%FT%TZ)"
   local tarball; tarball=$(ls "$stage"/dtrain-*-linux-x86_64.tar.xz 2>/dev/null | head -n1)
   [ -n "$tarball" ] || die "no bundle in $stage: run scripts/gpu-check.sh here first (and carry .gpu-check)"
   python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$tarball" "$work"
   bdir=$(echo "$work"/dtrain-*)
-  [ -x "$bdir/bin/dtrain" ] && [ -f "$bdir/lib/libdtrain_cuda.so" ] || die "the bundle has no bin/dtrain or lib/libdtrain_cuda.so"
+  [ -x "$bdir/bin/dtrain" ] && [ -f "$bdir/lib/libdtrain_cuda.so" ] ||
+    die "the bundle has no bin/dtrain or lib/libdtrain_cuda.so"
   log "== libraries the CUDA plugin needs from this machine"
   find_node_libs
   export LD_LIBRARY_PATH=$(IFS=:; echo "${libdirs[*]}")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}

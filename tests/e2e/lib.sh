@@ -1,8 +1,8 @@
 # Shared start of the end-to-end scripts (sourced, not a test): arguments, a work dir removed on
 # exit (and the processes listed in $pids killed), fail(), expect_one_error(), wait_for(),
-# worker_pid(), the layout-equivalence helpers run_one(), run_ranks(), same_weights(), ck() and
-# same_checkpoints(),
-# restart_after_kill(), a python3 for reading outputs ($py), and the built-in corpus prepared in $work/data.
+# worker_pid(), skip_without_gpu(), the layout-equivalence helpers run_one(), run_ranks(),
+# same_weights(), ck() and same_checkpoints(), restart_after_kill(), a python3 for reading outputs
+# ($py), and the built-in corpus prepared in $work/data.
 # Usage: source "$2/tests/e2e/lib.sh" "$1" "$2" "why python3 is needed"
 set -euo pipefail
 bin=$1 src=$2
@@ -56,6 +56,19 @@ run_ranks() {  # $1 = name, $2 = ranks, then extra arguments
   local name=$1 n=$2; shift 2
   "$bin/dtrun" --standalone --nproc-per-node "$n" "$bin/dtrain" train "${common[@]}" "$@" \
     --run-dir "$work/$name" >"$work/$name.out" 2>&1 || { cat "$work/$name.out"; fail "run $name failed"; }
+}
+# Exits 77 (skipped, saying why) when a GPU run cannot start here (no CUDA backend, no GPU visible, no
+# CUDA libraries), and fails on any other error of a one-step GPU run. Arguments: the run's.
+skip_without_gpu() {
+  local probe
+  probe=$("$bin/dtrain" train "$@" --set device=cuda --set train.max_steps=1 --set train.progress=false \
+    --run-dir "$work/gpu-probe" 2>&1) || {
+    case $probe in
+      *"has no CUDA backend"* | *"no GPU is visible"* | *"needs the CUDA libraries"*)
+        echo "SKIP: ${probe#dtrain: error: }"; exit 77 ;;
+      *) echo "$probe"; fail "a one-step GPU run failed" ;;
+    esac
+  }
 }
 whole() {  # $1 = a checkpoint folder: itself when it holds model.safetensors, else its export (sharded)
   if [ -f "$1/model.safetensors" ]; then echo "$1"; return; fi

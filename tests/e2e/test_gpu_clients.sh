@@ -8,13 +8,7 @@ source "$2/tests/e2e/lib.sh" "$1" "$2" "for the Python clients"
 "$py" -c "import torch, safetensors.torch, tensorboard" 2>/dev/null ||
   { echo "SKIP: $py lacks torch, safetensors or tensorboard (set DTRAIN_PYTHON to one that has them)"; exit 77; }
 common=(--config "$src/configs/quickstart.toml" --set data.dir="$work/data" --set train.progress=false)
-probe=$("$bin/dtrain" train "${common[@]}" --set device=cuda --set train.max_steps=1 --run-dir "$work/probe" 2>&1) || {
-  case $probe in
-    *"has no CUDA backend"* | *"no GPU is visible"* | *"needs the CUDA libraries"*)
-      echo "SKIP: ${probe#dtrain: error: }"; exit 77 ;;
-    *) echo "$probe"; fail "a one-step GPU run failed" ;;
-  esac
-}
+skip_without_gpu "${common[@]}"
 "$bin/dtrain" train "${common[@]}" --set device=cuda --set train.max_steps=20 --set train.log_every=1 \
   --run-dir "$work/gpu" >"$work/gpu.out" 2>&1 || { cat "$work/gpu.out"; fail "the GPU run failed"; }
 "$bin/dtrain" ckpt export "$work/gpu/model_final" --out "$work/exp/model.safetensors" >/dev/null

@@ -6,14 +6,7 @@
 # (train.share_gpus), if NCCL accepts two ranks on one GPU: DDP 2, FSDP 2, TP 2 and PP 2 against the
 # one-process GPU run (said and skipped if NCCL refuses). Skipped (77) without a GPU.
 source "$2/tests/e2e/lib.sh" "$1" "$2" "to compare metrics"
-probe=$("$bin/dtrain" train --config "$src/configs/quickstart.toml" --set data.dir="$work/data" --set device=cuda \
-  --set train.max_steps=1 --set train.progress=false --run-dir "$work/probe" 2>&1) || {
-  case $probe in
-    *"has no CUDA backend"* | *"no GPU is visible"* | *"needs the CUDA libraries"*)
-      echo "SKIP: ${probe#dtrain: error: }"; exit 77 ;;
-    *) echo "$probe"; fail "a one-step GPU run failed" ;;
-  esac
-}
+skip_without_gpu --config "$src/configs/quickstart.toml" --set data.dir="$work/data"
 steps=(--set train.max_steps=30 --set train.log_every=1 --set train.progress=false --set train.eval_max_batches=2
   --set parallel.backend=auto)
 lm=(--set data.dir="$work/data")

@@ -8,13 +8,7 @@ source "$2/tests/e2e/lib.sh" "$1" "$2" "to compare metrics"
 common=(--config "$src/configs/quickstart.toml" --set data.dir="$work/data" --set train.max_steps=50
   --set train.log_every=1 --set train.progress=false --set train.eval_max_batches=4 --set train.batch_size=32
   --set train.checkpoint_every=50)
-probe=$("$bin/dtrain" train "${common[@]}" --set device=cuda --set train.max_steps=1 --run-dir "$work/probe" 2>&1) || {
-  case $probe in
-    *"has no CUDA backend"* | *"no GPU is visible"* | *"needs the CUDA libraries"*)
-      echo "SKIP: ${probe#dtrain: error: }"; exit 77 ;;
-    *) echo "$probe"; fail "a one-step GPU run failed" ;;
-  esac
-}
+skip_without_gpu "${common[@]}"
 run() {  # $1 = name, then extra --set pairs
   local name=$1; shift
   "$bin/dtrain" train "${common[@]}" "$@" --run-dir "$work/$name" >"$work/$name.out" 2>&1 ||

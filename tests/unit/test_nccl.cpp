@@ -15,15 +15,34 @@
 using namespace dtrain;
 using gpu_test::OnDevice;
 
+namespace {
+
+// An NCCL group of one rank on `G`, bootstrapped through a file store in its own folder.
+struct OneRankGroup {
+  std::string dir;
+  FileStore store;
+  PrefixStore scoped;
+  ProcessGroup pg;
+  OneRankGroup(ComputeDevice& G, const std::string& name)
+      : dir(fresh(name)),
+        store(dir, "token"),
+        scoped(store.clone(), "pg/0.nccl/"),
+        pg("nccl", {0}, 0, Millis(30000), nullptr,
+           cuda_backend("the NCCL test").connect_nccl(scoped, 0, 1, G.index(), G.stream(), Millis(30000), "nccl")) {}
+  ~OneRankGroup() { std::filesystem::remove_all(dir); }
+  static std::string fresh(const std::string& name) {
+    const std::string d = "/tmp/dtrain_nccl_" + name + "_" + std::to_string(::getpid());
+    std::filesystem::remove_all(d);
+    return d;
+  }
+};
+
+}  // namespace
+
 TEST(Nccl, EveryOperationAtWorldSizeOne) {
   NEED_GPU();
-  const std::string dir = "/tmp/dtrain_nccl_test_" + std::to_string(::getpid());
-  std::filesystem::remove_all(dir);
-  FileStore store(dir, "token");
-  PrefixStore scoped(store.clone(), "pg/0.nccl/");
-  ProcessGroup pg("nccl", {0}, 0, Millis(30000), nullptr,
-                  cuda_backend("the NCCL test").connect_nccl(scoped, 0, 1, G.index(), G.stream(), Millis(30000),
-                                                             "nccl"));
+  OneRankGroup group(G, "ops");
+  ProcessGroup& pg = group.pg;
   std::vector<float> h{1.5f, -2.0f, 3.25f, 7.0f};
   OnDevice<float> x(G, h);
   for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg, ReduceOp::min, ReduceOp::max}) {
@@ -47,7 +66,6 @@ TEST(Nccl, EveryOperationAtWorldSizeOne) {
   // At world size 1 there is no peer for a send or a receive: refused in one line.
   EXPECT_THROW(pg.send_async(x.p(), 16, 0), Error);
   pg.barrier();
-  std::filesystem::remove_all(dir);
 }
 
 // Stream order: kernels queued before an asynchronous operation are seen by it, and kernels queued
@@ -55,13 +73,8 @@ TEST(Nccl, EveryOperationAtWorldSizeOne) {
 // by a chain of kernels, then copied out of place by an all-gather, then read by another kernel).
 TEST(Nccl, OperationsAreOrderedWithTheComputeStream) {
   NEED_GPU();
-  const std::string dir = "/tmp/dtrain_nccl_order_" + std::to_string(::getpid());
-  std::filesystem::remove_all(dir);
-  FileStore store(dir, "token");
-  PrefixStore scoped(store.clone(), "pg/0.nccl/");
-  ProcessGroup pg("nccl", {0}, 0, Millis(30000), nullptr,
-                  cuda_backend("the NCCL test").connect_nccl(scoped, 0, 1, G.index(), G.stream(), Millis(30000),
-                                                             "nccl"));
+  OneRankGroup group(G, "order");
+  ProcessGroup& pg = group.pg;
   const size_t n = size_t(16) << 20;
   OnDevice<float> x(G, std::vector<float>(n, 1.0f));
   OnDevice<float> out(G, std::vector<float>(n, 0.0f));
@@ -79,5 +92,4 @@ TEST(Nccl, OperationsAreOrderedWithTheComputeStream) {
                          << "queued ahead of it, or the kernel after its wait ran before it)";
   }
   pg.barrier();
-  std::filesystem::remove_all(dir);
 }
