@@ -23,8 +23,8 @@ CommBackend choose_comm_backend(const std::string& setting, bool cuda_device, co
   }
   require(setting == "gloo" || setting == "mpi",
           "parallel.backend = \"" + setting + "\" is not one of auto, gloo, nccl, mpi: pick one of them");
-  require(!cuda_device, "parallel.backend = " + setting + " reduces host memory and cannot serve train.device = cuda: "
-                            "use nccl (or auto) on GPUs");
+  require(!cuda_device, "parallel.backend = " + setting + " reduces host memory and cannot serve a GPU (train.device "
+                            "= cuda, or auto on a node with GPUs): use nccl (or auto) on GPUs, or train.device = cpu");
   if (setting == "gloo") return CommBackend::gloo;
   require(env.mpi_launched, "parallel.backend = mpi needs ranks that an MPI launcher started, and this process was "
                             "started " + std::string(env.launcher == "single process" ? "alone" : "by " + env.launcher) +

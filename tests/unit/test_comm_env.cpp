@@ -195,8 +195,8 @@ TEST(CommBackend, ChoicesThatCannotWorkAreNamedWithTheFix) {
             "parallel.backend = nccl needs a CUDA device (train.device = cuda): on the CPU use gloo or mpi (auto "
             "picks gloo)");
   EXPECT_EQ(error_of([&] { choose_comm_backend("gloo", true, one); }),
-            "parallel.backend = gloo reduces host memory and cannot serve train.device = cuda: use nccl (or auto) on "
-            "GPUs");
+            "parallel.backend = gloo reduces host memory and cannot serve a GPU (train.device = cuda, or auto on a node "
+            "with GPUs): use nccl (or auto) on GPUs, or train.device = cpu");
   EXPECT_NE(error_of([&] { choose_comm_backend("mpi", true, one); }).find("use nccl (or auto)"), std::string::npos);
   EXPECT_EQ(error_of([&] { choose_comm_backend("ucc", false, one); }),
             "parallel.backend = \"ucc\" is not one of auto, gloo, nccl, mpi: pick one of them");
