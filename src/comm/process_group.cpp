@@ -195,7 +195,8 @@ void ProcessGroup::execute(Work& w, const std::function<void(Backend&, Work&)>& 
           fn(*backend_, w);
         }
         // A device operation is queued, not done: watched until the device has finished it.
-        if (w.order_ && watchdog_) watchdog_->watch_device(w.what_, seq, [order = w.order_] { return order->finished(); });
+        if (w.order_ && watchdog_)
+          watchdog_->watch_device(w.what_, seq, [order = w.order_] { return order->finished(); });
       } catch (const std::exception& e) {
         error = diagnose(w.what_, seq, e.what());
         broken_ = w.what_ + " failed";

@@ -78,8 +78,8 @@ std::string idle(const std::string& host, const std::vector<const RankGpus*>& on
   const std::string fix = "start one rank per GPU (dtrun --nproc-per-node N, or srun --ntasks-per-node N with N = "
                           "the node's GPUs)";
   if (!idle_names.empty())
-    return host + ": " + join(idle_names, " and ") + (idle_names.size() == 1 ? " is" : " are") + " idle: " + ranks + verb +
-           std::to_string(used.size()) + " of the " + std::to_string(order.size()) +
+    return host + ": " + join(idle_names, " and ") + (idle_names.size() == 1 ? " is" : " are") + " idle: " + ranks +
+           verb + std::to_string(used.size()) + " of the " + std::to_string(order.size()) +
            " GPUs visible; " + fix;
   if (slurm > int(order.size()))
     return host + ": SLURM gives this node " + std::to_string(slurm) + " GPUs but its " + ranks + " see " +

@@ -83,7 +83,8 @@ TEST(DeviceOrder, MarkedWhenIssuedAndWaitedOnTheWaitingThread) {
     std::vector<WorkPtr> works;
     for (int i = 0; i < 8; ++i) works.push_back(pg.allreduce_async(x, 4, ElemType::f32, ReduceOp::sum));
     EXPECT_EQ(seen.marks, 8) << "every operation marks the compute stream when it is issued";
-    EXPECT_EQ(seen.marked_on, std::this_thread::get_id()) << "marked on the issuing thread, not the communication thread";
+    EXPECT_EQ(seen.marked_on, std::this_thread::get_id())
+        << "marked on the issuing thread, not the communication thread";
     EXPECT_EQ(seen.waits, 0) << "nothing waits before Work::wait";
     for (auto& w : works) w->wait();
     EXPECT_EQ(seen.waits, 8) << "Work::wait makes the compute stream wait for the operation";

@@ -284,19 +284,23 @@ class CudaDevice final : public ComputeDevice {
     float* dq = pool_.get(Scratch::attention_dqkv, n + 2 * nk, stream_);
     float *dk = dq + n, *dv = dk + nk;
     float* dP = pool_.get(Scratch::attention_dp, s.B * s.H * TT, stream_);
-    DT_PART("attention_backward/split", split_heads(qkv, q, k, v, s.B, T, s.H, K, Dh, stream_);  // used since
+    // q, k, v again (other blocks have used the buffers since) and dO in head blocks
+    DT_PART("attention_backward/split", split_heads(qkv, q, k, v, s.B, T, s.H, K, Dh, stream_);
             rows_to_heads(dout, dO, s.B, T, s.H, Dh, stream_));
     const float* P = nullptr;
     DT_PART("attention_backward/dropout", P = dropped_probs(probs, s, drop));  // drawn again: the same masks
+    // dPd = dO·Vᵀ and dV = Pdᵀ·dO
     DT_PART("attention_backward/dp_dv",
-            lt_->run(dO, v, dP, {GT, T, Dh, false, true, false, nullptr, p}, BK, GT * Dh, T * Dh, GT * T);  // dPd = dO·Vᵀ
-            lt_->run(P, dO, dv, {T, Dh, GT, true, false, false, nullptr, p}, BK, GT * T, GT * Dh, T * Dh));  // dV = Pdᵀ·dO
-    DT_PART("attention_backward/softmax", cuda::dropout(dP, dP, s.B, s.H * TT, drop, stream_);  // dP = dPd·mask
-            softmax_backward_rows(probs, dP, s.B * s.H * T, T, stream_));                       // dS
+            lt_->run(dO, v, dP, {GT, T, Dh, false, true, false, nullptr, p}, BK, GT * Dh, T * Dh, GT * T);
+            lt_->run(P, dO, dv, {T, Dh, GT, true, false, false, nullptr, p}, BK, GT * T, GT * Dh, T * Dh));
+    // dP = dPd·mask, then dS through the softmax
+    DT_PART("attention_backward/softmax", cuda::dropout(dP, dP, s.B, s.H * TT, drop, stream_);
+            softmax_backward_rows(probs, dP, s.B * s.H * T, T, stream_));
     const float scale = 1.0f / std::sqrt(float(Dh));
+    // dQ = scale·dS·K and dK = scale·dSᵀ·Q
     DT_PART("attention_backward/dq_dk",
-            lt_->run(dP, k, dq, {GT, Dh, T, false, false, false, nullptr, p}, BK, GT * T, T * Dh, GT * Dh, scale);  // dS·K
-            lt_->run(dP, q, dk, {T, Dh, GT, true, false, false, nullptr, p}, BK, GT * T, GT * Dh, T * Dh, scale));  // dSᵀ·Q
+            lt_->run(dP, k, dq, {GT, Dh, T, false, false, false, nullptr, p}, BK, GT * T, T * Dh, GT * Dh, scale);
+            lt_->run(dP, q, dk, {T, Dh, GT, true, false, false, nullptr, p}, BK, GT * T, GT * Dh, T * Dh, scale));
     DT_PART("attention_backward/merge", merge_heads3(dq, dk, dv, dqkv, s.B, T, s.H, K, Dh, stream_));
   }
 
@@ -422,7 +426,8 @@ class CudaDevice final : public ComputeDevice {
     for (int64_t r0 = 0; r0 < a.N; r0 += chunk) {
       const int64_t n = std::min(chunk, a.N - r0);
       const float* xc = a.x + r0 * a.d;
-      DT_PART("classifier_loss/logits", lt_->run(xc, a.W, logits, linear_forward_args(n, a.d, a.V, a.bias, a.precision)));
+      DT_PART("classifier_loss/logits",
+              lt_->run(xc, a.W, logits, linear_forward_args(n, a.d, a.V, a.bias, a.precision)));
       DT_PART("classifier_loss/softmax", softmax_rows_loss(a, logits, r0, n, losses + r0, stats));
       if (!a.dx) continue;
       DT_PART("classifier_loss/dx", lt_->run(logits, a.W, a.dx + r0 * a.d,
