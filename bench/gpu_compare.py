@@ -99,6 +99,8 @@ def main(argv=None):
         if r not in RUNS:
             sys.exit(f"gpu_compare: unknown run {r}: use {', '.join(RUNS)}")
     env = dict(os.environ)
+    # each --variant ENV=VALUE with its environment
+    variants = [(v, dict(env, **{v.partition("=")[0]: v.partition("=")[2]})) for v in args.variant]
     rows = []
     print("formula: " + FORMULA)
     for name in args.presets.split(","):
@@ -117,9 +119,7 @@ def main(argv=None):
         model = d["model"]
         fpt = flops_per_token(model)
         results = [("dtrain", d)]
-        for v in args.variant:
-            key, _, val = v.partition("=")
-            venv = dict(env, **{key: val})
+        for v, venv in variants:
             results.append((f"dtrain {v}", attempt(dcmd, venv, args.timeout, f"dtrain {name} {v}")))
         for run in [r for r in runs if r in ("eager", "compile")]:
             tcmd = [args.python, os.path.join(HERE, "torch_reference_bench.py"), "--config-json", json.dumps(model),
@@ -129,8 +129,7 @@ def main(argv=None):
                             attempt(tcmd, env, args.timeout, f"torch {run} {name}")))
         rows += print_preset(name, preset, batch, model, fpt, results)
         if "profile" in runs:
-            for label, venv, base in [("", env, d)] + [(v, dict(env, **{v.partition("=")[0]: v.partition("=")[2]}),
-                                                        dict(results)[f"dtrain {v}"]) for v in args.variant]:
+            for label, venv, base in [("", env, d)] + [(v, venv, dict(results)[f"dtrain {v}"]) for v, venv in variants]:
                 prof = attempt(dcmd + ["--profile"], venv, args.timeout, f"dtrain {name} --profile {label}")
                 print(f"  dtrain {label}".rstrip() + ":")
                 print_profile(prof, base)

@@ -5,6 +5,7 @@
 
 #include "core/cuda_backend.hpp"
 #include "core/error.hpp"
+#include "kernels/gpu_placement.hpp"
 
 namespace dtrain {
 
@@ -49,22 +50,15 @@ std::vector<std::string> visible_gpu_ids() {
 
 std::shared_ptr<ComputeDevice> make_device(const std::string& name, int local_rank) {
   if (name == "cpu") return std::shared_ptr<ComputeDevice>(&cpu_device(), [](ComputeDevice*) {});
-  const bool any = name == "cuda";
-  require(any || name.rfind("cuda:", 0) == 0,
+  require(name == "cuda" || name.rfind("cuda:", 0) == 0,
           "device = \"" + name + "\" is unknown: use \"cpu\", \"cuda\" (one GPU per local rank) or \"cuda:N\"");
   const CudaBackendApi& cuda = cuda_backend("device = \"" + name + "\"");  // one line when CUDA cannot be loaded
   const int count = cuda.visible_devices();
   require(count > 0, "device = \"" + name + "\" but no GPU is visible (check nvidia-smi and "
                      "CUDA_VISIBLE_DEVICES), or use --set device=cpu");
-  int index = local_rank % count;
-  if (!any) {
-    const std::string n = name.substr(5);
-    require(!n.empty() && n.size() <= 6 && n.find_first_not_of("0123456789") == std::string::npos &&
-                std::stoi(n) < count,
-            "device = \"" + name + "\" names no visible GPU (" + std::to_string(count) + " visible): use cuda:0.." +
-                std::to_string(count - 1) + " or \"cuda\"");
-    index = std::stoi(n);
-  }
+  const int index = gpu_index_for(name, local_rank, count);
+  require(index >= 0 && index < count, "device = \"" + name + "\" names no visible GPU (" + std::to_string(count) +
+                                           " visible): use cuda:0.." + std::to_string(count - 1) + " or \"cuda\"");
   return cuda.make_device(index);
 }
 

@@ -190,7 +190,7 @@ class CudaDevice final : public ComputeDevice {
   }
 
   void matmul(const float* A, const float* B, float* C, const MatmulArgs& a) override {
-    OpProfile::Scope op(*prof_, "matmul", 2.0 * double(a.M) * double(a.N) * double(a.K));
+    DT_OP_FLOPS("matmul", 2.0 * double(a.M) * double(a.N) * double(a.K));
     lt_->run(A, B, C, a);
   }
   void colsum_accumulate(const float* x, float* out, int64_t rows, int64_t cols) override {
