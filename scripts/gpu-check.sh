@@ -56,7 +56,11 @@ here() {
   [ -f "$bundle" ] || die "no bundle $bundle"
   tar -xOJf "$bundle" --wildcards '*/lib/libdtrain_cuda.so' >/dev/null 2>&1 ||
     die "$bundle has no CUDA plugin (lib/libdtrain_cuda.so): build it where the CUDA toolkit is"
-  rm -rf "$stage" && mkdir -p "$stage/data"
+  # The stage is remade each time, but only a folder this script made (its marker inside) is removed.
+  if [ -e "$stage" ] && [ ! -f "$stage/.gpu-check-stage" ] && [ -n "$(ls -A "$stage" 2>/dev/null)" ]; then
+    die "$stage is not a stage this script made (no .gpu-check-stage in it): give --stage a new or empty folder"
+  fi
+  rm -rf "$stage" && mkdir -p "$stage/data" && : >"$stage/.gpu-check-stage"
   cp "$bundle" "$stage/"
   local tmp; tmp=$(mktemp -d); trap 'rm -rf "$tmp"' RETURN
   tar -C "$tmp" -xJf "$bundle"

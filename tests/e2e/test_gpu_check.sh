@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # scripts/gpu-check.sh rehearsed without a GPU, so that the one prepared command cannot rot: its
 # here half on a bundle-shaped tarball of this build (the bundle's own build is left out: minutes)
-# stages it with the test data and says what to run; its dry run unpacks it, finds the programs,
-# runs every step (each reports itself skipped: no GPU), writes gpu-check.log, gpu-check.json and
+# stages it with the test data and says what to run (and remakes only a stage it made); its dry
+# run unpacks it, finds the programs, runs every step (each reports itself skipped: no GPU), writes gpu-check.log, gpu-check.json and
 # artifacts.tar.gz and prints the table; a step limit turns into timeouts, a spent budget into
 # skips, a bad option into one line.
 source "$2/tests/e2e/lib.sh" "$1" "$2" "to read the results"
@@ -26,6 +26,13 @@ grep -q 'of the 64 MiB that may travel' "$work/here.out" || fail "no size line: 
 grep -q "command:   bash scripts/gpu-check.sh --there --budget 450 --stage $work/stage" "$work/here.out" ||
   fail "no command to run there: $(cat "$work/here.out")"
 echo "ok  here: $(grep 'may travel' "$work/here.out")"
+# a stage over a folder it did not make is refused, and the folder kept
+mkdir -p "$work/mine" && echo keep >"$work/mine/notes.txt"
+rc=0; bash "$check" --bundle "$work/dtrain-test-linux-x86_64.tar.xz" --stage "$work/mine" >"$work/refused.out" 2>&1 || rc=$?
+[ $rc -eq 2 ] && grep -q "is not a stage this script made" "$work/refused.out" && [ -f "$work/mine/notes.txt" ] ||
+  fail "a stage over another folder: exit $rc, $(cat "$work/refused.out")"
+bash "$check" --bundle "$work/dtrain-test-linux-x86_64.tar.xz" --stage "$work/stage" >/dev/null 2>&1 ||
+  fail "remaking its own stage failed"
 
 # the dry run: every step skipped (no GPU), the three result files, the table last
 OUT=$work/out bash "$check" --dry-run --stage "$work/stage" >"$work/dry.out" 2>&1 || { cat "$work/dry.out"; fail "the dry run failed"; }
