@@ -2,9 +2,9 @@
 # scripts/gpu-check.sh rehearsed without a GPU, so that the one prepared command cannot rot: its
 # here half on a bundle-shaped tarball of this build (the bundle's own build is left out: minutes)
 # stages it with the test data and says what to run (and remakes only a stage it made); its dry
-# run unpacks it, finds the programs, runs every step (each reports itself skipped: no GPU), writes gpu-check.log, gpu-check.json and
-# artifacts.tar.gz and prints the table; a step limit turns into timeouts, a spent budget into
-# skips, a bad option into one line.
+# run unpacks it, finds the programs, runs every step (each reports itself skipped: no GPU),
+# writes gpu-check.log, gpu-check.json and artifacts.tar.gz and prints the table; a step limit
+# turns into timeouts, a spent budget into skips, a bad option into one line.
 source "$2/tests/e2e/lib.sh" "$1" "$2" "to read the results"
 [ -f "$bin/../lib/libdtrain_cuda.so" ] || { echo "SKIP: this build has no CUDA plugin (no CUDA toolkit)"; exit 77; }
 check=$src/scripts/gpu-check.sh
