@@ -19,6 +19,7 @@
 #include "core/job_exit.hpp"
 #include "core/limits.hpp"
 #include "core/openmp_wait.hpp"
+#include "core/output_path.hpp"
 #include "data/idx.hpp"
 #include "data/prepare.hpp"
 #include "data/prepare_images.hpp"
@@ -176,7 +177,7 @@ void apply_json_config(RunConfig& cfg, const Json& j, const std::string& path) {
 }
 
 void load_json_config(RunConfig& cfg, const std::string& path) {
-  apply_json_config(cfg, parse_json(read_file(path), path), path);
+  apply_json_config(cfg, parse_json(read_file(path, kMaxSmallFileBytes, "config"), path), path);
 }
 
 int cmd_train(int argc, char** argv) {
@@ -368,6 +369,7 @@ int cmd_data(int argc, char** argv) {
   o.valid_fraction = a.number("valid-fraction", o.valid_fraction);
   o.test_fraction = a.number("test-fraction", o.test_fraction);
   if (sub == "builtin") {
+    check_text_output(o.out_dir);
     const std::string text = o.out_dir + "/text";
     make_builtin_corpus(text);
     o.input = text;
@@ -438,6 +440,8 @@ int cmd_plan(int argc, char** argv) {
   if (!a.positional.empty())
     throw Error("dtrain plan takes no argument `" + a.positional[0] + "`: see `dtrain --help`");
   const ActionCosts costs = a.get("costs").empty() ? ActionCosts{} : parse_action_costs(a.get("costs"));
+  for (const char* k : {"save", "trace"})
+    if (!a.get(k).empty()) check_output_file(a.get(k), std::string("--") + k);
   Schedule s;
   const std::string file = a.get("file");
   if (!file.empty()) {

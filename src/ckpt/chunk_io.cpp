@@ -1,6 +1,7 @@
 // Checkpoint chunk files (see chunk_io.hpp).
 #include "ckpt/chunk_io.hpp"
 
+#include <algorithm>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -78,14 +79,19 @@ class DataFiles {
   int open(const std::string& file) {
     auto it = fds_.find(file);
     if (it != fds_.end()) return it->second;
-    const int fd = ::open(path(file).c_str(), O_RDONLY | O_CLOEXEC);
+    const int fd = ::open(path(file).c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);  // a pipe opens at once
     if (fd < 0) {
       const int err = errno;
       throw_if_out_of_descriptors(err, "cannot open " + path(file));  // not damage: this process's limit
       throw CheckpointDamaged(path(file) + ": cannot open (" + std::strerror(err) + "): the checkpoint is incomplete");
     }
     struct stat sb {};
-    ::fstat(fd, &sb);
+    if (::fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+      ::close(fd);
+      throw CheckpointDamaged(path(file) + " is not a regular file (a pipe, a device or a folder): the checkpoint "
+                              "is damaged; restore the file or use another checkpoint");
+    }
+    ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
     const FileRecord& rec = index_.files.at(file);
     if (int64_t(sb.st_size) != rec.bytes) {
       ::close(fd);
@@ -161,7 +167,14 @@ std::string read_indexed_file(const std::string& dir, const CheckpointIndex& ind
   auto it = index.files.find(name);
   if (it == index.files.end()) throw CheckpointDamaged(path + " is not in the index (the checkpoint is incomplete)");
   require_present(path, "the checkpoint is incomplete");
-  std::string bytes = read_file(path);
+  std::string bytes;
+  try {
+    bytes = read_file(path, size_t(std::max<int64_t>(it->second.bytes, 0)) + 1);  // no more than the index says
+  } catch (const ResourceExhausted&) {
+    throw;
+  } catch (const Error& e) {
+    throw CheckpointDamaged(std::string(e.what()) + " (a file of the checkpoint: it is damaged)");
+  }
   if (int64_t(bytes.size()) != it->second.bytes || crc32c(bytes.data(), bytes.size()) != it->second.crc32c)
     throw CheckpointDamaged(path + " does not match its size or checksum in the index (it is corrupt)");
   return bytes;

@@ -171,7 +171,7 @@ void write_safetensors(const std::string& path, const std::vector<SafeTensorView
 }
 
 SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
-  bytes_ = std::make_unique<std::string>(read_file(path));
+  bytes_ = std::make_unique<std::string>(read_file(path, SIZE_MAX));  // a regular file: any size
   const std::string& b = *bytes_;
   const std::string damaged = "the file is damaged or not a safetensors file; use another checkpoint";
   require(b.size() >= 8, "checkpoint " + path + " is too short (" + std::to_string(b.size()) +

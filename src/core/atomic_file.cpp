@@ -1,4 +1,4 @@
-// Atomic file and directory replacement, and whole-file reads (see atomic_file.hpp). POSIX only.
+// Atomic file and directory replacement (see atomic_file.hpp). POSIX only.
 #include "core/atomic_file.hpp"
 
 #include <fcntl.h>
@@ -47,25 +47,6 @@ std::string write_problem(int err, const std::string& path) {
     default: return msg + "; check the path and the disk";
   }
 }
-
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-  int release() {
-    int f = fd_;
-    fd_ = -1;
-    return f;
-  }
-
- private:
-  int fd_;
-};
 
 // 0 on success, else errno.
 int write_all(int fd, const void* data, size_t n) {
@@ -188,50 +169,6 @@ void write_file_atomic(const std::string& path, const void* data, size_t n) {
 
 void write_file_atomic(const std::string& path, std::string_view bytes) {
   write_file_atomic(path, bytes.data(), bytes.size());
-}
-
-std::string read_file(const std::string& path) {
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (fd.get() < 0) {
-    int err = errno;
-    throw_if_out_of_descriptors(err, "cannot read " + path);
-    if (err == ENOENT) throw Error("cannot read " + path + ": no such file; check the path");
-    if (err == EACCES) {
-      throw Error("cannot read " + path + ": permission denied; make the file readable");
-    }
-    throw Error("cannot read " + path + ": " + std::strerror(err) + "; check the path");
-  }
-  struct stat st {};
-  if (::fstat(fd.get(), &st) != 0) {
-    throw Error("cannot read " + path + ": " + std::strerror(errno) + "; check the path");
-  }
-  if (S_ISDIR(st.st_mode)) {
-    throw Error("cannot read " + path + ": it is a directory; give the path of a file");
-  }
-  std::string out;
-  if (S_ISREG(st.st_mode) && st.st_size > 0) out.reserve(size_t(st.st_size));
-  char buf[1 << 16];
-  while (true) {
-    // Read straight into the string's spare capacity when there is enough of it.
-    ssize_t r;
-    if (out.capacity() - out.size() >= sizeof buf) {
-      size_t old = out.size();
-      size_t room = out.capacity() - old;
-      out.resize(out.capacity());
-      r = ::read(fd.get(), out.data() + old, std::min<size_t>(room, size_t(1) << 30));
-      out.resize(old + (r > 0 ? size_t(r) : 0));
-    } else {
-      r = ::read(fd.get(), buf, sizeof buf);
-      if (r > 0) out.append(buf, size_t(r));
-    }
-    if (r == 0) break;
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      throw Error("cannot read " + path + ": " + std::strerror(errno) +
-                  "; the disk or file system reported an I/O error, check it");
-    }
-  }
-  return out;
 }
 
 void replace_dir_atomic(const std::string& staged_arg, const std::string& final_arg) {

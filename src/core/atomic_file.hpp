@@ -1,10 +1,12 @@
 // Crash-safe file output: write to a temporary, fsync, rename over the target, fsync the directory,
-// so a reader sees either the old file or the complete new one. Plus whole-file reads.
+// so a reader sees either the old file or the complete new one.
 #pragma once
 #include <cstddef>
 #include <span>
 #include <string>
 #include <string_view>
+
+#include "core/input_file.hpp"  // read_file: the reading side
 
 namespace dtrain {
 
@@ -39,10 +41,6 @@ class AtomicFile {
 void write_file_atomic(const std::string& path, const void* data, size_t n);
 void write_file_atomic(const std::string& path, std::string_view bytes);
 void write_file_atomic(const std::string& path, std::span<const ConstBuffer> parts);
-
-// Whole file as bytes. Error "cannot read X: no such file; check the path" (and similar for
-// permissions, directories, I/O errors).
-std::string read_file(const std::string& path);
 
 // Makes the fully written directory `staged_dir` become `final_dir` without final_dir ever being
 // half-written: readers see the old complete directory, the new complete one, or (only with the

@@ -15,6 +15,7 @@
 
 #include "core/descriptors.hpp"
 #include "core/error.hpp"
+#include "core/input_file.hpp"
 
 namespace dtrain {
 
@@ -37,13 +38,7 @@ class IdxStream {
     std::error_code ec;
     if (fs::is_directory(path, ec))
       throw Error("IDX " + what + " file " + path + " is a folder: give the file itself");
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-      const int err = errno;
-      throw_if_out_of_descriptors(err, "cannot open IDX file " + path);
-      throw Error("cannot open IDX " + what + " file " + path + " (" + std::strerror(err) +
-                  "): check the path and its permissions");
-    }
+    const int fd = open_regular_file(path, "IDX " + what + " file");  // never a pipe or a device
     gz_ = gzdopen(fd, "rb");
     if (!gz_) {
       ::close(fd);

@@ -80,7 +80,7 @@ struct ImageFile::Mapping {
 };
 
 ImageFile::ImageFile(const std::string& path) : path_(path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);  // a pipe: refused below, not waited on
   if (fd < 0) {
     const int err = errno;
     throw_if_out_of_descriptors(err, "cannot open image file " + path);
@@ -178,7 +178,7 @@ bool is_image_meta(const std::string& path) {
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec)) return false;
   try {
-    const Json j = parse_json(read_file(path), path);
+    const Json j = parse_json(read_file(path, kMaxSmallFileBytes, "image meta"), path);
     return j.is_object() && j.contains("format") && j["format"] == "images";
   } catch (const Error&) {
     return false;
@@ -186,7 +186,7 @@ bool is_image_meta(const std::string& path) {
 }
 
 ImageMeta read_image_meta(const std::string& path) {
-  const Json j = parse_json(read_file(path), path);
+  const Json j = parse_json(read_file(path, kMaxSmallFileBytes, "image meta"), path);
   require(j.is_object() && json_get<std::string>(j, "format", path) == "images",
           path + " does not describe image data (\"format\": \"images\")" + kPrepareAgain);
   const int64_t version = json_get<int64_t>(j, "version", path);

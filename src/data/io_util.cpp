@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "core/error.hpp"
+#include "core/input_file.hpp"
 
 namespace dtrain::data_io {
 
@@ -16,6 +17,7 @@ void for_each_line(const std::string& path, const std::function<void(std::string
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec))
     throw Error("cannot read " + path + ": it is a folder, not a text file; pass a file or a folder of text files");
+  require_regular_file(path, "text file");  // a pipe would block forever, a device never end
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     throw Error("cannot read " + path + " (" + std::strerror(errno) + "): check that the file exists and is readable");

@@ -13,8 +13,10 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/input_file.hpp"
 #include "core/atomic_file.hpp"
 #include "core/crc32c.hpp"
+#include "core/output_path.hpp"
 #include "data/image_file.hpp"
 #include "data/io_util.hpp"
 #include "data/token_file.hpp"
@@ -135,6 +137,7 @@ void for_each_piece(const std::string& path, const std::function<void(std::strin
   std::error_code ec;
   if (fs::is_directory(path, ec))
     throw Error("cannot read " + path + ": it is a folder, not a text file; pass a file or a folder of text files");
+  require_regular_file(path, "text file");  // a pipe would block forever, a device never end
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error("cannot read " + path + " (" + std::strerror(errno) + "): check that the file exists and is readable");
   std::vector<char> block(kBlockBytes);
@@ -282,6 +285,7 @@ PrepareReport prepare_dataset(const PrepareOptions& o) {
   }
   require(!is_image_meta((fs::path(o.out_dir) / "meta.json").string()),
           "output folder " + o.out_dir + " holds image data (meta.json): prepare the text into another folder");
+  check_text_output(o.out_dir);
 
   VocabOptions vo;
   vo.lowercase = o.lowercase;
@@ -381,6 +385,11 @@ std::map<std::string, std::string> read_meta(const std::string& path) {
     kv[std::string(l.substr(0, eq))] = std::string(l.substr(eq + 1));
   });
   return kv;
+}
+
+void check_text_output(const std::string& out_dir) {
+  check_output_folder(out_dir, "dtrain data prepare", holds_only({"vocab.txt", "train.bin", "valid.bin", "test.bin",
+                                                                  "meta.txt", "text", "text/*.txt"}));
 }
 
 void make_builtin_corpus(const std::string& out_dir, const std::string& source_dir) {

@@ -44,7 +44,11 @@ std::optional<SplitFiles> find_split_files(const std::string& dir);
 // Input text is UTF-8: a file whose first 64 KiB hold a NUL byte or over 10% control bytes is
 // rejected as binary; each invalid UTF-8 sequence is read as U+FFFD and counted in the report.
 // Lines may be of any length (longer ones are read in pieces, cut between words).
+// Refuses an output folder that holds anything but an earlier text preparation (check_output_folder).
 PrepareReport prepare_dataset(const PrepareOptions& opts);
+
+// Checks that out_dir may receive prepared text (and `data builtin`'s text/): see check_output_folder.
+void check_text_output(const std::string& out_dir);
 
 // Reads a key=value file such as meta.txt (blank lines and lines starting with '#' ignored).
 std::map<std::string, std::string> read_meta(const std::string& path);

@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "core/error.hpp"
+#include "core/output_path.hpp"
 #include "data/idx.hpp"
 #include "data/sampler.hpp"
 
@@ -81,6 +82,8 @@ ImageMeta prepare_idx(const ImagePrepareOptions& o) {
   }
   require(!fs::exists(fs::path(o.out_dir) / "train.bin", ec),
           "output folder " + o.out_dir + " holds token data (train.bin): prepare the images into another folder");
+  check_output_folder(o.out_dir, "dtrain data prepare", holds_only({"train.images", "valid.images", "test.images",
+                                                                    "meta.json"}));
   require(o.classes >= 0 && o.classes <= kMaxImageClasses,
           "--classes " + std::to_string(o.classes) + " is outside 1.." + std::to_string(kMaxImageClasses) +
               ": give the number of classes (labels are 0 to classes - 1)");
@@ -100,6 +103,18 @@ ImageMeta prepare_idx(const ImagePrepareOptions& o) {
   int classes = o.classes;
   if (classes == 0) {
     classes = 1 + *std::max_element(train.labels.labels.begin(), train.labels.labels.end());
+    // Classes inferred from the largest label: every class below it must occur, or one damaged label
+    // (200 among 0..9) would silently make a 201-way classifier.
+    std::vector<int64_t> seen(size_t(classes), 0);
+    for (const uint8_t l : train.labels.labels) ++seen[l];
+    const int64_t missing = std::count(seen.begin(), seen.end(), 0);
+    if (missing > 0) {
+      const auto lone = std::find(seen.begin(), seen.end(), 0) - seen.begin();
+      throw Error("IDX labels file " + train.labels.path + " has labels up to " + std::to_string(classes - 1) +
+                  " but " + std::to_string(missing) + " of the classes below never occur (the first: " +
+                  std::to_string(lone) + "): a damaged label? Give --classes with the true number of classes (a "
+                  "label outside it is then named), or check the file");
+    }
     check_labels(test.labels, classes,
                  "the train labels go up to " + std::to_string(classes - 1) + "; give --classes " +
                      "with the true number if test holds classes train lacks, or check the files");

@@ -56,7 +56,7 @@ void write_token_file(const std::string& path, uint32_t vocab_size, std::span<co
 }
 
 TokenFile::TokenFile(const std::string& path) : path_(path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);  // a pipe: refused below, not waited on
   if (fd < 0) {
     const int err = errno;
     throw_if_out_of_descriptors(err, "cannot open token file " + path);

@@ -7,6 +7,7 @@
 
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
+#include "core/output_path.hpp"
 #include "metrics/html_page.hpp"
 #include "metrics/report_sections.hpp"
 #include "metrics/svg_chart.hpp"
@@ -57,6 +58,7 @@ std::string default_report_path(const std::vector<std::string>& run_dirs) {
 
 void write_run_report(const std::vector<std::string>& run_dirs, const std::string& out) {
   require(!run_dirs.empty(), "dtrain report needs a run dir: dtrain report RUN [RUN ...] [--out FILE]");
+  check_output_file(out, "--out", {"report.html"});
   std::vector<RunData> runs;
   for (const std::string& d : run_dirs) runs.push_back(load_run(d));
   write_file_atomic(out, run_report_html(std::move(runs)));

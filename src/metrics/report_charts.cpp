@@ -136,8 +136,10 @@ std::string report_loss(const std::vector<RunData>& runs) {
 }
 
 std::string report_throughput(const std::vector<RunData>& runs) {
-  const bool images = std::all_of(runs.begin(), runs.end(), [](const RunData& r) { return is_classifier(r); });
-  const std::string unit = images ? "samples/s" : "tokens/s";
+  const auto classifiers = std::count_if(runs.begin(), runs.end(), [](const RunData& r) { return is_classifier(r); });
+  const std::string unit = classifiers == 0                   ? "tokens/s"
+                           : classifiers == int64_t(runs.size()) ? "samples/s"
+                                                               : "tokens/s (language models), samples/s (classifiers)";
   LineChart speed = chart("Throughput", "step", unit + " (all ranks)");
   speed.y_from_zero = true;
   LineChart mfu = chart("Model FLOPs utilisation", "step", "MFU (% of peak)");
@@ -147,7 +149,9 @@ std::string report_throughput(const std::vector<RunData>& runs) {
   bool tflops_needed = false;
   for (size_t i = 0; i < runs.size(); ++i) {
     const auto train = runs[i].records_of("train");
-    add(speed, series_of(train, "step", is_classifier(runs[i]) ? "samples_per_s" : "tokens_per_s"), runs, i, unit);
+    const bool classifier = is_classifier(runs[i]);  // each series says its own unit
+    add(speed, series_of(train, "step", classifier ? "samples_per_s" : "tokens_per_s"), runs, i,
+        classifier ? "samples/s" : "tokens/s");
     const size_t had = mfu.series.size();
     add(mfu, series_of(train, "step", "mfu", 100.0), runs, i, "MFU");
     add(tflops, series_of(train, "step", "tflops_per_rank"), runs, i, "TFLOP/s per rank");

@@ -36,7 +36,7 @@ const Json* member(const Json& j, std::string_view key) {
 
 Json optional_json(const std::string& path) {
   if (!fs::exists(path)) return Json();
-  return parse_json(read_file(path), path);
+  return parse_json(read_file(path, kMaxSmallFileBytes, "run file"), path);
 }
 
 }  // namespace

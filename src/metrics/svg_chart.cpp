@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <limits>
 
@@ -180,10 +181,43 @@ Ticks x_axis(const LineChart& c, double lo, double hi) {
 
 }  // namespace
 
+namespace {
+
+// The length of the well-formed UTF-8 sequence at text[i] whose code point XML allows and Unicode
+// assigns as a character (no surrogate, no non-character such as U+FFFE or U+FDD0), or 0.
+size_t good_utf8_at(std::string_view text, size_t i) {
+  const auto b = [&](size_t k) { return static_cast<unsigned char>(text[i + k]); };
+  const unsigned char lead = b(0);
+  const size_t n = lead >= 0xF0 && lead <= 0xF4 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC2 && lead <= 0xDF ? 2 : 0;
+  if (n == 0 || i + n > text.size()) return 0;
+  uint32_t cp = lead & (0xFF >> (n + 1));
+  for (size_t k = 1; k < n; ++k) {
+    if ((b(k) & 0xC0) != 0x80) return 0;
+    cp = (cp << 6) | (b(k) & 0x3F);
+  }
+  const uint32_t least[5] = {0, 0, 0x80, 0x800, 0x10000};
+  if (cp < least[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;  // overlong, too big, surrogate
+  if ((cp >= 0xFDD0 && cp <= 0xFDEF) || (cp & 0xFFFE) == 0xFFFE) return 0;        // non-characters
+  return n;
+}
+
+}  // namespace
+
 std::string xml_escape(std::string_view text) {
   std::string out;
   out.reserve(text.size());
-  for (char c : text) {
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (static_cast<unsigned char>(c) >= 0x80) {  // bytes that are not UTF-8 text become U+FFFD
+      const size_t n = good_utf8_at(text, i);
+      if (n == 0) {
+        out += "\uFFFD";
+      } else {
+        out.append(text.substr(i, n));
+        i += n - 1;
+      }
+      continue;
+    }
     switch (c) {
       case '&': out += "&amp;"; break;
       case '<': out += "&lt;"; break;

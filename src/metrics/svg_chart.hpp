@@ -7,7 +7,9 @@
 
 namespace dtrain {
 
-// Text made safe inside XML and HTML elements and attribute values (& < > " ').
+// Text made safe inside XML and HTML elements and attribute values (& < > " '); control characters
+// become spaces and bytes that are not UTF-8 characters (invalid sequences, surrogates, U+FFFE and
+// other non-characters) become U+FFFD, so the page stays well-formed whatever a name holds.
 std::string xml_escape(std::string_view text);
 
 // The ticks of an axis: round values (1, 2 or 5 times a power of ten apart on a linear axis; powers

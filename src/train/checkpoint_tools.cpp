@@ -9,6 +9,7 @@
 #include "ckpt/safetensors.hpp"
 #include "comm/world.hpp"
 #include "core/atomic_file.hpp"
+#include "core/output_path.hpp"
 #include "train/checkpoint.hpp"
 #include "train/checkpoint_writer.hpp"
 #include "train/config.hpp"
@@ -84,6 +85,8 @@ std::string exported_config_path(const std::string& out_file) {
 }
 
 void export_checkpoint(const std::string& dir, const std::string& out_file, bool optimizer) {
+  check_output_file(out_file, "--out");
+  check_output_file(exported_config_path(out_file), "--out (its config beside)");
   const CheckpointIndex idx = CheckpointIndex::read(dir);
   const ModelConfig mc = checkpoint_model_config(dir);
   // Tensors in the model's order (as a trained model.safetensors), then the optimizer state.
@@ -107,12 +110,29 @@ void export_checkpoint(const std::string& dir, const std::string& out_file, bool
   write_file_atomic(exported_config_path(out_file), model_to_json(mc).dump(2) + "\n");
 }
 
+namespace {
+
+// An earlier `dtrain ckpt import`: a checkpoint with weights only, saved from an imported file. A
+// trained checkpoint (its optimizer state, its step) is never replaced by an import.
+bool imported_checkpoint(const std::string& dir) {
+  try {
+    const CheckpointIndex idx = CheckpointIndex::read(dir);
+    return idx.meta.value("optimizer", Json()).is_null() && idx.meta.contains("saved_from") &&
+           idx.meta["saved_from"].contains("imported");
+  } catch (const Error&) {
+    return false;
+  }
+}
+
+}  // namespace
+
 void import_checkpoint(const std::string& file, const std::string& config, const std::string& out_dir,
                        const std::string& vocab) {
+  check_output_folder(out_dir, "dtrain ckpt import", imported_checkpoint);
   SafetensorsFile f(file);
   ModelConfig mc;
   if (config.size() >= 5 && config.substr(config.size() - 5) == ".json") {
-    mc = model_from_json(parse_json(read_file(config), config), config);
+    mc = model_from_json(parse_json(read_file(config, kMaxSmallFileBytes, "config"), config), config);
   } else {
     RunConfig rc;
     rc.load_toml(config);

@@ -1,13 +1,17 @@
 // Confusion matrices and predictions (see classify.hpp).
 #include "train/classify.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <numeric>
 
 #include "core/error.hpp"
+#include "core/input_file.hpp"
 #include "data/idx.hpp"
 #include "data/image_file.hpp"
 #include "data/loader.hpp"
@@ -21,10 +25,27 @@ namespace {
 
 int64_t argmax(const float* v, int64_t n) { return int64_t(std::max_element(v, v + n) - v); }
 
+// "PNG" when the file starts as an encoded picture does (never raw pixels), else "".
+std::string picture_format(const std::string& path) {
+  const int fd = open_regular_file(path, "image file");
+  unsigned char h[8] = {};
+  const ssize_t n = ::pread(fd, h, sizeof h, 0);
+  ::close(fd);
+  if (n >= 8 && std::memcmp(h, "\x89PNG\r\n\x1a\n", 8) == 0) return "PNG";
+  if (n >= 3 && h[0] == 0xFF && h[1] == 0xD8 && h[2] == 0xFF) return "JPEG";
+  if (n >= 6 && (std::memcmp(h, "GIF87a", 6) == 0 || std::memcmp(h, "GIF89a", 6) == 0)) return "GIF";
+  return "";
+}
+
 // The images of an input file as uint8 pixels, sample-major; count set.
 std::vector<uint8_t> read_images(const PredictOptions& o, const ImageShape& shape, int64_t& count) {
   require(std::filesystem::is_regular_file(o.input), "--input " + o.input + " is not a file: give IDX images "
                                                      "(e.g. t10k-images-idx3-ubyte.gz) or raw bytes");
+  if (const std::string picture = picture_format(o.input); !picture.empty())
+    throw Error("--input " + o.input + " is a " + picture + " picture, which dtrain predict does not decode: give IDX "
+                "images or raw uint8 pixels (e.g. convert " + o.input + " -resize " + std::to_string(shape.width) +
+                "x" + std::to_string(shape.height) + "! -depth 8 " + (shape.channels == 1 ? "gray" : "rgb") +
+                ":image.raw)");
   std::string format = o.format;
   if (format == "auto") {
     try {

@@ -10,6 +10,7 @@
 #include <toml++/toml.h>
 
 #include "core/error.hpp"
+#include "core/input_file.hpp"
 #include "core/limits.hpp"
 #include "models/registry.hpp"
 
@@ -286,9 +287,10 @@ void RunConfig::set(const std::string& key_given, const std::string& value, cons
 }
 
 void RunConfig::load_toml(const std::string& path) {
+  const std::string text = read_file(path, kMaxSmallFileBytes, "config");  // a regular file, never a pipe
   toml::table tbl;
   try {
-    tbl = toml::parse_file(path);
+    tbl = toml::parse(text, path);
   } catch (const toml::parse_error& e) {
     const auto& src = e.source();
     throw Error("config " + path + " is not valid TOML (line " + std::to_string(src.begin.line) + ": " +

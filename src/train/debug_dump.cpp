@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "ckpt/safetensors.hpp"
+#include "core/output_path.hpp"
 #include "data/dataset.hpp"
 #include "data/source.hpp"
 #include "models/registry.hpp"
@@ -27,6 +28,7 @@ void dump_parity(const RunConfig& cfg_in, const std::string& out, int64_t steps)
   const std::unique_ptr<Dataset> data = source->split("train", shape, cfg.data.stride);
   require(data->size() >= B * steps, "parity dump needs " + std::to_string(B * steps) + " samples: use a smaller "
                                      "train.batch_size or fewer steps");
+  check_output_folder(out, "dtrain debug dump", holds_only({"*.safetensors"}));
   std::filesystem::create_directories(out);
   Model model(kind.units(cfg.model, cpu_device()), B);
   const int64_t V = model.outputs();

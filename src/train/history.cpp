@@ -28,7 +28,7 @@ int64_t pending_step(const std::string& run_dir) {
   std::error_code ec;
   if (!fs::exists(path, ec)) return -1;
   try {
-    return json_get<int64_t>(parse_json(read_file(path), path), "after_step", path);
+    return json_get<int64_t>(parse_json(read_file(path, kMaxSmallFileBytes), path), "after_step", path);
   } catch (const ResourceExhausted&) {
     throw;  // this process's limit, not a sign about the files
   } catch (const Error&) {
@@ -111,7 +111,7 @@ SetAside set_aside_after(const std::string& run_dir, int64_t step) {
   std::string folder;
   const std::string pending = (root / kPending).string();
   try {
-    const Json rec = parse_json(read_file(pending), pending);
+    const Json rec = parse_json(read_file(pending, kMaxSmallFileBytes), pending);
     if (json_get<int64_t>(rec, "after_step", pending) == step) folder = json_get<std::string>(rec, "folder", pending);
   } catch (const ResourceExhausted&) {
     throw;  // this process's limit, not a sign about the files

@@ -14,6 +14,7 @@
 
 #include "core/error.hpp"
 #include "core/host_name.hpp"
+#include "core/output_path.hpp"
 
 namespace fs = std::filesystem;
 
@@ -44,6 +45,12 @@ RunDirLock::RunDirLock(const std::string& run_dir) {
   std::error_code ec;
   require(!fs::exists(run_dir, ec) || fs::is_directory(run_dir, ec),
           "run dir " + run_dir + " is a file, not a folder: choose another --run-dir");
+  std::string what;  // a checkpoint's files are its writer's: a run's logs never go among them
+  if (const std::string around = enclosing_checkpoint_or_run(run_dir, &what); what == "checkpoint")
+    throw Error("run dir " + run_dir + " is inside the checkpoint " + around + ": choose another --run-dir");
+  for (const char* data : {"train.bin", "train.images"})
+    require(!fs::exists(fs::path(run_dir) / data, ec), "run dir " + run_dir + " holds prepared data (" + data +
+                                                           "): choose another --run-dir, and pass the data as data.dir");
   fs::create_directories(run_dir, ec);
   if (ec) throw Error(unwritable(run_dir, ec.value()));
   const std::string path = run_dir + "/run.lock";

@@ -9,6 +9,7 @@
 
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
+#include "core/output_path.hpp"
 #include "metrics/scaling_report.hpp"
 #include "train/child_process.hpp"
 #include "train/config.hpp"
@@ -68,7 +69,7 @@ void run_point(const ScalingOptions& o, const Point& p, const std::vector<std::s
   const std::string summary = p.run_dir + "/summary.json";
   require(fs::exists(summary), point + " wrote no " + summary + ": see its log " + p.log);
   ScalingPoint pt =
-      scaling_point(p.workers, p.per_rank_batch, p.global_batch, parse_json(read_file(summary), summary), summary);
+      scaling_point(p.workers, p.per_rank_batch, p.global_batch, parse_json(read_file(summary, kMaxSmallFileBytes), summary), summary);
   pt.run_dir = p.run_dir;
   study.points.push_back(pt);
 }
@@ -117,6 +118,7 @@ void run_scaling_study(const ScalingOptions& o, std::FILE* out) {
   cfg.validate();
   const int64_t batch = cfg.train.batch_size, accum = cfg.train.grad_accum;
 
+  check_output_folder(o.out, "dtrain scale", holds_only({"scaling.csv", "scaling.html", "nproc_*"}));
   std::vector<Point> points;
   for (int n : counts) {
     Point p;

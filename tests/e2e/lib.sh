@@ -72,7 +72,9 @@ skip_without_gpu() {
 }
 whole() {  # $1 = a checkpoint folder: itself when it holds model.safetensors, else its export (sharded)
   if [ -f "$1/model.safetensors" ]; then echo "$1"; return; fi
-  mkdir -p "$1.whole" && "$bin/dtrain" ckpt export "$1" --out "$1.whole/model.safetensors" >/dev/null && echo "$1.whole"
+  local out
+  out="$work/whole/$(echo "${1#"$work"/}" | tr / _)"  # outside the run dir, which keeps its own files
+  mkdir -p "$out" && "$bin/dtrain" ckpt export "$1" --out "$out/model.safetensors" >/dev/null && echo "$out"
 }
 ck() { printf '%s/checkpoints/step_%09d' "$1" "$2"; }  # $1 = run dir, $2 = step: its checkpoint folder
 # $1 = step, $2 = reference run, then runs: each run's checkpoint of that step, exported with its

@@ -98,6 +98,9 @@ PYEOF
 cmp -s "$work/raw.out" <(head -5 "$work/idx.out") || fail "predict: raw and IDX input classify differently"
 expect_one_error "predict of labels" "is an IDX labels file" "$bin/dtrain" predict --checkpoint "$work/single16/model_final" \
   --input "$fashion/t10k-labels-idx1-ubyte.gz"
+printf '\x89PNG\r\n\x1a\n' >"$work/five.png" && head -c 3912 "$work/five.raw" >>"$work/five.png"  # 784 × 5 bytes
+expect_one_error "predict of a PNG" "is a PNG picture, which dtrain predict does not decode" \
+  "$bin/dtrain" predict --checkpoint "$work/single16/model_final" --input "$work/five.png"
 "$bin/dtrain" ckpt export "$work/fsdp2/model_final" --out "$work/cnn.safetensors" >/dev/null
 "$py" - "$work/cnn.safetensors" <<'PYEOF' || fail "the export does not hold PyTorch's example names"
 import json, struct, sys

@@ -68,6 +68,8 @@ bad "truncated images" "$work/bad/t10k-images-idx3-ubyte is truncated: its heade
 bad "trailing garbage" "has 4 bytes of trailing garbage after the 20 labels" bash -c "printf junk >>t10k-labels-idx1-ubyte"
 bad "labels out of range" "$work/bad/t10k-labels-idx1-ubyte holds label 7 at sample 3, outside the 5 classes (0..4)" \
   poke t10k-labels-idx1-ubyte 11 07
+bad "one damaged train label" "has labels up to 200 but 195 of the classes below never occur" \
+  poke train-labels-idx1-ubyte 20 c8
 bad "a damaged gzip stream" "$work/bad/train-images-idx3-ubyte.gz is a damaged gzip stream" \
   bash -c "gzip train-images-idx3-ubyte && $(declare -f poke); py=$py; poke train-images-idx3-ubyte.gz 30 00000000000000000000000000000000"
 bad "a missing file" "but no t10k-labels-idx1-ubyte[.gz]" rm t10k-labels-idx1-ubyte

@@ -171,7 +171,7 @@ Schedule read_schedule(const std::string& path) {
   require(ec || bytes <= (64u << 20), path + " is " + std::to_string(bytes >> 20) +
                                           " MiB, more than any schedule's lists: give a schedule file "
                                           "(`dtrain plan --save` writes one)");
-  const std::string text = read_file(path);
+  const std::string text = read_file(path, kMaxSmallFileBytes, "schedule file");
   Schedule s;
   s.name = path;
   std::map<std::string, int> key_line;
