@@ -49,8 +49,9 @@ RunDirLock::RunDirLock(const std::string& run_dir) {
   if (const std::string around = enclosing_checkpoint_or_run(run_dir, &what); what == "checkpoint")
     throw Error("run dir " + run_dir + " is inside the checkpoint " + around + ": choose another --run-dir");
   for (const char* data : {"train.bin", "train.images"})
-    require(!fs::exists(fs::path(run_dir) / data, ec), "run dir " + run_dir + " holds prepared data (" + data +
-                                                           "): choose another --run-dir, and pass the data as data.dir");
+    require(!fs::exists(fs::path(run_dir) / data, ec),
+            "run dir " + run_dir + " holds prepared data (" + data + "): choose another --run-dir, and pass the "
+            "data as data.dir");
   fs::create_directories(run_dir, ec);
   if (ec) throw Error(unwritable(run_dir, ec.value()));
   const std::string path = run_dir + "/run.lock";

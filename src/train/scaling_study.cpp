@@ -13,6 +13,7 @@
 #include "metrics/scaling_report.hpp"
 #include "train/child_process.hpp"
 #include "train/config.hpp"
+#include "train/global_batch.hpp"
 
 namespace fs = std::filesystem;
 
@@ -25,6 +26,7 @@ constexpr int kMaxWorkers = 1 << 20;
 struct Point {
   int workers = 1;
   int64_t per_rank_batch = 0, global_batch = 0;
+  std::string batch_set;  // the --set that gives the point its batch
   std::string run_dir, log;
 };
 
@@ -62,14 +64,15 @@ void run_point(const ScalingOptions& o, const Point& p, const std::vector<std::s
     args = {"srun", "--ntasks", std::to_string(p.workers), "--kill-on-bad-exit=1", dtrain};  // a failed rank ends the step
   args.insert(args.end(), {"train", "--config", o.config});
   for (const std::string& s : sets) args.insert(args.end(), {"--set", s});
-  args.insert(args.end(), {"--set", "train.batch_size=" + std::to_string(p.per_rank_batch), "--run-dir", p.run_dir});
+  args.insert(args.end(), {"--set", p.batch_set, "--run-dir", p.run_dir});
   const std::string ended = run_logged(args, p.log, fix);
   const std::string point = "point nproc " + std::to_string(p.workers);
   require(ended.empty(), point + " failed (" + ended + "): see its log " + p.log + " (run dir " + p.run_dir + ")");
   const std::string summary = p.run_dir + "/summary.json";
   require(fs::exists(summary), point + " wrote no " + summary + ": see its log " + p.log);
   ScalingPoint pt =
-      scaling_point(p.workers, p.per_rank_batch, p.global_batch, parse_json(read_file(summary, kMaxSmallFileBytes), summary), summary);
+      scaling_point(p.workers, p.per_rank_batch, p.global_batch,
+                    parse_json(read_file(summary, kMaxSmallFileBytes), summary), summary);
   pt.run_dir = p.run_dir;
   study.points.push_back(pt);
 }
@@ -120,10 +123,21 @@ void run_scaling_study(const ScalingOptions& o, std::FILE* out) {
 
   check_output_folder(o.out, "dtrain scale", holds_only({"scaling.csv", "scaling.html", "nproc_*"}));
   std::vector<Point> points;
+  const int64_t global = cfg.train.global_batch, copy = std::max<int64_t>(1, cfg.parallel.tp * cfg.parallel.pp);
   for (int n : counts) {
     Point p;
     p.workers = n;
-    if (strong) {
+    if (global > 0) {  // train.global_batch: the trainer splits it; strong keeps it, weak grows it with the workers
+      const int64_t g = strong ? global : global * n / counts.front();
+      require(strong || global * n % counts.front() == 0,
+              "weak scaling grows train.global_batch = " + std::to_string(global) + " (at " +
+                  std::to_string(counts.front()) + " workers) in proportion, which " + std::to_string(n) +
+                  " workers make fractional: give worker counts that are multiples of the first");
+      const BatchSplit split = split_global_batch(g, int(std::max<int64_t>(1, n / copy)), batch);
+      p.per_rank_batch = split.micro_batch;
+      p.global_batch = g;
+      p.batch_set = "train.global_batch=" + std::to_string(g);
+    } else if (strong) {
       require(batch % n == 0, "--nproc " + std::to_string(n) + " does not divide train.batch_size = " +
                                   std::to_string(batch) + " (strong scaling splits that global batch over the workers): "
                                   "give worker counts that divide it, or --set train.batch_size=" +
@@ -132,7 +146,10 @@ void run_scaling_study(const ScalingOptions& o, std::FILE* out) {
     } else {
       p.per_rank_batch = batch;
     }
-    p.global_batch = p.per_rank_batch * n * accum;
+    if (global == 0) {
+      p.global_batch = p.per_rank_batch * n * accum;
+      p.batch_set = "train.batch_size=" + std::to_string(p.per_rank_batch);
+    }
     p.run_dir = (fs::path(o.out) / ("nproc_" + std::to_string(n))).string();
     p.log = p.run_dir + ".log";
     require(!fs::exists(p.run_dir + "/config.json"), p.run_dir + " already holds a run (of an earlier study): remove "
@@ -172,10 +189,14 @@ void run_scaling_study(const ScalingOptions& o, std::FILE* out) {
                     {"steps per point", std::to_string(o.steps) + " (step time and throughput leave out the warm-up)"},
                     {"threads per rank", std::to_string(o.threads_per_rank)},
                     {"launcher", o.launcher},
-                    {"train.batch_size", std::to_string(batch) + (strong ? " (the global batch, split)" : " (per rank)")},
+                    global > 0 ? std::pair<std::string, std::string>{"train.global_batch", std::to_string(global) +
+                                     (strong ? " (kept at every point)" : " (at the first point, grown with the workers)")}
+                               : std::pair<std::string, std::string>{"train.batch_size", std::to_string(batch) +
+                                     (strong ? " (the global batch, split)" : " (per rank)")},
                     {"--set", user_sets.empty() ? "–" : user_sets}};
   std::fprintf(out, "scaling study (%s): workers %s; %s batch %lld; %lld steps per point, %d thread%s per rank; in %s\n",
-               o.mode.c_str(), join(counts).c_str(), strong ? "global" : "per-rank", (long long)batch,
+               o.mode.c_str(), join(counts).c_str(), strong || global > 0 ? "global" : "per-rank",
+               (long long)(global > 0 ? global : batch),
                (long long)o.steps, o.threads_per_rank, o.threads_per_rank == 1 ? "" : "s", o.out.c_str());
   for (const Point& p : points) {
     std::fprintf(out, "nproc %d: batch %lld per rank, %lld global ... ", p.workers, (long long)p.per_rank_batch,

@@ -30,6 +30,22 @@ expect_one_error "run dir used" "$work/strong/nproc_1 already holds a run" \
   "$bin/dtrain" scale "${small[@]}" --nproc 1,2 --steps 6 --out "$work/strong"
 "$bin/dtrain" scale "${small[@]}" --nproc 2 --mode weak --steps 6 --out "$work/weak" >"$work/weak.out" 2>&1 ||
   { cat "$work/weak.out"; fail "the weak study failed"; }
+# train.global_batch: kept at every point (strong), grown with the workers (weak); what each point ran.
+for mode in strong weak; do
+  "$bin/dtrain" scale "${small[@]}" --set train.global_batch=16 --nproc 1,2 --mode $mode --steps 3 \
+    --out "$work/g_$mode" >"$work/g_$mode.out" 2>&1 || { cat "$work/g_$mode.out"; fail "the $mode global-batch study"; }
+done
+"$py" - "$work" <<'EOF' || fail "a study with train.global_batch reports batches its points did not run"
+import csv, json, sys
+work = sys.argv[1]
+for mode, want in (("strong", [("1", "8", "16"), ("2", "8", "16")]), ("weak", [("1", "8", "16"), ("2", "8", "32")])):
+    rows = [(r["workers"], r["per_rank_batch"], r["global_batch"]) for r in csv.DictReader(open(f"{work}/g_{mode}/scaling.csv"))]
+    if rows != want: sys.exit(f"{mode}: {rows}, expected {want}")
+    for w, _, g in rows:
+        ran = json.load(open(f"{work}/g_{mode}/nproc_{w}/config.json"))["train"]["global_batch"]
+        if ran != int(g): sys.exit(f"{mode}: nproc_{w} ran train.global_batch = {ran}, the CSV says {g}")
+print("ok  train.global_batch: strong keeps 16, weak grows 16 → 32; each point ran what the CSV says")
+EOF
 
 "$py" - "$work" <<'EOF' || fail "scaling.csv or scaling.html (see above)"
 import csv, sys, json, xml.etree.ElementTree as ET
