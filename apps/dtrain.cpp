@@ -250,7 +250,7 @@ int cmd_eval(int argc, char** argv) {
   const std::string split = a.get("split", "test");
   require(split == "valid" || split == "test" || split == "train", "--split " + split + ": use valid, test or train");
   const std::unique_ptr<DataSource> source = DataSource::open(data, sample.input);
-  require_same_vocabulary(ck, source->vocab_path());
+  require_same_data(ck, *source, "evaluate");
   ModelConfig fitted = mc;  // the data must be what the model was trained on
   try {
     kind.fit_to_data(fitted, source->facts(), data);

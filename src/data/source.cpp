@@ -2,9 +2,12 @@
 // and image data, prepared by `dtrain data prepare --format idx` or `dtrain data fashion-mnist`.
 #include "data/source.hpp"
 
+#include <cstdio>
 #include <filesystem>
 
+#include "core/crc32c.hpp"
 #include "core/error.hpp"
+#include "core/input_file.hpp"
 #include "data/image_file.hpp"
 #include "data/token_file.hpp"
 #include "data/vocab.hpp"
@@ -27,6 +30,12 @@ class TokenSource : public DataSource {
   DataFacts facts() const override { return {int64_t(train_.vocab_size())}; }
   std::string vocab_path() const override { return dir_ + "/vocab.txt"; }
   KeptFile kept_file() const override { return {"vocab.txt", vocab_path()}; }
+  std::string unlike_kept(const std::string& kept_copy) const override {
+    const std::string here = read_file(vocab_path()), there = read_file(kept_copy);
+    if (crc32c(here.data(), here.size()) == crc32c(there.data(), there.size())) return "";
+    return "another vocabulary than " + vocab_path() + " (" + std::to_string(Vocabulary::load(vocab_path()).size()) +
+           " words, but not the same ones)";
+  }
   std::string note() const override { return note_; }
   std::unique_ptr<Dataset> split(const std::string& name, const SampleShape& sample, int64_t stride) const override {
     DT_ASSERT(sample.input == InputKind::tokens && sample.inputs == sample.targets);
@@ -77,6 +86,23 @@ class ImageSource : public DataSource {
   }
   std::string vocab_path() const override { return ""; }
   KeptFile kept_file() const override { return {"data.json", dir_ + "/meta.json"}; }
+  std::string unlike_kept(const std::string& kept_copy) const override {
+    const ImageMeta then = read_image_meta(kept_copy);
+    auto num = [](double v) {
+      char b[32];
+      std::snprintf(b, sizeof b, "%.6g", v);
+      return std::string(b);
+    };
+    if (then.classes != meta_.classes || then.class_names != meta_.class_names)
+      return "other classes (" + std::to_string(then.classes) + " then, " + std::to_string(meta_.classes) +
+             " in " + dir_ + (then.classes == meta_.classes ? ", named otherwise" : "") + ")";
+    if (then.mean != meta_.mean || then.std != meta_.std)
+      return "images normalised with mean " + num(then.mean) + ", std " + num(then.std) + " (the images of " + dir_ +
+             " with mean " + num(meta_.mean) + ", std " + num(meta_.std) + "; prepare them with --mean " +
+             num(then.mean) + " --std " + num(then.std) + " to match)";
+    if (!(then.shape == meta_.shape)) return "images of " + then.shape.text() + ", not " + meta_.shape.text();
+    return "";
+  }
   std::vector<std::string> class_names() const override { return meta_.class_names; }
   std::string note() const override { return ""; }
   std::unique_ptr<Dataset> split(const std::string& name, const SampleShape& sample, int64_t) const override {

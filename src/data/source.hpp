@@ -42,6 +42,10 @@ class DataSource {
     std::string name, path;
   };
   virtual KeptFile kept_file() const = 0;
+  // Why a model whose checkpoint kept `kept_copy` (a copy of some data's kept_file) would not read
+  // this data as it was trained: another vocabulary; images normalised with another mean or std, or
+  // other classes. "" when it would.
+  virtual std::string unlike_kept(const std::string& kept_copy) const = 0;
   // A note on data that could not be checked in full (token files of an older dtrain), or "".
   virtual std::string note() const = 0;
   // Split `name` (train, valid or test) as samples of `sample`; stride: token data's windows

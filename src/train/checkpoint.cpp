@@ -107,16 +107,15 @@ void require_same_model(const std::string& dir, const CheckpointIndex& index, co
                             "): use the config it was trained with, or start a new run dir");
 }
 
-void require_same_vocabulary(const std::string& dir, const std::string& vocab_path) {
-  if (vocab_path.empty()) return;  // data without a vocabulary
+void require_same_data(const std::string& dir, const DataSource& data, const std::string& use) {
+  const std::string kept = data.kept_file().name;
   const CheckpointIndex index = CheckpointIndex::read(dir);
-  const auto it = index.files.find("vocab.txt");
+  const auto it = index.files.find(kept);
   if (it == index.files.end() || !it->second.has_crc) return;
-  const std::string bytes = read_file(vocab_path);
-  require(crc32c(bytes.data(), bytes.size()) == it->second.crc32c,
-          "checkpoint " + dir + " was trained with another vocabulary than " + vocab_path + " (" +
-              std::to_string(Vocabulary::load(vocab_path).size()) + " words, but not the same ones): use the data "
-              "it was trained on (its data.dir), or start a new run dir on this data");
+  read_checkpoint_file(dir, kept);  // checked against the index before use
+  const std::string unlike = data.unlike_kept(dir + "/" + kept);
+  require(unlike.empty(), "checkpoint " + dir + " was trained with " + unlike + ": to " + use + " it, use the data "
+                          "it was trained on (its data.dir), or data prepared alike");
 }
 
 RecordedTensors recorded_tensors(const std::string& dir, const CheckpointIndex& index) {

@@ -10,6 +10,7 @@
 #include "ckpt/index.hpp"
 #include "ckpt/safetensors.hpp"
 #include "core/json.hpp"
+#include "data/source.hpp"
 #include "nn/model_kind.hpp"
 #include "optim/optimizer.hpp"
 #include "train/rank_state.hpp"
@@ -56,10 +57,12 @@ struct RecordedTensors {
 };
 RecordedTensors recorded_tensors(const std::string& dir, const CheckpointIndex& index);
 
-// Error unless the vocabulary the checkpoint in dir was trained with (its vocab.txt, by the checksum
-// in its index) is the file at vocab_path: a model read with another vocabulary of the same size
-// gives wrong words and losses without a sign. A checkpoint without vocab.txt (imported) passes.
-void require_same_vocabulary(const std::string& dir, const std::string& vocab_path);
+// Error unless `data` is what the checkpoint in dir was trained on, as far as the model can tell: the
+// same vocabulary, images normalised the same way with the same classes (the file the checkpoint
+// keeps, DataSource::unlike_kept). A model read with another vocabulary of the same size, or other
+// normalisation, gives wrong words, losses and accuracies without a sign. `use` says what the
+// checkpoint is for ("resume from", "evaluate"). A checkpoint without the file (imported) passes.
+void require_same_data(const std::string& dir, const DataSource& data, const std::string& use);
 
 struct LoadReport {
   int64_t step = 0;        // the optimizer step it was saved at

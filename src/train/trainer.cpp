@@ -161,7 +161,7 @@ struct Trainer::Impl {
       });
       resume = !ck.empty();
       if (!resume) return true;
-      require_same_vocabulary(ck, vocab_path());
+      require_same_data(ck, *data, "resume from");
       const LoaderPlace place = place_loader(st, batch_split.micro_batch, dp, rank_samples, batch_split.accum);
       // The epoch's loss so far is a sum of loader-batch means: at another split of the same samples
       // it is as many means of the new batches (the epoch line is their mean).
@@ -181,7 +181,7 @@ struct Trainer::Impl {
     if (!cfg.train.init_from.empty()) {
       RankState held(*model, fsdp, nullptr, par->tp_slice());
       load_checkpoint(cfg.train.init_from, cfg.model, held, nullptr, nullptr);
-      require_same_vocabulary(cfg.train.init_from, vocab_path());
+      require_same_data(cfg.train.init_from, *data, "start from");
       if (root) std::printf("initial weights from %s\n", cfg.train.init_from.c_str());
     }
     return true;

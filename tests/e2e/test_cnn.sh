@@ -89,6 +89,14 @@ assert total == int(n) == 10000, (total, n)
 assert abs(100.0 * right / total - float(acc)) < 0.006, (right, acc)
 print(f"eval: accuracy {acc}% = diagonal {right} of {total}")
 PYEOF
+# The same images normalised otherwise: eval, resume and init_from refuse them, naming the values.
+"$bin/dtrain" data fashion-mnist --out "$work/fm_half" --mean 0.5 --std 0.5 >/dev/null
+expect_one_error "eval on images normalised otherwise" "was trained with images normalised with mean 0.2858" \
+  "$bin/dtrain" eval --checkpoint "$work/single16/model_final" --data "$work/fm_half"
+expect_one_error "resume on images normalised otherwise" "--mean 0.285889 --std 0.352976" "$bin/dtrain" train "${common[@]}" \
+  --set data.dir="$work/fm_half" --set train.max_steps=31 --resume "$work/single16"
+expect_one_error "init_from on images normalised otherwise" "to start from it" "$bin/dtrain" train "${common[@]}" \
+  --set data.dir="$work/fm_half" --set train.init_from="$work/single16/model_final" --run-dir "$work/init_half"
 "$py" -c 'import gzip, sys; sys.stdout.buffer.write(gzip.open(sys.argv[1]).read(16 + 784 * 5)[16:])' \
   "$fashion/t10k-images-idx3-ubyte.gz" >"$work/five.raw"  # the first five test images, raw
 "$bin/dtrain" predict --checkpoint "$work/single16/model_final" --input "$work/five.raw" >"$work/raw.out" || fail "predict (raw)"
