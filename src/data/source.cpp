@@ -30,6 +30,12 @@ class TokenSource : public DataSource {
   DataFacts facts() const override { return {int64_t(train_.vocab_size())}; }
   std::string vocab_path() const override { return dir_ + "/vocab.txt"; }
   KeptFile kept_file() const override { return {"vocab.txt", vocab_path()}; }
+  std::string fingerprint() const override {
+    const std::string vocab = read_file(vocab_path());
+    return "tokens: vocabulary crc32c " + std::to_string(crc32c(vocab.data(), vocab.size())) + " (" +
+           std::to_string(train_.vocab_size()) + " words); tokens train " + std::to_string(train_.size()) +
+           ", valid " + std::to_string(valid_.size()) + ", test " + std::to_string(test_.size());
+  }
   std::string unlike_kept(const std::string& kept_copy) const override {
     const std::string here = read_file(vocab_path()), there = read_file(kept_copy);
     if (crc32c(here.data(), here.size()) == crc32c(there.data(), there.size())) return "";
@@ -86,6 +92,15 @@ class ImageSource : public DataSource {
   }
   std::string vocab_path() const override { return ""; }
   KeptFile kept_file() const override { return {"data.json", dir_ + "/meta.json"}; }
+  std::string fingerprint() const override {
+    std::string names;
+    for (const std::string& n : meta_.class_names) names += (names.empty() ? "" : ",") + n;
+    char norm[64];
+    std::snprintf(norm, sizeof norm, "mean %.17g, std %.17g", meta_.mean, meta_.std);
+    return "images: " + meta_.shape.text() + ", " + std::to_string(meta_.classes) + " classes (" + names + "), " +
+           norm + "; samples train " + std::to_string(meta_.train) + ", valid " + std::to_string(meta_.valid) +
+           ", test " + std::to_string(meta_.test);
+  }
   std::string unlike_kept(const std::string& kept_copy) const override {
     const ImageMeta then = read_image_meta(kept_copy);
     auto num = [](double v) {

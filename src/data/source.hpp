@@ -46,6 +46,10 @@ class DataSource {
   // this data as it was trained: another vocabulary; images normalised with another mean or std, or
   // other classes. "" when it would.
   virtual std::string unlike_kept(const std::string& kept_copy) const = 0;
+  // What identifies the data to the model, in one line that ranks compare (their copies may lie in
+  // different folders): the vocabulary's checksum and the split sizes; the images' shape, classes,
+  // normalisation and counts. Not a checksum of every token (gigabytes).
+  virtual std::string fingerprint() const = 0;
   // A note on data that could not be checked in full (token files of an older dtrain), or "".
   virtual std::string note() const = 0;
   // Split `name` (train, valid or test) as samples of `sample`; stride: token data's windows

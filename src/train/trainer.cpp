@@ -32,6 +32,7 @@
 #include "train/global_batch.hpp"
 #include "train/job_watch.hpp"
 #include "train/memory_account.hpp"
+#include "train/rank_agreement.hpp"
 #include "train/rank_state.hpp"
 #include "train/resume.hpp"
 #include "train/run_dir.hpp"
@@ -97,6 +98,7 @@ struct Trainer::Impl {
         kind(kind_of(cfg.model)),
         data(DataSource::open(cfg.data.dir, kind.sample_shape(cfg.model).input)) {
     open_data();
+    require_same_run_on_every_rank(world, cfg.to_json(), data->fingerprint());
     if (root) lock = std::make_unique<RunDirLock>(run_dir);  // one writer, before anything reads the run dir
     dev = open_device(cfg.train, world);
     watch = std::make_unique<JobWatch>(cfg.train, world, *dev, run_dir);
