@@ -571,7 +571,7 @@ int main(int argc, char** argv) {
     if (rank > 0) std::this_thread::sleep_for(std::chrono::seconds(10));
     if (rank > 0) std::fprintf(stderr, "dtrain: error: (rank %d) %s\n", rank, e.what());
     else std::fprintf(stderr, "dtrain: error: %s\n", e.what());
-    return 2;
+    return std::getenv("DTRAIN_AGENT") ? kExitConfigError : 2;  // dtrun: do not restart what will fail again
   } catch (const Error& e) {
     std::fprintf(stderr, "dtrain: error: %s\n", e.what());
     return 2;

@@ -7,4 +7,9 @@ namespace dtrain {
 // not a failure; dtrun restarts them with the new nodes (EX_TEMPFAIL's number).
 constexpr int kExitForNewNodes = 75;
 
+// A worker under dtrun stopped on an error that follows from its configuration (a bad value, a mesh
+// the world cannot hold, ranks that disagree): it would recur on every restart, so dtrun stops the
+// job at once instead of burning its restarts (EX_CONFIG's number). Outside dtrun such errors exit 2.
+constexpr int kExitConfigError = 78;
+
 }  // namespace dtrain

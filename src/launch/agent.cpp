@@ -109,6 +109,17 @@ class Agent {
         say("restarting the workers to take in the waiting node(s); they resume from the checkpoint just written");
         continue;
       }
+      bool final = false;  // a configuration error: every restart would meet it again
+      try {
+        final = store_->try_get(key(round, "final")).has_value();
+      } catch (const std::exception&) {
+      }
+      if (final) {
+        say("error: the job failed: " + failure + "; not restarted: a worker stopped on a configuration error, "
+            "which every restart would meet again (its line above says what to fix)");
+        if (server_) rdzv_->end("it failed on a configuration error");
+        return 1;
+      }
       const int restarts = failed_rounds(round);  // this one included
       if (restarts > o_.max_restarts) {
         say("error: the job failed: " + failure +
@@ -181,7 +192,15 @@ class Agent {
       listen_address(o_.rdzv_host, false, "--rdzv-endpoint host", &foreign);
     } catch (const Error&) {
     }
-    return !foreign;
+    if (foreign) return false;
+    // The endpoint is this machine's, and nothing says which agent hosts: the first one there does;
+    // an agent that finds the port already served joins that store (agents on one host).
+    try {
+      tcp_connect(o_.rdzv_host, o_.rdzv_port, Millis(500));
+      return false;
+    } catch (const std::exception&) {
+      return true;
+    }
   }
 
   std::vector<WorkerSpec> specs(int round, const Rendezvous::Outcome& r) const {
@@ -248,6 +267,8 @@ class Agent {
           resizing = true;  // its peers stop at the same checkpoint
           continue;
         }
+        if (WIFEXITED(e.status) && WEXITSTATUS(e.status) == kExitConfigError)
+          try_set(key(round, "final"), "1");  // before `failed`: every node then stops without a restart
         char secs[32];
         std::snprintf(secs, sizeof secs, "%.1f", e.seconds);
         const std::string what = "rank " + std::to_string(e.rank) + " (local rank " + std::to_string(e.local_rank) +

@@ -155,11 +155,9 @@ void rdzv_conf(LaunchOptions& o, const std::string& v) {
       o.last_call_s = to_int(opt, value, 0, kWeek);
       o.elastic_keys.push_back(key);
     } else if (key == "keep_alive_interval") {
-      o.keep_alive_s = to_int(opt, value, 1, 3600);
-      o.elastic_keys.push_back(key);
+      o.keep_alive_s = to_int(opt, value, 1, 3600);  // every job: the host watches every node's heartbeat
     } else if (key == "keep_alive_max_attempt") {
       o.keep_alive_attempts = to_int(opt, value, 1, 1000);
-      o.elastic_keys.push_back(key);
     } else if (std::find(std::begin(kIgnored), std::end(kIgnored), key) != std::end(kIgnored)) {
       o.notes.push_back("--rdzv-conf " + key + " has no meaning for dtrun's rendezvous; ignored");
     } else {

@@ -28,7 +28,7 @@ struct LaunchOptions {
   std::optional<bool> is_host;   // host the store here (--rdzv-conf is_host); unset: node rank 0 does
                                  // (elastic, without node ranks: the node whose address is the endpoint's)
   int last_call_s = 30;          // elastic: once MIN nodes are in, how long the rendezvous waits for more
-  int keep_alive_s = 5;          // elastic: seconds between an agent's heartbeats (keep_alive_interval)
+  int keep_alive_s = 5;          // seconds between an agent's heartbeats (keep_alive_interval; the host's rule)
   int keep_alive_attempts = 3;   // heartbeats missed before a node counts as lost (keep_alive_max_attempt)
   int stop_timeout_s = 5;        // SIGTERM → SIGKILL grace when stopping workers
   int monitor_interval_ms = 100; // how often the workers are checked (--monitor-interval)

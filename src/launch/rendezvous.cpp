@@ -3,11 +3,17 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
+#include <sstream>
 #include <thread>
 
 #include "comm/store.hpp"
+#include "core/crc32c.hpp"
 #include "core/error.hpp"
+#include "core/input_file.hpp"
 #include "core/whole_number.hpp"
+
+namespace fs = std::filesystem;
 
 namespace dtrain {
 
@@ -32,15 +38,77 @@ std::vector<int64_t> parse_ids(const std::string& text) {
 
 }  // namespace
 
+namespace {
+
+// What every agent of a job must share with the host: the heartbeat rule (the host judges each
+// node's silence by its own), and for an elastic job's joiners the workers per node and the worker
+// command, whose files (a config) count by their content: a node started otherwise would make a
+// world that cannot split the batch, or ranks that disagree, and stop a healthy job.
+std::string terms_of(const LaunchOptions& o) {
+  std::string command;
+  for (const std::string& arg : o.command) {
+    std::error_code ec;
+    if (fs::is_regular_file(arg, ec) && fs::file_size(arg, ec) <= (size_t(4) << 20)) {
+      const std::string bytes = read_file(arg);
+      command += "file:" + std::to_string(crc32c(bytes.data(), bytes.size()));
+    } else {
+      command += arg;
+    }
+    command += '\0';
+  }
+  return std::to_string(o.keep_alive_s) + " " + std::to_string(o.keep_alive_attempts) + " " +
+         std::to_string(o.nproc_per_node) + " " + std::to_string(crc32c(command.data(), command.size()));
+}
+
+}  // namespace
+
 Rendezvous::Rendezvous(std::shared_ptr<Store> store, const LaunchOptions& o, bool host, const std::string& name,
                        std::function<bool()> stopped)
-    : store_(std::move(store)), o_(o), host_(host), stopped_(std::move(stopped)) {
+    : store_(std::move(store)), o_(o), host_(host), stopped_(std::move(stopped)), keep_alive_s_(o.keep_alive_s) {
+  if (host_) store_->set("terms", terms_of(o_));
+  else take_host_terms(name);
   id_ = store_->add("agents", 1);
   Joiner me{id_, o_.node_rank, o_.nproc_per_node, name, true};
   store_->set("agent/" + std::to_string(id_), encode_joiner(me));
   agents_[id_] = me;
   last_beat_ = Clock::now() - std::chrono::hours(1);
   beat();
+}
+
+void Rendezvous::take_host_terms(const std::string& name) {
+  const Millis wait(int64_t(o_.rdzv_timeout_s) * 1000);
+  if (!store_->wait({"terms"}, wait).empty()) return;  // an older host: nothing to match
+  std::istringstream host(store_->try_get("terms").value_or("")), mine(terms_of(o_));
+  int interval = 0, attempts = 0, workers = 0, my_interval = 0, my_attempts = 0, my_workers = 0;
+  std::string command, my_command;
+  host >> interval >> attempts >> workers >> command;
+  mine >> my_interval >> my_attempts >> my_workers >> my_command;
+  if (interval > 0) keep_alive_s_ = interval;
+  if (interval > 0 && (interval != my_interval || attempts != my_attempts))
+    std::fprintf(stderr, "dtrun: note: this node beats every %d s, as the host's --rdzv-conf keep_alive_interval=%d,"
+                 "keep_alive_max_attempt=%d say (it was given %d and %d): the host judges every node by its own\n",
+                 interval, interval, attempts, my_interval, my_attempts);
+  if (!o_.elastic()) return;
+  std::string why;
+  if (workers > 0 && workers != my_workers)
+    why = "it has --nproc-per-node " + std::to_string(my_workers) + " and the job's nodes " + std::to_string(workers) +
+          " (the world could no longer split the global batch)";
+  else if (!command.empty() && command != my_command)
+    why = "its worker command differs from the host's (another program, option or config file content; the ranks "
+          "would disagree)";
+  if (why.empty()) return;
+  const int64_t k = store_->add("turned_away", 1);
+  store_->set("turned_away/" + std::to_string(k), name + ": " + why);
+  throw Error("this node cannot join the elastic job '" + o_.rdzv_id + "': " + why + "; start it with the same "
+              "--nproc-per-node and command as the job's other nodes");
+}
+
+void Rendezvous::say_turned_away() {
+  const int64_t n = store_->add("turned_away", 0);
+  for (; turned_away_seen_ < n; ++turned_away_seen_) {
+    const auto why = store_->try_get("turned_away/" + std::to_string(turned_away_seen_ + 1));
+    if (why) std::fprintf(stderr, "dtrun: turned away node %s; the job goes on\n", why->c_str());
+  }
 }
 
 double Rendezvous::lost_after_s() const {
@@ -50,7 +118,7 @@ double Rendezvous::lost_after_s() const {
 
 void Rendezvous::beat() {
   const auto now = Clock::now();
-  if (now - last_beat_ < std::chrono::seconds(o_.keep_alive_s)) return;
+  if (now - last_beat_ < std::chrono::seconds(keep_alive_s_)) return;
   last_beat_ = now;
   store_->add("agent/" + std::to_string(id_) + "/beat", 1);
 }
@@ -120,6 +188,7 @@ Rendezvous::Outcome Rendezvous::decide(int round) {
   int64_t seen = 0;
   for (;;) {
     beat();
+    say_turned_away();
     RoundView v;
     v.min_nodes = o_.min_nodes;
     v.max_nodes = o_.nnodes;
@@ -195,6 +264,7 @@ std::string Rendezvous::lost_member(const std::vector<Joiner>& members, const st
 }
 
 std::vector<Joiner> Rendezvous::waiting(int next_round) {
+  say_turned_away();  // the host looks here while a round runs
   int64_t count = 0;
   std::vector<Joiner> all = joiners(next_round, count), live;
   for (const auto& j : all)

@@ -9,6 +9,9 @@
 //   r<R>/members         the members' ids in node-rank order, or "error: …" when R cannot be made
 //   r<R>/change          what changed from round R-1 ("lost …; joined …"), "" when nothing did
 //   ended                the job is over: agents still waiting to join leave (agent/<id>/left)
+//   terms                the host's: "keep_alive_s attempts nproc_per_node command_digest"; every agent
+//                        beats at the host's interval, and an elastic job's joiner must match the rest
+//   turned_away          counter; turned_away/<k> = why the k-th agent refused to join (the host says it)
 #pragma once
 #include <chrono>
 #include <functional>
@@ -81,6 +84,10 @@ class Rendezvous {
   std::map<int64_t, Joiner> agents_;   // agent records read so far
   std::map<int, std::map<int64_t, int64_t>> join_slots_;  // round → join slot → agent id, read so far
   std::vector<Joiner> previous_;       // host: the last round's members
+  int keep_alive_s_ = 5;               // the host's heartbeat interval, which every agent keeps
+  int64_t turned_away_seen_ = 0;       // host: refusals said so far
+  void take_host_terms(const std::string& name);  // the others: adopt the host's terms, or refuse to join
+  void say_turned_away();                          // host: a line per agent that refused to join
 };
 
 }  // namespace dtrain

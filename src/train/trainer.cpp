@@ -137,6 +137,11 @@ struct Trainer::Impl {
     const TrainConfig& t = cfg.train;
     batch_split = same_on_every_rank([&] { return run_batch_split(t.global_batch, t.batch_size, t.grad_accum, dp); });
     const DistEnv& env = world.env();
+    if (env.elastic)
+      same_on_every_rank([&] {
+        require_copies_at_every_size(env.elastic_min, env.elastic_max, env.local_world_size, int(shape.tp),
+                                     int(shape.pp));
+      });
     if (env.elastic && t.global_batch > 0)
       same_on_every_rank([&] {
         require_split_at_every_size(t.global_batch, env.elastic_min, env.elastic_max, env.local_world_size,

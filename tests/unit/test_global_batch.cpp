@@ -72,3 +72,15 @@ TEST(GlobalBatch, AnElasticJobChecksEverySizeItMayComeTo) {
   // with tp × pp = 8 a 3-node world does not fit the mesh at all (the mesh says so): 1 and 2 copies remain
   EXPECT_NO_THROW(require_split_at_every_size(2, 2, 4, 4, 8));
 }
+
+TEST(GlobalBatch, ElasticJobHoldsWholeCopiesAtEverySize) {
+  EXPECT_NO_THROW(require_copies_at_every_size(1, 4, 2, 2, 1));  // 2, 4, 6, 8 workers: tp 2 fits each
+  EXPECT_NO_THROW(require_copies_at_every_size(2, 2, 1, 2, 1));  // fixed at 2 nodes of 1 worker
+  // tp 2 × pp 2 = 4 ranks per copy: 3 nodes of 2 workers (6) cannot hold whole copies
+  EXPECT_EQ(error_of([] { require_copies_at_every_size(2, 4, 2, 2, 2); }),
+            "parallel.tp × parallel.pp = 2 × 2 ranks per model copy do not fit the 6 workers of 3 nodes, a size this "
+            "elastic job (--nnodes 2:4, 2 workers each) may come to: raise MIN to a size they fit, or lower "
+            "parallel.tp / parallel.pp");
+  EXPECT_NE(error_of([] { require_copies_at_every_size(1, 2, 1, 2, 1); }).find("the 1 worker of 1 node"),
+            std::string::npos);
+}
