@@ -221,7 +221,7 @@ int cmd_train(int argc, char** argv) {
     cfg.validate();
   });
   if (run_dir.empty()) run_dir = "runs/latest";
-  configure_threads(cfg.train.threads);  // before anything runs in parallel
+  same_on_every_rank([&] { configure_threads(cfg.train.threads); });  // before anything runs in parallel
   const CommBackend backend =
       same_on_every_rank([&] { return choose_comm_backend(cfg.parallel.backend, runs_on_gpu(cfg.train), env); });
   World world(env, Millis(cfg.parallel.timeout_s * 1000), backend);

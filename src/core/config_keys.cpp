@@ -35,7 +35,7 @@ double parse_config_float(const std::string& k, const std::string& v, const std:
   char* end = nullptr;
   double x = std::strtod(v.c_str(), &end);
   require(!v.empty() && end == v.c_str() + v.size() && std::isfinite(x),
-          where(k, v, o) + " is not a number: give e.g. 0.002");
+          where(k, v, o) + " is not a number: give a decimal number (such as 2.5 or 1e-3)");
   return x;
 }
 

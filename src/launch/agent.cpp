@@ -299,6 +299,7 @@ class Agent {
       try {
         remote = store_->try_get(failed_key).value_or("");
         if (remote.empty() && server_) {
+          rdzv_->say_turned_away();
           remote = rdzv_->lost_member(r.members, {});
           if (!remote.empty()) store_->set(failed_key, remote);
           if (!asked && remote.empty() && int(r.members.size()) < o_.nnodes) asked = ask_for_restart(round, r);

@@ -264,7 +264,6 @@ std::string Rendezvous::lost_member(const std::vector<Joiner>& members, const st
 }
 
 std::vector<Joiner> Rendezvous::waiting(int next_round) {
-  say_turned_away();  // the host looks here while a round runs
   int64_t count = 0;
   std::vector<Joiner> all = joiners(next_round, count), live;
   for (const auto& j : all)

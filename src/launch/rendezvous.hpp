@@ -53,6 +53,8 @@ class Rendezvous {
   // those in `done`; the live agents already waiting in round R+1.
   std::string lost_member(const std::vector<Joiner>& members, const std::vector<bool>& done);
   std::vector<Joiner> waiting(int next_round);
+  // The store's host: a line for each agent that refused to join since the last call.
+  void say_turned_away();
   // The store's host: the job is over; agents waiting to join leave (it waits up to 3 s for them).
   void end(const std::string& why);
 
@@ -87,7 +89,7 @@ class Rendezvous {
   int keep_alive_s_ = 5;               // the host's heartbeat interval, which every agent keeps
   int64_t turned_away_seen_ = 0;       // host: refusals said so far
   void take_host_terms(const std::string& name);  // the others: adopt the host's terms, or refuse to join
-  void say_turned_away();                          // host: a line per agent that refused to join
+
 };
 
 }  // namespace dtrain

@@ -132,7 +132,12 @@ void import_checkpoint(const std::string& file, const std::string& config, const
   SafetensorsFile f(file);
   ModelConfig mc;
   if (config.size() >= 5 && config.substr(config.size() - 5) == ".json") {
-    mc = model_from_json(parse_json(read_file(config, kMaxSmallFileBytes, "config"), config), config);
+    Json j = parse_json(read_file(config, kMaxSmallFileBytes, "config"), config);
+    // A run's config.json holds the model under "model", a checkpoint's trainer.json under "config":
+    // either is the config a user has; an export's NAME.config.json is the model alone.
+    if (j.is_object() && j.contains("config") && j["config"].is_object()) j = j["config"];
+    if (j.is_object() && j.contains("model") && j["model"].is_object()) j = j["model"];
+    mc = model_from_json(j, config);
   } else {
     RunConfig rc;
     rc.load_toml(config);

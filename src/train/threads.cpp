@@ -3,7 +3,9 @@
 
 #include <omp.h>
 
+#include <climits>
 #include <cstdlib>
+#include <optional>
 #include <map>
 
 #include "comm/env.hpp"
@@ -11,6 +13,7 @@
 #include "core/host_name.hpp"
 #include "core/limits.hpp"
 #include "core/openmp_wait.hpp"
+#include "core/whole_number.hpp"
 
 namespace dtrain {
 
@@ -25,8 +28,14 @@ int configure_threads(int64_t threads, const std::string& setting) {
     omp_set_num_threads(int(threads));
     g_source = setting;
   } else if (omp && *omp) {
-    // OMP_NUM_THREADS=100000 would make libgomp fail (or crawl) at the first parallel region.
-    require_thread_count(omp_get_max_threads(), "OMP_NUM_THREADS");
+    // Read here, not left to libgomp (which takes "0", "-1" or "abc" as its default and wraps 1e12): its
+    // first number (a list gives nested levels' counts), and OMP_NUM_THREADS=100000 would make
+    // libgomp fail (or crawl) at the first parallel region.
+    const std::string text = omp, first = text.substr(0, text.find(','));
+    const std::optional<int64_t> n = parse_whole(first, 1, INT32_MAX);
+    require(n.has_value(), "OMP_NUM_THREADS=" + text + " is not a thread count: set a whole number from 1 (e.g. "
+                           "OMP_NUM_THREADS=4), or unset it to have dtrain choose");
+    require_thread_count(*n, "OMP_NUM_THREADS");
     const char* why = std::getenv("DTRAIN_THREADS_WHY");  // dtrun says how it chose
     g_source = std::string("OMP_NUM_THREADS") + (why && *why ? ", " + std::string(why) : "");
   } else {

@@ -96,7 +96,7 @@ struct Trainer::Impl {
         world(w),
         root(w.rank() == 0),
         kind(kind_of(cfg.model)),
-        data(DataSource::open(cfg.data.dir, kind.sample_shape(cfg.model).input)) {
+        data(same_on_every_rank([&] { return DataSource::open(cfg.data.dir, kind.sample_shape(cfg.model).input); })) {
     open_data();
     require_same_run_on_every_rank(world, cfg.to_json(), data->fingerprint());
     if (root) lock = std::make_unique<RunDirLock>(run_dir);  // one writer, before anything reads the run dir

@@ -81,6 +81,19 @@ expect_error "export into the run dir" "inside the run dir" \
 [ -f "$work/step5.config.json" ] || fail "export should write NAME.config.json"
 echo "ok  export: refused onto ${targets[*]} and into the run dir; NAME.config.json beside"
 
+# Thread counts and numbers: one line that does not suggest a value the key refuses.
+# (libgomp says "Invalid value" itself before dtrain starts: dtrain's line is the one that names the fix)
+for omp in 0 -1 abc 1e12; do
+  rc=0; OMP_NUM_THREADS=$omp "$d" train "${common[@]}" --set train.threads=0 --run-dir "$work/omp_run" \
+    >"$work/omp.out" 2>"$work/omp.err" || rc=$?
+  [ $rc = 2 ] && [ "$(grep -c "^dtrain: " "$work/omp.err")" = 1 ] &&
+    grep -q "^dtrain: error: OMP_NUM_THREADS=$omp is not a thread count: set a whole number from 1" "$work/omp.err" ||
+    { cat "$work/omp.err"; fail "OMP_NUM_THREADS=$omp: expected one dtrain line naming it (exit $rc)"; }
+  echo "ok  OMP_NUM_THREADS=$omp: $(grep "^dtrain: " "$work/omp.err")" | cut -c1-160
+done
+expect_error "train.sample_every_s=abc" "is not a number: give a decimal number" \
+  "$d" train "${common[@]}" --set train.sample_every_s=abc --run-dir "$work/omp_run"
+
 # Resume with another model shape, and with unknown keys.
 expect_error "resume with model.dim=64" "model.dim" "$d" train --resume "$run" --set model.dim=64
 expect_error "resume with unknown key" "train.lrr" "$d" train --resume "$run" --set train.lrr=1

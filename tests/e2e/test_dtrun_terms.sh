@@ -56,4 +56,15 @@ final() {  # NAME NEEDLE, then extra arguments for dtrain train: one start, no r
 }
 final "typo key" "unknown config key 'train.lrr'" --set train.lrr=1
 final "tp that does not fit" "parallel.tp" --set parallel.tp=4
+# Errors every rank finds alike are said once (rank 0), also those of the data and the threads.
+cp -r "$work/data" "$work/cut" && truncate -s -7 "$work/cut/valid.bin"
+final "a truncated token file" "valid.bin" --set data.dir="$work/cut"
+if [ "$(nproc)" -ge 2 ]; then
+  rc=0
+  OMP_NUM_THREADS=2 timeout 120 "$bin/dtrun" --standalone --nproc-per-node 2 --bind cores --max-restarts 1 \
+    "$bin/dtrain" train "${common[@]}" --set train.threads=0 --run-dir "$work/bind" >"$work/bind.out" 2>&1 || rc=$?
+  [ $rc = 1 ] && [ "$(grep -c "dtrain: error: OMP_NUM_THREADS = 2 is more than the 1 CPUs" "$work/bind.out")" = 1 ] ||
+    { cat "$work/bind.out"; fail "--bind cores with OMP_NUM_THREADS=2: not one line (exit $rc)"; }
+  echo "ok  --bind cores with OMP_NUM_THREADS=2: said once"
+fi
 echo "PASS: the host's heartbeat rule on every node; configuration errors are not restarted"

@@ -103,18 +103,19 @@ errors=$(grep "fewer than" "$work/min.out" || true)  # its workers' failure befo
   { dump min; fail "the error does not name the lost node: $errors"; }
 echo "ok  below MIN: $errors" | cut -c1-240
 # --- a node that arrives when no checkpoint is left to take it in at: told so when the job ends ------
-# (on loopback: node rank 0 hosts the store; the "job" is a worker that sleeps 4 s)
+# (on loopback: node rank 0 hosts the store; the "job" is a worker that says so and sleeps 4 s)
 port=$("$py" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 late=(--nnodes 1:2 --nproc-per-node 1 --rdzv-endpoint "127.0.0.1:$port" --rdzv-id late --rdzv-conf last_call_timeout=0)
-"$bin/dtrun" "${late[@]}" --node-rank 0 bash -c 'sleep 4' >"$work/late_a.out" 2>&1 & a=$!
+job=(bash -c 'echo "a node ran"; sleep 4')  # the same command on every node (an elastic job's terms)
+"$bin/dtrun" "${late[@]}" --node-rank 0 "${job[@]}" >"$work/late_a.out" 2>&1 & a=$!
 pids+=("$a")
 sleep 1
-"$bin/dtrun" "${late[@]}" --node-rank 1 bash -c 'echo "late node ran"' >"$work/late_b.out" 2>&1 ||
+"$bin/dtrun" "${late[@]}" --node-rank 1 "${job[@]}" >"$work/late_b.out" 2>&1 ||
   { dump late_a late_b; fail "the late node did not exit 0"; }
 wait "$a" || { dump late_a; fail "the job with a late node failed"; }
 grep -q "^dtrun: waiting to join: the job runs on 1 node, 1 worker" "$work/late_b.out" &&
   grep -q "^dtrun: the job ended (it finished) before this node could join it" "$work/late_b.out" &&
-  ! grep -q "late node ran" "$work/late_b.out" || { dump late_a late_b; fail "the late node's lines"; }
+  ! grep -q "a node ran" "$work/late_b.out" || { dump late_a late_b; fail "the late node's lines"; }
 
 dump el el_b el_b2 min min_b late_a late_b | grep "^dtrun\|^===\|stopping after\|resumed from"  # what each node said
 echo "PASS: an elastic job loses a node, goes on, takes it back, and keeps the uninterrupted trajectory"

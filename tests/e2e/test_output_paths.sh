@@ -49,6 +49,8 @@ expect_one_error "a run dir that holds data" "holds prepared data" "$d" train "$
 # What a command made, it may make again; an empty folder is free.
 "${import[@]}" --out "$work/imported" >/dev/null
 "${import[@]}" --out "$work/imported" >/dev/null || fail "import over its own earlier import was refused"
+"$d" ckpt import "$work/w.safetensors" --config "$run/config.json" --out "$work/from_run_config" >/dev/null ||
+  fail "ckpt import --config RUN/config.json (a run's config) was refused"
 mkdir "$work/empty" && "$d" data prepare --input "$work/data/text" --out "$work/empty" >/dev/null
 "$d" data prepare --input "$work/data/text" --out "$work/empty" >/dev/null || fail "re-preparing was refused"
 "$d" report "$run" >/dev/null || fail "the report beside a run's files (RUN/report.html) was refused"
