@@ -5,8 +5,8 @@
 # the checkpoint's data.json and prints the classes of the first images of an IDX file, in the
 # lines `dtrain predict` prints. Needs only PyTorch: no safetensors, torchvision or numpy.
 #
-#   build/bin/dtrain ckpt export runs/mnist/model_final --out runs/mnist/model.safetensors
-#   /usr/bin/python3 examples/mnist/classify_with_pytorch.py runs/mnist/model.safetensors \
+#   build/bin/dtrain ckpt export runs/mnist/model_final --out exports/mnist.safetensors
+#   /usr/bin/python3 examples/mnist/classify_with_pytorch.py exports/mnist.safetensors \
 #       --data-json runs/mnist/model_final/data.json --images t10k-images-idx3-ubyte.gz --count 5
 import argparse
 import gzip

@@ -39,6 +39,9 @@ struct Batch {
   std::vector<float> pixels;          // inputs when shape.input == images
   std::vector<int32_t> targets;
   std::vector<int64_t> sample_index;  // dataset index of each sample
+  // A stand-in of one sample for a rank whose share of the epoch ended before the others' (every
+  // rank steps together): it is computed and counts for nothing (its loss weight is zero).
+  bool filler = false;
   BatchView view() const;
 };
 

@@ -18,13 +18,14 @@ void copy_into(std::vector<T>& dst, const std::vector<T>& src) {
 }  // namespace
 
 BatchLoader::BatchLoader(const Dataset& dataset, const DistributedSampler& sampler, int64_t batch_size,
-                         bool drop_last, bool prefetch)
+                         bool drop_last, bool prefetch, int64_t epoch_batches)
     : dataset_(dataset),
       shape_(dataset.shape()),
       sampler_(sampler),
       batch_size_(batch_size),
       drop_last_(drop_last),
-      prefetch_(prefetch) {
+      prefetch_(prefetch),
+      epoch_batches_(epoch_batches) {
   DT_ASSERT(shape_.inputs >= 0 && shape_.targets >= 0);
   require(batch_size >= 1, "batch size must be at least 1 (got " + std::to_string(batch_size) +
                                "): set train.batch_size to a positive value");
@@ -39,7 +40,7 @@ BatchLoader::~BatchLoader() { stop_worker(); }
 
 int64_t BatchLoader::num_batches() const {
   const int64_t n = sampler_.size();
-  return drop_last_ ? n / batch_size_ : (n + batch_size_ - 1) / batch_size_;
+  return std::max(epoch_batches_, drop_last_ ? n / batch_size_ : (n + batch_size_ - 1) / batch_size_);
 }
 
 void BatchLoader::reserve(Batch& dst) const {
@@ -56,8 +57,10 @@ void BatchLoader::fill(int64_t b, Batch& dst) const {
   const int64_t I = shape_.inputs, K = shape_.targets;
   const bool tokens = shape_.input == InputKind::tokens;
   const int64_t first = b * batch_size_;
-  const int64_t n = std::min<int64_t>(batch_size_, int64_t(order_.size()) - first);
-  DT_ASSERT(n > 0);
+  // Past this rank's samples: one stand-in sample (the epoch's first of this rank, or the dataset's).
+  dst.filler = first >= int64_t(order_.size());
+  const int64_t n = dst.filler ? 1 : std::min<int64_t>(batch_size_, int64_t(order_.size()) - first);
+  DT_ASSERT(n > 0 && (!dst.filler || dataset_.size() > 0));
   dst.shape = shape_;
   dst.samples = n;
   // Only the kind's input vector holds values; the other is emptied (its storage kept).
@@ -71,7 +74,7 @@ void BatchLoader::fill(int64_t b, Batch& dst) const {
   dst.targets.resize(size_t(n * K));
   dst.sample_index.resize(size_t(n));
   for (int64_t r = 0; r < n; ++r) {
-    const int64_t idx = order_[size_t(first + r)];
+    const int64_t idx = dst.filler ? (order_.empty() ? 0 : order_[0]) : order_[size_t(first + r)];
     dst.sample_index[size_t(r)] = idx;
     void* in = tokens ? static_cast<void*>(dst.tokens.data() + r * I) : static_cast<void*>(dst.pixels.data() + r * I);
     dataset_.get(idx, in, dst.targets.data() + r * K);
@@ -121,8 +124,7 @@ void BatchLoader::start_epoch() {
   stop_worker();
   const auto& idx = sampler_.indices();
   order_.assign(idx.begin(), idx.end());
-  n_batches_ =
-      drop_last_ ? int64_t(order_.size()) / batch_size_ : (int64_t(order_.size()) + batch_size_ - 1) / batch_size_;
+  n_batches_ = num_batches();
   next_batch_ = 0;
   started_ = true;
   if (prefetch_ && n_batches_ > 0) worker_ = std::thread(&BatchLoader::worker_main, this);
@@ -154,6 +156,7 @@ bool BatchLoader::next(Batch& out) {
     const Batch& src = slots_[size_t(slot)];  // the worker leaves a ready slot alone
     out.shape = src.shape;
     out.samples = src.samples;
+    out.filler = src.filler;
     copy_into(out.tokens, src.tokens);
     copy_into(out.pixels, src.pixels);
     copy_into(out.targets, src.targets);

@@ -18,14 +18,18 @@ namespace dtrain {
 class BatchLoader {
  public:
   // dataset and sampler must outlive the loader. With prefetch off, next() fills the batch itself.
+  // epoch_batches > 0: every epoch hands out that many batches, the ones past this rank's samples
+  // as filler batches (Batch::filler), so that ranks with unequal shares of an unpadded sampler
+  // step together.
   BatchLoader(const Dataset& dataset, const DistributedSampler& sampler, int64_t batch_size, bool drop_last,
-              bool prefetch = true);
+              bool prefetch = true, int64_t epoch_batches = 0);
   ~BatchLoader();  // stops and joins the prefetch thread, also mid-epoch
   BatchLoader(const BatchLoader&) = delete;
   BatchLoader& operator=(const BatchLoader&) = delete;
 
   int64_t batch_size() const { return batch_size_; }
-  // Batches per epoch for this rank: the last partial batch counts unless drop_last.
+  // Batches per epoch for this rank: the last partial batch counts unless drop_last; at least
+  // epoch_batches.
   int64_t num_batches() const;
 
   // Takes the sampler's current order (call sampler.set_epoch first) and starts prefetching.
@@ -46,6 +50,7 @@ class BatchLoader {
   const int64_t batch_size_;
   const bool drop_last_;
   const bool prefetch_;
+  const int64_t epoch_batches_;
 
   std::vector<int64_t> order_;  // this epoch's indices for this rank
   int64_t n_batches_ = 0;       // this epoch

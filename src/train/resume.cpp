@@ -61,10 +61,10 @@ std::string load_newest_good(const ResumePlan& plan, const std::string& run_dir,
   return "";
 }
 
-LoaderPlace place_loader(const TrainerState& st, int64_t B, int dp, int64_t rank_samples, int64_t grad_accum) {
+LoaderPlace place_loader(const TrainerState& st, int64_t B, int dp, int64_t epoch_samples, int64_t grad_accum) {
   const int64_t per_batch = B * dp;
-  const int64_t batches = (rank_samples + B - 1) / B;
-  const bool whole_epoch = st.samples_in_epoch >= rank_samples * dp;
+  const int64_t batches = (epoch_samples + per_batch - 1) / per_batch;  // alike on every rank (unpadded)
+  const bool whole_epoch = st.samples_in_epoch >= epoch_samples;
   LoaderPlace p;
   p.batch_in_epoch = whole_epoch ? batches : st.samples_in_epoch / per_batch;
   const int64_t global_batch = B * dp * grad_accum;

@@ -37,6 +37,6 @@ struct LoaderPlace {
   int64_t batch_in_epoch = 0;
   std::string note;
 };
-LoaderPlace place_loader(const TrainerState& st, int64_t batch_size, int dp, int64_t rank_samples, int64_t grad_accum);
+LoaderPlace place_loader(const TrainerState& st, int64_t batch_size, int dp, int64_t epoch_samples, int64_t grad_accum);
 
 }  // namespace dtrain

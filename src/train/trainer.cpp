@@ -79,7 +79,8 @@ struct Trainer::Impl {
   std::unique_ptr<RunSaver> saver;
   int64_t last_checkpoint_step = -1;  // the step of this run dir's newest checkpoint written by this run
   LoadReport load_report;              // of the checkpoint resumed from
-  int64_t rank_samples = 0;            // training samples per rank and epoch (padded sampler)
+  int64_t rank_samples = 0;            // training samples of this data-parallel rank per epoch (unpadded)
+  int64_t epoch_samples = 0;           // training samples per epoch, all ranks
   std::unique_ptr<JobWatch> watch;     // phases, the trace
   NewNodesWatch new_nodes{world};      // an elastic job's nodes waiting to join
   struct StepFigures {                 // the last step's, for its train record
@@ -148,7 +149,8 @@ struct Trainer::Impl {
                                     shape.tp * shape.pp);
       });
     if (root && t.global_batch > 0) std::printf("%s\n", batch_split.describe(dp).c_str());
-    rank_samples = DistributedSampler(train_set->size(), cfg.data.shuffle, cfg.train.seed, dp, dp_rank).size();
+    epoch_samples = train_set->size();
+    rank_samples = train_sampler().size();
     return shape;
   }
 
@@ -169,7 +171,7 @@ struct Trainer::Impl {
       resume = !ck.empty();
       if (!resume) return true;
       require_same_data(ck, *data, "resume from");
-      const LoaderPlace place = place_loader(st, batch_split.micro_batch, dp, rank_samples, batch_split.accum);
+      const LoaderPlace place = place_loader(st, batch_split.micro_batch, dp, epoch_samples, batch_split.accum);
       // The epoch's loss so far is a sum of loader-batch means: at another split of the same samples
       // it is as many means of the new batches (the epoch line is their mean).
       if (st.batch_in_epoch > 0 && place.batch_in_epoch != st.batch_in_epoch)
@@ -246,7 +248,7 @@ struct Trainer::Impl {
     plan.pp.microbatches = int(cfg.parallel.microbatches);
     plan.pp.split = cfg.pp_split_units();
     plan.pp.unit_costs = cfg.pp_unit_cost_list();
-    plan.pp.batch_rows = {B, rank_samples % B};  // every batch, and the epoch's short last one
+    plan.pp.batch_rows = {B, rank_samples % B, 1};  // every batch, the epoch's short last one, a filler
     auto too_big = [&](const std::string& why) {
       const std::string what = cfg.train.global_batch > 0
                                    ? "train.global_batch's micro-batch of " + std::to_string(B) + " samples per rank"
@@ -329,7 +331,7 @@ struct Trainer::Impl {
     average(&saved.epoch_loss_sum, 1);
     saved.data_parallel = dp;
     saved.global_batch = batch_split.global(dp);
-    saved.samples_in_epoch = std::min(st.batch_in_epoch * batch_split.micro_batch, rank_samples) * dp;
+    saved.samples_in_epoch = std::min(st.batch_in_epoch * batch_split.micro_batch * dp, epoch_samples);
     if (root) saved.logs = {jsonl->bytes(), fs::path(tb->path()).filename().string(), tb->bytes()};
     finish_async_save();  // one save at a time; the one in flight is logged as it lands
     const RunSaver::Checkpoint c = saver->checkpoint(saved);
@@ -393,26 +395,45 @@ struct Trainer::Impl {
     return [this](const BatchView& batch, const StepContext& ctx) { return par->eval_sums(batch, ctx); };
   }
 
-  // Rows of this rank's batch b of the epoch (the last one may be short).
-  int64_t rows_of(const DistributedSampler& sampler, int64_t b) const {
-    return std::min(batch_split.micro_batch, sampler.size() - b * batch_split.micro_batch);
+  // The training samples' order: the epoch's seeded permutation dealt out to the data-parallel ranks
+  // in turn (rank r takes positions r, r + dp, …), unpadded: each sample once per epoch at any size.
+  DistributedSampler train_sampler() const {
+    return DistributedSampler(epoch_samples, cfg.data.shuffle, cfg.train.seed, dp, dp_rank, false, /*pad=*/false);
+  }
+
+  // Loader batches per epoch, alike on every rank: global batch b holds the permutation's positions
+  // [b·B·dp, (b+1)·B·dp), so the epoch's last may be short, and some ranks then hold no sample of it.
+  int64_t global_batches() const {
+    const int64_t per = batch_split.micro_batch * dp;
+    return (epoch_samples + per - 1) / per;
+  }
+
+  // Samples of global batch b of the epoch, all ranks (the last one may be short).
+  int64_t global_rows_of(int64_t b) const {
+    const int64_t per = batch_split.micro_batch * dp;
+    return std::min(per, epoch_samples - b * per);
   }
 
   // One optimizer step's forward and backward over `micro` loader batches, queued on the device.
-  // The sum of the micro-batches' mean losses is read by step_loss() after the optimizer step (no
-  // wait inside the step), unless the micro-batches differ in size (an epoch's last step).
-  void train_step(BatchLoader& loader, const DistributedSampler& sampler, int64_t micro, Batch& batch,
-                    int64_t& rows_done) {
+  // Each rank weighs its rows by the step's global count (dp / rows of the whole step: the data-
+  // parallel mean then makes it the one-process mean, also when an epoch's last step leaves the
+  // ranks unequal shares or none; a filler batch weighs nothing). The step's loss, micro × the mean
+  // over its rows (the sum of its micro-batches' means when they are equal), is read by step_loss()
+  // after the optimizer step (no wait inside the step), unless the micro-batches differ in size (an
+  // epoch's last step: then read per micro-batch, the filler's left out). rows_done: the step's
+  // samples, all ranks.
+  void train_step(BatchLoader& loader, int64_t micro, Batch& batch, int64_t& rows_done) {
     const int64_t T = model->sample_shape().targets;  // rows of the loss per sample
     int64_t step_rows = 0;
     bool uneven = false;
     for (int64_t m = 0; m < micro; ++m) {
-      step_rows += rows_of(sampler, st.batch_in_epoch + m);
-      uneven = uneven || rows_of(sampler, st.batch_in_epoch + m) != rows_of(sampler, st.batch_in_epoch);
+      step_rows += global_rows_of(st.batch_in_epoch + m);
+      uneven = uneven || global_rows_of(st.batch_in_epoch + m) != batch_split.micro_batch * dp;
     }
     par->zero_grad();
     loss_read = 0.0;
     rows_done = 0;
+    int64_t own_rows = 0;  // this rank's samples before the micro-batch
     for (int64_t m = 0; m < micro; ++m) {
       {
         PhaseScope waiting(Phase::data);
@@ -427,19 +448,23 @@ struct Trainer::Impl {
       ctx.step = uint32_t(st.global_step);
       // Row j of rank r's micro-batch m is sample r + dp·(rows before it on this rank) of the
       // step's global batch: the same keys as one rank running the whole batch.
-      ctx.sample_offset = dp_rank + int64_t(dp) * rows_done;
+      ctx.sample_offset = dp_rank + int64_t(dp) * own_rows;
       ctx.sample_stride = dp;
-      ctx.loss_scale = 1.0f / float(step_rows * T);
+      ctx.loss_scale = batch.filler ? 0.0f : float(dp) / float(step_rows * T);
       ctx.precision = precision;
       par->forward_backward(batch.view(), ctx, m == micro - 1);
-      if (uneven) loss_read += par->take_loss() / double(batch.samples * T);
-      rows_done += batch.samples;
+      if (uneven) {  // this rank's share of the step's mean (the data-parallel mean adds the shares up)
+        const double sum = par->take_loss();
+        if (!batch.filler) loss_read += sum * double(dp * micro) / double(step_rows * T);
+      }
+      if (!batch.filler) own_rows += batch.samples;
+      rows_done += global_rows_of(st.batch_in_epoch + m);
     }
     {
       PhaseScope phase(Phase::backward);  // the gradients' last reductions (their waits: comm)
       par->finish_gradients();
     }
-    loss_divisor = uneven ? 0.0 : double(rows_done / micro * T);
+    loss_divisor = uneven ? 0.0 : double(rows_done / micro * T) / double(dp);
   }
 
 
@@ -476,8 +501,8 @@ struct Trainer::Impl {
                           "this rank's " + std::to_string(threads + 3) + " threads (" +
                               std::to_string(thread_stack_bytes() >> 20) + " MiB of stack each) and oneDNN's kernels",
                           "lower train.batch_size (and raise train.grad_accum) or train.threads");
-    DistributedSampler sampler(train_set->size(), cfg.data.shuffle, cfg.train.seed, dp, dp_rank);
-    BatchLoader loader(*train_set, sampler, batch_split.micro_batch, false);
+    DistributedSampler sampler = train_sampler();
+    BatchLoader loader(*train_set, sampler, batch_split.micro_batch, false, true, global_batches());
     const StepPlan plan = plan_steps(loader);
     if (root) print_setup(parts(), plan.per_epoch, threads);
     if (parts().dev.kind() == DeviceKind::cpu) {  // collective
@@ -513,7 +538,7 @@ struct Trainer::Impl {
     char prefix[64];
     std::snprintf(prefix, sizeof prefix, "[%lld/%lld]", (long long)st.epoch + 1, (long long)plan.epochs);
     while (st.global_step < plan.total && st.batch_in_epoch < plan.batches) {
-      step(plan, sampler, loader, batch, clock);
+      step(plan, loader, batch, clock);
       // The step's time ends here; the validation and checkpoint after it count in the next step's.
       watch->end_step(st.global_step);
       if (st.global_step % cfg.train.log_every == 0) log_step();  // before a checkpoint holds the log's length
@@ -543,13 +568,12 @@ struct Trainer::Impl {
 
   // One optimizer step: forward and backward over grad_accum micro-batches, clipping, the update, the
   // step's loss, its metrics.jsonl point.
-  void step(const StepPlan& plan, const DistributedSampler& sampler, BatchLoader& loader, Batch& batch,
-            EpochClock& clock) {
+  void step(const StepPlan& plan, BatchLoader& loader, Batch& batch, EpochClock& clock) {
     const auto t0 = Clock::now();
     dev->timer_start();
     const int64_t micro = std::min(batch_split.accum, plan.batches - st.batch_in_epoch);
     int64_t rows = 0;
-    train_step(loader, sampler, micro, batch, rows);
+    train_step(loader, micro, batch, rows);
     double norm = 0.0;
     float lr = 0.0f;
     {
@@ -564,7 +588,7 @@ struct Trainer::Impl {
     const double loss_sum = step_loss();
     device_seconds += dev->timer_seconds();
     const double dt = seconds_since(t0);
-    const int64_t step_rows = rows * model->sample_shape().targets * dp;
+    const int64_t step_rows = rows * model->sample_shape().targets;  // every rank's
     ++st.global_step;
     st.batch_in_epoch += micro;
     st.epoch_loss_sum += loss_sum;

@@ -44,6 +44,24 @@ worker_pid() {
 # no /usr/share/common-licenses of Debian's, e.g. the GPU machine of scripts/gpu-check.sh)
 if [ -n "${DTRAIN_TEST_DATA:-}" ]; then cp -r "$DTRAIN_TEST_DATA" "$work/data"
 else "$bin/dtrain" data builtin --out "$work/data" >/dev/null; fi
+# epoch_stride T G STEPS: a data.stride for $work/data's train split (windows of T tokens) whose epoch
+# ends within STEPS steps of global batch G (near 3/5 of them, so that steps follow it) with a short
+# last batch of as few samples as can be (1, 2, …: at 4 ranks some hold none of it).
+epoch_stride() {
+  "$py" - "$work/data/meta.txt" "$@" <<'PYEOF'
+import sys
+kv = dict(l.strip().split("=", 1) for l in open(sys.argv[1]) if "=" in l)
+tokens, T, G, steps = int(kv["train_tokens"]), *map(int, sys.argv[2:5])
+best = None
+for s in range(T, tokens):
+    n = (tokens - T - 1) // s + 1
+    per = -(-n // G)
+    if n % G and per <= steps - 3:
+        key = (n % G, abs(per - 3 * steps // 5))
+        best = min(best or (key, s), (key, s))
+sys.exit("no stride makes such an epoch") if best is None else print(best[1])
+PYEOF
+}
 # Layout equivalence (the caller sets the array `common`): `dtrain train` with common and the extra
 # arguments, in one process or as N ranks under dtrun, into the run dir $work/NAME (its output in
 # $work/NAME.out); and two runs' model_final compared within a relative tolerance.

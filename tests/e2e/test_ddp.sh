@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # DDP equivalence: N ranks with per-rank batch B/N (launched by dtrun) end with the same weights as
-# one rank with batch B after 50 steps (f32, dropout on, relative 1e-5), for N = 2 and 4; gradient
+# one rank with batch B after 50 steps (f32, dropout on, relative 1e-5), for N = 2 and 4, across an
+# epoch end whose last step holds one sample (at 4 ranks three step with a filler); gradient
 # accumulation (4 micro-steps of B/4) matches too; per-step losses agree; only rank 0 writes.
 # Weights are compared under SGD with momentum, whose update is linear in the gradient: AdamW
 # turns pure rounding noise (the attention key bias has a zero gradient in exact arithmetic) into
@@ -9,9 +10,9 @@ source "$2/tests/e2e/lib.sh" "$1" "$2" "to compare weights"
 steps=50
 common=(--config "$src/configs/quickstart.toml" --set data.dir="$work/data" --set model.dim=64
   --set model.heads=4 --set model.layers=2 --set model.ff_dim=256 --set model.seq_len=32
-  --set data.stride=32 --set train.max_steps=$steps --set train.log_every=1 --set train.progress=false
+  --set data.stride="$(epoch_stride 32 16 $steps)" --set train.max_steps=$steps --set train.log_every=1 --set train.progress=false
   --set train.eval_max_batches=4 --set train.checkpoint_every=25 --set parallel.bucket_mb=0.5
-  --set optim.name=sgd --set optim.momentum=0.9 --set train.lr=0.05 --set optim.warmup_steps=0)
+  --set optim.name=sgd --set optim.momentum=0.9 --set train.lr=0.02 --set optim.warmup_steps=0)
 run_one single --set train.batch_size=16 --set train.threads=2
 run_ranks ddp2 2 --set train.batch_size=8 --set train.threads=1
 run_ranks ddp4 4 --set train.batch_size=4 --set train.threads=1

@@ -21,8 +21,10 @@ old_lr=$(lr_of "$(ck "$run" 40)")
 cp -r "$run" "$work/straight"
 cp -r "$run" "$work/damaged"
 
-# The new line, uninterrupted (in a copy): from step 10 at another learning rate, to step 400.
-new=(--set train.lr=0.0005 --set train.max_steps=400 --set train.keep_checkpoints=2)
+# The new line, uninterrupted (in a copy): from step 10 at another learning rate, to step 1000 with a
+# checkpoint every 100 (at about 5 ms a step, long enough and far enough apart for the restart below
+# to find its worker running and a checkpoint of the new line in place).
+new=(--set train.lr=0.0005 --set train.max_steps=1000 --set train.checkpoint_every=100 --set train.keep_checkpoints=2)
 "$d" train --resume "$(ck "$work/straight" 10)" "${new[@]}" >"$work/straight.out" 2>&1 ||
   { cat "$work/straight.out"; fail "the uninterrupted new line failed"; }
 grep -q "goes on from step 10: what came after it (checkpoints step_000000020..step_000000040 (3), model_best, model_final, summary.json)" \
@@ -60,9 +62,9 @@ done
 echo "ok  the restart resumed the new line: $(grep -o 'resumed from [^ ]*' "$work/restarted.out" | tail -1)"
 
 # A later --resume RUN continues the new line too.
-"$d" train --resume "$run" --set train.max_steps=410 >"$work/later.out" 2>&1 || { cat "$work/later.out"; fail "--resume RUN failed"; }
-grep -q "resumed from $(ck "$run" 400) (step 400," "$work/later.out" || { cat "$work/later.out"; fail "--resume RUN should continue the new line"; }
-echo "ok  --resume RUN continues the new line from step 400"
+"$d" train --resume "$run" --set train.max_steps=1010 >"$work/later.out" 2>&1 || { cat "$work/later.out"; fail "--resume RUN failed"; }
+grep -q "resumed from $(ck "$run" 1000) (step 1000," "$work/later.out" || { cat "$work/later.out"; fail "--resume RUN should continue the new line"; }
+echo "ok  --resume RUN continues the new line from step 1000"
 
 # Resuming past a damaged newest checkpoint: the damaged one is moved aside (kept), not left as the
 # run dir's newest.

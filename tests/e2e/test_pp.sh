@@ -13,9 +13,9 @@ source "$2/tests/e2e/lib.sh" "$1" "$2" "to compare weights"
 steps=30
 common=(--config "$src/configs/quickstart.toml" --set data.dir="$work/data" --set model.dim=32
   --set model.heads=2 --set model.layers=6 --set model.ff_dim=64 --set model.seq_len=16
-  --set model.activation=gelu --set data.stride=16 --set train.max_steps=$steps --set train.log_every=1 --set train.progress=false
+  --set model.activation=gelu --set data.stride="$(epoch_stride 16 8 $steps)" --set train.max_steps=$steps --set train.log_every=1 --set train.progress=false
   --set train.eval_max_batches=2 --set model.dropout=0.1 --set train.batch_size=8
-  --set optim.name=sgd --set optim.momentum=0.9 --set train.lr=0.05 --set optim.warmup_steps=0)
+  --set optim.name=sgd --set optim.momentum=0.9 --set train.lr=0.05 --set optim.warmup_steps=0 --set train.epochs=0)
 one() { run_one "$1" --set train.threads=2 "${@:2}"; }                      # one process, batch 8
 ranks() { run_ranks "$1" "$2" --set train.threads=1 "${@:3}"; }             # N ranks, one thread each
 pipe() { ranks "$1" "$2" --set parallel.pp="$2" --set parallel.dp_replicate=1 "${@:3}"; }

@@ -3,7 +3,7 @@
 # accumulation), TP 2 × FSDP 2 and TP 2 × DDP 2 (its row-parallel matmuls in 4 row chunks, each
 # chunk's all-reduce beside the next), and TP 2 with its collectives not overlapped
 # (parallel.tp_overlap=false; the others overlap them) each end 50 steps (dropout on, a vocabulary tp does
-# not divide) with the weights of one process with the same global batch under SGD-momentum
+# not divide, across an epoch end with a short last step) with the weights of one process with the same global batch under SGD-momentum
 # (relative 1e-5), and with its validation and test losses; AdamW's loss trajectory agrees within
 # 1e-5, bf16's within bf16 tolerance; a pre-norm tied GELU model with learned positions and clipping
 # agrees under sequence parallel. Checkpoints reshard across tp degrees: TP 2
@@ -14,9 +14,9 @@ source "$2/tests/e2e/lib.sh" "$1" "$2" "to compare weights"
 steps=50
 common=(--config "$src/configs/quickstart.toml" --set data.dir="$work/data" --set model.dim=64
   --set model.heads=4 --set model.layers=2 --set model.ff_dim=256 --set model.seq_len=32
-  --set data.stride=32 --set train.max_steps=$steps --set train.log_every=1 --set train.progress=false
+  --set data.stride="$(epoch_stride 32 16 $steps)" --set train.max_steps=$steps --set train.log_every=1 --set train.progress=false
   --set train.eval_max_batches=4 --set train.checkpoint_every=25 --set model.dropout=0.1
-  --set optim.name=sgd --set optim.momentum=0.9 --set train.lr=0.05 --set optim.warmup_steps=0
+  --set optim.name=sgd --set optim.momentum=0.9 --set train.lr=0.02 --set optim.warmup_steps=0
   --set train.keep_checkpoints=5)
 one() { run_one "$1" --set train.batch_size=16 --set train.threads=2 "${@:2}"; }  # one process, batch 16
 ranks() { run_ranks "$1" "$2" --set train.threads=1 "${@:3}"; }                  # N ranks, one thread each

@@ -167,7 +167,7 @@ TEST(Idx, EachBadFileIsOneLineNamingIt) {
   expect_error([&] { read_idx_images(d / "cut.gz"); }, "is a cut gzip stream");
 
   // Missing: the file, and the names looked for in a folder.
-  expect_error([&] { read_idx_images(d / "nope"); }, "cannot open IDX images file " + d / "nope");
+  expect_error([&] { read_idx_images(d / "nope"); }, "cannot read IDX images file " + d / "nope" + ": no such file");
   fs::remove(path_of(d, "in", 3));
   expect_error([&] { find_idx_files(d / "in"); }, "but no t10k-labels-idx1-ubyte[.gz]");
 }

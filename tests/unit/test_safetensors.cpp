@@ -1,6 +1,7 @@
 // Tests for safetensors read/write (round trip, streaming writer, validation of damaged files) and
 // atomic file and directory replacement.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -420,13 +421,20 @@ TEST(AtomicFile, ReadFileErrors) {
   TempDir dir;
   EXPECT_EQ(error_of([&] { read_file(dir / "missing"); }),
             "cannot read " + (dir / "missing") + ": no such file; check the path");
-  EXPECT_TRUE(contains(error_of([&] { read_file(dir.path().string()); }), "is a directory"));
+  EXPECT_TRUE(contains(error_of([&] { read_file(dir.path().string()); }), "it is a folder, not a regular file"));
+  // A pipe is refused at once (never waited on), a device never read to its (absent) end.
+  ASSERT_EQ(::mkfifo((dir / "pipe").c_str(), 0644), 0);
+  EXPECT_TRUE(contains(error_of([&] { read_file(dir / "pipe"); }), "it is a named pipe (FIFO), not a regular file"));
+  EXPECT_TRUE(contains(error_of([&] { read_file("/dev/zero", 1 << 20, "config"); }),
+                       "cannot read config /dev/zero: it is a device"));
   write_file_atomic(dir / "empty", nullptr, 0);
   EXPECT_EQ(read_file(dir / "empty"), "");
   std::string big(3 << 20, '\0');
   for (size_t i = 0; i < big.size(); ++i) big[i] = char(i * 7);
   write_file_atomic(dir / "big", big);
   EXPECT_EQ(read_file(dir / "big"), big);
+  EXPECT_TRUE(contains(error_of([&] { read_file(dir / "big", 1 << 20, "summary"); }),
+                       "it holds 3 MiB, more than a summary can (1 MiB)"));
 }
 
 TEST(AtomicFile, ReplaceDir) {
