@@ -48,6 +48,14 @@ int64_t dividable_batch(const std::vector<int>& counts, int64_t batch) {
   return (batch + lcm - 1) / lcm * lcm;
 }
 
+// The study's batch, as its settings table shows it: train.global_batch's, else train.batch_size's.
+std::pair<std::string, std::string> batch_setting(int64_t global, int64_t batch, bool strong) {
+  if (global > 0)
+    return {"train.global_batch", std::to_string(global) + (strong ? " (kept at every point)"
+                                                                   : " (at the first point, grown with the workers)")};
+  return {"train.batch_size", std::to_string(batch) + (strong ? " (the global batch, split)" : " (per rank)")};
+}
+
 std::string join(const std::vector<int>& v) {
   std::string s;
   for (int n : v) s += (s.empty() ? "" : ", ") + std::to_string(n);
@@ -189,10 +197,7 @@ void run_scaling_study(const ScalingOptions& o, std::FILE* out) {
                     {"steps per point", std::to_string(o.steps) + " (step time and throughput leave out the warm-up)"},
                     {"threads per rank", std::to_string(o.threads_per_rank)},
                     {"launcher", o.launcher},
-                    global > 0 ? std::pair<std::string, std::string>{"train.global_batch", std::to_string(global) +
-                                     (strong ? " (kept at every point)" : " (at the first point, grown with the workers)")}
-                               : std::pair<std::string, std::string>{"train.batch_size", std::to_string(batch) +
-                                     (strong ? " (the global batch, split)" : " (per rank)")},
+                    batch_setting(global, batch, strong),
                     {"--set", user_sets.empty() ? "–" : user_sets}};
   std::fprintf(out, "scaling study (%s): workers %s; %s batch %lld; %lld steps per point, %d thread%s per rank; in %s\n",
                o.mode.c_str(), join(counts).c_str(), strong || global > 0 ? "global" : "per-rank",

@@ -20,6 +20,20 @@ before=$(ls "$work/alpha")
 cp -r "$work/gamma" "$work/writing" && printf '{"type": "train", "st' >>"$work/writing/metrics.jsonl"
 "$bin/dtrain" report "$work/writing" >/dev/null || fail "an unfinished last line stopped the report"
 
+# A run named with bytes that are not UTF-8 text (0xff, U+FFFE) and an overlay of a language model
+# with a classifier (its train records carry an accuracy): the page stays well-formed, each series
+# says its own unit.
+odd="$work/$(printf 'odd\xff\xef\xbf\xbe')"
+cp -r "$work/gamma" "$odd" && "$bin/dtrain" report "$odd" --out "$work/odd.html" >/dev/null || fail "report of $odd"
+cp -r "$work/gamma" "$work/clf"
+"$py" -c 'import json,sys
+p = sys.argv[1] + "/metrics.jsonl"
+recs = [json.loads(l) for l in open(p)]
+for r in recs:
+    if r.get("type") == "train": r["accuracy"] = 0.5
+open(p, "w").write("".join(json.dumps(r) + "\n" for r in recs))' "$work/clf"
+"$bin/dtrain" report "$work/gamma" "$work/clf" --out "$work/mixed.html" >/dev/null || fail "report of a mixed overlay"
+
 "$py" - "$work" <<'EOF' || fail "the reports (see above)"
 import re, sys, xml.etree.ElementTree as ET
 work = sys.argv[1]
@@ -89,8 +103,15 @@ if len(said) != 1: problems.append(f"gamma: should say once that it has no resou
 w = load(f"{work}/writing/report.html")
 if chart(w, "Loss") is None: problems.append("writing: no loss chart")
 
+load(f"{work}/odd.html")  # strict UTF-8 and XML: a byte or non-character that slipped through fails here
+mixed = chart(load(f"{work}/mixed.html"), "Throughput")
+texts = [text_of(t) for t in mixed.iter("text")] if mixed is not None else []
+for want in ("gamma: tokens/s", "clf: samples/s", "tokens/s (language models), samples/s (classifiers) (all ranks)"):
+    if want not in texts: problems.append(f"mixed overlay: no {want!r} in the throughput chart: {texts}")
+
 if problems: sys.exit("\n".join(problems))
-print(f"ok  report of 1 run ({len(svgs)} charts), of 2 runs overlaid, of a run without resources, of a run writing")
+print(f"ok  report of 1 run ({len(svgs)} charts), of 2 runs overlaid, of a run without resources, of a run writing,"
+      " of a run named with non-UTF-8 bytes, of a language model beside a classifier")
 EOF
 
 mkdir -p "$work/empty"
