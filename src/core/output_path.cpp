@@ -105,7 +105,9 @@ void check_output_folder(const std::string& dir, const std::string& command, con
   const fs::file_status st = fs::status(dir, ec);
   if (fs::exists(st) && !fs::is_directory(st)) throw Error("--out " + dir + " is a file, not a folder" + fix);
   std::string what;
-  const fs::path parent = fs::absolute(dir, ec).lexically_normal().parent_path();
+  fs::path norm = fs::absolute(dir, ec).lexically_normal();
+  if (!norm.has_filename()) norm = norm.parent_path();  // "imported/" names the folder itself
+  const fs::path parent = norm.parent_path();
   if (const std::string around = enclosing_checkpoint_or_run(parent.string(), &what); !around.empty())
     throw Error("--out " + dir + " is inside the " + what + " " + around + ", whose files its writer keeps" + fix);
   if (!fs::exists(st) || empty_folder(dir)) return;

@@ -48,7 +48,8 @@ expect_one_error "a run dir that holds data" "holds prepared data" "$d" train "$
 
 # What a command made, it may make again; an empty folder is free.
 "${import[@]}" --out "$work/imported" >/dev/null
-"${import[@]}" --out "$work/imported" >/dev/null || fail "import over its own earlier import was refused"
+"${import[@]}" --out "$work/imported/" >/dev/null || fail "import over its own earlier import (tab-completed) was refused"
+"$d" ckpt verify "$work/imported" >/dev/null || fail "the import written through imported/ does not verify"
 "$d" ckpt import "$work/w.safetensors" --config "$run/config.json" --out "$work/from_run_config" >/dev/null ||
   fail "ckpt import --config RUN/config.json (a run's config) was refused"
 mkdir "$work/empty" && "$d" data prepare --input "$work/data/text" --out "$work/empty" >/dev/null
