@@ -26,16 +26,14 @@ std::string kind_of_mode(mode_t m) {
   return "not a regular file";
 }
 
-std::string subject(const std::string& path, std::string_view what);
+// "config x.toml" or, for a plain file, "x.toml".
+std::string subject(const std::string& path, std::string_view what) {
+  return what == "file" ? path : std::string(what) + " " + path;
+}
 
 [[noreturn]] void refuse(const std::string& path, std::string_view what, const std::string& kind) {
   throw Error("cannot read " + subject(path, what) + ": it is " + kind +
               ", not a regular file; point it at a regular file");
-}
-
-// "config x.toml" or, for a plain file, "x.toml".
-std::string subject(const std::string& path, std::string_view what) {
-  return what == "file" ? path : std::string(what) + " " + path;
 }
 
 std::string human_size(size_t n) {
