@@ -186,7 +186,11 @@ bool is_image_meta(const std::string& path) {
 }
 
 ImageMeta read_image_meta(const std::string& path) {
-  const Json j = parse_json(read_file(path, kMaxSmallFileBytes, "image meta"), path);
+  return parse_image_meta(read_file(path, kMaxSmallFileBytes, "image meta"), path);
+}
+
+ImageMeta parse_image_meta(const std::string& text, const std::string& path) {
+  const Json j = parse_json(text, path);
   require(j.is_object() && json_get<std::string>(j, "format", path) == "images",
           path + " does not describe image data (\"format\": \"images\")" + kPrepareAgain);
   const int64_t version = json_get<int64_t>(j, "version", path);

@@ -80,6 +80,8 @@ void write_image_meta(const std::string& path, const ImageMeta& meta);
 // Error naming the file, the key and `dtrain data prepare` when it is missing, malformed or not
 // image data's.
 ImageMeta read_image_meta(const std::string& path);
+// The same from meta.json's text, read already (a checkpoint's data.json, checked against its index).
+ImageMeta parse_image_meta(const std::string& text, const std::string& path);
 // True when `path` is a meta.json of image data ("format": "images"); false for anything else.
 bool is_image_meta(const std::string& path);
 

@@ -25,20 +25,20 @@ class TokenSource : public DataSource {
     if (!check_vocab_matches(vocab_path(), {&train_, &valid_, &test_}))
       note_ = "note: " + dir_ + " was prepared by an older dtrain, whose token files hold no checksum of vocab.txt: "
               "prepare it again to have the vocabulary checked";
+    const std::string vocab = read_file(vocab_path());
+    vocab_crc_ = crc32c(vocab.data(), vocab.size());
   }
   const std::string& dir() const override { return dir_; }
   DataFacts facts() const override { return {int64_t(train_.vocab_size())}; }
   std::string vocab_path() const override { return dir_ + "/vocab.txt"; }
   KeptFile kept_file() const override { return {"vocab.txt", vocab_path()}; }
   std::string fingerprint() const override {
-    const std::string vocab = read_file(vocab_path());
-    return "tokens: vocabulary crc32c " + std::to_string(crc32c(vocab.data(), vocab.size())) + " (" +
+    return "tokens: vocabulary crc32c " + std::to_string(vocab_crc_) + " (" +
            std::to_string(train_.vocab_size()) + " words); tokens train " + std::to_string(train_.size()) +
            ", valid " + std::to_string(valid_.size()) + ", test " + std::to_string(test_.size());
   }
-  std::string unlike_kept(const std::string& kept_copy) const override {
-    const std::string here = read_file(vocab_path()), there = read_file(kept_copy);
-    if (crc32c(here.data(), here.size()) == crc32c(there.data(), there.size())) return "";
+  std::string unlike_kept(const std::string& kept_bytes, const std::string&) const override {
+    if (crc32c(kept_bytes.data(), kept_bytes.size()) == vocab_crc_) return "";
     return "another vocabulary than " + vocab_path() + " (" + std::to_string(Vocabulary::load(vocab_path()).size()) +
            " words, but not the same ones)";
   }
@@ -66,6 +66,7 @@ class TokenSource : public DataSource {
 
   std::string dir_, note_;
   TokenFile train_, valid_, test_;
+  uint32_t vocab_crc_ = 0;  // of vocab.txt's bytes: what the ranks compare and checkpoints kept
 };
 
 const std::string kPrepareImages = "`dtrain data fashion-mnist --out DIR` or `dtrain data prepare --format idx "
@@ -101,8 +102,8 @@ class ImageSource : public DataSource {
            norm + "; samples train " + std::to_string(meta_.train) + ", valid " + std::to_string(meta_.valid) +
            ", test " + std::to_string(meta_.test);
   }
-  std::string unlike_kept(const std::string& kept_copy) const override {
-    const ImageMeta then = read_image_meta(kept_copy);
+  std::string unlike_kept(const std::string& kept_bytes, const std::string& kept_path) const override {
+    const ImageMeta then = parse_image_meta(kept_bytes, kept_path);
     auto num = [](double v) {
       char b[32];
       std::snprintf(b, sizeof b, "%.6g", v);

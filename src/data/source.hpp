@@ -42,10 +42,10 @@ class DataSource {
     std::string name, path;
   };
   virtual KeptFile kept_file() const = 0;
-  // Why a model whose checkpoint kept `kept_copy` (a copy of some data's kept_file) would not read
-  // this data as it was trained: another vocabulary; images normalised with another mean or std, or
-  // other classes. "" when it would.
-  virtual std::string unlike_kept(const std::string& kept_copy) const = 0;
+  // Why a model whose checkpoint kept `kept_bytes` (a copy of some data's kept_file, read from
+  // `kept_path`) would not read this data as it was trained: another vocabulary; images normalised
+  // with another mean or std, or other classes. "" when it would.
+  virtual std::string unlike_kept(const std::string& kept_bytes, const std::string& kept_path) const = 0;
   // What identifies the data to the model, in one line that ranks compare (their copies may lie in
   // different folders): the vocabulary's checksum and the split sizes; the images' shape, classes,
   // normalisation and counts. Not a checksum of every token (gigabytes).

@@ -11,8 +11,6 @@
 
 #include "ckpt/chunk_io.hpp"
 #include "core/atomic_file.hpp"
-#include "core/crc32c.hpp"
-#include "data/vocab.hpp"
 #include "models/registry.hpp"
 #include "train/config.hpp"
 
@@ -112,8 +110,8 @@ void require_same_data(const std::string& dir, const DataSource& data, const std
   const CheckpointIndex index = CheckpointIndex::read(dir);
   const auto it = index.files.find(kept);
   if (it == index.files.end() || !it->second.has_crc) return;
-  read_checkpoint_file(dir, kept);  // checked against the index before use
-  const std::string unlike = data.unlike_kept(dir + "/" + kept);
+  const std::string bytes = read_indexed_file(dir, index, kept);  // checked against the index
+  const std::string unlike = data.unlike_kept(bytes, dir + "/" + kept);
   require(unlike.empty(), "checkpoint " + dir + " was trained with " + unlike + ": to " + use + " it, use the data "
                           "it was trained on (its data.dir), or data prepared alike");
 }

@@ -157,8 +157,7 @@ void predict_images(const PredictOptions& o, std::FILE* out) {
   require(std::filesystem::exists(meta_path),
           "checkpoint " + o.checkpoint + " keeps no data.json (the normalisation and class names of its data): use a "
           "checkpoint written by `dtrain train` on image data");
-  read_checkpoint_file(o.checkpoint, "data.json");  // checked against the index before use
-  const ImageMeta meta = read_image_meta(meta_path);
+  const ImageMeta meta = parse_image_meta(read_checkpoint_file(o.checkpoint, "data.json"), meta_path);  // checked
   require(meta.shape.pixels() == sample.inputs, "checkpoint " + o.checkpoint + ": its data.json describes " +
                                                     meta.shape.text() + " images, not the model's input");
   int64_t count = 0;
