@@ -1,11 +1,10 @@
 // Checkpoint chunk files (see chunk_io.hpp).
 #include "ckpt/chunk_io.hpp"
 
-#include <algorithm>
-#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -14,8 +13,8 @@
 #include <set>
 
 #include "core/atomic_file.hpp"
-#include "core/descriptors.hpp"
 #include "core/crc32c.hpp"
+#include "core/input_file.hpp"
 
 namespace dtrain {
 
@@ -79,19 +78,16 @@ class DataFiles {
   int open(const std::string& file) {
     auto it = fds_.find(file);
     if (it != fds_.end()) return it->second;
-    const int fd = ::open(path(file).c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);  // a pipe opens at once
-    if (fd < 0) {
-      const int err = errno;
-      throw_if_out_of_descriptors(err, "cannot open " + path(file));  // not damage: this process's limit
-      throw CheckpointDamaged(path(file) + ": cannot open (" + std::strerror(err) + "): the checkpoint is incomplete");
+    int fd = -1;
+    try {
+      fd = open_regular_file(path(file));  // a pipe or a device is refused, never waited on or read
+    } catch (const ResourceExhausted&) {
+      throw;  // not damage: this process's limit
+    } catch (const Error& e) {
+      throw CheckpointDamaged(std::string(e.what()) + " (a file of the checkpoint: it is incomplete or damaged)");
     }
     struct stat sb {};
-    if (::fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-      ::close(fd);
-      throw CheckpointDamaged(path(file) + " is not a regular file (a pipe, a device or a folder): the checkpoint "
-                              "is damaged; restore the file or use another checkpoint");
-    }
-    ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    ::fstat(fd, &sb);
     const FileRecord& rec = index_.files.at(file);
     if (int64_t(sb.st_size) != rec.bytes) {
       ::close(fd);
