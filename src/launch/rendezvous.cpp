@@ -36,10 +36,6 @@ std::vector<int64_t> parse_ids(const std::string& text) {
   return ids;
 }
 
-}  // namespace
-
-namespace {
-
 // What every agent of a job must share with the host: the heartbeat rule (the host judges each
 // node's silence by its own), and for an elastic job's joiners the workers per node and the worker
 // command, whose files (a config) count by their content: a node started otherwise would make a

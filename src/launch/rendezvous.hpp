@@ -74,6 +74,7 @@ class Rendezvous {
   Outcome decide(int round);                // host
   Outcome await(int round);                 // the others
   Outcome outcome_of(int round, const std::string& members_text);
+  void take_host_terms(const std::string& name);  // the others: adopt the host's terms, or refuse to join
 
   std::shared_ptr<Store> store_;
   const LaunchOptions& o_;
@@ -88,8 +89,6 @@ class Rendezvous {
   std::vector<Joiner> previous_;       // host: the last round's members
   int keep_alive_s_ = 5;               // the host's heartbeat interval, which every agent keeps
   int64_t turned_away_seen_ = 0;       // host: refusals said so far
-  void take_host_terms(const std::string& name);  // the others: adopt the host's terms, or refuse to join
-
 };
 
 }  // namespace dtrain

@@ -318,8 +318,6 @@ struct Trainer::Impl {
     if (dp > 1) world.all().allreduce(v, n, ReduceOp::avg);
   }
 
-  std::string vocab_path() const { return data->vocab_path(); }
-
   // A resume checkpoint of the current step under RUN/checkpoints (RunSaver), logged. Every rank
   // takes part. In an elastic job with nodes waiting to join, every rank then stops
   // (StopForNewNodes) unless the run ends here anyway (last).
@@ -427,12 +425,13 @@ struct Trainer::Impl {
     int64_t step_rows = 0;
     bool uneven = false;
     for (int64_t m = 0; m < micro; ++m) {
-      step_rows += global_rows_of(st.batch_in_epoch + m);
-      uneven = uneven || global_rows_of(st.batch_in_epoch + m) != batch_split.micro_batch * dp;
+      const int64_t rows = global_rows_of(st.batch_in_epoch + m);
+      step_rows += rows;
+      uneven = uneven || rows != batch_split.micro_batch * dp;
     }
+    rows_done = step_rows;
     par->zero_grad();
     loss_read = 0.0;
-    rows_done = 0;
     int64_t own_rows = 0;  // this rank's samples before the micro-batch
     for (int64_t m = 0; m < micro; ++m) {
       {
@@ -458,15 +457,13 @@ struct Trainer::Impl {
         if (!batch.filler) loss_read += sum * double(dp * micro) / double(step_rows * T);
       }
       if (!batch.filler) own_rows += batch.samples;
-      rows_done += global_rows_of(st.batch_in_epoch + m);
     }
     {
       PhaseScope phase(Phase::backward);  // the gradients' last reductions (their waits: comm)
       par->finish_gradients();
     }
-    loss_divisor = uneven ? 0.0 : double(rows_done / micro * T) / double(dp);
+    loss_divisor = uneven ? 0.0 : double(batch_split.micro_batch * T);  // each micro-batch's rows on this rank
   }
-
 
   double step_loss() {
     const double loss = loss_divisor > 0 ? loss_read + par->take_loss() / loss_divisor : loss_read;
