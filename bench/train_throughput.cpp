@@ -106,8 +106,7 @@ int main(int argc, char** argv) {
     kind.validate(cfg.model, true);
 
     omp_set_num_threads(int(threads));
-    const dtrain::Precision precision =
-        cfg.train.precision == "bf16" ? dtrain::Precision::bf16 : dtrain::Precision::f32;
+    const dtrain::Precision precision = cfg.train.compute_precision();
     if (profile) setenv("DTRAIN_CUDA_PROFILE", "1", 1);  // read when the device is made
     auto dev = dtrain::make_device(device_name, 0);
     const int64_t B = cfg.train.batch_size;

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "core/json.hpp"
 #include "nn/model_kind.hpp"
 
 namespace dtrain {
@@ -14,5 +15,11 @@ const std::vector<const ModelKind*>& model_kinds();
 const ModelKind& model_kind(const std::string& name);
 // The kind of a model config.
 inline const ModelKind& kind_of(const ModelConfig& c) { return model_kind(c.kind); }
+
+// The model section as JSON (stored in checkpoints; resume checks it), every key of its kind
+// filled in, and back: each value read by its kind's table. Errors name `source`, where j was read
+// from (a section without "kind" is from before kinds existed: a transformer).
+Json model_to_json(const ModelConfig& m);
+ModelConfig model_from_json(const Json& j, const std::string& source = "checkpoint");
 
 }  // namespace dtrain

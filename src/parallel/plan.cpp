@@ -167,6 +167,18 @@ void ParallelModel::set_sync(bool on) {
   if (fsdp_) fsdp_->set_sync(on);
 }
 
+StepContext ParallelModel::training_context(const StepContext& base, int64_t rows, int64_t before,
+                                            int64_t step_rows, bool filler) const {
+  const int dp = mesh_.shape().dp();
+  StepContext ctx = base;
+  ctx.B = rows;
+  ctx.training = true;
+  ctx.sample_offset = mesh_.coord().dp_index(mesh_.shape()) + int64_t(dp) * before;
+  ctx.sample_stride = dp;
+  ctx.loss_scale = filler ? 0.0f : float(dp) / float(step_rows * ctx.T);
+  return ctx;
+}
+
 void ParallelModel::forward_backward(const BatchView& batch, const StepContext& ctx, bool last_micro_step) {
   if (!pipeline_) {
     set_sync(last_micro_step);

@@ -95,6 +95,15 @@ class ParallelModel {
   TensorParallelRegions* tp_regions() { return regions_.get(); }  // tp > 1
   PipelineEngine* pipeline() { return pipeline_.get(); }          // pp > 1
 
+  // The context of a training micro-step over `rows` samples of this rank, `before` of its samples
+  // ahead of them in the optimizer step, which takes step_rows samples over all ranks; `base` gives
+  // the rest (dropout, seed, step, precision). Row j's dropout keys are those of sample
+  // dp_rank + dp·(before + j) of the step's global batch, as one rank running the whole batch draws
+  // them; each row of the loss weighs dp / (step_rows · T), so that the data-parallel mean of the
+  // gradients is the one-process mean, also when an epoch's last step leaves the ranks unequal
+  // shares or none; a filler batch (no samples of its own) weighs nothing.
+  StepContext training_context(const StepContext& base, int64_t rows, int64_t before, int64_t step_rows,
+                               bool filler) const;
   // One micro-step of training over a batch [ctx.B * ctx.T]: one pass of the model or, pipelined,
   // the schedule over its micro-batches. Gradients accumulate; last_micro_step: the optimizer
   // step's last, after which finish_gradients() follows.

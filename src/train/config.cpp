@@ -426,16 +426,13 @@ Json RunConfig::to_json() const {
   return out;
 }
 
-Json model_to_json(const ModelConfig& m) { return kind_of(m).complete(m); }
-
-ModelConfig model_from_json(const Json& j, const std::string& source) {
-  require(j.is_object(), source + " is a JSON " + j.type_name() +
-                             ", expected an object such as {\"dim\": 128}; use a dtrain checkpoint");
-  RunConfig c;
-  if (j.contains("kind")) c.set("model.kind", json_config_text(j["kind"]), source);  // (none: the first kind, transformer)
-  for (const auto& [name, v] : j.items())
-    if (name != "kind") c.set("model." + name, json_config_text(v), source);
-  return c.model;
+void RunConfig::apply_json(const Json& j, const std::string& path) {
+  require(j.is_object(), path + " is a JSON " + j.type_name() + ", expected {\"train\": {...}, ...}; fix the JSON text");
+  for (const auto& [section, obj] : j.items()) {
+    require(obj.is_object(), path + ": \"" + section + "\" is a JSON " + obj.type_name() +
+                                 ", expected an object of keys; fix the JSON text");
+    for (const auto& [name, v] : obj.items()) set(section + "." + name, json_config_text(v), path);
+  }
 }
 
 }  // namespace dtrain
@@ -454,6 +451,17 @@ std::pair<int64_t, int64_t> TrainConfig::trace_range() const {
   require(a >= 1 && b >= a, "train.trace_steps = \"" + trace_steps +
                                 "\" is not a range of steps: give \"A:B\" with 1 <= A <= B (e.g. \"10:12\"), or \"\" for all");
   return {a, b};
+}
+
+Precision parse_precision(const std::string& text, const std::string& what) {
+  require(text == "f32" || text == "bf16", what + " " + text + ": use f32 or bf16");
+  return text == "bf16" ? Precision::bf16 : Precision::f32;
+}
+
+Precision TrainConfig::compute_precision() const { return parse_precision(precision, "train.precision ="); }
+
+Recompute TrainConfig::recompute_mode() const {
+  return recompute == "full" ? Recompute::full : recompute == "selective" ? Recompute::selective : Recompute::none;
 }
 
 }  // namespace dtrain

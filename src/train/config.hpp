@@ -11,6 +11,9 @@
 
 namespace dtrain {
 
+// "f32" or "bf16" (`what` names where it was given); Error naming the choices otherwise.
+Precision parse_precision(const std::string& text, const std::string& what);
+
 struct DataConfig {
   std::string dir = "data/builtin";  // a prepared folder (vocab.txt, train.bin, …)
   int64_t stride = 1;                // training windows start every `stride` tokens
@@ -55,6 +58,8 @@ struct TrainConfig {
   double peak_tflops = 0.0;
   // trace_steps parsed: the first and last step traced (1-based; last 0 = to the end); Error if malformed
   std::pair<int64_t, int64_t> trace_range() const;
+  Precision compute_precision() const;  // train.precision, as the kernels take it
+  Recompute recompute_mode() const;     // train.recompute, as the model plans it
 };
 
 struct ParallelConfig {
@@ -103,6 +108,9 @@ struct RunConfig {
   // Applies `key=value` (e.g. "train.lr=0.001"); Error for unknown keys or bad values.
   void set(const std::string& key, const std::string& value, const std::string& origin = "--set");
   void load_toml(const std::string& path);
+  // {"section": {"key": value, ...}, ...} (a run's config.json, or trainer.json's "config") read
+  // from `source`: each value set as its text.
+  void apply_json(const Json& j, const std::string& source);
   void validate() const;  // everything but model.vocab_size, which comes from the data
   std::vector<int> pp_split_units() const;  // parallel.pp_split parsed (empty: balanced); Error if malformed
   std::vector<double> pp_unit_cost_list() const;  // parallel.pp_unit_costs parsed (empty: FLOPs); Error if malformed
@@ -112,9 +120,5 @@ struct RunConfig {
   static std::string describe_keys();
 };
 
-// The model section as JSON (stored in checkpoints; resume checks it) and back; Errors name
-// `source`, where j was read from.
-Json model_to_json(const ModelConfig& m);
-ModelConfig model_from_json(const Json& j, const std::string& source = "checkpoint");
 
 }  // namespace dtrain

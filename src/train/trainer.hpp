@@ -6,7 +6,7 @@
 #include <string>
 
 #include "comm/world.hpp"
-#include "train/checkpoint.hpp"
+#include "train/checkpoint/checkpoint.hpp"
 #include "train/evaluate.hpp"
 #include "train/config.hpp"
 #include "train/threads.hpp"

@@ -13,8 +13,8 @@
 #include "comm/world.hpp"
 #include "core/atomic_file.hpp"
 #include "models/transformer/kind.hpp"
-#include "train/checkpoint.hpp"
-#include "train/checkpoint_writer.hpp"
+#include "train/checkpoint/checkpoint.hpp"
+#include "train/checkpoint/checkpoint_writer.hpp"
 #include "train/config.hpp"
 
 using namespace dtrain;

@@ -1,0 +1,40 @@
+// Checkpointer (see checkpointer.hpp).
+#include "train/checkpoint/checkpointer.hpp"
+
+#include <algorithm>
+
+#include "core/phase_clock.hpp"
+
+namespace dtrain {
+
+void Checkpointer::save(const TrainerState& state, bool last) {
+  PhaseScope phase(Phase::checkpoint);
+  // The epoch's loss so far is saved averaged over the ranks: a resumed run, at any size, then
+  // prints the epoch loss the uninterrupted run would have.
+  TrainerState saved = state;
+  const int dp = shape_.dp;
+  if (dp > 1) world_.all().allreduce(&saved.epoch_loss_sum, 1, ReduceOp::avg);
+  saved.data_parallel = dp;
+  saved.global_batch = shape_.split.global(dp);
+  saved.samples_in_epoch = std::min(state.batch_in_epoch * shape_.split.micro_batch * dp, shape_.epoch_samples);
+  if (log_.is_open()) saved.logs = log_.marks();
+  finish_background();  // one save at a time; the one in flight is logged as it lands
+  const RunSaver::Checkpoint c = saver_.checkpoint(saved);
+  last_step_ = state.global_step;
+  log_.checkpoint(state.global_step, c.sharded, c.async, c.report.bytes, c.report.stall_seconds);
+  if (last || !new_nodes_.asked()) return;
+  finish_background();                       // the checkpoint the job goes on from is whole on disk
+  throw StopForNewNodes(state.global_step);  // dtrun restarts the job with the nodes that wait to join
+}
+
+void Checkpointer::weights(const std::string& name, const TrainerState& state) {
+  finish_background();
+  saver_.weights(name, state);
+}
+
+void Checkpointer::finish_background() {
+  const auto [step, seconds] = saver_.finish_background();
+  if (step >= 0) log_.checkpoint_written(step, seconds);
+}
+
+}  // namespace dtrain

@@ -1,0 +1,45 @@
+// `dtrain train`: a run from a config, or resumed (--resume: resume_target), on this process's World.
+#include <cstdio>
+
+#include "comm/world.hpp"
+#include "train/checkpoint/resume.hpp"
+#include "train/commands/commands.hpp"
+#include "train/device_setup.hpp"
+#include "train/threads.hpp"
+#include "train/trainer.hpp"
+
+namespace dtrain {
+
+int train_command(int argc, char** argv) {
+  CommandArgs a = parse_command_args(argc, argv, 2, {}, {"config", "set", "run-dir", "resume"});
+  RunConfig cfg;
+  const std::string resume = a.get("resume");
+  std::string run_dir = a.get("run-dir"), checkpoint;
+  const DistEnv env = detect_env();
+  if (!resume.empty()) {  // a run dir, a checkpoint folder, or (dtrun's restart) its run's checkpoint
+    const ResumeTarget target = resume_target(resume, run_dir, env.restart_count > 0);
+    cfg.apply_json(target.config, target.config_source);
+    run_dir = target.run_dir;
+    checkpoint = target.checkpoint;
+  } else {
+    same_on_every_rank([&] { cfg.load_toml(a.need("config")); });
+  }
+  same_on_every_rank([&] {
+    apply_sets(cfg, a);
+    cfg.validate();
+  });
+  if (run_dir.empty()) run_dir = "runs/latest";
+  same_on_every_rank([&] { configure_threads(cfg.train.threads); });  // before anything runs in parallel
+  const CommBackend backend =
+      same_on_every_rank([&] { return choose_comm_backend(cfg.parallel.backend, runs_on_gpu(cfg.train), env); });
+  World world(env, Millis(cfg.parallel.timeout_s * 1000), backend);
+  Trainer t(cfg, run_dir, !resume.empty(), world, checkpoint);
+  t.run();
+  world.shutdown();
+  if (world.rank() == 0)
+    std::printf("run dir: %s (metrics.jsonl, summary.json, model_best/, model_final/, checkpoints/)\n",
+                run_dir.c_str());
+  return 0;
+}
+
+}  // namespace dtrain
