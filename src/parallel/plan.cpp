@@ -169,7 +169,7 @@ void ParallelModel::set_sync(bool on) {
 
 StepContext ParallelModel::training_context(const StepContext& base, int64_t rows, int64_t before,
                                             int64_t step_rows, bool filler) const {
-  const int dp = mesh_.shape().dp();
+  const int dp = data_parallel();
   StepContext ctx = base;
   ctx.B = rows;
   ctx.training = true;

@@ -94,6 +94,7 @@ class ParallelModel {
   DataParallel* ddp() { return ddp_.get(); }                      // replicated data parallel
   TensorParallelRegions* tp_regions() { return regions_.get(); }  // tp > 1
   PipelineEngine* pipeline() { return pipeline_.get(); }          // pp > 1
+  int data_parallel() const { return mesh_.shape().dp(); }        // ranks that split the batch
 
   // The context of a training micro-step over `rows` samples of this rank, `before` of its samples
   // ahead of them in the optimizer step, which takes step_rows samples over all ranks; `base` gives

@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstdio>
 
 #include "core/atomic_file.hpp"
@@ -17,6 +16,7 @@
 #include "metrics/progress.hpp"
 #include "train/report/memory_account.hpp"
 #include "train/setup.hpp"
+#include "train/train_step.hpp"
 
 namespace dtrain {
 
@@ -55,7 +55,6 @@ struct Trainer::Impl {
   TrainingParts run;  // what setup built: data, device, mesh, model, start point, run dir, log
   TrainerState& state;
   ParallelModel& parallel;
-  Optimizer& opt;
   RunLog& log;
   double device_seconds = 0.0;  // step time on the device's clock
 
@@ -63,59 +62,32 @@ struct Trainer::Impl {
       : run(std::move(cfg), std::move(dir), resume, from, world),
         state(run.state),
         parallel(*run.parallel),
-        opt(parallel.optimizer()),
         log(*run.log) {}
 
-  // One optimizer step over the next grad_accum loader batches (fewer at an epoch's end).
+  // One optimizer step over the next grad_accum loader batches (fewer at an epoch's end): the math is
+  // train_step's; here what the step is made of, and its time.
   StepDone step(const StepPlan& plan, BatchLoader& loader, Batch& batch) {
     const auto t0 = Clock::now();
     run.dev->timer_start();
-    const int64_t micro = std::min(run.batch_split.accum, plan.batches - state.batch_in_epoch);
     const int64_t T = parallel.model().sample_shape().targets;  // rows of the loss per sample
+    StepSpec spec;
+    spec.base = context_base(T);
+    spec.step = state.global_step;
+    spec.total_steps = plan.total;
+    spec.micro = std::min(run.batch_split.accum, plan.batches - state.batch_in_epoch);
     // the step's samples over all ranks (an epoch's last step may have micro-batches of other sizes)
-    const auto [step_rows, uneven] = run.samples_of_batches(state.batch_in_epoch, micro);
-    // forward and backward over each micro-batch, the gradients accumulating; each row of the loss
-    // weighs dp / (step_rows · T), so the data-parallel mean is the one-process mean (training_context)
-    parallel.zero_grad();
-    double uneven_loss = 0.0;  // uneven: this rank's share of the step's mean, read per micro-batch
-    int64_t own_rows = 0;      // this rank's samples ahead of the micro-batch
-    for (int64_t m = 0; m < micro; ++m) {
-      {
-        PhaseScope waiting(Phase::data);
-        require(loader.next(batch), "internal: the loader ran out of batches mid-step");
-      }
-      const StepContext ctx =
-          parallel.training_context(context_base(T), batch.samples, own_rows, step_rows, batch.filler);
-      parallel.forward_backward(batch.view(), ctx, m == micro - 1);
-      if (uneven) {  // the data-parallel mean adds the shares up; a filler batch's loss is left out
-        const double sum = parallel.take_loss();
-        if (!batch.filler) uneven_loss += sum * double(run.dp * micro) / double(step_rows * T);
-      }
-      if (!batch.filler) own_rows += batch.samples;
-    }
-    {
-      PhaseScope phase(Phase::backward);  // the gradients' last reductions (their waits: comm)
-      parallel.finish_gradients();
-    }
-    // clip the gradient to optim.grad_clip by its global norm, then the update at this step's rate
-    double norm = 0.0;
-    float lr = 0.0f;
-    {
-      PhaseScope phase(Phase::optimizer);
-      if (run.cfg.optim.grad_clip > 0) {
-        norm = parallel.grad_norm();
-        if (norm > run.cfg.optim.grad_clip) opt.scale_grads(float(run.cfg.optim.grad_clip / (norm + 1e-6)));
-      }
-      lr = opt.lr_at(state.global_step, plan.total);
-      opt.step(lr);
-    }
-    // the step's loss (micro × the mean over its rows), read only now: no wait inside the step
-    const double loss_sum =
-        uneven ? uneven_loss : uneven_loss + parallel.take_loss() / double(run.batch_split.micro_batch * T);
-    require(std::isfinite(loss_sum), "training diverged at step " + std::to_string(state.global_step) +
-                                         " (loss is not finite): lower train.lr or set optim.grad_clip");
+    const auto [samples, uneven] = run.samples_of_batches(state.batch_in_epoch, spec.micro);
+    spec.samples = samples;
+    spec.uneven = uneven;
+    spec.micro_batch = run.batch_split.micro_batch;
+    spec.grad_clip = run.cfg.optim.grad_clip;
+    const StepResult r = train_step(parallel, spec, [&]() -> Batch& {
+      PhaseScope waiting(Phase::data);
+      require(loader.next(batch), "internal: the loader ran out of batches mid-step");
+      return batch;
+    });
     device_seconds += run.dev->timer_seconds();
-    return {micro, step_rows * T, loss_sum, seconds_since(t0), {loss_sum / double(micro), norm, lr}};
+    return {spec.micro, samples * T, r.loss_sum, seconds_since(t0), {r.loss_sum / double(spec.micro), r.norm, r.lr}};
   }
 
   // What every micro-step of the current step shares (the rest: ParallelModel::training_context).
