@@ -45,7 +45,7 @@ class Optimizer {
   double grad_sumsq();
   // Bytes of optimizer state (momentum, second moments) this optimizer allocated.
   int64_t state_bytes() const;
-  // Scales gradients so their global norm is at most max_norm; returns the norm before.
+  // Multiplies every gradient by `factor` (a clip: the largest norm over the global norm).
   void scale_grads(float factor);
   // One update with learning rate lr.
   void step(float lr);

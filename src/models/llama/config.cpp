@@ -3,6 +3,7 @@
 
 #include "core/error.hpp"
 #include "models/model_kinds.hpp"
+#include "models/tp_checks.hpp"
 
 namespace dtrain {
 
@@ -56,16 +57,12 @@ void LlamaConfig::validate(bool vocab_known) const {
 
 void LlamaConfig::validate_tensor_parallel(int slices, bool sequence) const {
   if (slices == 1) return;
-  const std::string tp = "parallel.tp = " + std::to_string(slices);
-  auto divides = [&](const char* what, int64_t v, const char* fix) {
-    require(v % slices == 0, tp + " does not divide " + what + " = " + std::to_string(v) + ": " + fix);
-  };
-  divides("model.heads", heads, "choose a tp that divides the number of heads (each rank owns whole heads)");
-  divides("model.kv_heads", kv(), "choose a tp that divides the key/value heads (each rank owns whole groups)");
-  divides("the feed-forward width (model.ff_dim)", ff(), "choose a tp that divides it");
-  if (sequence)
-    divides("model.seq_len", seq_len, "sequence parallel splits each sample's positions: choose a tp that divides "
-                                      "seq_len, or set parallel.tp_sequence=false");
+  require_tp_divides(slices, "model.heads", heads,
+                     "choose a tp that divides the number of heads (each rank owns whole heads)");
+  require_tp_divides(slices, "model.kv_heads", kv(),
+                     "choose a tp that divides the key/value heads (each rank owns whole groups)");
+  require_tp_divides(slices, "the feed-forward width (model.ff_dim)", ff(), "choose a tp that divides it");
+  if (sequence) require_tp_divides_seq_len(slices, seq_len);
 }
 
 }  // namespace dtrain

@@ -33,7 +33,8 @@ class LlamaKind : public LanguageModelKind<LlamaConfig> {
     return "a Llama-style decoder: RMSNorm, rotary positions, grouped-query attention, SwiGLU, no biases";
   }
   const ConfigKeyTable<LlamaConfig>& table() const override { return llama_keys(); }
-  std::string embedding_name() const override { return "model.embed_tokens.weight"; }
+  // the name its units give the table (lm_shape), so that the two cannot drift apart
+  std::string embedding_name() const override { return lm_shape(LlamaConfig{}).table; }
   std::string describe(const ModelConfig& c) const override {
     const LlamaConfig t = llama_config(c);
     return "vocab " + std::to_string(t.vocab_size) + ", " + std::to_string(t.layers) + " layers, d " +

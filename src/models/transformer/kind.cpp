@@ -55,7 +55,8 @@ class TransformerKind : public LanguageModelKind<TransformerConfig> {
     return "a Transformer language model: the course's post-norm encoder-style model, or GPT-2-style pre-norm";
   }
   const ConfigKeyTable<TransformerConfig>& table() const override { return transformer_keys(); }
-  std::string embedding_name() const override { return "embed.weight"; }
+  // the name its units give the table (lm_shape), so that the two cannot drift apart
+  std::string embedding_name() const override { return lm_shape(TransformerConfig{}).table; }
   std::string describe(const ModelConfig& c) const override {
     const TransformerConfig t = transformer_config(c);
     return "vocab " + std::to_string(t.vocab_size) + ", " + std::to_string(t.layers) + " layers, d " +
