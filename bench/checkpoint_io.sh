@@ -9,20 +9,14 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 bin=$here/../build/bin ranks="1 2 4" base=${TMPDIR:-/tmp}
-while [ $# -gt 0 ]; do
-  case $1 in
-    --bin) bin=$2; shift 2 ;;
-    --ranks) ranks=$2; shift 2 ;;
-    --dir) base=$2; shift 2 ;;
-    *) echo "unknown option $1 (see the header of $0)" >&2; exit 2 ;;
-  esac
-done
-work=$(mktemp -d -p "$base"); trap 'rm -rf "$work"' EXIT
-"$bin/dtrain" data builtin --out "$work/data" >/dev/null
+source "$here/lib.sh"
+bench_options "--ranks ranks --dir base" "$@"
+bench_work -p "$base"
+bench_data
 common=(--config "$here/../configs/quickstart.toml" --set data.dir="$work/data" --set model.dim=768
   --set model.heads=12 --set model.layers=12 --set model.ff_dim=3072 --set model.seq_len=128 --set data.stride=128
-  --set train.batch_size=1 --set train.epochs=0 --set train.eval_max_batches=1 --set train.progress=false
-  --set train.log_every=1000 --set train.threads=1 --set optim.warmup_steps=0 --set train.keep_checkpoints=1)
+  --set train.batch_size=1 "${bench_quiet[@]}"
+  --set train.threads=1 --set optim.warmup_steps=0 --set train.keep_checkpoints=1)
 run() {  # $1 = name, $2 = ranks, then arguments
   local name=$1 n=$2; shift 2
   OMP_NUM_THREADS=1 "$bin/dtrun" --standalone --nproc-per-node "$n" --no-tag "$bin/dtrain" train "$@" \

@@ -7,24 +7,13 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 bin=$here/../build/bin preset=$here/../configs/bench-large.toml batch=8 steps=40 rounds=2 buckets=() sets=()
-while [ $# -gt 0 ]; do
-  case $1 in
-    --bin) bin=$2; shift 2 ;;
-    --preset) preset=$2; shift 2 ;;
-    --batch) batch=$2; shift 2 ;;
-    --steps) steps=$2; shift 2 ;;
-    --rounds) rounds=$2; shift 2 ;;
-    --bucket-mb) buckets+=("$2"); shift 2 ;;
-    --set) sets+=(--set "$2"); shift 2 ;;
-    *) echo "unknown option $1 (see the header of $0)" >&2; exit 2 ;;
-  esac
-done
+source "$here/lib.sh"
+bench_options "--preset preset --batch batch --steps steps --rounds rounds --bucket-mb buckets+ --set sets+" "$@"
 [ ${#buckets[@]} -gt 0 ] || buckets=(0 25)  # 0: dtrain's automatic size
-work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
-"$bin/dtrain" data builtin --out "$work/data" >/dev/null
+bench_work
+bench_data
 common=(--config "$preset" --set data.dir="$work/data" --set train.batch_size="$batch" --set train.threads=1
-  --set train.max_steps="$steps" --set train.epochs=0 --set train.eval_max_batches=1 --set train.progress=false
-  --set train.log_every=1000 "${sets[@]}")
+  --set train.max_steps="$steps" "${bench_quiet[@]}" "${sets[@]}")
 field() { /usr/bin/python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$1" "$2"; }
 # milliseconds per optimizer step of a finished run
 step_ms() { /usr/bin/python3 -c "import json,sys; s=json.load(open(sys.argv[1])); print(1000*s['train_tokens']/s['steps']/s['train_tokens_per_s'])" "$1"; }

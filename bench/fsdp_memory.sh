@@ -8,22 +8,14 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 bin=$here/../build/bin batch=2 steps=4 ranks="1 2 4" sets=()
-while [ $# -gt 0 ]; do
-  case $1 in
-    --bin) bin=$2; shift 2 ;;
-    --batch) batch=$2; shift 2 ;;
-    --steps) steps=$2; shift 2 ;;
-    --ranks) ranks=$2; shift 2 ;;
-    --set) sets+=(--set "$2"); shift 2 ;;
-    *) echo "unknown option $1 (see the header of $0)" >&2; exit 2 ;;
-  esac
-done
-work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
-"$bin/dtrain" data builtin --out "$work/data" >/dev/null
+source "$here/lib.sh"
+bench_options "--batch batch --steps steps --ranks ranks --set sets+" "$@"
+bench_work
+bench_data
 common=(--config "$here/../configs/quickstart.toml" --set data.dir="$work/data" --set model.dim=768
   --set model.heads=12 --set model.layers=12 --set model.ff_dim=3072 --set model.seq_len=128 --set data.stride=128
-  --set train.batch_size="$batch" --set train.max_steps="$steps" --set train.epochs=0 --set train.eval_max_batches=1
-  --set train.progress=false --set train.log_every=1000 --set train.threads=1 --set optim.warmup_steps=0 "${sets[@]}")
+  --set train.batch_size="$batch" --set train.max_steps="$steps" "${bench_quiet[@]}"
+  --set train.threads=1 --set optim.warmup_steps=0 "${sets[@]}")
 run() {  # $1 = name, $2 = ranks, then extra settings
   local name=$1 n=$2; shift 2
   if [ "$n" -eq 1 ]; then

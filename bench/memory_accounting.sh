@@ -13,20 +13,11 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 bin=$here/../build/bin data= batch=2 steps=4 layouts="ddp1 ddp2 fsdp2 tp2 pp2" sets=()
-while [ $# -gt 0 ]; do
-  case $1 in
-    --bin) bin=$2; shift 2 ;;
-    --data) data=$2; shift 2 ;;
-    --batch) batch=$2; shift 2 ;;
-    --steps) steps=$2; shift 2 ;;
-    --layouts) layouts=$2; shift 2 ;;
-    --set) sets+=(--set "$2"); shift 2 ;;
-    *) echo "unknown option $1 (see the header of $0)" >&2; exit 2 ;;
-  esac
-done
+source "$here/lib.sh"
+bench_options "--data data --batch batch --steps steps --layouts layouts --set sets+" "$@"
 case " $layouts " in *" ddp2 "*) ;; *) echo "--layouts must include ddp2 (the reference peak)" >&2; exit 2 ;; esac
-work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
-if [ -z "$data" ]; then data=$work/data; "$bin/dtrain" data builtin --out "$data" >/dev/null; fi
+bench_work
+if [ -z "$data" ]; then data=$work/data; bench_data "$data"; fi
 common=(--config "$here/../configs/quickstart.toml" --set data.dir="$data" --set model.dim=512
   --set model.heads=8 --set model.layers=8 --set model.ff_dim=2048 --set model.seq_len=128 --set data.stride=128
   --set train.batch_size="$batch" --set train.max_steps="$steps" --set train.epochs=0 --set train.eval_max_batches=1

@@ -13,20 +13,11 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 bin=$here/../build/bin pp=2 micro=8 steps=8 keep="" sets=()
-while [ $# -gt 0 ]; do
-  case $1 in
-    --bin) bin=$2; shift 2 ;;
-    --pp) pp=$2; shift 2 ;;
-    --micro) micro=$2; shift 2 ;;
-    --steps) steps=$2; shift 2 ;;
-    --timeline) keep=$2; shift 2 ;;
-    --set) sets+=(--set "$2"); shift 2 ;;
-    *) echo "unknown option $1 (see the header of $0)" >&2; exit 2 ;;
-  esac
-done
+source "$here/lib.sh"
+bench_options "--pp pp --micro micro --steps steps --timeline keep --set sets+" "$@"
 py=/usr/bin/python3; [ -x "$py" ] || py=python3
-work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
-"$bin/dtrain" data builtin --out "$work/data" >/dev/null
+bench_work
+bench_data
 common=(--config "$here/../configs/quickstart.toml" --set data.dir="$work/data" --set model.dim=256
   --set model.heads=4 --set model.ff_dim=1024 --set model.layers=8 --set model.seq_len=64 --set data.stride=64
   --set train.batch_size=$((2 * micro)) --set train.epochs=0 --set train.max_steps="$steps"

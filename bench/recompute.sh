@@ -11,20 +11,10 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 bin=$here/../build/bin batch=16 steps=6 rounds=2 threads=2 presets="large llama" sets=()
-while [ $# -gt 0 ]; do
-  case $1 in
-    --bin) bin=$2; shift 2 ;;
-    --batch) batch=$2; shift 2 ;;
-    --steps) steps=$2; shift 2 ;;
-    --rounds) rounds=$2; shift 2 ;;
-    --threads) threads=$2; shift 2 ;;
-    --presets) presets=$2; shift 2 ;;
-    --set) sets+=(--set "$2"); shift 2 ;;
-    *) echo "unknown option $1 (see the header of $0)" >&2; exit 2 ;;
-  esac
-done
-work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
-"$bin/dtrain" data builtin --out "$work/data" >/dev/null
+source "$here/lib.sh"
+bench_options "--batch batch --steps steps --rounds rounds --threads threads --presets presets --set sets+" "$@"
+bench_work
+bench_data
 modes="none selective full"
 run() {  # $1 = name, $2 = preset, $3 = layers, $4 = steps, $5 = mode
   local cfg=$here/../configs/bench-$2.toml

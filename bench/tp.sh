@@ -11,22 +11,14 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 bin=$here/../build/bin batch=4 steps=6 sets=()
-while [ $# -gt 0 ]; do
-  case $1 in
-    --bin) bin=$2; shift 2 ;;
-    --batch) batch=$2; shift 2 ;;
-    --steps) steps=$2; shift 2 ;;
-    --set) sets+=(--set "$2"); shift 2 ;;
-    *) echo "unknown option $1 (see the header of $0)" >&2; exit 2 ;;
-  esac
-done
-work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
-"$bin/dtrain" data builtin --out "$work/data" >/dev/null
+source "$here/lib.sh"
+bench_options "--batch batch --steps steps --set sets+" "$@"
+bench_work
+bench_data
 L=4 d=512 heads=8 ff=2048 seq=128
 common=(--config "$here/../configs/quickstart.toml" --set data.dir="$work/data" --set model.dim=$d
   --set model.heads=$heads --set model.ff_dim=$ff --set model.seq_len=$seq --set data.stride=$seq
-  --set train.batch_size="$batch" --set train.epochs=0 --set train.eval_max_batches=1 --set train.progress=false
-  --set train.log_every=1000 --set train.threads=1 --set optim.warmup_steps=0 --set train.checkpoint_every=0
+  --set train.batch_size="$batch" "${bench_quiet[@]}" --set train.threads=1 --set optim.warmup_steps=0 --set train.checkpoint_every=0
   "${sets[@]}")
 run() {  # $1 = name, $2 = tp, $3 = sequence parallel, $4 = layers, $5 = steps, then extra settings
   local name=$1 t=$2 sp=$3 layers=$4 n=$5; shift 5

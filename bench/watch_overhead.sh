@@ -7,18 +7,10 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 bin=$here/../build/bin preset=$here/../configs/quickstart.toml steps=30 rounds=5 sets=()
-while [ $# -gt 0 ]; do
-  case $1 in
-    --bin) bin=$2; shift 2 ;;
-    --preset) preset=$2; shift 2 ;;
-    --steps) steps=$2; shift 2 ;;
-    --rounds) rounds=$2; shift 2 ;;
-    --set) sets+=(--set "$2"); shift 2 ;;
-    *) echo "unknown option $1 (see the header of $0)" >&2; exit 2 ;;
-  esac
-done
-work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
-"$bin/dtrain" data builtin --out "$work/data" >/dev/null
+source "$here/lib.sh"
+bench_options "--preset preset --steps steps --rounds rounds --set sets+" "$@"
+bench_work
+bench_data
 common=(--config "$preset" --set data.dir="$work/data" --set train.threads=1 --set train.max_steps="$steps"
   --set train.epochs=0 --set train.eval_max_batches=1 --set train.progress=false --set train.log_every=5
   --set train.checkpoint_every=0 "${sets[@]}")

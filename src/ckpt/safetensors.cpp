@@ -170,106 +170,141 @@ void write_safetensors(const std::string& path, const std::vector<SafeTensorView
   writer.commit();
 }
 
-SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
-  bytes_ = std::make_unique<std::string>(read_file(path, SIZE_MAX));  // a regular file: any size
-  const std::string& b = *bytes_;
-  const std::string damaged = "the file is damaged or not a safetensors file; use another checkpoint";
+namespace {
+
+const char kDamaged[] = "the file is damaged or not a safetensors file; use another checkpoint";
+
+// The file's header (checked to be a JSON object of at most kMaxHeader bytes that the file holds
+// whole) and its length in bytes.
+Json read_header(const std::string& path, const std::string& b, uint64_t* length) {
   require(b.size() >= 8, "checkpoint " + path + " is too short (" + std::to_string(b.size()) +
-                             " bytes, need at least 8): " + damaged);
+                             " bytes, need at least 8): " + kDamaged);
   uint64_t n = 0;
   for (int i = 0; i < 8; ++i) n |= uint64_t(static_cast<uint8_t>(b[size_t(i)])) << (8 * i);
   require(n <= b.size() - 8,
           "checkpoint " + path + " is truncated or corrupt (its length field announces a " +
               std::to_string(n) + "-byte header but only " + std::to_string(b.size() - 8) +
-              " bytes follow): " + damaged);
+              " bytes follow): " + kDamaged);
   require(n <= kMaxHeader, "checkpoint " + path + " has a " + std::to_string(n) +
-                               "-byte header, over the 100 MiB limit: " + damaged);
+                               "-byte header, over the 100 MiB limit: " + kDamaged);
   Json header;
   try {
     header = parse_json(std::string_view(b).substr(8, size_t(n)), "the header");
   } catch (const Error& e) {
-    throw Error("checkpoint " + path + " has a corrupt header (" + e.what() + "): " + damaged);
+    throw Error("checkpoint " + path + " has a corrupt header (" + e.what() + "): " + kDamaged);
   }
   require(header.is_object(),
           "checkpoint " + path + " header is a JSON " + header.type_name() +
-              ", expected an object: " + damaged);
+              ", expected an object: " + kDamaged);
+  *length = n;
+  return header;
+}
 
+// The header's __metadata__: an object of strings.
+void read_metadata(const std::string& path, const Json& info, std::map<std::string, std::string>& metadata) {
+  require(info.is_object(), "checkpoint " + path + ": __metadata__ is a " + info.type_name() +
+                                ", expected an object of strings: " + kDamaged);
+  for (const auto& [k, v] : info.items()) {
+    require(v.is_string(), "checkpoint " + path + ": __metadata__ entry " + single_quoted(k) +
+                               " is a " + v.type_name() + ", expected a string: " + kDamaged);
+    metadata[k] = v.get<std::string>();
+  }
+}
+
+// A tensor's header entry, checked, and where its bytes lie in the data section.
+struct TensorEntry {
+  SafeTensorView view;
+  uint64_t begin = 0, end = 0;
+};
+
+// `where`: the file and the tensor, for messages.
+void read_dtype_and_shape(const std::string& where, const Json& dt, const Json& sh, SafeTensorView& v) {
+  require(dt.is_string(), where + ": dtype is not a string: " + kDamaged);
+  const std::string& dtype = dt.get_ref<const std::string&>();
+  require(parse_dtype(dtype, &v.dtype),
+          where + " has dtype " + dtype +
+              ", which dtrain does not read (F32, BF16, I32); convert the checkpoint to one of "
+              "those dtypes");
+  require(sh.is_array(), where + ": shape is not an array: " + kDamaged);
+  for (const Json& d : sh) {
+    require(is_index(d), where + ": shape " + sh.dump() +
+                             " has an entry that is not a non-negative integer: " + kDamaged);
+    v.shape.push_back(d.get<int64_t>());
+  }
+}
+
+// Tensor `name`'s entry: its dtype, shape and data offsets, which must match its size and lie
+// within the data section (data, data_size bytes).
+TensorEntry read_entry(const std::string& path, const std::string& name, const Json& info, const char* data,
+                       uint64_t data_size) {
+  const std::string where = "checkpoint " + path + ", tensor " + single_quoted(name);
+  require(info.is_object(), where + ": entry is a " + std::string(info.type_name()) +
+                                ", expected an object: " + kDamaged);
+  require(info.contains("dtype") && info.contains("shape") && info.contains("data_offsets"),
+          where + ": entry lacks dtype, shape or data_offsets: " + kDamaged);
+  const Json& off = info["data_offsets"];
+  TensorEntry e;
+  SafeTensorView& v = e.view;
+  v.name = name;
+  read_dtype_and_shape(where, info["dtype"], info["shape"], v);
+  const std::string& dtype = info["dtype"].get_ref<const std::string&>();
+  uint64_t nbytes = 0;
+  require(checked_nbytes(v.shape, dtype_size(v.dtype), &nbytes),
+          where + ": shape " + shape_str(v.shape) + " is impossibly large: " + kDamaged);
+  require(off.is_array() && off.size() == 2 && is_index(off[0]) && is_index(off[1]),
+          where + ": data_offsets " + off.dump() +
+              " is not a pair of non-negative integers: " + kDamaged);
+  e.begin = off[0].get<uint64_t>();
+  e.end = off[1].get<uint64_t>();
+  require(e.begin <= e.end && e.end - e.begin == nbytes,
+          where + ": data_offsets [" + std::to_string(e.begin) + ", " + std::to_string(e.end) +
+              "] do not match shape " + shape_str(v.shape) + " " + dtype + " (" +
+              std::to_string(nbytes) + " bytes): " + kDamaged);
+  require(e.end <= data_size,
+          "checkpoint " + path + " is truncated (tensor " + single_quoted(name) + " ends at data byte " +
+              std::to_string(e.end) + ", file has " + std::to_string(data_size) +
+              " data bytes): the file is damaged (interrupted copy or write); use another "
+              "checkpoint");
+  v.data = data + e.begin;
+  return e;
+}
+
+// The entries in file order (= data order); neighbouring tensors must not overlap.
+std::vector<SafeTensorView> in_data_order(const std::string& path, std::vector<TensorEntry> found) {
+  std::vector<size_t> order(found.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return found[a].begin != found[b].begin ? found[a].begin < found[b].begin : found[a].end < found[b].end;
+  });
+  for (size_t i = 1; i < order.size(); ++i) {
+    require(found[order[i]].begin >= found[order[i - 1]].end,
+            "checkpoint " + path + ": tensors " + single_quoted(found[order[i - 1]].view.name) + " and " +
+                single_quoted(found[order[i]].view.name) + " overlap in the data section: " + kDamaged);
+  }
+  std::vector<SafeTensorView> tensors;
+  tensors.reserve(found.size());
+  for (size_t i : order) tensors.push_back(std::move(found[i].view));
+  return tensors;
+}
+
+}  // namespace
+
+SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
+  bytes_ = std::make_unique<std::string>(read_file(path, SIZE_MAX));  // a regular file: any size
+  const std::string& b = *bytes_;
+  uint64_t n = 0;
+  const Json header = read_header(path, b, &n);
   const char* data = b.data() + 8 + n;
   const uint64_t data_size = b.size() - 8 - n;
-  struct Span {
-    uint64_t begin, end;
-    size_t idx;
-  };
-  std::vector<Span> spans;
-  std::vector<SafeTensorView> found;
+  std::vector<TensorEntry> found;
   for (const auto& [name, info] : header.items()) {
-    const std::string where = "checkpoint " + path + ", tensor " + single_quoted(name);
-    if (name == "__metadata__") {
-      require(info.is_object(), "checkpoint " + path + ": __metadata__ is a " + info.type_name() +
-                                    ", expected an object of strings: " + damaged);
-      for (const auto& [k, v] : info.items()) {
-        require(v.is_string(), "checkpoint " + path + ": __metadata__ entry " + single_quoted(k) +
-                                   " is a " + v.type_name() + ", expected a string: " + damaged);
-        metadata_[k] = v.get<std::string>();
-      }
-      continue;
-    }
-    require(info.is_object(), where + ": entry is a " + std::string(info.type_name()) +
-                                  ", expected an object: " + damaged);
-    require(info.contains("dtype") && info.contains("shape") && info.contains("data_offsets"),
-            where + ": entry lacks dtype, shape or data_offsets: " + damaged);
-    const Json& dt = info["dtype"];
-    const Json& sh = info["shape"];
-    const Json& off = info["data_offsets"];
-    require(dt.is_string(), where + ": dtype is not a string: " + damaged);
-    SafeTensorView v;
-    v.name = name;
-    const std::string& dtype = dt.get_ref<const std::string&>();
-    require(parse_dtype(dtype, &v.dtype),
-            where + " has dtype " + dtype +
-                ", which dtrain does not read (F32, BF16, I32); convert the checkpoint to one of "
-                "those dtypes");
-    require(sh.is_array(), where + ": shape is not an array: " + damaged);
-    for (const Json& d : sh) {
-      require(is_index(d), where + ": shape " + sh.dump() +
-                               " has an entry that is not a non-negative integer: " + damaged);
-      v.shape.push_back(d.get<int64_t>());
-    }
-    uint64_t nbytes = 0;
-    require(checked_nbytes(v.shape, dtype_size(v.dtype), &nbytes),
-            where + ": shape " + shape_str(v.shape) + " is impossibly large: " + damaged);
-    require(off.is_array() && off.size() == 2 && is_index(off[0]) && is_index(off[1]),
-            where + ": data_offsets " + off.dump() +
-                " is not a pair of non-negative integers: " + damaged);
-    const uint64_t begin = off[0].get<uint64_t>(), end = off[1].get<uint64_t>();
-    require(begin <= end && end - begin == nbytes,
-            where + ": data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) +
-                "] do not match shape " + shape_str(v.shape) + " " + dtype + " (" +
-                std::to_string(nbytes) + " bytes): " + damaged);
-    require(end <= data_size,
-            "checkpoint " + path + " is truncated (tensor " + single_quoted(name) + " ends at data byte " +
-                std::to_string(end) + ", file has " + std::to_string(data_size) +
-                " data bytes): the file is damaged (interrupted copy or write); use another "
-                "checkpoint");
-    v.data = data + begin;
-    spans.push_back({begin, end, found.size()});
-    found.push_back(std::move(v));
+    if (name == "__metadata__")
+      read_metadata(path, info, metadata_);
+    else
+      found.push_back(read_entry(path, name, info, data, data_size));
   }
-
-  // File order = data order; neighbouring tensors must not overlap.
-  std::stable_sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) {
-    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
-  });
-  for (size_t i = 1; i < spans.size(); ++i) {
-    require(spans[i].begin >= spans[i - 1].end,
-            "checkpoint " + path + ": tensors " + single_quoted(found[spans[i - 1].idx].name) + " and " +
-                single_quoted(found[spans[i].idx].name) + " overlap in the data section: " + damaged);
-  }
-  tensors_.reserve(found.size());
-  for (const Span& s : spans) {
-    index_[found[s.idx].name] = tensors_.size();
-    tensors_.push_back(std::move(found[s.idx]));
-  }
+  tensors_ = in_data_order(path, std::move(found));
+  for (size_t i = 0; i < tensors_.size(); ++i) index_[tensors_[i].name] = i;
 }
 
 std::vector<std::string> SafetensorsFile::names() const {

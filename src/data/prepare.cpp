@@ -3,6 +3,7 @@
 #include "data/prepare.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -268,7 +269,13 @@ std::optional<SplitFiles> find_split_files(const std::string& dir) {
   return std::nullopt;
 }
 
-PrepareReport prepare_dataset(const PrepareOptions& o) {
+namespace {
+
+// Each split's token ids: [0] train, [1] valid, [2] test.
+using SplitIds = std::array<std::vector<uint32_t>, 3>;
+
+// The options and the folders checked before anything is read.
+void check_text_request(const PrepareOptions& o) {
   require(!o.input.empty(),
           "no input given: pass a WikiText-2 folder, a text file or a folder of text files with --input");
   require(!o.out_dir.empty(), "no output folder given: pass one with --out");
@@ -276,8 +283,9 @@ PrepareReport prepare_dataset(const PrepareOptions& o) {
       path_exists(o.input),
       "input " + o.input + " not found: pass a WikiText-2 folder, a text file or a folder of text files with --input");
   require(o.valid_fraction >= 0 && o.test_fraction >= 0 && o.valid_fraction + o.test_fraction < 1,
-          "--valid-fraction and --test-fraction must be >= 0 with a sum below 1 (got " + std::to_string(o.valid_fraction) +
-              " and " + std::to_string(o.test_fraction) + "): fix the split fractions");
+          "--valid-fraction and --test-fraction must be >= 0 with a sum below 1 (got " +
+              std::to_string(o.valid_fraction) + " and " + std::to_string(o.test_fraction) +
+              "): fix the split fractions");
   {
     std::error_code ec1, ec2;
     if (fs::is_directory(o.input, ec1) && fs::equivalent(o.input, o.out_dir, ec2))
@@ -286,81 +294,78 @@ PrepareReport prepare_dataset(const PrepareOptions& o) {
   require(!is_image_meta((fs::path(o.out_dir) / "meta.json").string()),
           "output folder " + o.out_dir + " holds image data (meta.json): prepare the text into another folder");
   check_text_output(o.out_dir);
+}
 
-  VocabOptions vo;
-  vo.lowercase = o.lowercase;
-  vo.eos = o.eos;
-  vo.min_freq = o.min_freq;
-  vo.max_size = o.max_vocab;
-  VocabBuilder builder(vo);  // validates min_freq / max_vocab before any reading
+// WikiText-style split files: the vocabulary from train, then every split encoded.
+Vocabulary encode_split_files(const SplitFiles& splits, VocabBuilder& builder, SplitIds& ids, PrepareReport& r) {
+  const std::string files[3] = {splits.train, splits.valid, splits.test};
+  for_each_piece(files[0], [&](std::string_view t, bool eos) { builder.add_text(t, eos); }, nullptr);
+  require(builder.tokens() > 0,
+          "train split " + files[0] + " has no tokens: point --input at a folder with a non-empty train split");
+  Vocabulary vocab = builder.build();
+  for (int s = 0; s < 3; ++s)
+    for_each_piece(files[s], [&](std::string_view t, bool eos) { vocab.encode_text(t, eos, ids[s]); }, &r);
+  return vocab;
+}
 
-  PrepareReport r;
-  std::vector<uint32_t> ids[3];
-  std::optional<SplitFiles> splits;
-  {
-    std::error_code ec;
-    if (fs::is_directory(o.input, ec)) splits = find_split_files(o.input);
+// Where plain text is cut: lines before valid_cut are train, before test_cut valid, the rest test.
+struct LineCuts {
+  int64_t lines = 0, valid_cut = 0, test_cut = 0;
+  int split_of(int64_t line) const { return line < valid_cut ? 0 : line < test_cut ? 1 : 2; }
+};
+
+// Pass 1 over plain text: line count and paragraph starts (a file start also starts a paragraph),
+// and the cuts snapped back to a paragraph start where one is near. Here and below, a line longer
+// than kMaxPiece counts as its pieces, so that it can be split too.
+LineCuts cut_lines(const std::vector<std::string>& files, const PrepareOptions& o, PrepareReport& r) {
+  int64_t n_lines = 0;
+  std::vector<int64_t> para_starts;
+  for (const auto& f : files) {
+    bool prev_blank = true;
+    for_each_piece(
+        f,
+        [&](std::string_view l, bool) {
+          bool blank = data_io::is_blank(l);
+          if (!blank && prev_blank) para_starts.push_back(n_lines);
+          prev_blank = blank;
+          ++n_lines;
+        },
+        &r);
   }
+  const int64_t n_test = o.test_fraction > 0 ? int64_t(std::ceil(double(n_lines) * o.test_fraction)) : 0;
+  const int64_t test_cut = snap_cut(para_starts, n_lines - n_test, n_test);
+  const int64_t n_valid = o.valid_fraction > 0 ? int64_t(std::ceil(double(n_lines) * o.valid_fraction)) : 0;
+  const int64_t valid_cut = snap_cut(para_starts, test_cut - n_valid, n_valid);
+  return {n_lines, valid_cut, test_cut};
+}
 
-  Vocabulary vocab;
-  if (splits) {
-    r.format = "wikitext";
-    const std::string files[3] = {splits->train, splits->valid, splits->test};
-    for_each_piece(files[0], [&](std::string_view t, bool eos) { builder.add_text(t, eos); }, nullptr);
-    require(builder.tokens() > 0,
-            "train split " + files[0] + " has no tokens: point --input at a folder with a non-empty train split");
-    vocab = builder.build();
-    for (int s = 0; s < 3; ++s)
-      for_each_piece(files[s], [&](std::string_view t, bool eos) { vocab.encode_text(t, eos, ids[s]); }, &r);
-  } else {
-    r.format = "plain";
-    const std::vector<std::string> files = plain_files(o.input);
-    // Pass 1: line count and paragraph starts (a file start also starts a paragraph). Here and
-    // below, a line longer than kMaxPiece counts as its pieces, so that it can be split too.
-    int64_t n_lines = 0;
-    std::vector<int64_t> para_starts;
-    for (const auto& f : files) {
-      bool prev_blank = true;
-      for_each_piece(
-          f,
-          [&](std::string_view l, bool) {
-            bool blank = data_io::is_blank(l);
-            if (!blank && prev_blank) para_starts.push_back(n_lines);
-            prev_blank = blank;
-            ++n_lines;
-          },
-          &r);
-    }
-    const int64_t n_test = o.test_fraction > 0 ? int64_t(std::ceil(double(n_lines) * o.test_fraction)) : 0;
-    const int64_t test_cut = snap_cut(para_starts, n_lines - n_test, n_test);
-    const int64_t n_valid = o.valid_fraction > 0 ? int64_t(std::ceil(double(n_lines) * o.valid_fraction)) : 0;
-    const int64_t valid_cut = snap_cut(para_starts, test_cut - n_valid, n_valid);
-    auto split_of = [&](int64_t line) { return line < valid_cut ? 0 : line < test_cut ? 1 : 2; };
-    // Pass 2: count the train lines. Pass 3: encode every line into its split.
-    int64_t line = 0;
-    for (const auto& f : files)
-      for_each_piece(
-          f,
-          [&](std::string_view t, bool eos) {
-            if (split_of(line++) == 0) builder.add_text(t, eos);
-          },
-          nullptr);
-    require(builder.tokens() > 0, "input " + o.input + " gives an empty train split (no tokens in the first " +
-                                      std::to_string(valid_cut) + " of " + std::to_string(n_lines) +
-                                      " lines): add text or lower --valid-fraction/--test-fraction");
-    vocab = builder.build();
-    line = 0;
-    for (const auto& f : files)
-      for_each_piece(
-          f, [&](std::string_view t, bool eos) { vocab.encode_text(t, eos, ids[split_of(line++)]); }, nullptr);
-  }
+// Plain text, split by lines: pass 2 counts the train lines into the vocabulary, pass 3 encodes
+// every line into its split.
+Vocabulary encode_plain_text(const PrepareOptions& o, VocabBuilder& builder, SplitIds& ids, PrepareReport& r) {
+  const std::vector<std::string> files = plain_files(o.input);
+  const LineCuts cuts = cut_lines(files, o, r);
+  int64_t line = 0;
+  for (const auto& f : files)
+    for_each_piece(
+        f,
+        [&](std::string_view t, bool eos) {
+          if (cuts.split_of(line++) == 0) builder.add_text(t, eos);
+        },
+        nullptr);
+  require(builder.tokens() > 0, "input " + o.input + " gives an empty train split (no tokens in the first " +
+                                    std::to_string(cuts.valid_cut) + " of " + std::to_string(cuts.lines) +
+                                    " lines): add text or lower --valid-fraction/--test-fraction");
+  Vocabulary vocab = builder.build();
+  line = 0;
+  for (const auto& f : files)
+    for_each_piece(
+        f, [&](std::string_view t, bool eos) { vocab.encode_text(t, eos, ids[cuts.split_of(line++)]); }, nullptr);
+  return vocab;
+}
 
-  r.vocab_size = vocab.size();
-  r.train_tokens = int64_t(ids[0].size());
-  r.valid_tokens = int64_t(ids[1].size());
-  r.test_tokens = int64_t(ids[2].size());
-  r.train_unk = std::count(ids[0].begin(), ids[0].end(), Vocabulary::kUnkId);
-
+// vocab.txt, the token files (each with the checksum of the vocabulary as saved) and meta.txt.
+void write_prepared_text(const PrepareOptions& o, const Vocabulary& vocab, const SplitIds& ids,
+                         const PrepareReport& r) {
   make_dir(o.out_dir);
   const fs::path out(o.out_dir);
   vocab.save((out / "vocab.txt").string());
@@ -369,6 +374,36 @@ PrepareReport prepare_dataset(const PrepareOptions& o) {
   for (int s = 0; s < 3; ++s)
     write_token_file((out / (std::string(kSplits[s]) + ".bin")).string(), uint32_t(vocab.size()), ids[s], vocab_crc);
   write_meta((out / "meta.txt").string(), o, r);
+}
+
+}  // namespace
+
+PrepareReport prepare_dataset(const PrepareOptions& o) {
+  check_text_request(o);
+  VocabOptions vo;
+  vo.lowercase = o.lowercase;
+  vo.eos = o.eos;
+  vo.min_freq = o.min_freq;
+  vo.max_size = o.max_vocab;
+  VocabBuilder builder(vo);  // validates min_freq / max_vocab before any reading
+
+  PrepareReport r;
+  SplitIds ids;
+  std::optional<SplitFiles> splits;
+  {
+    std::error_code ec;
+    if (fs::is_directory(o.input, ec)) splits = find_split_files(o.input);
+  }
+  r.format = splits ? "wikitext" : "plain";
+  const Vocabulary vocab =
+      splits ? encode_split_files(*splits, builder, ids, r) : encode_plain_text(o, builder, ids, r);
+
+  r.vocab_size = vocab.size();
+  r.train_tokens = int64_t(ids[0].size());
+  r.valid_tokens = int64_t(ids[1].size());
+  r.test_tokens = int64_t(ids[2].size());
+  r.train_unk = std::count(ids[0].begin(), ids[0].end(), Vocabulary::kUnkId);
+  write_prepared_text(o, vocab, ids, r);
   return r;
 }
 

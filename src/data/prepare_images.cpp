@@ -66,7 +66,10 @@ std::string four_places(double v) {
 
 }  // namespace
 
-ImageMeta prepare_idx(const ImagePrepareOptions& o) {
+namespace {
+
+// The options and the folders checked before anything is read: the IDX files found in the input.
+IdxFiles check_idx_request(const ImagePrepareOptions& o) {
   require(!o.input.empty(), "no input given: pass a folder of IDX files with --input");
   require(!o.out_dir.empty(), "no output folder given: pass one with --out");
   std::error_code ec;
@@ -90,34 +93,34 @@ ImageMeta prepare_idx(const ImagePrepareOptions& o) {
   require(!o.given_mean_std || (std::isfinite(o.mean) && std::isfinite(o.std) && o.std > 0),
           "--mean " + std::to_string(o.mean) + " --std " + std::to_string(o.std) +
               " cannot normalise pixels: give a finite mean and a std > 0 (of pixels scaled to [0, 1])");
+  return *files;
+}
 
-  IdxSplit train = read_pair(files->train_images, files->train_labels);
-  IdxSplit test = read_pair(files->test_images, files->test_labels);
-  require(test.images.rows == train.images.rows && test.images.cols == train.images.cols,
-          "IDX files disagree: " + test.images.path + " holds images of " + std::to_string(test.images.rows) + "×" +
-              std::to_string(test.images.cols) + " but " + train.images.path + " of " +
-              std::to_string(train.images.rows) + "×" + std::to_string(train.images.cols) +
-              ": give train and test files of one data set");
+// Classes inferred from the largest train label: every class below it must occur, or one damaged
+// label (200 among 0..9) would silently make a 201-way classifier; test labels must fall within.
+int infer_classes(const IdxSplit& train, const IdxSplit& test) {
+  const int classes = 1 + *std::max_element(train.labels.labels.begin(), train.labels.labels.end());
+  std::vector<int64_t> seen(size_t(classes), 0);
+  for (const uint8_t l : train.labels.labels) ++seen[l];
+  const int64_t missing = std::count(seen.begin(), seen.end(), 0);
+  if (missing > 0) {
+    const auto lone = std::find(seen.begin(), seen.end(), 0) - seen.begin();
+    throw Error("IDX labels file " + train.labels.path + " has labels up to " + std::to_string(classes - 1) + " but " +
+                std::to_string(missing) + " of the classes below never occur (the first: " + std::to_string(lone) +
+                "): a damaged label? Give --classes with the true number of classes (a "
+                "label outside it is then named), or check the file");
+  }
+  check_labels(test.labels, classes,
+               "the train labels go up to " + std::to_string(classes - 1) + "; give --classes " +
+                   "with the true number if test holds classes train lacks, or check the files");
+  return classes;
+}
 
-  // Classes: given, or the largest train label + 1 (a test label past it is an error).
+// Classes: given (every label checked against them), or the largest train label + 1.
+int count_classes(const ImagePrepareOptions& o, const IdxSplit& train, const IdxSplit& test) {
   int classes = o.classes;
   if (classes == 0) {
-    classes = 1 + *std::max_element(train.labels.labels.begin(), train.labels.labels.end());
-    // Classes inferred from the largest label: every class below it must occur, or one damaged label
-    // (200 among 0..9) would silently make a 201-way classifier.
-    std::vector<int64_t> seen(size_t(classes), 0);
-    for (const uint8_t l : train.labels.labels) ++seen[l];
-    const int64_t missing = std::count(seen.begin(), seen.end(), 0);
-    if (missing > 0) {
-      const auto lone = std::find(seen.begin(), seen.end(), 0) - seen.begin();
-      throw Error("IDX labels file " + train.labels.path + " has labels up to " + std::to_string(classes - 1) +
-                  " but " + std::to_string(missing) + " of the classes below never occur (the first: " +
-                  std::to_string(lone) + "): a damaged label? Give --classes with the true number of classes (a "
-                  "label outside it is then named), or check the file");
-    }
-    check_labels(test.labels, classes,
-                 "the train labels go up to " + std::to_string(classes - 1) + "; give --classes " +
-                     "with the true number if test holds classes train lacks, or check the files");
+    classes = infer_classes(train, test);
   } else {
     const std::string fix = "give --classes with the true number of classes, or check the files";
     check_labels(train.labels, classes, fix);
@@ -125,6 +128,11 @@ ImageMeta prepare_idx(const ImagePrepareOptions& o) {
   }
   require(classes >= 2, "IDX labels file " + train.labels.path + " holds only label 0: a classifier needs at least "
                         "2 classes; give --classes N if the data has more, or check the file");
+  return classes;
+}
+
+// The classes' names: the data set's own (as many as the classes), or their numbers.
+std::vector<std::string> name_classes(const ImagePrepareOptions& o, int classes) {
   std::vector<std::string> names = o.class_names;
   if (names.empty())
     for (int c = 0; c < classes; ++c) names.push_back(std::to_string(c));
@@ -132,8 +140,16 @@ ImageMeta prepare_idx(const ImagePrepareOptions& o) {
           "IDX folder " + o.input + " has " + std::to_string(classes) + " classes, but " + o.dataset + " has " +
               std::to_string(names.size()) + ": it is not " + o.dataset + "; prepare it with `dtrain data prepare "
               "--format idx`");
+  return names;
+}
 
-  // The valid cut: the first valid_count of a seeded permutation, each part kept in file order.
+// The train file's samples split in two, each part in file order: [0] train, [1] valid.
+struct TrainValid {
+  std::vector<uint8_t> pixels[2], labels[2];
+};
+
+// The valid cut: the first valid_count of a seeded permutation. Frees the train images' pixels.
+TrainValid cut_valid(const ImagePrepareOptions& o, IdxSplit& train, size_t pixels_per_image) {
   const int64_t n = train.images.count;
   require(o.valid_count >= 1 && o.valid_count < n,
           "--valid-count " + std::to_string(o.valid_count) + " does not fit the " + std::to_string(n) +
@@ -144,60 +160,89 @@ ImageMeta prepare_idx(const ImagePrepareOptions& o) {
   std::vector<char> is_valid(size_t(n), 0);
   for (int64_t k = 0; k < o.valid_count; ++k) is_valid[size_t(perm[size_t(k)])] = 1;
 
-  const ImageShape shape{1, train.images.rows, train.images.cols};
-  const size_t P = size_t(shape.pixels());
-  std::vector<uint8_t> px[2], lb[2];  // 0: train, 1: valid
+  const size_t P = pixels_per_image;
+  TrainValid tv;
   for (int s = 0; s < 2; ++s) {
     const size_t count = size_t(s == 1 ? o.valid_count : n - o.valid_count);
-    px[s].reserve(count * P);
-    lb[s].reserve(count);
+    tv.pixels[s].reserve(count * P);
+    tv.labels[s].reserve(count);
   }
   for (int64_t i = 0; i < n; ++i) {
     const int s = is_valid[size_t(i)];
     const uint8_t* src = train.images.pixels.data() + size_t(i) * P;
-    px[s].insert(px[s].end(), src, src + P);
-    lb[s].push_back(train.labels.labels[size_t(i)]);
+    tv.pixels[s].insert(tv.pixels[s].end(), src, src + P);
+    tv.labels[s].push_back(train.labels.labels[size_t(i)]);
   }
   train.images.pixels = {};  // the source's copy is no longer needed
+  return tv;
+}
+
+// The normalisation: given, or exact over the train split's pixels (a histogram of the byte
+// values, then sums in double).
+void set_normalization(ImageMeta& m, const ImagePrepareOptions& o, const std::vector<uint8_t>& train_pixels,
+                       const std::string& train_path) {
+  if (o.given_mean_std) {
+    m.mean = o.mean;
+    m.std = o.std;
+    m.normalization = "given (--mean, --std); the loader feeds (pixel / 255 - mean) / std";
+    return;
+  }
+  std::array<int64_t, 256> hist{};
+  for (uint8_t v : train_pixels) ++hist[v];
+  const double N = double(train_pixels.size());
+  double sum = 0;
+  for (int v = 0; v < 256; ++v) sum += double(hist[size_t(v)]) * (v / 255.0);
+  m.mean = sum / N;
+  double sq = 0;
+  for (int v = 0; v < 256; ++v) sq += double(hist[size_t(v)]) * (v / 255.0 - m.mean) * (v / 255.0 - m.mean);
+  m.std = std::sqrt(sq / N);
+  require(m.std > 0, "the train images of " + train_path + " are all one value: nothing to learn from; check "
+                     "the file (or give --mean and --std)");
+  m.normalization = "computed over the train split's pixels scaled to [0, 1] (after the valid cut); the loader "
+                    "feeds (pixel / 255 - mean) / std";
+}
+
+// Where the data came from and how the valid split was cut.
+void set_source(ImageMeta& m, const ImagePrepareOptions& o, const IdxFiles& files) {
+  m.dataset = o.dataset;
+  m.source_format = "idx";
+  m.source_dir = fs::absolute(o.input).lexically_normal().string();
+  for (const std::string& f : {files.train_images, files.train_labels, files.test_images, files.test_labels})
+    m.source_files.push_back(fs::path(f).filename().string());
+  m.valid_count = o.valid_count;
+  m.valid_seed = o.seed;
+}
+
+}  // namespace
+
+ImageMeta prepare_idx(const ImagePrepareOptions& o) {
+  const IdxFiles files = check_idx_request(o);
+  IdxSplit train = read_pair(files.train_images, files.train_labels);
+  IdxSplit test = read_pair(files.test_images, files.test_labels);
+  require(test.images.rows == train.images.rows && test.images.cols == train.images.cols,
+          "IDX files disagree: " + test.images.path + " holds images of " + std::to_string(test.images.rows) + "×" +
+              std::to_string(test.images.cols) + " but " + train.images.path + " of " +
+              std::to_string(train.images.rows) + "×" + std::to_string(train.images.cols) +
+              ": give train and test files of one data set");
+  const int classes = count_classes(o, train, test);
+  std::vector<std::string> names = name_classes(o, classes);
+  const ImageShape shape{1, train.images.rows, train.images.cols};
+  const TrainValid tv = cut_valid(o, train, size_t(shape.pixels()));
 
   ImageMeta m;
   m.shape = shape;
   m.classes = classes;
   m.class_names = names;
-  if (o.given_mean_std) {
-    m.mean = o.mean;
-    m.std = o.std;
-    m.normalization = "given (--mean, --std); the loader feeds (pixel / 255 - mean) / std";
-  } else {  // exact: a histogram of the byte values, then sums in double
-    std::array<int64_t, 256> hist{};
-    for (uint8_t v : px[0]) ++hist[v];
-    const double N = double(px[0].size());
-    double sum = 0;
-    for (int v = 0; v < 256; ++v) sum += double(hist[size_t(v)]) * (v / 255.0);
-    m.mean = sum / N;
-    double sq = 0;
-    for (int v = 0; v < 256; ++v) sq += double(hist[size_t(v)]) * (v / 255.0 - m.mean) * (v / 255.0 - m.mean);
-    m.std = std::sqrt(sq / N);
-    require(m.std > 0, "the train images of " + train.images.path + " are all one value: nothing to learn from; check "
-                       "the file (or give --mean and --std)");
-    m.normalization = "computed over the train split's pixels scaled to [0, 1] (after the valid cut); the loader "
-                      "feeds (pixel / 255 - mean) / std";
-  }
-  m.train = int64_t(lb[0].size());
-  m.valid = int64_t(lb[1].size());
+  set_normalization(m, o, tv.pixels[0], train.images.path);
+  m.train = int64_t(tv.labels[0].size());
+  m.valid = int64_t(tv.labels[1].size());
   m.test = test.images.count;
-  m.dataset = o.dataset;
-  m.source_format = "idx";
-  m.source_dir = fs::absolute(o.input).lexically_normal().string();
-  for (const std::string& f : {files->train_images, files->train_labels, files->test_images, files->test_labels})
-    m.source_files.push_back(fs::path(f).filename().string());
-  m.valid_count = o.valid_count;
-  m.valid_seed = o.seed;
+  set_source(m, o, files);
 
   make_image_dir(o.out_dir);
   const fs::path out(o.out_dir);
-  write_image_file((out / "train.images").string(), shape, classes, px[0], lb[0]);
-  write_image_file((out / "valid.images").string(), shape, classes, px[1], lb[1]);
+  write_image_file((out / "train.images").string(), shape, classes, tv.pixels[0], tv.labels[0]);
+  write_image_file((out / "valid.images").string(), shape, classes, tv.pixels[1], tv.labels[1]);
   write_image_file((out / "test.images").string(), shape, classes, test.images.pixels, test.labels.labels);
   write_image_meta((out / "meta.json").string(), m);  // last: a folder with it is complete
   return m;

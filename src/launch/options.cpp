@@ -120,7 +120,8 @@ StreamChoice streams(const std::string& opt, const std::string& v) {
   }
   for (const auto& item : split(v, ',')) {
     const auto colon = item.find(':');
-    require(colon != std::string::npos, opt + " '" + v + "' mixes one value with LOCAL_RANK:S pairs: give 3, or e.g. 0:3,1:2");
+    require(colon != std::string::npos,
+            opt + " '" + v + "' mixes one value with LOCAL_RANK:S pairs: give 3, or e.g. 0:3,1:2");
     const int lr = to_int(opt + " local rank", item.substr(0, colon), 0, kMaxWorkers - 1);
     c.per_local_rank[lr] = to_int(opt + " streams", item.substr(colon + 1), 0, 3);
   }
@@ -141,8 +142,9 @@ void rdzv_conf(LaunchOptions& o, const std::string& v) {
   static const char* kIgnored[] = {"close_timeout", "heartbeat", "use_libuv", "store_type"};
   for (const auto& item : split(v, ',')) {
     const auto eq = item.find('=');
-    require(eq != std::string::npos && eq > 0,
-            "--rdzv-conf '" + v + "': '" + item + "' is not KEY=VALUE (e.g. --rdzv-conf join_timeout=600,read_timeout=60)");
+    require(
+        eq != std::string::npos && eq > 0,
+        "--rdzv-conf '" + v + "': '" + item + "' is not KEY=VALUE (e.g. --rdzv-conf join_timeout=600,read_timeout=60)");
     const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
     const std::string opt = "--rdzv-conf " + key;
     if (key == "join_timeout" || key == "timeout") {
@@ -212,20 +214,137 @@ LaunchHost LaunchHost::here() {
           [](const char* name) -> const char* { return std::getenv(name); }};
 }
 
-LaunchOptions parse_launch_options(int argc, char** argv, const LaunchHost& host) {
+namespace {
+
+// A parse under way: the options so far, and the endpoint if given torchrun's static way.
+struct Parse {
+  const LaunchHost& host;
   LaunchOptions o;
   bool endpoint_given = false, master_given = false;
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
+};
+
+// What an option takes: a value (--opt VALUE or --opt=VALUE), nothing (a flag), or nothing because
+// it is refused whatever follows.
+enum class Takes { value, nothing, refused };
+
+// One option: its long name with dashes, what it takes, and what it does with its value (empty
+// when it takes none); `opt` is the name as it reads in messages.
+struct OptionRule {
+  const char* name;
+  Takes takes;
+  void (*apply)(Parse& p, const std::string& opt, const std::string& v);
+};
+
+void rdzv_backend(LaunchOptions& o, const std::string& v) {
+  require(v != "etcd" && v != "etcd-v2", "--rdzv-backend " + v +
+                                             ": dtrun has no etcd rendezvous; its own TCP store does the job: drop "
+                                             "--rdzv-backend (or write c10d) and give --rdzv-endpoint HOST:PORT");
+  require(v == "c10d" || v == "static",
+          "--rdzv-backend '" + v + "' is not c10d or static (both mean dtrun's rendezvous)");
+  o.rdzv_backend = v;
+}
+
+[[noreturn]] void refuse(const std::string& opt) {
+  if (opt == "--local-addr")
+    throw Error("--local-addr is not supported: set DTRAIN_SOCKET_IFNAME to the interface the nodes reach this one on");
+  throw Error((opt == "--module" ? std::string("-m/--module") : opt) +
+              " runs a Python module or script; dtrun runs a program: give its path, e.g. "
+              "dtrun --nproc-per-node 4 build/bin/dtrain train --config C");
+}
+
+using OptText = const std::string&;
+const OptionRule kOptionRules[] = {
+    // Workers and nodes
+    {"--nproc-per-node", Takes::value, [](Parse& p, OptText, OptText v) { p.o.nproc_per_node = workers(v, p.host); }},
+    {"--nnodes", Takes::value, [](Parse& p, OptText, OptText v) { std::tie(p.o.min_nodes, p.o.nnodes) = nodes(v); }},
+    {"--node-rank", Takes::value,
+     [](Parse& p, OptText opt, OptText v) { p.o.node_rank = to_int(opt, v, 0, kMaxNodes - 1); }},
+    // Rendezvous
+    {"--rdzv-endpoint", Takes::value,
+     [](Parse& p, OptText, OptText v) {
+       std::tie(p.o.rdzv_host, p.o.rdzv_port) = parse_host_port(v, "--rdzv-endpoint");
+       p.endpoint_given = true;
+     }},
+    {"--master-addr", Takes::value,
+     [](Parse& p, OptText, OptText v) {
+       p.master_addr = v;
+       require(!p.master_addr.empty(), "--master-addr needs a host name or address");
+       p.master_given = true;
+     }},
+    {"--master-port", Takes::value,
+     [](Parse& p, OptText opt, OptText v) {
+       p.master_port = to_int(opt, v, 1, 65535);
+       p.master_given = true;
+     }},
+    {"--rdzv-id", Takes::value,
+     [](Parse& p, OptText, OptText v) {
+       p.o.rdzv_id = v;
+       require(!p.o.rdzv_id.empty(), "--rdzv-id needs a name (e.g. $SLURM_JOB_ID)");
+     }},
+    {"--rdzv-backend", Takes::value, [](Parse& p, OptText, OptText v) { rdzv_backend(p.o, v); }},
+    {"--rdzv-conf", Takes::value, [](Parse& p, OptText, OptText v) { rdzv_conf(p.o, v); }},
+    {"--standalone", Takes::nothing, [](Parse& p, OptText, OptText) { p.o.standalone = true; }},
+    // Running
+    {"--max-restarts", Takes::value,
+     [](Parse& p, OptText opt, OptText v) { p.o.max_restarts = to_int(opt, v, 0, 10000); }},
+    {"--rdzv-timeout", Takes::value,
+     [](Parse& p, OptText opt, OptText v) { p.o.rdzv_timeout_s = to_int(opt, v, 1, kWeek); }},
+    {"--stop-timeout", Takes::value,
+     [](Parse& p, OptText opt, OptText v) { p.o.stop_timeout_s = to_int(opt, v, 0, 3600); }},
+    {"--monitor-interval", Takes::value,
+     [](Parse& p, OptText, OptText v) { p.o.monitor_interval_ms = interval_ms(v); }},
+    {"--start-method", Takes::value,
+     [](Parse&, OptText, OptText v) {
+       require(v == "spawn" || v == "fork" || v == "forkserver",
+               "--start-method '" + v + "' is not spawn, fork or forkserver (dtrun always uses fork and exec)");
+     }},
+    {"--no-python", Takes::nothing, [](Parse&, OptText, OptText) {}},
+    {"--bind", Takes::value,
+     [](Parse& p, OptText, OptText v) {
+       p.o.bind = v;
+       require(p.o.bind == "none" || p.o.bind == "cores",
+               "--bind " + p.o.bind + ": give `cores` (each worker pinned to its own share of the CPUs) or `none`");
+     }},
+    {"--role", Takes::value,
+     [](Parse& p, OptText, OptText v) {
+       p.o.role = v;
+       require(!p.o.role.empty(), "--role needs a name");
+     }},
+    // Output
+    {"--no-tag", Takes::nothing, [](Parse& p, OptText, OptText) { p.o.output.tag = false; }},
+    {"--only-ranks", Takes::value,
+     [](Parse& p, OptText opt, OptText v) { p.o.output.only_ranks = int_list(opt, v, kMaxWorkers * kMaxNodes - 1); }},
+    {"--local-ranks-filter", Takes::value,
+     [](Parse& p, OptText opt, OptText v) { p.o.output.only_local_ranks = int_list(opt, v, kMaxWorkers - 1); }},
+    {"--log-dir", Takes::value,
+     [](Parse& p, OptText, OptText v) {
+       p.o.output.log_dir = v;
+       require(!p.o.output.log_dir.empty(), "--log-dir needs a folder");
+     }},
+    {"--redirects", Takes::value, [](Parse& p, OptText opt, OptText v) { p.o.output.redirects = streams(opt, v); }},
+    {"--tee", Takes::value, [](Parse& p, OptText opt, OptText v) { p.o.output.tee = streams(opt, v); }},
+    // Refused
+    {"--module", Takes::refused, [](Parse&, OptText opt, OptText) { refuse(opt); }},
+    {"--run-path", Takes::refused, [](Parse&, OptText opt, OptText) { refuse(opt); }},
+    {"--local-addr", Takes::refused, [](Parse&, OptText opt, OptText) { refuse(opt); }},
+};
+
+const OptionRule* find_rule(const std::string& name) {
+  for (const OptionRule& rule : kOptionRules)
+    if (name == rule.name) return &rule;
+  return nullptr;
+}
+
+// Reads the options in argv[1..] into p; returns where PROGRAM starts, or nothing for --help / -h.
+std::optional<int> read_options(int argc, char** argv, Parse& p) {
   int i = 1;
   for (; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--") {  // what follows is PROGRAM, even if it starts with a dash
-      ++i;
-      break;
-    }
+    if (a == "--") return i + 1;             // what follows is PROGRAM, even if it starts with a dash
     if (a.size() < 2 || a[0] != '-') break;  // PROGRAM starts here
-    if (a == "-h") return LaunchOptions{};
+    if (a == "-h") return std::nullopt;
     if (a == "-r") a = "--redirects";
     if (a == "-t") a = "--tee";
     if (a == "-m") a = "--module";
@@ -237,105 +356,40 @@ LaunchOptions parse_launch_options(int argc, char** argv, const LaunchHost& host
       value = a.substr(eq + 1);
       a = a.substr(0, eq);
     }
-    for (auto& c : a)
-      if (c == '_') c = '-';  // torchrun accepts both spellings
-    auto next = [&]() -> std::string {
-      if (inline_value) return value;
+    std::replace(a.begin(), a.end(), '_', '-');  // torchrun accepts both spellings
+    if (a == "--help") return std::nullopt;
+    const OptionRule* rule = find_rule(a);
+    if (!rule) throw Error("unknown option " + a + ": see `dtrun --help`");
+    if (rule->takes == Takes::nothing) require(!inline_value, a + " takes no value: write just " + a);
+    if (rule->takes == Takes::value && !inline_value) {
       require(i + 1 < argc, a + " needs a value: see `dtrun --help`");
-      return argv[++i];
-    };
-    auto flag = [&] { require(!inline_value, a + " takes no value: write just " + a); };
-    if (a == "--help") {
-      return LaunchOptions{};
-    } else if (a == "--nproc-per-node") {
-      o.nproc_per_node = workers(next(), host);
-    } else if (a == "--nnodes") {
-      std::tie(o.min_nodes, o.nnodes) = nodes(next());
-    } else if (a == "--node-rank") {
-      o.node_rank = to_int(a, next(), 0, kMaxNodes - 1);
-    } else if (a == "--rdzv-endpoint") {
-      std::tie(o.rdzv_host, o.rdzv_port) = parse_host_port(next(), "--rdzv-endpoint");
-      endpoint_given = true;
-    } else if (a == "--master-addr") {
-      master_addr = next();
-      require(!master_addr.empty(), "--master-addr needs a host name or address");
-      master_given = true;
-    } else if (a == "--master-port") {
-      master_port = to_int(a, next(), 1, 65535);
-      master_given = true;
-    } else if (a == "--rdzv-id") {
-      o.rdzv_id = next();
-      require(!o.rdzv_id.empty(), "--rdzv-id needs a name (e.g. $SLURM_JOB_ID)");
-    } else if (a == "--rdzv-backend") {
-      const std::string v = next();
-      require(v != "etcd" && v != "etcd-v2",
-              "--rdzv-backend " + v + ": dtrun has no etcd rendezvous; its own TCP store does the job: drop "
-              "--rdzv-backend (or write c10d) and give --rdzv-endpoint HOST:PORT");
-      require(v == "c10d" || v == "static", "--rdzv-backend '" + v + "' is not c10d or static (both mean dtrun's rendezvous)");
-      o.rdzv_backend = v;
-    } else if (a == "--rdzv-conf") {
-      rdzv_conf(o, next());
-    } else if (a == "--standalone") {
-      flag();
-      o.standalone = true;
-    } else if (a == "--max-restarts") {
-      o.max_restarts = to_int(a, next(), 0, 10000);
-    } else if (a == "--rdzv-timeout") {
-      o.rdzv_timeout_s = to_int(a, next(), 1, kWeek);
-    } else if (a == "--stop-timeout") {
-      o.stop_timeout_s = to_int(a, next(), 0, 3600);
-    } else if (a == "--monitor-interval") {
-      o.monitor_interval_ms = interval_ms(next());
-    } else if (a == "--start-method") {
-      const std::string v = next();
-      require(v == "spawn" || v == "fork" || v == "forkserver",
-              "--start-method '" + v + "' is not spawn, fork or forkserver (dtrun always uses fork and exec)");
-    } else if (a == "--no-python") {
-      flag();
-    } else if (a == "--bind") {
-      o.bind = next();
-      require(o.bind == "none" || o.bind == "cores",
-              "--bind " + o.bind + ": give `cores` (each worker pinned to its own share of the CPUs) or `none`");
-    } else if (a == "--role") {
-      o.role = next();
-      require(!o.role.empty(), "--role needs a name");
-    } else if (a == "--no-tag") {
-      flag();
-      o.output.tag = false;
-    } else if (a == "--only-ranks") {
-      o.output.only_ranks = int_list(a, next(), kMaxWorkers * kMaxNodes - 1);
-    } else if (a == "--local-ranks-filter") {
-      o.output.only_local_ranks = int_list(a, next(), kMaxWorkers - 1);
-    } else if (a == "--log-dir") {
-      o.output.log_dir = next();
-      require(!o.output.log_dir.empty(), "--log-dir needs a folder");
-    } else if (a == "--redirects") {
-      o.output.redirects = streams(a, next());
-    } else if (a == "--tee") {
-      o.output.tee = streams(a, next());
-    } else if (a == "--module" || a == "--run-path") {
-      throw Error((a == "--module" ? std::string("-m/--module") : a) + " runs a Python module or script; dtrun runs a program: give its path, e.g. "
-                      "dtrun --nproc-per-node 4 build/bin/dtrain train --config C");
-    } else if (a == "--local-addr") {
-      throw Error("--local-addr is not supported: set DTRAIN_SOCKET_IFNAME to the interface the nodes reach this one on");
-    } else {
-      throw Error("unknown option " + a + ": see `dtrun --help`");
+      value = argv[++i];
     }
+    rule->apply(p, a, value);
   }
-  for (; i < argc; ++i) o.command.push_back(argv[i]);
-  require(!o.command.empty(), "no program to run: write e.g. `dtrun --nproc-per-node 4 dtrain train --config C`");
-  require(!(endpoint_given && master_given),
+  return i;
+}
+
+// The endpoint, given once (--rdzv-endpoint, or --master-addr and --master-port), or none with
+// --standalone.
+void settle_endpoint(Parse& p) {
+  LaunchOptions& o = p.o;
+  require(!(p.endpoint_given && p.master_given),
           "give the endpoint once: --rdzv-endpoint HOST:PORT, or --master-addr and --master-port, not both");
-  if (master_given) {
-    o.rdzv_host = master_addr;
-    o.rdzv_port = master_port;
+  if (p.master_given) {
+    o.rdzv_host = p.master_addr;
+    o.rdzv_port = p.master_port;
   }
   if (o.standalone) {
     require(o.nnodes == 1, "--standalone runs one node: drop --nnodes or --standalone");
-    require(!endpoint_given && !master_given,
+    require(!p.endpoint_given && !p.master_given,
             "--standalone picks its own endpoint: drop --rdzv-endpoint/--master-addr/--master-port or --standalone");
     require(o.is_host.value_or(true), "--standalone hosts its store: drop --rdzv-conf is_host=false or --standalone");
   }
+}
+
+// The node rank, when not given: SLURM's, or 0 on one node (an elastic job may go without one).
+void settle_node_rank(LaunchOptions& o, const LaunchHost& host) {
   if (o.node_rank < 0) {
     const char* slurm = host.getenv("SLURM_NODEID");
     if (o.elastic()) {
@@ -343,21 +397,30 @@ LaunchOptions parse_launch_options(int argc, char** argv, const LaunchHost& host
     } else if (o.nnodes == 1) {
       o.node_rank = 0;
     } else {
-      require(slurm && *slurm, "--nnodes " + std::to_string(o.nnodes) +
-                                   " needs --node-rank on each node (or run dtrun under srun, which sets SLURM_NODEID)");
+      require(slurm && *slurm,
+              "--nnodes " + std::to_string(o.nnodes) +
+                  " needs --node-rank on each node (or run dtrun under srun, which sets SLURM_NODEID)");
       o.node_rank = to_int("SLURM_NODEID", slurm, 0, kMaxNodes - 1);
     }
   }
   require(o.elastic() || o.node_rank < o.nnodes,
           "--node-rank " + std::to_string(o.node_rank) + " is not below --nnodes " + std::to_string(o.nnodes));
+}
+
+// A fixed-size job notes the --rdzv-conf keys given that only elastic jobs use.
+void note_unused_elastic_keys(LaunchOptions& o) {
   if (!o.elastic()) {
     for (const auto& key : o.elastic_keys)
       o.notes.push_back("--rdzv-conf " + key + " has no meaning for a fixed-size job (--nnodes " +
                         std::to_string(o.nnodes) + "); it applies to elastic ones (--nnodes MIN:MAX); ignored");
   }
+}
+
+// The output options agree: local ranks this node has, and a log folder for the streams written.
+void check_output(LaunchOptions& o) {
   for (int lr : o.output.only_local_ranks) {
-    require(lr < o.nproc_per_node, "--local-ranks-filter " + std::to_string(lr) + ": this node's local ranks are 0 to " +
-                                       std::to_string(o.nproc_per_node - 1));
+    require(lr < o.nproc_per_node, "--local-ranks-filter " + std::to_string(lr) +
+                                       ": this node's local ranks are 0 to " + std::to_string(o.nproc_per_node - 1));
   }
   for (const StreamChoice* c : {&o.output.redirects, &o.output.tee}) {
     for (const auto& [lr, mask] : c->per_local_rank) {
@@ -367,14 +430,27 @@ LaunchOptions parse_launch_options(int argc, char** argv, const LaunchHost& host
     }
   }
   const bool files = o.output.redirects.any() || o.output.tee.any();
-  require(!files || !o.output.log_dir.empty(),
-          std::string(o.output.redirects.any() ? "--redirects" : "--tee") +
-              " writes log files: add --log-dir DIR (the folder for them)");
+  require(!files || !o.output.log_dir.empty(), std::string(o.output.redirects.any() ? "--redirects" : "--tee") +
+                                                   " writes log files: add --log-dir DIR (the folder for them)");
   if (!o.output.log_dir.empty() && !files) {
     o.notes.push_back("--log-dir " + o.output.log_dir +
                       ": nothing is written there without --redirects or --tee (e.g. --tee 3 for every stream)");
   }
-  return o;
+}
+
+}  // namespace
+
+LaunchOptions parse_launch_options(int argc, char** argv, const LaunchHost& host) {
+  Parse p{host, {}};
+  const std::optional<int> program = read_options(argc, argv, p);
+  if (!program) return LaunchOptions{};
+  for (int i = *program; i < argc; ++i) p.o.command.push_back(argv[i]);
+  require(!p.o.command.empty(), "no program to run: write e.g. `dtrun --nproc-per-node 4 dtrain train --config C`");
+  settle_endpoint(p);
+  settle_node_rank(p.o, host);
+  note_unused_elastic_keys(p.o);
+  check_output(p.o);
+  return std::move(p.o);
 }
 
 }  // namespace dtrain

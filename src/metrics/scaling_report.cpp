@@ -92,25 +92,28 @@ std::string scaling_csv(const ScalingStudy& study) {
   return s;
 }
 
-std::string scaling_html(const ScalingStudy& study) {
-  const std::vector<double> speedup = scaling_speedups(study);
-  const std::vector<std::string> phases = phases_of(study);
-  const bool strong = study.mode == "strong";
-  const int base = study.points.empty() ? 1 : study.points.front().workers;
+namespace {
 
-  std::string header = "<h1>dtrain scaling study</h1>\n<p>" + xml_escape(study.mode) + " scaling, " +
-                       std::to_string(study.points.size()) + (study.points.size() == 1 ? " point" : " points") + "</p>\n";
-  std::vector<std::vector<std::string>> settings;
-  for (const auto& [k, v] : study.settings) settings.push_back({k, v});
-
+// The table of points: a row per worker count.
+std::vector<std::vector<std::string>> point_rows(const ScalingStudy& study, const std::vector<double>& speedup) {
   std::vector<std::vector<std::string>> rows;
-  Series measured, ideal, eff, full, tps;
   for (size_t i = 0; i < study.points.size(); ++i) {
     const ScalingPoint& p = study.points[i];
     rows.push_back({std::to_string(p.workers), format_number(double(p.per_rank_batch), 0),
                     format_number(double(p.global_batch), 0), format_number(p.tokens_per_s, 0),
                     format_number(1e3 * p.step_seconds, 2), format_number(speedup[i], 2),
                     format_number(100 * speedup[i] / p.workers, 1) + "%", p.run_dir});
+  }
+  return rows;
+}
+
+// The charts over the worker counts: speedup (measured and ideal), efficiency (measured and 100%)
+// and throughput. Workers as ticks; over a factor of 4 or more, on log axes (speedup's ideal then
+// a straight line).
+std::string worker_charts(const ScalingStudy& study, const std::vector<double>& speedup, int base) {
+  Series measured, ideal, eff, full, tps;
+  for (size_t i = 0; i < study.points.size(); ++i) {
+    const ScalingPoint& p = study.points[i];
     measured.x.push_back(p.workers), measured.y.push_back(speedup[i]);
     ideal.x.push_back(p.workers), ideal.y.push_back(p.workers);
     eff.x.push_back(p.workers), eff.y.push_back(100 * speedup[i] / p.workers);
@@ -125,7 +128,6 @@ std::string scaling_html(const ScalingStudy& study) {
   tps.name = "tokens/s";
   ideal.color = full.color = "#8a9099";
   ideal.dash = full.dash = "6 4";
-  // Workers as ticks; over a factor of 4 or more, on log axes (speedup's ideal then a straight line).
   const bool log_x = !study.points.empty() && study.points.back().workers >= 4 * base;
   // a chart over the worker counts: its title, y label, series (the last one measured, in `color`)
   auto workers_chart = [&](const char* title, const char* y_label, std::vector<Series> series, int color) {
@@ -145,7 +147,11 @@ std::string scaling_html(const ScalingStudy& study) {
   sp.y_from_zero = !log_x;
   const LineChart ef = workers_chart("Efficiency", "efficiency (% of ideal)", {full, eff}, 2);
   const LineChart th = workers_chart("Throughput", "tokens/s (all ranks, steady)", {tps}, 1);
+  return html_charts({line_chart_svg(sp), line_chart_svg(ef), line_chart_svg(th)});
+}
 
+// Each point's mean step time split by phase, a bar per worker count.
+StackedBars phase_bars(const ScalingStudy& study, const std::vector<std::string>& phases) {
   StackedBars bars;
   bars.title = "Mean time per step and phase (rank 0)";
   bars.value_label = "milliseconds per step (after warm-up)";
@@ -157,7 +163,11 @@ std::string scaling_html(const ScalingStudy& study) {
     for (const std::string& ph : phases) ms.push_back(1e3 * phase_of(p, ph));
     bars.values.push_back(ms);
   }
+  return bars;
+}
 
+// What the study's mode means, and how speedup and efficiency are computed from the base count.
+std::string how_measured(bool strong, int base) {
   std::string how = strong ? "Strong scaling: the global batch stays the same and each of N workers takes 1/N of it, "
                              "so ideal throughput grows N times as the work per worker shrinks."
                            : "Weak scaling: each worker keeps its batch, so the global batch grows N times; ideal "
@@ -167,18 +177,34 @@ std::string scaling_html(const ScalingStudy& study) {
   if (base != 1)
     how += " The smallest worker count is " + std::to_string(base) + ", not 1: speedup is relative to it times " +
            std::to_string(base) + ", so " + std::to_string(base) + " workers count as perfectly efficient.";
+  return how;
+}
+
+}  // namespace
+
+std::string scaling_html(const ScalingStudy& study) {
+  const std::vector<double> speedup = scaling_speedups(study);
+  const std::vector<std::string> phases = phases_of(study);
+  const bool strong = study.mode == "strong";
+  const int base = study.points.empty() ? 1 : study.points.front().workers;
+
+  std::string header = "<h1>dtrain scaling study</h1>\n<p>" + xml_escape(study.mode) + " scaling, " +
+                       std::to_string(study.points.size()) + (study.points.size() == 1 ? " point" : " points") +
+                       "</p>\n";
+  std::vector<std::vector<std::string>> settings;
+  for (const auto& [k, v] : study.settings) settings.push_back({k, v});
 
   std::string body = html_section(
       "points", "Points",
       html_table({"workers", "batch per rank", "global batch", "tokens/s", "step (ms)", "speedup", "efficiency",
                   "run dir"},
-                 rows) +
-          html_note(how) +
-          (settings.empty() ? std::string() : "<h3>What was run</h3>\n" + html_table({"setting", "value"}, settings, "", false)));
-  body += html_section("scaling", "Speedup and efficiency",
-                       html_charts({line_chart_svg(sp), line_chart_svg(ef), line_chart_svg(th)}));
+                 point_rows(study, speedup)) +
+          html_note(how_measured(strong, base)) +
+          (settings.empty() ? std::string()
+                            : "<h3>What was run</h3>\n" + html_table({"setting", "value"}, settings, "", false)));
+  body += html_section("scaling", "Speedup and efficiency", worker_charts(study, speedup, base));
   body += html_section("phases", "Step time by phase",
-                       html_charts({stacked_bars_svg(bars)}) +
+                       html_charts({stacked_bars_svg(phase_bars(study, phases))}) +
                            html_note("Phases as docs/watching.md defines them; comm is communication the compute "
                                      "did not hide."));
   return html_document("dtrain scaling study (" + study.mode + ")", header, body);

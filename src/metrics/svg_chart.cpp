@@ -309,7 +309,29 @@ const std::string& palette_color(size_t i) {
   return colors[i % colors.size()];
 }
 
-std::string line_chart_svg(const LineChart& c) {
+namespace {
+
+// A line chart's plot: its axes' ticks, the plot area's edges, and the mapping of data into it.
+struct PlotArea {
+  Ticks xt, yt;
+  bool x_log = false;
+  YScale scale = YScale::linear;
+  double H = 0, left = 0, right = 0, top = 0, bottom = 0, plot_w = 0, plot_h = 0;
+  double px(double x) const {
+    const double f = x_log ? (std::log10(x) - std::log10(xt.lo)) / (std::log10(xt.hi) - std::log10(xt.lo))
+                           : (x - xt.lo) / (xt.hi - xt.lo);
+    return left + f * plot_w;
+  }
+  double py(double y) const {
+    const double f = scale == YScale::log
+                         ? (std::log10(y) - std::log10(yt.lo)) / (std::log10(yt.hi) - std::log10(yt.lo))
+                         : (y - yt.lo) / (yt.hi - yt.lo);
+    return bottom - f * plot_h;
+  }
+};
+
+// The axes' ticks over the usable points (a default range when there is none: `empty`).
+void fit_ticks(const LineChart& c, PlotArea& a, bool& empty) {
   const YScale scale = c.y_scale;
   double xlo = std::numeric_limits<double>::infinity(), xhi = -xlo, ylo = xlo, yhi = -xlo;
   for (const Series& s : c.series)
@@ -318,86 +340,96 @@ std::string line_chart_svg(const LineChart& c) {
       xlo = std::min(xlo, s.x[i]), xhi = std::max(xhi, s.x[i]);
       ylo = std::min(ylo, s.y[i]), yhi = std::max(yhi, s.y[i]);
     }
-  const bool empty = !std::isfinite(xlo);
-  if (empty) xlo = c.x_log ? 1 : 0, xhi = c.x_log ? 10 : 1, ylo = scale == YScale::log ? 1 : 0, yhi = scale == YScale::log ? 10 : 1;
+  empty = !std::isfinite(xlo);
+  if (empty) {
+    xlo = c.x_log ? 1 : 0, xhi = c.x_log ? 10 : 1;
+    ylo = scale == YScale::log ? 1 : 0, yhi = scale == YScale::log ? 10 : 1;
+  }
   if (c.y_from_zero && scale == YScale::linear) ylo = std::min(ylo, 0.0), yhi = std::max(yhi, 0.0);
-  const Ticks xt = x_axis(c, xlo, xhi);
-  const Ticks yt = scale == YScale::log ? log_ticks(ylo, yhi) : nice_ticks(ylo, yhi, 5);
+  a.xt = x_axis(c, xlo, xhi);
+  a.yt = scale == YScale::log ? log_ticks(ylo, yhi) : nice_ticks(ylo, yhi, 5);
+  a.x_log = c.x_log;
+  a.scale = scale;
+}
 
+// The grid, the ticks and their labels, the axes and their labels ("no data" on an empty chart).
+std::string axes_svg(const LineChart& c, const PlotArea& a, const std::vector<std::string>& ylabels, bool empty) {
+  std::string s;
+  for (size_t i = 0; i < a.yt.values.size(); ++i) {
+    const double y = a.py(a.yt.values[i]);
+    s += line(a.left, y, a.right, y, kGrid);
+    s += text(a.left - 6, y + 4, ylabels[i], "end");
+  }
+  for (double v : a.xt.values) {
+    const double x = a.px(v);
+    s += line(x, a.top, x, a.bottom, kGrid);
+    s += line(x, a.bottom, x, a.bottom + 4, kAxis);
+    s += text(x, a.bottom + 16, tick_label(v, a.xt.step), "middle");
+  }
+  s += line(a.left, a.bottom, a.right, a.bottom, kAxis);
+  s += line(a.left, a.top, a.left, a.bottom, kAxis);
+  s += text((a.left + a.right) / 2, a.H - 8, c.x_label, "middle", kText);
+  s += text(0, 0, c.y_label, "middle", kText,
+            " transform=\"translate(14 " + num((a.top + a.bottom) / 2) + ") rotate(-90)\"");
+  if (empty) s += text((a.left + a.right) / 2, (a.top + a.bottom) / 2, "no data", "middle");
+  return s;
+}
+
+// A series: a path, gaps where a value is missing, thinned past two points per pixel; dots where
+// they are few enough.
+std::string series_svg(const Series& se, const std::string& color, const PlotArea& a) {
+  Pixels pts;
+  const size_t n = std::min(se.x.size(), se.y.size());
+  for (size_t i = 0; i < n; ++i) {
+    if (usable(se.x[i], a.x_log ? YScale::log : YScale::linear) && usable(se.y[i], a.scale))
+      pts.push_back({a.px(se.x[i]), a.py(se.y[i])});
+    else pts.push_back({NAN, NAN});
+  }
+  const std::string d = path_data(double(pts.size()) > 2 * a.plot_w ? thinned(pts) : pts);
+  std::string s =
+      "<g class=\"series\" data-name=\"" + xml_escape(se.name) + "\">\n<title>" + xml_escape(se.name) + "</title>\n";
+  if (!d.empty())
+    s += "<path d=\"" + d + "\" fill=\"none\" stroke=\"" + color +
+         "\" stroke-width=\"1.8\" stroke-linejoin=\"round\" stroke-linecap=\"round\"" +
+         (se.dash.empty() ? std::string() : " stroke-dasharray=\"" + se.dash + "\"") + "/>\n";
+  size_t finite = 0;
+  for (const auto& pt : pts) finite += std::isnan(pt.first) ? 0 : 1;
+  if (se.markers && double(finite) <= a.plot_w / 6)  // denser dots would only thicken the line
+    for (const auto& [x, y] : pts)
+      if (!std::isnan(x))
+        s += "<circle cx=\"" + num(x) + "\" cy=\"" + num(y) + "\" r=\"3.2\" fill=\"" + color +
+             "\" stroke=\"#ffffff\" stroke-width=\"1\"/>\n";
+  return s + "</g>\n";
+}
+
+}  // namespace
+
+std::string line_chart_svg(const LineChart& c) {
+  PlotArea a;
+  bool empty = false;
+  fit_ticks(c, a, empty);
   std::vector<std::string> ylabels;
   double ylabel_w = 0;
-  for (double v : yt.values) {
-    ylabels.push_back(tick_label(v, yt.step));
+  for (double v : a.yt.values) {
+    ylabels.push_back(tick_label(v, a.yt.step));
     ylabel_w = std::max(ylabel_w, text_width(ylabels.back()));
   }
-  const double W = c.width, left = 26 + ylabel_w + 6, right = W - kRight;
+  const double W = c.width;
+  a.left = 26 + ylabel_w + 6;
+  a.right = W - kRight;
   std::vector<LegendItem> legend;
   for (size_t i = 0; i < c.series.size(); ++i)
     legend.push_back({c.series[i].name, c.series[i].color.empty() ? palette_color(i) : c.series[i].color,
                       c.series[i].dash, false});
-  const int rows = std::max(1, legend_rows(legend, left, right));
-  const double top = kLegendTop + rows * kLegendRow + 10;
-  const double H = c.height + (rows - 1) * kLegendRow;
-  const double bottom = H - kBottom, plot_w = right - left, plot_h = bottom - top;
+  const int rows = std::max(1, legend_rows(legend, a.left, a.right));
+  a.top = kLegendTop + rows * kLegendRow + 10;
+  a.H = c.height + (rows - 1) * kLegendRow;
+  a.bottom = a.H - kBottom, a.plot_w = a.right - a.left, a.plot_h = a.bottom - a.top;
 
-  auto px = [&](double x) {
-    const double f = c.x_log ? (std::log10(x) - std::log10(xt.lo)) / (std::log10(xt.hi) - std::log10(xt.lo))
-                             : (x - xt.lo) / (xt.hi - xt.lo);
-    return left + f * plot_w;
-  };
-  auto py = [&](double y) {
-    const double f = scale == YScale::log ? (std::log10(y) - std::log10(yt.lo)) / (std::log10(yt.hi) - std::log10(yt.lo))
-                                          : (y - yt.lo) / (yt.hi - yt.lo);
-    return bottom - f * plot_h;
-  };
-
-  std::string s = svg_open(W, H, c.title);
-  s += legend_svg(legend, left, right);
-  // grid, ticks and their labels
-  for (size_t i = 0; i < yt.values.size(); ++i) {
-    const double y = py(yt.values[i]);
-    s += line(left, y, right, y, kGrid);
-    s += text(left - 6, y + 4, ylabels[i], "end");
-  }
-  for (double v : xt.values) {
-    const double x = px(v);
-    s += line(x, top, x, bottom, kGrid);
-    s += line(x, bottom, x, bottom + 4, kAxis);
-    s += text(x, bottom + 16, tick_label(v, xt.step), "middle");
-  }
-  s += line(left, bottom, right, bottom, kAxis);
-  s += line(left, top, left, bottom, kAxis);
-  s += text((left + right) / 2, H - 8, c.x_label, "middle", kText);
-  s += text(0, 0, c.y_label, "middle", kText,
-            " transform=\"translate(14 " + num((top + bottom) / 2) + ") rotate(-90)\"");
-  if (empty) s += text((left + right) / 2, (top + bottom) / 2, "no data", "middle");
-
-  // The series: a path per series, gaps where a value is missing, thinned past two points per pixel.
-  for (size_t k = 0; k < c.series.size(); ++k) {
-    const Series& se = c.series[k];
-    const std::string& color = legend[k].color;
-    Pixels pts;
-    const size_t n = std::min(se.x.size(), se.y.size());
-    for (size_t i = 0; i < n; ++i) {
-      if (usable(se.x[i], c.x_log ? YScale::log : YScale::linear) && usable(se.y[i], scale))
-        pts.push_back({px(se.x[i]), py(se.y[i])});
-      else pts.push_back({NAN, NAN});
-    }
-    const std::string d = path_data(double(pts.size()) > 2 * plot_w ? thinned(pts) : pts);
-    s += "<g class=\"series\" data-name=\"" + xml_escape(se.name) + "\">\n<title>" + xml_escape(se.name) + "</title>\n";
-    if (!d.empty())
-      s += "<path d=\"" + d + "\" fill=\"none\" stroke=\"" + color +
-           "\" stroke-width=\"1.8\" stroke-linejoin=\"round\" stroke-linecap=\"round\"" +
-           (se.dash.empty() ? std::string() : " stroke-dasharray=\"" + se.dash + "\"") + "/>\n";
-    size_t finite = 0;
-    for (const auto& pt : pts) finite += std::isnan(pt.first) ? 0 : 1;
-    if (se.markers && double(finite) <= plot_w / 6)  // denser dots would only thicken the line
-      for (const auto& [x, y] : pts)
-        if (!std::isnan(x))
-          s += "<circle cx=\"" + num(x) + "\" cy=\"" + num(y) + "\" r=\"3.2\" fill=\"" + color +
-               "\" stroke=\"#ffffff\" stroke-width=\"1\"/>\n";
-    s += "</g>\n";
-  }
+  std::string s = svg_open(W, a.H, c.title);
+  s += legend_svg(legend, a.left, a.right);
+  s += axes_svg(c, a, ylabels, empty);
+  for (size_t k = 0; k < c.series.size(); ++k) s += series_svg(c.series[k], legend[k].color, a);
   return s + "</svg>\n";
 }
 

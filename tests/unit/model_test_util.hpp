@@ -1,10 +1,37 @@
-// Helpers for tests that drive a Transformer directly: token arrays as the batches a model reads.
+// Helpers for tests that drive a Transformer directly: tiny models, and token arrays as the batches
+// a model reads.
 #pragma once
 #include "data/batch.hpp"
 #include "models/transformer/kind.hpp"
 #include "nn/model.hpp"
 
 namespace dtrain {
+
+// The fields a test's tiny Transformer sets; every other field is TransformerConfig's default.
+struct TinyTransformer {
+  int64_t vocab = 0, seq_len = 0, dim = 0, heads = 0, layers = 0, ff_dim = 0;
+  float dropout = 0.1f;
+  bool pre_norm = false;  // with learned positions; post-norm with sinusoidal ones
+  Activation activation = Activation::relu;
+  bool tied = false, head_bias = true;
+};
+
+inline TransformerConfig tiny_transformer(const TinyTransformer& t) {
+  TransformerConfig c;
+  c.vocab_size = t.vocab;
+  c.seq_len = t.seq_len;
+  c.dim = t.dim;
+  c.heads = t.heads;
+  c.layers = t.layers;
+  c.ff_dim = t.ff_dim;
+  c.dropout = t.dropout;
+  c.pre_norm = t.pre_norm;
+  c.learned_positions = t.pre_norm;
+  c.activation = t.activation;
+  c.tied = t.tied;
+  c.head_bias = t.head_bias;
+  return c;
+}
 
 // ctx.B windows of ctx.T tokens (targets may be null: a prediction).
 inline BatchView token_batch(const int32_t* inputs, const int32_t* targets, const StepContext& ctx) {

@@ -12,6 +12,7 @@
 #include "ckpt/chunk_io.hpp"
 #include "comm/world.hpp"
 #include "core/atomic_file.hpp"
+#include "model_test_util.hpp"
 #include "models/transformer/kind.hpp"
 #include "train/checkpoint/checkpoint.hpp"
 #include "train/checkpoint/checkpoint_writer.hpp"
@@ -53,14 +54,7 @@ std::vector<int64_t> elements(const std::vector<int64_t>& shape, const Box& b) {
 }
 
 TransformerConfig tiny(int64_t dim = 16) {
-  TransformerConfig m;
-  m.vocab_size = 29;
-  m.seq_len = 6;
-  m.dim = dim;
-  m.heads = 2;
-  m.layers = 2;
-  m.ff_dim = 24;
-  return m;
+  return tiny_transformer({.vocab = 29, .seq_len = 6, .dim = dim, .heads = 2, .layers = 2, .ff_dim = 24});
 }
 
 }  // namespace

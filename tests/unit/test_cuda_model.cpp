@@ -12,19 +12,9 @@ using namespace dtrain;
 namespace {
 
 TransformerConfig small_model(bool pre_norm) {
-  TransformerConfig c;
-  c.vocab_size = 97;
-  c.seq_len = 16;
-  c.dim = 32;
-  c.heads = 4;
-  c.layers = 2;
-  c.ff_dim = 64;
-  c.dropout = 0.1f;
-  c.pre_norm = pre_norm;
-  c.activation = pre_norm ? Activation::gelu : Activation::relu;
-  c.learned_positions = pre_norm;
-  c.tied = pre_norm;
-  return c;
+  return tiny_transformer({.vocab = 97, .seq_len = 16, .dim = 32, .heads = 4, .layers = 2, .ff_dim = 64,
+                           .dropout = 0.1f, .pre_norm = pre_norm,
+                           .activation = pre_norm ? Activation::gelu : Activation::relu, .tied = pre_norm});
 }
 
 std::vector<int32_t> tokens(size_t n, uint32_t seed, int32_t V) {

@@ -29,40 +29,21 @@ struct Threads {
   ~Threads() { omp_set_num_threads(saved); }
 };
 
-TransformerConfig tiny() {
-  TransformerConfig c;
-  c.vocab_size = 11;
-  c.seq_len = kT;
-  c.dim = 8;
-  c.heads = 2;
-  c.layers = 2;
-  c.ff_dim = 12;
-  c.dropout = 0.0f;
-  return c;
+TinyTransformer tiny() {
+  return {.vocab = 11, .seq_len = kT, .dim = 8, .heads = 2, .layers = 2, .ff_dim = 12, .dropout = 0.0f};
 }
 
 // post-norm, relu, sinusoidal positions, untied head with bias, final norm
-TransformerConfig post_relu() {
-  TransformerConfig c = tiny();
-  c.pre_norm = false;
-  c.activation = Activation::relu;
-  c.learned_positions = false;
-  c.tied = false;
-  c.head_bias = true;
-  c.final_norm = true;
-  return c;
-}
+TransformerConfig post_relu() { return tiny_transformer(tiny()); }
 
-// pre-norm, gelu, learned positions, tied head without bias
+// pre-norm, gelu, learned positions, tied head without bias, final norm
 TransformerConfig pre_gelu() {
-  TransformerConfig c = tiny();
-  c.pre_norm = true;
-  c.activation = Activation::gelu;
-  c.learned_positions = true;
-  c.tied = true;
-  c.head_bias = false;
-  c.final_norm = true;
-  return c;
+  TinyTransformer t = tiny();
+  t.pre_norm = true;
+  t.activation = Activation::gelu;
+  t.tied = true;
+  t.head_bias = false;
+  return tiny_transformer(t);
 }
 
 struct TokenData {

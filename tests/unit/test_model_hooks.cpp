@@ -51,21 +51,9 @@ class PoisonOutsideWindows : public UnitHooks {
   std::map<Unit*, std::vector<float>> saved_;
 };
 
-TransformerConfig config(bool pre_norm, bool tied = false) {
-  TransformerConfig c;
-  c.vocab_size = 13;
-  c.seq_len = kT;
-  c.dim = 8;
-  c.heads = 2;
-  c.layers = 2;
-  c.ff_dim = 16;
-  c.dropout = 0.1f;
-  c.pre_norm = pre_norm;
-  c.learned_positions = pre_norm;
-  c.final_norm = true;
-  c.head_bias = true;
-  c.tied = tied;
-  return c;
+TransformerConfig config(bool pre_norm, bool tied = false) {  // relu, final norm, head bias
+  return tiny_transformer({.vocab = 13, .seq_len = kT, .dim = 8, .heads = 2, .layers = 2, .ff_dim = 16,
+                           .dropout = 0.1f, .pre_norm = pre_norm, .tied = tied});
 }
 
 std::vector<float> grads_of(const Model& m) {

@@ -21,20 +21,9 @@ namespace {
 constexpr int64_t kT = 8, kMicro = 2, kMicroRows = 3, kB = kMicro * kMicroRows;
 
 TransformerConfig small(bool pre_norm) {
-  TransformerConfig c;
-  c.vocab_size = 23;
-  c.seq_len = kT;
-  c.dim = 16;
-  c.heads = 2;
-  c.layers = 4;
-  c.ff_dim = 32;
-  c.dropout = 0.2f;
-  c.pre_norm = pre_norm;
-  if (pre_norm) {
-    c.activation = Activation::gelu;
-    c.learned_positions = true;
-  }
-  return c;
+  return tiny_transformer({.vocab = 23, .seq_len = kT, .dim = 16, .heads = 2, .layers = 4, .ff_dim = 32,
+                           .dropout = 0.2f, .pre_norm = pre_norm,
+                           .activation = pre_norm ? Activation::gelu : Activation::relu});
 }
 
 StepContext context(int64_t rows, int64_t first_sample) {

@@ -16,6 +16,7 @@
 #include <random>
 #include <vector>
 
+#include "model_test_util.hpp"
 #include "models/cnn/kind.hpp"
 #include "models/llama/kind.hpp"
 #include "models/transformer/kind.hpp"
@@ -35,20 +36,9 @@ struct Case {
 };
 
 TransformerConfig transformer(bool pre_norm) {
-  TransformerConfig c;
-  c.vocab_size = 19;
-  c.seq_len = 8;
-  c.dim = 16;
-  c.heads = 2;
-  c.layers = 3;
-  c.ff_dim = 24;
-  c.dropout = 0.2f;
-  c.pre_norm = pre_norm;
-  if (pre_norm) {
-    c.activation = Activation::gelu;
-    c.learned_positions = true;
-  }
-  return c;
+  return tiny_transformer({.vocab = 19, .seq_len = 8, .dim = 16, .heads = 2, .layers = 3, .ff_dim = 24,
+                           .dropout = 0.2f, .pre_norm = pre_norm,
+                           .activation = pre_norm ? Activation::gelu : Activation::relu});
 }
 
 Case transformer_case(bool pre_norm) {

@@ -90,19 +90,9 @@ void vocabulary_parallel_loss(int P, int64_t V) {  // V words: the last slices a
 }
 
 TransformerConfig small_config(bool pre_norm) {
-  TransformerConfig c;
-  c.vocab_size = 23;
-  c.seq_len = 8;
-  c.dim = 16;
-  c.heads = 4;
-  c.layers = 2;
-  c.ff_dim = 32;
-  c.dropout = 0.1f;
-  c.pre_norm = pre_norm;
-  c.tied = pre_norm;
-  c.learned_positions = pre_norm;
-  c.activation = pre_norm ? Activation::gelu : Activation::relu;
-  return c;
+  return tiny_transformer({.vocab = 23, .seq_len = 8, .dim = 16, .heads = 4, .layers = 2, .ff_dim = 32,
+                           .dropout = 0.1f, .pre_norm = pre_norm,
+                           .activation = pre_norm ? Activation::gelu : Activation::relu, .tied = pre_norm});
 }
 
 // Every parameter of the sliced model against the whole model's: values or gradients (grad).

@@ -127,10 +127,9 @@ void PipelineEngine::wait_sends_from(const float* buffer) {
     }
 }
 
-void PipelineEngine::run(const Schedule& s, const std::vector<MicroBatch>& mb, UnitHooks* hooks, bool backward,
-                         bool last_of_step) {
+// A pass starts with every slot free, nothing posted, and each stage's gradient-completing action found.
+void PipelineEngine::begin_pass(const Schedule& s) {
   const std::vector<Action>& list = s.ranks[size_t(rank_)];
-  ComputeDevice& dev = model_.device();
   for (auto& v : slot_) std::fill(v.begin(), v.end(), -1);
   const int slots = &s == eval_list_.get() ? 1 : slots_[size_t(&s - lists_.data())];
   for (size_t st = 0; st < free_.size(); ++st) {
@@ -140,73 +139,98 @@ void PipelineEngine::run(const Schedule& s, const std::vector<MicroBatch>& mb, U
   }
   receives_.assign(list.size(), nullptr);
   sends_.clear();
-  // the action that completes each stage's gradients in this pass
-  std::vector<size_t>& final_of = final_of_;
-  final_of.assign(size_t(s.stages()), list.size());
+  final_of_.assign(size_t(s.stages()), list.size());
   for (size_t i = 0; i < list.size(); ++i)
-    if (list[i].op == Op::B || list[i].op == Op::W) final_of[size_t(list[i].stage)] = i;
+    if (list[i].op == Op::B || list[i].op == Op::W) final_of_[size_t(list[i].stage)] = i;
+}
+
+// Receives for the actions up to the next compute after `from`, posted where their slot is free.
+void PipelineEngine::post_ahead(const std::vector<Action>& list, size_t from, const std::vector<MicroBatch>& mb) {
+  for (size_t j = from; j < list.size(); ++j) {
+    if (is_receive(list[j].op)) {
+      if (!post_receive(j, list[j], mb[size_t(list[j].micro)].ctx)) return;
+    } else if (!is_send(list[j].op)) {
+      return;
+    }
+  }
+}
+
+void PipelineEngine::post_send(const Action& a, const StepContext& ctx) {
+  float* buf = buffer(a, slot_of(a.stage, a.micro));
+  const int64_t bytes = transfer_bytes(a, ctx);
+  sends_.push_back({buf, pp_.send_async(buf, size_t(bytes), peer(a), tag(a))});
+  stats_.bytes_sent += bytes;
+}
+
+void PipelineEngine::run_forward(const Schedule& s, const Action& a, int slot, const MicroBatch& b, bool backward,
+                                 UnitHooks* hooks) {
+  const int k = local(a.stage);
+  wait_sends_from(model_.stage_output(k, slot));
+  model_.stage_forward(k, slot, b.batch, b.ctx, backward, hooks);
+  const int next = a.stage + 1;
+  if (next < s.stages() && local(next) >= 0)  // the next stage is here too: hand over in memory
+    model_.device().copy(model_.stage_input(local(next), slot_of(next, a.micro)), model_.stage_output(k, slot),
+                         sizeof(float) * size_t(model_.stage_output_floats(k, b.ctx)));
+}
+
+// B, I or W; completes_step: the step's last pass, and this action completes its stage's gradients.
+void PipelineEngine::run_backward(const Action& a, int slot, const MicroBatch& b, bool completes_step,
+                                  UnitHooks* hooks) {
+  const int k = local(a.stage);
+  if (a.op != Op::I) set_sync_(completes_step);
+  if (a.op != Op::W) wait_sends_from(model_.stage_input_grad(k, slot));
+  model_.stage_backward(k, slot, b.ctx,
+                        a.op == Op::B   ? BackwardPart::all
+                        : a.op == Op::I ? BackwardPart::input
+                                        : BackwardPart::weight,
+                        hooks);
+  const int prev = a.stage - 1;
+  if (a.op != Op::W && prev >= 0 && local(prev) >= 0)
+    model_.device().copy(model_.stage_output_grad(local(prev), slot_of(prev, a.micro)),
+                         model_.stage_input_grad(k, slot), sizeof(float) * size_t(model_.stage_input_floats(k, b.ctx)));
+  if (a.op != Op::I) free_slot(a.stage, a.micro);
+}
+
+// A compute action that ran from t to end: its stage's costs (training passes only) and the trace.
+void PipelineEngine::record_compute(const Action& a, double t, double end, bool backward) {
+  if (backward) {
+    const size_t op = size_t(a.op);  // F, B, I, W are 0..3
+    stats_.action_seconds[size_t(a.stage)][op] += end - t;
+    stats_.action_count[size_t(a.stage)][op] += 1;
+  }
+  if (Trace::on())
+    Trace::record({t, end, "compute", to_string(a),
+                   "{\"stage\": " + std::to_string(a.stage) + ", \"micro\": " + std::to_string(a.micro) + "}"});
+}
+
+void PipelineEngine::run(const Schedule& s, const std::vector<MicroBatch>& mb, UnitHooks* hooks, bool backward,
+                         bool last_of_step) {
+  const std::vector<Action>& list = s.ranks[size_t(rank_)];
+  begin_pass(s);
   if (hooks) hooks->begin_pass(backward);
   const double start = monotonic_seconds();
   double busy = 0.0;
-  // receives for the actions up to the next compute after `from`, posted where their slot is free
-  auto post_ahead = [&](size_t from) {
-    for (size_t j = from; j < list.size(); ++j) {
-      if (is_receive(list[j].op)) {
-        if (!post_receive(j, list[j], mb[size_t(list[j].micro)].ctx)) return;
-      } else if (!is_send(list[j].op)) {
-        return;
-      }
-    }
-  };
   for (size_t i = 0; i < list.size(); ++i) {
     const Action& a = list[i];
     const MicroBatch& b = mb[size_t(a.micro)];
-    const int k = local(a.stage);
     if (is_receive(a.op)) {
       wait_receive(i, a, b.ctx);
       continue;
     }
     if (is_send(a.op)) {
-      float* buf = buffer(a, slot_of(a.stage, a.micro));
-      const int64_t bytes = transfer_bytes(a, b.ctx);
-      sends_.push_back({buf, pp_.send_async(buf, size_t(bytes), peer(a), tag(a))});
-      stats_.bytes_sent += bytes;
+      post_send(a, b.ctx);
       continue;
     }
-    post_ahead(i + 1);
+    post_ahead(list, i + 1, mb);
     const int slot = slot_of(a.stage, a.micro);
     const double t = monotonic_seconds();
-    if (a.op == Op::F) {
-      wait_sends_from(model_.stage_output(k, slot));
-      model_.stage_forward(k, slot, b.batch, b.ctx, backward, hooks);
-      const int next = a.stage + 1;
-      if (next < s.stages() && local(next) >= 0)  // the next stage is here too: hand over in memory
-        dev.copy(model_.stage_input(local(next), slot_of(next, a.micro)), model_.stage_output(k, slot),
-                 sizeof(float) * size_t(model_.stage_output_floats(k, b.ctx)));
-    } else {
-      if (a.op != Op::I) set_sync_(last_of_step && final_of[size_t(a.stage)] == i);
-      if (a.op != Op::W) wait_sends_from(model_.stage_input_grad(k, slot));
-      model_.stage_backward(k, slot, b.ctx,
-                            a.op == Op::B   ? BackwardPart::all
-                            : a.op == Op::I ? BackwardPart::input
-                                            : BackwardPart::weight,
-                            hooks);
-      const int prev = a.stage - 1;
-      if (a.op != Op::W && prev >= 0 && local(prev) >= 0)
-        dev.copy(model_.stage_output_grad(local(prev), slot_of(prev, a.micro)), model_.stage_input_grad(k, slot),
-                 sizeof(float) * size_t(model_.stage_input_floats(k, b.ctx)));
-      if (a.op != Op::I) free_slot(a.stage, a.micro);
-    }
+    if (a.op == Op::F)
+      run_forward(s, a, slot, b, backward, hooks);
+    else
+      run_backward(a, slot, b, last_of_step && final_of_[size_t(a.stage)] == i, hooks);
     const double end = monotonic_seconds();
     busy += end - t;
-    if (backward) {  // training passes only
-      const size_t op = size_t(a.op);  // F, B, I, W are 0..3
-      stats_.action_seconds[size_t(a.stage)][op] += end - t;
-      stats_.action_count[size_t(a.stage)][op] += 1;
-    }
-    if (Trace::on())
-      Trace::record({t, end, "compute", to_string(a),
-                     "{\"stage\": " + std::to_string(a.stage) + ", \"micro\": " + std::to_string(a.micro) + "}"});
+    record_compute(a, t, end, backward);
   }
   for (Pending& p : sends_)
     if (p.work) p.work->wait();
@@ -231,7 +255,9 @@ EvalSums PipelineEngine::forward_eval(const MicroBatch& b, UnitHooks* hooks) {
     eval_list_ = std::make_unique<Schedule>(forward_then_backward(lists_.back(), 1));
     for (auto& list : eval_list_->ranks)
       list.erase(std::remove_if(list.begin(), list.end(),
-                                [](const Action& a) { return a.op == Op::B || a.op == Op::SEND_B || a.op == Op::RECV_B; }),
+                                [](const Action& a) {
+                                  return a.op == Op::B || a.op == Op::SEND_B || a.op == Op::RECV_B;
+                                }),
                  list.end());
   }
   eval_batch_.assign(1, b);

@@ -69,6 +69,13 @@ class PipelineEngine {
   void wait_receive(size_t i, const Action& a, const StepContext& ctx);
   void wait_sends_from(const float* buffer);
   void run(const Schedule& s, const std::vector<MicroBatch>& mb, UnitHooks* hooks, bool backward, bool last_of_step);
+  // The steps of run(): the pass's bookkeeping, posting, and one compute action each.
+  void begin_pass(const Schedule& s);
+  void post_ahead(const std::vector<Action>& list, size_t from, const std::vector<MicroBatch>& mb);
+  void post_send(const Action& a, const StepContext& ctx);
+  void run_forward(const Schedule& s, const Action& a, int slot, const MicroBatch& b, bool backward, UnitHooks* hooks);
+  void run_backward(const Action& a, int slot, const MicroBatch& b, bool completes_step, UnitHooks* hooks);
+  void record_compute(const Action& a, double t, double end, bool backward);
 
   Model& model_;
   std::vector<Schedule> lists_;  // by micro-batch count, fewest first

@@ -20,9 +20,190 @@ struct Pending {
   bool done = false;
 };
 
+// The action a rank runs next, and its kind; none when nothing it may run is ready.
+struct Choice {
+  Pending* pending = nullptr;
+  Kind kind = Kind::F;
+};
+
 std::string shape_text(int pp, int v, int m) {
   return "pp " + std::to_string(pp) + ", virtual " + std::to_string(v) + ", micro-batches " + std::to_string(m);
 }
+
+// One run of the greedy list scheduler on an ideal machine: the compute lists it builds and what
+// each rank has still to place.
+class GreedyRun {
+ public:
+  GreedyRun(const std::string& name, int pp, int v, int m, std::vector<int> stage_rank, const GreedyPolicy& policy)
+      : policy_(policy),
+        c_(policy.costs),
+        split_(policy.split_backward),
+        S_(pp * v),
+        m_(m),
+        f_end_(size_t(S_) * m, -1.0),
+        bi_end_(f_end_),
+        pending_(pp),
+        first_open_(pp, {0, 0, 0}),
+        forwards_left_(pp, 0),
+        in_flight_(pp, 0),
+        before_input_(pp, 0),
+        free_at_(pp, 0.0) {
+    s_.name = name;
+    s_.pp = pp;
+    s_.virtual_stages = v;
+    s_.microbatches = m;
+    s_.stage_rank = std::move(stage_rank);
+    s_.ranks.assign(pp, {});
+    queue_actions();
+  }
+
+  // The compute lists in the order the actions started (no sends or receives yet).
+  Schedule run() && {
+    std::set<double> events = {0.0};
+    double t = 0.0;
+    while (left_ > 0) {
+      bool placed = true;
+      while (placed) placed = place_ready(t, events);  // zero-cost actions may free a rank again at once
+      if (left_ == 0) break;
+      auto next = events.upper_bound(t + kEps);
+      if (next == events.end())
+        throw Error("the " + s_.name + " schedule cannot be built for " +
+                    shape_text(s_.pp, s_.virtual_stages, s_.microbatches) +
+                    ": its ranks stop with work left; use more micro-batches or another parallel.pp_schedule");
+      t = *next;
+      events.erase(events.begin(), next);
+    }
+    return std::move(s_);
+  }
+
+ private:
+  size_t at(int stage, int micro) const { return size_t(stage) * m_ + micro; }
+
+  // Per rank and kind, every action to place, in policy order.
+  void queue_actions() {
+    for (int st = 0; st < S_; ++st) {
+      const int r = s_.stage_rank[st];
+      forwards_left_[r] += m_;
+      for (int k = 0; k < m_; ++k)
+        for (Kind kind : {Kind::F, Kind::BI, Kind::W}) {
+          if (kind == Kind::W && !split_) continue;
+          pending_[r][int(kind)].push_back({st, k, policy_.order ? policy_.order(r, kind, st, k) : k, false});
+        }
+    }
+    for (auto& kinds : pending_)
+      for (auto& list : kinds) {
+        std::stable_sort(list.begin(), list.end(), [](const Pending& a, const Pending& b) {
+          return a.order != b.order ? a.order < b.order : a.micro != b.micro ? a.micro < b.micro : a.stage < b.stage;
+        });
+        left_ += list.size();
+      }
+  }
+
+  // When an action's inputs are on the rank (-1: not yet produced).
+  double ready_time(int r, Kind kind, int st, int k) const {
+    auto arrive = [&](double end, int from_stage) {
+      if (end < 0) return -1.0;
+      return s_.stage_rank[from_stage] == r ? end : end + c_.comm;
+    };
+    switch (kind) {
+      case Kind::F:
+        return st == 0 ? 0.0 : arrive(f_end_[at(st - 1, k)], st - 1);
+      case Kind::BI: {
+        const double f = f_end_[at(st, k)];
+        if (f < 0 || st == S_ - 1) return f;
+        const double g = arrive(bi_end_[at(st + 1, k)], st + 1);
+        return g < 0 ? -1.0 : std::max(f, g);
+      }
+      case Kind::W:
+        return bi_end_[at(st, k)];
+    }
+    return -1.0;
+  }
+
+  // Each idle rank starts what it chooses at time t; false when none started anything.
+  bool place_ready(double t, std::set<double>& events) {
+    bool placed = false;
+    for (int r = 0; r < s_.pp; ++r) {
+      if (free_at_[r] > t + kEps) continue;
+      const Choice choice = choose(r, t);
+      if (!choice.pending) continue;
+      place(r, choice, t, events);
+      placed = true;
+    }
+    return placed;
+  }
+
+  // Forward first (within the memory bounds), then B or I, then W; but a W that frees memory for a
+  // forward that waits for nothing else goes before I.
+  Choice choose(int r, double t) {
+    Choice best;
+    bool memory_bound = false;
+    for (Kind kind : {Kind::F, Kind::BI, Kind::W}) {
+      if (kind == Kind::BI && policy_.forward_first && forwards_left_[r] > 0) continue;
+      if (best.pending && !(kind == Kind::W && memory_bound)) break;
+      auto& list = pending_[r][int(kind)];
+      for (size_t i = first_open_[r][int(kind)]; i < list.size(); ++i) {
+        Pending& p = list[i];
+        if (p.done) continue;
+        double ready = ready_time(r, kind, p.stage, p.micro);
+        if (kind == Kind::F && ready >= 0) {
+          const bool input_ok = policy_.input_cap.empty() || before_input_[r] < policy_.input_cap[r];
+          if (!input_ok || in_flight_[r] >= policy_.cap[r]) {
+            memory_bound = memory_bound || (input_ok && ready <= t + kEps);
+            ready = -1.0;
+          }
+        }
+        if (ready >= 0 && ready <= t + kEps) {
+          best = {&p, kind};
+          break;
+        }
+        if (policy_.strict_order) break;
+      }
+    }
+    return best;
+  }
+
+  // Rank r starts the chosen action at time t: its list, its counts and the next events.
+  void place(int r, const Choice& choice, double t, std::set<double>& events) {
+    const Kind kind = choice.kind;
+    Pending& p = *choice.pending;
+    const Op op = kind == Kind::F ? Op::F : kind == Kind::W ? Op::W : split_ ? Op::I : Op::B;
+    const double dur = op == Op::F ? c_.F : op == Op::B ? c_.B : op == Op::I ? c_.I : c_.W;
+    const double end = t + dur;
+    const size_t i = at(p.stage, p.micro);
+    if (kind != Kind::W) (kind == Kind::F ? f_end_ : bi_end_)[i] = end;
+    if (kind == Kind::F) {
+      ++in_flight_[r];
+      ++before_input_[r];
+      --forwards_left_[r];
+    } else {
+      if (kind == Kind::BI) --before_input_[r];
+      if (kind == Kind::W || !split_) --in_flight_[r];
+    }
+    p.done = true;
+    auto& list = pending_[r][int(kind)];
+    size_t& open = first_open_[r][int(kind)];
+    while (open < list.size() && list[open].done) ++open;
+    s_.ranks[r].push_back({op, p.stage, p.micro});
+    free_at_[r] = end;
+    events.insert(end);
+    if (c_.comm > 0) events.insert(end + c_.comm);
+    --left_;
+  }
+
+  const GreedyPolicy& policy_;
+  const ActionCosts& c_;
+  const bool split_;
+  const int S_, m_;
+  Schedule s_;
+  // End times of each (stage, micro-batch)'s F and B-or-I once placed; -1 before.
+  std::vector<double> f_end_, bi_end_;
+  std::vector<std::array<std::vector<Pending>, 3>> pending_;  // [rank][kind], in policy order
+  std::vector<std::array<size_t, 3>> first_open_;             // [rank][kind]: the first not done
+  std::vector<int> forwards_left_, in_flight_, before_input_;  // [rank]
+  std::vector<double> free_at_;                                // [rank]: when it is idle again
+  size_t left_ = 0;                                            // actions still to place
+};
 
 }  // namespace
 
@@ -31,135 +212,7 @@ bool is_backward_input(Op op) { return op == Op::B || op == Op::I; }
 
 Schedule greedy_schedule(const std::string& name, int pp, int v, int m, std::vector<int> stage_rank,
                          const GreedyPolicy& policy) {
-  const int S = pp * v;
-  Schedule s;
-  s.name = name;
-  s.pp = pp;
-  s.virtual_stages = v;
-  s.microbatches = m;
-  s.stage_rank = std::move(stage_rank);
-  s.ranks.assign(pp, {});
-  const ActionCosts& c = policy.costs;
-  const bool split = policy.split_backward;
-
-  // End times of each (stage, micro-batch)'s F and B-or-I once placed; -1 before.
-  std::vector<double> f_end(size_t(S) * m, -1.0), bi_end(f_end);
-  auto at = [m](int stage, int micro) { return size_t(stage) * m + micro; };
-
-  // Per rank and kind, the actions still to place, in policy order.
-  std::vector<std::array<std::vector<Pending>, 3>> pending(pp);
-  std::vector<std::array<size_t, 3>> first_open(pp, {0, 0, 0});
-  std::vector<int> forwards_left(pp, 0), in_flight(pp, 0), before_input(pp, 0);
-  for (int st = 0; st < S; ++st) {
-    const int r = s.stage_rank[st];
-    forwards_left[r] += m;
-    for (int k = 0; k < m; ++k)
-      for (Kind kind : {Kind::F, Kind::BI, Kind::W}) {
-        if (kind == Kind::W && !split) continue;
-        pending[r][int(kind)].push_back({st, k, policy.order ? policy.order(r, kind, st, k) : k, false});
-      }
-  }
-  size_t left = 0;
-  for (auto& kinds : pending)
-    for (auto& list : kinds) {
-      std::stable_sort(list.begin(), list.end(), [](const Pending& a, const Pending& b) {
-        return a.order != b.order ? a.order < b.order : a.micro != b.micro ? a.micro < b.micro : a.stage < b.stage;
-      });
-      left += list.size();
-    }
-
-  // When an action's inputs are on the rank (-1: not yet produced).
-  auto ready_time = [&](int r, Kind kind, int st, int k) -> double {
-    auto arrive = [&](double end, int from_stage) {
-      if (end < 0) return -1.0;
-      return s.stage_rank[from_stage] == r ? end : end + c.comm;
-    };
-    switch (kind) {
-      case Kind::F:
-        return st == 0 ? 0.0 : arrive(f_end[at(st - 1, k)], st - 1);
-      case Kind::BI: {
-        const double f = f_end[at(st, k)];
-        if (f < 0 || st == S - 1) return f;
-        const double g = arrive(bi_end[at(st + 1, k)], st + 1);
-        return g < 0 ? -1.0 : std::max(f, g);
-      }
-      case Kind::W:
-        return bi_end[at(st, k)];
-    }
-    return -1.0;
-  };
-
-  std::vector<double> free_at(pp, 0.0);
-  std::set<double> events = {0.0};
-  double t = 0.0;
-  while (left > 0) {
-    bool placed = true;
-    while (placed) {  // zero-cost actions may free a rank again at the same moment
-      placed = false;
-      for (int r = 0; r < pp; ++r) {
-        if (free_at[r] > t + kEps) continue;
-        // Forward first (within the memory bounds), then B or I, then W; but a W that frees memory for a
-        // forward that waits for nothing else goes before I.
-        Pending* best = nullptr;
-        Kind best_kind = Kind::F;
-        bool memory_bound = false;
-        for (Kind kind : {Kind::F, Kind::BI, Kind::W}) {
-          if (kind == Kind::BI && policy.forward_first && forwards_left[r] > 0) continue;
-          if (best && !(kind == Kind::W && memory_bound)) break;
-          auto& list = pending[r][int(kind)];
-          for (size_t i = first_open[r][int(kind)]; i < list.size(); ++i) {
-            Pending& p = list[i];
-            if (p.done) continue;
-            double ready = ready_time(r, kind, p.stage, p.micro);
-            if (kind == Kind::F && ready >= 0) {
-              const bool input_ok = policy.input_cap.empty() || before_input[r] < policy.input_cap[r];
-              if (!input_ok || in_flight[r] >= policy.cap[r]) {
-                memory_bound = memory_bound || (input_ok && ready <= t + kEps);
-                ready = -1.0;
-              }
-            }
-            if (ready >= 0 && ready <= t + kEps) {
-              best = &p;
-              best_kind = kind;
-              break;
-            }
-            if (policy.strict_order) break;
-          }
-        }
-        if (!best) continue;
-        const Op op = best_kind == Kind::F ? Op::F : best_kind == Kind::W ? Op::W : split ? Op::I : Op::B;
-        const double dur = op == Op::F ? c.F : op == Op::B ? c.B : op == Op::I ? c.I : c.W;
-        const double end = t + dur;
-        const size_t i = at(best->stage, best->micro);
-        if (best_kind != Kind::W) (best_kind == Kind::F ? f_end : bi_end)[i] = end;
-        if (best_kind == Kind::F) {
-          ++in_flight[r];
-          ++before_input[r];
-          --forwards_left[r];
-        } else {
-          if (best_kind == Kind::BI) --before_input[r];
-          if (best_kind == Kind::W || !split) --in_flight[r];
-        }
-        best->done = true;
-        auto& list = pending[r][int(best_kind)];
-        while (first_open[r][int(best_kind)] < list.size() && list[first_open[r][int(best_kind)]].done)
-          ++first_open[r][int(best_kind)];
-        s.ranks[r].push_back({op, best->stage, best->micro});
-        free_at[r] = end;
-        events.insert(end);
-        if (c.comm > 0) events.insert(end + c.comm);
-        --left;
-        placed = true;
-      }
-    }
-    if (left == 0) break;
-    auto next = events.upper_bound(t + kEps);
-    if (next == events.end())
-      throw Error("the " + name + " schedule cannot be built for " + shape_text(pp, v, m) +
-                  ": its ranks stop with work left; use more micro-batches or another parallel.pp_schedule");
-    t = *next;
-    events.erase(events.begin(), next);
-  }
+  Schedule s = GreedyRun(name, pp, v, m, std::move(stage_rank), policy).run();
   insert_communication(s);
   return s;
 }

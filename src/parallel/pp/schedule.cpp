@@ -165,6 +165,112 @@ void check_schedule_shape(int pp, int v, int m, const std::string& where) {
               std::to_string(kMaxStageMicrobatches) + " a schedule may hold: use fewer micro-batches");
 }
 
+namespace {
+
+// A schedule file as read so far, line by line; finish() checks it whole and returns the schedule.
+class ScheduleFileReader {
+ public:
+  explicit ScheduleFileReader(const std::string& path) : path_(path) { s_.name = path; }
+
+  void read_line(const std::string& raw, int line_no) {
+    std::string line = trim(raw.substr(0, raw.find('#')));
+    if (line.empty()) return;
+    if (line.rfind("rank", 0) == 0 && line.find(':') != std::string::npos) return read_rank_line(line, line_no);
+    read_setting(line, line_no);
+  }
+
+  Schedule finish() && {
+    for (const char* key : {"pp", "microbatches"})
+      if (!key_line_.count(key)) throw Error(path_ + ": no `" + key + "` line: add one, e.g. `" + key + " 4`");
+    check_schedule_shape(s_.pp, s_.virtual_stages, s_.microbatches, path_);
+    check_stage_rank();
+    s_.ranks.assign(s_.pp, {});
+    for (auto& [r, list] : rank_lists_) {
+      if (r >= s_.pp)
+        fail(rank_line_[r], "rank " + std::to_string(r) + " but pp is " + std::to_string(s_.pp) + ": use ranks 0 to " +
+                                std::to_string(s_.pp - 1));
+      s_.ranks[r] = std::move(list);
+    }
+    for (int r = 0; r < s_.pp; ++r)
+      if (!rank_lists_.count(r))
+        throw Error(path_ + ": no line for rank " + std::to_string(r) + ": add `rank " + std::to_string(r) + ": ...`");
+    return std::move(s_);
+  }
+
+ private:
+  [[noreturn]] void fail(int line, const std::string& what) const {
+    throw Error(path_ + ":" + std::to_string(line) + ": " + what);
+  }
+
+  // `rank R: 0F0 0SEND_F0 ...`
+  void read_rank_line(const std::string& line, int line_no) {
+    const size_t colon = line.find(':');
+    const int r = parse_count(trim(line.substr(4, colon - 4)));
+    if (r < 0) fail(line_no, "bad rank line: write `rank R: 0F0 0SEND_F0 ...`");
+    if (rank_lists_.count(r)) fail(line_no, "rank " + std::to_string(r) + " is listed twice: give each rank one line");
+    std::vector<Action>& list = rank_lists_[r];
+    rank_line_[r] = line_no;
+    std::istringstream tokens(line.substr(colon + 1));
+    std::string tok;
+    while (tokens >> tok) {
+      try {
+        list.push_back(parse_action(tok));
+      } catch (const Error& e) {
+        fail(line_no, e.what());
+      }
+    }
+  }
+
+  // `KEY VALUE`: schedule, pp, virtual, microbatches or stage_rank, each at most once.
+  void read_setting(const std::string& line, int line_no) {
+    const size_t sp = line.find_first_of(" \t");
+    const std::string key = line.substr(0, sp), value = sp == std::string::npos ? "" : trim(line.substr(sp));
+    if (key_line_.count(key)) fail(line_no, "`" + key + "` is given twice: keep one");
+    key_line_[key] = line_no;
+    if (key == "schedule") {
+      if (value.empty()) fail(line_no, "`schedule` needs a name, e.g. `schedule 1f1b`");
+      s_.name = value;
+    } else if (key == "pp" || key == "virtual" || key == "microbatches") {
+      const int n = parse_count(value);
+      if (n < 1) fail(line_no, "`" + key + " " + value + "`: give a whole number of at least 1");
+      (key == "pp" ? s_.pp : key == "virtual" ? s_.virtual_stages : s_.microbatches) = n;
+    } else if (key == "stage_rank") {
+      std::istringstream vals(value);
+      std::string tok;
+      while (vals >> tok) {
+        const int r = parse_count(tok);
+        if (r < 0) fail(line_no, "stage_rank `" + tok + "` is not a rank: list the rank of each stage, e.g. 0 1 2 3");
+        s_.stage_rank.push_back(r);
+      }
+    } else {
+      fail(line_no,
+           "unknown line `" + line + "`: use schedule, pp, virtual, microbatches, stage_rank or `rank R: ...`");
+    }
+  }
+
+  // stage_rank as given (or the default: stage s on rank s % pp) names a rank for every stage.
+  void check_stage_rank() {
+    if (!key_line_.count("stage_rank"))  // one stage per rank, or a loop
+      for (int st = 0; st < s_.stages(); ++st) s_.stage_rank.push_back(st % s_.pp);
+    if (int(s_.stage_rank.size()) != s_.stages())
+      fail(key_line_["stage_rank"], "stage_rank lists " + std::to_string(s_.stage_rank.size()) +
+                                        " stages but pp × virtual = " + std::to_string(s_.stages()) +
+                                        ": give one rank per stage");
+    for (int r : s_.stage_rank)
+      if (r >= s_.pp)
+        fail(key_line_["stage_rank"], "stage_rank names rank " + std::to_string(r) + " but pp is " +
+                                          std::to_string(s_.pp) + ": use ranks 0 to " + std::to_string(s_.pp - 1));
+  }
+
+  std::string path_;
+  Schedule s_;
+  std::map<std::string, int> key_line_;            // the line each setting is on
+  std::map<int, std::vector<Action>> rank_lists_;  // by rank
+  std::map<int, int> rank_line_;                   // the line each rank's list is on
+};
+
+}  // namespace
+
 Schedule read_schedule(const std::string& path) {
   std::error_code ec;
   const auto bytes = std::filesystem::file_size(path, ec);
@@ -172,87 +278,11 @@ Schedule read_schedule(const std::string& path) {
                                           " MiB, more than any schedule's lists: give a schedule file "
                                           "(`dtrain plan --save` writes one)");
   const std::string text = read_file(path, kMaxSmallFileBytes, "schedule file");
-  Schedule s;
-  s.name = path;
-  std::map<std::string, int> key_line;
-  std::map<int, std::vector<Action>> rank_lists;
-  std::map<int, int> rank_line;
-  int line_no = 0;
+  ScheduleFileReader reader(path);
   std::istringstream in(text);
   std::string raw;
-  auto fail = [&path](int line, const std::string& what) {
-    throw Error(path + ":" + std::to_string(line) + ": " + what);
-  };
-  while (std::getline(in, raw)) {
-    ++line_no;
-    std::string line = trim(raw.substr(0, raw.find('#')));
-    if (line.empty()) continue;
-    if (line.rfind("rank", 0) == 0 && line.find(':') != std::string::npos) {
-      const size_t colon = line.find(':');
-      const int r = parse_count(trim(line.substr(4, colon - 4)));
-      if (r < 0) fail(line_no, "bad rank line: write `rank R: 0F0 0SEND_F0 ...`");
-      if (rank_lists.count(r)) fail(line_no, "rank " + std::to_string(r) + " is listed twice: give each rank one line");
-      std::vector<Action>& list = rank_lists[r];
-      rank_line[r] = line_no;
-      std::istringstream tokens(line.substr(colon + 1));
-      std::string tok;
-      while (tokens >> tok) {
-        try {
-          list.push_back(parse_action(tok));
-        } catch (const Error& e) {
-          fail(line_no, e.what());
-        }
-      }
-      continue;
-    }
-    const size_t sp = line.find_first_of(" \t");
-    const std::string key = line.substr(0, sp), value = sp == std::string::npos ? "" : trim(line.substr(sp));
-    if (key_line.count(key)) fail(line_no, "`" + key + "` is given twice: keep one");
-    key_line[key] = line_no;
-    if (key == "schedule") {
-      if (value.empty()) fail(line_no, "`schedule` needs a name, e.g. `schedule 1f1b`");
-      s.name = value;
-    } else if (key == "pp" || key == "virtual" || key == "microbatches") {
-      const int n = parse_count(value);
-      if (n < 1) fail(line_no, "`" + key + " " + value + "`: give a whole number of at least 1");
-      (key == "pp" ? s.pp : key == "virtual" ? s.virtual_stages : s.microbatches) = n;
-    } else if (key == "stage_rank") {
-      std::istringstream vals(value);
-      std::string tok;
-      while (vals >> tok) {
-        const int r = parse_count(tok);
-        if (r < 0) fail(line_no, "stage_rank `" + tok + "` is not a rank: list the rank of each stage, e.g. 0 1 2 3");
-        s.stage_rank.push_back(r);
-      }
-    } else {
-      fail(line_no,
-           "unknown line `" + line + "`: use schedule, pp, virtual, microbatches, stage_rank or `rank R: ...`");
-    }
-  }
-  for (const char* key : {"pp", "microbatches"})
-    if (!key_line.count(key)) throw Error(path + ": no `" + key + "` line: add one, e.g. `" + key + " 4`");
-  check_schedule_shape(s.pp, s.virtual_stages, s.microbatches, path);
-  if (!key_line.count("stage_rank"))  // default: stage s on rank s % pp (one stage per rank, or a loop)
-    for (int st = 0; st < s.stages(); ++st) s.stage_rank.push_back(st % s.pp);
-  if (int(s.stage_rank.size()) != s.stages())
-    fail(key_line["stage_rank"], "stage_rank lists " + std::to_string(s.stage_rank.size()) +
-                                     " stages but pp × virtual = " + std::to_string(s.stages()) +
-                                     ": give one rank per stage");
-  for (int r : s.stage_rank)
-    if (r >= s.pp)
-      fail(key_line["stage_rank"], "stage_rank names rank " + std::to_string(r) + " but pp is " + std::to_string(s.pp) +
-                                       ": use ranks 0 to " + std::to_string(s.pp - 1));
-  s.ranks.assign(s.pp, {});
-  for (auto& [r, list] : rank_lists) {
-    if (r >= s.pp)
-      fail(rank_line[r], "rank " + std::to_string(r) + " but pp is " + std::to_string(s.pp) + ": use ranks 0 to " +
-                             std::to_string(s.pp - 1));
-    s.ranks[r] = std::move(list);
-  }
-  for (int r = 0; r < s.pp; ++r)
-    if (!rank_lists.count(r))
-      throw Error(path + ": no line for rank " + std::to_string(r) + ": add `rank " + std::to_string(r) + ": ...`");
-  return s;
+  for (int line_no = 1; std::getline(in, raw); ++line_no) reader.read_line(raw, line_no);
+  return std::move(reader).finish();
 }
 
 }  // namespace dtrain

@@ -133,9 +133,17 @@ Simulation simulate(const Schedule& s, const ActionCosts& costs) {
   return sim;
 }
 
-std::string render_grid(const Schedule& s, const Simulation& sim) {
-  // The column width in time units: 1, or finer when durations are fractions; at most 400 columns.
+namespace {
+
+// The grid's column width in time units (1, or finer when durations are fractions) and its columns
+// (at most 400).
+struct GridScale {
   double unit = 1.0;
+  int columns = 0;
+};
+
+GridScale grid_scale(const Simulation& sim) {
+  GridScale g;
   auto fits = [&](double u) {
     for (const auto& list : sim.ranks)
       for (const TimedAction& t : list)
@@ -145,61 +153,65 @@ std::string render_grid(const Schedule& s, const Simulation& sim) {
   };
   for (double u : {1.0, 0.5, 0.25, 0.2, 0.1})
     if (fits(u)) {
-      unit = u;
+      g.unit = u;
       break;
     }
-  int columns = int(std::ceil(sim.makespan / unit - 1e-9));
-  if (columns > 400) {
-    unit = sim.makespan / 400;
-    columns = 400;
+  g.columns = int(std::ceil(sim.makespan / g.unit - 1e-9));
+  if (g.columns > 400) {
+    g.unit = sim.makespan / 400;
+    g.columns = 400;
   }
+  return g;
+}
 
-  // Cell labels: op and micro-batch; with two stages per rank the second in lower case, with more a
-  // ".c" suffix naming the rank's stage (0 = its first).
-  auto label = [&](const Action& a, int rank) {
-    std::string op = op_name(a.op), text;
-    const std::vector<int> mine = s.stages_of(rank);
-    const int chunk = int(std::find(mine.begin(), mine.end(), a.stage) - mine.begin());
-    if (s.virtual_stages == 2 && chunk == 1)
-      for (char& ch : op) ch = char(std::tolower(static_cast<unsigned char>(ch)));
-    text = op + std::to_string(a.micro);
-    if (s.virtual_stages > 2) text += "." + std::to_string(chunk);
-    return text;
-  };
-  size_t width = 2;
-  for (int r = 0; r < s.pp; ++r)
-    for (const TimedAction& t : sim.ranks[r]) width = std::max(width, label(t.action, r).size());
-  const std::string rank_head = "rank " + std::to_string(s.pp - 1);
+// A cell's label: op and micro-batch; with two stages per rank the second in lower case, with more
+// a ".c" suffix naming the rank's stage (0 = its first).
+std::string cell_label(const Schedule& s, const Action& a, int rank) {
+  std::string op = op_name(a.op), text;
+  const std::vector<int> mine = s.stages_of(rank);
+  const int chunk = int(std::find(mine.begin(), mine.end(), a.stage) - mine.begin());
+  if (s.virtual_stages == 2 && chunk == 1)
+    for (char& ch : op) ch = char(std::tolower(static_cast<unsigned char>(ch)));
+  text = op + std::to_string(a.micro);
+  if (s.virtual_stages > 2) text += "." + std::to_string(chunk);
+  return text;
+}
 
-  std::string out = "schedule " + s.name + ": pp " + std::to_string(s.pp) + ", virtual " +
-                    std::to_string(s.virtual_stages) + ", micro-batches " + std::to_string(s.microbatches) + "; " +
-                    number(sim.makespan) + " time units, one column = " + number(unit) + "\n";
-  // A time ruler: the time at every 5th column (or further apart where the labels are wider).
-  std::string ruler(rank_head.size(), ' ');
-  for (int col = 0; col < columns; col += 5) {
-    const size_t at = rank_head.size() + 1 + size_t(col) * (width + 1);
-    if (ruler.size() + (ruler.size() > rank_head.size() ? 1 : 0) > at) continue;
+// A time ruler: the time at every 5th column (or further apart where the labels are wider), past
+// a margin as wide as the rank names.
+std::string time_ruler(size_t margin, const GridScale& g, size_t width) {
+  std::string ruler(margin, ' ');
+  for (int col = 0; col < g.columns; col += 5) {
+    const size_t at = margin + 1 + size_t(col) * (width + 1);
+    if (ruler.size() + (ruler.size() > margin ? 1 : 0) > at) continue;
     ruler.resize(at, ' ');
-    ruler += number(col * unit);
+    ruler += number(col * g.unit);
   }
-  out += ruler + "\n";
-  for (int r = 0; r < s.pp; ++r) {
-    std::vector<std::string> cells(columns, ".");
-    for (const TimedAction& t : sim.ranks[r]) {
-      const int a = int(std::round(t.start / unit)), b = std::max(a + 1, int(std::round(t.end / unit)));
-      for (int col = a; col < b && col < columns; ++col) cells[col] = label(t.action, r);
-    }
-    std::string line = "rank " + std::to_string(r);
-    line.resize(rank_head.size(), ' ');
-    for (const std::string& cell : cells) {
-      line += ' ';
-      line += cell;
-      line.append(width - cell.size(), ' ');
-    }
-    while (!line.empty() && line.back() == ' ') line.pop_back();
-    out += line + "\n";
+  return ruler;
+}
+
+// Rank r's row: its name, then a label (or "." when idle) per column, each `width` wide.
+std::string rank_row(const Schedule& s, const Simulation& sim, int r, const GridScale& g, size_t margin,
+                     size_t width) {
+  std::vector<std::string> cells(g.columns, ".");
+  for (const TimedAction& t : sim.ranks[r]) {
+    const int a = int(std::round(t.start / g.unit)), b = std::max(a + 1, int(std::round(t.end / g.unit)));
+    for (int col = a; col < b && col < g.columns; ++col) cells[col] = cell_label(s, t.action, r);
   }
-  out += "bubble (simulated):";
+  std::string line = "rank " + std::to_string(r);
+  line.resize(margin, ' ');
+  for (const std::string& cell : cells) {
+    line += ' ';
+    line += cell;
+    line.append(width - cell.size(), ' ');
+  }
+  while (!line.empty() && line.back() == ' ') line.pop_back();
+  return line;
+}
+
+// The lines under the grid: bubbles (simulated and textbook) and activation slots per rank.
+std::string grid_summary(const Schedule& s, const Simulation& sim) {
+  std::string out = "bubble (simulated):";
   for (int r = 0; r < s.pp; ++r) out += " rank " + std::to_string(r) + " " + fixed(sim.bubble[r], 3) + ",";
   out += " mean " + fixed(sim.mean_bubble, 3) + "\n";
   const double theory = theoretical_bubble(s.name, s.pp, s.virtual_stages, s.microbatches);
@@ -219,6 +231,23 @@ std::string render_grid(const Schedule& s, const Simulation& sim) {
     out += "\n";
   }
   return out;
+}
+
+}  // namespace
+
+std::string render_grid(const Schedule& s, const Simulation& sim) {
+  const GridScale g = grid_scale(sim);
+  size_t width = 2;
+  for (int r = 0; r < s.pp; ++r)
+    for (const TimedAction& t : sim.ranks[r]) width = std::max(width, cell_label(s, t.action, r).size());
+  const size_t margin = ("rank " + std::to_string(s.pp - 1)).size();
+
+  std::string out = "schedule " + s.name + ": pp " + std::to_string(s.pp) + ", virtual " +
+                    std::to_string(s.virtual_stages) + ", micro-batches " + std::to_string(s.microbatches) + "; " +
+                    number(sim.makespan) + " time units, one column = " + number(g.unit) + "\n";
+  out += time_ruler(margin, g, width) + "\n";
+  for (int r = 0; r < s.pp; ++r) out += rank_row(s, sim, r, g, margin, width) + "\n";
+  return out + grid_summary(s, sim);
 }
 
 }  // namespace dtrain

@@ -1,7 +1,5 @@
-// TCP store server and client (see tcp_store.hpp). One poll loop serves every connection; a
-// WAIT is parked on the server until its keys exist or its timeout passes; a refusal closes lingering.
-#include "comm/tcp_store.hpp"
-
+// The TCP store's server (see tcp_store.hpp). One poll loop serves every connection; a WAIT is
+// parked on the server until its keys exist or its timeout passes; a refusal closes lingering.
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -13,17 +11,16 @@
 #include <cstring>
 #include <unordered_map>
 
+#include "comm/tcp_store.hpp"
+#include "comm/tcp_store_wire.hpp"
 #include "core/descriptors.hpp"
 #include "core/error.hpp"
 
 namespace dtrain {
 
-namespace {
+using namespace tcp_store_wire;
 
-constexpr char kMagic[4] = {'D', 'T', 'S', '1'};
-constexpr size_t kMaxToken = 1024;
-enum Op : uint8_t { kSet = 1, kGet = 2, kAdd = 3, kWait = 4, kDel = 5 };
-enum Status : uint8_t { kOk = 0, kMissing = 1, kFail = 2 };
+namespace {
 
 using Clock = std::chrono::steady_clock;
 
@@ -33,62 +30,6 @@ using Clock = std::chrono::steady_clock;
 constexpr Millis kLinger{5000};
 constexpr size_t kLingerSlack = 64 << 10;
 constexpr size_t kMaxLinger = size_t(1) << 30;
-
-void put_u32(std::string& s, uint32_t v) { s.append(reinterpret_cast<const char*>(&v), 4); }
-void put_i64(std::string& s, int64_t v) { s.append(reinterpret_cast<const char*>(&v), 8); }
-void put_str(std::string& s, const std::string& v) {
-  put_u32(s, uint32_t(v.size()));
-  s += v;
-}
-
-std::string frame(uint8_t code, const std::string& payload) {
-  std::string f(1, char(code));
-  put_u32(f, uint32_t(payload.size()));
-  return f + payload;
-}
-
-// Bounds-checked reader over a request payload; ok() turns false on any overrun.
-struct Reader {
-  const char* p;
-  size_t left;
-  bool good = true;
-  uint32_t u32() {
-    uint32_t v = 0;
-    take(&v, 4);
-    return v;
-  }
-  int64_t i64() {
-    int64_t v = 0;
-    take(&v, 8);
-    return v;
-  }
-  std::string str(size_t max) {
-    uint32_t n = u32();
-    if (!good || n > left || n > max) {
-      good = false;
-      return {};
-    }
-    std::string s(p, n);
-    p += n;
-    left -= n;
-    return s;
-  }
-  std::string rest() {
-    std::string s(p, left);
-    p += left;
-    left = 0;
-    return s;
-  }
-  void take(void* dst, size_t n) {
-    if (!good || left < n) {
-      good = false;
-      return;
-    }
-    std::memcpy(dst, p, n);
-    p += n;
-    left -= n;
-  }
-};
 
 }  // namespace
 
@@ -390,7 +331,8 @@ struct TcpStoreServer::Impl {
                                         ? descriptor_limit_problem(err)
                                         : std::string("the kernel is out of memory for sockets (") +
                                               std::strerror(err) + "): free memory on this machine";
-            std::fprintf(stderr, "dtrain: warning: the store on port %d cannot accept a connection (%zu connected): %s\n",
+            std::fprintf(stderr,
+                         "dtrain: warning: the store on port %d cannot accept a connection (%zu connected): %s\n",
                          owner.port(), conns.size(), why.c_str());
           }
         }
@@ -440,102 +382,5 @@ TcpStoreServer::~TcpStoreServer() {
   ::close(impl_->wake[0]);
   ::close(impl_->wake[1]);
 }
-
-// ---- client ----
-
-TcpStore::TcpStore(const std::string& host, int port, const std::string& token, Millis connect_timeout,
-                   Millis op_timeout, const std::function<bool()>& give_up)
-    : host_(host), port_(port), token_(token), op_timeout_(clamp_wait(op_timeout)) {
-  sock_ = tcp_connect(host, port, connect_timeout, give_up);
-  require(token.size() <= kMaxToken, "DTRAIN_JOB_TOKEN is longer than " + std::to_string(kMaxToken) + " bytes");
-  std::string hello(kMagic, 4);
-  put_u32(hello, uint32_t(token.size()));
-  hello += token;
-  const Deadline d = deadline_in(connect_timeout);
-  uint8_t status = kFail;
-  uint32_t len = 0;
-  bool ok = send_all(sock_.fd(), hello.data(), hello.size(), d) && recv_all(sock_.fd(), &status, 1, d) &&
-            recv_all(sock_.fd(), &len, 4, d) && len < 4096;
-  std::string msg(ok ? len : 0, '\0');
-  ok = ok && recv_all(sock_.fd(), msg.data(), len, d);
-  require(ok, "the store at " + host + ":" + std::to_string(port) +
-                  " did not answer the handshake: is that port a dtrain store (dtrun's --rdzv-endpoint / MASTER_PORT)?");
-  require(status == kOk, "the store at " + host + ":" + std::to_string(port) + " refused this process: " + msg);
-}
-
-std::pair<uint8_t, std::string> TcpStore::request(uint8_t op, const std::string& payload, Millis reply_timeout) {
-  std::lock_guard<std::mutex> lock(mu_);
-  const std::string where = host_ + ":" + std::to_string(port_);
-  require(sock_.valid(), "the connection to the store at " + where + " was lost earlier");
-  const std::string f = frame(op, payload);
-  const bool sent = send_all(sock_.fd(), f.data(), f.size(), deadline_in(op_timeout_));
-  // A request the server refused before reading it whole still has its reason waiting.
-  const Deadline d = deadline_in(sent ? reply_timeout : std::min(reply_timeout, Millis(1000)));
-  uint8_t status = 0;
-  uint32_t len = 0;
-  bool ok = recv_all(sock_.fd(), &status, 1, d) && recv_all(sock_.fd(), &len, 4, d) && (sent || status == kFail);
-  std::string reply(ok ? len : 0, '\0');
-  ok = ok && recv_all(sock_.fd(), reply.data(), len, d);
-  if (!ok) {
-    sock_.close();
-    throw Error("lost the connection to the store at " + where +
-                " (its host exited or the network failed): the job cannot continue; see the launcher's log");
-  }
-  if (status == kFail) {
-    sock_.close();
-    throw Error("the store at " + where + " rejected a request: " + reply);
-  }
-  return {status, std::move(reply)};
-}
-
-void TcpStore::set(const std::string& key, const std::string& value) {
-  std::string p;
-  put_str(p, key);
-  request(kSet, p + value, op_timeout_);
-}
-
-std::optional<std::string> TcpStore::try_get(const std::string& key) {
-  std::string p;
-  put_str(p, key);
-  auto [status, v] = request(kGet, p, op_timeout_);
-  if (status == kMissing) return std::nullopt;
-  return v;
-}
-
-int64_t TcpStore::add(const std::string& key, int64_t delta) {
-  std::string p;
-  put_str(p, key);
-  put_i64(p, delta);
-  auto [status, v] = request(kAdd, p, op_timeout_);
-  int64_t out = 0;
-  require(v.size() == 8, "the store answered ADD with a malformed reply");
-  std::memcpy(&out, v.data(), 8);
-  return out;
-}
-
-std::vector<std::string> TcpStore::wait(const std::vector<std::string>& keys, Millis timeout) {
-  // Cut to what the wire and the clocks hold: never negative, never past kLongestWait.
-  const Millis t = clamp_wait(timeout);
-  std::string p;
-  put_i64(p, t.count());
-  put_u32(p, uint32_t(keys.size()));
-  for (const auto& k : keys) put_str(p, k);
-  auto [status, v] = request(kWait, p, t + op_timeout_);
-  std::vector<std::string> missing;
-  if (status == kMissing) {
-    Reader r{v.data(), v.size()};
-    uint32_t n = r.u32();
-    for (uint32_t i = 0; i < n && r.good; ++i) missing.push_back(r.str(1u << 20));
-  }
-  return missing;
-}
-
-void TcpStore::erase(const std::string& key) {
-  std::string p;
-  put_str(p, key);
-  request(kDel, p, op_timeout_);
-}
-
-std::string TcpStore::local_address() const { return socket_local_address(sock_.fd()); }
 
 }  // namespace dtrain
