@@ -31,105 +31,134 @@ constexpr int64_t kMaxMesh = int64_t(1) << 20;    // one mesh dimension
 #define STRING_KEY DT_STRING_KEY
 #define CHOICE_KEY DT_CHOICE_KEY
 
+// The data.* keys and the batch keys of train.*.
+Table data_and_batch_keys() {
+  return {
+    STRING_KEY("data.dir", data.dir, "a folder made by `dtrain data prepare` or `dtrain data builtin`"),
+    INT_KEY("data.stride", data.stride, 1, kMaxCount, "training windows start every this many tokens (the course: 1)"),
+    INT_KEY("data.eval_stride", data.eval_stride, 0, kMaxCount,
+            "validation and test windows start every this many tokens; 0: model.seq_len (each token scored once)"),
+    BOOL_KEY("data.shuffle", data.shuffle, "training windows in a seeded random order each epoch"),
+    INT_KEY("train.epochs", train.epochs, 0, kMaxCount, "passes over the training data; 0: train.max_steps decides"),
+    INT_KEY("train.max_steps", train.max_steps, 0, kMaxSteps, "stop after this many optimizer steps in all; 0: no limit"),
+    INT_KEY("train.batch_size", train.batch_size, 1, kMaxCount,
+            "samples (token windows, images) per data-parallel rank and micro-step (the course's \"512 per GPU\")"),
+    INT_KEY("train.grad_accum", train.grad_accum, 1, kMaxCount, "micro-steps whose gradients make one optimizer step"),
+    INT_KEY("train.global_batch", train.global_batch, 0, kMaxCount,
+            "samples per optimizer step over all ranks, kept at any data-parallel size (train.batch_size is then the "
+            "most per rank and micro-step; the micro-steps follow); 0: batch_size × ranks × grad_accum"),
+  };
+}
+
+// The parallel.* keys.
+Table parallel_keys() {
+  return {
+    INT_KEY("parallel.dp", parallel.dp, 0, kMaxMesh, "data-parallel replicas (plain DDP's name for dp_replicate); 0: what the world leaves"),
+    INT_KEY("parallel.pp", parallel.pp, -1, kMaxMesh, "pipeline stages; -1: what the world leaves"),
+    INT_KEY("parallel.dp_replicate", parallel.dp_replicate, -1, kMaxMesh,
+            "replicas of the (sharded) model; -1: what the world leaves"),
+    INT_KEY("parallel.dp_shard", parallel.dp_shard, -1, kMaxMesh, "ranks that shard parameters, gradients and optimizer state (FSDP); -1: what the world leaves"),
+    INT_KEY("parallel.tp", parallel.tp, -1, kMaxMesh, "tensor-parallel ranks (heads, feed-forward width, vocabulary split); -1: what the world leaves"),
+    CHOICE_KEY("parallel.backend", parallel.backend, "auto|gloo|nccl|mpi",
+               "collectives over: gloo (CPU), nccl (GPU), mpi (CPU; ranks started by mpirun or srun --mpi=pmix); "
+               "auto: nccl on a GPU, else gloo"),
+    {"parallel.bucket_mb",
+     {"float", "DDP gradient bucket size in MB (PyTorch's default: 25); 0: an eighth of the gradients, 1 to 25 MB", 0, 0,
+      [](RunConfig& c, const std::string& v) { c.parallel.bucket_mb = parse_config_float("parallel.bucket_mb", v, "--set"); },
+      [](const RunConfig& c) { return Json(c.parallel.bucket_mb); }}},
+    INT_KEY("parallel.timeout_s", parallel.timeout_s, 1, 30 * 24 * 3600,
+            "seconds a rank waits for another in any collective or rendezvous before it names the missing one"),
+    INT_KEY("parallel.fsdp_prefetch", parallel.fsdp_prefetch, 0, 64, "FSDP: units gathered ahead of the one computing"),
+    BOOL_KEY("parallel.fsdp_reshard_after_forward", parallel.fsdp_reshard_after_forward,
+             "FSDP: free gathered parameters after forward (FULL_SHARD); false keeps them to backward (SHARD_GRAD_OP)"),
+    BOOL_KEY("parallel.tp_sequence", parallel.tp_sequence,
+             "tensor parallel: also split norms, dropout and residuals by rows (sequence parallel)"),
+    BOOL_KEY("parallel.tp_overlap", parallel.tp_overlap,
+             "tensor parallel: run the region collectives beside the matmuls (row chunks, weight gradients); "
+             "false: each waits where it is called"),
+    INT_KEY("parallel.tp_overlap_chunks", parallel.tp_overlap_chunks, 1, 64,
+            "tensor parallel with tp_overlap: row chunks of a row-parallel matmul, each chunk's all-reduce beside "
+            "the next (chunks of at least 64 rows); 1: none (what measured fastest on 2 CPU cores)"),
+    CHOICE_KEY("parallel.fsdp_reduce_dtype", parallel.fsdp_reduce_dtype, "f32|bf16",
+               "FSDP: type gradients are reduced in (bf16 needs train.precision = bf16)"),
+    CHOICE_KEY("parallel.pp_schedule", parallel.pp_schedule, "gpipe|1f1b|interleaved-1f1b|zb-h1|zb-v",
+               "pipeline schedule (docs/pipeline.md)"),
+    STRING_KEY("parallel.pp_schedule_file", parallel.pp_schedule_file,
+               "a file of pipeline actions to run instead of parallel.pp_schedule (`dtrain plan --save` writes one)"),
+    INT_KEY("parallel.pp_virtual", parallel.pp_virtual, 1, 64, "pipeline stages per rank (2 for interleaved-1f1b and zb-v)"),
+    INT_KEY("parallel.microbatches", parallel.microbatches, 0, 4096, "pipeline micro-batches per pass; 0: as many as pipeline ranks"),
+    STRING_KEY("parallel.pp_split", parallel.pp_split,
+               "first unit of every stage but the first, e.g. \"3,5\"; \"\": stages balanced by cost"),
+    STRING_KEY("parallel.pp_unit_costs", parallel.pp_unit_costs,
+               "pipeline: each unit's cost for balancing the stages, in model order (a run's summary.json "
+               "pp_unit_costs measures them); \"\": the units' training FLOPs"),
+  };
+}
+
+// The rest of the train.* keys.
+Table train_keys() {
+  return {
+    INT_KEY("train.threads", train.threads, 0, 1 << 16,
+            "threads per rank, at most the CPUs it may use; 0: OMP_NUM_THREADS, else the CPUs of its affinity "
+            "mask and cgroup quota divided by the ranks on its node"),
+    INT_KEY("train.seed", train.seed, 0, INT64_MAX, "seeds initial weights, data order and dropout masks"),
+    CHOICE_KEY("train.precision", train.precision, "f32|bf16", "bf16: bf16 matrix products, f32 master weights and accumulation"),
+    CHOICE_KEY("train.recompute", train.recompute, "none|selective|full",
+               "activations recomputed in backward instead of kept: selective: attention probabilities and "
+               "activation outputs; full: all of each hidden unit's but its input (the same numbers, less memory)"),
+    STRING_KEY("train.device", train.device, "auto (a GPU when one is visible and the CUDA backend loads, else "
+               "the CPU; said in one line), cpu, cuda (one GPU per local rank) or cuda:N; also --set device=…"),
+    BOOL_KEY("train.share_gpus", train.share_gpus,
+             "let several ranks of a node use one GPU (refused by default: each gets a fraction of it, and NCCL "
+             "may refuse it)"),
+    FLOAT_KEY("train.lr", optim.lr, "learning rate (peak, with a schedule)"),
+    INT_KEY("train.eval_every", train.eval_every, 0, kMaxSteps, "steps between validations besides epoch ends; 0: epoch ends only"),
+    INT_KEY("train.eval_max_batches", train.eval_max_batches, 0, kMaxCount,
+            "global batches per validation; 0: the whole validation split"),
+    INT_KEY("train.checkpoint_every", train.checkpoint_every, 0, kMaxSteps,
+            "steps between checkpoints besides epoch ends; 0: epoch ends only"),
+    INT_KEY("train.keep_checkpoints", train.keep_checkpoints, 1, kMaxCount, "newest checkpoints kept under RUN/checkpoints"),
+    CHOICE_KEY("train.checkpoint_format", train.checkpoint_format, "auto|full|sharded",
+               "full: one safetensors file; sharded: one file per rank; auto: sharded when there are several ranks"),
+    BOOL_KEY("train.checkpoint_async", train.checkpoint_async, "sharded checkpoints written in the background while training goes on"),
+    STRING_KEY("train.init_from", train.init_from, "a checkpoint folder whose weights a fresh run starts from"),
+    INT_KEY("train.log_every", train.log_every, 1, kMaxSteps, "steps between metrics.jsonl points"),
+    BOOL_KEY("train.progress", train.progress, "a progress line with ETA on a terminal"),
+    BOOL_KEY("train.trace", train.trace,
+             "RUN/trace.json: every rank's phases, units, collectives, pipeline actions (Chrome trace, Perfetto)"),
+    STRING_KEY("train.trace_steps", train.trace_steps, "steps the trace covers, \"A:B\" (1-based, inclusive); \"\": all"),
+    FLOAT_KEY("train.sample_every_s", train.sample_every_s,
+              "seconds between every rank's resource samples (CPU, memory, threads, I/O, GPU); 0: none"),
+    FLOAT_KEY("train.peak_tflops", train.peak_tflops,
+              "peak TFLOP/s per rank for MFU; 0: the GPU's known dense peak (none on a CPU)"),
+  };
+}
+
+// The optim.* keys.
+Table optim_keys() {
+  return {
+    CHOICE_KEY("optim.name", optim.name, "adamw|sgd", "optimizer"),
+    FLOAT_KEY("optim.beta1", optim.beta1, "AdamW's first-moment decay"),
+    FLOAT_KEY("optim.beta2", optim.beta2, "AdamW's second-moment decay"),
+    FLOAT_KEY("optim.eps", optim.eps, "AdamW's epsilon"),
+    FLOAT_KEY("optim.weight_decay", optim.weight_decay, "decoupled weight decay"),
+    FLOAT_KEY("optim.momentum", optim.momentum, "SGD's momentum"),
+    FLOAT_KEY("optim.grad_clip", optim.grad_clip, "largest global gradient norm; 0: no clipping"),
+    CHOICE_KEY("optim.schedule", optim.schedule, "constant|cosine|linear", "learning-rate schedule after the warm-up"),
+    INT_KEY("optim.warmup_steps", optim.warmup_steps, 0, kMaxSteps, "steps of linear warm-up from 0 to train.lr"),
+    FLOAT_KEY("optim.min_lr_ratio", optim.min_lr_ratio, "floor of the cosine or linear decay, as a fraction of train.lr"),
+  };
+}
+
 // The run's own keys; the model's (model.*) are its kind's (models/registry), merged in below.
 const Table& run_keys() {
-  static const Table k = {
-      STRING_KEY("data.dir", data.dir, "a folder made by `dtrain data prepare` or `dtrain data builtin`"),
-      INT_KEY("data.stride", data.stride, 1, kMaxCount, "training windows start every this many tokens (the course: 1)"),
-      INT_KEY("data.eval_stride", data.eval_stride, 0, kMaxCount,
-              "validation and test windows start every this many tokens; 0: model.seq_len (each token scored once)"),
-      BOOL_KEY("data.shuffle", data.shuffle, "training windows in a seeded random order each epoch"),
-      INT_KEY("train.epochs", train.epochs, 0, kMaxCount, "passes over the training data; 0: train.max_steps decides"),
-      INT_KEY("train.max_steps", train.max_steps, 0, kMaxSteps, "stop after this many optimizer steps in all; 0: no limit"),
-      INT_KEY("train.batch_size", train.batch_size, 1, kMaxCount,
-              "samples (token windows, images) per data-parallel rank and micro-step (the course's \"512 per GPU\")"),
-      INT_KEY("train.grad_accum", train.grad_accum, 1, kMaxCount, "micro-steps whose gradients make one optimizer step"),
-      INT_KEY("train.global_batch", train.global_batch, 0, kMaxCount,
-              "samples per optimizer step over all ranks, kept at any data-parallel size (train.batch_size is then the "
-              "most per rank and micro-step; the micro-steps follow); 0: batch_size × ranks × grad_accum"),
-      INT_KEY("parallel.dp", parallel.dp, 0, kMaxMesh, "data-parallel replicas (plain DDP's name for dp_replicate); 0: what the world leaves"),
-      INT_KEY("parallel.pp", parallel.pp, -1, kMaxMesh, "pipeline stages; -1: what the world leaves"),
-      INT_KEY("parallel.dp_replicate", parallel.dp_replicate, -1, kMaxMesh,
-              "replicas of the (sharded) model; -1: what the world leaves"),
-      INT_KEY("parallel.dp_shard", parallel.dp_shard, -1, kMaxMesh, "ranks that shard parameters, gradients and optimizer state (FSDP); -1: what the world leaves"),
-      INT_KEY("parallel.tp", parallel.tp, -1, kMaxMesh, "tensor-parallel ranks (heads, feed-forward width, vocabulary split); -1: what the world leaves"),
-      CHOICE_KEY("parallel.backend", parallel.backend, "auto|gloo|nccl|mpi",
-                 "collectives over: gloo (CPU), nccl (GPU), mpi (CPU; ranks started by mpirun or srun --mpi=pmix); "
-                 "auto: nccl on a GPU, else gloo"),
-      {"parallel.bucket_mb",
-       {"float", "DDP gradient bucket size in MB (PyTorch's default: 25); 0: an eighth of the gradients, 1 to 25 MB", 0, 0,
-        [](RunConfig& c, const std::string& v) { c.parallel.bucket_mb = parse_config_float("parallel.bucket_mb", v, "--set"); },
-        [](const RunConfig& c) { return Json(c.parallel.bucket_mb); }}},
-      INT_KEY("parallel.timeout_s", parallel.timeout_s, 1, 30 * 24 * 3600,
-              "seconds a rank waits for another in any collective or rendezvous before it names the missing one"),
-      INT_KEY("parallel.fsdp_prefetch", parallel.fsdp_prefetch, 0, 64, "FSDP: units gathered ahead of the one computing"),
-      BOOL_KEY("parallel.fsdp_reshard_after_forward", parallel.fsdp_reshard_after_forward,
-               "FSDP: free gathered parameters after forward (FULL_SHARD); false keeps them to backward (SHARD_GRAD_OP)"),
-      BOOL_KEY("parallel.tp_sequence", parallel.tp_sequence,
-               "tensor parallel: also split norms, dropout and residuals by rows (sequence parallel)"),
-      BOOL_KEY("parallel.tp_overlap", parallel.tp_overlap,
-               "tensor parallel: run the region collectives beside the matmuls (row chunks, weight gradients); "
-               "false: each waits where it is called"),
-      INT_KEY("parallel.tp_overlap_chunks", parallel.tp_overlap_chunks, 1, 64,
-              "tensor parallel with tp_overlap: row chunks of a row-parallel matmul, each chunk's all-reduce beside "
-              "the next (chunks of at least 64 rows); 1: none (what measured fastest on 2 CPU cores)"),
-      CHOICE_KEY("parallel.fsdp_reduce_dtype", parallel.fsdp_reduce_dtype, "f32|bf16",
-                 "FSDP: type gradients are reduced in (bf16 needs train.precision = bf16)"),
-      CHOICE_KEY("parallel.pp_schedule", parallel.pp_schedule, "gpipe|1f1b|interleaved-1f1b|zb-h1|zb-v",
-                 "pipeline schedule (docs/pipeline.md)"),
-      STRING_KEY("parallel.pp_schedule_file", parallel.pp_schedule_file,
-                 "a file of pipeline actions to run instead of parallel.pp_schedule (`dtrain plan --save` writes one)"),
-      INT_KEY("parallel.pp_virtual", parallel.pp_virtual, 1, 64, "pipeline stages per rank (2 for interleaved-1f1b and zb-v)"),
-      INT_KEY("parallel.microbatches", parallel.microbatches, 0, 4096, "pipeline micro-batches per pass; 0: as many as pipeline ranks"),
-      STRING_KEY("parallel.pp_split", parallel.pp_split,
-                 "first unit of every stage but the first, e.g. \"3,5\"; \"\": stages balanced by cost"),
-      STRING_KEY("parallel.pp_unit_costs", parallel.pp_unit_costs,
-                 "pipeline: each unit's cost for balancing the stages, in model order (a run's summary.json "
-                 "pp_unit_costs measures them); \"\": the units' training FLOPs"),
-      INT_KEY("train.threads", train.threads, 0, 1 << 16,
-              "threads per rank, at most the CPUs it may use; 0: OMP_NUM_THREADS, else the CPUs of its affinity "
-              "mask and cgroup quota divided by the ranks on its node"),
-      INT_KEY("train.seed", train.seed, 0, INT64_MAX, "seeds initial weights, data order and dropout masks"),
-      CHOICE_KEY("train.precision", train.precision, "f32|bf16", "bf16: bf16 matrix products, f32 master weights and accumulation"),
-      CHOICE_KEY("train.recompute", train.recompute, "none|selective|full",
-                 "activations recomputed in backward instead of kept: selective: attention probabilities and "
-                 "activation outputs; full: all of each hidden unit's but its input (the same numbers, less memory)"),
-      STRING_KEY("train.device", train.device, "auto (a GPU when one is visible and the CUDA backend loads, else "
-                 "the CPU; said in one line), cpu, cuda (one GPU per local rank) or cuda:N; also --set device=…"),
-      BOOL_KEY("train.share_gpus", train.share_gpus,
-               "let several ranks of a node use one GPU (refused by default: each gets a fraction of it, and NCCL "
-               "may refuse it)"),
-      FLOAT_KEY("train.lr", optim.lr, "learning rate (peak, with a schedule)"),
-      INT_KEY("train.eval_every", train.eval_every, 0, kMaxSteps, "steps between validations besides epoch ends; 0: epoch ends only"),
-      INT_KEY("train.eval_max_batches", train.eval_max_batches, 0, kMaxCount,
-              "global batches per validation; 0: the whole validation split"),
-      INT_KEY("train.checkpoint_every", train.checkpoint_every, 0, kMaxSteps,
-              "steps between checkpoints besides epoch ends; 0: epoch ends only"),
-      INT_KEY("train.keep_checkpoints", train.keep_checkpoints, 1, kMaxCount, "newest checkpoints kept under RUN/checkpoints"),
-      CHOICE_KEY("train.checkpoint_format", train.checkpoint_format, "auto|full|sharded",
-                 "full: one safetensors file; sharded: one file per rank; auto: sharded when there are several ranks"),
-      BOOL_KEY("train.checkpoint_async", train.checkpoint_async, "sharded checkpoints written in the background while training goes on"),
-      STRING_KEY("train.init_from", train.init_from, "a checkpoint folder whose weights a fresh run starts from"),
-      INT_KEY("train.log_every", train.log_every, 1, kMaxSteps, "steps between metrics.jsonl points"),
-      BOOL_KEY("train.progress", train.progress, "a progress line with ETA on a terminal"),
-      BOOL_KEY("train.trace", train.trace,
-               "RUN/trace.json: every rank's phases, units, collectives, pipeline actions (Chrome trace, Perfetto)"),
-      STRING_KEY("train.trace_steps", train.trace_steps, "steps the trace covers, \"A:B\" (1-based, inclusive); \"\": all"),
-      FLOAT_KEY("train.sample_every_s", train.sample_every_s,
-                "seconds between every rank's resource samples (CPU, memory, threads, I/O, GPU); 0: none"),
-      FLOAT_KEY("train.peak_tflops", train.peak_tflops,
-                "peak TFLOP/s per rank for MFU; 0: the GPU's known dense peak (none on a CPU)"),
-      CHOICE_KEY("optim.name", optim.name, "adamw|sgd", "optimizer"),
-      FLOAT_KEY("optim.beta1", optim.beta1, "AdamW's first-moment decay"),
-      FLOAT_KEY("optim.beta2", optim.beta2, "AdamW's second-moment decay"),
-      FLOAT_KEY("optim.eps", optim.eps, "AdamW's epsilon"),
-      FLOAT_KEY("optim.weight_decay", optim.weight_decay, "decoupled weight decay"),
-      FLOAT_KEY("optim.momentum", optim.momentum, "SGD's momentum"),
-      FLOAT_KEY("optim.grad_clip", optim.grad_clip, "largest global gradient norm; 0: no clipping"),
-      CHOICE_KEY("optim.schedule", optim.schedule, "constant|cosine|linear", "learning-rate schedule after the warm-up"),
-      INT_KEY("optim.warmup_steps", optim.warmup_steps, 0, kMaxSteps, "steps of linear warm-up from 0 to train.lr"),
-      FLOAT_KEY("optim.min_lr_ratio", optim.min_lr_ratio, "floor of the cosine or linear decay, as a fraction of train.lr"),
-  };
+  static const Table k = [] {
+    Table t = data_and_batch_keys();
+    t.merge(parallel_keys());
+    t.merge(train_keys());
+    t.merge(optim_keys());
+    return t;
+  }();
   return k;
 }
 
