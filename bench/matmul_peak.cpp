@@ -17,6 +17,7 @@
 #include "core/error.hpp"
 #include "core/json.hpp"
 #include "kernels/cpu/matmul.hpp"
+#include "kernels/device.hpp"  // cpu_has_native_bf16
 #include "tensor/arena.hpp"
 
 namespace {

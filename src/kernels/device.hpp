@@ -1,6 +1,6 @@
 // ComputeDevice: everything the model, optimizer and trainer run on a device behind one interface:
-// its memory, copies to and from the host, and the kernel families. CpuDevice (kernels/cpu_device.cpp,
-// over the kernels of kernels/cpu) and CudaDevice (kernels/cuda) implement it, so model code is written once.
+// its memory, copies to and from the host, and the kernel families (their argument types: kernels/types.hpp).
+// The CPU backend (kernels/cpu) and the CUDA backend (kernels/cuda) implement it, so model code is written once.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -10,15 +10,7 @@
 
 #include "core/device_usage.hpp"
 #include "core/phase_clock.hpp"
-#include "kernels/cpu/activation.hpp"
-#include "kernels/cpu/attention.hpp"
-#include "kernels/cpu/conv.hpp"
-#include "kernels/cpu/cross_entropy.hpp"
-#include "kernels/cpu/dropout.hpp"
-#include "kernels/cpu/embedding.hpp"
-#include "kernels/cpu/matmul.hpp"
-#include "kernels/cpu/optimizer.hpp"
-#include "kernels/cpu/rope.hpp"
+#include "kernels/types.hpp"
 #include "tensor/memory.hpp"
 
 namespace dtrain {
@@ -71,7 +63,8 @@ class ComputeDevice : public Memory {
   // marks as events on the compute stream, so a phase is the device's time between two marks.
   virtual MarkTimer* phase_timer() { return nullptr; }
 
-  // Kernels: the contracts of the kernels/cpu headers of the same names.
+  // Kernels: each does what the CPU kernel of the same name does (its header in kernels/cpu says what
+  // that is; the CUDA kernels match it).
   virtual void matmul(const float* A, const float* B, float* C, const MatmulArgs& a) = 0;
   virtual void colsum_accumulate(const float* x, float* out, int64_t rows, int64_t cols) = 0;
   virtual void add(const float* a, const float* b, float* out, int64_t n) = 0;  // out = a + b
@@ -127,8 +120,10 @@ class ComputeDevice : public Memory {
   virtual void sgd_update(float* p, const float* g, float* buf, int64_t n, const SgdHyper& h) = 0;
 };
 
-// The process's CPU device.
+// The process's CPU device, and whether this CPU runs bf16 matmuls natively (avx512_bf16 or AMX; bf16
+// still works without, slower): both defined by the CPU backend (kernels/cpu/cpu_device.cpp).
 ComputeDevice& cpu_device();
+bool cpu_has_native_bf16();
 
 // "cpu", "cuda" (the GPU of this process's local rank: local_rank mod the GPUs visible) or
 // "cuda:N". Throws naming the fix when the CUDA backend is missing or cannot be loaded (its

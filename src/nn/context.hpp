@@ -3,8 +3,7 @@
 #pragma once
 #include <cstdint>
 
-#include "kernels/cpu/dropout.hpp"
-#include "kernels/cpu/matmul.hpp"
+#include "kernels/types.hpp"
 
 namespace dtrain {
 

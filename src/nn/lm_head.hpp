@@ -7,7 +7,7 @@
 #pragma once
 #include <vector>
 
-#include "kernels/cpu/embedding.hpp"
+#include "kernels/types.hpp"
 #include "nn/lm_shape.hpp"
 #include "nn/layers.hpp"
 #include "nn/module.hpp"

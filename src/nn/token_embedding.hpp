@@ -4,7 +4,7 @@
 #pragma once
 #include <vector>
 
-#include "kernels/cpu/embedding.hpp"
+#include "kernels/types.hpp"
 #include "nn/lm_shape.hpp"
 #include "nn/module.hpp"
 #include "nn/tp_regions.hpp"

@@ -6,7 +6,7 @@
 #include <functional>
 #include <utility>
 
-#include "kernels/cpu/cross_entropy.hpp"
+#include "kernels/types.hpp"
 
 namespace dtrain {
 

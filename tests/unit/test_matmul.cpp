@@ -1,5 +1,6 @@
 // Matmul: all transpose combinations, accumulate, bias and bf16 against a double reference; Linear backward against finite differences.
 #include "kernel_test_util.hpp"
+#include "kernels/device.hpp"  // cpu_has_native_bf16
 
 TEST(Matmul, AllTransposeCombosMatchReference) {
   std::mt19937 g(1);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "comm_test_util.hpp"
+#include "kernels/cpu/cross_entropy.hpp"  // the CPU kernel over vocabulary slices
 #include "model_test_util.hpp"
 #include "parallel/tp/grads.hpp"
 #include "parallel/tp/regions.hpp"

@@ -2,9 +2,9 @@
 #pragma once
 #include <cstdint>
 
-namespace dtrain {
+#include "kernels/types.hpp"
 
-enum class Activation { relu, gelu };
+namespace dtrain {
 
 // y = act(x) (in place allowed)
 void activation_forward(Activation a, const float* x, float* y, int64_t n);

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "core/error.hpp"
+#include "kernels/cpu/dropout.hpp"
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/scratch.hpp"
 #include "kernels/cpu/simd.hpp"

@@ -6,34 +6,11 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "kernels/cpu/matmul.hpp"
+#include "kernels/types.hpp"
 
 namespace dtrain {
 
-// x [N, C, H, W] * w [K, C, R, S] (+ bias [K]) → y [N, K, P, Q]; square stride and zero padding.
-struct ConvShape {
-  int64_t N = 0, C = 0, H = 0, W = 0;  // batch, input channels, input height and width
-  int64_t K = 0, R = 0, S = 0;         // output channels, kernel height and width
-  int64_t stride = 1, pad = 0;
-  int64_t P() const { return (H + 2 * pad - R) / stride + 1; }  // output height
-  int64_t Q() const { return (W + 2 * pad - S) / stride + 1; }  // output width
-  int64_t input_floats() const { return N * C * H * W; }
-  int64_t output_floats() const { return N * K * P() * Q(); }
-  int64_t weight_floats() const { return K * C * R * S; }
-  // Multiply-adds of the forward pass (each backward half costs as many).
-  double macs() const { return double(N) * double(K) * double(P()) * double(Q()) * double(C * R * S); }
-};
-
-// Max pooling of x [N, C, H, W] over kernel × kernel windows every `stride` (no padding; windows
-// that do not fit are left out, as PyTorch's default floor mode does) → y [N, C, P, Q].
-struct PoolShape {
-  int64_t N = 0, C = 0, H = 0, W = 0;
-  int64_t kernel = 2, stride = 2;
-  int64_t P() const { return (H - kernel) / stride + 1; }
-  int64_t Q() const { return (W - kernel) / stride + 1; }
-  int64_t input_floats() const { return N * C * H * W; }
-  int64_t output_floats() const { return N * C * P() * Q(); }
-};
+// ConvShape and PoolShape: kernels/types.hpp.
 
 // y = conv(x, w) + bias (bias may be null). bf16: x and w are rounded to bf16 for the multiply,
 // accumulation in f32.

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 
+#include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/reduce.hpp"
 #include "kernels/cpu/scratch.hpp"
 #include "kernels/cpu/simd.hpp"

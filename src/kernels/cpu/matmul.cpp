@@ -99,10 +99,6 @@ int64_t matmul_scratch_bytes() {
   return int64_t((rt.scratch_a.capacity() + rt.scratch_b.capacity()) * sizeof(uint16_t));
 }
 
-bool cpu_has_native_bf16() {
-  return __builtin_cpu_supports("avx512bf16") || __builtin_cpu_supports("amx-bf16");
-}
-
 void matmul(const float* A, const float* B, float* C, const MatmulArgs& a) {
   DT_ASSERT(!(a.accumulate && a.bias));
   if (a.M == 0 || a.N == 0) return;

@@ -3,24 +3,12 @@
 #pragma once
 #include <cstdint>
 
+#include "kernels/types.hpp"
+
 namespace dtrain {
-
-enum class Precision { f32, bf16 };
-
-// Whether this CPU runs bf16 matmuls natively (avx512_bf16 or AMX); bf16 still works without, slower.
-bool cpu_has_native_bf16();
 
 // Host bytes the matmuls keep between calls (bf16 copies of their inputs, grow-only).
 int64_t matmul_scratch_bytes();
-
-struct MatmulArgs {
-  int64_t M, N, K;
-  bool trans_a = false;  // A stored [K, M]
-  bool trans_b = false;  // B stored [N, K]
-  bool accumulate = false;  // C += result, else C = result
-  const float* bias = nullptr;  // [N], added to every row (not with accumulate)
-  Precision precision = Precision::f32;
-};
 
 void matmul(const float* A, const float* B, float* C, const MatmulArgs& args);
 
@@ -35,21 +23,7 @@ struct Strided4 {
 void matmul_batched(const float* A, Strided4 a, const float* B, Strided4 b, float* C, Strided4 c, int64_t d0,
                     int64_t d1, int64_t M, int64_t N, int64_t K, float alpha, bool accumulate = false);
 
-// The three products of a Linear layer with weights stored [out, in] as in PyTorch, as MatmulArgs
-// for any device's matmul (operands in the order given):
-// forward       y[rows, out] = x[rows, in] · Wᵀ + b            matmul(x, W, y, …)
-// input grad    dx[rows, in] (+)= dy[rows, out] · W             matmul(dy, W, dx, …)
-// weight grad   dW[out, in] += dyᵀ · x  (bias: colsum_accumulate) matmul(dy, x, dW, …)
-inline MatmulArgs linear_forward_args(int64_t rows, int64_t in, int64_t out, const float* b, Precision p) {
-  return {rows, out, in, false, true, false, b, p};
-}
-inline MatmulArgs linear_backward_input_args(int64_t rows, int64_t in, int64_t out, bool accumulate, Precision p) {
-  return {rows, in, out, false, false, accumulate, nullptr, p};
-}
-inline MatmulArgs linear_backward_weight_args(int64_t rows, int64_t in, int64_t out, Precision p) {
-  return {out, in, rows, true, false, true, nullptr, p};
-}
-// The same on the CPU.
+// The three products of a Linear layer (linear_forward_args and the others of kernels/types.hpp) on the CPU.
 inline void linear_forward(const float* x, const float* W, const float* b, float* y, int64_t rows,
                            int64_t in, int64_t out, Precision p) {
   matmul(x, W, y, linear_forward_args(rows, in, out, b, p));

@@ -4,6 +4,7 @@
 // the causal softmax rows with their backward (one warp per row).
 #include "kernels/cuda/check.cuh"
 #include "kernels/cuda/kernels.cuh"
+#include "kernels/cuda/reduce.cuh"
 
 namespace dtrain::cuda {
 
@@ -50,13 +51,6 @@ __device__ float warp_max(float v) {
   for (int o = 16; o > 0; o /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
 }
-__device__ float warp_sum(float v) {
-  for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-
-constexpr int kWarps = 8;
-
 __global__ void softmax_kernel(float* p, int64_t rows, int64_t T, bool causal) {
   const int64_t r = blockIdx.x * int64_t(kWarps) + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;

@@ -7,8 +7,8 @@
 #include <map>
 #include <memory>
 
-#include "kernels/cpu/conv.hpp"
 #include "kernels/cuda/kernels.cuh"
+#include "kernels/types.hpp"
 
 namespace dtrain::cuda {
 

@@ -1,15 +1,12 @@
 // Launchers of the CUDA kernels, one family per .cu file, all queued on the given stream.
-// Contracts match the CPU kernels of the same names (kernels/cpu/*.hpp).
+// Their arguments are the contract's (kernels/types.hpp); each does what the CPU kernel of the same name
+// does (kernels/cpu/*.hpp).
 #pragma once
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
-#include "kernels/cpu/activation.hpp"
-#include "kernels/cpu/dropout.hpp"
-#include "kernels/cpu/embedding.hpp"
-#include "kernels/cpu/optimizer.hpp"
-#include "kernels/cpu/rope.hpp"
+#include "kernels/types.hpp"
 
 namespace dtrain::cuda {
 
@@ -40,7 +37,7 @@ void relu_backward_from_output(const float* y, const float* dy, float* dx, int64
 // a [rows, 2f] = [gate | up] rows; da may be a itself.
 void swiglu_forward(const float* a, float* y, int64_t rows, int64_t f, cudaStream_t s);
 void swiglu_backward(const float* a, const float* dy, float* da, int64_t rows, int64_t f, cudaStream_t s);
-// A [rows, cols] tile placed by the spec's geometry (kernels/cpu/dropout.hpp); in place allowed.
+// A [rows, cols] tile placed by the spec's geometry (DropoutSpec, kernels/types.hpp); in place allowed.
 void dropout(const float* x, float* y, int64_t rows, int64_t cols, const DropoutSpec& d, cudaStream_t s);
 void adamw(float* p, const float* g, float* m, float* v, int64_t n, const AdamWHyper& h, cudaStream_t s);
 void sgd(float* p, const float* g, float* buf, int64_t n, const SgdHyper& h, cudaStream_t s);

@@ -2,18 +2,11 @@
 // in order (the same result every run).
 #include "kernels/cuda/check.cuh"
 #include "kernels/cuda/kernels.cuh"
+#include "kernels/cuda/reduce.cuh"
 
 namespace dtrain::cuda {
 
 namespace {
-constexpr int kWarps = 8;  // rows per block
-constexpr int kRowBlock = 128;
-
-__device__ float warp_sum(float v) {
-  for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-
 __global__ void forward_kernel(const float* x, const float* g, const float* b, float* y, float* mean, float* rstd,
                                int64_t rows, int64_t dim, float eps) {
   const int64_t r = blockIdx.x * int64_t(kWarps) + threadIdx.x / 32;

@@ -12,7 +12,7 @@
 #include <map>
 #include <tuple>
 
-#include "kernels/cpu/matmul.hpp"
+#include "kernels/types.hpp"
 
 namespace dtrain::cuda {
 

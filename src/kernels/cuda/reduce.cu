@@ -3,6 +3,7 @@
 #include "core/limits.hpp"
 #include "kernels/cuda/check.cuh"
 #include "kernels/cuda/kernels.cuh"
+#include "kernels/cuda/reduce.cuh"
 
 namespace dtrain::cuda {
 
@@ -42,7 +43,7 @@ size_t ScratchPool::bytes() const {
 namespace {
 constexpr int kThreads = 256;
 constexpr int kBlocks = 256;     // partial sums of sumsq / sum
-constexpr int kRowBlock = 256;   // rows per partial of a column sum
+constexpr int kColsumRows = 256;  // rows per partial of colsum_accumulate
 
 template <bool kSquare>
 __global__ void partial_sums_kernel(const float* x, int64_t n, double* part) {
@@ -66,14 +67,12 @@ __global__ void finish_sum_kernel(const double* part, int n, double* out) {
   *out += s;
 }
 
-__global__ void colsum_partial_kernel(const float* x, int64_t rows, int64_t cols, float* part) {
-  const int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
-  if (c >= cols) return;
-  const int64_t r0 = int64_t(blockIdx.y) * kRowBlock, r1 = min(rows, r0 + kRowBlock);
-  float s = 0.0f;
-  for (int64_t r = r0; r < r1; ++r) s += x[r * cols + c];
-  part[int64_t(blockIdx.y) * cols + c] = s;
-}
+// x[r, c] of a [rows, cols] matrix, as colsum_rows' term.
+struct Element {
+  const float* x;
+  int64_t cols;
+  __device__ float operator()(int64_t r, int64_t c) const { return x[r * cols + c]; }
+};
 
 __global__ void colsum_finish_kernel(const float* part, int64_t blocks, int64_t cols, float* out) {
   const int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
@@ -101,15 +100,14 @@ void sum_into(const float* x, int64_t n, double* out, ScratchPool& pool, cudaStr
   blocked_sum<false>(x, n, out, pool, s);
 }
 
-void colsum_accumulate(const float* x, float* out, int64_t rows, int64_t cols, ScratchPool& pool, cudaStream_t s) {
-  if (rows == 0 || cols == 0) return;
-  const int64_t blocks = (rows + kRowBlock - 1) / kRowBlock;
-  float* part = pool.get(Scratch::colsum, blocks * cols, s);
-  const dim3 grid(unsigned((cols + kThreads - 1) / kThreads), unsigned(blocks));
-  colsum_partial_kernel<<<grid, kThreads, 0, s>>>(x, rows, cols, part);
-  DT_CUDA_LAUNCHED();
+void colsum_finish(const float* part, int64_t blocks, int64_t cols, float* out, cudaStream_t s) {
   colsum_finish_kernel<<<unsigned((cols + kThreads - 1) / kThreads), kThreads, 0, s>>>(part, blocks, cols, out);
   DT_CUDA_LAUNCHED();
+}
+
+void colsum_accumulate(const float* x, float* out, int64_t rows, int64_t cols, ScratchPool& pool, cudaStream_t s) {
+  if (rows == 0 || cols == 0) return;
+  colsum_rows<kColsumRows>(Element{x, cols}, rows, cols, out, pool, Scratch::colsum, s);
 }
 
 }  // namespace dtrain::cuda

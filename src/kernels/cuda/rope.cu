@@ -1,5 +1,5 @@
-// Rotary position embedding on the GPU (contract: kernels/cpu/rope.hpp). The frequencies are the
-// CPU's own (rope_inv_freq, computed on the host and passed by value), so both rotate by the same
+// Rotary position embedding on the GPU (contract: RopeShape, kernels/types.hpp). The frequencies are
+// the CPU's own (rope_inv_freq, computed on the host and passed by value), so both rotate by the same
 // float32 angles; cos and sin are CUDA's accurate sincosf (no fast math). One thread per pair
 // (x_i, x_{i+hd/2}) of a q or k head.
 #include "kernels/cuda/check.cuh"

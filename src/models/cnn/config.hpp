@@ -7,8 +7,7 @@
 #include <vector>
 
 #include "core/config_keys.hpp"
-#include "kernels/cpu/activation.hpp"
-#include "kernels/cpu/conv.hpp"
+#include "kernels/types.hpp"
 #include "nn/model_kind.hpp"
 
 namespace dtrain {

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "core/config_keys.hpp"
-#include "kernels/cpu/activation.hpp"
+#include "kernels/types.hpp"
 #include "nn/model_kind.hpp"
 
 namespace dtrain {

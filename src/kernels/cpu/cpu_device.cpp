@@ -1,16 +1,22 @@
-// The CPU as a ComputeDevice: host memory, copies as memcpy, and the kernels of kernels/cpu. It is
-// part of the device layer (it implements kernels/device.hpp), not of the kernels it calls.
+// The CPU as a ComputeDevice (kernels/device.hpp): host memory, copies as memcpy, and the CPU kernels
+// beside it; cpu_device() and cpu_has_native_bf16(), declared by the contract, are defined here.
 #include <chrono>
 #include <cstring>
 #include <omp.h>
 
 #include "core/bf16.hpp"
+#include "kernels/cpu/activation.hpp"
+#include "kernels/cpu/attention.hpp"
 #include "kernels/cpu/conv.hpp"
+#include "kernels/cpu/cross_entropy.hpp"
+#include "kernels/cpu/dropout.hpp"
 #include "kernels/cpu/embedding.hpp"
 #include "kernels/cpu/layernorm.hpp"
 #include "kernels/cpu/matmul.hpp"
+#include "kernels/cpu/optimizer.hpp"
 #include "kernels/cpu/reduce.hpp"
 #include "kernels/cpu/rmsnorm.hpp"
+#include "kernels/cpu/rope.hpp"
 #include "kernels/cpu/scratch.hpp"
 #include "kernels/cpu/swiglu.hpp"
 #include "kernels/device.hpp"
@@ -154,6 +160,10 @@ class CpuDevice final : public ComputeDevice {
 };
 
 }  // namespace
+
+bool cpu_has_native_bf16() {
+  return __builtin_cpu_supports("avx512bf16") || __builtin_cpu_supports("amx-bf16");
+}
 
 ComputeDevice& cpu_device() {
   static CpuDevice d;

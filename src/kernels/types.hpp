@@ -1,0 +1,226 @@
+// The kernel contract's argument types, shared by every backend (kernels/cpu, kernels/cuda) and by the
+// code that calls the kernels through ComputeDevice (kernels/device.hpp): no backend's code is here.
+#pragma once
+#include <cmath>
+#include <cstdint>
+
+#include "core/philox.hpp"
+
+namespace dtrain {
+
+// ---- Matrix products (matmul) -------------------------------------------------------------------
+
+// The multiply's compute precision: bf16 rounds the operands to bf16, f32 accumulation and output.
+enum class Precision { f32, bf16 };
+
+// Row-major: C[M,N] (+)= op(A)[M,K] · op(B)[K,N] (+ bias[N]); op = transpose when asked.
+struct MatmulArgs {
+  int64_t M, N, K;
+  bool trans_a = false;  // A stored [K, M]
+  bool trans_b = false;  // B stored [N, K]
+  bool accumulate = false;  // C += result, else C = result
+  const float* bias = nullptr;  // [N], added to every row (not with accumulate)
+  Precision precision = Precision::f32;
+};
+
+// The three products of a Linear layer with weights stored [out, in] as in PyTorch, as MatmulArgs
+// for any device's matmul (operands in the order given):
+// forward       y[rows, out] = x[rows, in] · Wᵀ + b            matmul(x, W, y, …)
+// input grad    dx[rows, in] (+)= dy[rows, out] · W             matmul(dy, W, dx, …)
+// weight grad   dW[out, in] += dyᵀ · x  (bias: colsum_accumulate) matmul(dy, x, dW, …)
+inline MatmulArgs linear_forward_args(int64_t rows, int64_t in, int64_t out, const float* b, Precision p) {
+  return {rows, out, in, false, true, false, b, p};
+}
+inline MatmulArgs linear_backward_input_args(int64_t rows, int64_t in, int64_t out, bool accumulate, Precision p) {
+  return {rows, in, out, false, false, accumulate, nullptr, p};
+}
+inline MatmulArgs linear_backward_weight_args(int64_t rows, int64_t in, int64_t out, Precision p) {
+  return {out, in, rows, true, false, true, nullptr, p};
+}
+
+// ---- Activations --------------------------------------------------------------------------------
+
+// ReLU and GELU (tanh approximation).
+enum class Activation { relu, gelu };
+
+// ---- Dropout ------------------------------------------------------------------------------------
+
+// Dropout with counter-based masks: the mask of element e of global sample s at (step, unit, site)
+// is a pure function of those numbers, so forward and backward regenerate it instead of storing it,
+// and every thread count, rank count, parallel layout and device draws the same mask. A kernel call
+// sees a tile of the whole activation (some of its rows, some of its columns): the spec's geometry
+// says where the tile stands, so a tensor- or sequence-parallel slice draws its part of the same mask.
+struct DropoutSpec {
+  float p = 0.0f;  // drop probability (resolution 1/65536); 0 = off
+  uint64_t seed = 0;
+  uint32_t step = 0;
+  uint32_t unit = 0;
+  uint32_t site = 0;
+  int64_t sample_offset = 0;  // global index of this batch's first row's sample
+  int64_t sample_stride = 1;  // row b is global sample sample_offset + b * sample_stride
+  // Geometry of the [rows, cols] tile a kernel is given within the whole [R, global_cols] activation:
+  // whole row g = row_offset + local row is row g % rows_per_sample of sample g / rows_per_sample,
+  // and local column c is column col_offset + c. The element index keyed is
+  // (g % rows_per_sample) * global_cols + col_offset + c. Defaults: each row one whole sample.
+  int64_t rows_per_sample = 1;
+  int64_t row_offset = 0;   // sequence parallel: this slice's first row
+  int64_t global_cols = 0;  // 0: the tile's own cols
+  int64_t col_offset = 0;   // tensor parallel: this slice's first column
+  bool active() const { return p > 0.0f; }
+  uint32_t threshold() const { return uint32_t(double(p) * 65536.0 + 0.5); }
+  float scale() const { return 65536.0f / float(65536u - threshold()); }
+  RandomStream stream(int64_t sample) const {
+    return dropout_stream(seed, step, unit, site, uint32_t(sample_offset + sample * sample_stride));
+  }
+};
+
+// ---- Attention ----------------------------------------------------------------------------------
+
+// Multi-head scaled dot-product attention (causal or unmasked) and its grouped-query form (GQA:
+// fewer key/value heads than query heads).
+// qkv rows are [q | k | v]: q is H*Dh wide with query head h at columns h*Dh..(h+1)*Dh-1, then k
+// and v, each K*Dh wide (K = kv_heads, K = H by default) with kv head j at j*Dh.. within its part.
+// Query head h attends with kv head h / (H/K); with K = H that is head h itself (plain multi-head).
+struct AttentionShape {
+  int64_t B, T, H, Dh;
+  bool causal = true;
+  Precision precision = Precision::f32;  // of the score and value products (the CPU runs them in f32)
+  int64_t kv_heads = 0;                  // 0: = H. Otherwise K, 0 < K <= H, K divides H
+  int64_t kv() const { return kv_heads ? kv_heads : H; }
+  int64_t group() const { return H / kv(); }                // query heads per kv head
+  int64_t row_width() const { return (H + 2 * kv()) * Dh; }  // of qkv and dqkv
+};
+
+// ---- Rotary position embedding ------------------------------------------------------------------
+
+// Rotary position embedding as Hugging Face's Llama applies it ("rotate half": dimension i of a head
+// pairs with i + hd/2): for position p and i < hd/2, angle = p * theta^(-2i/hd);
+// (x_i, x_{i+hd/2}) -> (x_i cos - x_{i+hd/2} sin, x_{i+hd/2} cos + x_i sin).
+//
+// The angles are computed as Hugging Face computes them, in float32, so that a model trained there
+// sees the same rotations here (tests/unit/test_rope.cpp compares with torch: within 1.2e-7 at
+// positions up to 4097):
+//   inv_freq[i] = 1 / theta^(float(2i) / hd)   (the power rounded to float32, then the reciprocal
+//                                               in float32: torch's float32 pow and division)
+//   angle       = float(p) * inv_freq[i]        (one float32 product)
+//   cos, sin    of that float32 angle
+// At large positions the float32 angle is off the exact p * theta^(-2i/hd) by its rounding, up to
+// about an ulp of the angle (angle * 1e-7 radians), and that error is what the reference model was
+// trained with: exact (double) angles would differ from Hugging Face by it, so they are not used.
+struct RopeShape {
+  int64_t B = 0, T = 0;                           // rows are B*T, row r at position first_position + r % T
+  int64_t heads = 0, kv_heads = 0, head_dim = 0;  // the packed [q | k | v] layout of grouped-query
+                                                  // attention (AttentionShape); kv_heads 0: = heads
+  float theta = 10000.0f;
+  int64_t first_position = 0;
+  int64_t kv() const { return kv_heads ? kv_heads : heads; }
+  int64_t row_width() const { return (heads + 2 * kv()) * head_dim; }
+};
+
+// Hugging Face's inv_freq[i] for i < head_dim / 2 (see above), for the CPU and CUDA kernels alike
+// (inline: the CUDA plugin computes it on the host and does not link the CPU kernels). torch takes
+// theta ** (float(2i) / hd) as a float32 power; this is the correctly rounded float32 of the power
+// (a double power, rounded once), which torch's float32 pow (SLEEF on the CPU, within 1 ulp) nearly
+// always gives: against torch 1.13 every entry agrees for head_dim 64 and 128 at theta 1e4 and 5e5,
+// and over other head sizes and thetas about 1 entry in 140 is 1 ulp apart (then angles far along
+// the sequence can differ from torch's by an ulp of the angle).
+inline float rope_inv_freq(int64_t i, int64_t head_dim, float theta) {
+  const float e = float(2 * i) / float(head_dim);
+  const float power = float(std::pow(double(theta), double(e)));
+  return 1.0f / power;
+}
+
+// ---- Embedding ----------------------------------------------------------------------------------
+
+// A vocabulary-parallel embedding holds the rows [vocab_begin, vocab_begin + vocab_count) of the
+// table (wte's row 0 is word vocab_begin); words outside give zero rows. One process: 0 and V.
+struct VocabRange {
+  int64_t begin = 0, count = 0;
+  bool holds(int32_t w) const { return w >= begin && w < begin + count; }
+};
+
+// The fixed sinusoidal position table, made on the host (and uploaded to the device that uses it):
+// table[T, d]: P[t, 2i] = sin(t / 10000^(2i/d)), P[t, 2i+1] = cos(...)
+void sinusoidal_table(float* table, int64_t T, int64_t d);
+
+// ---- Classifier cross-entropy -------------------------------------------------------------------
+
+// Combines per-row statistics with the other vocabulary slices' (in place, n values): the maximum,
+// and the sum. Values are in the memory of the device the kernel runs on.
+struct RowStatsCombiner {
+  virtual ~RowStatsCombiner() = default;
+  virtual void max(float* v, int64_t n) = 0;
+  virtual void sum(float* v, int64_t n) = 0;
+};
+
+// Fused classifier + softmax cross-entropy. Vocabulary parallel: a slice of the classifier's rows,
+// whose per-row max, sum of exponentials and target logit are combined with the other slices'
+// through a RowStatsCombiner (never the logits).
+struct ClassifierArgs {
+  const float* x;        // [N, d] final hidden states
+  const float* W;        // [V, d]
+  const float* bias;     // [V] or null
+  const int32_t* targets;  // [N]
+  int64_t N, d, V;  // V: the classifier rows held (the vocabulary slice's size)
+  Precision precision = Precision::f32;
+  // Vocabulary parallel: W's row 0 is word vocab_begin, and `combine` joins the other slices. Rows
+  // from `words` on pad the slice (a vocabulary the slices do not divide): their logits are left
+  // out of the softmax and get no gradient. -1: every row is a word.
+  int64_t vocab_begin = 0;
+  int64_t words = -1;
+  RowStatsCombiner* combine = nullptr;
+  // When set, the rows whose prediction is their target are added to *correct (memory of the device
+  // the kernel runs on): a classifier's right predictions, the prediction being the first class with
+  // the highest score, as argmax picks (on CUDA across vocabulary slices, a tie with the target counts
+  // as right).
+  double* correct = nullptr;
+  // Training: when dx is set, dx [N, d] is overwritten and dW [V, d], dbias [V] accumulated with
+  // the gradient of grad_scale * sum of row losses.
+  float grad_scale = 0.0f;
+  float* dx = nullptr;
+  float* dW = nullptr;
+  float* dbias = nullptr;
+};
+
+// ---- Convolution and pooling --------------------------------------------------------------------
+
+// 2-D convolution over NCHW activations (OIHW weights, as PyTorch stores them):
+// x [N, C, H, W] * w [K, C, R, S] (+ bias [K]) → y [N, K, P, Q]; square stride and zero padding.
+struct ConvShape {
+  int64_t N = 0, C = 0, H = 0, W = 0;  // batch, input channels, input height and width
+  int64_t K = 0, R = 0, S = 0;         // output channels, kernel height and width
+  int64_t stride = 1, pad = 0;
+  int64_t P() const { return (H + 2 * pad - R) / stride + 1; }  // output height
+  int64_t Q() const { return (W + 2 * pad - S) / stride + 1; }  // output width
+  int64_t input_floats() const { return N * C * H * W; }
+  int64_t output_floats() const { return N * K * P() * Q(); }
+  int64_t weight_floats() const { return K * C * R * S; }
+  // Multiply-adds of the forward pass (each backward half costs as many).
+  double macs() const { return double(N) * double(K) * double(P()) * double(Q()) * double(C * R * S); }
+};
+
+// Max pooling of x [N, C, H, W] over kernel × kernel windows every `stride` (no padding; windows
+// that do not fit are left out, as PyTorch's default floor mode does) → y [N, C, P, Q].
+struct PoolShape {
+  int64_t N = 0, C = 0, H = 0, W = 0;
+  int64_t kernel = 2, stride = 2;
+  int64_t P() const { return (H - kernel) / stride + 1; }
+  int64_t Q() const { return (W - kernel) / stride + 1; }
+  int64_t input_floats() const { return N * C * H * W; }
+  int64_t output_floats() const { return N * C * P() * Q(); }
+};
+
+// ---- Optimizer updates --------------------------------------------------------------------------
+
+// AdamW (PyTorch semantics, decoupled weight decay).
+struct AdamWHyper {
+  float lr, beta1, beta2, eps, weight_decay;
+  int64_t step;  // 1-based, after increment
+};
+
+struct SgdHyper {
+  float lr, momentum, weight_decay;
+  bool first_step;  // momentum buffer starts as the first gradient (PyTorch)
+};
+
+}  // namespace dtrain
