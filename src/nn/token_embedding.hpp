@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "kernels/types.hpp"
-#include "nn/lm_shape.hpp"
+#include "nn/embed_head_shape.hpp"
 #include "nn/module.hpp"
 #include "nn/tp_regions.hpp"
 
@@ -13,7 +13,7 @@ namespace dtrain {
 
 class TokenEmbedding : public Module {
  public:
-  TokenEmbedding(ComputeDevice& dev, const LmShape& c, TpSlice slice = {}, TpRegions& regions = no_tp_regions());
+  TokenEmbedding(ComputeDevice& dev, const EmbedHeadShape& c, TpSlice slice = {}, TpRegions& regions = no_tp_regions());
   const ParamRef& table() const { return wte_; }  // [vocab, d] (this slice's rows): a tied head reads it
   VocabRange vocab_range() const { return {slice_.index * wte_.info().shape[0], wte_.info().shape[0]}; }
 
@@ -30,7 +30,7 @@ class TokenEmbedding : public Module {
 
  private:
   ComputeDevice& dev_;
-  LmShape c_;
+  EmbedHeadShape c_;
   TpSlice slice_;
   TpRegions& regions_;
   ParamRef wte_, wpe_;

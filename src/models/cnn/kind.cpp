@@ -5,7 +5,7 @@
 
 #include "models/cnn/units.hpp"
 #include "models/model_kinds.hpp"
-#include "nn/lm_head.hpp"
+#include "nn/classifier_head.hpp"
 
 namespace dtrain {
 
@@ -133,16 +133,16 @@ UnitList cnn_units(const CnnConfig& c, ComputeDevice& device, TpSlice slice) {
     l.modules.push_back(std::make_unique<DenseUnit>(device, c, j, uint32_t(s.convs.size() + size_t(j)), in, hidden[size_t(j)]));
     in = hidden[size_t(j)];
   }
-  LmShape head;  // the last linear layer and the loss: a classifier over the classes, one row per sample
+  EmbedHeadShape head;  // the last linear layer and the loss: a classifier over the classes, one row per sample
   head.vocab_size = c.classes;
   head.seq_len = 1;
   head.dim = in;
-  head.positions = LmShape::Positions::none;
-  head.final_norm = LmShape::FinalNorm::none;
+  head.positions = EmbedHeadShape::Positions::none;
+  head.final_norm = EmbedHeadShape::FinalNorm::none;
   head.head_bias = true;
   head.head_init = Init::fan_in_uniform;
   head.head = "fc" + std::to_string(hidden.size() + 1);
-  l.modules.push_back(std::make_unique<LmHead>(device, head, nullptr));
+  l.modules.push_back(std::make_unique<ClassifierHead>(device, head, nullptr));
   return l;
 }
 

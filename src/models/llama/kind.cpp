@@ -3,20 +3,20 @@
 
 #include "models/model_kinds.hpp"
 #include "models/llama/block.hpp"
-#include "nn/lm_head.hpp"
+#include "nn/classifier_head.hpp"
 #include "nn/token_embedding.hpp"
 
 namespace dtrain {
 
 namespace {
 
-LmShape lm_shape(const LlamaConfig& c) {
-  LmShape s;
+EmbedHeadShape embed_head_shape(const LlamaConfig& c) {
+  EmbedHeadShape s;
   s.vocab_size = c.vocab_size;
   s.seq_len = c.seq_len;
   s.dim = c.dim;
-  s.positions = LmShape::Positions::none;  // the blocks rotate q and k (RoPE)
-  s.final_norm = LmShape::FinalNorm::rms;
+  s.positions = EmbedHeadShape::Positions::none;  // the blocks rotate q and k (RoPE)
+  s.final_norm = EmbedHeadShape::FinalNorm::rms;
   s.norm_eps = c.norm_eps;
   s.tied = c.tied;
   s.head_bias = false;
@@ -33,8 +33,8 @@ class LlamaKind : public LanguageModelKind<LlamaConfig> {
     return "a Llama-style decoder: RMSNorm, rotary positions, grouped-query attention, SwiGLU, no biases";
   }
   const ConfigKeyTable<LlamaConfig>& table() const override { return llama_keys(); }
-  // the name its units give the table (lm_shape), so that the two cannot drift apart
-  std::string embedding_name() const override { return lm_shape(LlamaConfig{}).table; }
+  // the name its units give the table (embed_head_shape), so that the two cannot drift apart
+  std::string embedding_name() const override { return embed_head_shape(LlamaConfig{}).table; }
   std::string describe(const ModelConfig& c) const override {
     const LlamaConfig t = llama_config(c);
     return "vocab " + std::to_string(t.vocab_size) + ", " + std::to_string(t.layers) + " layers, d " +
@@ -53,12 +53,12 @@ UnitList llama_units(const LlamaConfig& c, ComputeDevice& device, TpSlice slice,
   c.validate_tensor_parallel(slice.count, slice.sequence);
   UnitList l;
   l.sample = {InputKind::tokens, c.seq_len, c.seq_len};
-  const LmShape shape = lm_shape(c);
+  const EmbedHeadShape shape = embed_head_shape(c);
   auto embed = std::make_unique<TokenEmbedding>(device, shape, slice, regions);
   const ParamRef table = embed->table();
   l.modules.push_back(std::move(embed));
   for (int i = 0; i < int(c.layers); ++i) l.modules.push_back(std::make_unique<LlamaBlock>(device, c, i, slice, regions));
-  l.modules.push_back(std::make_unique<LmHead>(device, shape, c.tied ? &table : nullptr, slice, regions));
+  l.modules.push_back(std::make_unique<ClassifierHead>(device, shape, c.tied ? &table : nullptr, slice, regions));
   return l;
 }
 

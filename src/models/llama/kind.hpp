@@ -1,6 +1,6 @@
 // model.kind = llama: a Llama-style decoder (RMSNorm, rotary positions, grouped-query attention,
 // SwiGLU, no biases), under Hugging Face's tensor names. Its units: the shared TokenEmbedding (no
-// positions), `layers` LlamaBlocks, the shared LmHead (RMSNorm, no bias, tied or not).
+// positions), `layers` LlamaBlocks, the shared ClassifierHead (RMSNorm, no bias, tied or not).
 #pragma once
 #include <memory>
 

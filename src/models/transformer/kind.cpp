@@ -3,7 +3,7 @@
 
 #include "models/model_kinds.hpp"
 #include "models/transformer/block.hpp"
-#include "nn/lm_head.hpp"
+#include "nn/classifier_head.hpp"
 #include "nn/token_embedding.hpp"
 
 namespace dtrain {
@@ -11,13 +11,13 @@ namespace dtrain {
 namespace {
 
 // The Transformer's embedding and head as every language model has them, under its names.
-LmShape lm_shape(const TransformerConfig& c) {
-  LmShape s;
+EmbedHeadShape embed_head_shape(const TransformerConfig& c) {
+  EmbedHeadShape s;
   s.vocab_size = c.vocab_size;
   s.seq_len = c.seq_len;
   s.dim = c.dim;
-  s.positions = c.learned_positions ? LmShape::Positions::learned : LmShape::Positions::sinusoidal;
-  s.final_norm = c.final_norm ? LmShape::FinalNorm::layer : LmShape::FinalNorm::none;
+  s.positions = c.learned_positions ? EmbedHeadShape::Positions::learned : EmbedHeadShape::Positions::sinusoidal;
+  s.final_norm = c.final_norm ? EmbedHeadShape::FinalNorm::layer : EmbedHeadShape::FinalNorm::none;
   s.norm_eps = c.ln_eps;
   s.tied = c.tied;
   s.head_bias = c.head_bias;
@@ -31,12 +31,12 @@ UnitList transformer_units(const TransformerConfig& c, ComputeDevice& device, Tp
   c.validate_tensor_parallel(slice.count, slice.sequence);
   UnitList l;
   l.sample = {InputKind::tokens, c.seq_len, c.seq_len};  // a window of tokens; the next token at each position
-  const LmShape shape = lm_shape(c);
+  const EmbedHeadShape shape = embed_head_shape(c);
   auto embed = std::make_unique<TokenEmbedding>(device, shape, slice, regions);
   const ParamRef table = embed->table();
   l.modules.push_back(std::move(embed));
   for (int i = 0; i < int(c.layers); ++i) l.modules.push_back(std::make_unique<Block>(device, c, i, slice, regions));
-  l.modules.push_back(std::make_unique<LmHead>(device, shape, c.tied ? &table : nullptr, slice, regions));
+  l.modules.push_back(std::make_unique<ClassifierHead>(device, shape, c.tied ? &table : nullptr, slice, regions));
   return l;
 }
 
@@ -55,8 +55,8 @@ class TransformerKind : public LanguageModelKind<TransformerConfig> {
     return "a Transformer language model: the course's post-norm encoder-style model, or GPT-2-style pre-norm";
   }
   const ConfigKeyTable<TransformerConfig>& table() const override { return transformer_keys(); }
-  // the name its units give the table (lm_shape), so that the two cannot drift apart
-  std::string embedding_name() const override { return lm_shape(TransformerConfig{}).table; }
+  // the name its units give the table (embed_head_shape), so that the two cannot drift apart
+  std::string embedding_name() const override { return embed_head_shape(TransformerConfig{}).table; }
   std::string describe(const ModelConfig& c) const override {
     const TransformerConfig t = transformer_config(c);
     return "vocab " + std::to_string(t.vocab_size) + ", " + std::to_string(t.layers) + " layers, d " +

@@ -1,5 +1,5 @@
 // model.kind = transformer: the course's Transformer language model and its GPT-2-style variants
-// (docs/model.md). Its units: TokenEmbedding, `layers` Blocks, LmHead.
+// (docs/model.md). Its units: TokenEmbedding, `layers` Blocks, ClassifierHead.
 #pragma once
 #include <memory>
 

@@ -5,13 +5,13 @@
 #include <cstdint>
 
 #include "models/transformer/config.hpp"
-#include "nn/lm_shape.hpp"
+#include "nn/embed_head_shape.hpp"
 #include "nn/unit.hpp"
 
 namespace dtrain {
 
 // Dropout sites within a unit (keys of the masks, with the unit and the global coordinates); the
-// embedding's is nn/lm_shape.hpp's kEmbeddingDropSite.
+// embedding's is nn/embed_head_shape.hpp's kEmbeddingDropSite.
 enum DropSite : uint32_t { kDropEmbed = 0, kDropAttnProbs = 1, kDropAttnOut = 2, kDropFfAct = 3, kDropFfOut = 4 };
 static_assert(kDropEmbed == kEmbeddingDropSite);
 

@@ -1,24 +1,24 @@
-// A language model's loss unit: the final norm, the classifier over the vocabulary and the
-// cross-entropy loss, fused; with no norm and one row per sample, an image classifier's last linear
-// layer and loss (classes for the vocabulary) (the classifier's gradients are computed in forward when a backward
-// follows). A tied head reads the embedding's table through an explicit shared parameter. Under
-// tensor parallelism it holds a slice of the vocabulary and combines the slices' row statistics
+// The loss unit of every classifier: the final norm, the classifier over the classes (a language
+// model's vocabulary, an image model's classes) and the cross-entropy loss, fused (the classifier's
+// gradients are computed in forward when a backward follows); an image classifier's has no norm and
+// one row per sample. A tied head reads the embedding's table through an explicit shared parameter.
+// Under tensor parallelism it holds a slice of the classes and combines the slices' row statistics
 // through TpRegions, never the logits.
 #pragma once
 #include <vector>
 
 #include "kernels/types.hpp"
-#include "nn/lm_shape.hpp"
+#include "nn/embed_head_shape.hpp"
 #include "nn/layers.hpp"
 #include "nn/module.hpp"
 #include "nn/tp_regions.hpp"
 
 namespace dtrain {
 
-class LmHead : public Module {
+class ClassifierHead : public Module {
  public:
   // tied: the embedding's table (its unit is read by this one), or null for a classifier of its own.
-  LmHead(ComputeDevice& dev, const LmShape& c, const ParamRef* tied, TpSlice slice = {},
+  ClassifierHead(ComputeDevice& dev, const EmbedHeadShape& c, const ParamRef* tied, TpSlice slice = {},
          TpRegions& regions = no_tp_regions());
 
   void plan(Arena& arena, const StepContext& largest, const KeepPlan& keep) override;
@@ -35,7 +35,7 @@ class LmHead : public Module {
   const float* weight() const { return tied_.unit ? tied_.data() : w_.data(); }
   float* weight_grad() const { return tied_.unit ? tied_.grad() : w_.grad(); }
   VocabRange vocab_range() const;
-  bool has_norm() const { return c_.final_norm != LmShape::FinalNorm::none; }
+  bool has_norm() const { return c_.final_norm != EmbedHeadShape::FinalNorm::none; }
   // The final norm of x (this slice's rows) into hf_; x itself without one.
   const float* normed(const float* x, const UnitPass& p);
   // The classifier and loss over all rows of h (this slice's rows), the vocabulary slices' row
@@ -43,7 +43,7 @@ class LmHead : public Module {
   ClassifierArgs classifier_args(const float* h, const UnitPass& p) const;
 
   ComputeDevice& dev_;
-  LmShape c_;
+  EmbedHeadShape c_;
   TpSlice slice_;
   TpRegions& regions_;
   Norm norm_f_;

@@ -1,7 +1,8 @@
-// What a language model's input and loss units are, whatever its blocks: the token embedding (with
-// positions or none) and the head (final norm, classifier, fused loss). Every decoder kind (the
-// Transformer, Llama) fills one in and shares nn/token_embedding and nn/lm_head; its parameters'
-// names are the kind's (its checkpoints' and exports' names).
+// The shapes and parameter names of a model's two ends around its blocks: the token embedding (with
+// positions or none) and the classifier head (final norm, classifier, fused loss). Every decoder
+// kind (the Transformer, Llama) fills one in and shares nn/token_embedding and nn/classifier_head; the
+// CNN fills in the head's part for its last layer. Parameter names are the kind's (its checkpoints'
+// and exports' names).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -10,7 +11,7 @@
 
 namespace dtrain {
 
-struct LmShape {
+struct EmbedHeadShape {
   int64_t vocab_size = 0, seq_len = 0, dim = 0;
   enum class Positions { none, sinusoidal, learned } positions = Positions::sinusoidal;
   enum class FinalNorm { none, layer, rms } final_norm = FinalNorm::layer;

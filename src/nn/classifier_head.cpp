@@ -1,5 +1,5 @@
-// LmHead (see head.hpp).
-#include "nn/lm_head.hpp"
+// ClassifierHead (see head.hpp).
+#include "nn/classifier_head.hpp"
 
 #include <algorithm>
 
@@ -9,14 +9,14 @@ namespace {
 int64_t aligned(int64_t floats) { return (floats + 15) / 16 * 16; }  // 64 bytes, as the arena hands out
 }  // namespace
 
-LmHead::LmHead(ComputeDevice& dev, const LmShape& c, const ParamRef* tied, TpSlice slice, TpRegions& regions)
+ClassifierHead::ClassifierHead(ComputeDevice& dev, const EmbedHeadShape& c, const ParamRef* tied, TpSlice slice, TpRegions& regions)
     : Module("head"), dev_(dev), c_(c), slice_(slice), regions_(regions) {
   DT_ASSERT(c.tied == (tied != nullptr));
   const TpSplit vocab{0, 1};
   Unit& u = unit();
   if (has_norm())
     norm_f_ = Norm(dev, u, c.norm, c.dim, c.norm_eps,
-                   c.final_norm == LmShape::FinalNorm::rms ? NormKind::rms : NormKind::layer, slice.splits_rows());
+                   c.final_norm == EmbedHeadShape::FinalNorm::rms ? NormKind::rms : NormKind::layer, slice.splits_rows());
   if (!c.tied) w_ = u.add(c.head + ".weight", {c.vocab_size, c.dim}, c.head_init, c.dim, vocab, slice);
   if (c.head_bias) b_ = u.add(c.head + ".bias", {c.vocab_size}, Init::fan_in_uniform, c.dim, vocab, slice);
   if (tied) {
@@ -25,7 +25,7 @@ LmHead::LmHead(ComputeDevice& dev, const LmShape& c, const ParamRef* tied, TpSli
   }
 }
 
-void LmHead::plan(Arena& arena, const StepContext& largest, const KeepPlan& keep) {
+void ClassifierHead::plan(Arena& arena, const StepContext& largest, const KeepPlan& keep) {
   const int slots = keep.slots;
   const int64_t R = largest.rows(), d = c_.dim;
   if (has_norm()) norm_f_.plan(arena, slice_.local_rows(R), slots);
@@ -34,26 +34,26 @@ void LmHead::plan(Arena& arena, const StepContext& largest, const KeepPlan& keep
   for (int slot = 0; slot < slots; ++slot) dhf_.push_back(arena.f32(R * d));
 }
 
-int64_t LmHead::scratch_floats(const StepContext& ctx) const {
+int64_t ClassifierHead::scratch_floats(const StepContext& ctx) const {
   return slice_.count > 1 ? 2 * aligned(ctx.rows() * c_.dim) : 0;  // gathered rows; partial input gradients
 }
 
-double LmHead::train_flops_per_sample() const {
+double ClassifierHead::train_flops_per_sample() const {
   return double(c_.seq_len) * 6.0 * double(c_.vocab_size) * double(c_.dim);  // the classifier, forward and both gradients
 }
 
-VocabRange LmHead::vocab_range() const {
+VocabRange ClassifierHead::vocab_range() const {
   const int64_t n = (tied_.unit ? tied_ : w_).info().shape[0];
   return {slice_.index * n, n};
 }
 
-const float* LmHead::normed(const float* x, const UnitPass& p) {
+const float* ClassifierHead::normed(const float* x, const UnitPass& p) {
   if (!has_norm()) return x;
   norm_f_.forward(x, hf_, slice_.local_rows(p.ctx.rows()), p.slot);
   return hf_;
 }
 
-ClassifierArgs LmHead::classifier_args(const float* h, const UnitPass& p) const {
+ClassifierArgs ClassifierHead::classifier_args(const float* h, const UnitPass& p) const {
   const int64_t rows = p.ctx.rows();
   const VocabRange v = vocab_range();
   float* gathered = slice_.count > 1 ? p.scratch + aligned(rows * c_.dim) : nullptr;
@@ -65,7 +65,7 @@ ClassifierArgs LmHead::classifier_args(const float* h, const UnitPass& p) const 
   return a;
 }
 
-void LmHead::forward(const float* x, const UnitPass& p) {
+void ClassifierHead::forward(const float* x, const UnitPass& p) {
   const int64_t rows = p.ctx.rows(), d = c_.dim;
   ClassifierArgs a = classifier_args(normed(x, p), p);
   if (p.backward) {
@@ -84,7 +84,7 @@ void LmHead::forward(const float* x, const UnitPass& p) {
   }
 }
 
-void LmHead::backward(const float* x, float*, float* dx, const UnitPass& p, BackwardPart part) {
+void ClassifierHead::backward(const float* x, float*, float* dx, const UnitPass& p, BackwardPart part) {
   if (part == BackwardPart::weight) return;  // its gradients came in forward and the input half
   const int64_t n = slice_.local_rows(p.ctx.rows());
   if (has_norm())
@@ -93,7 +93,7 @@ void LmHead::backward(const float* x, float*, float* dx, const UnitPass& p, Back
     dev_.copy(dx, dhf_[size_t(p.slot)], sizeof(float) * size_t(n * c_.dim));
 }
 
-void LmHead::predict(const float* x, const UnitPass& p, float* out) {
+void ClassifierHead::predict(const float* x, const UnitPass& p, float* out) {
   const int64_t rows = p.ctx.rows();
   float* gathered = slice_.count > 1 ? p.scratch : nullptr;
   const float* h = regions_.all_rows(normed(x, p), gathered, rows, c_.dim);
