@@ -1,6 +1,6 @@
-// Trainer (see trainer.hpp): the loop of a run. step() is the math of one optimizer step; around it
-// run_epoch() hands each step's figures to the run log and lets validation and checkpoints decide
-// when they are due; the parts come from setup.hpp.
+// Trainer (see trainer.hpp): the loop of a run. step() runs one optimizer step (its math is
+// train_step.cpp's) and times it; around it run_epoch() hands each step's figures to the run log and
+// lets validation and checkpoints decide when they are due. The parts come from setup.hpp.
 #include "train/trainer.hpp"
 
 #include <omp.h>
