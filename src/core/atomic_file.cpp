@@ -21,12 +21,6 @@ namespace dtrain {
 
 namespace {
 
-// "a/b///" -> "a/b" (but "/" stays "/"), so parent and sibling names come out right.
-std::string strip_slashes(std::string p) {
-  while (p.size() > 1 && p.back() == '/') p.pop_back();
-  return p;
-}
-
 std::string parent_of(const std::string& path) {
   fs::path p = fs::path(strip_slashes(path)).parent_path();
   return p.empty() ? std::string(".") : p.string();
@@ -233,6 +227,11 @@ void replace_dir_atomic(const std::string& staged_arg, const std::string& final_
   if (staged_parent != final_parent) fsync_dir(staged_parent);
   remove_quietly(old_dir);
   fsync_dir(final_parent);
+}
+
+std::string strip_slashes(std::string path) {
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  return path;
 }
 
 }  // namespace dtrain

@@ -53,4 +53,8 @@ void replace_dir_atomic(const std::string& staged_dir, const std::string& final_
 // fsync a directory so renames/creations inside it are durable (best effort where unsupported).
 void fsync_dir(const std::string& dir);
 
+// "a/b///" -> "a/b" (but "/" stays "/"): a folder given with a trailing slash (tab completion) is the
+// folder itself, so that its parent and sibling names come out right.
+std::string strip_slashes(std::string path);
+
 }  // namespace dtrain

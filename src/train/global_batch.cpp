@@ -73,4 +73,9 @@ void require_copies_at_every_size(int min_nodes, int max_nodes, int workers_per_
   }
 }
 
+double mean_over_data_parallel(World& world, int dp, double v) {
+  if (dp > 1) world.all().allreduce(&v, 1, ReduceOp::avg);
+  return v;
+}
+
 }  // namespace dtrain

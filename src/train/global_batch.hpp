@@ -1,8 +1,11 @@
 // train.global_batch dealt out over the data-parallel ranks: the per-rank micro-batch and the
-// micro-steps that make the same global batch at any data-parallel size (elastic restarts).
+// micro-steps that make the same global batch at any data-parallel size (elastic restarts); and the
+// mean over those ranks of what each measured of its share (a loss).
 #pragma once
 #include <cstdint>
 #include <string>
+
+#include "comm/world.hpp"
 
 namespace dtrain {
 
@@ -22,6 +25,10 @@ BatchSplit split_global_batch(int64_t global, int dp, int64_t max_per_rank);
 // The run's split: train.global_batch's when it is set (> 0), else train.batch_size ×
 // train.grad_accum as given.
 BatchSplit run_batch_split(int64_t global_batch, int64_t batch_size, int64_t grad_accum, int dp);
+
+// The mean over the dp data-parallel ranks of a per-rank value (v itself when dp = 1). Collective:
+// every rank of the world calls it at the same point.
+double mean_over_data_parallel(World& world, int dp, double v);
 
 // An elastic job (MIN..MAX nodes of `workers_per_node`, `ranks_per_copy` = tp × pp ranks per model
 // copy) keeps `global` only at sizes whose data-parallel size divides it: Error at the start, naming

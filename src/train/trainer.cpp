@@ -178,15 +178,9 @@ struct Trainer::Impl {
     return state.global_step >= plan.total;
   }
 
-  // Mean over the data-parallel ranks of a per-rank value (every rank calls it at the same point).
-  double averaged(double v) {
-    if (run.dp > 1) run.world.all().allreduce(&v, 1, ReduceOp::avg);
-    return v;
-  }
-
   // The last step's train record (every rank takes part: the loss is averaged, the phases gathered).
   void log_step(const StepFigures& last) {
-    const double loss = averaged(last.loss);
+    const double loss = mean_over_data_parallel(run.world, run.dp, last.loss);
     Json record = Json::object();
     const PhaseSeconds phases = run.watch->fill_train_record(record);
     run.watch->write_resources(log.jsonl(), log.tensorboard());
@@ -200,7 +194,7 @@ struct Trainer::Impl {
     e.epoch = state.epoch + 1;
     e.epochs = plan.epochs;
     e.whole = state.batch_in_epoch >= plan.batches;
-    e.train_loss = averaged(state.epoch_loss_sum / double(state.batch_in_epoch));
+    e.train_loss = mean_over_data_parallel(run.world, run.dp, state.epoch_loss_sum / double(state.batch_in_epoch));
     e.valid = run.evaluator->validate();
     e.rows_per_second = clock.rows_per_second();
     e.seconds = seconds_since(clock.start);

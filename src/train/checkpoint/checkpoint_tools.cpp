@@ -129,8 +129,7 @@ bool imported_checkpoint(const std::string& dir) {
 
 void import_checkpoint(const std::string& file, const std::string& config, const std::string& out_arg,
                        const std::string& vocab) {
-  std::string out_dir = out_arg;  // "imported/" is the folder imported (its staging folder goes beside it)
-  while (out_dir.size() > 1 && out_dir.back() == '/') out_dir.pop_back();
+  const std::string out_dir = strip_slashes(out_arg);  // "imported/": the folder (its staging folder beside it)
   check_output_folder(out_dir, "dtrain ckpt import", imported_checkpoint);
   SafetensorsFile f(file);
   ModelConfig mc;

@@ -13,7 +13,7 @@ void Checkpointer::save(const TrainerState& state, bool last) {
   // prints the epoch loss the uninterrupted run would have.
   TrainerState saved = state;
   const int dp = shape_.dp;
-  if (dp > 1) world_.all().allreduce(&saved.epoch_loss_sum, 1, ReduceOp::avg);
+  saved.epoch_loss_sum = mean_over_data_parallel(world_, dp, state.epoch_loss_sum);
   saved.data_parallel = dp;
   saved.global_batch = shape_.split.global(dp);
   saved.samples_in_epoch = std::min(state.batch_in_epoch * shape_.split.micro_batch * dp, shape_.epoch_samples);

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "core/atomic_file.hpp"
 #include "core/input_file.hpp"
 #include "train/checkpoint/checkpoint.hpp"
 #include "train/checkpoint/history.hpp"
@@ -88,9 +89,9 @@ namespace {
 Json read_config_json(const std::string& path) { return parse_json(read_file(path, kMaxSmallFileBytes, "config"), path); }
 }  // namespace
 
-ResumeTarget resume_target(std::string what, const std::string& run_dir, bool restarted) {
+ResumeTarget resume_target(const std::string& given, const std::string& run_dir, bool restarted) {
   namespace fs = std::filesystem;
-  while (what.size() > 1 && what.back() == '/') what.pop_back();  // a tab-completed folder
+  const std::string what = strip_slashes(given);  // a tab-completed folder is the folder
   const fs::path parent = fs::path(what).lexically_normal().parent_path();
   const bool in_checkpoints = parent.filename() == "checkpoints";
   if (restarted && in_checkpoints && (run_dir.empty() || run_dir == parent.parent_path().string()) &&

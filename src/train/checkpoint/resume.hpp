@@ -25,7 +25,7 @@ struct ResumeTarget {
   std::string run_dir, checkpoint, config_source;
   Json config;
 };
-ResumeTarget resume_target(std::string what, const std::string& run_dir, bool restarted);
+ResumeTarget resume_target(const std::string& what, const std::string& run_dir, bool restarted);
 
 // The checkpoints a run may go on from, newest first. resume: `dtrain train --resume`; restarted:
 // dtrun restarted the workers; from: a checkpoint folder the user named ("" none). Error for a run
