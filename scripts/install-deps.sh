@@ -10,7 +10,8 @@
 # PMIx plugin runs srun --mpi=pmix), iproute2 (two "nodes" in network namespaces), procps. Benchmarks: OpenBLAS, so that PyTorch's f32 baseline is not
 # measured on the slow reference BLAS.
 set -euo pipefail
-packages=(g++ cmake make libdnnl-dev ocl-icd-opencl-dev libtomlplusplus-dev nlohmann-json3-dev libgloo-dev
+packages=(g++ cmake make pkg-config libdnnl-dev ocl-icd-opencl-dev libtomlplusplus-dev nlohmann-json3-dev libgloo-dev
+          libsentencepiece-dev libpcre2-dev libzstd-dev libhdf5-dev
           libopenmpi-dev zlib1g-dev dataset-fashion-mnist libgtest-dev libbenchmark-dev
           python3 python3-torch python3-numpy protobuf-compiler libopenblas0-pthread
           openmpi-bin slurm-wlm munge iproute2 procps)
