@@ -52,8 +52,9 @@ int prepare_images(const std::string& sub, const CommandArgs& a) {
 }  // namespace
 
 int data_command(int argc, char** argv) {
-  require(argc >= 3, "usage: dtrain data prepare|builtin|fashion-mnist …: see `dtrain --help`");
+  require(argc >= 3, "usage: dtrain data prepare|builtin|fashion-mnist|tokenize|tokenizer …: see `dtrain --help`");
   const std::string sub = argv[2];
+  if (sub == "tokenize" || sub == "tokenizer") return tokenizer_data_command(argc, argv);
   CommandArgs a = parse_command_args(argc, argv, 3, {"no-lowercase", "no-eos"},
                                      {"input", "out", "min-freq", "max-vocab", "valid-fraction", "test-fraction",
                                       "format", "valid-count", "seed", "classes", "mean", "std"});
@@ -85,7 +86,7 @@ int data_command(int argc, char** argv) {
     make_builtin_corpus(text);
     o.input = text;
   } else {
-    require(sub == "prepare", "unknown command `dtrain data " + sub + "`: use prepare, builtin or fashion-mnist");
+    require(sub == "prepare", "unknown command `dtrain data " + sub + "`: use prepare, builtin, fashion-mnist, tokenize or tokenizer");
     o.input = a.need("input");
   }
   PrepareReport r = prepare_dataset(o);
