@@ -55,9 +55,7 @@ class ByteLevelBpe : public Tokenizer {
     if (step == parts_.pre_tokenizer.size()) return parts_.encoder->encode(text, out);
     const PreTokenizerStep& s = parts_.pre_tokenizer[step];
     if (s.split_by) {
-      std::vector<std::string_view> pieces;
-      s.split_by->split(text, pieces);
-      for (const std::string_view piece : pieces) pre_tokenize(step + 1, piece, out);
+      s.split_by->split(text, [&](std::string_view piece) { pre_tokenize(step + 1, piece, out); });
     } else if (s.prefix_space && text.front() != ' ') {
       const std::string spaced = " " + std::string(text);
       pre_tokenize(step + 1, spaced, out);

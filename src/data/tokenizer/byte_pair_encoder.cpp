@@ -18,11 +18,12 @@ constexpr size_t kShortPieceBytes = 128;
 BytePairEncoder::BytePairEncoder(BpeVocabulary vocabulary)
     : token_bytes_(std::move(vocabulary.token_bytes)), merges_(std::move(vocabulary.merges)) {
   byte_ids_.fill(kNoMerge);
+  if (vocabulary.whole_piece_first) whole_pieces_.reserve(token_bytes_.size());
   for (size_t id = 0; id < token_bytes_.size(); ++id) {
     const std::string& bytes = token_bytes_[id];
     if (bytes.size() == 1 && byte_ids_[static_cast<unsigned char>(bytes[0])] == kNoMerge)
       byte_ids_[static_cast<unsigned char>(bytes[0])] = uint32_t(id);
-    if (vocabulary.whole_piece_first && !bytes.empty()) whole_pieces_.emplace(bytes, uint32_t(id));
+    if (vocabulary.whole_piece_first && !bytes.empty()) whole_pieces_.insert(bytes, uint32_t(id));
   }
 }
 
@@ -38,10 +39,9 @@ void BytePairEncoder::encode(std::string_view piece, std::vector<uint32_t>& out)
     out.push_back(byte_ids_[static_cast<unsigned char>(piece[0])]);
     return;
   }
-  if (!whole_pieces_.empty()) {
-    const auto whole = whole_pieces_.find(piece);
-    if (whole != whole_pieces_.end()) {
-      out.push_back(whole->second);
+  if (whole_pieces_.size() > 0) {
+    if (const int64_t whole = whole_pieces_.find(piece); whole != TokenIndex::kAbsent) {
+      out.push_back(uint32_t(whole));
       return;
     }
   }
@@ -65,8 +65,8 @@ void BytePairEncoder::merge_short_piece(std::string_view piece, std::vector<uint
       if (next[i].rank < next[best].rank) best = i;
     if (next[best].rank == kNoMerge) break;
     ids[best] = next[best].merged_id;
-    std::copy(ids + best + 2, ids + count, ids + best + 1);
-    std::copy(next + best + 2, next + count - 1, next + best + 1);
+    for (size_t i = best + 1; i + 1 < count; ++i) ids[i] = ids[i + 1];  // the right token leaves
+    for (size_t i = best + 1; i + 2 < count; ++i) next[i] = next[i + 1];
     --count;
     if (best + 1 < count) look_up(best);
     if (best > 0) look_up(best - 1);

@@ -6,10 +6,10 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include "data/tokenizer/pair_merge_table.hpp"
+#include "data/tokenizer/token_index.hpp"
 
 namespace dtrain {
 
@@ -43,7 +43,7 @@ class BytePairEncoder {
   std::vector<std::string> token_bytes_;
   PairMergeTable merges_;
   std::array<uint32_t, 256> byte_ids_;                            // kNoMerge where missing
-  std::unordered_map<std::string_view, uint32_t> whole_pieces_;  // views of token_bytes_; empty unless whole_piece_first
+  TokenIndex whole_pieces_;  // views of token_bytes_; empty unless whole_piece_first
 };
 
 }  // namespace dtrain

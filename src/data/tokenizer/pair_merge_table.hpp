@@ -15,6 +15,8 @@ struct PairMerge {
 
 class PairMergeTable {
  public:
+  // Room for n merges without growing.
+  void reserve(size_t n);
   // Sets the merge of (left, right), replacing one set before.
   void set(uint32_t left, uint32_t right, PairMerge merge);
   // The merge of (left, right); nullptr when the pair does not merge.
@@ -37,7 +39,7 @@ class PairMergeTable {
   static constexpr uint64_t kEmptyKey = ~uint64_t(0);  // the pair (2^32-1, 2^32-1): no token has that id
   static uint64_t pack(uint32_t left, uint32_t right) { return uint64_t(left) << 32 | right; }
   size_t slot_of(uint64_t key) const { return size_t((key * 0x9E3779B97F4A7C15ull) >> shift_); }
-  void grow();
+  void rehash(size_t capacity);
 
   std::vector<Slot> slots_;  // a power of two of them, at most half full
   size_t mask_ = 0;

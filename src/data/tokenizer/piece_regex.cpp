@@ -113,7 +113,7 @@ PieceRegex::PieceRegex(const std::string& pattern, const std::string& source) : 
 
 PieceRegex::~PieceRegex() { pcre2_code_free(static_cast<pcre2_code*>(code_)); }
 
-void PieceRegex::split(std::string_view text, std::vector<std::string_view>& pieces) const {
+void PieceRegex::split(std::string_view text, const std::function<void(std::string_view)>& piece) const {
   const auto* code = static_cast<const pcre2_code*>(code_);
   MatchData md(pcre2_match_data_create_from_pattern(code, nullptr), &pcre2_match_data_free);
   if (!md) throw std::bad_alloc();
@@ -123,10 +123,10 @@ void PieceRegex::split(std::string_view text, std::vector<std::string_view>& pie
     if (run_match(code, text, search_from, options, md.get(), source_) == PCRE2_ERROR_NOMATCH) break;
     const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(md.get());
     const size_t start = ovector[0], end = ovector[1];
-    if (start > covered) pieces.push_back(text.substr(covered, start - covered));
+    if (start > covered) piece(text.substr(covered, start - covered));
     covered = std::max(covered, start);
     if (end > start) {
-      pieces.push_back(text.substr(start, end - start));
+      piece(text.substr(start, end - start));
       covered = search_from = end;
       options = 0;
     } else {  // an empty match adds nothing; look again from there for one that is not empty
@@ -134,7 +134,7 @@ void PieceRegex::split(std::string_view text, std::vector<std::string_view>& pie
       options = PCRE2_NOTEMPTY_ATSTART;
     }
   }
-  if (covered < text.size()) pieces.push_back(text.substr(covered));
+  if (covered < text.size()) piece(text.substr(covered));
 }
 
 long PieceRegex::match_length_at(std::string_view text, size_t offset) const {

@@ -4,9 +4,9 @@
 // part of a piece (the run of bytes between two matches is one piece), so no byte is ever dropped.
 #pragma once
 #include <cstddef>
+#include <functional>
 #include <string>
 #include <string_view>
-#include <vector>
 
 namespace dtrain {
 
@@ -20,9 +20,9 @@ class PieceRegex {
   PieceRegex(const PieceRegex&) = delete;
   PieceRegex& operator=(const PieceRegex&) = delete;
 
-  // Appends to `pieces` each non-empty match in `text` and each run of bytes between matches (and
+  // Calls `piece` with each non-empty match in `text` and each run of bytes between matches (and
   // before the first, after the last), in order: together exactly `text`. Thread-safe.
-  void split(std::string_view text, std::vector<std::string_view>& pieces) const;
+  void split(std::string_view text, const std::function<void(std::string_view)>& piece) const;
   // The length of the match that starts at `offset` of `text` (anchored there), -1 when none.
   long match_length_at(std::string_view text, size_t offset) const;
   const std::string& pattern() const { return pattern_; }

@@ -2,6 +2,7 @@
 // tokenizer.model): the ranks, checked line by line, and the regex and special tokens of the known
 // encoding their number names. A token's rank is its id, and a pair of tokens merges (at that rank)
 // when their concatenation has one.
+#include <algorithm>
 #include <cstdio>
 #include <optional>
 
@@ -9,6 +10,7 @@
 #include "data/tokenizer/bpe_encodings.hpp"
 #include "data/tokenizer/byte_level_bpe.hpp"
 #include "data/tokenizer/kinds.hpp"
+#include "data/tokenizer/token_index.hpp"
 
 namespace dtrain {
 
@@ -62,10 +64,9 @@ std::pair<std::string, uint64_t> parse_rank_line(std::string_view line, size_t n
   return {std::move(*bytes), rank};
 }
 
-// The bytes of each rank. Ranks run from 0 to n-1 (n the file's lines), each once, each token once.
-std::vector<std::string> read_ranks(const std::string& path, const std::string& text) {
-  std::vector<std::pair<std::string, uint64_t>> entries;
-  std::vector<size_t> line_of_entry;
+// `text` split into lines, each with its number; empty lines skipped (as tiktoken skips them).
+std::vector<std::pair<std::string_view, size_t>> rank_file_lines(const std::string& text) {
+  std::vector<std::pair<std::string_view, size_t>> lines;
   size_t number = 0;
   for (size_t start = 0; start < text.size();) {
     size_t end = text.find('\n', start);
@@ -73,44 +74,57 @@ std::vector<std::string> read_ranks(const std::string& path, const std::string& 
     std::string_view line(text.data() + start, end - start);
     if (line.ends_with('\r')) line.remove_suffix(1);
     ++number;
-    if (!line.empty()) {  // tiktoken skips empty lines too
-      entries.push_back(parse_rank_line(line, number, path));
-      line_of_entry.push_back(number);
-    }
+    if (!line.empty()) lines.push_back({line, number});
     start = end + 1;
   }
-  std::vector<std::string> bytes_of_rank(entries.size());
-  std::vector<size_t> line_of_rank(entries.size(), 0);
-  std::unordered_map<std::string_view, size_t> line_of_token;
-  for (size_t i = 0; i < entries.size(); ++i) {
-    const uint64_t rank = entries[i].second;
-    if (rank >= entries.size())
-      refuse_line(path, line_of_entry[i], "rank " + std::to_string(rank) + " is not below the file's " +
-                                              std::to_string(entries.size()) + " ranks (they run from 0 to n-1)");
+  return lines;
+}
+
+// The bytes of each rank. Ranks run from 0 to n-1 (n the file's lines), each once, each token once;
+// `rank_of_token` gets each token's rank (views of the strings returned).
+std::vector<std::string> read_ranks(const std::string& path, const std::string& text, TokenIndex& rank_of_token) {
+  const auto lines = rank_file_lines(text);
+  std::vector<std::string> bytes_of_rank(lines.size());
+  std::vector<size_t> line_of_rank(lines.size(), 0);
+  for (const auto& [line, number] : lines) {
+    auto [bytes, rank] = parse_rank_line(line, number, path);
+    if (rank >= lines.size())
+      refuse_line(path, number, "rank " + std::to_string(rank) + " is not below the file's " +
+                                    std::to_string(lines.size()) + " ranks (they run from 0 to n-1)");
     if (line_of_rank[rank] != 0)
-      refuse_line(path, line_of_entry[i], "rank " + std::to_string(rank) + " is given twice (line " +
-                                              std::to_string(line_of_rank[rank]) + " has it too)");
-    line_of_rank[rank] = line_of_entry[i];
-    bytes_of_rank[rank] = std::move(entries[i].first);
-    const auto [seen, fresh] = line_of_token.emplace(bytes_of_rank[rank], line_of_entry[i]);
-    if (!fresh) refuse_line(path, line_of_entry[i], "the same token as line " + std::to_string(seen->second));
+      refuse_line(path, number, "rank " + std::to_string(rank) + " is given twice (line " +
+                                    std::to_string(line_of_rank[rank]) + " has it too)");
+    if (bytes.empty()) refuse_line(path, number, "an empty token");
+    line_of_rank[rank] = number;
+    bytes_of_rank[rank] = std::move(bytes);
   }
+  rank_of_token.reserve(bytes_of_rank.size());
+  for (size_t r = 0; r < bytes_of_rank.size(); ++r)
+    if (const uint32_t first = rank_of_token.insert(bytes_of_rank[r], uint32_t(r)); first != r)
+      refuse_line(path, std::max(line_of_rank[r], line_of_rank[first]),
+                  "the same token as line " + std::to_string(std::min(line_of_rank[r], line_of_rank[first])));
   return bytes_of_rank;
 }
 
 // Every pair of tokens whose concatenation is a token merges into it, at its rank.
-PairMergeTable merges_of_ranks(const std::vector<std::string>& bytes_of_rank) {
-  std::unordered_map<std::string_view, uint32_t> rank_of;
-  rank_of.reserve(bytes_of_rank.size());
-  for (size_t r = 0; r < bytes_of_rank.size(); ++r) rank_of.emplace(bytes_of_rank[r], uint32_t(r));
+PairMergeTable merges_of_ranks(const std::vector<std::string>& bytes_of_rank, const TokenIndex& rank_of) {
   PairMergeTable merges;
+  merges.reserve(2 * bytes_of_rank.size());
+  std::vector<uint64_t> hashes;  // of each cut's left part, then of its right part
   for (size_t r = 0; r < bytes_of_rank.size(); ++r) {
     const std::string_view token = bytes_of_rank[r];
+    // all the token's lookups hashed and their slots prefetched first: the table is far larger than
+    // the cache, and independent misses overlap
+    hashes.assign(2 * token.size(), 0);
     for (size_t cut = 1; cut < token.size(); ++cut) {
-      const auto left = rank_of.find(token.substr(0, cut));
-      if (left == rank_of.end()) continue;
-      const auto right = rank_of.find(token.substr(cut));
-      if (right != rank_of.end()) merges.set(left->second, right->second, {uint32_t(r), uint32_t(r)});
+      rank_of.prefetch(hashes[2 * cut] = TokenIndex::hash_of(token.substr(0, cut)));
+      rank_of.prefetch(hashes[2 * cut + 1] = TokenIndex::hash_of(token.substr(cut)));
+    }
+    for (size_t cut = 1; cut < token.size(); ++cut) {
+      const int64_t left = rank_of.find(token.substr(0, cut), hashes[2 * cut]);
+      if (left == TokenIndex::kAbsent) continue;
+      const int64_t right = rank_of.find(token.substr(cut), hashes[2 * cut + 1]);
+      if (right != TokenIndex::kAbsent) merges.set(uint32_t(left), uint32_t(right), {uint32_t(r), uint32_t(r)});
     }
   }
   return merges;
@@ -119,7 +133,8 @@ PairMergeTable merges_of_ranks(const std::vector<std::string>& bytes_of_rank) {
 }  // namespace
 
 std::unique_ptr<Tokenizer> load_tiktoken(const std::string& path, const std::string& text) {
-  std::vector<std::string> bytes_of_rank = read_ranks(path, text);
+  TokenIndex rank_of_token;
+  std::vector<std::string> bytes_of_rank = read_ranks(path, text, rank_of_token);
   const BpeEncoding* encoding = bpe_encoding_of_size(bytes_of_rank.size());
   if (!encoding)
     throw Error("tokenizer " + path + ": a tiktoken rank file of " + std::to_string(bytes_of_rank.size()) +
@@ -127,7 +142,7 @@ std::unique_ptr<Tokenizer> load_tiktoken(const std::string& path, const std::str
                 " ranks): a rank file does not say its pre-tokenizer regex or special tokens, which dtrain takes "
                 "from its size; for another encoding give a tokenizer.json, which names its own regex");
   BpeVocabulary bpe;
-  bpe.merges = merges_of_ranks(bytes_of_rank);
+  bpe.merges = merges_of_ranks(bytes_of_rank, rank_of_token);
   bpe.token_bytes = std::move(bytes_of_rank);
   bpe.whole_piece_first = true;  // tiktoken looks a piece up whole before merging
   ByteLevelBpeParts parts;
