@@ -7,14 +7,15 @@
 # fashion-mnist`). Tests:
 # PyTorch (python3-torch, the parity reference), protobuf-compiler (decodes TensorBoard files),
 # OpenMPI (mpirun: launch and the MPI backend), SLURM + munge (a private cluster on loopback; its
-# PMIx plugin runs srun --mpi=pmix), iproute2 (two "nodes" in network namespaces), procps. Benchmarks: OpenBLAS, so that PyTorch's f32 baseline is not
+# PMIx plugin runs srun --mpi=pmix), iproute2 (two "nodes" in network namespaces), procps, Node.js
+# and npm (the tokenizer references of tests/parity: tiktoken and tokenizers.js from npm). Benchmarks: OpenBLAS, so that PyTorch's f32 baseline is not
 # measured on the slow reference BLAS.
 set -euo pipefail
 packages=(g++ cmake make pkg-config libdnnl-dev ocl-icd-opencl-dev libtomlplusplus-dev nlohmann-json3-dev libgloo-dev
           libsentencepiece-dev libpcre2-dev libzstd-dev libhdf5-dev
           libopenmpi-dev zlib1g-dev dataset-fashion-mnist libgtest-dev libbenchmark-dev
           python3 python3-torch python3-numpy protobuf-compiler libopenblas0-pthread
-          openmpi-bin slurm-wlm munge iproute2 procps)
+          openmpi-bin slurm-wlm munge iproute2 procps nodejs npm)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -5,9 +5,11 @@
 //   gpt2_prefix_space.tokenizer.json: the same with ByteLevel's add_prefix_space;
 //   llama3_style.tokenizer.json: a Llama-3-style one made from cl100k_base (Sequence of Split by the
 //     cl100k regex and ByteLevel without regex, ignore_merges, added tokens special and not);
-//   references.json: {texts: [...], files: {FILE: {text: [ids per text], special: [ids per text]}}},
-//     the ids of every parity text in both special-token modes by the references: tiktoken (WASM)
-//     for the rank files, Hugging Face's tokenizers.js for the tokenizer.json files.
+//   references.json: {texts: [...], files: {FILE: {text: [ids per text], special: [ids per text],
+//     decoded: [base64 per text]}}}: the ids of every parity text in both special-token modes by the
+//     references, tiktoken (WASM) for the rank files and Hugging Face's tokenizers.js for the
+//     tokenizer.json files, and the bytes the special mode's ids stand for (tiktoken's decode; the
+//     tokenizer.json's vocabulary read back through the byte alphabet).
 // Modes: `text` (a special token's spelling is plain text): tiktoken's encode_ordinary, and
 // tokenizers.js on the file without its special added tokens (as Hugging Face's
 // encode_special_tokens=True reads it); `special`: tiktoken's encode(text, "all"), tokenizers.js as is.
@@ -83,8 +85,8 @@ function tokenizerJson({ tokens, merges, preTokenizer, addedTokens, ignoreMerges
   const vocab = {};
   tokens.forEach((bytes, rank) => (vocab[alphabetText(bytes)] = rank));
   for (const t of addedTokens) if (t.in_vocab) vocab[t.content] = t.id;
-  const added_tokens = addedTokens.map(({ id, content, special, lstrip = false, rstrip = false }) => ({
-    id, content, single_word: false, lstrip, rstrip, normalized: !special, special,
+  const added_tokens = addedTokens.map(({ id, content, special, lstrip = false, rstrip = false, normalized = !special }) => ({
+    id, content, single_word: false, lstrip, rstrip, normalized, special,
   }));
   return {
     version: "1.0",
@@ -115,7 +117,9 @@ function jsonFiles(gpt2, cl100k) {
     { id: 100301, content: "<|end_of_text|>", special: true },
     { id: 100302, content: "<mask>", special: true, lstrip: true, rstrip: true },
     { id: 100303, content: "dtrain_added", special: false },
-    { id: 100304, content: "<|endoftext|>ish", special: false },
+    // not normalized, so in the first pass with the special tokens: tokenizers.js has one pass when
+    // there is no normalizer, Hugging Face's Rust (and dtrain) two, normalized tokens in the second
+    { id: 100304, content: "<|endoftext|>ish", special: false, normalized: false },
   ];
   const split = { type: "Split", pattern: { Regex: cl100k.pattern }, behavior: "Isolated", invert: false };
   return {
@@ -130,6 +134,16 @@ function jsonFiles(gpt2, cl100k) {
                                                                   trim_offsets: true, use_regex: false }] },
     }),
   };
+}
+
+// The bytes ids of a tokenizer.json stand for: an added token's text, or a vocabulary token's bytes
+// read back through the byte alphabet (tokenizers.js's own decode would also tidy spaces).
+function jsonDecoder(json) {
+  const byteOf = new Map(ALPHABET.map((ch, b) => [ch, b]));
+  const textOf = new Map(Object.entries(json.model.vocab).map(([text, id]) => [id, text]));
+  const bytesOf = new Map([...textOf].map(([id, text]) => [id, Buffer.from(Array.from(text, (ch) => byteOf.get(ch)))]));
+  for (const t of json.added_tokens) bytesOf.set(t.id, Buffer.from(t.content));
+  return (ids) => Buffer.concat(ids.map((id) => bytesOf.get(id)));
 }
 
 const withoutSpecialAddedTokens = (json) => ({ ...json, added_tokens: json.added_tokens.filter((t) => !t.special) });
@@ -147,6 +161,8 @@ function main() {
       text: texts.map((t) => Array.from(encoder.encode_ordinary(t.text))),
       special: texts.map((t) => Array.from(encoder.encode(t.text, "all"))),
     };
+    files[`${name}.tiktoken`].decoded = files[`${name}.tiktoken`].special.map((ids) =>
+      Buffer.from(encoder.decode(new Uint32Array(ids))).toString("base64"));
   }
   for (const [name, json] of Object.entries(jsonFiles(encodings[0], encodings[1]))) {
     fs.writeFileSync(path.join(out, name), JSON.stringify(json));
@@ -154,6 +170,8 @@ function main() {
     const plain = new Tokenizer(withoutSpecialAddedTokens(json), {});
     const ids = (tok, t) => (t.hf === false ? null : tok.encode(t.text, { add_special_tokens: false }).ids);
     files[name] = { text: texts.map((t) => ids(plain, t)), special: texts.map((t) => ids(special, t)) };
+    const decode = jsonDecoder(json);
+    files[name].decoded = files[name].special.map((x) => (x === null ? null : decode(x).toString("base64")));
   }
   for (const { encoder } of encodings) encoder.free();
   fs.writeFileSync(path.join(out, "references.json"), JSON.stringify({ texts, files }));

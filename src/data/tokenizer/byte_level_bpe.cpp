@@ -38,7 +38,11 @@ class ByteLevelBpe : public Tokenizer {
     for (const uint32_t id : ids) text += bytes_of(id);
     return text;
   }
-  bool exact_decode() const override { return true; }
+  // Exact unless a space is put before pieces (add_prefix_space): decode gives that space back too.
+  bool exact_decode() const override {
+    return std::none_of(parts_.pre_tokenizer.begin(), parts_.pre_tokenizer.end(),
+                        [](const PreTokenizerStep& s) { return s.prefix_space; });
+  }
   int64_t eos_id() const override { return eos_; }
   int64_t bos_id() const override { return bos_; }
   std::string describe() const override {
