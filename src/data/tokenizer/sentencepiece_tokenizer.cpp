@@ -129,7 +129,7 @@ void train_sentencepiece(const SentencePieceTrainOptions& o) {
   };
   sentencepiece::SetRandomGeneratorSeed(unsigned(o.seed));
   const int log_level = sentencepiece::logging::GetMinLogLevel();
-  sentencepiece::logging::SetMinLogLevel(1);  // warnings and errors only: no page of progress lines
+  sentencepiece::logging::SetMinLogLevel(2);  // errors only (no page of progress lines): status says why
   const auto status = sentencepiece::SentencePieceTrainer::Train(args);
   sentencepiece::logging::SetMinLogLevel(log_level);
   if (!status.ok()) {
