@@ -8,8 +8,8 @@
 # PyTorch (python3-torch, the parity reference), protobuf-compiler (decodes TensorBoard files),
 # OpenMPI (mpirun: launch and the MPI backend), SLURM + munge (a private cluster on loopback; its
 # PMIx plugin runs srun --mpi=pmix), iproute2 (two "nodes" in network namespaces), procps, Node.js
-# and npm (the tokenizer references of tests/parity: tiktoken and tokenizers.js from npm). Benchmarks: OpenBLAS, so that PyTorch's f32 baseline is not
-# measured on the slow reference BLAS.
+# and npm (the byte-level BPE references of tests/parity: tiktoken and tokenizers.js from npm).
+# Benchmarks: OpenBLAS, so that PyTorch's f32 baseline is not measured on the slow reference BLAS.
 set -euo pipefail
 packages=(g++ cmake make pkg-config libdnnl-dev ocl-icd-opencl-dev libtomlplusplus-dev nlohmann-json3-dev libgloo-dev
           libsentencepiece-dev libpcre2-dev libzstd-dev libhdf5-dev

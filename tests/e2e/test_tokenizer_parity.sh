@@ -24,6 +24,13 @@ if ! cmp -s "$src/tests/parity/package-lock.json" "$npm_dir/installed-lock.json"
   cp "$src/tests/parity/package-lock.json" "$npm_dir/installed-lock.json"  # last: marks the install whole
 fi
 
-NODE_PATH="$npm_dir/node_modules" node "$src/tests/parity/tokenizer_references.cjs" "$work/ref" >"$work/ref.out" 2>&1 ||
+# tests/parity/parity_texts.cjs's texts, and the ones all tokenizer parity tests share (texts.py)
+"$py" - "$src/tests/parity/texts.py" >"$work/shared_texts.json" <<'PYEOF'
+import json, runpy, sys
+texts = runpy.run_path(sys.argv[1])
+print(json.dumps(texts["TEXTS"] + texts["MULTILINE"]))
+PYEOF
+NODE_PATH="$npm_dir/node_modules" node "$src/tests/parity/tokenizer_references.cjs" "$work/ref" "$work/shared_texts.json" \
+  >"$work/ref.out" 2>&1 ||
   { cat "$work/ref.out"; fail "the reference script failed"; }
 "$py" "$src/tests/parity/check_dtrain_ids.py" "$bin/dtrain" "$work/ref" "$work" || fail "dtrain's ids differ from the references'"

@@ -1,4 +1,6 @@
-// The reference side of tests/e2e/test_tokenizer_parity.sh. Writes into OUT_DIR (the only argument):
+// The reference side of tests/e2e/test_tokenizer_parity.sh. Usage: node tokenizer_references.cjs
+// OUT_DIR [TEXTS.json] (more texts to encode, a JSON array of strings: tests/parity/texts.py's).
+// Writes into OUT_DIR:
 //   gpt2.tiktoken, cl100k_base.tiktoken, o200k_base.tiktoken: tiktoken rank files of the encodings the
 //     npm package `tiktoken` ships (taken from its encoder, nothing downloaded);
 //   gpt2.tokenizer.json: a GPT-2-style tokenizer.json made from the gpt2 ranks (ByteLevel pre-tokenizer);
@@ -150,10 +152,14 @@ const withoutSpecialAddedTokens = (json) => ({ ...json, added_tokens: json.added
 
 function main() {
   const out = process.argv[2];
-  if (!out) throw new Error("usage: node tokenizer_references.cjs OUT_DIR");
+  if (!out) throw new Error("usage: node tokenizer_references.cjs OUT_DIR [TEXTS.json]");
   fs.mkdirSync(out, { recursive: true });
   const encodings = ["gpt2", "cl100k_base", "o200k_base"].map(encodingNamed);
   const texts = parityTexts();
+  if (process.argv[3]) {
+    const shared = JSON.parse(fs.readFileSync(process.argv[3], "utf8"));
+    shared.forEach((text, i) => texts.push({ name: `texts.py #${i}`, text }));
+  }
   const files = {};
   for (const { name, encoder, tokens } of encodings) {
     writeRankFile(path.join(out, `${name}.tiktoken`), tokens);
