@@ -79,7 +79,9 @@ class GzipStream : public ByteStream {
     const char* msg = gzerror(gz_, &err);
     if (got < 0 || (err != Z_OK && err != Z_STREAM_END)) {
       if (err == Z_ERRNO) throw Error("cannot read input " + path_ + " (" + std::strerror(errno) + ")");
-      throw Error(damaged(path_, "gzip", msg ? msg : "zlib error"));
+      std::string why = msg ? msg : "zlib error";
+      if (why.starts_with("<fd:") && why.find(": ") != std::string::npos) why.erase(0, why.find(": ") + 2);
+      throw Error(damaged(path_, "gzip", why));
     }
     return size_t(got);
   }

@@ -8,7 +8,8 @@ namespace dtrain {
 void encode_chunk(Chunk& c, const ChunkEncoding& how) {
   c.ids.reserve(c.text.size() + c.ready_ids.size());  // one id per byte of text at most, as budgeted
   for (DocPiece& p : c.pieces) {
-    const std::string_view text = std::string_view(c.text).substr(p.begin, p.end - p.begin);
+    const std::string_view text =
+        p.kind == PieceKind::ids ? std::string_view() : std::string_view(c.text).substr(p.begin, p.end - p.begin);
     switch (p.kind) {
       case PieceKind::text:
         how.tokenizer->encode(text, c.ids, how.special);

@@ -187,8 +187,8 @@ void commit_splits(const ShardPrepareOptions& o, const PrepareTokenizer& t, Shar
   int64_t documents = 0, skipped = 0;
   for (const auto& w : writers) documents += w ? w->documents() : 0, skipped += w ? w->skipped() : 0;
   require(documents > 0, "the inputs hold no documents that " + o.tokenizer + " encodes to any token (" +
-                             std::to_string(r.files) + " files read, " + std::to_string(skipped) +
-                             " empty documents skipped): check --input" + (o.text_key != "text" ? ", --text-key" : "") +
+                             std::to_string(r.files) + (r.files == 1 ? " file" : " files") + " read, " +
+                             std::to_string(skipped) + " empty documents skipped): check --input" + (o.text_key != "text" ? ", --text-key" : "") +
                              (o.dataset.empty() ? "" : ", --dataset") + " and that the files hold text");
   const Json context = manifest_context(o, t);
   std::vector<int> written, emptied;
