@@ -24,8 +24,6 @@ void encode_chunk(Chunk& c, const ChunkEncoding& how) {
     }
     p.ids_end = c.ids.size();
   }
-  std::string().swap(c.text);
-  std::vector<uint32_t>().swap(c.ready_ids);
 }
 
 }  // namespace dtrain

@@ -17,8 +17,8 @@ struct ChunkEncoding {
   const std::vector<CorpusFile>* files = nullptr;  // named in the errors of JSONL lines
 };
 
-// Fills chunk.ids and each piece's ids_end, then frees the chunk's text and ready ids. A JSONL line
-// that is not a document throws Error naming its file and line.
+// Fills chunk.ids and each piece's ids_end. A JSONL line that is not a document throws Error naming
+// its file and line.
 void encode_chunk(Chunk& chunk, const ChunkEncoding& how);
 
 }  // namespace dtrain

@@ -21,12 +21,30 @@ class ChunkFlow : public ChunkQueue {
  public:
   explicit ChunkFlow(const ChunkPipeline& p) : p_(p) {}
 
+  // A chunk once the budget has room for it: one written before (its buffers kept: no new pages to
+  // fault in), or a new one when every chunk there is in flight. So the chunks in memory never
+  // hold more than the budget.
   std::unique_ptr<Chunk> new_chunk() override {
     if (!p_.budget->acquire(chunk_budget_bytes())) throw PipelineStopped{};
-    auto c = std::make_unique<Chunk>();
+    std::unique_ptr<Chunk> c;
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      if (!spare_.empty()) {
+        c = std::move(spare_.back());
+        spare_.pop_back();
+      }
+    }
+    if (!c) {
+      c = std::make_unique<Chunk>();
+      c->text.reserve(kChunkTextBytes);
+    }
     c->held_bytes = chunk_budget_bytes();
-    c->text.reserve(kPieceBytes);
     return c;
+  }
+  void recycle(std::unique_ptr<Chunk> c) {
+    c->clear();
+    std::lock_guard<std::mutex> lock(m_);
+    spare_.push_back(std::move(c));
   }
   void push(std::unique_ptr<Chunk> c) override {
     std::lock_guard<std::mutex> lock(m_);
@@ -69,11 +87,12 @@ class ChunkFlow : public ChunkQueue {
       } catch (...) {
         c->error = std::current_exception();
       }
-      // What it holds now: its pieces and ids (text and ready ids were freed).
-      const int64_t now = int64_t(kChunkPieces * sizeof(DocPiece) + c->ids.size() * 4);
-      if (now > c->held_bytes) p_.budget->take(now - c->held_bytes);
-      if (now < c->held_bytes) p_.budget->release(c->held_bytes - now);
-      c->held_bytes = now;
+      // Ids that came out longer than budgeted (one per byte of text) hold more.
+      const int64_t over = int64_t(c->ids.capacity() * 4) - int64_t(kChunkTextBytes * 4);
+      if (over > 0) {
+        p_.budget->take(over);
+        c->held_bytes += over;
+      }
       std::lock_guard<std::mutex> lock(m_);
       const uint64_t index = c->index;
       done_[index] = std::move(c);
@@ -112,6 +131,7 @@ class ChunkFlow : public ChunkQueue {
   std::mutex m_;
   std::condition_variable work_cv_, done_cv_;
   std::deque<std::unique_ptr<Chunk>> todo_;
+  std::vector<std::unique_ptr<Chunk>> spare_;  // written chunks, for new_chunk to fill again
   std::map<uint64_t, std::unique_ptr<Chunk>> done_;
   uint64_t pushed_ = 0, written_ = 0;
   bool read_done_ = false, stop_ = false;
@@ -132,6 +152,7 @@ void run_chunk_pipeline(const ChunkPipeline& p) {
       if (c->error) std::rethrow_exception(c->error);
       p.write(*c);
       p.budget->release(c->held_bytes);
+      flow.recycle(std::move(c));
     }
   } catch (...) {
     error = std::current_exception();

@@ -6,12 +6,23 @@
 namespace dtrain {
 
 int64_t chunk_budget_bytes() {
-  return int64_t(kPieceBytes + kChunkPieces * sizeof(DocPiece) + kChunkReadyIds * 4 + kPieceBytes * 4);
+  return int64_t(kChunkTextBytes + kChunkPieces * sizeof(DocPiece) + kChunkReadyIds * 4 + kChunkTextBytes * 4);
+}
+
+void Chunk::clear() {
+  index = 0;
+  text.clear();
+  ready_ids.clear();
+  pieces.clear();
+  ids.clear();
+  if (ids.capacity() > kChunkTextBytes + kChunkReadyIds) std::vector<uint32_t>().swap(ids);
+  error = nullptr;
+  held_bytes = 0;
 }
 
 Chunk& ChunkBuilder::room_for(size_t text_bytes, size_t ids) {
   DT_ASSERT(text_bytes <= kPieceBytes && ids <= kChunkReadyIds);
-  if (chunk_ && (chunk_->text.size() + text_bytes > kPieceBytes || chunk_->pieces.size() == kChunkPieces ||
+  if (chunk_ && (chunk_->text.size() + text_bytes > kChunkTextBytes || chunk_->pieces.size() == kChunkPieces ||
                  chunk_->ready_ids.size() + ids > kChunkReadyIds))
     queue_.push(std::move(chunk_));
   if (!chunk_) chunk_ = queue_.new_chunk();

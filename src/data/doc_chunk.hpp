@@ -13,10 +13,12 @@
 namespace dtrain {
 
 // A document longer than this is encoded in pieces (cut after a newline, at byte offsets that depend
-// on its text alone); a chunk holds at most this much text. Fixed: the output depends on it.
-inline constexpr size_t kPieceBytes = size_t(2) << 20;
-inline constexpr size_t kChunkPieces = 16384;            // pieces a chunk holds at most
-inline constexpr size_t kChunkReadyIds = kPieceBytes / 4;  // ready ids (HDF5) a chunk holds at most
+// on its text alone). Fixed: the output depends on it. Small, as what a tokenizer allocates while it
+// encodes grows with the text it is given at once (SentencePiece: about 100 bytes per byte).
+inline constexpr size_t kPieceBytes = size_t(64) << 10;
+inline constexpr size_t kChunkTextBytes = size_t(2) << 20;     // text a chunk holds at most
+inline constexpr size_t kChunkPieces = 16384;                  // pieces a chunk holds at most
+inline constexpr size_t kChunkReadyIds = kChunkTextBytes / 4;  // ready ids (HDF5) a chunk holds at most
 
 enum class PieceKind : uint8_t {
   text,       // [begin, end) of Chunk::text
@@ -42,10 +44,12 @@ struct Chunk {
   std::vector<uint32_t> ids;  // the encoder's output, piece after piece
   std::exception_ptr error;   // the encoder's first failure (a bad JSONL line)
   int64_t held_bytes = 0;     // of the memory budget
+  // Empty again, its buffers kept for the next chunk (ids past their budgeted size given back).
+  void clear();
 };
 
-// Bytes of the memory budget one chunk holds: its text, pieces and ready ids, and its ids at up to
-// one id per byte of text.
+// Bytes of the memory budget one chunk holds from when the reader starts it until it is written: its
+// text, pieces and ready ids, and its ids at up to one id per byte of text (more if they come out longer).
 int64_t chunk_budget_bytes();
 
 // Where the builder gets empty chunks (waiting for memory) and sends full ones.

@@ -2,8 +2,6 @@
 // the chunk pipeline into one SplitWriter per split, and the splits committed (see prepare_shards.hpp).
 #include "data/prepare_shards.hpp"
 
-#include <malloc.h>
-
 #include <array>
 #include <atomic>
 #include <filesystem>
@@ -51,7 +49,7 @@ void check_request(const ShardPrepareOptions& o) {
               std::to_string(o.valid_fraction) + " and " + std::to_string(o.test_fraction) + "): fix the fractions");
   require(o.memory_mib >= kMinPrepareMemoryMib,
           "--memory-mib " + std::to_string(o.memory_mib) + " is too small: prepare holds chunks of " +
-              std::to_string(kPieceBytes >> 20) + " MiB of text with their ids (" +
+              std::to_string(kChunkTextBytes >> 20) + " MiB of text with their ids (" +
               std::to_string(chunk_budget_bytes() >> 20) + " MiB each) and needs room for two; give --memory-mib " +
               std::to_string(kMinPrepareMemoryMib) + " or more");
   require(o.shard_tokens >= 0, "--shard-tokens must be positive: give a count of tokens per shard");
@@ -214,9 +212,6 @@ ShardPrepareReport prepare_shards(const ShardPrepareOptions& o) {
   const PrepareTokenizer t = load_tokenizer(o);
   check_shards_output(o.out_dir);
   if (!o.split.empty()) check_other_splits(o, t.crc);
-  // Buffers of a chunk's size are mapped and unmapped, never kept in the heap: the process's memory
-  // follows the budget.
-  mallopt(M_MMAP_THRESHOLD, 256 << 10);
 
   ShardPrepareReport r;
   r.tokenizer_kind = t.tokenizer->kind();

@@ -96,7 +96,7 @@ assert read_split(sys.argv[2])[1] == [[1] + list(range(3, 503)) + [2]]
 EOF
 echo "ok  HDF5: strings as JSONL's shards, 50 fixed-length strings, ids of 2-D rows and of a 1-D dataset (--bos)"
 
-# 4. The same bytes at 1 and 3 workers: documents longer than a piece (2 MiB), several inputs and shards.
+# 4. The same bytes at 1 and 3 workers: documents longer than a piece (64 KiB), several inputs and shards.
 "$py" - "$text/train.txt" "$work/big" <<'EOF'
 import os, sys
 base = open(sys.argv[1], encoding="utf-8").read()
@@ -121,20 +121,23 @@ print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)" "$d" data prepare
 }
 big=(--tokenizer "$vocab" --input "$work/big" --split train --shard-tokens 2000000 --memory-mib 32)
 base=$(peak_kib --tokenizer "$vocab" --input "$text/valid.txt" --out "$work/tiny" --split train --workers 2)
-peak=$(peak_kib "${big[@]}" --out "$work/ref" --workers 2) || fail "prepare of 100 MB under 32 MiB failed"
+peak=$(peak_kib "${big[@]}" --out "$work/mem" --workers 2) || fail "prepare of 100 MB under 32 MiB failed"
 allowed=$((base + (32 + 16) * 1024))
 [ "$peak" -le "$allowed" ] || fail "peak RSS $peak KiB is over the cap + allowance ($allowed KiB; tiny corpus: $base KiB)"
-[ "$(field ref/train "['documents']")" = 4 ] || fail "4 files should be 4 documents"
+[ "$(field mem/train "['documents']")" = 4 ] || fail "4 files should be 4 documents"
 echo "ok  100 MB under --memory-mib 32: peak RSS $((peak / 1024)) MiB (tiny corpus $((base / 1024)) MiB, allowed $((allowed / 1024)) MiB)"
 
 # 6. Killed mid-run (SIGKILL): nothing loadable is left; a re-run removes the stale train.partial and
-#    writes the bytes of the uninterrupted run (which had another worker count).
+#    writes the bytes of an uninterrupted run (of another worker count). SentencePiece on 50 MB: a run
+#    long enough for the kill to land in it.
+big=(--tokenizer "$sp" --input "$work/big/part0.txt" --input "$work/big/part1.txt" --shard-tokens 1000000)
+prep ref "${big[@]}" --workers 2
 for attempt in 1 2 3; do
   rm -rf "$work/killed"
   "$d" data prepare "${big[@]}" --out "$work/killed" --workers 1 >/dev/null 2>&1 &
   victim=$!
   pids+=("$victim")
-  wait_for 60 test -e "$work/killed/train.partial/shard-00002.bin" || fail "no shard appeared"
+  wait_for 60 test -e "$work/killed/train.partial/shard-00001.bin" || fail "no shard appeared"
   kill -9 "$victim" 2>/dev/null || true
   rc=0; wait "$victim" 2>/dev/null || rc=$?
   [ "$rc" = 137 ] && break
