@@ -47,6 +47,7 @@ class ChunkFlow : public ChunkQueue {
     spare_.push_back(std::move(c));
   }
   void push(std::unique_ptr<Chunk> c) override {
+    if (p_.input_read) c->input_done = p_.input_read->load();
     std::lock_guard<std::mutex> lock(m_);
     c->index = pushed_++;
     todo_.push_back(std::move(c));

@@ -2,6 +2,8 @@
 // budget, N workers encode them in any order, and the calling thread writes them in their order, so
 // the output never depends on the worker count.
 #pragma once
+#include <atomic>
+#include <cstdint>
 #include <functional>
 
 #include "data/doc_chunk.hpp"
@@ -12,6 +14,7 @@ namespace dtrain {
 struct ChunkPipeline {
   int workers = 1;
   MemoryBudget* budget = nullptr;                  // each chunk holds chunk_budget_bytes() until written
+  const std::atomic<uint64_t>* input_read = nullptr;  // input bytes read so far: each chunk's input_done
   std::function<void(ChunkBuilder&)> read;         // on the reader thread: every piece, in order
   std::function<void(Chunk&)> encode;              // on a worker
   std::function<void(Chunk&)> write;               // on the calling thread, chunk after chunk in order

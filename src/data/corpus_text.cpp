@@ -126,14 +126,19 @@ void read_whole(BlockReader& r, uint32_t index, CorpusCursor& c) {
 class LongLineHold {
  public:
   explicit LongLineHold(CorpusCursor& c) : c_(c) {}
-  ~LongLineHold() { c_.budget.release(held_); }
+  ~LongLineHold() { c_.budget.release(2 * held_); }
   void grow_to(int64_t bytes, const std::string& path, int64_t line) {
     const int64_t most = (c_.budget.limit() - 2 * chunk_budget_bytes()) / 2;
     require(bytes <= most, "line " + std::to_string(line) + " of " + path + " holds a document of over " +
                                std::to_string(most >> 20) + " MiB, more than --memory-mib allows for one JSONL "
                                "line: raise --memory-mib, or split the document");
-    if (held_ == 0) c_.out.finish();  // the chunk being filled must reach the writer, or the wait never ends
-    if (bytes > held_ && c_.budget.acquire(2 * (bytes - held_))) held_ = bytes;  // the line and its text
+    if (bytes <= held_) return;
+    const int64_t more = 2 * (bytes - held_);  // the line and its text
+    if (!c_.budget.try_acquire(more)) {
+      c_.out.finish();  // before waiting: the writer may be waiting for the chunk being filled
+      if (!c_.budget.acquire(more)) return;
+    }
+    held_ = bytes;
   }
 
  private:

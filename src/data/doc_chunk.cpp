@@ -18,6 +18,7 @@ void Chunk::clear() {
   if (ids.capacity() > kChunkTextBytes + kChunkReadyIds) std::vector<uint32_t>().swap(ids);
   error = nullptr;
   held_bytes = 0;
+  input_done = 0;
 }
 
 Chunk& ChunkBuilder::room_for(size_t text_bytes, size_t ids) {

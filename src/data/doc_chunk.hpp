@@ -44,6 +44,7 @@ struct Chunk {
   std::vector<uint32_t> ids;  // the encoder's output, piece after piece
   std::exception_ptr error;   // the encoder's first failure (a bad JSONL line)
   int64_t held_bytes = 0;     // of the memory budget
+  uint64_t input_done = 0;    // bytes of the input files read when the chunk was sent (progress)
   // Empty again, its buffers kept for the next chunk (ids past their budgeted size given back).
   void clear();
 };

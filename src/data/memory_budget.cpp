@@ -14,6 +14,14 @@ bool MemoryBudget::acquire(int64_t n) {
   return true;
 }
 
+bool MemoryBudget::try_acquire(int64_t n) {
+  std::lock_guard<std::mutex> lock(m_);
+  if (stopped_ || held_ + n > limit_) return false;
+  held_ += n;
+  peak_ = std::max(peak_, held_);
+  return true;
+}
+
 void MemoryBudget::take(int64_t n) {
   std::lock_guard<std::mutex> lock(m_);
   held_ += n;

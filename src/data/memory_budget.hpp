@@ -13,6 +13,8 @@ class MemoryBudget {
   explicit MemoryBudget(int64_t limit_bytes) : limit_(limit_bytes) {}
   // Takes n bytes once they fit under the limit; false (nothing taken) once stop() was called.
   bool acquire(int64_t n);
+  // Takes n bytes when they fit now; false (nothing taken) otherwise.
+  bool try_acquire(int64_t n);
   // Takes n bytes at once, even past the limit (ids that came out longer than foreseen).
   void take(int64_t n);
   void release(int64_t n);

@@ -11,7 +11,8 @@ class PrepareProgress {
  public:
   explicit PrepareProgress(uint64_t total_bytes);
   ~PrepareProgress();  // ends a terminal line left open by an error
-  // After each chunk written: `read` input bytes consumed, `tokens` written. At most a few lines a second.
+  // After each chunk written: `read` input bytes behind what is written, `tokens` written. At most two
+  // lines a second.
   void update(uint64_t read, int64_t tokens);
   // Ends the terminal line, or prints the summary line.
   void finish(uint64_t read, int64_t tokens);

@@ -238,6 +238,7 @@ ShardPrepareReport prepare_shards(const ShardPrepareOptions& o) {
   ChunkPipeline p;
   p.workers = r.workers;
   p.budget = &budget;
+  p.input_read = &consumed;
   p.read = [&](ChunkBuilder& b) {
     CorpusCursor cursor{b, budget, consumed};
     read_corpus(files, read_options, cursor);
@@ -245,7 +246,7 @@ ShardPrepareReport prepare_shards(const ShardPrepareOptions& o) {
   p.encode = [&](Chunk& c) { encode_chunk(c, encoding); };
   p.write = [&](Chunk& c) {
     router.write(c);
-    progress.update(consumed, router.tokens());
+    progress.update(c.input_done, router.tokens());
   };
   run_chunk_pipeline(p);
 

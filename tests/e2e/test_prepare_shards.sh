@@ -68,6 +68,21 @@ for doc, t in zip(docs, texts):
     assert doc == sp.encode(t) + [sp.eos_id()], t
 EOF
 echo "ok  JSONL, .gz, .zst, gzip named .jsonl: the same shards, SentencePiece's ids"
+# A JSONL line longer than a piece (64 KiB) is cut like a text file of its text.
+"$py" - "$text/train.txt" "$work/long.jsonl" "$work/long" <<'EOF'
+import json, os, sys
+base = open(sys.argv[1], encoding="utf-8").read()
+texts = ["a short one", base[:200_000] + " ünïcödé " * 3000, "another short one"]
+os.makedirs(sys.argv[3])
+with open(sys.argv[2], "w", encoding="utf-8") as f:
+    for i, t in enumerate(texts):
+        f.write(json.dumps({"text": t}) + "\n")
+        open(os.path.join(sys.argv[3], f"{i}.txt"), "w", encoding="utf-8").write(t)
+EOF
+prep longj --tokenizer "$sp" --input "$work/long.jsonl" --split train
+prep longt --tokenizer "$sp" --input "$work/long" --split train
+same_shards "$work/longj/train" "$work/longt/train" || fail "a long JSONL line should give its text file's ids"
+echo "ok  a JSONL line of $(stat -c %s "$work/long.jsonl") bytes: the ids of its text as a file"
 
 # 3. HDF5: variable- and fixed-length strings (a document each), ids in 1-D and 2-D datasets.
 "$py" - "$work/c.jsonl" "$work/corpus.h5" <<'EOF'
@@ -110,6 +125,15 @@ prep w1 --tokenizer "$sp" --input "$text" --input "$work/c.jsonl.zst" --shard-to
 prep w3 --tokenizer "$sp" --input "$text" --input "$work/c.jsonl.zst" --shard-tokens 5000 --workers 3 --memory-mib 32
 diff -r "$work/w1" "$work/w3" || fail "1 and 3 workers should write the same bytes"
 echo "ok  1 and 3 workers: identical folders ($(ls "$work/w1/train" | wc -l) files in train/)"
+prep w3 --tokenizer "$sp" --input "$text" --input "$work/c.jsonl.zst" --shard-tokens 5000 --workers 2 --memory-mib 32
+diff -r "$work/w1" "$work/w3" || fail "a prepare over an earlier one should replace it with the same bytes"
+# --split adds one split beside the others, with the same tokenizer only.
+prep splits --tokenizer "$sp" --input "$text/train.txt" --split train
+prep splits --tokenizer "$sp" --input "$text/valid.txt" --split valid
+"$d" data verify "$work/splits" | grep -c ": OK" | grep -qx 2 || fail "train and valid should both be there"
+expect_one_error "--split with another tokenizer" "was prepared with another tokenizer" \
+  "$d" data prepare --tokenizer "$vocab" --input "$text/test.txt" --split test --out "$work/splits"
+echo "ok  a prepare over an earlier one; --split train then --split valid into one folder"
 
 # 5. 100 MB prepared under --memory-mib 32. Peak RSS may exceed the cap by what any prepare holds
 #    (program, libraries, tokenizer, buffers: a tiny corpus's peak, measured) plus 16 MiB: the
