@@ -45,6 +45,11 @@ usage:
                       seeded shuffle; mean and std computed over train unless given)
   dtrain data fashion-mnist --out DIR [--valid-count N] [--seed S] [--mean M --std S]
                                        (Fashion-MNIST from Debian's package dataset-fashion-mnist)
+  dtrain data tokenize --tokenizer FILE (--text STRING | --input FILE) [--decode]
+                       [--special-tokens text|special]   (ids as a JSON array, a line per input line)
+  dtrain data tokenizer train --input TEXT [--input …] --vocab-size N --out FILE.model
+                       [--model-type bpe|unigram] [--no-byte-fallback] [--character-coverage C]
+                       [--max-sentences N] [--threads N] [--seed S]   (a SentencePiece model)
   dtrain ckpt inspect DIR             (layout it was saved from, step, tensors, sizes)
   dtrain ckpt verify DIR              (every checksum)
   dtrain ckpt export DIR --out FILE.safetensors [--optimizer]   (whole weights + FILE.config.json beside)

@@ -14,7 +14,7 @@ set -euo pipefail
 packages=(g++ cmake make pkg-config libdnnl-dev ocl-icd-opencl-dev libtomlplusplus-dev nlohmann-json3-dev libgloo-dev
           libsentencepiece-dev libpcre2-dev libzstd-dev libhdf5-dev
           libopenmpi-dev zlib1g-dev dataset-fashion-mnist libgtest-dev libbenchmark-dev
-          python3 python3-torch python3-numpy python3-h5py python3-sentencepiece zstd protobuf-compiler
+          python3 python3-torch python3-numpy python3-sentencepiece python3-h5py zstd protobuf-compiler
           libopenblas0-pthread
           openmpi-bin slurm-wlm munge iproute2 procps)
 missing=()

@@ -17,6 +17,13 @@
 #include "core/error.hpp"
 #include "data/tokenizer/kinds.hpp"
 
+// The library's log threshold (0 info, 1 warning, 2 error): exported by libsentencepiece but declared
+// in a header Debian does not ship.
+namespace sentencepiece::logging {
+int GetMinLogLevel();
+void SetMinLogLevel(int level);
+}  // namespace sentencepiece::logging
+
 namespace dtrain {
 
 namespace {
@@ -118,17 +125,19 @@ void train_sentencepiece(const SentencePieceTrainOptions& o) {
       {"input_sentence_size", std::to_string(o.max_sentences)},
       {"shuffle_input_sentence", "true"},
       {"num_threads", std::to_string(threads)},
-      {"random_seed", std::to_string(o.seed)},
       {"unk_id", "0"}, {"bos_id", "1"}, {"eos_id", "2"}, {"pad_id", "-1"},
-      {"minloglevel", "1"},
   };
+  sentencepiece::SetRandomGeneratorSeed(unsigned(o.seed));
+  const int log_level = sentencepiece::logging::GetMinLogLevel();
+  sentencepiece::logging::SetMinLogLevel(2);  // errors only (no page of progress lines): status says why
   const auto status = sentencepiece::SentencePieceTrainer::Train(args);
+  sentencepiece::logging::SetMinLogLevel(log_level);
   if (!status.ok()) {
     std::error_code ec;
     std::filesystem::remove(tmp_prefix + ".model", ec);
     std::filesystem::remove(tmp_prefix + ".vocab", ec);
     throw Error("tokenizer train: SentencePiece refused (" + status.ToString() +
-                "): a smaller --vocab-size, or more text, usually mends it");
+                "): check the input text, and give a smaller --vocab-size when the text is too small for it");
   }
   const std::string vocab_out = o.out.ends_with(".model") ? o.out.substr(0, o.out.size() - 6) + ".vocab"
                                                           : o.out + ".vocab";

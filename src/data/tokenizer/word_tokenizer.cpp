@@ -1,6 +1,6 @@
 // The course's word-level vocabulary (vocab.txt) behind the tokenizer interface: words split on ASCII
 // white space, lower-cased when the vocabulary says so, unknown words to <unk>; decode joins words by
-// spaces (not the exact inverse: case, spacing and unknown words are lost).
+// spaces and <eos> as a line end (not the exact inverse: case, spacing and unknown words are lost).
 #include <memory>
 
 #include "core/error.hpp"
@@ -20,7 +20,16 @@ class WordTokenizer : public Tokenizer {
   void encode(std::string_view text, std::vector<uint32_t>& out, SpecialText) const override {
     vocab_.encode_text(text, false, out);
   }
-  std::string decode(std::span<const uint32_t> ids) const override { return vocab_.decode(ids); }
+  // Words joined by spaces, <eos> as a line end.
+  std::string decode(std::span<const uint32_t> ids) const override {
+    std::string s;
+    for (uint32_t id : ids) {
+      const std::string& w = vocab_.word(id);
+      if (vocab_.has_eos() && id == vocab_.eos_id()) s += '\n';
+      else s += (s.empty() || s.back() == '\n' ? "" : " ") + w;
+    }
+    return s;
+  }
   bool exact_decode() const override { return false; }
   int64_t eos_id() const override { return vocab_.has_eos() ? int64_t(vocab_.eos_id()) : -1; }
   int64_t bos_id() const override { return -1; }

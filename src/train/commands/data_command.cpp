@@ -53,8 +53,9 @@ int prepare_images(const std::string& sub, const CommandArgs& a) {
 }  // namespace
 
 int data_command(int argc, char** argv) {
-  require(argc >= 3, "usage: dtrain data prepare|builtin|fashion-mnist|verify …: see `dtrain --help`");
+  require(argc >= 3, "usage: dtrain data prepare|builtin|fashion-mnist|verify|tokenize|tokenizer …: see `dtrain --help`");
   const std::string sub = argv[2];
+  if (sub == "tokenize" || sub == "tokenizer") return tokenizer_data_command(argc, argv);
   CommandArgs a = parse_command_args(argc, argv, 3, {"no-lowercase", "no-eos", "bos"},
                                      {"input", "out", "min-freq", "max-vocab", "valid-fraction", "test-fraction",
                                       "format", "valid-count", "seed", "classes", "mean", "std", "tokenizer", "split",
@@ -96,7 +97,8 @@ int data_command(int argc, char** argv) {
     make_builtin_corpus(text);
     o.input = text;
   } else {
-    require(sub == "prepare", "unknown command `dtrain data " + sub + "`: use prepare, builtin, fashion-mnist or verify");
+    require(sub == "prepare", "unknown command `dtrain data " + sub +
+                                  "`: use prepare, builtin, fashion-mnist, verify, tokenize or tokenizer");
     o.input = a.need("input");
   }
   PrepareReport r = prepare_dataset(o);

@@ -7,12 +7,39 @@
 #include <vector>
 
 #include "core/philox.hpp"
-#include "data/vocab.hpp"
+#include "data/tokenizer/tokenizer.hpp"
 #include "models/registry.hpp"
 #include "train/checkpoint/checkpoint.hpp"
 #include "train/commands/checkpoint_model.hpp"
 
 namespace dtrain {
+
+namespace {
+
+// The tokenizer the checkpoint keeps beside the model (the data's: tokenizer.model, tokenizer.json or
+// the word-level vocab.txt), checked against the checkpoint's index before use.
+std::unique_ptr<Tokenizer> kept_tokenizer(const std::string& checkpoint) {
+  for (const char* name : {"tokenizer.model", "tokenizer.json", "vocab.txt"}) {
+    if (!std::filesystem::exists(checkpoint + "/" + name)) continue;
+    read_checkpoint_file(checkpoint, name);  // its size and checksum, as the index records them
+    return Tokenizer::load(checkpoint + "/" + name);
+  }
+  throw Error("checkpoint " + checkpoint + " keeps no tokenizer (tokenizer.model, tokenizer.json or vocab.txt): use a "
+              "checkpoint written by `dtrain train` on token data");
+}
+
+// The text the last id adds, decoded after the few ids before it (so a tokenizer that drops a leading
+// space, or joins words by one, renders it as it would inside the text).
+std::string added_text(const Tokenizer& tok, const std::vector<uint32_t>& ids) {
+  const size_t n = ids.size(), from = n > 9 ? n - 9 : 0;
+  const std::span<const uint32_t> all(ids.data() + from, n - from);
+  const std::string before = tok.decode(all.first(all.size() - 1)), with = tok.decode(all);
+  size_t common = 0;
+  while (common < before.size() && common < with.size() && before[common] == with[common]) ++common;
+  return with.substr(common);
+}
+
+}  // namespace
 
 std::string generate_text(const GenerateOptions& o, const std::function<void(std::string_view)>& on_text) {
   require(o.tokens >= 0 && o.tokens <= kMaxGenerateTokens,
@@ -29,18 +56,17 @@ std::string generate_text(const GenerateOptions& o, const std::function<void(std
   const std::unique_ptr<Model> loaded = cm.load(1);
   Model& model = *loaded;
   const int64_t T = sample.inputs, V = model.outputs();  // the context; the vocabulary
-  const std::string vocab_path = o.checkpoint + "/vocab.txt";
-  require(std::filesystem::exists(vocab_path),
-          "checkpoint " + o.checkpoint + " has no vocab.txt: use a checkpoint written by `dtrain train`");
-  read_checkpoint_file(o.checkpoint, "vocab.txt");  // checked against the index before use
-  const Vocabulary vocab = Vocabulary::load(vocab_path);
-  require(int64_t(vocab.size()) == V, "checkpoint " + o.checkpoint + ": vocab.txt has " +
-                                          std::to_string(vocab.size()) + " words but the model " + std::to_string(V) +
-                                          ": the checkpoint is inconsistent");
-
-  std::vector<uint32_t> ids = vocab.encode_line(o.prompt);
-  if (!ids.empty() && vocab.has_eos() && ids.back() == vocab.eos_id()) ids.pop_back();  // continue the line
-  if (ids.empty()) ids.push_back(vocab.has_eos() ? vocab.eos_id() : 0);
+  const std::unique_ptr<Tokenizer> tok = kept_tokenizer(o.checkpoint);
+  require(tok->vocab_size() == V, "checkpoint " + o.checkpoint + ": its tokenizer has " +
+                                      std::to_string(tok->vocab_size()) + " tokens but the model " + std::to_string(V) +
+                                      ": the checkpoint is inconsistent");
+  std::vector<uint32_t> ids;
+  tok->encode(o.prompt, ids);
+  if (ids.empty()) {  // nothing to continue: start as a document starts
+    const int64_t start = tok->bos_id() >= 0 ? tok->bos_id() : tok->eos_id();
+    require(start >= 0, "--prompt is empty and the tokenizer has no BOS or EOS token to start from: give a prompt");
+    ids.push_back(uint32_t(start));
+  }
   std::string out = o.prompt;
   if (on_text) on_text(out);
   std::vector<float> logits(size_t(T * V));
@@ -73,9 +99,8 @@ std::string generate_text(const GenerateOptions& o, const std::function<void(std
       }
     }
     ids.push_back(next);
-    const std::string& w = vocab.word(next);
     const size_t before = out.size();
-    out += w == "<eos>" ? "\n" : (out.empty() || out.back() == '\n' ? "" : " ") + w;
+    out += added_text(*tok, ids);
     if (on_text) on_text(std::string_view(out).substr(before));
   }
   return out;

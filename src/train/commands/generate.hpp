@@ -21,8 +21,9 @@ struct GenerateOptions {
 // better made in several calls, each continuing the last output.
 inline constexpr int64_t kMaxGenerateTokens = 100000;
 
-// Returns the prompt followed by the generated words. `on_text`, when given, receives the same
-// text as it is made: the prompt first, then each token (" word", or "\n" for <eos>).
+// Returns the prompt followed by the generated text, decoded by the tokenizer the checkpoint keeps.
+// `on_text`, when given, receives the same text as it is made: the prompt first, then each token's
+// text (word-level: " word", or "\n" for <eos>).
 std::string generate_text(const GenerateOptions& o, const std::function<void(std::string_view)>& on_text = {});
 
 }  // namespace dtrain
