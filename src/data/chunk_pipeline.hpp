@@ -1,6 +1,5 @@
-// The threads of `dtrain data prepare --tokenizer`: one reader fills numbered chunks under a memory
-// budget, N workers encode them in any order, and the calling thread writes them in their order, so
-// the output never depends on the worker count.
+// The threads of `dtrain data prepare --tokenizer`: a reader fills numbered chunks under a memory budget,
+// N workers encode them in any order, the calling thread writes them in order (the same bytes at any N).
 #pragma once
 #include <atomic>
 #include <cstdint>

@@ -1,6 +1,5 @@
-// HDF5 corpus files (libhdf5's C API), read in slabs: a 1-D string dataset (variable- or fixed-length
-// strings) is a document per element; an integer dataset holds ids already tokenized, one document
-// (1-D) or a document per row (2-D), each id checked against the tokenizer's vocabulary.
+// HDF5 corpus files (libhdf5's C API) in slabs: a document per element of a 1-D string dataset; ids
+// already tokenized in an integer dataset (1-D: one document, 2-D: one per row), checked against the vocabulary.
 #include <hdf5.h>
 
 #include <algorithm>

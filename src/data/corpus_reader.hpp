@@ -1,6 +1,5 @@
-// The reader of `dtrain data prepare --tokenizer`: every corpus file in order, cut into documents and
-// pieces of documents, packed into chunks (doc_chunk.hpp). What a piece holds depends on the input
-// bytes and kPieceBytes alone, never on the worker count or the memory cap.
+// The reader of `dtrain data prepare --tokenizer`: every corpus file in order, cut into documents and their
+// pieces (which depend on the input bytes and kPieceBytes alone), packed into chunks (doc_chunk.hpp).
 #pragma once
 #include <atomic>
 #include <cstdint>

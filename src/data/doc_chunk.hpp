@@ -1,6 +1,5 @@
-// The unit of work of `dtrain data prepare --tokenizer`: a chunk of document pieces (text, JSONL
-// lines or ready ids), numbered in input order, that a worker encodes and the writer appends in order.
-// The reader fills chunks through a ChunkBuilder.
+// The unit of work of `dtrain data prepare --tokenizer`: a numbered chunk of document pieces (text, JSONL
+// lines or ready ids) that the reader fills (ChunkBuilder), a worker encodes and the writer appends in order.
 #pragma once
 #include <cstdint>
 #include <exception>

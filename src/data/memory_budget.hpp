@@ -1,6 +1,5 @@
-// The memory cap of `dtrain data prepare --tokenizer` (--memory-mib): bytes that the reader takes
-// before it fills a chunk, waiting while the chunks in flight hold the whole cap, and that the
-// writer gives back once a chunk is written.
+// The memory cap of `dtrain data prepare --tokenizer` (--memory-mib): bytes the reader takes before it
+// fills a chunk (waiting while the chunks in flight hold the cap) and the writer gives back after it.
 #pragma once
 #include <condition_variable>
 #include <cstdint>

@@ -1,6 +1,5 @@
-// `dtrain data prepare --tokenizer`: a corpus (text, JSONL, HDF5; gzip or zstd) tokenized by
-// several workers into token shards, a document index and a manifest per split (docs/data-format.md),
-// with bounded memory, the same bytes at any worker count, and each split made visible atomically.
+// `dtrain data prepare --tokenizer`: a corpus (text, JSONL, HDF5; gzip, zstd) tokenized by several workers
+// into token shards, a document index and a manifest per split (docs/data-format.md), in bounded memory.
 #pragma once
 #include <cstdint>
 #include <string>

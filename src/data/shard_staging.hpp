@@ -1,6 +1,5 @@
-// Where `dtrain data prepare --tokenizer` writes before anything is visible: DIR/SPLIT.partial
-// folders, locked against a second prepare of DIR, removed when the prepare fails, and renamed into
-// place (after the tokenizer copy) when it succeeds.
+// Where `dtrain data prepare --tokenizer` writes before anything is visible: DIR/SPLIT.partial (DIR locked),
+// removed when the prepare fails, renamed into place after the tokenizer copy when it succeeds.
 #pragma once
 #include <string>
 #include <vector>

@@ -1,6 +1,5 @@
-// Token shards (data/shard_writer, data/token_shards, data/prepare_shards): the format written and read
-// back across shard boundaries in uint16 and uint32, the document index, the checks that refuse a
-// damaged split, the piece cuts of long documents, and whole preparations at several worker counts.
+// Token shards: written and read back across shard boundaries (uint16, uint32), documents, damaged splits
+// refused, piece cuts, the split hash, and whole preparations at several worker counts.
 #include <fcntl.h>
 #include <unistd.h>
 

@@ -63,12 +63,7 @@ int data_command(int argc, char** argv) {
                                       "docs-by"});
   if (sub == "verify") return verify_shards_command(a);
   if (sub == "prepare" && !a.get("tokenizer").empty()) return prepare_shards_command(a);
-  for (const char* k : kShardOnlyOptions)
-    require(a.get(k).empty(), std::string("--") + k + " is an option of `dtrain data prepare --tokenizer FILE` (token "
-                                                      "shards): add --tokenizer, or leave it out");
-  require(!a.flag("bos"), "--bos is an option of `dtrain data prepare --tokenizer FILE`: add --tokenizer, or leave it out");
-  require(a.opts.count("input") <= 1, "the word-level prepare reads one --input (a file or a folder): give one, "
-                                      "or prepare shards with --tokenizer");
+  refuse_shard_options(a);
   const std::string format = a.get("format");
   require(format.empty() || format == "text" || format == "idx",
           "--format " + format + ": use text (a corpus) or idx (MNIST-format images)");

@@ -53,6 +53,16 @@ std::string mb(double bytes) {
 
 }  // namespace
 
+void refuse_shard_options(const CommandArgs& a) {
+  for (const char* k : {"tokenizer", "split", "text-key", "dataset", "workers", "memory-mib", "shard-tokens",
+                        "special-tokens", "docs-by"})
+    require(a.get(k).empty(), std::string("--") + k + " is an option of `dtrain data prepare --tokenizer FILE` (token "
+                                                      "shards): add --tokenizer, or leave it out");
+  require(!a.flag("bos"), "--bos is an option of `dtrain data prepare --tokenizer FILE`: add --tokenizer, or leave it out");
+  require(a.opts.count("input") <= 1, "the word-level prepare reads one --input (a file or a folder): give one, "
+                                      "or prepare shards with --tokenizer");
+}
+
 int prepare_shards_command(const CommandArgs& a) {
   const ShardPrepareOptions o = shard_options(a);
   const ShardPrepareReport r = prepare_shards(o);

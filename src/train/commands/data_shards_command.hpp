@@ -5,9 +5,9 @@
 
 namespace dtrain {
 
-// The options only the shard preparation takes (refused by the word-level prepare).
-inline constexpr const char* kShardOnlyOptions[] = {"tokenizer", "split",  "text-key", "dataset", "workers",
-                                                    "memory-mib", "shard-tokens", "special-tokens", "docs-by"};
+// Error when the options of a `dtrain data` command other than prepare --tokenizer hold one that only
+// the shard preparation takes, or several --input.
+void refuse_shard_options(const CommandArgs& a);
 
 int prepare_shards_command(const CommandArgs& a);
 // DIR: a prepared folder (each split in it) or one split folder.
