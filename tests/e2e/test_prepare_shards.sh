@@ -68,6 +68,19 @@ for doc, t in zip(docs, texts):
     assert doc == sp.encode(t) + [sp.eos_id()], t
 EOF
 echo "ok  JSONL, .gz, .zst, gzip named .jsonl: the same shards, SentencePiece's ids"
+# --special-tokens special: the spelling of EOS in the text becomes EOS; --no-eos: none after a document.
+printf '{"text": "alpha </s> beta"}\n' >"$work/special.jsonl"
+prep special --tokenizer "$sp" --input "$work/special.jsonl" --split train --special-tokens special --no-eos
+prep plain --tokenizer "$sp" --input "$work/special.jsonl" --split train
+"$py" - "$work/special/train" "$work/plain/train" "$sp" <<'EOF' || fail "--special-tokens special or --no-eos is not honoured"
+import sys, sentencepiece
+from shard_split import read_split
+sp = sentencepiece.SentencePieceProcessor(model_file=sys.argv[3])
+special, plain = read_split(sys.argv[1])[1][0], read_split(sys.argv[2])[1][0]
+assert special == sp.encode("alpha") + [sp.eos_id()] + sp.encode(" beta"), special
+assert plain == sp.encode("alpha </s> beta") + [sp.eos_id()] and plain.count(sp.eos_id()) == 1, plain
+EOF
+echo "ok  --special-tokens special (</s> in the text is EOS), --no-eos"
 # A JSONL line longer than a piece (64 KiB) is cut like a text file of its text.
 "$py" - "$text/train.txt" "$work/long.jsonl" "$work/long" <<'EOF'
 import json, os, sys
