@@ -32,6 +32,12 @@ usage:
                  (an image classifier's classes for IDX images or raw uint8 pixels, a line per image)
   dtrain data prepare --input PATH --out DIR [--no-lowercase] [--no-eos] [--min-freq N] [--max-vocab N]
                       [--valid-fraction F] [--test-fraction F]   (plain text: split by paragraphs)
+  dtrain data prepare --tokenizer FILE --input PATH [--input PATH ...] --out DIR [--split train|valid|test]
+                      [--valid-fraction F] [--test-fraction F] [--seed S] [--docs-by file|line] [--text-key KEY]
+                      [--dataset NAME] [--workers N] [--memory-mib M] [--shard-tokens N]
+                      [--special-tokens text|special] [--no-eos] [--bos]
+                      (token shards of text, JSONL or HDF5 files, gzip/zstd too: docs/data-format.md)
+  dtrain data verify DIR              (a prepared folder of token shards: every checksum)
   dtrain data builtin --out DIR        (the offline default corpus: Debian's licence texts)
   dtrain data prepare --format idx --input DIR --out DIR [--valid-count N] [--seed S] [--classes N]
                       [--mean M --std S]   (MNIST-format images: train-images-idx3-ubyte[.gz], …;

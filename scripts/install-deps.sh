@@ -5,7 +5,8 @@
 # headers and library (libopenmpi-dev: the MPI backend plugin, parallel.backend = mpi), zlib (gzip-
 # compressed IDX image files), GoogleTest, Google Benchmark. Data: Fashion-MNIST (`dtrain data
 # fashion-mnist`). Tests:
-# PyTorch (python3-torch, the parity reference), protobuf-compiler (decodes TensorBoard files),
+# PyTorch (python3-torch, the parity reference), python3-h5py, python3-sentencepiece and zstd (the inputs
+# and tokenizer of test_prepare_shards), protobuf-compiler (decodes TensorBoard files),
 # OpenMPI (mpirun: launch and the MPI backend), SLURM + munge (a private cluster on loopback; its
 # PMIx plugin runs srun --mpi=pmix), iproute2 (two "nodes" in network namespaces), procps, Node.js
 # and npm (the byte-level BPE references of tests/parity: tiktoken and tokenizers.js from npm).
@@ -14,8 +15,8 @@ set -euo pipefail
 packages=(g++ cmake make pkg-config libdnnl-dev ocl-icd-opencl-dev libtomlplusplus-dev nlohmann-json3-dev libgloo-dev
           libsentencepiece-dev libpcre2-dev libzstd-dev libhdf5-dev
           libopenmpi-dev zlib1g-dev dataset-fashion-mnist libgtest-dev libbenchmark-dev
-          python3 python3-torch python3-numpy python3-sentencepiece protobuf-compiler libopenblas0-pthread
-          openmpi-bin slurm-wlm munge iproute2 procps nodejs npm)
+          python3 python3-torch python3-numpy python3-sentencepiece python3-h5py zstd protobuf-compiler
+          libopenblas0-pthread openmpi-bin slurm-wlm munge iproute2 procps nodejs npm)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -8,6 +8,7 @@
 #include "data/prepare_images.hpp"
 #include "data/vocab.hpp"
 #include "train/commands/commands.hpp"
+#include "train/commands/data_shards_command.hpp"
 
 namespace dtrain {
 
@@ -52,12 +53,17 @@ int prepare_images(const std::string& sub, const CommandArgs& a) {
 }  // namespace
 
 int data_command(int argc, char** argv) {
-  require(argc >= 3, "usage: dtrain data prepare|builtin|fashion-mnist|tokenize|tokenizer …: see `dtrain --help`");
+  require(argc >= 3, "usage: dtrain data prepare|builtin|fashion-mnist|verify|tokenize|tokenizer …: see `dtrain --help`");
   const std::string sub = argv[2];
   if (sub == "tokenize" || sub == "tokenizer") return tokenizer_data_command(argc, argv);
-  CommandArgs a = parse_command_args(argc, argv, 3, {"no-lowercase", "no-eos"},
+  CommandArgs a = parse_command_args(argc, argv, 3, {"no-lowercase", "no-eos", "bos"},
                                      {"input", "out", "min-freq", "max-vocab", "valid-fraction", "test-fraction",
-                                      "format", "valid-count", "seed", "classes", "mean", "std"});
+                                      "format", "valid-count", "seed", "classes", "mean", "std", "tokenizer", "split",
+                                      "text-key", "dataset", "workers", "memory-mib", "shard-tokens", "special-tokens",
+                                      "docs-by"});
+  if (sub == "verify") return verify_shards_command(a);
+  if (sub == "prepare" && !a.get("tokenizer").empty()) return prepare_shards_command(a);
+  refuse_shard_options(a);
   const std::string format = a.get("format");
   require(format.empty() || format == "text" || format == "idx",
           "--format " + format + ": use text (a corpus) or idx (MNIST-format images)");
@@ -86,7 +92,8 @@ int data_command(int argc, char** argv) {
     make_builtin_corpus(text);
     o.input = text;
   } else {
-    require(sub == "prepare", "unknown command `dtrain data " + sub + "`: use prepare, builtin, fashion-mnist, tokenize or tokenizer");
+    require(sub == "prepare", "unknown command `dtrain data " + sub +
+                                  "`: use prepare, builtin, fashion-mnist, verify, tokenize or tokenizer");
     o.input = a.need("input");
   }
   PrepareReport r = prepare_dataset(o);
