@@ -50,6 +50,7 @@ usage:
   dtrain data tokenizer train --input TEXT [--input …] --vocab-size N --out FILE.model
                        [--model-type bpe|unigram] [--no-byte-fallback] [--character-coverage C]
                        [--max-sentences N] [--threads N] [--seed S]   (a SentencePiece model)
+  dtrain data stage DIR --to TARGET   (a copy on node-local storage, as data.stage makes: once per node)
   dtrain ckpt inspect DIR             (layout it was saved from, step, tensors, sizes)
   dtrain ckpt verify DIR              (every checksum)
   dtrain ckpt export DIR --out FILE.safetensors [--optimizer]   (whole weights + FILE.config.json beside)

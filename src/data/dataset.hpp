@@ -11,6 +11,12 @@
 
 namespace dtrain {
 
+// How a token split is cut into windows.
+struct WindowOptions {
+  int64_t stride = 0;                // windows start every this many tokens; 0: seq_len (each token scored once)
+  bool document_boundaries = false;  // true: no window crosses from one document into the next
+};
+
 class Dataset {
  public:
   virtual ~Dataset() = default;

@@ -9,6 +9,7 @@
 #include "core/error.hpp"
 #include "core/input_file.hpp"
 #include "data/image_file.hpp"
+#include "data/shard_source.hpp"
 #include "data/token_file.hpp"
 #include "data/vocab.hpp"
 
@@ -43,10 +44,14 @@ class TokenSource : public DataSource {
            " words, but not the same ones)";
   }
   std::string note() const override { return note_; }
-  std::unique_ptr<Dataset> split(const std::string& name, const SampleShape& sample, int64_t stride) const override {
+  std::unique_ptr<Dataset> split(const std::string& name, const SampleShape& sample,
+                                 const WindowOptions& windows) const override {
     DT_ASSERT(sample.input == InputKind::tokens && sample.inputs == sample.targets);
+    require(!windows.document_boundaries,
+            "data " + dir_ + " holds word-level token files without a document index, so data.document_boundaries "
+            "= true cannot be honoured: prepare it with `dtrain data prepare --tokenizer FILE`, or set it false");
     const TokenFile& f = name == "train" ? train_ : name == "valid" ? valid_ : test_;
-    return std::make_unique<WindowDataset>(f, sample.inputs, stride > 0 ? stride : sample.inputs);
+    return std::make_unique<WindowDataset>(f, sample.inputs, windows.stride > 0 ? windows.stride : sample.inputs);
   }
   std::string row_unit() const override { return "tokens"; }
   std::string describe(int64_t n, const SampleShape& sample) const override {
@@ -121,7 +126,8 @@ class ImageSource : public DataSource {
   }
   std::vector<std::string> class_names() const override { return meta_.class_names; }
   std::string note() const override { return ""; }
-  std::unique_ptr<Dataset> split(const std::string& name, const SampleShape& sample, int64_t) const override {
+  std::unique_ptr<Dataset> split(const std::string& name, const SampleShape& sample,
+                                 const WindowOptions&) const override {
     DT_ASSERT(sample.input == InputKind::images && sample.targets == 1);
     require(sample.inputs == meta_.shape.pixels(),
             "the model reads images of " + std::to_string(sample.inputs) + " values, but the images of " + dir_ +
@@ -158,6 +164,11 @@ class ImageSource : public DataSource {
 
 std::unique_ptr<DataSource> DataSource::open(const std::string& dir, InputKind input) {
   std::error_code ec;
+  if (std::filesystem::exists(dir + "/train/manifest.json", ec)) {
+    require(input == InputKind::tokens, "data " + dir + " holds token shards for a language model, but the model reads "
+                                        "images: point data.dir at image data, prepared with " + kPrepareImages);
+    return open_shard_source(dir);
+  }
   const bool tokens = std::filesystem::exists(dir + "/train.bin", ec);
   const bool images = is_image_meta(dir + "/meta.json");
   if (input == InputKind::images) {

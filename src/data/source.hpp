@@ -23,7 +23,8 @@ struct DataFacts {
 class DataSource {
  public:
   virtual ~DataSource() = default;
-  // data.dir for models reading `input`: a folder of `dtrain data prepare` (token files) for tokens,
+  // data.dir for models reading `input`: a folder of `dtrain data prepare --tokenizer` (token shards)
+  // or of `dtrain data prepare` / `dtrain data builtin` (word-level token files) for tokens,
   // of `dtrain data prepare --format idx` or `dtrain data fashion-mnist` (image files) for images.
   // Error naming what is missing and how to make it, or what the folder holds when it is data of
   // the other kind.
@@ -52,9 +53,17 @@ class DataSource {
   virtual std::string fingerprint() const = 0;
   // A note on data that could not be checked in full (token files of an older dtrain), or "".
   virtual std::string note() const = 0;
-  // Split `name` (train, valid or test) as samples of `sample`; stride: token data's windows
-  // start every `stride` tokens (0: a window's length, each token scored once); image data ignores it.
-  virtual std::unique_ptr<Dataset> split(const std::string& name, const SampleShape& sample, int64_t stride) const = 0;
+  // Split `name` (train, valid or test) as samples of `sample`; token data cuts it into windows as
+  // `windows` says; image data ignores it.
+  virtual std::unique_ptr<Dataset> split(const std::string& name, const SampleShape& sample,
+                                         const WindowOptions& windows) const = 0;
+  // A mix's sources (data.mix), by name, and each one's split alone (for validation per source);
+  // empty for data of one folder.
+  virtual std::vector<std::string> part_names() const { return {}; }
+  virtual std::vector<std::unique_ptr<Dataset>> split_parts(const std::string&, const SampleShape&,
+                                                            const WindowOptions&) const {
+    return {};
+  }
   // What a row of the loss is, in words: "tokens" (a classifier's data: "samples").
   virtual std::string row_unit() const = 0;
   // What `n` samples of `sample` are, in words ("1000 windows of 32 tokens", "1000 images of 1×28×28").

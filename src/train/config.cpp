@@ -7,9 +7,11 @@
 #include <functional>
 #include <map>
 #include <set>
+#include <sstream>
 #include <toml++/toml.h>
 
 #include "core/error.hpp"
+#include "data/stage.hpp"
 #include "core/input_file.hpp"
 #include "core/limits.hpp"
 #include "models/registry.hpp"
@@ -39,6 +41,18 @@ Table data_and_batch_keys() {
     INT_KEY("data.eval_stride", data.eval_stride, 0, kMaxCount,
             "validation and test windows start every this many tokens; 0: model.seq_len (each token scored once)"),
     BOOL_KEY("data.shuffle", data.shuffle, "training windows in a seeded random order each epoch"),
+    {"data.mix",
+     {"list", "sources drawn from by weight, [{dir = \"data/a\", weight = 0.7}, …]; given: data.dir is not read", 0,
+      0, [](RunConfig& c, const std::string& v) { c.data.mix = parse_mix(v.empty() ? "[]" : v); },
+      [](const RunConfig& c) {
+        Json list = Json::array();
+        for (const MixEntry& m : c.data.mix) list.push_back(Json{{"dir", m.dir}, {"weight", m.weight}});
+        return list;
+      }}},
+    STRING_KEY("data.stage", data.stage,
+               "copy the data to this node-local folder first (/dev/shm/NAME, a local disk): one copier per node"),
+    BOOL_KEY("data.document_boundaries", data.document_boundaries,
+             "token shards: windows stay within a document (false: they run on across the EOS between documents)"),
     INT_KEY("train.epochs", train.epochs, 0, kMaxCount, "passes over the training data; 0: train.max_steps decides"),
     INT_KEY("train.max_steps", train.max_steps, 0, kMaxSteps, "stop after this many optimizer steps in all; 0: no limit"),
     INT_KEY("train.batch_size", train.batch_size, 1, kMaxCount,
@@ -315,6 +329,22 @@ void RunConfig::set(const std::string& key_given, const std::string& value, cons
   }
 }
 
+std::unique_ptr<DataSource> open_run_data(const DataConfig& data, InputKind input, bool log) {
+  auto staged = [&](const std::string& dir) {
+    if (data.stage.empty()) return dir;
+    const StageResult r = stage_data(dir, data.stage);
+    if (log)
+      std::printf("data %s %s %s (%.1f MiB, %lld files) in %.1f s\n", dir.c_str(),
+                  r.copied ? "staged to" : "already staged at", r.dir.c_str(), double(r.bytes) / (1 << 20),
+                  (long long)r.files, r.seconds);
+    return r.dir;
+  };
+  if (data.mix.empty()) return DataSource::open(staged(data.dir), input);
+  std::vector<MixEntry> mix = data.mix;
+  for (MixEntry& m : mix) m.dir = staged(m.dir);
+  return open_mix_source(mix, input);
+}
+
 void RunConfig::load_toml(const std::string& path) {
   const std::string text = read_file(path, kMaxSmallFileBytes, "config");  // a regular file, never a pipe
   toml::table tbl;
@@ -343,6 +373,11 @@ void RunConfig::load_toml(const std::string& path) {
         std::snprintf(buf, sizeof buf, "%.17g", f->get());
         text = buf;
       } else if (auto b = val.as_boolean()) text = b->get() ? "true" : "false";
+      else if (auto list = val.as_array()) {  // a list (data.mix): its JSON text
+        std::ostringstream json;
+        json << toml::json_formatter{*list};
+        text = json.str();
+      }
       else throw Error("config " + path + ": " + key + " has an unsupported type: use a number, string or boolean");
       set(key, text, path);
     }

@@ -1,11 +1,13 @@
 // The training run's configuration: TOML presets plus `--set key=value` overrides, every key known
 // and typed, so a misspelt key or a bad value is one clear error before anything runs.
 #pragma once
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "core/json.hpp"
 #include "core/config_keys.hpp"
+#include "data/mix_source.hpp"
 #include "nn/model_kind.hpp"
 #include "optim/optimizer.hpp"
 
@@ -19,7 +21,14 @@ struct DataConfig {
   int64_t stride = 1;                // training windows start every `stride` tokens
   int64_t eval_stride = 0;           // validation/test windows; 0 = seq_len (each token scored once)
   bool shuffle = true;
+  bool document_boundaries = false;  // token shards: windows stay within a document
+  std::vector<MixEntry> mix;         // several folders drawn from by weight; empty: data.dir alone
+  std::string stage;                 // node-local folder the data is copied to before training; "": none
 };
+
+// The run's data: data.mix when it names sources, else data.dir; staged first (data.stage) when asked,
+// one copier per node. `log`: print what staging did (rank 0).
+std::unique_ptr<DataSource> open_run_data(const DataConfig& data, InputKind input, bool log = false);
 
 struct TrainConfig {
   int64_t epochs = 10;

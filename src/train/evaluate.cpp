@@ -54,7 +54,7 @@ EvalResult evaluate(const PassLoss& loss_of, bool lockstep, const Dataset& data,
     sums[2] += pass_sums.metric;
   }
   if (group && R > 1) group->allreduce(sums, 3);
-  return {sums[1] > 0 ? sums[0] / sums[1] : 0.0, int64_t(sums[1]), sums[2]};
+  return {sums[1] > 0 ? sums[0] / sums[1] : 0.0, int64_t(sums[1]), sums[2], {}};
 }
 
 std::string metric_name(Metric m) { return m == Metric::perplexity ? "perplexity" : "accuracy"; }

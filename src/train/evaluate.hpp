@@ -6,6 +6,7 @@
 #include "comm/process_group.hpp"
 #include "data/dataset.hpp"
 #include <string>
+#include <vector>
 
 #include "nn/model_kind.hpp"
 
@@ -15,6 +16,14 @@ struct EvalResult {
   double loss = 0.0;     // mean loss per row (a language model: per token)
   int64_t rows = 0;      // rows of the loss scored (tokens; a classifier's samples)
   double metric = 0.0;   // the metric's count over them (a classifier's right predictions)
+  // A mix's validation: each source's result (the fields above are over all of them).
+  struct Part {
+    std::string name;
+    double loss = 0.0;
+    int64_t rows = 0;
+    double metric = 0.0;
+  };
+  std::vector<Part> parts;
 };
 
 // What the model declares evaluation reports besides the loss: its name ("perplexity",

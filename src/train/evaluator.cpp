@@ -7,7 +7,18 @@ namespace dtrain {
 
 EvalResult Evaluator::validate() {
   PhaseScope phase(Phase::eval);
-  return run(valid_, valid_samples_);
+  if (valid_parts_.empty()) return run(valid_, valid_samples_);
+  EvalResult all;
+  double loss_sum = 0;
+  for (const Part& p : valid_parts_) {
+    const EvalResult r = run(*p.data, valid_samples_);
+    all.parts.push_back({p.name, r.loss, r.rows, r.metric});
+    loss_sum += r.loss * double(r.rows);
+    all.rows += r.rows;
+    all.metric += r.metric;
+  }
+  all.loss = all.rows > 0 ? loss_sum / double(all.rows) : 0.0;
+  return all;
 }
 
 EvalResult Evaluator::test() { return run(test_, 0); }

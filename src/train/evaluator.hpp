@@ -3,6 +3,8 @@
 // rank's part of the model and shared out over the data-parallel ranks.
 #pragma once
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "parallel/plan.hpp"
 #include "train/evaluate.hpp"
@@ -11,10 +13,17 @@ namespace dtrain {
 
 class Evaluator {
  public:
-  // valid_samples: the validation's samples (0: all); micro_batch: samples per rank and pass.
+  // A named part of the validation split (a mix's source), validated alone.
+  struct Part {
+    std::string name;
+    const Dataset* data;
+  };
+  // valid_samples: the validation's samples (0: all; of each part, when there are parts); micro_batch:
+  // samples per rank and pass; valid_parts: when given, validation runs on each and sums them.
   Evaluator(ParallelModel& model, const Dataset& valid, const Dataset& test, int64_t micro_batch, int64_t valid_samples,
-            Precision precision, ProcessGroup& dp, int64_t every)
+            Precision precision, ProcessGroup& dp, int64_t every, std::vector<Part> valid_parts = {})
       : model_(model),
+        valid_parts_(std::move(valid_parts)),
         valid_(valid),
         test_(test),
         micro_batch_(micro_batch),
@@ -31,6 +40,7 @@ class Evaluator {
   EvalResult run(const Dataset& data, int64_t max_samples);
 
   ParallelModel& model_;
+  std::vector<Part> valid_parts_;
   const Dataset& valid_;
   const Dataset& test_;
   int64_t micro_batch_, valid_samples_;

@@ -82,7 +82,7 @@ std::string differing_keys(const std::map<std::string, std::string>& base,
 }  // namespace
 
 bool rank_may_differ(const std::string& key) {
-  return key == "data.dir" || key == "train.threads" || key == "train.progress";
+  return key == "data.dir" || key == "data.stage" || key == "train.threads" || key == "train.progress";
 }
 
 void require_same_run_on_every_rank(World& world, const Json& config, const std::string& data_fingerprint) {

@@ -98,6 +98,10 @@ void RunLog::eval(const char* split, int64_t step, int64_t epoch, const EvalResu
   j["epoch"] = epoch;
   j["loss"] = r.loss;
   j[metric_key()] = metric_value(facts_.metric, r);
+  for (const EvalResult::Part& p : r.parts) {  // a mix: each source's validation
+    const EvalResult part{p.loss, p.rows, p.metric, {}};
+    j["sources"][p.name] = Json{{"loss", p.loss}, {metric_key(), metric_value(facts_.metric, part)}, {"rows", p.rows}};
+  }
   jsonl_->write(j);
 }
 

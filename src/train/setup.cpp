@@ -24,7 +24,7 @@ TrainingParts::TrainingParts(RunConfig c, std::string dir, bool resume, const st
       world(w),
       root(w.rank() == 0),
       kind(kind_of(cfg.model)),
-      data(same_on_every_rank([&] { return DataSource::open(cfg.data.dir, kind.sample_shape(cfg.model).input); })),
+      data(same_on_every_rank([&] { return open_run_data(cfg.data, kind.sample_shape(cfg.model).input, w.rank() == 0); })),
       new_nodes(w) {
   open_data();
   require_same_run_on_every_rank(world, cfg.to_json(), data->fingerprint());
@@ -60,7 +60,14 @@ void TrainingParts::make_log_and_savers() {
   // validation windows per evaluation: train.eval_max_batches global batches (0 = all)
   evaluator = std::make_unique<Evaluator>(*parallel, *valid_set, *test_set, batch_split.micro_batch,
                                           cfg.train.eval_max_batches * batch_split.global(dp), precision, mesh->dp(),
-                                          cfg.train.eval_every);
+                                          cfg.train.eval_every, valid_parts());
+}
+
+std::vector<Evaluator::Part> TrainingParts::valid_parts() const {
+  std::vector<Evaluator::Part> parts;
+  const std::vector<std::string> names = data->part_names();
+  for (size_t i = 0; i < valid_by_source.size(); ++i) parts.push_back({names[i], valid_by_source[i].get()});
+  return parts;
 }
 
 RunParts TrainingParts::report_parts() {
@@ -78,9 +85,10 @@ void TrainingParts::open_data() {
   });
   precision = cfg.train.compute_precision();
   const SampleShape sample = kind.sample_shape(cfg.model);
-  train_set = data->split("train", sample, cfg.data.stride);
-  valid_set = data->split("valid", sample, cfg.data.eval_stride);
-  test_set = data->split("test", sample, cfg.data.eval_stride);
+  train_set = data->split("train", sample, {cfg.data.stride, cfg.data.document_boundaries});
+  valid_set = data->split("valid", sample, {cfg.data.eval_stride, cfg.data.document_boundaries});
+  test_set = data->split("test", sample, {cfg.data.eval_stride, cfg.data.document_boundaries});
+  valid_by_source = data->split_parts("valid", sample, {cfg.data.eval_stride, cfg.data.document_boundaries});
 }
 
 // The mesh parallel.* asks for (the same error on every rank), and this rank's data-parallel place.

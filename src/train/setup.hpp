@@ -39,6 +39,7 @@ struct TrainingParts {
   const ModelKind& kind;             // of cfg.model
   std::unique_ptr<DataSource> data;  // data.dir, opened for the model's input
   std::unique_ptr<Dataset> train_set, valid_set, test_set;
+  std::vector<std::unique_ptr<Dataset>> valid_by_source;  // a mix's validation, source by source
   std::shared_ptr<ComputeDevice> dev;
   Precision precision = Precision::f32;
   TrainerState state;                // where the run stands (resumed: where its checkpoint stood)
@@ -78,6 +79,7 @@ struct TrainingParts {
 
  private:
   void open_data();
+  std::vector<Evaluator::Part> valid_parts() const;  // valid_by_source, named
   MeshShape mesh_shape_of_config();
   MeshShape mesh_shape(std::string& note) const;
   World::BackendFactory backend_factory();

@@ -148,7 +148,7 @@ std::unique_ptr<Tokenizer> load_tiktoken(const std::string& path, const std::str
   ByteLevelBpeParts parts;
   parts.encoder = std::make_unique<BytePairEncoder>(std::move(bpe));
   if (const int missing = parts.encoder->first_missing_byte(); missing >= 0) {
-    char hex[8];
+    char hex[16];
     std::snprintf(hex, sizeof hex, "0x%02X", missing);
     throw Error("tokenizer " + path + ": no line gives the single byte " + hex +
                 " a rank: byte-level BPE needs one for each of the 256 bytes (is the file cut short?)");

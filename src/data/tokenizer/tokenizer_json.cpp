@@ -201,7 +201,7 @@ std::unique_ptr<BytePairEncoder> json_encoder(const JsonTree& model, const std::
   }
   auto encoder = std::make_unique<BytePairEncoder>(std::move(bpe));
   if (const int missing = encoder->first_missing_byte(); missing >= 0) {
-    char hex[8];
+    char hex[16];
     std::snprintf(hex, sizeof hex, "0x%02X", missing);
     refuse_json(path, std::string("model.vocab has no token for the byte ") + hex + " (" +
                       alphabet_text_of_bytes(std::string(1, char(missing))) +

@@ -10,8 +10,9 @@ int train_command(int argc, char** argv);     // train --config FILE | --resume 
 int eval_command(int argc, char** argv);      // eval --checkpoint DIR
 int predict_command(int argc, char** argv);   // predict --checkpoint DIR --input FILE
 int generate_command(int argc, char** argv);  // generate --checkpoint DIR --prompt TEXT
-int data_command(int argc, char** argv);      // data prepare|builtin|fashion-mnist|tokenize|tokenizer
+int data_command(int argc, char** argv);      // data prepare|builtin|fashion-mnist|tokenize|tokenizer|stage
 int tokenizer_data_command(int argc, char** argv);  // data tokenize | data tokenizer train
+int stage_data_command(int argc, char** argv);      // data stage DIR --to TARGET
 int ckpt_command(int argc, char** argv);      // ckpt inspect|verify|export|import
 int debug_command(int argc, char** argv);     // debug dump
 int plan_command(int argc, char** argv);      // plan (a pipeline schedule)

@@ -53,9 +53,11 @@ int prepare_images(const std::string& sub, const CommandArgs& a) {
 }  // namespace
 
 int data_command(int argc, char** argv) {
-  require(argc >= 3, "usage: dtrain data prepare|builtin|fashion-mnist|verify|tokenize|tokenizer …: see `dtrain --help`");
+  require(argc >= 3,
+          "usage: dtrain data prepare|builtin|fashion-mnist|verify|tokenize|tokenizer|stage …: see `dtrain --help`");
   const std::string sub = argv[2];
   if (sub == "tokenize" || sub == "tokenizer") return tokenizer_data_command(argc, argv);
+  if (sub == "stage") return stage_data_command(argc, argv);
   CommandArgs a = parse_command_args(argc, argv, 3, {"no-lowercase", "no-eos", "bos"},
                                      {"input", "out", "min-freq", "max-vocab", "valid-fraction", "test-fraction",
                                       "format", "valid-count", "seed", "classes", "mean", "std", "tokenizer", "split",
@@ -93,7 +95,7 @@ int data_command(int argc, char** argv) {
     o.input = text;
   } else {
     require(sub == "prepare", "unknown command `dtrain data " + sub +
-                                  "`: use prepare, builtin, fashion-mnist, verify, tokenize or tokenizer");
+                                  "`: use prepare, builtin, fashion-mnist, verify, tokenize, tokenizer or stage");
     o.input = a.need("input");
   }
   PrepareReport r = prepare_dataset(o);

@@ -3,7 +3,9 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 
+#include "data/prepare.hpp"
 #include "data/prepare_shards.hpp"
 #include "data/shard_format.hpp"
 #include "data/token_shards.hpp"
@@ -51,6 +53,39 @@ std::string mb(double bytes) {
   return s;
 }
 
+// A folder of ready-made splits (WikiText-2's wiki.*.tokens, train.txt/valid.txt/test.txt, the built-in
+// corpus's text/): each file prepared into its split, when --split and the fractions are not given.
+std::vector<ShardPrepareOptions> by_split_files(const ShardPrepareOptions& o, const CommandArgs& a) {
+  std::error_code ec;
+  if (!o.split.empty() || o.inputs.size() != 1 || !fs::is_directory(o.inputs[0], ec) ||
+      !a.get("valid-fraction").empty() || !a.get("test-fraction").empty())
+    return {o};
+  const std::optional<SplitFiles> files = find_split_files(o.inputs[0]);
+  if (!files) return {o};
+  std::vector<ShardPrepareOptions> each;
+  for (const auto& [split, file] : {std::pair{"train", files->train}, {"valid", files->valid}, {"test", files->test}}) {
+    ShardPrepareOptions one = o;
+    one.split = split;
+    one.inputs = {file};
+    each.push_back(one);
+  }
+  return each;
+}
+
+void print_prepared(const ShardPrepareOptions& o, const ShardPrepareReport& r) {
+  std::printf("prepared %s: %lld files, %s in %.1f s (%.1f MB/s, %d workers); tokenizer %s of %lld ids, %s ids\n",
+              o.out_dir.c_str(), (long long)r.files, mb(double(r.input_bytes)).c_str(), r.seconds,
+              r.seconds > 0 ? double(r.input_bytes) / 1e6 / r.seconds : 0.0, r.workers, r.tokenizer_kind.c_str(),
+              (long long)r.vocab_size, r.id_bytes == 2 ? "uint16" : "uint32");
+  int64_t skipped = 0;
+  for (const ShardSplitReport& s : r.splits) {
+    std::printf("  %s: %lld documents, %lld tokens, %lld shard%s\n", s.split.c_str(), (long long)s.documents,
+                (long long)s.tokens, (long long)s.shards, s.shards == 1 ? "" : "s");
+    skipped += s.skipped;
+  }
+  if (skipped > 0) std::printf("  skipped %lld documents that encode to no tokens\n", (long long)skipped);
+}
+
 }  // namespace
 
 void refuse_shard_options(const CommandArgs& a) {
@@ -64,19 +99,7 @@ void refuse_shard_options(const CommandArgs& a) {
 }
 
 int prepare_shards_command(const CommandArgs& a) {
-  const ShardPrepareOptions o = shard_options(a);
-  const ShardPrepareReport r = prepare_shards(o);
-  std::printf("prepared %s: %lld files, %s in %.1f s (%.1f MB/s, %d workers); tokenizer %s of %lld ids, %s ids\n",
-              o.out_dir.c_str(), (long long)r.files, mb(double(r.input_bytes)).c_str(), r.seconds,
-              r.seconds > 0 ? double(r.input_bytes) / 1e6 / r.seconds : 0.0, r.workers, r.tokenizer_kind.c_str(),
-              (long long)r.vocab_size, r.id_bytes == 2 ? "uint16" : "uint32");
-  int64_t skipped = 0;
-  for (const ShardSplitReport& s : r.splits) {
-    std::printf("  %s: %lld documents, %lld tokens, %lld shard%s\n", s.split.c_str(), (long long)s.documents,
-                (long long)s.tokens, (long long)s.shards, s.shards == 1 ? "" : "s");
-    skipped += s.skipped;
-  }
-  if (skipped > 0) std::printf("  skipped %lld documents that encode to no tokens\n", (long long)skipped);
+  for (const ShardPrepareOptions& o : by_split_files(shard_options(a), a)) print_prepared(o, prepare_shards(o));
   return 0;
 }
 

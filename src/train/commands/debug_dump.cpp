@@ -18,14 +18,14 @@ namespace dtrain {
 void dump_parity(const RunConfig& cfg_in, const std::string& out, int64_t steps) {
   RunConfig cfg = cfg_in;
   const ModelKind& kind = kind_of(cfg.model);
-  const std::unique_ptr<DataSource> source = DataSource::open(cfg.data.dir, kind.sample_shape(cfg.model).input);
+  const std::unique_ptr<DataSource> source = open_run_data(cfg.data, kind.sample_shape(cfg.model).input);
   kind.fit_to_data(cfg.model, source->facts(), cfg.data.dir);
   for (const std::string& key : kind.keys())  // every dropout rate of the kind (dropout, conv_dropout, …)
     if (key.size() >= 7 && key.compare(key.size() - 7, 7, "dropout") == 0) cfg.model.values[key] = 0.0;
   kind.validate(cfg.model, true);
   const SampleShape shape = kind.sample_shape(cfg.model);
   const int64_t B = cfg.train.batch_size, I = shape.inputs, T = shape.targets;
-  const std::unique_ptr<Dataset> data = source->split("train", shape, cfg.data.stride);
+  const std::unique_ptr<Dataset> data = source->split("train", shape, {cfg.data.stride, cfg.data.document_boundaries});
   require(data->size() >= B * steps, "parity dump needs " + std::to_string(B * steps) + " samples: use a smaller "
                                      "train.batch_size or fewer steps");
   check_output_folder(out, "dtrain debug dump", holds_only({"*.safetensors"}));

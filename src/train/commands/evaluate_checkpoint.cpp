@@ -4,6 +4,7 @@
 #include <cmath>
 #include <filesystem>
 
+#include "data/mix_source.hpp"
 #include "data/source.hpp"
 #include "train/checkpoint/checkpoint.hpp"
 #include "train/commands/checkpoint_model.hpp"
@@ -13,23 +14,32 @@
 namespace dtrain {
 
 namespace {
-// The data dir the checkpoint's run trained on (its trainer.json), when --data is not given.
-std::string trained_data_dir(const std::string& ck) {
+// The data the checkpoint's run trained on (its trainer.json: data.dir, or data.mix), when --data is
+// not given; `described` receives its name for messages.
+std::unique_ptr<DataSource> trained_data(const std::string& ck, InputKind input, std::string& described) {
   const std::string path = ck + "/trainer.json";
   require(std::filesystem::exists(path), "checkpoint " + ck +
                                              " does not say which data it was trained on: "
                                              "give --data DIR");
-  return json_get<std::string>(parse_json(read_checkpoint_file(ck, "trainer.json"), path), "config.data.dir", path);
+  const Json trainer = parse_json(read_checkpoint_file(ck, "trainer.json"), path);
+  const Json& data = json_at(trainer, "config.data", path);
+  if (data.contains("mix") && data["mix"].is_array() && !data["mix"].empty()) {
+    described = "the mix of " + std::to_string(data["mix"].size()) + " sources it trained on";
+    return open_mix_source(parse_mix(data["mix"].dump()), input);
+  }
+  described = json_get<std::string>(trainer, "config.data.dir", path);
+  return DataSource::open(described, input);
 }
 }  // namespace
 
 void evaluate_checkpoint(const EvalOptions& o, std::FILE* out) {
   const std::string& ck = o.checkpoint;
   const CheckpointModel cm(ck);
-  const std::string data = o.data.empty() ? trained_data_dir(ck) : o.data;
   const std::string& split = o.split;
   require(split == "valid" || split == "test" || split == "train", "--split " + split + ": use valid, test or train");
-  const std::unique_ptr<DataSource> source = DataSource::open(data, cm.sample.input);
+  std::string data = o.data;
+  const std::unique_ptr<DataSource> source =
+      o.data.empty() ? trained_data(ck, cm.sample.input, data) : DataSource::open(o.data, cm.sample.input);
   require_same_data(ck, *source, "evaluate");
   ModelConfig fitted = cm.config;  // the data must be what the model was trained on
   try {
@@ -40,7 +50,7 @@ void evaluate_checkpoint(const EvalOptions& o, std::FILE* out) {
   }
   const int64_t B = o.batch_size;
   const std::unique_ptr<Model> model = cm.load(B);
-  const std::unique_ptr<Dataset> ds = source->split(split, cm.sample, 0);
+  const std::unique_ptr<Dataset> ds = source->split(split, cm.sample, {});
   const EvalResult r = evaluate(*model, *ds, B, 0, o.precision);
   require(std::isfinite(r.loss), "the " + split + " loss of " + ck +
                                      " is not finite: its weights hold NaN or "
