@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -90,9 +91,14 @@ void require_room(const std::string& target, int64_t bytes) {
   struct statvfs st {};
   require(::statvfs(target.c_str(), &st) == 0, "data stage: cannot read the free space of " + target);
   const int64_t room = int64_t(st.f_bavail) * int64_t(st.f_frsize);
-  require(room >= bytes, "data stage: " + target + " has " + std::to_string(room >> 20) + " MiB free but the data needs " +
-                             std::to_string((bytes >> 20) + 1) + " MiB: free room there, or stage to a larger place "
-                             "(a node-local disk instead of /dev/shm), or train from the shared copy");
+  auto mib = [](int64_t b) {
+    char s[32];
+    std::snprintf(s, sizeof s, "%.1f MiB", double(b) / (1 << 20));
+    return std::string(s);
+  };
+  require(room >= bytes, "data stage: " + target + " has " + mib(room) + " free but the data needs " + mib(bytes) +
+                             ": free room there, or stage to a larger place (a node-local disk instead of /dev/shm), "
+                             "or train from the shared copy");
 }
 
 // The copy itself, into `partial`, every file read back and compared.

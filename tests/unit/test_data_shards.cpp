@@ -8,6 +8,7 @@
 #include "core/crc32c.hpp"
 #include "data/corpus_reader.hpp"
 #include "data/prepare_shards.hpp"
+#include "data/shard_dataset.hpp"
 #include "data/shard_format.hpp"
 #include "data/shard_writer.hpp"
 #include "data/token_shards.hpp"
@@ -115,6 +116,46 @@ TEST(DataShards, Uint32KeepsLargeIds) {
   EXPECT_EQ(copy_of(t, 999, 2), widened(all, 999, 2));
   EXPECT_EQ(t.document_range(1), std::make_pair(int64_t(3000), int64_t(3017)));
   EXPECT_EQ(fs::file_size(dir / "train/shard-00000.bin"), uint64_t(kShardHeaderBytes + 4 * 1000));
+}
+
+// A window's inputs and targets, as the loader reads them.
+std::pair<std::vector<int32_t>, std::vector<int32_t>> window(const Dataset& d, int64_t i, int64_t T) {
+  std::vector<int32_t> in(static_cast<size_t>(T)), target(static_cast<size_t>(T));
+  d.get(i, in.data(), target.data());
+  return {in, target};
+}
+
+TEST(DataShards, WindowsRunAcrossDocumentsAndShards) {
+  TempDir dir;
+  const std::vector<uint32_t> all = write_split(dir, 1000, 7, {5, 9, 1, 20});
+  const TokenShards t(dir / "train");
+  const ShardWindowDataset d(t, 4, {3, false});
+  EXPECT_EQ(d.size(), (35 - 4 - 1) / 3 + 1);
+  for (int64_t i = 0; i < d.size(); ++i) {
+    const auto [in, target] = window(d, i, 4);
+    EXPECT_EQ(in, widened(all, 3 * i, 4)) << i;
+    EXPECT_EQ(target, widened(all, 3 * i + 1, 4)) << i;
+  }
+  const ShardWindowDataset eval(t, 4, {});  // stride 0: a window's length
+  EXPECT_EQ(eval.size(), (35 - 5) / 4 + 1);
+  expect_error([&] { ShardWindowDataset(t, 35, {}); }, "holds 35 tokens, fewer than seq_len+1 = 36");
+}
+
+TEST(DataShards, WindowsStayInsideDocumentsWhenAsked) {
+  TempDir dir;
+  const std::vector<uint32_t> all = write_split(dir, 1000, 7, {5, 9, 1, 20});  // documents at 0, 5, 14, 15
+  const TokenShards t(dir / "train");
+  const ShardWindowDataset d(t, 4, {2, true});
+  // documents of 5, 9, 1, 20 tokens hold (L - 5) / 2 + 1 windows when L >= 5: 1, 3, 0, 8
+  ASSERT_EQ(d.size(), 12);
+  const std::vector<int64_t> starts = {0, 5, 7, 9, 15, 17, 19, 21, 23, 25, 27, 29};
+  for (int64_t i = 0; i < d.size(); ++i) {
+    EXPECT_EQ(d.window_start(i), starts[size_t(i)]) << i;
+    const auto [in, target] = window(d, i, 4);
+    EXPECT_EQ(in, widened(all, starts[size_t(i)], 4));
+    EXPECT_EQ(target, widened(all, starts[size_t(i)] + 1, 4));
+  }
+  expect_error([&] { ShardWindowDataset(t, 20, {1, true}); }, "has no document of seq_len+1 = 21 tokens");
 }
 
 TEST(DataShards, HeaderFieldsAreTheFormat) {

@@ -137,7 +137,7 @@ void train_sentencepiece(const SentencePieceTrainOptions& o) {
     std::filesystem::remove(tmp_prefix + ".model", ec);
     std::filesystem::remove(tmp_prefix + ".vocab", ec);
     throw Error("tokenizer train: SentencePiece refused (" + status.ToString() +
-                "): check the input text, and give a smaller --vocab-size when the text is too small for it");
+                "): mend what it names (most often --vocab-size against the text's characters and words)");
   }
   const std::string vocab_out = o.out.ends_with(".model") ? o.out.substr(0, o.out.size() - 6) + ".vocab"
                                                           : o.out + ".vocab";
