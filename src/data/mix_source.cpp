@@ -62,8 +62,8 @@ class MixSource : public DataSource {
     const std::string first_bytes = read_file(first.path);
     for (size_t s = 1; s < sources_.size(); ++s) {
       const std::string why = sources_[s]->unlike_kept(first_bytes, first.path);
-      require(why.empty(), "data.mix: " + entries[s].dir + " was tokenized by " + why + ": prepare every source of a mix "
-                           "with one tokenizer");
+      require(why.empty(), "data.mix: " + entries[s].dir + " and " + entries[0].dir +
+                               " were tokenized by different tokenizers: prepare every source of a mix with one tokenizer");
     }
   }
   const std::string& dir() const override { return sources_[0]->dir(); }

@@ -74,4 +74,16 @@ expect_one_error "vocabulary too large" "--vocab-size" "$d" data tokenizer train
   --vocab-size 200000 --out "$work/big.model"
 [ ! -e "$work/big.model" ] && ! ls "$work"/big* 2>/dev/null || fail "a refused training left files behind"
 expect_one_error "mode" "use text" "$d" data tokenize --tokenizer "$work/bpe.model" --text hi --special-tokens maybe
+# the Llama preset on subword tokens, as scripts/main.sh prepares them: the model takes the tokenizer's
+# 2000 pieces as its vocabulary, trains, and generates through the tokenizer its checkpoint keeps
+"$d" data tokenizer train --input "$work/data/text/train.txt" --vocab-size 2000 --out "$work/builtin-sp.model" >/dev/null
+"$d" data prepare --tokenizer "$work/builtin-sp.model" --input "$work/data/text" --out "$work/builtin-sp" >/dev/null 2>&1
+"$d" train --config "$src/configs/llama-tiny.toml" --set data.dir="$work/builtin-sp" --set train.max_steps=4 \
+  --set train.progress=false --set train.eval_max_batches=1 --run-dir "$work/llama" >"$work/llama.out" 2>&1 ||
+  { cat "$work/llama.out"; fail "llama-tiny on subword tokens failed"; }
+grep -q "model: llama (vocab 2000," "$work/llama.out" || fail "the model should take the 2000 pieces: $(grep model: "$work/llama.out")"
+cmp -s "$work/llama/model_final/tokenizer.model" "$work/builtin-sp.model" || fail "the checkpoint should keep tokenizer.model"
+"$d" generate --checkpoint "$work/llama/model_final" --prompt "The Licensee" --tokens 8 >"$work/gen.out" || fail "generate"
+[[ $(head -c 12 "$work/gen.out") == "The Licensee" ]] || fail "generate should continue the prompt: $(cat "$work/gen.out")"
+echo "ok  llama-tiny on SentencePiece tokens: $(head -1 "$work/gen.out")"
 echo "test_tokenizer_sentencepiece: ok"
