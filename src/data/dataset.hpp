@@ -24,6 +24,9 @@ class Dataset {
   virtual SampleShape shape() const = 0;
   // Sample i: shape().inputs input values (int32 or float by kind) and shape().targets targets.
   virtual void get(int64_t i, void* inputs, int32_t* targets) const = 0;
+  // Whether its samples go on from epoch to epoch (a mix: each source continues where the last epoch
+  // left it): the loader then reads epoch e's sample i as sample e·size() + i, which get() takes.
+  virtual bool continues_across_epochs() const { return false; }
 };
 
 class WindowDataset : public Dataset {

@@ -77,7 +77,7 @@ void BatchLoader::fill(int64_t b, Batch& dst) const {
     const int64_t idx = dst.filler ? (order_.empty() ? 0 : order_[0]) : order_[size_t(first + r)];
     dst.sample_index[size_t(r)] = idx;
     void* in = tokens ? static_cast<void*>(dst.tokens.data() + r * I) : static_cast<void*>(dst.pixels.data() + r * I);
-    dataset_.get(idx, in, dst.targets.data() + r * K);
+    dataset_.get(first_sample_ + idx, in, dst.targets.data() + r * K);
   }
 }
 
@@ -124,6 +124,7 @@ void BatchLoader::start_epoch() {
   stop_worker();
   const auto& idx = sampler_.indices();
   order_.assign(idx.begin(), idx.end());
+  first_sample_ = dataset_.continues_across_epochs() ? sampler_.epoch() * dataset_.size() : 0;
   n_batches_ = num_batches();
   next_batch_ = 0;
   started_ = true;

@@ -53,6 +53,7 @@ class BatchLoader {
   const int64_t epoch_batches_;
 
   std::vector<int64_t> order_;  // this epoch's indices for this rank
+  int64_t first_sample_ = 0;    // what the dataset calls this epoch's sample 0 (continues_across_epochs)
   int64_t n_batches_ = 0;       // this epoch
   int64_t next_batch_ = 0;      // next batch next() hands out
   bool started_ = false;

@@ -66,8 +66,16 @@ int64_t MixDataset::drawn(int source, int64_t n) const {
   return count;
 }
 
+std::vector<int64_t> MixDataset::drawn_through(int64_t epoch, int64_t consumed,
+                                               const std::vector<int64_t>& order) const {
+  std::vector<int64_t> counts(sources_.size());
+  for (size_t s = 0; s < sources_.size(); ++s) counts[s] = drawn(int(s), epoch * size_);
+  for (int64_t j = 0; j < consumed; ++j) ++counts[size_t(draw(epoch * size_ + (order.empty() ? j : order[size_t(j)])).source)];
+  return counts;
+}
+
 void MixDataset::get(int64_t i, void* inputs, int32_t* targets) const {
-  DT_ASSERT(i >= 0 && i < size_);
+  DT_ASSERT(i >= 0);
   const Draw d = draw(i);
   const Dataset& src = *sources_[size_t(d.source)];
   src.get(d.draw % src.size(), inputs, targets);

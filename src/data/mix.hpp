@@ -13,7 +13,9 @@ namespace dtrain {
 // Sources interleaved in proportion to their weights, as evenly as can be: the weights are rounded to
 // whole shares of a period of kMixPeriod samples, and each period repeats the same smooth pattern
 // (each next sample from the source furthest behind its share). Source s's k-th draw is its sample
-// k mod size_s: a source whose share is larger than it repeats, in order, each pass.
+// k mod size_s: a source whose share is larger than it repeats, in order, each pass. The mix goes on
+// across epochs (epoch e is its samples e·size() .. (e+1)·size() − 1), so a source whose share of an
+// epoch is smaller than it is read on, not restarted, each epoch.
 class MixDataset : public Dataset {
  public:
   static constexpr int64_t kMixPeriod = int64_t(1) << 20;
@@ -22,7 +24,8 @@ class MixDataset : public Dataset {
 
   int64_t size() const override { return size_; }
   SampleShape shape() const override { return sources_[0]->shape(); }
-  void get(int64_t i, void* inputs, int32_t* targets) const override;
+  void get(int64_t i, void* inputs, int32_t* targets) const override;  // any i >= 0
+  bool continues_across_epochs() const override { return true; }
   // Which source sample i comes from, and which of its draws it is (0, 1, …).
   struct Draw {
     int source;
@@ -31,6 +34,9 @@ class MixDataset : public Dataset {
   Draw draw(int64_t i) const;
   // Samples a source gives in the first n samples of the mix.
   int64_t drawn(int source, int64_t n) const;
+  // Samples each source gave through epoch `epoch`'s first `consumed` samples, taken in `order` (the
+  // epoch's permutation of its samples; empty: in order).
+  std::vector<int64_t> drawn_through(int64_t epoch, int64_t consumed, const std::vector<int64_t>& order) const;
 
  private:
   std::vector<const Dataset*> sources_;

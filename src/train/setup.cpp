@@ -7,6 +7,7 @@
 #include "core/atomic_file.hpp"
 #include "core/cuda_backend.hpp"
 #include "core/limits.hpp"
+#include "data/mix.hpp"
 #include "data/sampler.hpp"
 #include "models/registry.hpp"
 #include "train/checkpoint/history.hpp"
@@ -56,11 +57,25 @@ void TrainingParts::make_log_and_savers() {
   log = std::make_unique<RunLog>(facts);
   saver = std::make_unique<RunSaver>(world, *mesh, *parallel, cfg, run_dir, data->kept_file());
   checkpoints = std::make_unique<Checkpointer>(*saver, world, *log, new_nodes, cfg.train.checkpoint_every,
-                                               Checkpointer::Shape{dp, batch_split, epoch_samples});
+                                               Checkpointer::Shape{dp, batch_split, epoch_samples, mix_positions()});
   // validation windows per evaluation: train.eval_max_batches global batches (0 = all)
   evaluator = std::make_unique<Evaluator>(*parallel, *valid_set, *test_set, batch_split.micro_batch,
                                           cfg.train.eval_max_batches * batch_split.global(dp), precision, mesh->dp(),
                                           cfg.train.eval_every, valid_parts());
+}
+
+std::function<Json(int64_t, int64_t)> TrainingParts::mix_positions() const {
+  const auto* mix = dynamic_cast<const MixDataset*>(train_set.get());
+  if (mix == nullptr) return {};
+  return [this, mix](int64_t epoch, int64_t consumed) {
+    std::vector<int64_t> order;  // the epoch's global order: its first `consumed` samples are done
+    if (cfg.data.shuffle) DistributedSampler::permutation(mix->size(), cfg.train.seed, epoch, order);
+    const std::vector<int64_t> drawn = mix->drawn_through(epoch, consumed, order);
+    Json sources = Json::array();
+    for (size_t s = 0; s < drawn.size(); ++s)
+      sources.push_back({{"dir", cfg.data.mix[s].dir}, {"weight", cfg.data.mix[s].weight}, {"drawn", drawn[s]}});
+    return sources;
+  };
 }
 
 std::vector<Evaluator::Part> TrainingParts::valid_parts() const {

@@ -80,6 +80,8 @@ struct TrainingParts {
  private:
   void open_data();
   std::vector<Evaluator::Part> valid_parts() const;  // valid_by_source, named
+  // A mix's positions for the checkpoints (what each source gave so far); empty without a mix.
+  std::function<Json(int64_t epoch, int64_t samples_in_epoch)> mix_positions() const;
   MeshShape mesh_shape_of_config();
   MeshShape mesh_shape(std::string& note) const;
   World::BackendFactory backend_factory();

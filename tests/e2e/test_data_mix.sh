@@ -67,6 +67,24 @@ done
   fail "a mixed run resumed at another data-parallel size left the trajectory"
 same_weights straight shrink 1e-5
 same_weights straight grow 1e-5
+# every checkpoint records each source's position; the same at every size
+"$py" - "$work" <<'PYEOF'
+import json, sys
+def sources(path):
+    t = json.load(open(f"{sys.argv[1]}/{path}/trainer.json"))
+    return t["data_sources"]
+# the epoch's end (after the resume: 1 rank in shrink, 2 in grow), and the end of the run
+steps = sorted(p.name for p in __import__("pathlib").Path(f"{sys.argv[1]}/shrink/checkpoints").iterdir())
+at10 = sources(f"shrink/checkpoints/{steps[0]}")
+assert sources(f"grow/checkpoints/{steps[0]}") == at10, f"the position at {steps[0]} differs at 1 and 2 ranks"
+ref = sources(f"straight/checkpoints/{steps[-1]}")
+for run in ("straight", "shrink", "grow"):
+    assert sources(f"{run}/checkpoints/{steps[0]}") == at10, f"{run}: the position at {steps[0]} differs"
+    assert sources(f"{run}/checkpoints/{steps[-1]}") == ref, f"{run}: the position at {steps[-1]} differs"
+assert len(ref) == 2 and ref[0]["weight"] == 0.7 and ref[0]["drawn"] > ref[1]["drawn"] > 0, ref
+assert all(a["drawn"] < b["drawn"] for a, b in zip(at10, ref)), (at10, ref)
+print(f"ok  each source's position in the checkpoints, the same at 1 and 2 ranks: {[s['drawn'] for s in ref]}")
+PYEOF
 
 # the checkpoint keeps the tokenizer; eval (on the mix it trained on) and generate read it
 [ -f "$work/straight/model_final/tokenizer.model" ] && cmp -s "$work/straight/model_final/tokenizer.model" "$work/sp.model" ||

@@ -290,7 +290,7 @@ TEST(ImageSource, SamplesAreNormalisedPixelsAndLabels) {
   EXPECT_EQ(src->row_unit(), "samples");
   const SampleShape shape{InputKind::images, 6, 1};
   EXPECT_EQ(src->describe(1000, shape), "1000 images of 1×3×2");
-  const auto test = src->split("test", shape, 0);
+  const auto test = src->split("test", shape, {});
   EXPECT_EQ(test->size(), 12);
   EXPECT_EQ(test->shape(), shape);
   std::vector<float> px(6);
@@ -300,11 +300,11 @@ TEST(ImageSource, SamplesAreNormalisedPixelsAndLabels) {
     EXPECT_EQ(label, s.label(i, 1));
     for (int64_t p = 0; p < 6; ++p) EXPECT_EQ(px[size_t(p)], (float(s.pixel(i, p)) / 255.0f - 0.25f) / 0.5f) << i;
   }
-  EXPECT_EQ(src->split("train", shape, 0)->size(), 30);
-  EXPECT_EQ(src->split("valid", shape, 0)->size(), 10);
+  EXPECT_EQ(src->split("train", shape, {})->size(), 30);
+  EXPECT_EQ(src->split("valid", shape, {})->size(), 10);
 
   // Through the loader: a batch of pixels and labels.
-  const auto valid = src->split("valid", shape, 0);
+  const auto valid = src->split("valid", shape, {});
   DistributedSampler sampler(valid->size(), false, 0);
   BatchLoader loader(*valid, sampler, 4, false, false);
   loader.start_epoch();
@@ -315,7 +315,7 @@ TEST(ImageSource, SamplesAreNormalisedPixelsAndLabels) {
   EXPECT_TRUE(b.tokens.empty());
 
   // A model of another image size: one line.
-  expect_error([&] { src->split("train", SampleShape{InputKind::images, 32 * 32, 1}, 0); },
+  expect_error([&] { src->split("train", SampleShape{InputKind::images, 32 * 32, 1}, {}); },
                "the model reads images of 1024 values, but the images of " + d / "out" + " are 1×3×2 (6 values)");
 }
 

@@ -1,12 +1,15 @@
 // data.mix: each source's share of every period is its weight's, interleaved evenly; sample i is the
 // same function of i wherever it is asked for; sources repeat in order past their size; the weights'
-// refusals; ConcatDataset.
+// refusals; ConcatDataset; epochs that read on.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <numeric>
 
+#include "data/loader.hpp"
 #include "data/mix.hpp"
 #include "data/mix_source.hpp"
+#include "data/sampler.hpp"
 #include "data_test_util.hpp"
 
 using namespace dtrain;
@@ -89,4 +92,24 @@ TEST(DataMix, ParsesAndRefusesWeights) {
   expect_error([] { parse_mix(R"({"dir": "a"})"); }, "is not a list of sources");
   const Counting a(0, 5), b(1, 5);
   expect_error([&] { MixDataset({&a, &b}, {1.0, 1e-9}, 10); }, "is less than one sample in");
+}
+
+TEST(DataMix, GoesOnAcrossEpochs) {
+  // a large source downsampled to half of a small mix: each epoch reads on into it, not from its start
+  const Counting a(0, 100), b(1, 10);
+  const MixDataset mix({&a, &b}, {0.5, 0.5}, 20);
+  DistributedSampler sampler(mix.size(), false, 1);
+  BatchLoader loader(mix, sampler, 20, false, false);
+  std::vector<int32_t> seen;
+  Batch batch;
+  for (int64_t epoch = 0; epoch < 3; ++epoch) {
+    sampler.set_epoch(epoch);
+    loader.start_epoch();
+    while (loader.next(batch))
+      for (int32_t v : batch.tokens)
+        if (v < 1000) seen.push_back(v);
+  }
+  std::vector<int32_t> want(30);
+  std::iota(want.begin(), want.end(), 0);  // a's samples 0..29 over three epochs of 10 each
+  EXPECT_EQ(seen, want);
 }

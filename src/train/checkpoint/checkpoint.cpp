@@ -32,6 +32,7 @@ Json TrainerState::to_json() const {
   j["global_batch"] = global_batch;
   j["logs"] = {{"metrics_bytes", logs.metrics_bytes}, {"events_file", logs.events_file},
                {"events_bytes", logs.events_bytes}};
+  if (!data_sources.empty()) j["data_sources"] = data_sources;
   return j;
 }
 

@@ -30,6 +30,9 @@ struct TrainerState {
   int64_t data_parallel = 0;    // ranks that trained it (0: not recorded)
   int64_t global_batch = 0;     // samples per optimizer step
   LogMarks logs;                // where metrics.jsonl and the events file stood
+  // A mix (data.mix): each source's dir, weight and samples drawn from it so far (informational: the
+  // global position above fixes them); empty otherwise.
+  Json data_sources = Json::array();
   Json to_json() const;
   static TrainerState from_json(const Json& j, const std::string& source);  // Error names source
 };

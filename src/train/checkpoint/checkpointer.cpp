@@ -17,6 +17,7 @@ void Checkpointer::save(const TrainerState& state, bool last) {
   saved.data_parallel = dp;
   saved.global_batch = shape_.split.global(dp);
   saved.samples_in_epoch = std::min(state.batch_in_epoch * shape_.split.micro_batch * dp, shape_.epoch_samples);
+  if (shape_.data_sources) saved.data_sources = shape_.data_sources(saved.epoch, saved.samples_in_epoch);
   if (log_.is_open()) saved.logs = log_.marks();
   finish_background();  // one save at a time; the one in flight is logged as it lands
   const RunSaver::Checkpoint c = saver_.checkpoint(saved);

@@ -2,6 +2,7 @@
 // loop's position made global), model_best and model_final, the background save's landing, each in
 // the run log; and an elastic job's stop after a checkpoint when nodes wait to join.
 #pragma once
+#include <functional>
 #include <cstdint>
 #include <string>
 
@@ -20,6 +21,8 @@ class Checkpointer {
     int dp = 1;
     BatchSplit split;
     int64_t epoch_samples = 0;
+    // A mix's sources and what each gave through (epoch, samples of it consumed); none: no mix.
+    std::function<Json(int64_t epoch, int64_t samples_in_epoch)> data_sources;
   };
   Checkpointer(RunSaver& saver, World& world, RunLog& log, NewNodesWatch& new_nodes, int64_t every, Shape shape)
       : saver_(saver), world_(world), log_(log), new_nodes_(new_nodes), every_(every), shape_(shape) {}
