@@ -183,4 +183,6 @@ function main() {
   fs.writeFileSync(path.join(out, "references.json"), JSON.stringify({ texts, files }));
 }
 
-main();
+// bench/data_ref_tiktoken.cjs takes the encodings and rank files from here.
+module.exports = { encodingNamed, writeRankFile };
+if (require.main === module) main();
