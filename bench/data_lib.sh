@@ -1,12 +1,14 @@
 # The steps of bench/data.sh (sourced by it, after its options, $work and $results are set): each
 # appends JSON lines to $results, which bench/data_report.py turns into the tables.
 
-# emit KIND [KEY=VALUE ...] < JSON: the JSON object read (or {}) with kind and the pairs added, as one line of $results.
+# emit KIND [KEY=VALUE ...] < JSON: the JSON object read (or {}) with kind, the pairs and the 1-minute load average
+# added, as one line of $results.
 emit() {
   python3 -c 'import json, sys
 text = sys.stdin.read().strip()
 r = json.loads(text) if text else {}
 r["kind"] = sys.argv[1]
+r["load"] = float(open("/proc/loadavg").read().split()[0])
 for kv in sys.argv[2:]:
     k, v = kv.split("=", 1)
     try:
@@ -40,8 +42,8 @@ make_tokenizers() {
   else
     echo "no node and npm, or npm ci of tests/parity failed: tiktoken gpt2 and its reference are left out"
   fi
-  echo "text corpus $(($(stat -c %s "$work/text.txt") / 1000000)) MB, memory corpus" \
-    "$(($(stat -c %s "$work/memory.txt") / 1000000)) MB; tokenizers: $tokenizers"
+  echo "text corpus $(stat -c %s "$work/text.txt" | awk '{printf "%.0f", $1 / 1e6}') MB, memory corpus" \
+    "$(stat -c %s "$work/memory.txt" | awk '{printf "%.0f", $1 / 1e6}') MB; tokenizers: $tokenizers"
 }
 
 tokenizer_file() {
@@ -94,6 +96,7 @@ prepare_throughput() {
       json=$(run_prepare "$tok" "$work/text.txt" "$w")
       emit prepare tokenizer="$tok" workers="$w" <<<"$json"
     done
+    [ "$tok" != word ] || continue  # no reference encoder
     for ((round = 1; round <= rounds; ++round)); do
       echo "reference: $tok, round $round, and dtrain with 1 worker on the same core"
       run_reference "$tok" || break
@@ -112,6 +115,9 @@ prepare_memory() {
     memory_tokenizer=sp
     [[ " $tokenizers " == *" gpt2 "* ]] && memory_tokenizer=gpt2
   fi
+  head -1 "$work/memory.txt" >"$work/one_line.txt"  # the part outside the cap: the program and the tokenizer
+  json=$(run_prepare "$memory_tokenizer" "$work/one_line.txt" "$w")
+  emit memory_base tokenizer="$memory_tokenizer" workers="$w" <<<"$json"
   for cap in $caps; do
     echo "prepare: $memory_tokenizer, $w workers, --memory-mib $cap"
     json=$(run_prepare "$memory_tokenizer" "$work/memory.txt" "$w" --memory-mib "$cap")

@@ -99,15 +99,24 @@ def loader_table(results):
 
 def memory_table(results):
     runs = [r for r in results if r["kind"] == "memory"]
-    print("\n3. prepare's peak RSS against --memory-mib (a corpus larger than the cap)")
-    rows = [[NAMES[r["tokenizer"]], r["workers"], f"{r['mb']:.0f}", r["cap_mib"], f"{r['rss_mib']:.0f}",
-             f"{r['rss_mib'] - r['cap_mib']:+.0f}", f"{r['rss_mib'] / r['cap_mib']:.2f}", f"{r['mb'] / r['wall_s']:.1f}"]
-            for r in runs]
-    table(["tokenizer", "workers", "corpus MB", "cap MiB", "peak RSS MiB", "RSS - cap", "RSS/cap", "MB/s"], rows)
+    base = next((r for r in results if r["kind"] == "memory_base"), None)
+    print("\n3. prepare's peak RSS against --memory-mib (a corpus larger than the cap; base: the same prepare of one"
+          f" line, {base['rss_mib']:.0f} MiB: the program, the tokenizer and the threads, outside the cap)" if base else "")
+    rows = []
+    for r in runs:
+        above = r["rss_mib"] - base["rss_mib"] if base else None
+        rows.append([NAMES[r["tokenizer"]], r["workers"], f"{r['mb']:.0f}", r["cap_mib"], f"{r['rss_mib']:.0f}",
+                     f"{r['rss_mib'] / r['cap_mib']:.2f}", f"{above:.0f}" if base else "-",
+                     f"{above / r['cap_mib']:.2f}" if base else "-", f"{r['mb'] / r['wall_s']:.1f}"])
+    table(["tokenizer", "workers", "corpus MB", "cap MiB", "peak RSS MiB", "RSS/cap", "RSS - base", "(RSS - base)/cap",
+           "MB/s"], rows)
 
 
 def main():
     results = [json.loads(line) for line in open(sys.argv[1]) if line.strip()]
+    loads = [r["load"] for r in results if "load" in r]
+    if loads:
+        print(f"1-minute load average as the runs ended: {min(loads):.2f} to {max(loads):.2f}")
     prepare_table(results)
     if any(r["kind"] == "loader" for r in results):
         loader_table(results)
