@@ -33,7 +33,7 @@ make_tokenizers() {
   bench_data "$work/data"
   cp "$work/data/vocab.txt" "$work/vocab.txt"
   python3 "$here/data_corpus.py" "$work/data/text" "$work/text.txt" "$text_mb" 1
-  python3 "$here/data_corpus.py" "$work/data/text" "$work/memory.txt" "$memory_mb" 2
+  [[ " $parts " != *" memory "* ]] || python3 "$here/data_corpus.py" "$work/data/text" "$work/memory.txt" "$memory_mb" 2
   "$bin/dtrain" data tokenizer train --input "$work/data/text/train.txt" --input "$work/data/text/valid.txt" \
     --input "$work/data/text/test.txt" --vocab-size "$sp_vocab" --model-type bpe --out "$work/sp.model" >/dev/null
   tokenizers="sp word"
@@ -42,8 +42,7 @@ make_tokenizers() {
   else
     echo "no node and npm, or npm ci of tests/parity failed: tiktoken gpt2 and its reference are left out"
   fi
-  echo "text corpus $(stat -c %s "$work/text.txt" | awk '{printf "%.0f", $1 / 1e6}') MB, memory corpus" \
-    "$(stat -c %s "$work/memory.txt" | awk '{printf "%.0f", $1 / 1e6}') MB; tokenizers: $tokenizers"
+  echo "text corpus $(stat -c %s "$work/text.txt" | awk '{printf "%.0f", $1 / 1e6}') MB; tokenizers: $tokenizers"
 }
 
 tokenizer_file() {
@@ -119,22 +118,24 @@ prepare_memory() {
   json=$(run_prepare "$memory_tokenizer" "$work/one_line.txt" "$w")
   emit memory_base tokenizer="$memory_tokenizer" workers="$w" <<<"$json"
   for cap in $caps; do
-    echo "prepare: $memory_tokenizer, $w workers, --memory-mib $cap"
+    echo "prepare: $memory_tokenizer, $w workers, --memory-mib $cap, $(stat -c %s "$work/memory.txt") bytes of text"
     json=$(run_prepare "$memory_tokenizer" "$work/memory.txt" "$w" --memory-mib "$cap")
     emit memory tokenizer="$memory_tokenizer" workers="$w" cap_mib="$cap" <<<"$json"
   done
 }
 
-# read_ranks MODE R: R ranks reading at once, each its share of the seeded shuffle (one JSON line each).
+# read_ranks MODE R: R ranks reading at once, each the first $read_batches batches of its share of the seeded shuffle
+# (one JSON line each). The page cache is made cold or warm once before; mapped: each rank touches every page first.
 read_ranks() {
-  local mode=$1 n=$2 r pids=()
-  local common=(--data "$work/shards/train" --seq "$seq" --batch "$batch" --seconds "$read_seconds" --ranks "$n")
-  if [ "$n" -gt 1 ] && [ "$mode" != mapped ]; then  # the cache made once; the ranks find it as it is
+  local mode=$1 n=$2 r pids=() cache=mapped
+  local common=(--data "$work/shards/train" --seq "$seq" --batch "$batch" --batches "$read_batches"
+    --seconds "$read_seconds" --ranks "$n")
+  if [ "$mode" != mapped ]; then
     "$bin/bench_loader" cache --data "$work/shards/train" --cache "$mode" >/dev/null
-    mode=as-is
+    cache=as-is
   fi
   for ((r = 0; r < n; ++r)); do
-    "$bin/bench_loader" read "${common[@]}" --rank $r --cache "$mode" >"$work/read$r.json" &
+    "$bin/bench_loader" read "${common[@]}" --rank $r --cache $cache >"$work/read$r.json" &
     pids+=($!)
   done
   for r in "${pids[@]}"; do wait "$r"; done

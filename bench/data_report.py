@@ -87,7 +87,8 @@ def loader_table(results):
     first = runs[0]["first"]["batches"]
     table(["cache", "ranks", "resident", "Mtokens/s", "MB/s", "storage MB", "majflt", "batches",
            f"first {first}: Mtok/s", "storage MB", "open+shuffle s", "step share", "first"], rows)
-    print(f"per rank (ranks > 1: each rank a row, all reading at once); MB/s: the shard bytes of the windows read;"
+    print(f"per rank, the first batches of its share of the epoch (ranks > 1: a row each, all reading at once);"
+          f" MB/s: the shard bytes of the windows read;"
           f" storage MB: read from the disk (/proc/self/io); first {first}: the first {first} batches alone;"
           " resident: the corpus' share in the page cache before; mapped: every page touched once before (as in a"
           " later epoch of the same process)")
@@ -117,7 +118,8 @@ def main():
     loads = [r["load"] for r in results if "load" in r]
     if loads:
         print(f"1-minute load average as the runs ended: {min(loads):.2f} to {max(loads):.2f}")
-    prepare_table(results)
+    if any(r["kind"] == "prepare" for r in results):
+        prepare_table(results)
     if any(r["kind"] == "loader" for r in results):
         loader_table(results)
     if any(r["kind"] == "memory" for r in results):
