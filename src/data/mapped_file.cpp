@@ -45,6 +45,10 @@ MappedFile::MappedFile(const std::string& path, const std::string& what, const s
                                              "alone while a job uses it; prepare into a new folder instead");
 }
 
+void MappedFile::expect_random_reads() const {
+  if (map_ != nullptr) ::madvise(map_, bytes_, MADV_RANDOM);  // advice only: a failure changes nothing
+}
+
 MappedFile::~MappedFile() { release(); }
 
 MappedFile::MappedFile(MappedFile&& o) noexcept

@@ -22,6 +22,9 @@ class MappedFile {
   const std::string& path() const { return path_; }
   const char* data() const { return static_cast<const char*>(map_); }
   size_t size() const { return bytes_; }
+  // Tells the kernel the pages will be read in no order (a token shard under shuffled windows): a
+  // fault then reads the page, not the read-ahead window around it (8 MiB on some disks).
+  void expect_random_reads() const;
 
  private:
   void release() noexcept;

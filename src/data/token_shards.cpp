@@ -101,6 +101,7 @@ void TokenShards::open_shards() {
     require(s.tokens > 0 && s.bytes == kShardHeaderBytes + s.tokens * id_bytes_,
             path + ": the sizes it lists for " + s.file + " do not agree" + kPrepareAgain);
     s.map = MappedFile(file, "token shard", kPrepareAgain);
+    s.map.expect_random_reads();  // windows are read in a shuffled order
     require_size("token shard", file, int64_t(s.map.size()), s.bytes);
     ShardHeader h;
     std::memcpy(&h, s.map.data(), sizeof h);
