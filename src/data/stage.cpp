@@ -121,14 +121,21 @@ StageResult stage_data(const std::string& data_dir, const std::string& target) {
   std::error_code ec;
   fs::create_directories(target, ec);
   require(fs::is_directory(target), "data stage: cannot make the folder " + target + ": choose a writable place");
+  const fs::path source_real = fs::weakly_canonical(source), target_real = fs::weakly_canonical(target);
+  require(std::mismatch(source_real.begin(), source_real.end(), target_real.begin(), target_real.end()).first !=
+              source_real.end(),
+          "data stage: the target " + target + " is inside the data folder " + source + ": stage elsewhere");
   StageResult r;
   r.dir = strip_slashes(target) + "/" + fs::path(source).filename().string();
+  require(fs::weakly_canonical(r.dir) != source_real,
+          "data stage: the copy would be " + r.dir + ", the data folder itself: stage to another folder");
   const std::vector<SourceFile> files = list_files(source);
   for (const SourceFile& f : files) r.bytes += f.bytes, ++r.files;
   const std::string record = listing(source, files).dump();
   const int lock = ::open((r.dir + ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   require(lock >= 0 && ::flock(lock, LOCK_EX) == 0, "data stage: cannot lock " + r.dir + ".lock: check the target");
   const std::string partial = r.dir + ".partial";
+  bool made_partial = false;
   try {  // one copier per node: the others wait here, then find its copy
     const std::string recorded = r.dir + "/.staged.json";
     if (fs::exists(recorded) && read_file(recorded) == record) {
@@ -136,16 +143,23 @@ StageResult stage_data(const std::string& data_dir, const std::string& target) {
       r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       return r;
     }
+    // only what staging made is ever replaced: a copy (.staged.json) or a copy cut short (.staging)
+    for (const auto& [dir, mark] : {std::pair{r.dir, ".staged.json"}, {partial, ".staging"}})
+      require(!fs::exists(dir) || fs::exists(dir + "/" + mark),
+              "data stage: " + dir + " is there and is not a copy dtrain staged: choose another target, or move it away");
     fs::remove_all(partial);  // a copy cut short by an earlier kill
     require_room(target, r.bytes);
     fs::create_directories(partial);
+    made_partial = true;
+    write_file_atomic(partial + "/.staging", record);
     copy_all(source, files, partial);
     write_file_atomic(partial + "/.staged.json", record);
+    fs::remove(partial + "/.staging");
     fs::remove_all(r.dir);
     fs::rename(partial, r.dir);
     fsync_dir(target);
   } catch (...) {
-    fs::remove_all(partial, ec);  // nothing half-copied stays behind
+    if (made_partial) fs::remove_all(partial, ec);  // nothing half-copied stays behind
     ::close(lock);
     throw;
   }

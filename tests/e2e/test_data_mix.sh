@@ -109,6 +109,13 @@ run_one staged2 --set train.batch_size=8 --set train.max_steps=1 --set data.stag
 "$d" data stage "$work/a" --to "$work/hand" | grep -q "^staged to $work/hand/a (" || fail "data stage by hand"
 "$d" data stage "$work/a" --to "$work/hand" | grep -q "^already staged at $work/hand/a" || fail "data stage reuse"
 "$d" data verify "$work/hand/a" >/dev/null || fail "the staged copy does not verify"
+# a folder of the same name that staging did not make is never replaced; the data folder itself
+mkdir -p "$work/mine/a" && echo keep >"$work/mine/a/notes.txt"
+expect_one_error "a folder of the user's" "is there and is not a copy dtrain staged" "$d" data stage "$work/a" --to "$work/mine"
+[ "$(cat "$work/mine/a/notes.txt")" = keep ] || fail "the user's folder was touched"
+expect_one_error "staging onto itself" "the data folder itself" "$d" data stage "$work/a" --to "$work"
+expect_one_error "staging inside" "is inside the data folder" "$d" data stage "$work/a" --to "$work/a/stage"
+"$d" data verify "$work/a" >/dev/null || fail "the data folder was touched"
 echo "ok  staging: once per source, reused, the same trajectory"
 if unshare -m true 2>/dev/null; then
   mkdir -p "$work/small"
