@@ -118,9 +118,6 @@ StageResult stage_data(const std::string& data_dir, const std::string& target) {
   const auto t0 = std::chrono::steady_clock::now();
   const std::string source = strip_slashes(data_dir);
   require(fs::is_directory(source), "data stage: " + source + " is not a data folder: prepare it first");
-  std::error_code ec;
-  fs::create_directories(target, ec);
-  require(fs::is_directory(target), "data stage: cannot make the folder " + target + ": choose a writable place");
   const fs::path source_real = fs::weakly_canonical(source), target_real = fs::weakly_canonical(target);
   require(std::mismatch(source_real.begin(), source_real.end(), target_real.begin(), target_real.end()).first !=
               source_real.end(),
@@ -129,6 +126,9 @@ StageResult stage_data(const std::string& data_dir, const std::string& target) {
   r.dir = strip_slashes(target) + "/" + fs::path(source).filename().string();
   require(fs::weakly_canonical(r.dir) != source_real,
           "data stage: the copy would be " + r.dir + ", the data folder itself: stage to another folder");
+  std::error_code ec;
+  fs::create_directories(target, ec);
+  require(fs::is_directory(target), "data stage: cannot make the folder " + target + ": choose a writable place");
   const std::vector<SourceFile> files = list_files(source);
   for (const SourceFile& f : files) r.bytes += f.bytes, ++r.files;
   const std::string record = listing(source, files).dump();

@@ -115,6 +115,7 @@ expect_one_error "a folder of the user's" "is there and is not a copy dtrain sta
 [ "$(cat "$work/mine/a/notes.txt")" = keep ] || fail "the user's folder was touched"
 expect_one_error "staging onto itself" "the data folder itself" "$d" data stage "$work/a" --to "$work"
 expect_one_error "staging inside" "is inside the data folder" "$d" data stage "$work/a" --to "$work/a/stage"
+[ ! -e "$work/a/stage" ] || fail "a refused stage made its target inside the data folder"
 "$d" data verify "$work/a" >/dev/null || fail "the data folder was touched"
 echo "ok  staging: once per source, reused, the same trajectory"
 if unshare -m true 2>/dev/null; then
