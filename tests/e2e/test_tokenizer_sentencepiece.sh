@@ -73,6 +73,12 @@ expect_one_error "id past the vocabulary" "outside the vocabulary" "$d" data tok
 expect_one_error "vocabulary too large" "--vocab-size" "$d" data tokenizer train --input "$work/data/text/valid.txt" \
   --vocab-size 200000 --out "$work/big.model"
 [ ! -e "$work/big.model" ] && ! ls "$work"/big* 2>/dev/null || fail "a refused training left files behind"
+echo "my notes" >"$work/notes.txt"
+expect_one_error "--out over a user's file" "is not a SentencePiece model" "$d" data tokenizer train \
+  --input "$work/data/text/train.txt" --vocab-size 500 --out "$work/notes.txt"
+[ "$(cat "$work/notes.txt")" = "my notes" ] || fail "the user's file was replaced"
+"$d" data tokenizer train --input "$work/data/text/train.txt" --vocab-size 1500 --out "$work/bpe.model" >/dev/null ||
+  fail "training again over an earlier model should replace it"
 expect_one_error "mode" "use text" "$d" data tokenize --tokenizer "$work/bpe.model" --text hi --special-tokens maybe
 # the Llama preset on subword tokens, as scripts/main.sh prepares them: the model takes the tokenizer's
 # 2000 pieces as its vocabulary, trains, and generates through the tokenizer its checkpoint keeps

@@ -100,6 +100,14 @@ int train_tokenizer(const CommandArgs& a) {
   o.inputs = input_files(a);
   o.out = a.need("out");
   check_output_file(o.out, "--out");
+  if (std::filesystem::exists(o.out)) {  // replaced only when it is a SentencePiece model (an earlier training)
+    bool model = false;
+    try {
+      model = Tokenizer::load(o.out)->kind() == "sentencepiece";
+    } catch (const Error&) {
+    }
+    require(model, "--out " + o.out + " is there and is not a SentencePiece model: choose another name, or move it away");
+  }
   o.model_type = a.get("model-type", o.model_type);
   o.vocab_size = a.integer("vocab-size", o.vocab_size, 16, kMaxCount);
   o.byte_fallback = !a.flag("no-byte-fallback");
