@@ -99,6 +99,13 @@ EOF
   for v in http_proxy https_proxy no_proxy; do
     [ -z "${!v-}" ] || env_vars+=("$v=${!v}")
   done
+  # Like the proxy variables, this machine's way out: where node is told to trust extra certificate
+  # authorities (an intercepting egress proxy's), npm in the root trusts them too (tests/parity's
+  # packages); nothing is installed into the root's own trust store.
+  if [ -n "${NODE_EXTRA_CA_CERTS-}" ] && [ -f "$NODE_EXTRA_CA_CERTS" ]; then
+    cp "$NODE_EXTRA_CA_CERTS" "$root/etc/fresh-check-host-ca.crt"
+    env_vars+=(NODE_EXTRA_CA_CERTS=/etc/fresh-check-host-ca.crt)
+  fi
   set +e
   chroot "$root" /usr/bin/env -i "${env_vars[@]}" /bin/bash -c "cd '$workdir' && $FRESH_COMMAND"
   rc=$?
