@@ -19,6 +19,7 @@
 #include "core/atomic_file.hpp"
 #include "core/crc32c.hpp"
 #include "core/error.hpp"
+#include "data/mapped_file.hpp"
 
 namespace dtrain {
 
@@ -76,17 +77,6 @@ uint32_t copy_file(const std::string& from, const std::string& to) {
   return crc;
 }
 
-uint32_t file_crc(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  require(fd >= 0, "data stage: cannot read back " + path);
-  std::vector<char> buf(size_t(8) << 20);
-  uint32_t crc = 0;
-  ssize_t n = 0;
-  while ((n = ::read(fd, buf.data(), buf.size())) > 0) crc = crc32c(buf.data(), size_t(n), crc);
-  ::close(fd);
-  return crc;
-}
-
 void require_room(const std::string& target, int64_t bytes) {
   struct statvfs st {};
   require(::statvfs(target.c_str(), &st) == 0, "data stage: cannot read the free space of " + target);
@@ -107,7 +97,7 @@ void copy_all(const std::string& source, const std::vector<SourceFile>& files, c
     const std::string to = partial + "/" + f.rel;
     fs::create_directories(fs::path(to).parent_path());
     const uint32_t crc = copy_file(source + "/" + f.rel, to);
-    require(file_crc(to) == crc, "data stage: the copy of " + source + "/" + f.rel + " in " + to +
+    require(checksum_file(to, "staged copy").crc32c == crc, "data stage: the copy of " + source + "/" + f.rel + " in " + to +
                                      " reads back other bytes: the target's storage is failing; stage elsewhere");
   }
 }
