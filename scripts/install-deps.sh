@@ -17,9 +17,13 @@ packages=(g++ cmake make pkg-config libdnnl-dev ocl-icd-opencl-dev libtomlpluspl
           libopenmpi-dev zlib1g-dev dataset-fashion-mnist libgtest-dev libbenchmark-dev
           python3 python3-torch python3-numpy python3-sentencepiece python3-h5py zstd protobuf-compiler
           libopenblas0-pthread openmpi-bin slurm-wlm munge iproute2 procps nodejs npm)
+# npm is also inside other Node.js builds (NodeSource's nodejs package ships it and conflicts with
+# Debian's npm): an npm command already on the PATH counts as the package.
+provided_by_command() { [ "$1" = npm ] && command -v npm >/dev/null 2>&1; }
 missing=()
 for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" && continue
+  provided_by_command "$p" || missing+=("$p")
 done
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#packages[@]} packages present"
