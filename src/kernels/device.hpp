@@ -88,6 +88,26 @@ class ComputeDevice : public Memory {
                                  const DropoutSpec& drop) = 0;
   virtual void attention_backward(const float* dout, const float* qkv, const float* probs, float* dqkv,
                                   const AttentionShape& s, const DropoutSpec& drop) = 0;
+  // Ring attention (context parallel): attention over blocks of keys merged as they come, for
+  // AttentionBlocks (kernels/types.hpp; the CPU kernels' header kernels/cpu/attention_blocks.hpp says
+  // what each does). A device without them throws Error naming the fix (the CPU has them).
+  // The k and v heads of packed qkv rows as a block [B * T, 2 * K * Dh].
+  virtual void kv_block_pack(const float* qkv, float* kv, const AttentionShape& s);
+  // A block's gradient [B * T, 2 * K * Dh] written into the k and v columns of dqkv.
+  virtual void kv_block_unpack(const float* dkv, float* dqkv, const AttentionShape& s);
+  // One block: out [B * T, H * Dh] accumulates unnormalised, stats [B, H, T, 2] holds each query row's
+  // running (maximum, sum of exponentials); first: both start here.
+  virtual void attention_block_forward(const float* qkv, const float* kv, const SequenceShard& keys, float* out,
+                                       float* stats, const AttentionBlocks& a, const DropoutSpec& drop, bool first);
+  // After the last block: out divided by each row's sum, lse [B, H, T] = maximum + log(sum).
+  virtual void attention_blocks_finish(float* out, const float* stats, float* lse, const AttentionBlocks& a);
+  // Backward, once per pass: delta [B, H, T] = the row sums of dout ∘ out, per head.
+  virtual void attention_blocks_delta(const float* dout, const float* out, float* delta, const AttentionBlocks& a);
+  // One block's backward: the q columns of dqkv accumulate dQ (first: written), dkv [B * T, 2 * K * Dh]
+  // accumulates the block's dK and dV.
+  virtual void attention_block_backward(const float* dout, const float* qkv, const float* kv, const SequenceShard& keys,
+                                        const float* lse, const float* delta, float* dqkv, float* dkv,
+                                        const AttentionBlocks& a, const DropoutSpec& drop, bool first);
   // Rotary position embedding, in place on the q and k heads of packed qkv (or their gradient).
   virtual void rope_forward(float* qkv, const RopeShape& s) = 0;
   virtual void rope_backward(float* dqkv, const RopeShape& s) = 0;

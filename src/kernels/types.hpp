@@ -43,6 +43,22 @@ inline MatmulArgs linear_backward_weight_args(int64_t rows, int64_t in, int64_t 
 // ReLU and GELU (tanh approximation).
 enum class Activation { relu, gelu };
 
+// ---- Context parallel: which positions a pass holds -----------------------------------------------
+
+// The positions of each sample that a pass's rows hold. One process: all of them (T == 0: row t of a
+// sample is position t). Under context parallel a rank holds two runs of `chunk` positions of every
+// sample (chunks i and 2·cp−1−i of the sequence, so that causal attention costs every rank alike):
+// local position t < chunk is global position first + t, t >= chunk is second + (t − chunk).
+struct SequenceShard {
+  int64_t T = 0;  // the whole sequence's length; 0: the pass holds all of it
+  int64_t chunk = 0;
+  int64_t first = 0, second = 0;
+  bool active() const { return T > 0; }
+  int64_t position(int64_t t) const { return !active() ? t : t < chunk ? first + t : second + (t - chunk); }
+  // The global length of a sequence of which this shard holds `local` positions.
+  int64_t global_length(int64_t local) const { return active() ? T : local; }
+};
+
 // ---- Dropout ------------------------------------------------------------------------------------
 
 // Dropout with counter-based masks: the mask of element e of global sample s at (step, unit, site)
@@ -66,6 +82,9 @@ struct DropoutSpec {
   int64_t row_offset = 0;   // sequence parallel: this slice's first row
   int64_t global_cols = 0;  // 0: the tile's own cols
   int64_t col_offset = 0;   // tensor parallel: this slice's first column
+  // Context parallel: the sample's row g % rows_per_sample is its position sequence.position(g %
+  // rows_per_sample) (rows_per_sample is then the shard's local length); inactive: the row itself.
+  SequenceShard sequence;
   bool active() const { return p > 0.0f; }
   uint32_t threshold() const { return uint32_t(double(p) * 65536.0 + 0.5); }
   float scale() const { return 65536.0f / float(65536u - threshold()); }
@@ -91,6 +110,26 @@ struct AttentionShape {
   int64_t row_width() const { return (H + 2 * kv()) * Dh; }  // of qkv and dqkv
 };
 
+// ---- Attention over blocks of keys (context parallel's ring) ------------------------------------
+
+// Attention of a pass's queries to the keys and values of one block of positions at a time, merged
+// as the blocks come (flash attention's running maximum and sum of exponentials): ring attention
+// passes the blocks of every rank of a context-parallel group by, and each rank attends its queries
+// to each. The queries are the q part of the pass's packed qkv rows [B * T, (H + 2K) * Dh] (shape s:
+// T = the pass's local length), at the global positions `queries` gives; a block is [B * Tk, 2 * K *
+// Dh] (each row its k heads then its v heads; kv_block_pack makes one of qkv rows), at the positions
+// `keys` gives (Tk = keys' local length = T here: every rank holds as many). The causal mask and the
+// dropout masks of the probabilities are those of the whole sequence at those global positions: the
+// mask element of sample b, query head h, query position i, key position j is (h * L + i) * L + j,
+// L the whole length (as attention_forward over the whole sequence keys it), and drop's geometry
+// fields other than its keys (seed, step, unit, site, sample_offset, sample_stride, p) are ignored
+// except global_cols / col_offset, which place this pass's heads among all heads (tensor parallel:
+// col_offset = first head · L · L, global_cols = all heads · L · L; 0: the heads are all).
+struct AttentionBlocks {
+  AttentionShape shape;   // B, T (local), H, Dh, kv_heads, causal
+  SequenceShard queries;  // positions of the pass's rows
+};
+
 // ---- Rotary position embedding ------------------------------------------------------------------
 
 // Rotary position embedding as Hugging Face's Llama applies it ("rotate half": dimension i of a head
@@ -113,6 +152,7 @@ struct RopeShape {
                                                   // attention (AttentionShape); kv_heads 0: = heads
   float theta = 10000.0f;
   int64_t first_position = 0;
+  SequenceShard sequence;  // context parallel: row r is at position first_position + sequence.position(r % T)
   int64_t kv() const { return kv_heads ? kv_heads : heads; }
   int64_t row_width() const { return (heads + 2 * kv()) * head_dim; }
 };
