@@ -9,7 +9,7 @@ namespace dtrain {
 
 namespace {
 
-constexpr MeshDim kDims[] = {MeshDim::pp, MeshDim::dp_replicate, MeshDim::dp_shard, MeshDim::tp};
+constexpr MeshDim kDims[] = {MeshDim::pp, MeshDim::dp_replicate, MeshDim::dp_shard, MeshDim::cp, MeshDim::tp};
 
 // The member of a shape or a coordinate along d (both name their members after the dimensions).
 template <class T>
@@ -18,6 +18,7 @@ auto& along(T& x, MeshDim d) {
     case MeshDim::pp: return x.pp;
     case MeshDim::dp_replicate: return x.dp_replicate;
     case MeshDim::dp_shard: return x.dp_shard;
+    case MeshDim::cp: return x.cp;
     case MeshDim::tp: break;
   }
   return x.tp;
@@ -30,6 +31,7 @@ const char* mesh_dim_name(MeshDim d) {
     case MeshDim::pp: return "pp";
     case MeshDim::dp_replicate: return "dp_replicate";
     case MeshDim::dp_shard: return "dp_shard";
+    case MeshDim::cp: return "cp";
     case MeshDim::tp: return "tp";
   }
   return "?";
@@ -39,15 +41,19 @@ int MeshShape::extent(MeshDim d) const { return along(*this, d); }
 
 std::string MeshShape::describe() const {
   std::string s;
-  for (MeshDim d : kDims) s += std::string(s.empty() ? "" : " × ") + mesh_dim_name(d) + " " + std::to_string(extent(d));
+  for (MeshDim d : kDims)
+    if (d != MeshDim::cp || cp > 1)
+      s += std::string(s.empty() ? "" : " × ") + mesh_dim_name(d) + " " + std::to_string(extent(d));
   return s;
 }
 
-MeshShape MeshShape::fit(int world, int pp, int dp_replicate, int dp_shard, int tp) {
-  MeshShape s{pp, dp_replicate, dp_shard, tp};
+MeshShape MeshShape::fit(int world, int pp, int dp_replicate, int dp_shard, int tp, int cp) {
+  require(cp >= 1, "parallel.cp = " + std::to_string(cp) + ": give the context-parallel size, at least 1");
+  MeshShape s{pp, dp_replicate, dp_shard, tp, cp};
   int fixed = 1, open = 0;
   std::string given;
   for (MeshDim d : kDims) {
+    if (d == MeshDim::cp && cp == 1) continue;
     const int v = s.extent(d);
     const std::string key = std::string("parallel.") + mesh_dim_name(d);
     require(v >= 1 || v == -1, key + " = " + std::to_string(v) + ": give a size of at least 1, or -1 for what the world leaves");
@@ -68,9 +74,10 @@ MeshShape MeshShape::fit(int world, int pp, int dp_replicate, int dp_shard, int 
   return s;
 }
 
-MeshShape MeshShape::fit_elastic(int world, int pp, int dp_replicate, int dp_shard, int tp, std::string& note) {
+MeshShape MeshShape::fit_elastic(int world, int pp, int dp_replicate, int dp_shard, int tp, std::string& note,
+                                 int cp) {
   note.clear();
-  const int given[] = {pp, dp_replicate, dp_shard, tp};
+  const int given[] = {pp, dp_replicate, dp_shard, tp, cp};
   int fixed = 1, open = 0;
   for (int v : given) {
     if (v == -1) ++open;
@@ -79,19 +86,19 @@ MeshShape MeshShape::fit_elastic(int world, int pp, int dp_replicate, int dp_sha
   const bool fits = open == 0 ? fixed == world : open == 1 && world % fixed == 0;
   // Sizes that fit, a tp or pp of "what the world leaves", or sizes fit() refuses anyway: fit's answer.
   const bool refused = dp_replicate == 0 || dp_shard == 0 || dp_replicate < -1 || dp_shard < -1 || open > 1;
-  if (fits || refused || pp < 1 || tp < 1) return fit(world, pp, dp_replicate, dp_shard, tp);
-  const int model = tp * pp;
+  if (fits || refused || pp < 1 || tp < 1 || cp < 1) return fit(world, pp, dp_replicate, dp_shard, tp, cp);
+  const int model = tp * pp * cp;
   require(world % model == 0,
-          "a world of " + std::to_string(world) + " ranks no longer fits parallel.tp × parallel.pp = " +
-              std::to_string(tp) + " × " + std::to_string(pp) + " = " + std::to_string(model) +
-              " ranks per model copy: give the elastic job a multiple of " + std::to_string(model) +
-              " ranks at every size (dtrun --nnodes MIN:MAX × --nproc-per-node), or lower tp or pp");
+          "a world of " + std::to_string(world) + " ranks no longer fits parallel.tp × parallel.cp × parallel.pp = " +
+              std::to_string(tp) + " × " + std::to_string(cp) + " × " + std::to_string(pp) + " = " +
+              std::to_string(model) + " ranks per model copy: give the elastic job a multiple of " +
+              std::to_string(model) + " ranks at every size (dtrun --nnodes MIN:MAX × --nproc-per-node), or lower tp, cp or pp");
   // The rule: tp and pp stay (they cut the model, which must still fit a rank's memory); the
   // data-parallel ranks dp = world / (tp × pp) keep the sharding given where it still divides dp
   // (dp_shard kept, dp_replicate = dp / dp_shard; a dp_shard of -1 takes what a dp_replicate that
   // divides dp leaves), else shard over all of them (dp_shard = dp, dp_replicate = 1): fewer ranks
   // hold more of the model each, so the most sharding is the choice least likely to outgrow memory.
-  MeshShape s{pp, 1, 1, tp};
+  MeshShape s{pp, 1, 1, tp, cp};
   const int dp = world / model;
   if (dp_shard >= 1 && dp % dp_shard == 0) {
     s.dp_shard = dp_shard;
@@ -104,7 +111,7 @@ MeshShape MeshShape::fit_elastic(int world, int pp, int dp_replicate, int dp_sha
   }
   auto size = [](int v) { return v == -1 ? std::string("-1") : std::to_string(v); };
   note = "elastic job: parallel.* asked for pp " + size(pp) + " × dp_replicate " + size(dp_replicate) +
-         " × dp_shard " + size(dp_shard) + " × tp " + size(tp) + ", which does not make this world of " +
+         " × dp_shard " + size(dp_shard) + (cp > 1 ? " × cp " + size(cp) : std::string()) + " × tp " + size(tp) + ", which does not make this world of " +
          std::to_string(world) + " ranks: running as " + s.describe();
   return s;
 }
@@ -115,6 +122,8 @@ MeshCoord mesh_coord(const MeshShape& s, int rank) {
   MeshCoord c;
   c.tp = rank % s.tp;
   rank /= s.tp;
+  c.cp = rank % s.cp;
+  rank /= s.cp;
   c.dp_shard = rank % s.dp_shard;
   rank /= s.dp_shard;
   c.dp_replicate = rank % s.dp_replicate;
@@ -123,7 +132,7 @@ MeshCoord mesh_coord(const MeshShape& s, int rank) {
 }
 
 int mesh_rank(const MeshShape& s, const MeshCoord& c) {
-  return ((c.pp * s.dp_replicate + c.dp_replicate) * s.dp_shard + c.dp_shard) * s.tp + c.tp;
+  return (((c.pp * s.dp_replicate + c.dp_replicate) * s.dp_shard + c.dp_shard) * s.cp + c.cp) * s.tp + c.tp;
 }
 
 std::vector<int> mesh_group(const MeshShape& s, int rank, const std::vector<MeshDim>& dims) {
@@ -174,12 +183,21 @@ DeviceMesh::DeviceMesh(World& world, const MeshShape& shape, const World::Backen
   dp_ = shape.dp_shard == 1   ? groups_[size_t(MeshDim::dp_replicate)]
         : shape.dp_replicate == 1 ? groups_[size_t(MeshDim::dp_shard)]
                                   : build({MeshDim::dp_replicate, MeshDim::dp_shard}, "dp");
+  const auto& cp = groups_[size_t(MeshDim::cp)];
+  shard_ = shape.cp == 1 ? groups_[size_t(MeshDim::dp_shard)]
+           : shape.dp_shard == 1 ? cp
+                                 : build({MeshDim::dp_shard, MeshDim::cp}, "dp_shard_cp");
+  dp_cp_ = shape.cp == 1    ? dp_
+           : shape.dp() == 1 ? cp
+           : shape.dp_replicate == 1 ? shard_
+                                     : build({MeshDim::dp_replicate, MeshDim::dp_shard, MeshDim::cp}, "dp_cp");
 }
 
 size_t DeviceMesh::buffer_bytes() const {
   std::vector<const ProcessGroup*> seen;
   size_t n = 0;
-  for (const ProcessGroup* g : {groups_[0].get(), groups_[1].get(), groups_[2].get(), groups_[3].get(), dp_.get()})
+  for (const ProcessGroup* g : {groups_[0].get(), groups_[1].get(), groups_[2].get(), groups_[3].get(),
+                                groups_[4].get(), dp_.get(), dp_cp_.get(), shard_.get()})
     if (g && std::find(seen.begin(), seen.end(), g) == seen.end()) {
       seen.push_back(g);
       n += g->buffer_bytes();
@@ -193,7 +211,9 @@ std::string DeviceMesh::placement(int max_ranks) const {
   for (int r = 0; r < shown; ++r) {
     const MeshCoord c = mesh_coord(shape_, r);
     s += (r ? "; rank " : "rank ") + std::to_string(r) + ":";
-    for (MeshDim d : kDims) s += std::string(d == MeshDim::pp ? " " : ", ") + mesh_dim_name(d) + " " + std::to_string(c.at(d));
+    for (MeshDim d : kDims)
+      if (d != MeshDim::cp || shape_.cp > 1)
+        s += std::string(d == MeshDim::pp ? " " : ", ") + mesh_dim_name(d) + " " + std::to_string(c.at(d));
   }
   if (shown < shape_.size()) s += "; … and " + std::to_string(shape_.size() - shown) + " more";
   return s;

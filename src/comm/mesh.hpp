@@ -1,6 +1,7 @@
-// The device mesh: the job's ranks laid out as pp × dp_replicate × dp_shard × tp (tp varies fastest,
-// so a tensor-parallel group stays inside a node), with the process group of every line of ranks
-// along each dimension, and of data parallelism as a whole, built once.
+// The device mesh: the job's ranks laid out as pp × dp_replicate × dp_shard × cp × tp (tp varies
+// fastest, then cp, so a tensor-parallel group, and a context-parallel one where it fits, stays
+// inside a node), with the process group of every line of ranks along each dimension, and of data
+// parallelism as a whole, built once.
 #pragma once
 #include <memory>
 #include <string>
@@ -10,29 +11,32 @@
 
 namespace dtrain {
 
-enum class MeshDim { pp, dp_replicate, dp_shard, tp };
-const char* mesh_dim_name(MeshDim d);  // "pp", "dp_replicate", "dp_shard", "tp"
+enum class MeshDim { pp, dp_replicate, dp_shard, cp, tp };
+const char* mesh_dim_name(MeshDim d);  // "pp", "dp_replicate", "dp_shard", "cp", "tp"
 
+// (cp is declared last so that {pp, dp_replicate, dp_shard, tp} still initialises a shape of cp 1.)
 struct MeshShape {
-  int pp = 1, dp_replicate = 1, dp_shard = 1, tp = 1;
-  int size() const { return pp * dp_replicate * dp_shard * tp; }
+  int pp = 1, dp_replicate = 1, dp_shard = 1, tp = 1, cp = 1;
+  int size() const { return pp * dp_replicate * dp_shard * cp * tp; }
   int dp() const { return dp_replicate * dp_shard; }  // ranks that split the batch
   int extent(MeshDim d) const;
-  std::string describe() const;  // "pp 1 × dp_replicate 2 × dp_shard 2 × tp 1"
+  // "pp 1 × dp_replicate 2 × dp_shard 2 × tp 1" (with "× cp N" before tp when cp > 1)
+  std::string describe() const;
 
   // The shape of `world` ranks from the configured sizes, each ≥ 1 or -1 (whatever the world leaves;
-  // at most one). Error naming the numbers and the fix when they do not make the world size.
-  static MeshShape fit(int world, int pp, int dp_replicate, int dp_shard, int tp);
+  // at most one; cp ≥ 1). Error naming the numbers and the fix when they do not make the world size.
+  static MeshShape fit(int world, int pp, int dp_replicate, int dp_shard, int tp, int cp = 1);
   // The same for an elastic job (dtrun --nnodes MIN:MAX), whose world may have shrunk or grown
-  // since the sizes were chosen: sizes that still make the world are kept; otherwise tp and pp are
-  // kept and the data-parallel dimensions take what the world leaves (see mesh.cpp for the rule),
-  // and `note` says what the job runs as ("" when the sizes fitted). Error when the world is not a
-  // multiple of tp × pp.
-  static MeshShape fit_elastic(int world, int pp, int dp_replicate, int dp_shard, int tp, std::string& note);
+  // since the sizes were chosen: sizes that still make the world are kept; otherwise tp, cp and pp
+  // are kept and the data-parallel dimensions take what the world leaves (see mesh.cpp for the
+  // rule), and `note` says what the job runs as ("" when the sizes fitted). Error when the world is
+  // not a multiple of tp × cp × pp.
+  static MeshShape fit_elastic(int world, int pp, int dp_replicate, int dp_shard, int tp, std::string& note,
+                               int cp = 1);
 };
 
 struct MeshCoord {
-  int pp = 0, dp_replicate = 0, dp_shard = 0, tp = 0;
+  int pp = 0, dp_replicate = 0, dp_shard = 0, tp = 0, cp = 0;
   int at(MeshDim d) const;
   int dp_index(const MeshShape& s) const { return dp_replicate * s.dp_shard + dp_shard; }  // 0..dp-1
 };
@@ -57,6 +61,11 @@ class DeviceMesh {
   const MeshCoord& coord() const { return coord_; }
   ProcessGroup& group(MeshDim d) { return *groups_[size_t(d)]; }
   ProcessGroup& dp() { return *dp_; }  // dp_replicate × dp_shard: the ranks that split the batch
+  // dp_replicate × dp_shard × cp: the ranks that hold the same parameters and reduce their gradients
+  // together (context-parallel ranks see the same samples, each a share of the positions).
+  ProcessGroup& dp_cp() { return *dp_cp_; }
+  // dp_shard × cp: the ranks FSDP shards the parameters over.
+  ProcessGroup& shard() { return *shard_; }
   // Host bytes its groups' backends keep between operations (each group counted once).
   size_t buffer_bytes() const;
 
@@ -67,8 +76,8 @@ class DeviceMesh {
  private:
   MeshShape shape_;
   MeshCoord coord_;
-  std::shared_ptr<ProcessGroup> groups_[4];
-  std::shared_ptr<ProcessGroup> dp_;
+  std::shared_ptr<ProcessGroup> groups_[5];
+  std::shared_ptr<ProcessGroup> dp_, dp_cp_, shard_;
 };
 
 }  // namespace dtrain

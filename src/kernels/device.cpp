@@ -9,31 +9,6 @@
 
 namespace dtrain {
 
-namespace {
-[[noreturn]] void no_ring_attention(const ComputeDevice& d) {
-  throw Error("context parallel (parallel.cp > 1) runs on the CPU in this version; " + d.describe() +
-              " has no ring-attention kernels: set train.device = cpu, or parallel.cp = 1");
-}
-}  // namespace
-
-void ComputeDevice::kv_block_pack(const float*, float*, const AttentionShape&) { no_ring_attention(*this); }
-void ComputeDevice::kv_block_unpack(const float*, float*, const AttentionShape&) { no_ring_attention(*this); }
-void ComputeDevice::attention_block_forward(const float*, const float*, const SequenceShard&, float*, float*,
-                                            const AttentionBlocks&, const DropoutSpec&, bool) {
-  no_ring_attention(*this);
-}
-void ComputeDevice::attention_blocks_finish(float*, const float*, float*, const AttentionBlocks&) {
-  no_ring_attention(*this);
-}
-void ComputeDevice::attention_blocks_delta(const float*, const float*, float*, const AttentionBlocks&) {
-  no_ring_attention(*this);
-}
-void ComputeDevice::attention_block_backward(const float*, const float*, const float*, const SequenceShard&,
-                                             const float*, const float*, float*, float*, const AttentionBlocks&,
-                                             const DropoutSpec&, bool) {
-  no_ring_attention(*this);
-}
-
 bool cuda_built() { return !cuda_backend_path().empty(); }
 
 int cuda_device_count() {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/device_usage.hpp"
+#include "core/error.hpp"
 #include "core/phase_clock.hpp"
 #include "kernels/types.hpp"
 #include "tensor/memory.hpp"
@@ -92,22 +93,32 @@ class ComputeDevice : public Memory {
   // AttentionBlocks (kernels/types.hpp; the CPU kernels' header kernels/cpu/attention_blocks.hpp says
   // what each does). A device without them throws Error naming the fix (the CPU has them).
   // The k and v heads of packed qkv rows as a block [B * T, 2 * K * Dh].
-  virtual void kv_block_pack(const float* qkv, float* kv, const AttentionShape& s);
+  virtual void kv_block_pack(const float*, float*, const AttentionShape&) { no_ring_attention(); }
   // A block's gradient [B * T, 2 * K * Dh] written into the k and v columns of dqkv.
-  virtual void kv_block_unpack(const float* dkv, float* dqkv, const AttentionShape& s);
-  // One block: out [B * T, H * Dh] accumulates unnormalised, stats [B, H, T, 2] holds each query row's
-  // running (maximum, sum of exponentials); first: both start here.
-  virtual void attention_block_forward(const float* qkv, const float* kv, const SequenceShard& keys, float* out,
-                                       float* stats, const AttentionBlocks& a, const DropoutSpec& drop, bool first);
+  virtual void kv_block_unpack(const float*, float*, const AttentionShape&) { no_ring_attention(); }
+  // One block (qkv, kv, keys): out [B * T, H * Dh] accumulates unnormalised, stats [B, H, T, 2] holds
+  // each query row's running (maximum, sum of exponentials); first: both start here.
+  virtual void attention_block_forward(const float* /*qkv*/, const float* /*kv*/, const SequenceShard& /*keys*/,
+                                       float* /*out*/, float* /*stats*/, const AttentionBlocks&, const DropoutSpec&,
+                                       bool /*first*/) {
+    no_ring_attention();
+  }
   // After the last block: out divided by each row's sum, lse [B, H, T] = maximum + log(sum).
-  virtual void attention_blocks_finish(float* out, const float* stats, float* lse, const AttentionBlocks& a);
+  virtual void attention_blocks_finish(float* /*out*/, const float* /*stats*/, float* /*lse*/, const AttentionBlocks&) {
+    no_ring_attention();
+  }
   // Backward, once per pass: delta [B, H, T] = the row sums of dout ∘ out, per head.
-  virtual void attention_blocks_delta(const float* dout, const float* out, float* delta, const AttentionBlocks& a);
-  // One block's backward: the q columns of dqkv accumulate dQ (first: written), dkv [B * T, 2 * K * Dh]
-  // accumulates the block's dK and dV.
-  virtual void attention_block_backward(const float* dout, const float* qkv, const float* kv, const SequenceShard& keys,
-                                        const float* lse, const float* delta, float* dqkv, float* dkv,
-                                        const AttentionBlocks& a, const DropoutSpec& drop, bool first);
+  virtual void attention_blocks_delta(const float* /*dout*/, const float* /*out*/, float* /*delta*/,
+                                      const AttentionBlocks&) {
+    no_ring_attention();
+  }
+  // One block's backward (dout, qkv, kv, keys, lse, delta): the q columns of dqkv accumulate dQ
+  // (first: written), dkv [B * T, 2 * K * Dh] accumulates the block's dK and dV.
+  virtual void attention_block_backward(const float*, const float*, const float*, const SequenceShard&, const float*,
+                                        const float*, float* /*dqkv*/, float* /*dkv*/, const AttentionBlocks&,
+                                        const DropoutSpec&, bool /*first*/) {
+    no_ring_attention();
+  }
   // Rotary position embedding, in place on the q and k heads of packed qkv (or their gradient).
   virtual void rope_forward(float* qkv, const RopeShape& s) = 0;
   virtual void rope_backward(float* dqkv, const RopeShape& s) = 0;
@@ -138,6 +149,12 @@ class ComputeDevice : public Memory {
   virtual void classifier_loss(const ClassifierArgs& a, float* per_row, double* loss_sum) = 0;
   virtual void adamw_update(float* p, const float* g, float* m, float* v, int64_t n, const AdamWHyper& h) = 0;
   virtual void sgd_update(float* p, const float* g, float* buf, int64_t n, const SgdHyper& h) = 0;
+
+ private:
+  [[noreturn]] void no_ring_attention() const {
+    throw Error("context parallel (parallel.cp > 1) runs on the CPU in this version; " + describe() +
+                " has no ring-attention kernels: set train.device = cpu, or parallel.cp = 1");
+  }
 };
 
 // The process's CPU device, and whether this CPU runs bf16 matmuls natively (avx512_bf16 or AMX; bf16

@@ -17,8 +17,12 @@ struct StepContext {
   int64_t sample_stride = 1;  // row b's sample is sample_offset + b * sample_stride (data parallel)
   float loss_scale = 0.0f;    // gradient of the loss w.r.t. each row loss (1 / global rows)
   Precision precision = Precision::f32;
+  // Context parallel: T is this pass's share of each sample's positions, and these are where they
+  // stand in the whole sequence (inactive: the pass holds whole samples).
+  SequenceShard sequence;
 
   int64_t rows() const { return B * T; }
+  int64_t seq_len() const { return sequence.global_length(T); }  // the whole sequence's length
   DropoutSpec drop(uint32_t unit, uint32_t site) const {
     DropoutSpec s;
     if (!training || dropout <= 0.0f) return s;
@@ -37,6 +41,7 @@ struct StepContext {
     DropoutSpec s = drop(unit, site);
     s.rows_per_sample = T;
     s.row_offset = row_offset;
+    s.sequence = sequence;
     return s;
   }
 };

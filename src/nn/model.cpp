@@ -16,11 +16,12 @@ int64_t global_numel(const Unit& u) {
   return n;
 }
 
-// The pass shape at its largest: max_batch samples of the model's rows per sample.
-StepContext largest_pass(const SampleShape& sample, int64_t max_batch) {
+// The pass shape at its largest: max_batch samples of the model's rows per sample (context parallel:
+// of the share a pass holds).
+StepContext largest_pass(const SampleShape& sample, int64_t max_batch, int sequence_parts) {
   StepContext ctx;
   ctx.B = max_batch;
-  ctx.T = sample.targets;  // each target is a row of the loss
+  ctx.T = sample.targets / sequence_parts;  // each target is a row of the loss
   return ctx;
 }
 
@@ -116,7 +117,7 @@ size_t Model::planned_bytes(UnitList& units, int64_t max_batch, const StagePlan&
 
 void Model::plan(Arena& arena) {
   const int n = int(modules_.size());
-  const StepContext largest = largest_pass(sample_, max_batch_);
+  const StepContext largest = largest_pass(sample_, max_batch_, plan_.sequence_parts);
   auto holds = [&](int unit) {
     for (auto [first, last] : plan_.stages)
       if (first <= unit && unit < last) return true;

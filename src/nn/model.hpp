@@ -41,6 +41,9 @@ struct StagePlan {
   // its output per slot, which the next unit reads, plans the unit's activations once, in a region
   // all such units share, and runs the unit's forward again into it at the start of its backward.
   Recompute recompute = Recompute::none;
+  // Context parallel: a pass holds 1/sequence_parts of each sample's positions (StepContext::sequence),
+  // so the activations are planned for that many rows per sample.
+  int sequence_parts = 1;
 };
 
 // Who provides the units' parameter and gradient storage: the model (one buffer each for all

@@ -10,6 +10,7 @@
 #include "core/json.hpp"
 #include "data/source.hpp"
 #include "nn/model.hpp"
+#include "nn/sequence_attention.hpp"
 #include "nn/tp_regions.hpp"
 
 namespace dtrain {
@@ -48,10 +49,11 @@ class ModelKind {
   virtual float dropout(const ModelConfig& c) const = 0;
   virtual std::string describe(const ModelConfig& c) const = 0;  // a few words for the run's banner
   // Every unit of the model, declared (parameters with global names, shapes and tensor-parallel
-  // cuts), nothing planned yet: slice `slice`, meeting the other slices through `regions`. Error for
-  // a tensor-parallel slicing the model cannot take (what must divide, named).
+  // cuts), nothing planned yet: slice `slice`, meeting the other slices through `regions`; context
+  // parallel: its attention through `sequence` (null: whole sequences; a kind without attention
+  // refuses it). Error for a slicing the model cannot take (what must divide, named).
   virtual UnitList units(const ModelConfig& c, ComputeDevice& device, TpSlice slice = {},
-                         TpRegions& regions = no_tp_regions()) const = 0;
+                         TpRegions& regions = no_tp_regions(), SequenceAttention* sequence = nullptr) const = 0;
   // The values a plain weights file decides (ckpt import; a language model's vocabulary: its
   // embedding's rows), from its tensors' names and shapes; Error naming what does not fit this kind.
   virtual void fit_to_weights(ModelConfig& c, const std::map<std::string, std::vector<int64_t>>& shapes,

@@ -20,8 +20,32 @@ void TokenEmbedding::plan(Arena& arena, const StepContext& largest, const KeepPl
     sinusoidal_table(pos_host_.data(), c_.seq_len, d);
     dev_.upload(pos_table_, pos_host_.data(), sizeof(float) * pos_host_.size());
   }
+  const bool shards = c_.positions != EmbedHeadShape::Positions::none && largest.T < c_.seq_len;
+  pos_shard_ = shards ? arena.f32(largest.T * d) : nullptr;
+  pos_shard_grad_ = shards && c_.positions == EmbedHeadShape::Positions::learned ? arena.f32(largest.T * d) : nullptr;
   out_.clear();
   for (int slot = 0; slot < keep.slots; ++slot) out_.push_back(arena.f32(largest.rows() * d));
+}
+
+const float* TokenEmbedding::positions(const StepContext& ctx) {
+  const float* table = slice_.index != 0                                  ? nullptr
+                       : c_.positions == EmbedHeadShape::Positions::learned ? wpe_.data()
+                                                                          : pos_table_;  // (none: null)
+  if (!table || !ctx.sequence.active()) return table;
+  const SequenceShard& s = ctx.sequence;
+  const size_t run = sizeof(float) * size_t(s.chunk * c_.dim);
+  DT_ASSERT(pos_shard_ && ctx.T == 2 * s.chunk);
+  dev_.copy(pos_shard_, table + s.first * c_.dim, run);
+  dev_.copy(pos_shard_ + s.chunk * c_.dim, table + s.second * c_.dim, run);
+  return pos_shard_;
+}
+
+void TokenEmbedding::add_position_grads(const StepContext& ctx) {
+  const SequenceShard& s = ctx.sequence;
+  const int64_t n = s.chunk * c_.dim;
+  float* g = wpe_.grad();
+  dev_.add(g + s.first * c_.dim, pos_shard_grad_, g + s.first * c_.dim, n);
+  dev_.add(g + s.second * c_.dim, pos_shard_grad_ + n, g + s.second * c_.dim, n);
 }
 
 void TokenEmbedding::forward(const float*, const UnitPass& p) {
@@ -30,10 +54,7 @@ void TokenEmbedding::forward(const float*, const UnitPass& p) {
   float* out = out_[size_t(p.slot)];
   // each vocabulary slice's rows of the table (positions added by slice 0), summed across slices
   float* part = slice_.splits_rows() ? p.scratch : out;
-  const float* pos = slice_.index != 0                                ? nullptr
-                     : c_.positions == EmbedHeadShape::Positions::learned ? wpe_.data()
-                                                                   : pos_table_;  // (none: null)
-  dev_.embedding_forward(static_cast<const int32_t*>(p.inputs), wte_.data(), pos, part, ctx.B, ctx.T, d,
+  dev_.embedding_forward(static_cast<const int32_t*>(p.inputs), wte_.data(), positions(ctx), part, ctx.B, ctx.T, d,
                          vocab_range());
   regions_.sum_partials(part, out, rows, d);
   dev_.dropout_forward(out, out, n, d, ctx.drop_rows(0, kEmbeddingDropSite, slice_.first_row(rows)));
@@ -44,8 +65,13 @@ void TokenEmbedding::backward(const float*, float* dy, float*, const UnitPass& p
   const StepContext& ctx = p.ctx;
   const int64_t rows = ctx.rows(), d = c_.dim, n = slice_.local_rows(rows);
   dev_.dropout_backward(dy, dy, n, d, ctx.drop_rows(0, kEmbeddingDropSite, slice_.first_row(rows)));
+  const bool learned = c_.positions == EmbedHeadShape::Positions::learned;
+  const bool sharded = learned && ctx.sequence.active();
+  if (sharded) dev_.zero(pos_shard_grad_, sizeof(float) * size_t(ctx.T * d));
+  float* dpos = !learned ? nullptr : sharded ? pos_shard_grad_ : wpe_.grad();
   dev_.embedding_backward(static_cast<const int32_t*>(p.inputs), regions_.all_rows(dy, p.scratch, rows, d),
-                          wte_.grad(), c_.positions == EmbedHeadShape::Positions::learned ? wpe_.grad() : nullptr, ctx.B, ctx.T, d, vocab_range());
+                          wte_.grad(), dpos, ctx.B, ctx.T, d, vocab_range());
+  if (sharded) add_position_grads(ctx);
 }
 
 }  // namespace dtrain

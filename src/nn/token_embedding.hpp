@@ -1,6 +1,8 @@
 // A language model's input unit: token embedding plus positions (fixed sinusoids, learned, or none
 // when the blocks rotate them in, as RoPE does), then dropout. Under tensor parallelism it holds a
-// slice of the vocabulary's rows; the slices' partial rows are summed through TpRegions.
+// slice of the vocabulary's rows; the slices' partial rows are summed through TpRegions. Under
+// context parallel a pass holds two runs of positions (StepContext::sequence): their rows of the
+// position table are copied side by side first, and their gradients added back after.
 #pragma once
 #include <vector>
 
@@ -36,6 +38,11 @@ class TokenEmbedding : public Module {
   ParamRef wte_, wpe_;
   std::vector<float> pos_host_;  // the sinusoidal table [T, d], while its upload may be in flight
   float* pos_table_ = nullptr;
+  // Context parallel (planned when a pass holds fewer positions than the table): the shard's rows
+  // of the position table, and their gradient.
+  float *pos_shard_ = nullptr, *pos_shard_grad_ = nullptr;
+  const float* positions(const StepContext& ctx);  // the table a pass adds (null: none)
+  void add_position_grads(const StepContext& ctx);  // pos_shard_grad_ into wpe's gradient
   std::vector<float*> out_;  // per slot: [rows, d] (sequence parallel: this slice's rows)
 };
 

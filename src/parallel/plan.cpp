@@ -95,19 +95,23 @@ ParallelModel::ParallelModel(const UnitFactory& make_units, int64_t max_batch, C
   if (slice_.count > 1) regions_ = std::make_unique<TensorParallelRegions>(mesh.group(MeshDim::tp), slice_.sequence, plan.tp_overlap,
                                                        plan.tp_overlap_chunks);
   TpRegions& regions = regions_ ? static_cast<TpRegions&>(*regions_) : no_tp_regions();
+  // context parallel: the blocks' attention reaches the other shares of the sequence
+  if (shape.cp > 1) cp_ = std::make_unique<ContextParallel>(mesh.group(MeshDim::cp), plan.cp_mode, device);
   // 2. pipeline parallel: this rank's stages only, with the activation slots its schedule needs. The
   // layout is checked before any memory is taken, alike on every rank.
   UnitList units;
   std::vector<Schedule> lists;
   StagePlan stages;
   same_on_every_rank([&] {
-    units = make_units(slice_, regions);
+    units = make_units(slice_, regions, cp_ ? &cp_->attention() : nullptr);
+    if (cp_) sequence_shard(units.sample.targets, shape.cp, 0);  // ConfigError unless 2·cp divides T
     if (shape.pp > 1) {
       lists = pipeline_schedules(plan.pp, shape.pp);
       stages = pipeline_stage_plan(units, plan.pp, lists, mesh.coord().pp);
     }
   });
   stages.recompute = plan.recompute;
+  stages.sequence_parts = shape.cp;
   if (shape.pp > 1) {
     const int64_t rows = micro_batch_rows(max_batch, lists.back().microbatches);  // each slot holds one micro-batch
     eval_pieces_ = (max_batch + rows - 1) / rows;
@@ -116,19 +120,20 @@ ParallelModel::ParallelModel(const UnitFactory& make_units, int64_t max_batch, C
   const size_t need = Model::planned_bytes(units, max_batch, stages);
   if (need > activation_limit) throw ActivationsDoNotFit(need, activation_limit);
   // 3. data parallel: sharded from the start (no rank ever holds the whole slice's parameters,
-  // gradients or optimizer state), or replicated
+  // gradients or optimizer state), or replicated; context-parallel ranks hold the same parameters
+  // and join in both
   if (shape.dp_shard > 1) {
     model_ = std::make_unique<Model>(std::move(units), max_batch, device, ParamStorage::bound_by_caller, stages);
     ProcessGroup* replicas = shape.dp_replicate > 1 ? &mesh.group(MeshDim::dp_replicate) : nullptr;
     FsdpOptions fsdp = plan.fsdp;
     fsdp.keep_for_step = shape.pp > 1;  // gathered once per step, not once per micro-batch
-    fsdp_ = std::make_unique<FullyShardedDataParallel>(model_->units(), mesh.group(MeshDim::dp_shard), replicas, device,
-                                                       fsdp);
+    fsdp_ = std::make_unique<FullyShardedDataParallel>(model_->units(), mesh.shard(), replicas, device, fsdp);
     fsdp_->init_parameters(seed);
   } else {
     model_ = std::make_unique<Model>(std::move(units), max_batch, device, ParamStorage::owned, stages);
     model_->init_weights(seed);
-    if (shape.dp() > 1) ddp_ = std::make_unique<DataParallel>(model_->units(), mesh.dp(), plan.ddp_bucket_bytes);
+    if (shape.dp() * shape.cp > 1)
+      ddp_ = std::make_unique<DataParallel>(model_->units(), mesh.dp_cp(), plan.ddp_bucket_bytes);
   }
   if (shape.pp > 1) {
     pipeline_ = std::make_unique<PipelineEngine>(*model_, std::move(lists), mesh.group(MeshDim::pp),
@@ -156,6 +161,7 @@ UnitHooks* ParallelModel::eval_hooks() { return fsdp_.get(); }
 
 void ParallelModel::zero_grad() {
   if (regions_) regions_->reset_stats();
+  if (cp_) cp_->take_stats();  // evaluations' traffic not counted
   if (fsdp_)
     fsdp_->zero_grad();
   else
@@ -175,11 +181,13 @@ StepContext ParallelModel::training_context(const StepContext& base, int64_t row
   ctx.training = true;
   ctx.sample_offset = mesh_.coord().dp_index(mesh_.shape()) + int64_t(dp) * before;
   ctx.sample_stride = dp;
+  if (cp_) ctx = cp_->local(ctx);
   ctx.loss_scale = filler ? 0.0f : float(dp) / float(step_rows * ctx.T);
   return ctx;
 }
 
-void ParallelModel::forward_backward(const BatchView& batch, const StepContext& ctx, bool last_micro_step) {
+void ParallelModel::forward_backward(const BatchView& whole, const StepContext& ctx, bool last_micro_step) {
+  const BatchView batch = cp_ ? cp_->local(whole, ctx) : whole;
   if (!pipeline_) {
     set_sync(last_micro_step);
     model_->queue_forward_backward(batch, ctx, hooks());
@@ -200,9 +208,22 @@ void ParallelModel::forward_backward(const BatchView& batch, const StepContext& 
   pipeline_->train(micro_, hooks(), last_micro_step);
 }
 
-double ParallelModel::take_loss() { return pipeline_ ? pipeline_->take_loss() : model_->take_loss(); }
+double ParallelModel::take_loss() {
+  double loss = pipeline_ ? pipeline_->take_loss() : model_->take_loss();
+  if (cp_) cp_->sum(&loss, 1);
+  return loss;
+}
 
-EvalSums ParallelModel::eval_sums(const BatchView& batch, const StepContext& ctx) {
+EvalSums ParallelModel::eval_sums(const BatchView& whole, const StepContext& whole_ctx) {
+  if (!cp_) return eval_pass(whole, whole_ctx);
+  const StepContext ctx = cp_->local(whole_ctx);
+  EvalSums sums = eval_pass(cp_->local(whole, ctx), ctx);
+  double v[2] = {sums.loss, sums.metric};
+  cp_->sum(v, 2);
+  return {v[0], v[1]};
+}
+
+EvalSums ParallelModel::eval_pass(const BatchView& batch, const StepContext& ctx) {
   if (!pipeline_) return model_->forward_eval(batch, ctx, eval_hooks());
   // In pieces of a micro-batch's rows (the most an activation slot holds), always as many as a full
   // batch has: every rank of the mesh runs the same passes (a short batch repeats its first piece,
@@ -233,6 +254,10 @@ void ParallelModel::finish_gradients() {
   if (regions_) {
     tp_train_ += regions_->stats();
     ++tp_steps_;
+  }
+  if (cp_) {
+    cp_train_ += cp_->take_stats();
+    ++cp_steps_;
   }
 }
 
@@ -289,6 +314,16 @@ Json ParallelModel::figures(bool host_timing) const {
     s["tp_comm_seconds"] = t.seconds;  // exposed: the training thread waited
     s["tp_comm_busy_seconds"] = t.busy_seconds;
     s["tp_hidden_fraction"] = t.busy_seconds > 0 ? std::max(0.0, 1.0 - t.seconds / t.busy_seconds) : 0.0;
+  }
+  if (cp_ && cp_steps_ > 0) {
+    const double steps = double(cp_steps_);
+    const CpStats& c = cp_train_;
+    s["cp"] = cp_->size();
+    s["cp_mode"] = cp_mode_name(cp_->mode());
+    s["cp_bytes_per_step"] = double(c.bytes) / steps;
+    s["cp_transfers_per_step"] = double(c.transfers) / steps;
+    s["cp_attention_seconds"] = c.attention_seconds;
+    s["cp_comm_exposed_seconds"] = c.wait_seconds;  // the training thread waited for the ring or the all-to-alls
   }
   if (pipeline_ && pipeline_->stats().passes > 0) {
     const PipelineStats& p = pipeline_->stats();

@@ -1,7 +1,8 @@
 // The one place a parallel plan is applied (DESIGN §3), in a fixed order: the model is built as this
-// rank's tensor-parallel slice of this rank's pipeline stages, then sharded by FSDP over dp_shard
-// (each rank's slice) or replicated with DDP over the data-parallel ranks, and the optimizer steps
-// what this rank owns. What a training step needs of the result lives here too: the passes (one
+// rank's tensor-parallel slice of this rank's pipeline stages, its attention over this rank's share
+// of every sequence under context parallel, then sharded by FSDP over dp_shard × cp (each rank's
+// slice) or replicated with DDP over the data-parallel and context-parallel ranks, and the optimizer
+// steps what this rank owns. What a training step needs of the result lives here too: the passes (one
 // pass of the model, or a pipeline schedule over micro-batches), zeroing and finishing gradients,
 // the global gradient norm; and, after the run, what each strategy moved.
 #pragma once
@@ -14,6 +15,7 @@
 #include "comm/mesh.hpp"
 #include "core/json.hpp"
 #include "optim/optimizer.hpp"
+#include "parallel/cp/context_parallel.hpp"
 #include "parallel/ddp/ddp.hpp"
 #include "parallel/fsdp/fsdp.hpp"
 #include "parallel/pp/engine.hpp"
@@ -45,6 +47,7 @@ struct ParallelPlan {
   bool tp_sequence = false;            // tensor parallel: rows of norms, dropout, residuals split too
   FsdpOptions fsdp;                    // dp_shard > 1
   size_t ddp_bucket_bytes = 0;         // dp > 1 without sharding; 0: DataParallel's automatic size
+  CpMode cp_mode = CpMode::ring;       // cp > 1: ring or all-to-all attention
 };
 
 // This rank's tensor-parallel slice of the model on `mesh`.
@@ -63,8 +66,9 @@ int64_t micro_batch_rows(int64_t batch, int microbatches);
 StagePlan pipeline_stage_plan(const UnitList& units, const PipelineOptions& o, const std::vector<Schedule>& lists,
                               int rank);
 
-// A model's units for tensor-parallel slice `slice` (its kind's units(), for the config at hand).
-using UnitFactory = std::function<UnitList(TpSlice slice, TpRegions& regions)>;
+// A model's units for tensor-parallel slice `slice` (its kind's units(), for the config at hand), with
+// context parallel's attention (null without).
+using UnitFactory = std::function<UnitList(TpSlice slice, TpRegions& regions, SequenceAttention* sequence)>;
 
 // The activations and buffers this rank's part of the model plans do not fit in the memory given.
 struct ActivationsDoNotFit : Error {
@@ -94,6 +98,7 @@ class ParallelModel {
   DataParallel* ddp() { return ddp_.get(); }                      // replicated data parallel
   TensorParallelRegions* tp_regions() { return regions_.get(); }  // tp > 1
   PipelineEngine* pipeline() { return pipeline_.get(); }          // pp > 1
+  ContextParallel* context_parallel() { return cp_.get(); }       // cp > 1
   int data_parallel() const { return mesh_.shape().dp(); }        // ranks that split the batch
 
   // The context of a training micro-step over `rows` samples of this rank, `before` of its samples
@@ -102,14 +107,17 @@ class ParallelModel {
   // dp_rank + dp·(before + j) of the step's global batch, as one rank running the whole batch draws
   // them; each row of the loss weighs dp / (step_rows · T), so that the data-parallel mean of the
   // gradients is the one-process mean, also when an epoch's last step leaves the ranks unequal
-  // shares or none; a filler batch (no samples of its own) weighs nothing.
+  // shares or none; a filler batch (no samples of its own) weighs nothing. Context parallel: the
+  // context is this rank's share of the positions (T its share, `sequence` where they stand), each
+  // row weighing dp / (step_rows · its T), as the gradients are averaged over dp × cp ranks.
   StepContext training_context(const StepContext& base, int64_t rows, int64_t before, int64_t step_rows,
                                bool filler) const;
   // One micro-step of training over a batch [ctx.B * ctx.T]: one pass of the model or, pipelined,
   // the schedule over its micro-batches. Gradients accumulate; last_micro_step: the optimizer
   // step's last, after which finish_gradients() follows.
   void forward_backward(const BatchView& batch, const StepContext& ctx, bool last_micro_step);
-  // The training loss summed over rows since the last call, on every rank.
+  // The training loss summed over rows since the last call, on every rank (context parallel: over
+  // every share of the positions).
   double take_loss();
   // Evaluation: the loss summed over the batch's rows and the metric's count, on every rank of the
   // pipeline and tp group.
@@ -137,11 +145,16 @@ class ParallelModel {
   void gather_pipeline_costs();
 
  private:
+  // An evaluation pass over this rank's rows (its share of the positions under context parallel).
+  EvalSums eval_pass(const BatchView& batch, const StepContext& ctx);
   // Off: the gradients a backward completes are kept locally (not reduced yet).
   void set_sync(bool on);
 
   DeviceMesh& mesh_;
   std::unique_ptr<TensorParallelRegions> regions_;  // before the model, which refers to it
+  std::unique_ptr<ContextParallel> cp_;              // the same
+  CpStats cp_train_;                                 // its traffic in training steps (evaluations not counted)
+  int64_t cp_steps_ = 0;
   TpSlice slice_;
   std::unique_ptr<Model> model_;
   std::unique_ptr<FullyShardedDataParallel> fsdp_;

@@ -73,6 +73,12 @@ Table parallel_keys() {
             "replicas of the (sharded) model; -1: what the world leaves"),
     INT_KEY("parallel.dp_shard", parallel.dp_shard, -1, kMaxMesh, "ranks that shard parameters, gradients and optimizer state (FSDP); -1: what the world leaves"),
     INT_KEY("parallel.tp", parallel.tp, -1, kMaxMesh, "tensor-parallel ranks (heads, feed-forward width, vocabulary split); -1: what the world leaves"),
+    INT_KEY("parallel.cp", parallel.cp, 1, kMaxMesh,
+            "context-parallel ranks: each holds a share of every sequence's positions (chunks i and 2·cp−1−i); "
+            "parameters replicated, gradients reduced with the data-parallel ranks"),
+    CHOICE_KEY("parallel.cp_mode", parallel.cp_mode, "ring|alltoall",
+               "context parallel: ring (keys and values passed round the cp ranks, partial results merged by their "
+               "log-sum-exp) or alltoall (heads scattered, sequence gathered: heads and kv heads divisible by cp)"),
     CHOICE_KEY("parallel.backend", parallel.backend, "auto|gloo|nccl|mpi",
                "collectives over: gloo (CPU), nccl (GPU), mpi (CPU; ranks started by mpirun or srun --mpi=pmix); "
                "auto: nccl on a GPU, else gloo"),

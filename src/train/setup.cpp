@@ -118,13 +118,13 @@ MeshShape TrainingParts::mesh_shape_of_config() {
   const DistEnv& env = world.env();
   if (env.elastic)
     same_on_every_rank([&] {
-      require_copies_at_every_size(env.elastic_min, env.elastic_max, env.local_world_size, int(shape.tp),
+      require_copies_at_every_size(env.elastic_min, env.elastic_max, env.local_world_size, int(shape.tp * shape.cp),
                                    int(shape.pp));
     });
   if (env.elastic && t.global_batch > 0)
     same_on_every_rank([&] {
       require_split_at_every_size(t.global_batch, env.elastic_min, env.elastic_max, env.local_world_size,
-                                  shape.tp * shape.pp);
+                                  shape.tp * shape.cp * shape.pp);
     });
   if (root && t.global_batch > 0) std::printf("%s\n", batch_split.describe(dp).c_str());
   epoch_samples = train_set->size();
@@ -205,6 +205,7 @@ void TrainingParts::build_model() {
   plan.tp_overlap = cfg.parallel.tp_overlap;
   plan.tp_overlap_chunks = int(cfg.parallel.tp_overlap_chunks);
   plan.recompute = cfg.train.recompute_mode();
+  plan.cp_mode = cp_mode(cfg.parallel.cp_mode);
   plan.fsdp.prefetch = int(cfg.parallel.fsdp_prefetch);
   plan.fsdp.reshard_after_forward = cfg.parallel.fsdp_reshard_after_forward;
   plan.fsdp.accumulate = batch_split.accum > 1;
@@ -231,8 +232,8 @@ void TrainingParts::build_model() {
   };
   // On the CPU the activations are checked against the memory left before any of it is touched.
   const size_t limit = dev->kind() == DeviceKind::cpu ? size_t(available_host_bytes()) : SIZE_MAX;
-  const UnitFactory units = [&](TpSlice slice, TpRegions& regions) {
-    UnitList u = kind.units(cfg.model, *dev, slice, regions);
+  const UnitFactory units = [&](TpSlice slice, TpRegions& regions, SequenceAttention* sequence) {
+    UnitList u = kind.units(cfg.model, *dev, slice, regions, sequence);
     if (plan.recompute == Recompute::selective && !u.recomputes_selectively())
       throw ConfigError("train.recompute = selective: model.kind = " + kind.name() +
                         " has no attention or activation it could recompute selectively: use "
@@ -257,9 +258,10 @@ void TrainingParts::build_model() {
 MeshShape TrainingParts::mesh_shape(std::string& note) const {
   const ParallelConfig& p = cfg.parallel;
   const int pp = int(p.pp), dpr = int(p.dp != 0 ? p.dp : p.dp_replicate), dps = int(p.dp_shard), tp = int(p.tp);
+  const int cp = int(p.cp);
   note.clear();
-  if (world.env().elastic) return MeshShape::fit_elastic(world.size(), pp, dpr, dps, tp, note);
-  return MeshShape::fit(world.size(), pp, dpr, dps, tp);
+  if (world.env().elastic) return MeshShape::fit_elastic(world.size(), pp, dpr, dps, tp, note, cp);
+  return MeshShape::fit(world.size(), pp, dpr, dps, tp, cp);
 }
 
 // Gradients live where the model does: on GPUs the mesh's groups are NCCL's, on the CPU the world's

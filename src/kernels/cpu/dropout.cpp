@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/error.hpp"
 #include "kernels/cpu/simd.hpp"
 
 namespace dtrain {
@@ -64,16 +65,20 @@ DT_SIMD void dropout_mask(const RandomStream& st, uint32_t threshold, int64_t fi
 namespace {
 // Calls apply(local offset, n, keep) over the tile in pieces of at most kChunk elements, each within
 // one sample's contiguous run: where the tile has whole rows (cols == global cols) consecutive rows
-// of a sample are one run, otherwise each row is one.
+// of a sample are one run (context parallel: of one of the shard's runs of positions), otherwise
+// each row is one.
 template <class F>
 void for_each_masked(int64_t rows, int64_t cols, const DropoutSpec& s, F&& apply) {
   constexpr int64_t kChunk = 4096;
   const int64_t gcols = s.global_cols > 0 ? s.global_cols : cols, rps = s.rows_per_sample;
   const bool whole_rows = gcols == cols;
-  // runs: [first local row, rows in run); with whole rows, split at sample boundaries
+  // runs: [first local row, rows in run); with whole rows, split at sample boundaries (and at the
+  // shard's runs of positions, which divide a sample's rows in two)
+  const int64_t run_rows = s.sequence.active() ? s.sequence.chunk : rps;
+  DT_ASSERT(!s.sequence.active() || rps == 2 * s.sequence.chunk);
   const int64_t g0 = s.row_offset, g1 = s.row_offset + rows;
-  const int64_t runs = whole_rows ? (g1 - 1) / rps - g0 / rps + 1 : rows;
-  const int64_t run_elems = whole_rows ? rps * cols : cols;
+  const int64_t runs = whole_rows ? (g1 - 1) / run_rows - g0 / run_rows + 1 : rows;
+  const int64_t run_elems = whole_rows ? run_rows * cols : cols;
   const int64_t chunks = (run_elems + kChunk - 1) / kChunk;
   const uint32_t thr = s.threshold();
 #pragma omp parallel for schedule(static)
@@ -81,9 +86,9 @@ void for_each_masked(int64_t rows, int64_t cols, const DropoutSpec& s, F&& apply
     const int64_t run = job / chunks, c = job % chunks;
     int64_t first_row, nrows;  // whole rows g of this run
     if (whole_rows) {
-      const int64_t sample_first = (g0 / rps + run) * rps;
-      first_row = std::max(g0, sample_first);
-      nrows = std::min(g1, sample_first + rps) - first_row;
+      const int64_t run_first = (g0 / run_rows + run) * run_rows;
+      first_row = std::max(g0, run_first);
+      nrows = std::min(g1, run_first + run_rows) - first_row;
     } else {
       first_row = g0 + run;
       nrows = 1;
@@ -91,7 +96,7 @@ void for_each_masked(int64_t rows, int64_t cols, const DropoutSpec& s, F&& apply
     const int64_t len = nrows * cols, from = c * kChunk;
     if (from >= len) continue;
     const int64_t n = std::min(kChunk, len - from);
-    const int64_t elem = (first_row % rps) * gcols + s.col_offset + from;
+    const int64_t elem = s.sequence.position(first_row % rps) * gcols + s.col_offset + from;
     uint8_t keep[kChunk];
     dropout_mask(s.stream(first_row / rps), thr, elem, n, keep);
     apply((first_row - g0) * cols + from, n, keep);

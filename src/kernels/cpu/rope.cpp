@@ -18,7 +18,8 @@ void check_shape(const RopeShape& s) {
   DT_ASSERT(s.heads > 0 && s.kv() > 0 && s.B >= 0 && s.T >= 0);
 }
 
-// cs[t * hd + i] = cos, cs[t * hd + half + i] = sin of position first_position + t, frequency i.
+// cs[t * hd + i] = cos, cs[t * hd + half + i] = sin of position first_position + t (context parallel:
+// of the shard's t-th position), frequency i.
 const float* angle_table(const RopeShape& s) {
   const int64_t half = s.head_dim / 2;
   float* cs = scratch(ScratchSlot::rope, s.T * s.head_dim + half);
@@ -26,7 +27,7 @@ const float* angle_table(const RopeShape& s) {
   for (int64_t i = 0; i < half; ++i) inv[i] = rope_inv_freq(i, s.head_dim, s.theta);
 #pragma omp parallel for schedule(static)
   for (int64_t t = 0; t < s.T; ++t) {
-    const float p = float(s.first_position + t);
+    const float p = float(s.first_position + s.sequence.position(t));
     float* row = cs + t * s.head_dim;
     for (int64_t i = 0; i < half; ++i) {
       const float angle = p * inv[i];

@@ -110,7 +110,10 @@ class CnnKind : public TableModelKind<CnnConfig> {
            (t.hidden_widths().empty() ? "none" : list_text(t.hidden_widths())) + ", " + std::to_string(t.classes) +
            " classes" + (t.activation == "relu" ? "" : ", " + t.activation);
   }
-  UnitList units(const ModelConfig& c, ComputeDevice& device, TpSlice slice, TpRegions&) const override {
+  UnitList units(const ModelConfig& c, ComputeDevice& device, TpSlice slice, TpRegions&,
+                 SequenceAttention* sequence) const override {
+    require(!sequence, "parallel.cp > 1 splits sequences, and model.kind = cnn has none (an image is one row): "
+                       "use parallel.cp = 1 for the CNN");
     return cnn_units(config(c), device, slice);
   }
 };

@@ -31,13 +31,15 @@ Linear stacked(ComputeDevice& dev, const ParamRef& first, const std::vector<Para
 
 }  // namespace
 
-LlamaBlock::LlamaBlock(ComputeDevice& dev, const LlamaConfig& c, int i, TpSlice slice, TpRegions& regions)
+LlamaBlock::LlamaBlock(ComputeDevice& dev, const LlamaConfig& c, int i, TpSlice slice, TpRegions& regions,
+                       SequenceAttention* sequence)
     : Module("model.layers." + std::to_string(i)),
       dev_(dev),
       c_(c),
       id_(uint32_t(i + 1)),
       slice_(slice),
       regions_(regions),
+      sequence_(sequence),
       heads_(c.heads / slice.count),
       kv_heads_(c.kv() / slice.count),
       ff_(c.ff() / slice.count) {
@@ -57,6 +59,7 @@ LlamaBlock::LlamaBlock(ComputeDevice& dev, const LlamaConfig& c, int i, TpSlice 
   const ParamRef up = u.add(p + "mlp.up_proj.weight", {f, d}, Init::xavier, 0, rows, slice);
   gate_up_ = stacked(dev, gate, {up}, d);
   down_ = Linear(dev, u, p + "mlp.down_proj", f, d, false, Init::zeros, LinearCut::rows, slice);
+  if (sequence) sequence->check_heads(heads_, kv_heads_);
 }
 
 int64_t LlamaBlock::carve(float* scratch, int64_t rows, Work* w) const {
@@ -75,7 +78,7 @@ int64_t LlamaBlock::carve(float* scratch, int64_t rows, Work* w) const {
          take(rows * 2 * ff_),
          cut ? take(rows * d) : nullptr,
          cut ? take(rows * d) : nullptr,
-         selective_ ? take(rows * heads_ * c_.seq_len) : nullptr,
+         selective_ && !sequence_ ? take(rows * heads_ * c_.seq_len) : nullptr,
          selective_ ? take(rows * ff_) : nullptr};
   if (w) *w = x;
   return at;
@@ -101,7 +104,8 @@ void LlamaBlock::plan(Arena& arena, const StepContext& largest, const KeepPlan& 
     s.r1 = arena.f32(Rn * d);
     s.qkv = arena.f32(R * qkv);
     s.ctx = arena.f32(R * heads_ * hd);
-    s.probs = selective_ ? nullptr : arena.f32(R * heads_ * c_.seq_len);
+    s.probs = selective_ || sequence_ ? nullptr : arena.f32(R * heads_ * c_.seq_len);
+    s.attn = sequence_ ? arena.f32(sequence_->saved_floats(attention_shape(largest))) : nullptr;
     s.n2 = arena.f32(Rn * d);
     s.r2 = arena.f32(Rn * d);
     s.ff = arena.f32(R * 2 * ff_);
@@ -140,13 +144,14 @@ RopeShape LlamaBlock::rope_shape(const StepContext& ctx) const {
   s.kv_heads = kv_heads_;
   s.head_dim = c_.head_dim();
   s.theta = c_.rope_theta;
+  s.sequence = ctx.sequence;
   return s;
 }
 
 // The probabilities [B, heads, T, T] of this slice's heads within all heads' (mask keys are global).
 DropoutSpec LlamaBlock::drop_probs(const StepContext& ctx) const {
   DropoutSpec s = ctx.drop(id_, kAttnProbs);
-  const int64_t per_head = ctx.T * ctx.T;
+  const int64_t per_head = ctx.seq_len() * ctx.seq_len();
   s.global_cols = c_.heads * per_head;
   s.col_offset = slice_.index * heads_ * per_head;
   return s;
@@ -164,7 +169,10 @@ void LlamaBlock::forward(const float* x, const UnitPass& p) {
   norm1_.forward(x, s_->n1, n, p.slot);
   column_parallel_forward(regions_, qkv_, s_->n1, w.full2, s_->qkv, rows, ctx.precision);
   dev_.rope_forward(s_->qkv, rope_shape(ctx));
-  dev_.attention_forward(s_->qkv, s_->ctx, s_->probs, attention_shape(ctx), drop_probs(ctx));
+  if (sequence_)
+    sequence_->forward(s_->qkv, s_->ctx, s_->attn, attention_shape(ctx), drop_probs(ctx), ctx.sequence);
+  else
+    dev_.attention_forward(s_->qkv, s_->ctx, s_->probs, attention_shape(ctx), drop_probs(ctx));
   float* a = row_parallel_forward(regions_, o_, s_->ctx, w.tmp1, w.tmp2, rows, ctx.precision);
   dev_.dropout_forward(a, a, n, d, drop_rows(ctx, kAttnOut));
   dev_.add(x, a, s_->r1, n * d);
@@ -180,11 +188,16 @@ void LlamaBlock::attn_backward(const float* u, const float* da, float* du, const
   const int64_t rows = ctx.rows();
   const float* da_all = regions_.all_rows(da, w.full1, rows, c_.dim);
   grads()(o_, s_->ctx, true, da_all, w.tmp2, rows, false, ctx.precision);
-  if (selective_) {  // the probabilities again, from the q and k kept (RoPE applied)
-    s_->probs = w.probs;
-    dev_.attention_forward(s_->qkv, nullptr, s_->probs, attention_shape(ctx), drop_probs(ctx));
+  if (sequence_) {
+    sequence_->backward(w.tmp2, s_->qkv, s_->ctx, s_->attn, w.grad_qkv, attention_shape(ctx), drop_probs(ctx),
+                        ctx.sequence);
+  } else {
+    if (selective_) {  // the probabilities again, from the q and k kept (RoPE applied)
+      s_->probs = w.probs;
+      dev_.attention_forward(s_->qkv, nullptr, s_->probs, attention_shape(ctx), drop_probs(ctx));
+    }
+    dev_.attention_backward(w.tmp2, s_->qkv, s_->probs, w.grad_qkv, attention_shape(ctx), drop_probs(ctx));
   }
-  dev_.attention_backward(w.tmp2, s_->qkv, s_->probs, w.grad_qkv, attention_shape(ctx), drop_probs(ctx));
   dev_.rope_backward(w.grad_qkv, rope_shape(ctx));
   // (da_all and the context's gradient in tmp2 are spent)
   column_parallel_backward(regions_, slice_, grads(), qkv_, u, w.full1, w.grad_qkv, w.full2, w.tmp2, du, false, rows,

@@ -9,6 +9,7 @@
 #include "nn/layers.hpp"
 #include "nn/module.hpp"
 #include "nn/tp_linear.hpp"
+#include "nn/sequence_attention.hpp"
 #include "nn/tp_regions.hpp"
 #include "nn/weight_grads.hpp"
 
@@ -17,7 +18,9 @@ namespace dtrain {
 class LlamaBlock : public Module {
  public:
   // Block i (model-wide unit i + 1: the key of its dropout masks).
-  LlamaBlock(ComputeDevice& dev, const LlamaConfig& c, int i, TpSlice slice = {}, TpRegions& regions = no_tp_regions());
+  // sequence: context parallel's attention (null: the device's kernel over whole sequences).
+  LlamaBlock(ComputeDevice& dev, const LlamaConfig& c, int i, TpSlice slice = {}, TpRegions& regions = no_tp_regions(),
+             SequenceAttention* sequence = nullptr);
   void plan(Arena& arena, const StepContext& largest, const KeepPlan& keep) override;
   int64_t weight_grad_floats(const StepContext& ctx, bool copy_inputs) const override;
   bool recomputes_selectively() const override { return true; }
@@ -52,11 +55,13 @@ class LlamaBlock : public Module {
   uint32_t id_;
   TpSlice slice_;
   TpRegions& regions_;
+  SequenceAttention* sequence_;
   int64_t heads_, kv_heads_, ff_;  // this slice's
   Norm norm1_, norm2_;
   Linear qkv_, o_, gate_up_, down_;  // qkv_ and gate_up_: views over adjacent q, k, v (gate, up) parameters
   struct Saved {
     float *n1, *r1, *qkv, *ctx, *probs, *n2, *r2, *ff, *act;  // probs, act: in the scratch under selective
+    float* attn;  // context parallel: what its attention keeps (probs are then null)
   };
   std::vector<Saved> saved_;
   Saved* s_ = nullptr;

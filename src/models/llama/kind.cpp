@@ -41,14 +41,16 @@ class LlamaKind : public LanguageModelKind<LlamaConfig> {
            std::to_string(t.dim) + ", " + std::to_string(t.heads) + " heads / " + std::to_string(t.kv()) +
            " kv heads, ff " + std::to_string(t.ff());
   }
-  UnitList units(const ModelConfig& c, ComputeDevice& device, TpSlice slice, TpRegions& regions) const override {
-    return llama_units(llama_config(c), device, slice, regions);
+  UnitList units(const ModelConfig& c, ComputeDevice& device, TpSlice slice, TpRegions& regions,
+                 SequenceAttention* sequence) const override {
+    return llama_units(llama_config(c), device, slice, regions, sequence);
   }
 };
 
 }  // namespace
 
-UnitList llama_units(const LlamaConfig& c, ComputeDevice& device, TpSlice slice, TpRegions& regions) {
+UnitList llama_units(const LlamaConfig& c, ComputeDevice& device, TpSlice slice, TpRegions& regions,
+                     SequenceAttention* sequence) {
   c.validate();
   c.validate_tensor_parallel(slice.count, slice.sequence);
   UnitList l;
@@ -57,7 +59,7 @@ UnitList llama_units(const LlamaConfig& c, ComputeDevice& device, TpSlice slice,
   auto embed = std::make_unique<TokenEmbedding>(device, shape, slice, regions);
   const ParamRef table = embed->table();
   l.modules.push_back(std::move(embed));
-  for (int i = 0; i < int(c.layers); ++i) l.modules.push_back(std::make_unique<LlamaBlock>(device, c, i, slice, regions));
+  for (int i = 0; i < int(c.layers); ++i) l.modules.push_back(std::make_unique<LlamaBlock>(device, c, i, slice, regions, sequence));
   l.modules.push_back(std::make_unique<ClassifierHead>(device, shape, c.tied ? &table : nullptr, slice, regions));
   return l;
 }

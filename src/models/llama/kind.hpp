@@ -11,6 +11,6 @@ namespace dtrain {
 
 const ModelKind& llama_kind();
 UnitList llama_units(const LlamaConfig& c, ComputeDevice& device = cpu_device(), TpSlice slice = {},
-                     TpRegions& regions = no_tp_regions());
+                     TpRegions& regions = no_tp_regions(), SequenceAttention* sequence = nullptr);
 
 }  // namespace dtrain

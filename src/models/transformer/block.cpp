@@ -7,13 +7,15 @@
 
 namespace dtrain {
 
-Block::Block(ComputeDevice& dev, const TransformerConfig& c, int i, TpSlice slice, TpRegions& regions)
+Block::Block(ComputeDevice& dev, const TransformerConfig& c, int i, TpSlice slice, TpRegions& regions,
+             SequenceAttention* sequence)
     : Module("blocks." + std::to_string(i)),
       dev_(dev),
       c_(c),
       id_(uint32_t(i + 1)),
       slice_(slice),
       regions_(regions),
+      sequence_(sequence),
       heads_(c.heads / slice.count),
       ff_(c.ff_dim / slice.count) {
   Unit& u = unit();
@@ -26,6 +28,7 @@ Block::Block(ComputeDevice& dev, const TransformerConfig& c, int i, TpSlice slic
   fc1_ = Linear(dev, u, p + ".ff.fc1", d, c.ff_dim, true, Init::fan_in_uniform, LinearCut::columns, slice);
   fc2_ = Linear(dev, u, p + ".ff.fc2", c.ff_dim, d, true, Init::fan_in_uniform, LinearCut::rows, slice);
   ln2_ = Norm(dev, u, p + ".norm2", d, c.ln_eps, NormKind::layer, rows_split);
+  if (sequence) sequence->check_heads(heads_, heads_);
 }
 
 void Block::plan(Arena& arena, const StepContext& largest, const KeepPlan& keep) {
@@ -33,14 +36,15 @@ void Block::plan(Arena& arena, const StepContext& largest, const KeepPlan& keep)
   const int64_t Rn = slice_.local_rows(R);  // rows of the norms and residuals
   ln1_.plan(arena, Rn, keep.slots);
   ln2_.plan(arena, Rn, keep.slots);
-  selective_ = keep.selective;
+  selective_ = keep.selective && !sequence_;  // context parallel keeps no probabilities to recompute
   saved_.assign(size_t(keep.slots), Saved{});
   for (Saved& v : saved_) {
     v.ln1_out = arena.f32(Rn * d);
     v.r1 = arena.f32(Rn * d);
     v.qkv = arena.f32(R * 3 * dl);
     v.ctx = arena.f32(R * dl);
-    v.probs = selective_ ? nullptr : arena.f32(R * heads_ * c_.seq_len);
+    v.probs = selective_ || sequence_ ? nullptr : arena.f32(R * heads_ * c_.seq_len);
+    if (sequence_) v.attn = arena.f32(sequence_->saved_floats(attention_shape(largest)));
     v.ln2_out = arena.f32(Rn * d);
     v.r2 = arena.f32(Rn * d);
     v.ff = arena.f32(R * ff_);
@@ -80,7 +84,7 @@ AttentionShape Block::attention_shape(const StepContext& ctx) const {
 // The probabilities [B, heads, T, T] of this slice's heads within all heads' (mask keys are global).
 DropoutSpec Block::drop_probs(const StepContext& ctx) const {
   DropoutSpec s = ctx.drop(id_, kDropAttnProbs);
-  const int64_t per_head = ctx.T * ctx.T;
+  const int64_t per_head = ctx.seq_len() * ctx.seq_len();
   s.global_cols = c_.heads * per_head;
   s.col_offset = slice_.index * heads_ * per_head;
   return s;
@@ -89,7 +93,10 @@ DropoutSpec Block::drop_probs(const StepContext& ctx) const {
 float* Block::attn_forward(const float* u, const StepContext& ctx, const Workspace& ws) {
   const int64_t rows = ctx.rows();
   column_parallel_forward(regions_, qkv_, u, ws.full2, s_->qkv, rows, ctx.precision);
-  dev_.attention_forward(s_->qkv, s_->ctx, s_->probs, attention_shape(ctx), drop_probs(ctx));
+  if (sequence_)
+    sequence_->forward(s_->qkv, s_->ctx, s_->attn, attention_shape(ctx), drop_probs(ctx), ctx.sequence);
+  else
+    dev_.attention_forward(s_->qkv, s_->ctx, s_->probs, attention_shape(ctx), drop_probs(ctx));
   return row_parallel_forward(regions_, out_, s_->ctx, ws.tmp1, ws.tmp2, rows, ctx.precision);
 }
 
@@ -98,11 +105,16 @@ void Block::attn_backward(const float* u, const float* da, float* du, bool accum
   const int64_t rows = ctx.rows();
   const float* da_all = regions_.all_rows(da, ws.full1, rows, c_.dim);
   grads()(out_, s_->ctx, true, da_all, ws.tmp2, rows, false, ctx.precision);
-  if (selective_) {  // the probabilities again, from the q and k kept
-    s_->probs = ws.probs;
-    dev_.attention_forward(s_->qkv, nullptr, s_->probs, attention_shape(ctx), drop_probs(ctx));
+  if (sequence_) {
+    sequence_->backward(ws.tmp2, s_->qkv, s_->ctx, s_->attn, ws.grad_qkv, attention_shape(ctx), drop_probs(ctx),
+                        ctx.sequence);
+  } else {
+    if (selective_) {  // the probabilities again, from the q and k kept
+      s_->probs = ws.probs;
+      dev_.attention_forward(s_->qkv, nullptr, s_->probs, attention_shape(ctx), drop_probs(ctx));
+    }
+    dev_.attention_backward(ws.tmp2, s_->qkv, s_->probs, ws.grad_qkv, attention_shape(ctx), drop_probs(ctx));
   }
-  dev_.attention_backward(ws.tmp2, s_->qkv, s_->probs, ws.grad_qkv, attention_shape(ctx), drop_probs(ctx));
   // (da_all and the context's gradient in tmp2 are spent)
   column_parallel_backward(regions_, slice_, grads(), qkv_, u, ws.full1, ws.grad_qkv, ws.full2, ws.tmp2, du, accumulate,
                            rows, ctx.precision);

@@ -9,6 +9,7 @@
 #include "nn/layers.hpp"
 #include "nn/module.hpp"
 #include "nn/tp_linear.hpp"
+#include "nn/sequence_attention.hpp"
 #include "nn/tp_regions.hpp"
 #include "nn/weight_grads.hpp"
 
@@ -17,7 +18,9 @@ namespace dtrain {
 class Block : public Module {
  public:
   // Block i (model-wide unit i + 1: the key of its dropout masks).
-  Block(ComputeDevice& dev, const TransformerConfig& c, int i, TpSlice slice = {}, TpRegions& regions = no_tp_regions());
+  // sequence: context parallel's attention (null: the device's kernel over whole sequences).
+  Block(ComputeDevice& dev, const TransformerConfig& c, int i, TpSlice slice = {}, TpRegions& regions = no_tp_regions(),
+        SequenceAttention* sequence = nullptr);
   // keep.slots: micro-batches in flight, each with its own saved activations (pipeline schedules).
   void plan(Arena& arena, const StepContext& largest, const KeepPlan& keep) override;
   int64_t weight_grad_floats(const StepContext& ctx, bool copy_inputs) const override;
@@ -61,12 +64,14 @@ class Block : public Module {
   uint32_t id_;
   TpSlice slice_;
   TpRegions& regions_;
+  SequenceAttention* sequence_;
   int64_t heads_, ff_;  // this slice's heads and feed-forward width
   Linear qkv_, out_, fc1_, fc2_;
   Norm ln1_, ln2_;
   // What one micro-batch's backward needs.
   struct Saved {
     float *ln1_out, *r1, *qkv, *ctx, *probs, *ln2_out, *r2, *ff;
+    float* attn = nullptr;  // context parallel: what its attention keeps (probs are then null)
     // The attention's and feed-forward's inputs (this slice's rows): sequence parallel gathers them
     // again in backward rather than keeping all rows of them (Megatron's choice).
     const float *u1 = nullptr, *u2 = nullptr;

@@ -26,7 +26,8 @@ EmbedHeadShape embed_head_shape(const TransformerConfig& c) {
 
 }  // namespace
 
-UnitList transformer_units(const TransformerConfig& c, ComputeDevice& device, TpSlice slice, TpRegions& regions) {
+UnitList transformer_units(const TransformerConfig& c, ComputeDevice& device, TpSlice slice, TpRegions& regions,
+                           SequenceAttention* sequence) {
   c.validate();
   c.validate_tensor_parallel(slice.count, slice.sequence);
   UnitList l;
@@ -35,7 +36,7 @@ UnitList transformer_units(const TransformerConfig& c, ComputeDevice& device, Tp
   auto embed = std::make_unique<TokenEmbedding>(device, shape, slice, regions);
   const ParamRef table = embed->table();
   l.modules.push_back(std::move(embed));
-  for (int i = 0; i < int(c.layers); ++i) l.modules.push_back(std::make_unique<Block>(device, c, i, slice, regions));
+  for (int i = 0; i < int(c.layers); ++i) l.modules.push_back(std::make_unique<Block>(device, c, i, slice, regions, sequence));
   l.modules.push_back(std::make_unique<ClassifierHead>(device, shape, c.tied ? &table : nullptr, slice, regions));
   return l;
 }
@@ -62,8 +63,9 @@ class TransformerKind : public LanguageModelKind<TransformerConfig> {
     return "vocab " + std::to_string(t.vocab_size) + ", " + std::to_string(t.layers) + " layers, d " +
            std::to_string(t.dim) + ", " + (t.pre_norm ? "pre-norm" : "post-norm");
   }
-  UnitList units(const ModelConfig& c, ComputeDevice& device, TpSlice slice, TpRegions& regions) const override {
-    return transformer_units(transformer_config(c), device, slice, regions);
+  UnitList units(const ModelConfig& c, ComputeDevice& device, TpSlice slice, TpRegions& regions,
+                 SequenceAttention* sequence) const override {
+    return transformer_units(transformer_config(c), device, slice, regions, sequence);
   }
 };
 

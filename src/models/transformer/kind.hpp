@@ -12,7 +12,7 @@ const ModelKind& transformer_kind();
 
 // Every unit of a Transformer (declared, not planned): slice `slice` under tensor parallelism.
 UnitList transformer_units(const TransformerConfig& c, ComputeDevice& device = cpu_device(), TpSlice slice = {},
-                           TpRegions& regions = no_tp_regions());
+                           TpRegions& regions = no_tp_regions(), SequenceAttention* sequence = nullptr);
 // A Transformer built and planned in one call (tests, tools, benchmarks): see Model's constructor.
 std::unique_ptr<Model> build_transformer(const TransformerConfig& c, int64_t max_batch,
                                          ComputeDevice& device = cpu_device(),

@@ -59,9 +59,11 @@ SaveReport RunSaver::save(const std::string& dir, bool with_optimizer, const Tra
   r.kept_path = kept_.path;
   r.saved_from = {{"world", world_.size()}, {"pp", m.pp}, {"dp_replicate", m.dp_replicate},
                   {"dp_shard", m.dp_shard}, {"tp", m.tp}};
-  // ranks holding the same values split the writing: DDP's replicas, HSDP's replicas of a shard
-  r.part = fsdp ? mesh_.coord().dp_replicate : dp_rank;
-  r.parts = fsdp ? m.dp_replicate : dp;
+  if (m.cp > 1) r.saved_from["cp"] = m.cp;
+  // ranks holding the same values split the writing: DDP's replicas (context-parallel ranks are
+  // replicas too), HSDP's replicas of a shard (FSDP shards over dp_shard × cp)
+  r.part = fsdp ? mesh_.coord().dp_replicate : dp_rank * m.cp + mesh_.coord().cp;
+  r.parts = fsdp ? m.dp_replicate : dp * m.cp;
   r.tp = m.tp > 1 ? &mesh_.group(MeshDim::tp) : nullptr;
   r.after_commit = std::move(after_commit);
   return writer_.save(r, par_.model(), fsdp, &par_.optimizer());
