@@ -7,6 +7,7 @@
 #include "core/bf16.hpp"
 #include "kernels/cpu/activation.hpp"
 #include "kernels/cpu/attention.hpp"
+#include "kernels/cpu/attention_blocks.hpp"
 #include "kernels/cpu/conv.hpp"
 #include "kernels/cpu/cross_entropy.hpp"
 #include "kernels/cpu/dropout.hpp"
@@ -94,6 +95,27 @@ class CpuDevice final : public ComputeDevice {
   void attention_backward(const float* dout, const float* qkv, const float* probs, float* dqkv,
                           const AttentionShape& s, const DropoutSpec& drop) override {
     dtrain::attention_backward(dout, qkv, probs, dqkv, s, drop);
+  }
+  void kv_block_pack(const float* qkv, float* kv, const AttentionShape& s) override {
+    dtrain::kv_block_pack(qkv, kv, s);
+  }
+  void kv_block_unpack(const float* dkv, float* dqkv, const AttentionShape& s) override {
+    dtrain::kv_block_unpack(dkv, dqkv, s);
+  }
+  void attention_block_forward(const float* qkv, const float* kv, const SequenceShard& keys, float* out,
+                               float* stats, const AttentionBlocks& a, const DropoutSpec& drop, bool first) override {
+    dtrain::attention_block_forward(qkv, kv, keys, out, stats, a, drop, first);
+  }
+  void attention_blocks_finish(float* out, const float* stats, float* lse, const AttentionBlocks& a) override {
+    dtrain::attention_blocks_finish(out, stats, lse, a);
+  }
+  void attention_blocks_delta(const float* dout, const float* out, float* delta, const AttentionBlocks& a) override {
+    dtrain::attention_blocks_delta(dout, out, delta, a);
+  }
+  void attention_block_backward(const float* dout, const float* qkv, const float* kv, const SequenceShard& keys,
+                                const float* lse, const float* delta, float* dqkv, float* dkv,
+                                const AttentionBlocks& a, const DropoutSpec& drop, bool first) override {
+    dtrain::attention_block_backward(dout, qkv, kv, keys, lse, delta, dqkv, dkv, a, drop, first);
   }
   void rope_forward(float* qkv, const RopeShape& s) override { dtrain::rope_forward(qkv, s); }
   void rope_backward(float* dqkv, const RopeShape& s) override { dtrain::rope_backward(dqkv, s); }
