@@ -60,6 +60,9 @@ class Backend {
   virtual void reduce_scatter(const void* in, void* out, const std::vector<size_t>& counts, ElemType t,
                               ReduceOp op) = 0;
   virtual void broadcast(void* data, size_t n, ElemType t, int root) = 0;
+  // Equal shares: `in` holds size() blocks of n elements, block j for group rank j; `out` receives
+  // size() blocks, block j from group rank j. `in` and `out` do not overlap.
+  virtual void all_to_all(const void* in, void* out, size_t n, ElemType t) = 0;
   // Point-to-point: posting never blocks (so a ring of sends and receives cannot deadlock on the
   // communication thread); the returned function waits for completion.
   virtual std::function<void()> post_send(const void* data, size_t bytes, int dst, uint32_t tag) = 0;
