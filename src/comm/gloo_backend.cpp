@@ -6,6 +6,7 @@
 #include <gloo/allgather.h>
 #include <gloo/allgatherv.h>
 #include <gloo/allreduce.h>
+#include <gloo/alltoall.h>
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
 #include <gloo/rendezvous/context.h>
@@ -128,6 +129,18 @@ class GlooBackend : public Backend {
     o.setTag(next_tag());
     o.setTimeout(timeout_);
     gloo::broadcast(o);
+  }
+
+  // Gloo copies this rank's own block and exchanges the others pairwise.
+  void all_to_all(const void* in, void* out, size_t n, ElemType t) override {
+    if (n == 0) return;
+    const size_t bytes = n * elem_size(t) * size_t(ctx_->size);
+    gloo::AlltoallOptions o(ctx_);
+    o.setInput<char>(ctx_->createUnboundBuffer(const_cast<void*>(in), bytes));
+    o.setOutput<char>(ctx_->createUnboundBuffer(out, bytes));
+    o.setTag(next_tag());
+    o.setTimeout(timeout_);
+    gloo::alltoall(o);
   }
 
   std::function<void()> post_send(const void* data, size_t bytes, int dst, uint32_t tag) override {

@@ -279,6 +279,21 @@ WorkPtr ProcessGroup::broadcast_async(void* data, size_t n, ElemType t, int root
                  [=](Backend& b, Work&) { b.broadcast(data, n, t, root); });
 }
 
+WorkPtr ProcessGroup::enqueue_all_to_all(const void* in, void* out, size_t n, ElemType t, bool blocking) {
+  const size_t bytes = size_t(size()) * n * elem_size(t);
+  const auto a = reinterpret_cast<uintptr_t>(in), b = reinterpret_cast<uintptr_t>(out);
+  require(bytes == 0 || a + bytes <= b || b + bytes <= a, "all_to_all needs input and output buffers apart");
+  return enqueue("all_to_all", bytes, "", [=](Backend& be, Work&) { be.all_to_all(in, out, n, t); }, blocking);
+}
+
+WorkPtr ProcessGroup::all_to_all_async(const void* in, void* out, size_t n, ElemType t) {
+  return enqueue_all_to_all(in, out, n, t, false);
+}
+
+void ProcessGroup::all_to_all(const void* in, void* out, size_t n, ElemType t) {
+  enqueue_all_to_all(in, out, n, t, true)->wait();
+}
+
 std::function<void()> ProcessGroup::watched(std::function<void()> wait, const std::string& what) {
   if (!watchdog_) return wait;
   // The wait runs on the thread that waits for the Work, possibly after the group is gone: the

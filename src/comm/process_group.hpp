@@ -1,7 +1,7 @@
 // Process groups: one API for collectives (allreduce, allgather, reduce-scatter, broadcast,
-// send/recv, barrier) over any backend. Every operation runs asynchronously, in issue order, on
-// the group's communication thread and returns a Work handle; a failure or timeout becomes one
-// dtrain::Error naming the operation, the group and the ranks that did not take part.
+// all-to-all, send/recv, barrier) over any backend. Every operation runs asynchronously, in issue
+// order, on the group's communication thread and returns a Work handle; a failure or timeout becomes
+// one dtrain::Error naming the operation, the group and the ranks that did not take part.
 #pragma once
 #include <condition_variable>
 #include <cstdint>
@@ -60,6 +60,9 @@ class Backend {
   virtual void reduce_scatter(const void* in, void* out, const std::vector<size_t>& counts, ElemType t,
                               ReduceOp op) = 0;
   virtual void broadcast(void* data, size_t n, ElemType t, int root) = 0;
+  // Equal shares: `in` holds size() blocks of n elements, block j for group rank j; `out` receives
+  // size() blocks, block j from group rank j. `in` and `out` do not overlap.
+  virtual void all_to_all(const void* in, void* out, size_t n, ElemType t) = 0;
   // Point-to-point: posting never blocks (so a ring of sends and receives cannot deadlock on the
   // communication thread); the returned function waits for completion.
   virtual std::function<void()> post_send(const void* data, size_t bytes, int dst, uint32_t tag) = 0;
@@ -130,6 +133,8 @@ class ProcessGroup {
   WorkPtr reduce_scatter_async(const void* in, void* out, const std::vector<size_t>& counts, ElemType t,
                                ReduceOp op);
   WorkPtr broadcast_async(void* data, size_t n, ElemType t, int root);
+  // Equal shares (Backend::all_to_all): in and out hold size() * n elements each, apart.
+  WorkPtr all_to_all_async(const void* in, void* out, size_t n, ElemType t);
   WorkPtr send_async(const void* data, size_t bytes, int dst, uint32_t tag = 0);
   WorkPtr recv_async(void* data, size_t bytes, int src, uint32_t tag = 0);
   WorkPtr barrier_async();
@@ -142,6 +147,7 @@ class ProcessGroup {
   // Equal shares: out holds size() * n elements.
   void allgather(const void* in, void* out, size_t n, ElemType t);
   void broadcast(void* d, size_t n, ElemType t, int root);
+  void all_to_all(const void* in, void* out, size_t n, ElemType t);
   void barrier();
 
  private:
@@ -149,6 +155,8 @@ class ProcessGroup {
   // op: what it is ("allreduce sum"); bytes: its size; detail: the rest of its description.
   WorkPtr enqueue(std::string op, size_t bytes, const std::string& detail, std::function<void(Backend&, Work&)> fn,
                   bool blocking = false);
+  // all_to_all's check of its buffers, then enqueue
+  WorkPtr enqueue_all_to_all(const void* in, void* out, size_t n, ElemType t, bool blocking);
   void worker_main();
   void execute(Work& w, const std::function<void(Backend&, Work&)>& fn);
   std::string diagnose(const std::string& what, int64_t seq, const std::string& cause);

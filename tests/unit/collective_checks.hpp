@@ -123,6 +123,53 @@ inline void check_gather_scatter(dtrain::ProcessGroup& g) {
   g.barrier();
 }
 
+// all_to_all of n elements per block: block j of rank r's output is what rank j addressed to r
+// (code(j, r, i)), the input stays as it was, and nothing past the output is written. Each
+// element's value names its source, destination and index (exactly, in type T).
+template <class T, class Code>
+void check_all_to_all_of(dtrain::ProcessGroup& g, size_t n, ElemType t, Code code, bool async) {
+  const int P = g.size(), r = g.rank();
+  const size_t total = n * size_t(P);
+  std::vector<T> in(total), out(total + 1, T(-1));
+  for (int j = 0; j < P; ++j)
+    for (size_t i = 0; i < n; ++i) in[size_t(j) * n + i] = code(r, j, i);
+  const std::vector<T> before = in;
+  if (async)
+    g.all_to_all_async(in.data(), out.data(), n, t)->wait();
+  else
+    g.all_to_all(in.data(), out.data(), n, t);
+  const std::string what = "all_to_all n=" + std::to_string(n) + (async ? " (async)" : "");
+  RANK_CHECK(in == before, what + " changed its input");
+  RANK_CHECK(out[total] == T(-1), what + " wrote past its output");
+  for (int j = 0; j < P; ++j)
+    for (size_t i = 0; i < n; ++i)
+      RANK_CHECK(out[size_t(j) * n + i] == code(j, r, i),
+                 what + ": block " + std::to_string(j) + " element " + std::to_string(i));
+}
+
+// all_to_all over several sizes (0 and odd ones) and element types, blocking and async.
+inline void check_all_to_all(dtrain::ProcessGroup& g) {
+  auto wide = [](int src, int dst, size_t i) { return (int64_t(src) << 40) + (int64_t(dst) << 32) + int64_t(i); };
+  auto narrow = [](int src, int dst, size_t i) { return int32_t(i % 100000) * 256 + src * 16 + dst; };
+  auto real = [](int src, int dst, size_t i) { return float((i % 4096) * 64 + size_t(src) * 8 + size_t(dst)); };
+  auto bits = [](int src, int dst, size_t i) { return uint16_t(((i % 255) << 8) | size_t(src) << 4 | size_t(dst)); };
+  for (size_t n : {size_t(0), size_t(1), size_t(7), size_t(1001), size_t(100003)}) {
+    check_all_to_all_of<int64_t>(g, n, ElemType::i64, wide, false);
+    check_all_to_all_of<float>(g, n, ElemType::f32, real, true);
+  }
+  check_all_to_all_of<int32_t>(g, 333, ElemType::i32, narrow, true);
+  check_all_to_all_of<uint16_t>(g, 513, ElemType::bf16, bits, false);
+  check_all_to_all_of<double>(g, 65, ElemType::f64, real, false);
+  // two in flight at once, waited in the other order
+  std::vector<int64_t> a(size_t(g.size()) * 5, g.rank()), b(a.size(), g.rank() + 10), ao(a.size()), bo(a.size());
+  auto wa = g.all_to_all_async(a.data(), ao.data(), 5, ElemType::i64);
+  auto wb = g.all_to_all_async(b.data(), bo.data(), 5, ElemType::i64);
+  wb->wait();
+  wa->wait();
+  for (size_t k = 0; k < ao.size(); ++k)
+    RANK_CHECK(ao[k] == int64_t(k / 5) && bo[k] == int64_t(k / 5) + 10, "two all_to_alls in flight");
+}
+
 // bf16 elements reduce as every CPU backend must, bit for bit: through f32 with each result rounded
 // to bf16 (to nearest even), and avg as that sum times 1/2 rounded again (two ranks: one addition, so
 // the order of the ranks does not matter). Also f64, i32 and i64 reductions.

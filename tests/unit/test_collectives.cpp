@@ -13,9 +13,11 @@
 #include "comm/clock_offsets.hpp"
 #include "collective_checks.hpp"
 #include "comm_test_util.hpp"
+#include "core/error.hpp"
 #include "core/trace.hpp"
 
 using namespace dtrain;
+using dist_test::check_all_to_all;
 using dist_test::check_allreduce;
 using dist_test::check_bf16;
 using dist_test::check_gather_scatter;
@@ -63,6 +65,48 @@ TEST(Collectives, GatherScatterBroadcastSendRecvOnOneToFourRanks) {
   }
 }
 
+TEST(Collectives, AllToAllOnOneToFourRanks) {
+  for (int P = 1; P <= 4; ++P) {
+    auto rs = run_ranks(P, [P](int r, int port) {
+      World w(env_for(r, P, port, "test-token"), kTimeout);
+      check_all_to_all(w.all());
+      w.shutdown();
+    });
+    EXPECT_EQ(failures(rs), "") << "world size " << P;
+  }
+}
+
+// An all_to_all is numbered, described and traced like the other collectives (its bytes: this
+// rank's whole input), and refuses overlapping buffers when issued.
+TEST(Collectives, AllToAllIsDescribedTracedAndRefusesOverlap) {
+  auto rs = run_ranks(2, [](int r, int port) {
+    World w(env_for(r, 2, port, "test-token"), kTimeout);
+    std::vector<float> in(2 * 300, float(r)), out(in.size());
+    bool refused = false;
+    try {
+      w.all().all_to_all_async(in.data(), in.data() + 1, 300, ElemType::f32);
+    } catch (const Error& e) {
+      refused = std::string(e.what()).find("all_to_all needs input and output buffers apart") != std::string::npos;
+    }
+    RANK_CHECK(refused, "overlapping buffers refused");
+    float x = 1;
+    w.all().allreduce(&x, 1);
+    Trace::take();
+    Trace::set_on(true);
+    auto work = w.all().all_to_all_async(in.data(), out.data(), 300, ElemType::f32);
+    work->wait();
+    Trace::set_on(false);
+    const std::vector<TraceSpan> spans = Trace::take();
+    RANK_CHECK(work->describe() == "all_to_all of 2.3 KiB (operation #2 of process group 'world', 2 ranks)",
+               work->describe());
+    RANK_CHECK(spans.size() == 1 && spans[0].track == "comm world" && spans[0].name == "all_to_all", "one span");
+    RANK_CHECK(spans[0].args.find("\"bytes\":2400") != std::string::npos, spans[0].args);
+    for (size_t i = 0; i < out.size(); ++i) RANK_CHECK(out[i] == float(i / 300), "all_to_all result");
+    w.shutdown();
+  });
+  EXPECT_EQ(failures(rs), "");
+}
+
 TEST(Collectives, AsyncOperationsCompleteInIssueOrder) {
   auto rs = run_ranks(3, [](int r, int port) {
     World w(env_for(r, 3, port, "test-token"), kTimeout);
@@ -93,11 +137,17 @@ TEST(Collectives, SubGroupsReduceOnlyAmongTheirMembers) {
     float x = float(r);
     mine.allreduce(&x, 1);
     RANK_CHECK(x == (r % 2 == 0 ? 2.0f : 4.0f), "sub-group sum");
+    check_all_to_all(mine);
     if (back) {
       RANK_CHECK(back->rank() == 3 - r, "reordered group rank");
       int32_t v = r == 3 ? 99 : 0;
       back->broadcast(&v, 1, ElemType::i32, 0);  // group rank 0 = global rank 3
       RANK_CHECK(v == 99, "broadcast in reordered group");
+      check_all_to_all(*back);
+      // blocks go by group rank: block j of the output came from global rank 3 - j
+      std::vector<int32_t> sent(3, r), got(3, -1);
+      back->all_to_all(sent.data(), got.data(), 1, ElemType::i32);
+      for (int j = 0; j < 3; ++j) RANK_CHECK(got[size_t(j)] == 3 - j, "all_to_all in reordered group");
     } else {
       RANK_CHECK(r == 0, "only rank 0 is outside 'back'");
     }

@@ -63,6 +63,14 @@ TEST(Nccl, EveryOperationAtWorldSizeOne) {
   EXPECT_EQ(rs.host(), h);
   pg.broadcast(x.p(), 4, ElemType::f32, 0);
   EXPECT_EQ(x.host(), h);
+  // all_to_all over one rank: its own block copied (blocking and async; nothing moves at n = 0)
+  OnDevice<float> a2a(G, std::vector<float>(4, 0.0f));
+  pg.all_to_all(x.p(), a2a.p(), 4, ElemType::f32);
+  EXPECT_EQ(a2a.host(), h);
+  OnDevice<float> a2a_async(G, std::vector<float>(4, 0.0f));
+  pg.all_to_all_async(x.p(), a2a_async.p(), 4, ElemType::f32)->wait();
+  pg.all_to_all(x.p(), a2a_async.p(), 0, ElemType::f32);
+  EXPECT_EQ(a2a_async.host(), h);
   // At world size 1 there is no peer for a send or a receive: refused in one line.
   EXPECT_THROW(pg.send_async(x.p(), 16, 0), Error);
   pg.barrier();

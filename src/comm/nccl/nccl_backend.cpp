@@ -3,8 +3,9 @@
 // runs there; an event recorded after it, which the compute stream waits for in Work::wait. The
 // group's watchdog polls that event and, past the timeout, aborts the communicator and ends the
 // job naming the operation. Uneven all-gathers and reduce-scatters are grouped broadcasts and
-// reduces; point-to-point operations are held until the first wait and then issued together in one
-// NCCL group, so a ring of sends and receives cannot deadlock.
+// reduces, an all-to-all grouped sends and receives; point-to-point operations are held until the
+// first wait and then issued together in one NCCL group, so a ring of sends and receives cannot
+// deadlock.
 #include "comm/nccl/nccl_backend.hpp"
 
 #include <cuda_runtime.h>
@@ -195,6 +196,28 @@ class NcclBackend final : public Backend {
   void broadcast(void* data, size_t n, ElemType t, int root) override {
     ordered("broadcast", [&] { return ncclBroadcast(data, data, n, nccl_type(t), root, comm_, comm_stream_); });
   }
+  // This rank's own block is a copy on the communication stream; the others go as one NCCL group
+  // of a send and a receive per peer.
+  void all_to_all(const void* in, void* out, size_t n, ElemType t) override {
+    ordered("all_to_all", [&] {
+      if (n == 0) return ncclSuccess;
+      const size_t block = n * elem_size(t);
+      const int me = rank(), P = size();
+      const char* src = static_cast<const char*>(in);
+      char* dst = static_cast<char*>(out);
+      check_cuda(cudaMemcpyAsync(dst + size_t(me) * block, src + size_t(me) * block, block, cudaMemcpyDeviceToDevice,
+                                 comm_stream_),
+                 "cudaMemcpyAsync (all_to_all)");
+      ncclResult_t r = ncclGroupStart();
+      for (int j = 0; j < P && r == ncclSuccess; ++j) {
+        if (j == me) continue;
+        r = ncclSend(src + size_t(j) * block, n, nccl_type(t), j, comm_, comm_stream_);
+        if (r == ncclSuccess) r = ncclRecv(dst + size_t(j) * block, n, nccl_type(t), j, comm_, comm_stream_);
+      }
+      const ncclResult_t e = ncclGroupEnd();
+      return r != ncclSuccess ? r : e;
+    });
+  }
   std::function<void()> post_send(const void* data, size_t bytes, int dst, uint32_t) override {
     std::lock_guard<std::mutex> lock(mu_);
     pending_.push_back({const_cast<void*>(data), bytes, dst, true, current_});
@@ -239,6 +262,11 @@ class NcclBackend final : public Backend {
     int r = 0;
     ncclCommUserRank(comm_, &r);
     return r;
+  }
+  int size() const {
+    int p = 0;
+    ncclCommCount(comm_, &p);
+    return p;
   }
   std::string last_error() const {
     const char* m = ncclGetLastError(comm_);
