@@ -296,7 +296,7 @@ Json ParallelModel::figures(bool host_timing) const {
   Json s = Json::object();
   if (ddp_ && ddp_->stats().steps > 0 && host_timing) {
     const DdpStats& d = ddp_->stats();
-    s["ddp_ranks"] = mesh_.shape().dp();
+    s["ddp_ranks"] = mesh_.shape().dp() * mesh_.shape().cp;
     s["ddp_bytes_per_step"] = d.bytes;
     s["ddp_comm_seconds"] = d.comm_seconds;
     s["ddp_exposed_seconds"] = d.exposed_seconds;

@@ -58,6 +58,11 @@ void print_setup(const RunParts& r, int64_t steps_per_epoch, int threads) {
                 (long long)cfg.parallel.fsdp_prefetch, double(fsdp->shard_bytes()) / 1e6,
                 double(r.par.optimizer().state_bytes()) / 1e6, double(fsdp->pool_bytes()) / 1e6, double(fsdp->grad_pool_bytes()) / 1e6);
   }
+  if (ContextParallel* cp = r.par.context_parallel())
+    std::printf("context parallel: %d ranks, %s attention; each holds %lld of every sequence's %lld positions "
+                "(chunks i and %d−i of %d)\n",
+                cp->size(), cp_mode_name(cp->mode()), (long long)(model.sample_shape().targets / cp->size()),
+                (long long)model.sample_shape().targets, 2 * cp->size() - 1, 2 * cp->size());
   if (r.par.tp_regions())
     std::printf("tensor parallel: %d ranks%s; per rank %.1f MB of parameters (the model: %.1f MB)\n",
                 m.tp, cfg.parallel.tp_sequence ? ", sequence parallel" : "",
@@ -71,8 +76,8 @@ void print_setup(const RunParts& r, int64_t steps_per_epoch, int threads) {
     std::printf("; simulated bubble %.1f%%\n", 100.0 * simulate(sch).mean_bubble);
   }
   if (r.world.size() > 1)
-    std::printf("mesh: %s (%d ranks, tp fastest; collectives over %s); %s\n", m.describe().c_str(), r.world.size(),
-                r.world.describe_backend().c_str(), r.mesh.placement(16).c_str());
+    std::printf("mesh: %s (%d ranks, tp fastest%s; collectives over %s); %s\n", m.describe().c_str(), r.world.size(),
+                m.cp > 1 ? ", then cp" : "", r.world.describe_backend().c_str(), r.mesh.placement(16).c_str());
   std::fflush(stdout);
 }
 
@@ -84,6 +89,11 @@ void print_parallel_figures(const Json& f) {
                 "exposed after backward (%.0f%% hidden)\n",
                 f.at("ddp_ranks").get<int>(), num("ddp_bytes_per_step") / 1e6, num("ddp_comm_seconds"),
                 num("ddp_exposed_seconds"), 100.0 * num("ddp_hidden_fraction"));
+  if (f.contains("cp"))
+    std::printf("context parallel: %s over %d ranks, per step and rank %.2f MB sent in %.0f transfers; attention "
+                "kernels %.2f s, %.2f s of waiting for the exchanges exposed\n",
+                f.at("cp_mode").get<std::string>().c_str(), f.at("cp").get<int>(), num("cp_bytes_per_step") / 1e6,
+                num("cp_transfers_per_step"), num("cp_attention_seconds"), num("cp_comm_exposed_seconds"));
   if (f.contains("tp"))
     std::printf("tensor parallel: per step and rank %.2f MB all-reduced, %.2f MB all-gathered, %.2f MB "
                 "reduce-scattered in %.0f collectives; they ran %.2f s, %.2f s of it exposed (%.0f%% hidden)\n",
