@@ -118,3 +118,44 @@ TEST(Dropout, SameMaskForOneAndTwoThreads) {
   }
   EXPECT_EQ(y1, y2);
 }
+
+// Context parallel: a rank's rows are two runs of positions of each sample (SequenceShard); its tile
+// draws exactly the whole activation's mask at those positions, also from a row offset on (sequence
+// parallel within the rank's rows) and for a column slice (tensor parallel).
+TEST(Dropout, SequenceShardDrawsTheWholeSequencesMaskAtItsPositions) {
+  std::mt19937 g(23);
+  const int64_t B = 3, T = 16, d = 40, chunk = 2;  // cp 4: chunks of 2, rank 1 holds chunks 1 and 6
+  SequenceShard shard{T, chunk, 1 * chunk, 6 * chunk};
+  DropoutSpec whole;
+  whole.p = 0.3f;
+  whole.seed = 7;
+  whole.step = 2;
+  whole.unit = 3;
+  whole.site = 1;
+  whole.sample_offset = 4;
+  whole.rows_per_sample = T;
+  const Vec ones(size_t(B * T * d), 1.0f);
+  Vec all(ones.size());
+  dropout_forward(ones.data(), all.data(), B * T, d, whole);
+  const int64_t local = 2 * chunk;
+  for (int64_t from : {int64_t(0), int64_t(3)}) {  // the rank's rows from `from` on
+    for (int64_t cols : {d, int64_t(8)}) {          // whole rows, or columns 16..23 of each
+      SCOPED_TRACE("from row " + std::to_string(from) + ", " + std::to_string(cols) + " columns");
+      DropoutSpec s = whole;
+      s.rows_per_sample = local;
+      s.row_offset = from;
+      s.sequence = shard;
+      s.global_cols = d;
+      s.col_offset = cols == d ? 0 : 16;
+      const int64_t rows = B * local - from;
+      Vec y(size_t(rows * cols));
+      dropout_forward(ones.data(), y.data(), rows, cols, s);
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t g_row = from + r, b = g_row / local, pos = shard.position(g_row % local);
+        for (int64_t c = 0; c < cols; ++c)
+          ASSERT_EQ(y[size_t(r * cols + c)], all[size_t((b * T + pos) * d + s.col_offset + c)])
+              << "row " << r << " column " << c;
+      }
+    }
+  }
+}

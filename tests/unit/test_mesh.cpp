@@ -55,7 +55,7 @@ TEST(Mesh, ElasticWorldsKeepTpAndPpAndResizeDataParallel) {
   EXPECT_EQ(s.describe(), "pp 1 × dp_replicate 2 × dp_shard 3 × tp 1");
   EXPECT_EQ(MeshShape::fit_elastic(6, 1, -1, 1, 2, note).dp_replicate, 3);  // -1 fills, as fit does
   std::string e = error_of([&] { MeshShape::fit_elastic(6, 2, -1, 1, 2, note); });
-  EXPECT_NE(e.find("a world of 6 ranks no longer fits parallel.tp × parallel.pp = 2 × 2 = 4 ranks per model copy"),
+  EXPECT_NE(e.find("a world of 6 ranks no longer fits parallel.tp × parallel.cp × parallel.pp = 2 × 1 × 2 = 4 ranks per model copy"),
             std::string::npos) << e;
   e = error_of([&] { MeshShape::fit_elastic(4, 1, 4, 1, 0, note); });  // what fit refuses stays refused
   EXPECT_NE(e.find("parallel.tp = 0"), std::string::npos) << e;
@@ -119,9 +119,11 @@ void check_mesh_collectives(const MeshShape& shape) {
       for (int m : members) want += m;
       RANK_CHECK(v == want, what + ": sum " + std::to_string(v) + ", expected " + std::to_string(want));
     };
-    for (MeshDim d : {MeshDim::pp, MeshDim::dp_replicate, MeshDim::dp_shard, MeshDim::tp})
+    for (MeshDim d : {MeshDim::pp, MeshDim::dp_replicate, MeshDim::dp_shard, MeshDim::cp, MeshDim::tp})
       expect_sum(mesh.group(d), mesh_group(shape, r, {d}), mesh_dim_name(d));
     expect_sum(mesh.dp(), mesh_group(shape, r, {MeshDim::dp_replicate, MeshDim::dp_shard}), "dp");
+    expect_sum(mesh.dp_cp(), mesh_group(shape, r, {MeshDim::dp_replicate, MeshDim::dp_shard, MeshDim::cp}), "dp_cp");
+    expect_sum(mesh.shard(), mesh_group(shape, r, {MeshDim::dp_shard, MeshDim::cp}), "shard");
     w.shutdown();
   });
   EXPECT_EQ(dist_test::failures(rs), "") << shape.describe();
@@ -131,6 +133,38 @@ TEST(Mesh, EachGroupReducesOverExactlyItsMembers) {
   check_mesh_collectives(MeshShape::fit(4, 1, 2, 2, 1));  // HSDP
   check_mesh_collectives(MeshShape::fit(4, 2, 1, 1, 2));  // pp × tp
   check_mesh_collectives(MeshShape::fit(4, 1, -1, 1, 1));  // plain DDP: the world's own group
+  check_mesh_collectives(MeshShape::fit(4, 1, 1, 2, 1, 2));  // FSDP × cp: shards over dp_shard × cp
+  check_mesh_collectives(MeshShape::fit(4, 1, 2, 1, 1, 2));  // DDP × cp: gradients over dp_replicate × cp
+  check_mesh_collectives(MeshShape::fit(4, 1, 1, 1, 2, 2));  // cp × tp
+}
+
+// Context parallel sits between dp_shard and tp: tp fastest, then cp; its ranks share the data-parallel
+// index (they see the same samples); an elastic job keeps cp as it keeps tp and pp.
+TEST(Mesh, ContextParallelIsBetweenDpShardAndTp) {
+  const MeshShape s = MeshShape::fit(16, 1, -1, 2, 2, 2);
+  EXPECT_EQ(s.dp_replicate, 2);
+  EXPECT_EQ(s.describe(), "pp 1 × dp_replicate 2 × dp_shard 2 × cp 2 × tp 2");
+  EXPECT_EQ(s.dp(), 4);
+  for (int r = 0; r < s.size(); ++r) EXPECT_EQ(mesh_rank(s, mesh_coord(s, r)), r);
+  const MeshCoord c = mesh_coord(s, 2);  // rank 2: tp 0, cp 1
+  EXPECT_EQ(c.tp, 0);
+  EXPECT_EQ(c.cp, 1);
+  EXPECT_EQ(c.dp_index(s), mesh_coord(s, 0).dp_index(s));
+  EXPECT_EQ(mesh_group(s, 0, {MeshDim::cp}), (std::vector<int>{0, 2}));
+  EXPECT_EQ(mesh_group(s, 0, {MeshDim::dp_shard, MeshDim::cp}), (std::vector<int>{0, 2, 4, 6}));
+  std::string e = error_of([] { MeshShape::fit(4, 1, 1, 1, 1, 2); });
+  EXPECT_NE(e.find("parallel.cp 2 × parallel.tp 1 = 2 ranks, but the job has 4"), std::string::npos) << e;
+  e = error_of([] { MeshShape::fit(4, 1, -1, 1, 1, 0); });
+  EXPECT_NE(e.find("parallel.cp = 0"), std::string::npos) << e;
+  std::string note;
+  const MeshShape grown = MeshShape::fit_elastic(8, 1, -1, 1, 1, note, 2);
+  EXPECT_EQ(grown.cp, 2);
+  EXPECT_EQ(grown.dp_replicate, 4);
+  const MeshShape shrunk = MeshShape::fit_elastic(4, 1, 4, 1, 1, note, 2);  // 8 ranks' shape on 4
+  EXPECT_EQ(shrunk.describe(), "pp 1 × dp_replicate 2 × dp_shard 1 × cp 2 × tp 1");
+  e = error_of([&] { MeshShape::fit_elastic(6, 1, 2, 1, 1, note, 4); });
+  EXPECT_NE(e.find("parallel.tp × parallel.cp × parallel.pp = 1 × 4 × 1 = 4 ranks per model copy"), std::string::npos)
+      << e;
 }
 
 TEST(Mesh, PlacementNamesEveryRank) {

@@ -209,3 +209,29 @@ TEST(Rope, MatchesHuggingFaceInTorch) {
   }
   fs::remove_all(dir);
 }
+
+// Context parallel: rows holding two runs of positions (SequenceShard) rotate as those positions of
+// the whole sequence do.
+TEST(Rope, SequenceShardRotatesByGlobalPositions) {
+  std::mt19937 g(72);
+  RopeShape whole = shape(2, 12, 4, 2, 8);
+  const Vec x = randu(whole.B * whole.T * whole.row_width(), g, -1.0f, 1.0f);
+  const Vec all = rope(x, whole);
+  const SequenceShard shard{12, 3, 3, 6};  // cp 2, rank 1: chunks 1 and 2 of 4
+  RopeShape part = whole;
+  part.T = 6;
+  part.sequence = shard;
+  const int64_t w = whole.row_width();
+  Vec local(size_t(whole.B * part.T * w));
+  for (int64_t b = 0; b < whole.B; ++b)
+    for (int64_t t = 0; t < part.T; ++t)
+      std::copy_n(x.begin() + (b * whole.T + shard.position(t)) * w, w, local.begin() + (b * part.T + t) * w);
+  const Vec y = rope(local, part);
+  for (int64_t b = 0; b < whole.B; ++b)
+    for (int64_t t = 0; t < part.T; ++t)
+      for (int64_t i = 0; i < w; ++i)
+        ASSERT_EQ(y[size_t((b * part.T + t) * w + i)], all[size_t((b * whole.T + shard.position(t)) * w + i)])
+            << "sample " << b << " position " << t << " column " << i;
+  const Vec back = rope_t(y, part);
+  expect_close(back, local, 1e-6, 1e-6, "inverse");
+}
