@@ -16,6 +16,8 @@ class SequenceAttention {
   // A block of `heads` query and `kv_heads` key/value heads (its tensor-parallel slice's) checks it
   // can be split: ConfigError naming the fix otherwise.
   virtual void check_heads(int64_t /*heads*/, int64_t /*kv_heads*/) const {}
+  // Memory it keeps between calls for its exchanges, in bytes (sized by the largest pass so far).
+  virtual size_t buffer_bytes() const { return 0; }
   // Floats the block keeps per micro-batch between forward and backward for the attention of a pass
   // of shape s (beside its packed qkv rows and the attention's output): the ring's log-sum-exp per
   // query row and head, or the all-to-all's head-split rows of the whole sequences.

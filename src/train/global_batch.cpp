@@ -60,16 +60,19 @@ void require_split_at_every_size(int64_t global, int min_nodes, int max_nodes, i
               std::to_string(every) + " (e.g. " + std::to_string(suggested) + "), which every size keeps");
 }
 
-void require_copies_at_every_size(int min_nodes, int max_nodes, int workers_per_node, int tp, int pp) {
+void require_copies_at_every_size(int min_nodes, int max_nodes, int workers_per_node, int tp, int pp, int cp) {
   for (int64_t n = min_nodes; n <= max_nodes; ++n) {
     const int64_t world = n * workers_per_node;
-    if (world % (int64_t(tp) * pp) == 0) continue;
-    throw Error("parallel.tp × parallel.pp = " + std::to_string(tp) + " × " + std::to_string(pp) +
+    if (world % (int64_t(tp) * pp * cp) == 0) continue;
+    throw Error((cp > 1 ? "parallel.tp × parallel.cp × parallel.pp = " + std::to_string(tp) + " × " + std::to_string(cp)
+                        : "parallel.tp × parallel.pp = " + std::to_string(tp)) +
+                " × " + std::to_string(pp) +
                 " ranks per model copy do not fit the " + std::to_string(world) +
                 (world == 1 ? " worker" : " workers") + " of " + std::to_string(n) + (n == 1 ? " node" : " nodes") +
                 ", a size this elastic job (--nnodes " +
                 std::to_string(min_nodes) + ":" + std::to_string(max_nodes) + ", " + std::to_string(workers_per_node) +
-                " workers each) may come to: raise MIN to a size they fit, or lower parallel.tp / parallel.pp");
+                " workers each) may come to: raise MIN to a size they fit, or lower parallel.tp / parallel.pp" +
+                (cp > 1 ? " / parallel.cp" : ""));
   }
 }
 

@@ -37,9 +37,9 @@ double mean_over_data_parallel(World& world, int dp, double v);
 void require_split_at_every_size(int64_t global, int min_nodes, int max_nodes, int workers_per_node,
                                  int ranks_per_copy);
 
-// An elastic job holds whole model copies (tp × pp ranks each) at every size it may come to, MIN to
+// An elastic job holds whole model copies (tp × cp × pp ranks each) at every size it may come to, MIN to
 // MAX nodes: Error at the start naming the first size that cannot, rather than a job that stops
 // (or restarts in vain) when a loss shrinks it there.
-void require_copies_at_every_size(int min_nodes, int max_nodes, int workers_per_node, int tp, int pp);
+void require_copies_at_every_size(int min_nodes, int max_nodes, int workers_per_node, int tp, int pp, int cp = 1);
 
 }  // namespace dtrain

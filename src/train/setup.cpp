@@ -118,8 +118,8 @@ MeshShape TrainingParts::mesh_shape_of_config() {
   const DistEnv& env = world.env();
   if (env.elastic)
     same_on_every_rank([&] {
-      require_copies_at_every_size(env.elastic_min, env.elastic_max, env.local_world_size, int(shape.tp * shape.cp),
-                                   int(shape.pp));
+      require_copies_at_every_size(env.elastic_min, env.elastic_max, env.local_world_size, int(shape.tp),
+                                   int(shape.pp), int(shape.cp));
     });
   if (env.elastic && t.global_batch > 0)
     same_on_every_rank([&] {

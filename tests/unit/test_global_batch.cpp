@@ -83,4 +83,9 @@ TEST(GlobalBatch, ElasticJobHoldsWholeCopiesAtEverySize) {
             "parallel.tp / parallel.pp");
   EXPECT_NE(error_of([] { require_copies_at_every_size(1, 2, 1, 2, 1); }).find("the 1 worker of 1 node"),
             std::string::npos);
+  // context parallel: a copy is tp × cp × pp ranks, and the error names cp
+  EXPECT_NO_THROW(require_copies_at_every_size(1, 3, 4, 2, 1, 2));  // 4, 8, 12 workers: 4 per copy
+  const std::string cp = error_of([] { require_copies_at_every_size(1, 2, 2, 1, 1, 4); });
+  EXPECT_NE(cp.find("parallel.tp × parallel.cp × parallel.pp = 1 × 4 × 1 ranks per model copy do not fit the 2 workers"),
+            std::string::npos) << cp;
 }

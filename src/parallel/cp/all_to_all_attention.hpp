@@ -23,6 +23,9 @@ class AllToAllAttention : public SequenceAttention {
                const SequenceShard& sequence) override;
   void backward(const float* dout, const float* qkv, const float* out, const float* saved, float* dqkv,
                 const AttentionShape& s, const DropoutSpec& drop, const SequenceShard& sequence) override;
+  size_t buffer_bytes() const override {
+    return (send_.capacity() + recv_.capacity() + whole_out_.capacity() + probs_.capacity()) * sizeof(float);
+  }
   CpStats& stats() { return stats_; }
 
  private:

@@ -32,6 +32,8 @@ class ContextParallel {
   BatchView local(const BatchView& whole, const StepContext& ctx) { return batch_.of(whole, ctx.sequence); }
   // Sums of the whole sequences from this rank's shares (in place, every rank of the group).
   void sum(double* v, size_t n) { group_.allreduce(v, n); }
+  // Host memory kept for the exchanges (the attention's buffers, the cut batch), in bytes.
+  size_t buffer_bytes() const { return attention_->buffer_bytes() + batch_.bytes(); }
   // The attention's traffic and waits since the last call.
   CpStats take_stats();
 

@@ -29,6 +29,12 @@ void RingAttention::size_buffers(const AttentionShape& s) {
   if (int64_t(delta_.size()) < rows) delta_.resize(size_t(rows));
 }
 
+size_t RingAttention::buffer_bytes() const {
+  size_t n = 0;
+  for (const auto* v : {&kv_[0], &kv_[1], &dkv_[0], &dkv_[1], &dkv_in_, &stats_rows_, &delta_}) n += v->capacity();
+  return n * sizeof(float);
+}
+
 WorkPtr RingAttention::send(const float* data, int64_t floats, uint32_t tag) {
   stats_.bytes += floats * int64_t(sizeof(float));
   ++stats_.transfers;

@@ -22,6 +22,7 @@ class RingAttention : public SequenceAttention {
                const SequenceShard& sequence) override;
   void backward(const float* dout, const float* qkv, const float* out, const float* saved, float* dqkv,
                 const AttentionShape& s, const DropoutSpec& drop, const SequenceShard& sequence) override;
+  size_t buffer_bytes() const override;
   CpStats& stats() { return stats_; }
 
  private:

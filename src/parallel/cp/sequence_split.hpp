@@ -19,6 +19,7 @@ SequenceShard sequence_shard(int64_t T, int cp, int rank);
 class ShardedBatch {
  public:
   BatchView of(const BatchView& whole, const SequenceShard& s);
+  size_t bytes() const { return (tokens_.capacity() + targets_.capacity()) * sizeof(int32_t); }
 
  private:
   std::vector<int32_t> tokens_, targets_;

@@ -18,6 +18,7 @@ MemoryAccount memory_account(const RunParts& r, size_t save_buffers, int64_t sta
   a.activations = int64_t(model.activation_bytes());
   a.kernel_scratch = int64_t(r.dev.kernel_scratch_bytes());
   a.comm_buffers = int64_t(r.mesh.buffer_bytes());
+  if (ContextParallel* cp = r.par.context_parallel()) a.context_buffers = int64_t(cp->buffer_bytes());
   a.save_buffers = int64_t(save_buffers);
   a.at_start = start_rss;
   return a;
@@ -29,6 +30,7 @@ void MemoryAccount::add_to(Json& s) const {
   s["activation_bytes"] = activations;
   s["kernel_scratch_bytes"] = kernel_scratch;
   s["comm_buffer_bytes"] = comm_buffers;
+  s["context_buffer_bytes"] = context_buffers;
   s["save_buffer_bytes"] = save_buffers;
   s["start_rss_bytes"] = at_start;
   s["accounted_bytes"] = total();
@@ -37,7 +39,8 @@ void MemoryAccount::add_to(Json& s) const {
 std::string MemoryAccount::describe() const {
   const std::pair<int64_t, const char*> parts[] = {
       {model_state, "model state"},       {gather_buffers, "gather buffers"}, {activations, "activations"},
-      {kernel_scratch, "kernel scratch"}, {comm_buffers, "comm buffers"},     {save_buffers, "save buffers"},
+      {kernel_scratch, "kernel scratch"}, {comm_buffers, "comm buffers"},     {context_buffers, "context-parallel buffers"},
+      {save_buffers, "save buffers"},
       {at_start, "process at start"}};
   std::string s;
   for (const auto& [bytes, name] : parts) {

@@ -16,13 +16,16 @@ struct MemoryAccount {
   int64_t activations = 0;     // the model's planned block: activations, stage buffers, scratch, the batch
   int64_t kernel_scratch = 0;  // what the kernels keep between calls (sized by the first step's shapes)
   int64_t comm_buffers = 0;    // the process groups' working space
+  int64_t context_buffers = 0; // context parallel's exchange buffers (ring blocks, all-to-all shares)
   int64_t save_buffers = 0;    // what checkpoint saves held beside the model, at most
   int64_t at_start = 0;        // the process's resident memory before the run: code, libraries
   int64_t total() const {
-    return model_state + gather_buffers + activations + kernel_scratch + comm_buffers + save_buffers + at_start;
+    return model_state + gather_buffers + activations + kernel_scratch + comm_buffers + context_buffers + save_buffers +
+           at_start;
   }
   // summary.json's keys: model_state_bytes, gather_buffer_bytes, activation_bytes,
-  // kernel_scratch_bytes, comm_buffer_bytes, save_buffer_bytes, start_rss_bytes, accounted_bytes.
+  // kernel_scratch_bytes, comm_buffer_bytes, context_buffer_bytes, save_buffer_bytes, start_rss_bytes,
+  // accounted_bytes.
   void add_to(Json& summary) const;
   // "455.1 MB state + 68.5 MB activations + …" (parts that are not zero)
   std::string describe() const;
