@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Context parallel end to end (dropout on, SGD-momentum, 30 steps across an epoch end with a short last
-# step): the course's Transformer at cp 2 (ring and all-to-all), cp 4, cp 2 × DDP 2, cp 2 × FSDP 2,
-# cp 2 × TP 2 with sequence parallel, cp 2 × PP 2 (1F1B) and cp 2 with gradient accumulation; a
+# step): the course's Transformer at cp 2 and cp 4 (ring and all-to-all), cp 2 × DDP 2, × FSDP 2,
+# × TP 2 with sequence parallel, × PP 2 (1F1B), × TP 2 × PP 2 (3D + cp), × FSDP 2 × TP 2 (all-to-all)
+# and cp 2 with gradient accumulation; a
 # pre-norm tied GELU Transformer with learned positions at cp 2 with full recompute; the Llama kind
 # (RoPE, grouped-query attention) at cp 2 ring with selective recompute, cp 2 all-to-all, cp 4 ring
 # and cp 2 × PP 2 (ZB-H1): each ends with one process's weights (relative 1e-5) and losses. A cp 2
-# checkpoint goes on at cp 1 and at cp 4 to the uninterrupted trajectory. Sequence lengths 2·cp does
+# checkpoint goes on at cp 1 and at cp 4 to the uninterrupted trajectory, and a killed cp 2 rank is
+# restarted by dtrun onto it. Sequence lengths 2·cp does
 # not divide, the CNN, and an all-to-all over heads cp does not divide are refused in one line.
 source "$2/tests/e2e/lib.sh" "$1" "$2" "to compare weights"
 steps=30
@@ -28,7 +30,14 @@ ranks cp2_fsdp2 4 --set train.batch_size=4 "${cp2[@]}" --set parallel.dp_shard=2
 ranks cp2_tp2 4 --set train.batch_size=8 "${cp2[@]}" --set parallel.tp=2 --set parallel.tp_sequence=true
 ranks cp2_pp2 4 --set train.batch_size=8 "${cp2[@]}" --set parallel.pp=2
 ranks cp2_accum 2 --set train.batch_size=4 --set train.grad_accum=2 "${cp2[@]}"
-for r in cp2 cp2_a2a cp4 cp2_ddp2 cp2_fsdp2 cp2_tp2 cp2_pp2 cp2_accum; do same_weights single $r 1e-5; done
+ranks cp4_a2a 4 --set train.batch_size=8 --set parallel.cp=4 --set parallel.dp_replicate=1 --set parallel.cp_mode=alltoall
+ranks cp2_tp2_pp2 8 --set train.batch_size=8 "${cp2[@]}" --set parallel.tp=2 --set parallel.tp_sequence=true \
+  --set parallel.pp=2
+ranks cp2_fsdp2_tp2 8 --set train.batch_size=4 "${cp2[@]}" --set parallel.dp_shard=2 --set parallel.tp=2 \
+  --set parallel.cp_mode=alltoall
+for r in cp2 cp2_a2a cp4 cp2_ddp2 cp2_fsdp2 cp2_tp2 cp2_pp2 cp2_accum cp4_a2a cp2_tp2_pp2 cp2_fsdp2_tp2; do
+  same_weights single $r 1e-5
+done
 grep -q "^\[0\]: context parallel: 2 ranks, ring attention; each holds 16 of every sequence's 32 positions" \
   "$work/cp2.out" || fail "cp2 did not report its layout"
 grep -q "^\[0\]: mesh: pp 1 × dp_replicate 1 × dp_shard 2 × cp 2 × tp 1 (4 ranks, tp fastest, then cp" \
@@ -87,6 +96,12 @@ same_weights single cont_one 1e-5
 ranks cont_cp4 4 --resume "$(ck "$work/cp2" 15)" --set train.batch_size=8 --set parallel.cp=4 --set parallel.dp_replicate=1
 same_weights single cont_cp4 1e-5
 echo "ok  cp 2's checkpoint resumed at cp 1 and cp 4 ends on the uninterrupted trajectory"
+# A killed rank: dtrun restarts the cp 2 job, which resumes from its step-20 checkpoint and ends as
+# the uninterrupted run does.
+ranks straight 2 --set train.batch_size=8 "${cp2[@]}" --set train.checkpoint_every=10
+restart_after_kill 000000020 --nproc-per-node 2 "$bin/dtrain" train "${common[@]}" --set train.threads=1 \
+  --set train.batch_size=8 "${cp2[@]}" --set train.checkpoint_every=10
+echo "ok  a killed cp 2 rank: restarted, resumed at step 20, the uninterrupted weights"
 
 # --- Refusals, one line each.
 bad() {  # $1 = what, $2 = ranks, $3 = the expected error, then arguments
