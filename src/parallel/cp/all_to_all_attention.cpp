@@ -1,6 +1,7 @@
 // The all-to-all form of context parallel (see all_to_all_attention.hpp). Layouts: a pass's qkv row
 // is [q heads | k heads | v heads]; rank j's share of a row holds query heads j·H/cp.. and kv heads
-// j·K/cp.. of each part. Every exchange sends each rank one block of this rank's B·T rows.
+// j·K/cp.. of each part. Every exchange sends each rank one block of this rank's B·T rows, so what
+// arrives is [source rank][its B·T rows]: source i's rows are at the positions of its shard.
 #include "parallel/cp/all_to_all_attention.hpp"
 
 #include <algorithm>
@@ -8,6 +9,7 @@
 #include <cstring>
 
 #include "core/error.hpp"
+#include "parallel/cp/sequence_split.hpp"
 
 namespace dtrain {
 
@@ -50,23 +52,7 @@ void pack_share(const float* local, int64_t full, const Share& sh, float* packed
   }
 }
 
-// Local row (b, t) of rank j's positions ↔ row (b, position) of the whole sequences [B, L, w].
-void place_rows(float* whole, const float* part, const SequenceShard& s, int64_t B, int64_t T, int64_t w, bool back) {
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t t = 0; t < T; ++t) {
-      float* g = whole + (b * s.T + s.position(t)) * w;
-      float* l = const_cast<float*>(part) + (b * T + t) * w;
-      if (back) std::memcpy(l, g, sizeof(float) * size_t(w));
-      else std::memcpy(g, l, sizeof(float) * size_t(w));
-    }
-}
-
-SequenceShard shard_of(const SequenceShard& mine, int j, int cp) {
-  SequenceShard s = mine;
-  s.first = int64_t(j) * s.chunk;
-  s.second = int64_t(2 * cp - 1 - j) * s.chunk;
-  return s;
-}
+SequenceShard shard_of(const SequenceShard& mine, int j, int cp) { return sequence_shard(mine.T, cp, j); }
 
 }  // namespace
 
@@ -79,25 +65,31 @@ void AllToAllAttention::check_heads(int64_t heads, int64_t kv_heads) const {
                     std::to_string(cp) + ": use parallel.cp_mode = ring, or a cp that divides them");
 }
 
-AttentionShape AllToAllAttention::whole(const AttentionShape& s, const SequenceShard& sequence) const {
+AttentionShape AllToAllAttention::share(const AttentionShape& s) const {
   const int cp = group_.size();
   DT_ASSERT(s.H % cp == 0 && s.kv() % cp == 0);
   AttentionShape w = s;
-  w.T = sequence.T;
   w.H = s.H / cp;
   w.kv_heads = s.kv() / cp;
   return w;
 }
 
-DropoutSpec AllToAllAttention::heads_of(const DropoutSpec& drop, const AttentionShape& w) const {
+// The masks of this rank's heads among the slice's (whose first the block placed in col_offset).
+DropoutSpec AllToAllAttention::heads_of(const DropoutSpec& drop, const AttentionShape& w, int64_t L) const {
   DropoutSpec d = drop;
-  d.col_offset += int64_t(group_.rank()) * w.H * w.T * w.T;
+  d.col_offset += int64_t(group_.rank()) * w.H * L * L;
   return d;
 }
 
-float* AllToAllAttention::buffer(std::vector<float>& v, int64_t floats) {
+float* AllToAllAttention::grown(std::vector<float>& v, int64_t floats) {
   if (int64_t(v.size()) < floats) v.resize(size_t(floats));
   return v.data();
+}
+
+size_t AllToAllAttention::buffer_bytes() const {
+  size_t n = 0;
+  for (const auto* v : {&send_, &recv_, &kv_, &dkv_, &stats_rows_, &delta_}) n += v->capacity();
+  return n * sizeof(float);
 }
 
 void AllToAllAttention::exchange(float* send, float* recv, int64_t floats_per_rank) {
@@ -105,48 +97,78 @@ void AllToAllAttention::exchange(float* send, float* recv, int64_t floats_per_ra
   ++stats_.transfers;
   const auto t = std::chrono::steady_clock::now();
   group_.all_to_all(send, recv, size_t(floats_per_rank), ElemType::f32);
-  stats_.wait_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+  stats_.wait_seconds += CpStats::since(t);
+}
+
+void AllToAllAttention::pack_blocks(const float* rows, const AttentionShape& w) {
+  const int64_t n = w.B * w.T, block = n * 2 * w.kv() * w.Dh;
+  float* kv = grown(kv_, group_.size() * block);
+  for (int j = 0; j < group_.size(); ++j) dev_.kv_block_pack(rows + j * n * w.row_width(), kv + j * block, w);
 }
 
 void AllToAllAttention::forward(const float* qkv, float* out, float* saved, const AttentionShape& s,
                                 const DropoutSpec& drop, const SequenceShard& sequence) {
   const int cp = group_.size();
-  const AttentionShape w = whole(s, sequence);
-  const int64_t rows = s.B * s.T, wq = w.row_width(), wo = w.H * w.Dh;
-  float* send = buffer(send_, rows * s.row_width());
-  float* recv = buffer(recv_, rows * s.row_width());
+  const AttentionShape w = share(s);
+  const int64_t rows = s.B * s.T, wq = w.row_width(), wo = w.H * w.Dh, block = rows * 2 * w.kv() * w.Dh;
+  float* send = grown(send_, rows * s.row_width());
+  float* lse = saved + rows * s.row_width();
   for (int j = 0; j < cp; ++j) pack_share(qkv, s.row_width(), qkv_share(s, j, cp), send + j * rows * wq, rows, false);
-  exchange(send, recv, rows * wq);
-  for (int j = 0; j < cp; ++j) place_rows(saved, recv + j * rows * wq, shard_of(sequence, j, cp), s.B, s.T, wq, false);
-  float* o = buffer(whole_out_, rows * cp * wo);
+  exchange(send, saved, rows * wq);
+  pack_blocks(saved, w);
+  float* o = send;  // the output of this rank's heads at every rank's positions [cp][rows][wo]
+  float* st = grown(stats_rows_, 2 * w.B * w.H * w.T);
+  const DropoutSpec d = heads_of(drop, w, sequence.T);
   const auto t = std::chrono::steady_clock::now();
-  dev_.attention_forward(saved, o, buffer(probs_, w.B * w.H * w.T * w.T), w, heads_of(drop, w));
-  stats_.attention_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-  for (int j = 0; j < cp; ++j) place_rows(o, send + j * rows * wo, shard_of(sequence, j, cp), s.B, s.T, wo, true);
-  exchange(send, recv, rows * wo);
+  for (int i = 0; i < cp; ++i) {
+    const AttentionBlocks a{w, shard_of(sequence, i, cp)};
+    for (int j = 0; j < cp; ++j)
+      dev_.attention_block_forward(saved + i * rows * wq, kv_.data() + j * block, shard_of(sequence, j, cp),
+                                   o + i * rows * wo, st, a, d, j == 0);
+    dev_.attention_blocks_finish(o + i * rows * wo, st, lse + i * w.B * w.H * w.T, a);
+  }
+  stats_.attention_seconds += CpStats::since(t);
+  float* recv = grown(recv_, rows * s.row_width());
+  exchange(o, recv, rows * wo);
   for (int j = 0; j < cp; ++j) pack_share(out, s.H * s.Dh, out_share(s, j, cp), recv + j * rows * wo, rows, true);
 }
 
-void AllToAllAttention::backward(const float* dout, const float*, const float*, const float* saved, float* dqkv,
+void AllToAllAttention::backward(const float* dout, const float*, const float* out, const float* saved, float* dqkv,
                                  const AttentionShape& s, const DropoutSpec& drop, const SequenceShard& sequence) {
   const int cp = group_.size();
-  const AttentionShape w = whole(s, sequence);
-  const int64_t rows = s.B * s.T, wq = w.row_width(), wo = w.H * w.Dh;
-  float* send = buffer(send_, rows * s.row_width());
-  float* recv = buffer(recv_, rows * s.row_width());
+  const AttentionShape w = share(s);
+  const int64_t rows = s.B * s.T, wq = w.row_width(), wo = w.H * w.Dh, block = rows * 2 * w.kv() * w.Dh;
+  const int64_t per_rank = w.B * w.H * w.T;  // a delta or lse share: [B][H/cp][T]
+  const float* lse = saved + rows * s.row_width();
+  float* send = grown(send_, rows * s.row_width());
+  float* recv = grown(recv_, rows * s.row_width());
+  // each row's delta over all heads here, then every rank's rows of this rank's heads
+  float* delta = grown(delta_, 2 * cp * per_rank);
+  dev_.attention_blocks_delta(dout, out, delta, AttentionBlocks{s, sequence});
+  for (int j = 0; j < cp; ++j)
+    for (int64_t b = 0; b < s.B; ++b)
+      std::memcpy(delta + cp * per_rank + (j * s.B + b) * w.H * s.T, delta + (b * s.H + j * w.H) * s.T,
+                  sizeof(float) * size_t(w.H * s.T));
+  exchange(delta + cp * per_rank, delta, per_rank);
   for (int j = 0; j < cp; ++j) pack_share(dout, s.H * s.Dh, out_share(s, j, cp), send + j * rows * wo, rows, false);
-  exchange(send, recv, rows * wo);
-  float* dout_whole = buffer(whole_out_, rows * cp * wq);  // (holds the output's gradient, then qkv's)
-  for (int j = 0; j < cp; ++j) place_rows(dout_whole, recv + j * rows * wo, shard_of(sequence, j, cp), s.B, s.T, wo, false);
-  float* probs = buffer(probs_, w.B * w.H * w.T * w.T);
-  float* dqkv_whole = buffer(recv_, rows * s.row_width());  // recv_ is spent: its rows were placed
-  const DropoutSpec d = heads_of(drop, w);
+  float* dout_shares = recv;
+  exchange(send, dout_shares, rows * wo);
+  pack_blocks(saved, w);
+  float* dkv = grown(dkv_, cp * block);
+  dev_.zero(dkv, sizeof(float) * size_t(cp * block));
+  float* dqkv_shares = send;  // [cp][rows][wq]
+  const DropoutSpec d = heads_of(drop, w, sequence.T);
   const auto t = std::chrono::steady_clock::now();
-  dev_.attention_forward(saved, nullptr, probs, w, d);  // the probabilities again
-  dev_.attention_backward(dout_whole, saved, probs, dqkv_whole, w, d);
-  stats_.attention_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-  for (int j = 0; j < cp; ++j) place_rows(dqkv_whole, send + j * rows * wq, shard_of(sequence, j, cp), s.B, s.T, wq, true);
-  exchange(send, recv, rows * wq);
+  for (int i = 0; i < cp; ++i) {
+    const AttentionBlocks a{w, shard_of(sequence, i, cp)};
+    for (int j = 0; j < cp; ++j)
+      dev_.attention_block_backward(dout_shares + i * rows * wo, saved + i * rows * wq, kv_.data() + j * block,
+                                    shard_of(sequence, j, cp), lse + i * per_rank, delta + i * per_rank,
+                                    dqkv_shares + i * rows * wq, dkv + j * block, a, d, j == 0);
+  }
+  for (int j = 0; j < cp; ++j) dev_.kv_block_unpack(dkv + j * block, dqkv_shares + j * rows * wq, w);
+  stats_.attention_seconds += CpStats::since(t);
+  exchange(dqkv_shares, recv, rows * wq);
   for (int j = 0; j < cp; ++j) pack_share(dqkv, s.row_width(), qkv_share(s, j, cp), recv + j * rows * wq, rows, true);
 }
 

@@ -3,21 +3,16 @@
 
 #include <chrono>
 
+#include "parallel/cp/sequence_split.hpp"
+
 namespace dtrain {
 
 namespace {
 enum Tag : uint32_t { kForwardBlock = 0x43500001u, kBackwardBlock = 0x43500002u, kBlockGrad = 0x43500003u };
-
-double seconds_since(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-}
 }  // namespace
 
 SequenceShard RingAttention::block_of(const SequenceShard& mine, int owner) const {
-  SequenceShard s = mine;
-  s.first = int64_t(owner) * s.chunk;
-  s.second = int64_t(2 * group_.size() - 1 - owner) * s.chunk;
-  return s;
+  return sequence_shard(mine.T, group_.size(), owner);
 }
 
 void RingAttention::size_buffers(const AttentionShape& s) {
@@ -50,7 +45,7 @@ void RingAttention::wait(const WorkPtr& w) {
   if (!w) return;
   const auto t = std::chrono::steady_clock::now();
   w->wait();
-  stats_.wait_seconds += seconds_since(t);
+  stats_.wait_seconds += CpStats::since(t);
 }
 
 // Step k attends to the block that started k ranks back; the next block travels meanwhile.
@@ -69,7 +64,7 @@ void RingAttention::forward(const float* qkv, float* out, float* saved, const At
     const auto t = std::chrono::steady_clock::now();
     dev_.attention_block_forward(qkv, kv_[cur].data(), block_of(sequence, (me - k + n) % n), out, stats_rows_.data(),
                                  a, drop, k == 0);
-    stats_.attention_seconds += seconds_since(t);
+    stats_.attention_seconds += CpStats::since(t);
     wait(sent);
     wait(got);
   }
@@ -99,7 +94,7 @@ void RingAttention::backward(const float* dout, const float* qkv, const float* o
     const auto t = std::chrono::steady_clock::now();
     dev_.attention_block_backward(dout, qkv, kv_[cur].data(), block_of(sequence, (me - k + n) % n), saved,
                                   delta_.data(), dqkv, mine, a, drop, k == 0);
-    stats_.attention_seconds += seconds_since(t);
+    stats_.attention_seconds += CpStats::since(t);
     if (gathered) {
       wait(gathered);
       dev_.add(mine, dkv_in_.data(), mine, block_floats_);
