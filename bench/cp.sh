@@ -28,6 +28,7 @@ printf '[train]\nseed = 1\n' >"$work/seed.toml"
 common=(--config "$work/seed.toml" --set model.kind=llama --set data.dir="$work/data" --set model.dim=128
   --set model.heads=4 --set model.kv_heads=2 --set model.layers=2 --set model.seq_len="$seq" --set data.stride="$seq"
   --set model.dropout=0.1 --set train.recompute=selective --set train.batch_size=1 --set train.max_steps="$steps"
+  --set train.device=cpu
   "${bench_quiet[@]}" --set train.log_every=1 --set optim.warmup_steps=0 --set train.checkpoint_every=0 "${sets[@]}")
 run() {  # $1 = name, $2 = cp, $3 = mode
   local name=$1 cp=$2 out=$work/$1.out
