@@ -130,6 +130,21 @@ struct AttentionBlocks {
   SequenceShard queries;  // positions of the pass's rows
 };
 
+// ---- Mixture of experts: routing, dispatch and combine ------------------------------------------
+
+// A router's choice for `rows` tokens among `experts`: each token's scores (softmax over the experts,
+// or the sigmoid of each), its top_k experts by score (ties to the lower expert index, best first)
+// and their weights (the chosen scores, renormalised to sum 1 when `normalize`). The chosen tokens are
+// grouped by expert for the experts' products: position p of the grouped rows holds token
+// row_of[p]; expert e's rows are positions offsets[e] .. offsets[e + 1] − 1, in token order; slot j
+// of token r sits at position pos[r·top_k + j].
+struct MoeRouting {
+  int64_t rows = 0, experts = 0, top_k = 0;
+  bool sigmoid = false;
+  bool normalize = true;
+  int64_t chosen() const { return rows * top_k; }
+};
+
 // ---- Rotary position embedding ------------------------------------------------------------------
 
 // Rotary position embedding as Hugging Face's Llama applies it ("rotate half": dimension i of a head
