@@ -119,6 +119,30 @@ class ComputeDevice : public Memory {
                                         const DropoutSpec&, bool /*first*/) {
     no_ring_attention();
   }
+  // Mixture of experts (MoeRouting in kernels/types.hpp; what each does: kernels/cpu/moe.hpp). A device
+  // without them throws Error naming the fix (the CPU has them).
+  virtual void moe_route(const float* /*logits*/, float* /*scores*/, int32_t* /*chosen*/, float* /*weights*/,
+                         int64_t* /*counts*/, int64_t* /*offsets*/, int32_t* /*row_of*/, int32_t* /*pos*/,
+                         const MoeRouting&) {
+    no_moe();
+  }
+  virtual void moe_gather(const float* /*x*/, const int32_t* /*row_of*/, float* /*grouped*/, int64_t /*n*/,
+                          int64_t /*d*/) {
+    no_moe();
+  }
+  virtual void moe_combine(const float* /*grouped*/, const int32_t* /*pos*/, const float* /*weights*/, float* /*y*/,
+                           const MoeRouting&, int64_t /*d*/) {
+    no_moe();
+  }
+  virtual void moe_combine_backward(const float* /*dy*/, const float* /*grouped*/, const int32_t* /*pos*/,
+                                    const float* /*weights*/, float* /*dgrouped*/, float* /*dweights*/,
+                                    const MoeRouting&, int64_t /*d*/) {
+    no_moe();
+  }
+  virtual void moe_route_backward(const float* /*scores*/, const int32_t* /*chosen*/, const float* /*dweights*/,
+                                  const float* /*dscores*/, float* /*dlogits*/, const MoeRouting&) {
+    no_moe();
+  }
   // Rotary position embedding, in place on the q and k heads of packed qkv (or their gradient).
   virtual void rope_forward(float* qkv, const RopeShape& s) = 0;
   virtual void rope_backward(float* dqkv, const RopeShape& s) = 0;
@@ -151,6 +175,10 @@ class ComputeDevice : public Memory {
   virtual void sgd_update(float* p, const float* g, float* buf, int64_t n, const SgdHyper& h) = 0;
 
  private:
+  [[noreturn]] void no_moe() const {
+    throw Error("model.kind = moe runs on the CPU in this version; " + describe() +
+                " has no mixture-of-experts kernels: set train.device = cpu");
+  }
   [[noreturn]] void no_ring_attention() const {
     throw Error("context parallel (parallel.cp > 1) runs on the CPU in this version; " + describe() +
                 " has no ring-attention kernels: set train.device = cpu, or parallel.cp = 1");

@@ -14,6 +14,7 @@
 #include "kernels/cpu/embedding.hpp"
 #include "kernels/cpu/layernorm.hpp"
 #include "kernels/cpu/matmul.hpp"
+#include "kernels/cpu/moe.hpp"
 #include "kernels/cpu/optimizer.hpp"
 #include "kernels/cpu/reduce.hpp"
 #include "kernels/cpu/rmsnorm.hpp"
@@ -116,6 +117,25 @@ class CpuDevice final : public ComputeDevice {
                                 const float* lse, const float* delta, float* dqkv, float* dkv,
                                 const AttentionBlocks& a, const DropoutSpec& drop, bool first) override {
     dtrain::attention_block_backward(dout, qkv, kv, keys, lse, delta, dqkv, dkv, a, drop, first);
+  }
+  void moe_route(const float* logits, float* scores, int32_t* chosen, float* weights, int64_t* counts,
+                 int64_t* offsets, int32_t* row_of, int32_t* pos, const MoeRouting& r) override {
+    dtrain::moe_route(logits, scores, chosen, weights, counts, offsets, row_of, pos, r);
+  }
+  void moe_gather(const float* x, const int32_t* row_of, float* grouped, int64_t n, int64_t d) override {
+    dtrain::moe_gather(x, row_of, grouped, n, d);
+  }
+  void moe_combine(const float* grouped, const int32_t* pos, const float* weights, float* y, const MoeRouting& r,
+                   int64_t d) override {
+    dtrain::moe_combine(grouped, pos, weights, y, r, d);
+  }
+  void moe_combine_backward(const float* dy, const float* grouped, const int32_t* pos, const float* weights,
+                            float* dgrouped, float* dweights, const MoeRouting& r, int64_t d) override {
+    dtrain::moe_combine_backward(dy, grouped, pos, weights, dgrouped, dweights, r, d);
+  }
+  void moe_route_backward(const float* scores, const int32_t* chosen, const float* dweights, const float* dscores,
+                          float* dlogits, const MoeRouting& r) override {
+    dtrain::moe_route_backward(scores, chosen, dweights, dscores, dlogits, r);
   }
   void rope_forward(float* qkv, const RopeShape& s) override { dtrain::rope_forward(qkv, s); }
   void rope_backward(float* dqkv, const RopeShape& s) override { dtrain::rope_backward(dqkv, s); }
