@@ -7,12 +7,13 @@
 #include "core/error.hpp"
 #include "models/cnn/kind.hpp"
 #include "models/llama/kind.hpp"
+#include "models/moe/kind.hpp"
 #include "models/transformer/kind.hpp"
 
 namespace dtrain {
 
 const std::vector<const ModelKind*>& model_kinds() {
-  static const std::vector<const ModelKind*> kinds = {&transformer_kind(), &llama_kind(), &cnn_kind()};
+  static const std::vector<const ModelKind*> kinds = {&transformer_kind(), &llama_kind(), &moe_kind(), &cnn_kind()};
   return kinds;
 }
 

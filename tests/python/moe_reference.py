@@ -2,8 +2,9 @@
 # The mixture-of-experts decoder (model.kind = moe) in plain PyTorch: the Llama-style decoder of
 # llama_reference.py whose feed-forward is, in every moe_every-th layer, a router over `experts`
 # SwiGLU experts of which each token takes top_k (Qwen3-MoE's computation and Hugging Face names:
-# model.layers.N.mlp.gate.weight, model.layers.N.mlp.experts.M.{gate,up,down}_proj.weight; an
-# optional shared expert under Qwen2-MoE's names). Ties in the top-k go to the lower expert index.
+# model.layers.N.mlp.gate.weight, model.layers.N.mlp.experts.M.{gate,up,down}_proj.weight). Ties in
+# the top-k go to the lower expert index. forward's loss is the training objective (cross-entropy plus
+# the weighted balance loss); reported_loss is the cross-entropy alone, the loss dtrain reports.
 # The auxiliary load-balancing loss is sequence-wise (DeepSeek-V3's form, Switch's for top_k = 1):
 # per sample, E / (k·T) · Σ_e count_e · P_e, count_e the sample's tokens routed to e, P_e the mean of
 # its tokens' normalised router scores; averaged over samples and MoE layers, times aux_loss_coef.
@@ -26,13 +27,11 @@ def top_k_by_index(scores, k):
 class MoE(nn.Module):
     def __init__(self, cfg):
         super().__init__()
-        d, E, f = cfg["dim"], cfg["experts"], cfg["expert_ff"]
+        d, E, f = cfg["dim"], cfg["experts"], cfg["expert_width"]
         self.E, self.k = E, cfg["top_k"]
         self.router, self.norm_topk = cfg["router"], cfg["norm_topk"]
         self.gate = nn.Linear(d, E, bias=False)
         self.experts = nn.ModuleList([MLP(d, f) for _ in range(E)])
-        self.shared_expert = MLP(d, cfg["shared_expert_ff"]) if cfg["shared_expert_ff"] > 0 else None
-        self.shared_expert_gate = nn.Linear(d, 1, bias=False) if self.shared_expert else None
 
     def forward(self, x):
         """x [B, T, d] -> (y [B, T, d], the layer's auxiliary loss before its coefficient)."""
@@ -50,8 +49,6 @@ class MoE(nn.Module):
             if rows.numel():
                 y.index_add_(0, rows, wf[rows, slot].unsqueeze(-1) * self.experts[e](flat[rows]))
         y = y.view(B, T, d)
-        if self.shared_expert is not None:
-            y = y + torch.sigmoid(self.shared_expert_gate(x)) * self.shared_expert(x)
         # sequence-wise balance: counts are not differentiated, the mean normalised scores are
         counts = torch.zeros(B, self.E).scatter_add_(1, chosen.reshape(B, -1),
                                                      torch.ones(B, T * self.k)).detach()
@@ -92,7 +89,7 @@ class ReferenceMoE(nn.Module):
 
     KEYS = ("kind", "vocab_size", "seq_len", "dim", "heads", "kv_heads", "layers", "ff_dim", "rope_theta",
             "norm_eps", "tied", "dropout", "causal", "experts", "top_k", "expert_ff", "moe_every", "router",
-            "norm_topk", "aux_loss_coef", "shared_expert_ff")
+            "norm_topk", "aux_loss_coef")
 
     def __init__(self, config):
         super().__init__()
@@ -105,6 +102,7 @@ class ReferenceMoE(nn.Module):
             cfg["kv_heads"] = cfg["heads"]
         d = cfg["dim"]
         f = cfg["ff_dim"] if cfg["ff_dim"] > 0 else (8 * d // 3 + 255) // 256 * 256
+        cfg["expert_width"] = cfg["expert_ff"] if cfg["expert_ff"] > 0 else max(16, f // cfg["top_k"] // 16 * 16)
         self.config = cfg
         self.model = Body(cfg, f)
         self.lm_head = None if cfg["tied"] else nn.Linear(d, cfg["vocab_size"], bias=False)
@@ -130,5 +128,6 @@ class ReferenceMoE(nn.Module):
         loss = None
         if targets is not None:
             ce = nn.functional.cross_entropy(logits.reshape(B * T, -1), targets.reshape(-1))
+            self.reported_loss = ce.detach()
             loss = ce + self.config["aux_loss_coef"] * self.aux_loss
         return logits, loss

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 # PyTorch parity check of a `dtrain debug dump` folder: same weights and batch through the
 # reference model of its kind (tests/python/reference_model.py; llama_reference.py for
-# model.kind = llama, cnn_reference.py for model.kind = cnn) -> compare logits, loss, gradients and an
+# model.kind = llama, moe_reference.py for model.kind = moe, cnn_reference.py for model.kind = cnn) -> compare logits, loss, gradients and an
 # AdamW loss trajectory. Usage: parity.py DIR [--rtol 1e-4] [--loss-tol 1e-4 (relative)]; exit 0 = pass.
 import argparse
 import json
@@ -16,6 +16,7 @@ import torch  # noqa: E402
 import safetensors_io  # noqa: E402
 from cnn_reference import ReferenceCNN  # noqa: E402
 from llama_reference import ReferenceLlama  # noqa: E402
+from moe_reference import ReferenceMoE  # noqa: E402
 from reference_model import ReferenceLM, adamw_losses  # noqa: E402
 
 OPTIM_KEYS = ("lr", "beta1", "beta2", "eps", "weight_decay", "steps")
@@ -88,7 +89,7 @@ def run(folder, rtol, loss_tol, out=print):
     torch.set_num_threads(2)
     weights, config, opt, batch, got = load_dump(folder)
     try:
-        reference = {"llama": ReferenceLlama, "cnn": ReferenceCNN}.get(config.get("kind"), ReferenceLM)
+        reference = {"llama": ReferenceLlama, "moe": ReferenceMoE, "cnn": ReferenceCNN}.get(config.get("kind"), ReferenceLM)
         model = reference(config).float()
     except ValueError as e:
         raise ParityInputError(f"weights.safetensors: 'dtrain.model': {e}") from None
@@ -148,7 +149,7 @@ def run(folder, rtol, loss_tol, out=print):
     loss.backward()
     if shape_ok("logits", got["logits"], logits):
         check("logits", [("logits", rel_error(got["logits"], logits))], rtol)
-    ref_loss = loss.detach().reshape(1)
+    ref_loss = getattr(model, "reported_loss", loss).detach().reshape(1)
     if shape_ok("loss", got["loss"].reshape(-1), ref_loss):
         check("loss", [("loss", rel_error(got["loss"].reshape(-1), ref_loss))], rtol)
     grad_items = []

@@ -32,7 +32,7 @@ Linear stacked(ComputeDevice& dev, const ParamRef& first, const std::vector<Para
 }  // namespace
 
 LlamaBlock::LlamaBlock(ComputeDevice& dev, const LlamaConfig& c, int i, TpSlice slice, TpRegions& regions,
-                       SequenceAttention* sequence)
+                       SequenceAttention* sequence, const SparseFeedForward* sparse)
     : Module("model.layers." + std::to_string(i)),
       dev_(dev),
       c_(c),
@@ -42,7 +42,7 @@ LlamaBlock::LlamaBlock(ComputeDevice& dev, const LlamaConfig& c, int i, TpSlice 
       sequence_(sequence),
       heads_(c.heads / slice.count),
       kv_heads_(c.kv() / slice.count),
-      ff_(c.ff() / slice.count) {
+      ff_(sparse ? 0 : c.ff() / slice.count) {
   Unit& u = unit();
   const std::string p = u.name() + ".";
   const int64_t d = c.dim, hd = c.head_dim(), f = c.ff();
@@ -55,10 +55,16 @@ LlamaBlock::LlamaBlock(ComputeDevice& dev, const LlamaConfig& c, int i, TpSlice 
   qkv_ = stacked(dev, q, {k, v}, d);
   o_ = Linear(dev, u, p + "self_attn.o_proj", c.heads * hd, d, false, Init::zeros, LinearCut::rows, slice);
   norm2_ = Norm(dev, u, p + "post_attention_layernorm", d, c.norm_eps, NormKind::rms, rows_split);
-  const ParamRef gate = u.add(p + "mlp.gate_proj.weight", {f, d}, Init::xavier, 0, rows, slice);
-  const ParamRef up = u.add(p + "mlp.up_proj.weight", {f, d}, Init::xavier, 0, rows, slice);
-  gate_up_ = stacked(dev, gate, {up}, d);
-  down_ = Linear(dev, u, p + "mlp.down_proj", f, d, false, Init::zeros, LinearCut::rows, slice);
+  if (sparse) {
+    DT_ASSERT(slice.count == 1 && "a mixture of experts is not cut by tensor parallelism yet");
+    moe_.emplace(dev, u, p + "mlp.", sparse->spec);
+    balance_weight_ = sparse->balance_weight;
+  } else {
+    const ParamRef gate = u.add(p + "mlp.gate_proj.weight", {f, d}, Init::xavier, 0, rows, slice);
+    const ParamRef up = u.add(p + "mlp.up_proj.weight", {f, d}, Init::xavier, 0, rows, slice);
+    gate_up_ = stacked(dev, gate, {up}, d);
+    down_ = Linear(dev, u, p + "mlp.down_proj", f, d, false, Init::zeros, LinearCut::rows, slice);
+  }
   if (sequence) sequence->check_heads(heads_, kv_heads_);
 }
 
@@ -79,7 +85,8 @@ int64_t LlamaBlock::carve(float* scratch, int64_t rows, Work* w) const {
          cut ? take(rows * d) : nullptr,
          cut ? take(rows * d) : nullptr,
          selective_ && !sequence_ ? take(rows * heads_ * c_.seq_len) : nullptr,
-         selective_ ? take(rows * ff_) : nullptr};
+         selective_ ? take(rows * ff_) : nullptr,
+         moe_ ? take(moe_->scratch_floats(rows)) : nullptr};
   if (w) *w = x;
   return at;
 }
@@ -111,6 +118,7 @@ void LlamaBlock::plan(Arena& arena, const StepContext& largest, const KeepPlan& 
     s.ff = arena.f32(R * 2 * ff_);
     s.act = selective_ ? nullptr : arena.f32(R * ff_);
   }
+  if (moe_) moe_->plan(arena, Rn, keep.slots);
   s_ = &saved_[0];
 }
 
@@ -126,8 +134,9 @@ int64_t LlamaBlock::weight_grad_floats(const StepContext& ctx, bool copy_inputs)
 // weighted sum (forward and backward; the causal mask's halving not claimed).
 double LlamaBlock::train_flops_per_sample() const {
   const double d = double(c_.dim), f = double(c_.ff()), T = double(c_.seq_len), hd = double(c_.head_dim());
-  const double matmul = d * (double(c_.heads) + 2.0 * double(c_.kv())) * hd + double(c_.heads) * hd * d + 3.0 * d * f;
-  return T * (6.0 * matmul + 6.0 * 2.0 * T * double(c_.heads) * hd);
+  const double matmul = d * (double(c_.heads) + 2.0 * double(c_.kv())) * hd + double(c_.heads) * hd * d +
+                        (moe_ ? 0.0 : 3.0 * d * f);
+  return T * (6.0 * matmul + 6.0 * 2.0 * T * double(c_.heads) * hd + (moe_ ? moe_->train_flops_per_token() : 0.0));
 }
 
 AttentionShape LlamaBlock::attention_shape(const StepContext& ctx) const {
@@ -177,9 +186,14 @@ void LlamaBlock::forward(const float* x, const UnitPass& p) {
   dev_.dropout_forward(a, a, n, d, drop_rows(ctx, kAttnOut));
   dev_.add(x, a, s_->r1, n * d);
   norm2_.forward(s_->r1, s_->n2, n, p.slot);
-  column_parallel_forward(regions_, gate_up_, s_->n2, w.full2, s_->ff, rows, ctx.precision);
-  dev_.swiglu_forward(s_->ff, s_->act, rows, ff_);
-  float* f = row_parallel_forward(regions_, down_, s_->act, w.tmp1, w.tmp2, rows, ctx.precision);
+  float* f = w.tmp1;
+  if (moe_) {
+    moe_->forward(s_->n2, f, rows, p.slot, ctx.precision);
+  } else {
+    column_parallel_forward(regions_, gate_up_, s_->n2, w.full2, s_->ff, rows, ctx.precision);
+    dev_.swiglu_forward(s_->ff, s_->act, rows, ff_);
+    f = row_parallel_forward(regions_, down_, s_->act, w.tmp1, w.tmp2, rows, ctx.precision);
+  }
   dev_.dropout_forward(f, f, n, d, drop_rows(ctx, kFfOut));
   dev_.add(s_->r1, f, s_->r2, n * d);
 }
@@ -206,6 +220,11 @@ void LlamaBlock::attn_backward(const float* u, const float* da, float* du, const
 
 void LlamaBlock::ff_backward(const float* u, const float* df, float* du, const StepContext& ctx, const Work& w) {
   const int64_t rows = ctx.rows();
+  if (moe_) {  // its weight gradients now, also in a split backward's input half
+    moe_->backward(u, df, du, rows, ctx.T, balance_weight_ * ctx.loss_scale * float(ctx.T), slot_, w.moe,
+                   ctx.precision);
+    return;
+  }
   if (selective_) {  // SwiGLU's output again, from gate and up kept
     s_->act = w.act;
     dev_.swiglu_forward(s_->ff, s_->act, rows, ff_);
@@ -220,6 +239,7 @@ void LlamaBlock::ff_backward(const float* u, const float* df, float* du, const S
 
 void LlamaBlock::backward(const float* x, float* dout, float* dx, const UnitPass& p, BackwardPart part) {
   s_ = &saved_[size_t(p.slot)];
+  slot_ = p.slot;
   part_ = part;
   store_ = p.weight_grads;
   DT_ASSERT(part == BackwardPart::all || store_);

@@ -3,9 +3,13 @@
 // (model.layers.N.self_attn.q_proj.weight, …). q, k and v (and gate and up) are declared side by
 // side, so their stacked rows are one matrix and one matmul gives the packed rows the attention
 // (SwiGLU) kernel reads. Under tensor parallelism a slice holds whole query and key/value heads and a
-// share of the feed-forward width, meeting the other slices through TpRegions.
+// share of the feed-forward width, meeting the other slices through TpRegions. The mixture-of-experts
+// kind (model.kind = moe) builds the same block with a MoeLayer for its feed-forward (SparseFeedForward).
 #pragma once
+#include <optional>
+
 #include "models/llama/config.hpp"
+#include "nn/moe_layer.hpp"
 #include "nn/layers.hpp"
 #include "nn/module.hpp"
 #include "nn/tp_linear.hpp"
@@ -15,12 +19,19 @@
 
 namespace dtrain {
 
+// A block whose feed-forward is a mixture of experts, and the weight of its balance loss per sample
+// (the coefficient over the blocks that have one: their mean is the loss).
+struct SparseFeedForward {
+  MoeSpec spec;
+  float balance_weight = 0.0f;
+};
+
 class LlamaBlock : public Module {
  public:
   // Block i (model-wide unit i + 1: the key of its dropout masks).
   // sequence: context parallel's attention (null: the device's kernel over whole sequences).
   LlamaBlock(ComputeDevice& dev, const LlamaConfig& c, int i, TpSlice slice = {}, TpRegions& regions = no_tp_regions(),
-             SequenceAttention* sequence = nullptr);
+             SequenceAttention* sequence = nullptr, const SparseFeedForward* sparse = nullptr);
   void plan(Arena& arena, const StepContext& largest, const KeepPlan& keep) override;
   int64_t weight_grad_floats(const StepContext& ctx, bool copy_inputs) const override;
   bool recomputes_selectively() const override { return true; }
@@ -36,6 +47,7 @@ class LlamaBlock : public Module {
   struct Work {
     float *tmp1, *tmp2, *grad_qkv, *grad_act, *grad_ff, *full1, *full2;
     float *probs, *act;  // recompute = selective only: the attention probabilities, SwiGLU's output
+    float* moe;          // a mixture of experts' backward
   };
   Work work(float* scratch, int64_t rows) const;
   int64_t carve(float* scratch, int64_t rows, Work* w) const;
@@ -59,6 +71,9 @@ class LlamaBlock : public Module {
   int64_t heads_, kv_heads_, ff_;  // this slice's
   Norm norm1_, norm2_;
   Linear qkv_, o_, gate_up_, down_;  // qkv_ and gate_up_: views over adjacent q, k, v (gate, up) parameters
+  std::optional<MoeLayer> moe_;      // instead of gate_up_ and down_ (model.kind = moe)
+  float balance_weight_ = 0.0f;
+  int slot_ = 0;                     // the running backward's
   struct Saved {
     float *n1, *r1, *qkv, *ctx, *probs, *n2, *r2, *ff, *act;  // probs, act: in the scratch under selective
     float* attn;  // context parallel: what its attention keeps (probs are then null)

@@ -10,7 +10,9 @@ namespace dtrain {
 
 namespace {
 
-EmbedHeadShape embed_head_shape(const LlamaConfig& c) {
+}  // namespace
+
+EmbedHeadShape llama_embed_head_shape(const LlamaConfig& c) {
   EmbedHeadShape s;
   s.vocab_size = c.vocab_size;
   s.seq_len = c.seq_len;
@@ -26,6 +28,8 @@ EmbedHeadShape embed_head_shape(const LlamaConfig& c) {
   return s;
 }
 
+namespace {
+
 class LlamaKind : public LanguageModelKind<LlamaConfig> {
  public:
   std::string name() const override { return "llama"; }
@@ -34,7 +38,7 @@ class LlamaKind : public LanguageModelKind<LlamaConfig> {
   }
   const ConfigKeyTable<LlamaConfig>& table() const override { return llama_keys(); }
   // the name its units give the table (embed_head_shape), so that the two cannot drift apart
-  std::string embedding_name() const override { return embed_head_shape(LlamaConfig{}).table; }
+  std::string embedding_name() const override { return llama_embed_head_shape(LlamaConfig{}).table; }
   std::string describe(const ModelConfig& c) const override {
     const LlamaConfig t = llama_config(c);
     return "vocab " + std::to_string(t.vocab_size) + ", " + std::to_string(t.layers) + " layers, d " +
@@ -50,16 +54,19 @@ class LlamaKind : public LanguageModelKind<LlamaConfig> {
 }  // namespace
 
 UnitList llama_units(const LlamaConfig& c, ComputeDevice& device, TpSlice slice, TpRegions& regions,
-                     SequenceAttention* sequence) {
+                     SequenceAttention* sequence, const SparseBlocks& sparse) {
   c.validate();
   c.validate_tensor_parallel(slice.count, slice.sequence);
   UnitList l;
   l.sample = {InputKind::tokens, c.seq_len, c.seq_len};
-  const EmbedHeadShape shape = embed_head_shape(c);
+  const EmbedHeadShape shape = llama_embed_head_shape(c);
   auto embed = std::make_unique<TokenEmbedding>(device, shape, slice, regions);
   const ParamRef table = embed->table();
   l.modules.push_back(std::move(embed));
-  for (int i = 0; i < int(c.layers); ++i) l.modules.push_back(std::make_unique<LlamaBlock>(device, c, i, slice, regions, sequence));
+  for (int i = 0; i < int(c.layers); ++i) {
+    const std::optional<SparseFeedForward> ff = sparse ? sparse(i) : std::nullopt;
+    l.modules.push_back(std::make_unique<LlamaBlock>(device, c, i, slice, regions, sequence, ff ? &*ff : nullptr));
+  }
   l.modules.push_back(std::make_unique<ClassifierHead>(device, shape, c.tied ? &table : nullptr, slice, regions));
   return l;
 }

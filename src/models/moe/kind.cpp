@@ -1,0 +1,59 @@
+// The moe kind (see kind.hpp).
+#include "models/moe/kind.hpp"
+
+#include "models/llama/kind.hpp"
+#include "models/model_kinds.hpp"
+
+namespace dtrain {
+
+namespace {
+
+class MoeKind : public LanguageModelKind<MoeConfig> {
+ public:
+  std::string name() const override { return "moe"; }
+  std::string about() const override {
+    return "a mixture-of-experts decoder: the Llama kind with top-k routed SwiGLU experts (Qwen3-MoE's names)";
+  }
+  const ConfigKeyTable<MoeConfig>& table() const override { return moe_keys(); }
+  std::string embedding_name() const override { return llama_embed_head_shape(LlamaConfig{}).table; }
+  std::string describe(const ModelConfig& c) const override {
+    const MoeConfig t = moe_config(c);
+    return "vocab " + std::to_string(t.vocab_size) + ", " + std::to_string(t.layers) + " layers, d " +
+           std::to_string(t.dim) + ", " + std::to_string(t.heads) + " heads / " + std::to_string(t.kv()) +
+           " kv heads, " + std::to_string(t.experts) + " experts of ff " + std::to_string(t.expert_width()) +
+           ", top " + std::to_string(t.top_k) + " (" + t.router + ")";
+  }
+  UnitList units(const ModelConfig& c, ComputeDevice& device, TpSlice slice, TpRegions& regions,
+                 SequenceAttention* sequence) const override {
+    return moe_units(moe_config(c), device, slice, regions, sequence);
+  }
+};
+
+}  // namespace
+
+UnitList moe_units(const MoeConfig& c, ComputeDevice& device, TpSlice slice, TpRegions& regions,
+                   SequenceAttention* sequence) {
+  c.validate();
+  require(slice.count == 1, "model.kind = moe is not cut by tensor parallelism yet: use parallel.tp = 1");
+  require(!sequence, "model.kind = moe balances its experts per whole sequence, and context parallel splits them: "
+                     "use parallel.cp = 1");
+  SparseFeedForward sparse;
+  sparse.spec.dim = c.dim;
+  sparse.spec.experts = c.experts;
+  sparse.spec.top_k = c.top_k;
+  sparse.spec.expert_ff = c.expert_width();
+  sparse.spec.sigmoid = c.router == "sigmoid";
+  sparse.spec.normalize = c.norm_topk;
+  sparse.balance_weight = c.aux_loss_coef / float(c.sparse_blocks());
+  return llama_units(c, device, slice, regions, sequence, [&](int block) -> std::optional<SparseFeedForward> {
+    if (!c.sparse(block)) return std::nullopt;
+    return sparse;
+  });
+}
+
+const ModelKind& moe_kind() {
+  static const MoeKind kind;
+  return kind;
+}
+
+}  // namespace dtrain
