@@ -9,7 +9,6 @@
 #include <cstring>
 
 #include "core/error.hpp"
-#include "parallel/cp/sequence_split.hpp"
 
 namespace dtrain {
 
@@ -52,8 +51,6 @@ void pack_share(const float* local, int64_t full, const Share& sh, float* packed
   }
 }
 
-SequenceShard shard_of(const SequenceShard& mine, int j, int cp) { return sequence_shard(mine.T, cp, j); }
-
 }  // namespace
 
 void AllToAllAttention::check_heads(int64_t heads, int64_t kv_heads) const {
@@ -79,17 +76,6 @@ DropoutSpec AllToAllAttention::heads_of(const DropoutSpec& drop, const Attention
   DropoutSpec d = drop;
   d.col_offset += int64_t(group_.rank()) * w.H * L * L;
   return d;
-}
-
-float* AllToAllAttention::grown(std::vector<float>& v, int64_t floats) {
-  if (int64_t(v.size()) < floats) v.resize(size_t(floats));
-  return v.data();
-}
-
-size_t AllToAllAttention::buffer_bytes() const {
-  size_t n = 0;
-  for (const auto* v : {&send_, &recv_, &kv_, &dkv_, &stats_rows_, &delta_}) n += v->capacity();
-  return n * sizeof(float);
 }
 
 void AllToAllAttention::exchange(float* send, float* recv, int64_t floats_per_rank) {
@@ -121,9 +107,9 @@ void AllToAllAttention::forward(const float* qkv, float* out, float* saved, cons
   const DropoutSpec d = heads_of(drop, w, sequence.T);
   const auto t = std::chrono::steady_clock::now();
   for (int i = 0; i < cp; ++i) {
-    const AttentionBlocks a{w, shard_of(sequence, i, cp)};
+    const AttentionBlocks a{w, shard_of(sequence, i)};
     for (int j = 0; j < cp; ++j)
-      dev_.attention_block_forward(saved + i * rows * wq, kv_.data() + j * block, shard_of(sequence, j, cp),
+      dev_.attention_block_forward(saved + i * rows * wq, kv_.data() + j * block, shard_of(sequence, j),
                                    o + i * rows * wo, st, a, d, j == 0);
     dev_.attention_blocks_finish(o + i * rows * wo, st, lse + i * w.B * w.H * w.T, a);
   }
@@ -160,10 +146,10 @@ void AllToAllAttention::backward(const float* dout, const float*, const float* o
   const DropoutSpec d = heads_of(drop, w, sequence.T);
   const auto t = std::chrono::steady_clock::now();
   for (int i = 0; i < cp; ++i) {
-    const AttentionBlocks a{w, shard_of(sequence, i, cp)};
+    const AttentionBlocks a{w, shard_of(sequence, i)};
     for (int j = 0; j < cp; ++j)
       dev_.attention_block_backward(dout_shares + i * rows * wo, saved + i * rows * wq, kv_.data() + j * block,
-                                    shard_of(sequence, j, cp), lse + i * per_rank, delta + i * per_rank,
+                                    shard_of(sequence, j), lse + i * per_rank, delta + i * per_rank,
                                     dqkv_shares + i * rows * wq, dkv + j * block, a, d, j == 0);
   }
   for (int j = 0; j < cp; ++j) dev_.kv_block_unpack(dkv + j * block, dqkv_shares + j * rows * wq, w);

@@ -9,16 +9,13 @@
 #pragma once
 #include <vector>
 
-#include "comm/process_group.hpp"
-#include "kernels/device.hpp"
-#include "nn/sequence_attention.hpp"
-#include "parallel/cp/cp_stats.hpp"
+#include "parallel/cp/context_attention.hpp"
 
 namespace dtrain {
 
-class AllToAllAttention : public SequenceAttention {
+class AllToAllAttention : public ContextAttention {
  public:
-  AllToAllAttention(ProcessGroup& group, ComputeDevice& device) : group_(group), dev_(device) {}
+  using ContextAttention::ContextAttention;
   // The exchanged rows [cp][B·T][(H + 2K)/cp · Dh], then the log-sum-exp [cp][B][H/cp][T].
   int64_t saved_floats(const AttentionShape& s) const override { return s.B * s.T * (s.row_width() + s.H); }
   void check_heads(int64_t heads, int64_t kv_heads) const override;
@@ -26,8 +23,7 @@ class AllToAllAttention : public SequenceAttention {
                const SequenceShard& sequence) override;
   void backward(const float* dout, const float* qkv, const float* out, const float* saved, float* dqkv,
                 const AttentionShape& s, const DropoutSpec& drop, const SequenceShard& sequence) override;
-  size_t buffer_bytes() const override;
-  CpStats& stats() { return stats_; }
+  size_t buffer_bytes() const override { return bytes_of({&send_, &recv_, &kv_, &dkv_, &stats_rows_, &delta_}); }
 
  private:
   AttentionShape share(const AttentionShape& s) const;  // this rank's heads, one rank's positions
@@ -35,12 +31,8 @@ class AllToAllAttention : public SequenceAttention {
   void exchange(float* send, float* recv, int64_t floats_per_rank);
   // Every rank's positions' keys and values of this rank's heads, packed as blocks.
   void pack_blocks(const float* rows, const AttentionShape& w);
-  float* grown(std::vector<float>& v, int64_t floats);
 
-  ProcessGroup& group_;
-  ComputeDevice& dev_;
-  std::vector<float> send_, recv_, kv_, dkv_, stats_rows_, delta_;  // host memory: the CPU's kernels read it
-  CpStats stats_;
+  std::vector<float> send_, recv_, kv_, dkv_, stats_rows_, delta_;
 };
 
 }  // namespace dtrain

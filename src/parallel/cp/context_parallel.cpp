@@ -19,15 +19,10 @@ ContextParallel::ContextParallel(ProcessGroup& group, CpMode mode, ComputeDevice
   if (device.kind() != DeviceKind::cpu)
     throw ConfigError("context parallel (parallel.cp > 1) runs on the CPU in this version, not on " + device.describe() +
                       ": set train.device = cpu, or parallel.cp = 1");
-  if (mode == CpMode::ring) {
-    auto ring = std::make_unique<RingAttention>(group, device);
-    stats_ = &ring->stats();
-    attention_ = std::move(ring);
-  } else {
-    auto a2a = std::make_unique<AllToAllAttention>(group, device);
-    stats_ = &a2a->stats();
-    attention_ = std::move(a2a);
-  }
+  if (mode == CpMode::ring)
+    attention_ = std::make_unique<RingAttention>(group, device);
+  else
+    attention_ = std::make_unique<AllToAllAttention>(group, device);
 }
 
 ContextParallel::~ContextParallel() = default;
@@ -37,12 +32,6 @@ StepContext ContextParallel::local(const StepContext& whole) const {
   ctx.sequence = sequence_shard(whole.T, group_.size(), group_.rank());
   ctx.T = 2 * ctx.sequence.chunk;
   return ctx;
-}
-
-CpStats ContextParallel::take_stats() {
-  const CpStats s = *stats_;
-  *stats_ = {};
-  return s;
 }
 
 }  // namespace dtrain

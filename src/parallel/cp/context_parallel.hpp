@@ -9,8 +9,7 @@
 
 #include "comm/process_group.hpp"
 #include "nn/context.hpp"
-#include "nn/sequence_attention.hpp"
-#include "parallel/cp/cp_stats.hpp"
+#include "parallel/cp/context_attention.hpp"
 #include "parallel/cp/sequence_split.hpp"
 
 namespace dtrain {
@@ -35,13 +34,12 @@ class ContextParallel {
   // Host memory kept for the exchanges (the attention's buffers, the cut batch), in bytes.
   size_t buffer_bytes() const { return attention_->buffer_bytes() + batch_.bytes(); }
   // The attention's traffic and waits since the last call.
-  CpStats take_stats();
+  CpStats take_stats() { return attention_->take_stats(); }
 
  private:
   ProcessGroup& group_;
   CpMode mode_;
-  std::unique_ptr<SequenceAttention> attention_;
-  CpStats* stats_;  // the attention's
+  std::unique_ptr<ContextAttention> attention_;
   ShardedBatch batch_;
 };
 

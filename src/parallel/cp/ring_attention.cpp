@@ -3,31 +3,18 @@
 
 #include <chrono>
 
-#include "parallel/cp/sequence_split.hpp"
-
 namespace dtrain {
 
 namespace {
 enum Tag : uint32_t { kForwardBlock = 0x43500001u, kBackwardBlock = 0x43500002u, kBlockGrad = 0x43500003u };
 }  // namespace
 
-SequenceShard RingAttention::block_of(const SequenceShard& mine, int owner) const {
-  return sequence_shard(mine.T, group_.size(), owner);
-}
-
 void RingAttention::size_buffers(const AttentionShape& s) {
   block_floats_ = s.B * s.T * 2 * s.kv() * s.Dh;
-  for (auto* v : {&kv_[0], &kv_[1], &dkv_[0], &dkv_[1], &dkv_in_})
-    if (int64_t(v->size()) < block_floats_) v->resize(size_t(block_floats_));
+  for (auto* v : {&kv_[0], &kv_[1], &dkv_[0], &dkv_[1], &dkv_in_}) grown(*v, block_floats_);
   const int64_t rows = s.B * s.H * s.T;
-  if (int64_t(stats_rows_.size()) < 2 * rows) stats_rows_.resize(size_t(2 * rows));
-  if (int64_t(delta_.size()) < rows) delta_.resize(size_t(rows));
-}
-
-size_t RingAttention::buffer_bytes() const {
-  size_t n = 0;
-  for (const auto* v : {&kv_[0], &kv_[1], &dkv_[0], &dkv_[1], &dkv_in_, &stats_rows_, &delta_}) n += v->capacity();
-  return n * sizeof(float);
+  grown(stats_rows_, 2 * rows);
+  grown(delta_, rows);
 }
 
 WorkPtr RingAttention::send(const float* data, int64_t floats, uint32_t tag) {
@@ -62,7 +49,7 @@ void RingAttention::forward(const float* qkv, float* out, float* saved, const At
       got = recv(kv_[cur ^ 1].data(), block_floats_, kForwardBlock);
     }
     const auto t = std::chrono::steady_clock::now();
-    dev_.attention_block_forward(qkv, kv_[cur].data(), block_of(sequence, (me - k + n) % n), out, stats_rows_.data(),
+    dev_.attention_block_forward(qkv, kv_[cur].data(), shard_of(sequence, (me - k + n) % n), out, stats_rows_.data(),
                                  a, drop, k == 0);
     stats_.attention_seconds += CpStats::since(t);
     wait(sent);
@@ -92,7 +79,7 @@ void RingAttention::backward(const float* dout, const float* qkv, const float* o
     float* mine = dkv_[k % 2].data();  // its send of two steps ago was waited for at the last step
     dev_.zero(mine, sizeof(float) * size_t(block_floats_));
     const auto t = std::chrono::steady_clock::now();
-    dev_.attention_block_backward(dout, qkv, kv_[cur].data(), block_of(sequence, (me - k + n) % n), saved,
+    dev_.attention_block_backward(dout, qkv, kv_[cur].data(), shard_of(sequence, (me - k + n) % n), saved,
                                   delta_.data(), dqkv, mine, a, drop, k == 0);
     stats_.attention_seconds += CpStats::since(t);
     if (gathered) {

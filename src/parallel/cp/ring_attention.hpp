@@ -6,38 +6,31 @@
 #pragma once
 #include <vector>
 
-#include "comm/process_group.hpp"
-#include "kernels/device.hpp"
-#include "nn/sequence_attention.hpp"
-#include "parallel/cp/cp_stats.hpp"
+#include "parallel/cp/context_attention.hpp"
 
 namespace dtrain {
 
-class RingAttention : public SequenceAttention {
+class RingAttention : public ContextAttention {
  public:
-  RingAttention(ProcessGroup& group, ComputeDevice& device) : group_(group), dev_(device) {}
+  using ContextAttention::ContextAttention;
   // The log-sum-exp of every query row and head: [B, H, T].
   int64_t saved_floats(const AttentionShape& s) const override { return s.B * s.H * s.T; }
   void forward(const float* qkv, float* out, float* saved, const AttentionShape& s, const DropoutSpec& drop,
                const SequenceShard& sequence) override;
   void backward(const float* dout, const float* qkv, const float* out, const float* saved, float* dqkv,
                 const AttentionShape& s, const DropoutSpec& drop, const SequenceShard& sequence) override;
-  size_t buffer_bytes() const override;
-  CpStats& stats() { return stats_; }
+  size_t buffer_bytes() const override {
+    return bytes_of({&kv_[0], &kv_[1], &dkv_[0], &dkv_[1], &dkv_in_, &stats_rows_, &delta_});
+  }
 
  private:
-  // The positions of the block that started at group rank `owner` (the same split as this rank's).
-  SequenceShard block_of(const SequenceShard& mine, int owner) const;
   void size_buffers(const AttentionShape& s);
   WorkPtr send(const float* data, int64_t floats, uint32_t tag);
   WorkPtr recv(float* data, int64_t floats, uint32_t tag);
   void wait(const WorkPtr& w);
 
-  ProcessGroup& group_;
-  ComputeDevice& dev_;
   int64_t block_floats_ = 0;
-  std::vector<float> kv_[2], dkv_[2], dkv_in_, stats_rows_, delta_;  // host memory: the CPU's kernels read it
-  CpStats stats_;
+  std::vector<float> kv_[2], dkv_[2], dkv_in_, stats_rows_, delta_;
 };
 
 }  // namespace dtrain
