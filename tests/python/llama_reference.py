@@ -95,10 +95,12 @@ class Body(nn.Module):
 
 
 class ReferenceLlama(nn.Module):
-    """dtrain's model.kind = llama; config: the checkpoint's model JSON."""
+    """dtrain's model.kind = llama; config: the checkpoint's model JSON. A kind built on it (moe) gives
+    its own KEYS, NAME and make_body()."""
 
     KEYS = ("kind", "vocab_size", "seq_len", "dim", "heads", "kv_heads", "layers", "ff_dim", "rope_theta",
             "norm_eps", "tied", "dropout", "causal")
+    NAME = "llama"
 
     def __init__(self, config):
         super().__init__()
@@ -106,14 +108,18 @@ class ReferenceLlama(nn.Module):
         self.unknown_keys = sorted(k for k in cfg if k not in self.KEYS)
         self.missing_keys = sorted(k for k in self.KEYS if k not in cfg)
         if self.missing_keys:
-            raise ValueError(f"llama config lacks {self.missing_keys}")
+            raise ValueError(f"{self.NAME} config lacks {self.missing_keys}")
         if cfg["kv_heads"] == 0:
             cfg["kv_heads"] = cfg["heads"]
         d = cfg["dim"]
         f = cfg["ff_dim"] if cfg["ff_dim"] > 0 else (8 * d // 3 + 255) // 256 * 256
         self.config = cfg
-        self.model = Body(cfg, f)
+        self.model = self.make_body(cfg, f)
         self.lm_head = None if cfg["tied"] else nn.Linear(d, cfg["vocab_size"], bias=False)
+
+    def make_body(self, cfg, f):
+        """The embedding, the decoder layers (dense SwiGLU of width f) and the final norm."""
+        return Body(cfg, f)
 
     def load_weights(self, state_dict):
         load_strict(self, state_dict)

@@ -11,8 +11,7 @@
 import torch
 from torch import nn
 
-from llama_reference import MLP, RMSNorm, Attention, rope_cos_sin
-from reference_model import load_strict
+from llama_reference import MLP, RMSNorm, Attention, ReferenceLlama
 
 
 def top_k_by_index(scores, k):
@@ -34,7 +33,7 @@ class MoE(nn.Module):
         self.experts = nn.ModuleList([MLP(d, f) for _ in range(E)])
 
     def forward(self, x):
-        """x [B, T, d] -> (y [B, T, d], the layer's auxiliary loss before its coefficient)."""
+        """x [B, T, d] -> y [B, T, d]; self.aux: the layer's auxiliary loss before its coefficient."""
         B, T, d = x.shape
         logits = self.gate(x)
         scores = torch.softmax(logits, dim=-1) if self.router == "softmax" else torch.sigmoid(logits)
@@ -54,8 +53,8 @@ class MoE(nn.Module):
                                                      torch.ones(B, T * self.k)).detach()
         norm = scores if self.router == "softmax" else scores / scores.sum(-1, keepdim=True)
         P = norm.mean(dim=1)                                          # [B, E]
-        aux = (self.E / (self.k * T) * (counts * P).sum(-1)).mean()
-        return y, aux
+        self.aux = (self.E / (self.k * T) * (counts * P).sum(-1)).mean()
+        return y
 
 
 class Layer(nn.Module):
@@ -69,10 +68,7 @@ class Layer(nn.Module):
 
     def forward(self, h, cos, sin):
         h = h + self.self_attn(self.input_layernorm(h), cos, sin)
-        if not self.sparse:
-            return h + self.mlp(self.post_attention_layernorm(h)), None
-        y, aux = self.mlp(self.post_attention_layernorm(h))
-        return h + y, aux
+        return h + self.mlp(self.post_attention_layernorm(h))
 
 
 class Body(nn.Module):
@@ -84,50 +80,24 @@ class Body(nn.Module):
         self.norm = RMSNorm(cfg["dim"], cfg["norm_eps"])
 
 
-class ReferenceMoE(nn.Module):
+class ReferenceMoE(ReferenceLlama):
     """dtrain's model.kind = moe; config: the checkpoint's model JSON."""
 
-    KEYS = ("kind", "vocab_size", "seq_len", "dim", "heads", "kv_heads", "layers", "ff_dim", "rope_theta",
-            "norm_eps", "tied", "dropout", "causal", "experts", "top_k", "expert_ff", "moe_every", "router",
-            "norm_topk", "aux_loss_coef")
+    KEYS = ReferenceLlama.KEYS + ("experts", "top_k", "expert_ff", "moe_every", "router", "norm_topk",
+                                  "aux_loss_coef")
+    NAME = "moe"
 
-    def __init__(self, config):
-        super().__init__()
-        cfg = dict(config)
-        self.unknown_keys = sorted(k for k in cfg if k not in self.KEYS)
-        self.missing_keys = sorted(k for k in self.KEYS if k not in cfg)
-        if self.missing_keys:
-            raise ValueError(f"moe config lacks {self.missing_keys}")
-        if cfg["kv_heads"] == 0:
-            cfg["kv_heads"] = cfg["heads"]
-        d = cfg["dim"]
-        f = cfg["ff_dim"] if cfg["ff_dim"] > 0 else (8 * d // 3 + 255) // 256 * 256
+    def make_body(self, cfg, f):
         cfg["expert_width"] = cfg["expert_ff"] if cfg["expert_ff"] > 0 else max(16, f // cfg["top_k"] // 16 * 16)
-        self.config = cfg
-        self.model = Body(cfg, f)
-        self.lm_head = None if cfg["tied"] else nn.Linear(d, cfg["vocab_size"], bias=False)
-
-    def load_weights(self, state_dict):
-        load_strict(self, state_dict)
+        return Body(cfg, f)
 
     def forward(self, inputs, targets=None):
         """-> (logits, loss): the loss is the cross-entropy plus aux_loss_coef times the auxiliary
         loss averaged over the MoE layers (self.aux_loss keeps that average, before its coefficient)."""
-        B, T = inputs.shape
-        cos, sin = rope_cos_sin(T, self.config["dim"] // self.config["heads"], self.config["rope_theta"])
-        h = self.model.embed_tokens(inputs)
-        auxes = []
-        for layer in self.model.layers:
-            h, aux = layer(h, cos, sin)
-            if aux is not None:
-                auxes.append(aux)
-        h = self.model.norm(h)
-        w = self.model.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
-        logits = h @ w.t()
+        logits, ce = super().forward(inputs, targets)
+        auxes = [layer.mlp.aux for layer in self.model.layers if layer.sparse]
         self.aux_loss = torch.stack(auxes).mean() if auxes else torch.zeros(())
-        loss = None
-        if targets is not None:
-            ce = nn.functional.cross_entropy(logits.reshape(B * T, -1), targets.reshape(-1))
-            self.reported_loss = ce.detach()
-            loss = ce + self.config["aux_loss_coef"] * self.aux_loss
-        return logits, loss
+        if ce is None:
+            return logits, None
+        self.reported_loss = ce.detach()
+        return logits, ce + self.config["aux_loss_coef"] * self.aux_loss
