@@ -7,6 +7,7 @@
 #include <gloo/allgatherv.h>
 #include <gloo/allreduce.h>
 #include <gloo/alltoall.h>
+#include <gloo/alltoallv.h>
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
 #include <gloo/rendezvous/context.h>
@@ -87,9 +88,7 @@ class GlooBackend : public Backend {
       gloo::allgather(o);
     } else {
       gloo::AllgathervOptions o(ctx_);
-      // byte-typed: counts in bytes
-      std::vector<size_t> bytes(counts.size());
-      for (size_t i = 0; i < counts.size(); ++i) bytes[i] = counts[i] * es;
+      const auto bytes = byte_counts<size_t>(counts, t);  // byte-typed: counts in bytes
       o.setInput<char>(static_cast<char*>(const_cast<void*>(in)), bytes[size_t(ctx_->rank)]);
       o.setOutput<char>(static_cast<char*>(out), bytes);
       o.setTag(tag);
@@ -143,6 +142,18 @@ class GlooBackend : public Backend {
     gloo::alltoall(o);
   }
 
+  // Likewise, in blocks of their own sizes (byte-typed: counts in bytes). Every rank takes part,
+  // whatever its counts: an empty block is still an (empty) message its peer waits for.
+  void all_to_all_v(const void* in, const std::vector<size_t>& send_counts, void* out,
+                    const std::vector<size_t>& recv_counts, ElemType t) override {
+    gloo::AlltoallvOptions o(ctx_);
+    o.setInput<char>(static_cast<char*>(const_cast<void*>(in)), byte_counts<int64_t>(send_counts, t));
+    o.setOutput<char>(static_cast<char*>(out), byte_counts<int64_t>(recv_counts, t));
+    o.setTag(next_tag());
+    o.setTimeout(timeout_);
+    gloo::alltoallv(o);
+  }
+
   std::function<void()> post_send(const void* data, size_t bytes, int dst, uint32_t tag) override {
     std::shared_ptr<gloo::transport::UnboundBuffer> b =
         ctx_->createUnboundBuffer(const_cast<void*>(data), std::max<size_t>(bytes, 1));
@@ -180,6 +191,13 @@ class GlooBackend : public Backend {
       case ElemType::bf16:
         return o.setOutput<uint16_t>(std::move(buf));
     }
+  }
+  // Counts of elements as counts of bytes, in the integer type Gloo's option takes.
+  template <class I>
+  static std::vector<I> byte_counts(const std::vector<size_t>& counts, ElemType t) {
+    std::vector<I> bytes(counts.size());
+    for (size_t i = 0; i < counts.size(); ++i) bytes[i] = I(counts[i] * elem_size(t));
+    return bytes;
   }
   uint32_t next_tag() { return tag_++ & 0x00FFFFFFu; }
 

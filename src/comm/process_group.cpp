@@ -48,6 +48,12 @@ size_t total(const std::vector<size_t>& counts) {
   return n;
 }
 
+// Whether the byte ranges [a, a + a_bytes) and [b, b + b_bytes) share no byte.
+bool apart(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
+  const auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
+  return a_bytes == 0 || b_bytes == 0 || x + a_bytes <= y || y + b_bytes <= x;
+}
+
 }  // namespace
 
 // ---- Work ----
@@ -281,8 +287,7 @@ WorkPtr ProcessGroup::broadcast_async(void* data, size_t n, ElemType t, int root
 
 WorkPtr ProcessGroup::enqueue_all_to_all(const void* in, void* out, size_t n, ElemType t, bool blocking) {
   const size_t bytes = size_t(size()) * n * elem_size(t);
-  const auto a = reinterpret_cast<uintptr_t>(in), b = reinterpret_cast<uintptr_t>(out);
-  require(bytes == 0 || a + bytes <= b || b + bytes <= a, "all_to_all needs input and output buffers apart");
+  require(apart(in, bytes, out, bytes), "all_to_all needs input and output buffers apart");
   return enqueue("all_to_all", bytes, "", [=](Backend& be, Work&) { be.all_to_all(in, out, n, t); }, blocking);
 }
 
@@ -292,6 +297,31 @@ WorkPtr ProcessGroup::all_to_all_async(const void* in, void* out, size_t n, Elem
 
 void ProcessGroup::all_to_all(const void* in, void* out, size_t n, ElemType t) {
   enqueue_all_to_all(in, out, n, t, true)->wait();
+}
+
+WorkPtr ProcessGroup::enqueue_all_to_all_v(const void* in, const std::vector<size_t>& send_counts, void* out,
+                                           const std::vector<size_t>& recv_counts, ElemType t, bool blocking) {
+  const size_t P = size_t(size()), me = size_t(rank_);
+  require(send_counts.size() == P && recv_counts.size() == P,
+          "all_to_all_v needs one send and one receive count per rank of the group (" + std::to_string(P) +
+              "), not " + std::to_string(send_counts.size()) + " and " + std::to_string(recv_counts.size()));
+  require(send_counts[me] == recv_counts[me],
+          "all_to_all_v: rank " + std::to_string(rank_) + " sends itself " + std::to_string(send_counts[me]) +
+              " elements but expects " + std::to_string(recv_counts[me]) + ": its own block's two counts must agree");
+  const size_t sent = total(send_counts) * elem_size(t);
+  require(apart(in, sent, out, total(recv_counts) * elem_size(t)), "all_to_all_v needs input and output buffers apart");
+  return enqueue("all_to_all_v", sent, "",
+                 [=](Backend& b, Work&) { b.all_to_all_v(in, send_counts, out, recv_counts, t); }, blocking);
+}
+
+WorkPtr ProcessGroup::all_to_all_v_async(const void* in, const std::vector<size_t>& send_counts, void* out,
+                                         const std::vector<size_t>& recv_counts, ElemType t) {
+  return enqueue_all_to_all_v(in, send_counts, out, recv_counts, t, false);
+}
+
+void ProcessGroup::all_to_all_v(const void* in, const std::vector<size_t>& send_counts, void* out,
+                                const std::vector<size_t>& recv_counts, ElemType t) {
+  enqueue_all_to_all_v(in, send_counts, out, recv_counts, t, true)->wait();
 }
 
 std::function<void()> ProcessGroup::watched(std::function<void()> wait, const std::string& what) {

@@ -1,7 +1,8 @@
 // Process groups: one API for collectives (allreduce, allgather, reduce-scatter, broadcast,
-// all-to-all, send/recv, barrier) over any backend. Every operation runs asynchronously, in issue
-// order, on the group's communication thread and returns a Work handle; a failure or timeout becomes
-// one dtrain::Error naming the operation, the group and the ranks that did not take part.
+// all-to-all with equal or uneven shares, send/recv, barrier) over any backend. Every operation runs
+// asynchronously, in issue order, on the group's communication thread and returns a Work handle; a
+// failure or timeout becomes one dtrain::Error naming the operation, the group and the ranks that
+// did not take part.
 #pragma once
 #include <condition_variable>
 #include <cstdint>
@@ -63,6 +64,13 @@ class Backend {
   // Equal shares: `in` holds size() blocks of n elements, block j for group rank j; `out` receives
   // size() blocks, block j from group rank j. `in` and `out` do not overlap.
   virtual void all_to_all(const void* in, void* out, size_t n, ElemType t) = 0;
+  // Uneven shares: `in` holds send_counts[j] elements for group rank j, `out` receives
+  // recv_counts[j] elements from group rank j, each block after the one before, in rank order;
+  // counts may be 0. The receiver must already know its counts (recv_counts[j] is rank j's
+  // send_counts[this rank]): callers exchange them first, e.g. with all_to_all of one count per
+  // rank. send_counts[this rank] == recv_counts[this rank]; `in` and `out` do not overlap.
+  virtual void all_to_all_v(const void* in, const std::vector<size_t>& send_counts, void* out,
+                            const std::vector<size_t>& recv_counts, ElemType t) = 0;
   // Point-to-point: posting never blocks (so a ring of sends and receives cannot deadlock on the
   // communication thread); the returned function waits for completion.
   virtual std::function<void()> post_send(const void* data, size_t bytes, int dst, uint32_t tag) = 0;
@@ -135,6 +143,10 @@ class ProcessGroup {
   WorkPtr broadcast_async(void* data, size_t n, ElemType t, int root);
   // Equal shares (Backend::all_to_all): in and out hold size() * n elements each, apart.
   WorkPtr all_to_all_async(const void* in, void* out, size_t n, ElemType t);
+  // Uneven shares (Backend::all_to_all_v): one send and one receive count per rank, the same count
+  // to and from this rank, the buffers apart. Traced with this rank's sent bytes.
+  WorkPtr all_to_all_v_async(const void* in, const std::vector<size_t>& send_counts, void* out,
+                             const std::vector<size_t>& recv_counts, ElemType t);
   WorkPtr send_async(const void* data, size_t bytes, int dst, uint32_t tag = 0);
   WorkPtr recv_async(void* data, size_t bytes, int src, uint32_t tag = 0);
   WorkPtr barrier_async();
@@ -148,6 +160,8 @@ class ProcessGroup {
   void allgather(const void* in, void* out, size_t n, ElemType t);
   void broadcast(void* d, size_t n, ElemType t, int root);
   void all_to_all(const void* in, void* out, size_t n, ElemType t);
+  void all_to_all_v(const void* in, const std::vector<size_t>& send_counts, void* out,
+                    const std::vector<size_t>& recv_counts, ElemType t);
   void barrier();
 
  private:
@@ -155,8 +169,10 @@ class ProcessGroup {
   // op: what it is ("allreduce sum"); bytes: its size; detail: the rest of its description.
   WorkPtr enqueue(std::string op, size_t bytes, const std::string& detail, std::function<void(Backend&, Work&)> fn,
                   bool blocking = false);
-  // all_to_all's check of its buffers, then enqueue
+  // all_to_all's (and all_to_all_v's) check of its arguments, then enqueue
   WorkPtr enqueue_all_to_all(const void* in, void* out, size_t n, ElemType t, bool blocking);
+  WorkPtr enqueue_all_to_all_v(const void* in, const std::vector<size_t>& send_counts, void* out,
+                               const std::vector<size_t>& recv_counts, ElemType t, bool blocking);
   void worker_main();
   void execute(Work& w, const std::function<void(Backend&, Work&)>& fn);
   std::string diagnose(const std::string& what, int64_t seq, const std::string& cause);

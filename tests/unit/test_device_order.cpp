@@ -54,6 +54,9 @@ class StandInDeviceBackend final : public Backend {
   void reduce_scatter(const void*, void*, const std::vector<size_t>&, ElemType, ReduceOp) override { queue(); }
   void broadcast(void*, size_t, ElemType, int) override { queue(); }
   void all_to_all(const void*, void*, size_t, ElemType) override { queue(); }
+  void all_to_all_v(const void*, const std::vector<size_t>&, void*, const std::vector<size_t>&, ElemType) override {
+    queue();
+  }
   std::function<void()> post_send(const void*, size_t, int, uint32_t) override { return [] {}; }
   std::function<void()> post_recv(void*, size_t, int, uint32_t) override { return [] {}; }
   void barrier() override { queue(); }

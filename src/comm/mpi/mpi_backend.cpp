@@ -140,16 +140,11 @@ class MpiBackend final : public Backend {
 
   void allgather(const void* in, void* out, const std::vector<size_t>& counts, ElemType t) override {
     const size_t es = elem_size(t);
-    std::vector<int> recv(counts.size()), displs(counts.size());
-    size_t total = 0;
-    bool equal = true;
-    for (size_t i = 0; i < counts.size(); ++i) {
-      recv[i] = int_count(counts[i], "allgather");
-      displs[i] = int_count(total, "allgather");
-      total += counts[i];
-      equal = equal && counts[i] == counts[0];
-    }
+    std::vector<int> recv, displs;
+    const size_t total = int_layout(counts, "allgather", recv, displs);
     if (total == 0) return;
+    bool equal = true;
+    for (size_t c : counts) equal = equal && c == counts[0];
     int_count(total, "allgather");
     const size_t mine = counts[size_t(rank_)] * es;
     char* slot = static_cast<char*>(out) + size_t(displs[size_t(rank_)]) * es;
@@ -209,6 +204,18 @@ class MpiBackend final : public Backend {
     check(MPI_Alltoall(in, c, type, out, c, type, comm_), "MPI_Alltoall");
   }
 
+  // Blocks of their own sizes, each and the elements before each at most 2^31 - 1 (MPI's int
+  // counts and displacements); the library copies this rank's own.
+  void all_to_all_v(const void* in, const std::vector<size_t>& send_counts, void* out,
+                    const std::vector<size_t>& recv_counts, ElemType t) override {
+    std::vector<int> sends, send_at, recvs, recv_at;
+    int_layout(send_counts, "all_to_all_v", sends, send_at);
+    int_layout(recv_counts, "all_to_all_v", recvs, recv_at);
+    const MPI_Datatype type = mpi_type(t);
+    check(MPI_Alltoallv(in, sends.data(), send_at.data(), type, out, recvs.data(), recv_at.data(), type, comm_),
+          "MPI_Alltoallv");
+  }
+
   // Messages over kChunk bytes go as several (MPI keeps their order between two ranks and a tag);
   // an empty one is still one message, so that its receive completes.
   std::function<void()> post_send(const void* data, size_t bytes, int dst, uint32_t tag) override {
@@ -227,6 +234,21 @@ class MpiBackend final : public Backend {
                                       " is more than MPI's counts hold (2^31 - 1 per call): use "
                                       "parallel.backend = gloo for such sizes");
     return int(n);
+  }
+
+  // Blocks of `counts` elements one after another as MPI's int counts and displacements (in
+  // elements), each checked by int_count; returns their total.
+  size_t int_layout(const std::vector<size_t>& counts, const char* op, std::vector<int>& ints,
+                    std::vector<int>& displs) const {
+    ints.resize(counts.size());
+    displs.resize(counts.size());
+    size_t total = 0;
+    for (size_t i = 0; i < counts.size(); ++i) {
+      ints[i] = int_count(counts[i], op);
+      displs[i] = int_count(total, op);
+      total += counts[i];
+    }
+    return total;
   }
 
   std::function<void()> post(void* data, size_t bytes, int peer, uint32_t tag, bool send) {

@@ -3,9 +3,9 @@
 // runs there; an event recorded after it, which the compute stream waits for in Work::wait. The
 // group's watchdog polls that event and, past the timeout, aborts the communicator and ends the
 // job naming the operation. Uneven all-gathers and reduce-scatters are grouped broadcasts and
-// reduces, an all-to-all grouped sends and receives; point-to-point operations are held until the
-// first wait and then issued together in one NCCL group, so a ring of sends and receives cannot
-// deadlock.
+// reduces, an all-to-all (equal or uneven) grouped sends and receives; point-to-point operations
+// are held until the first wait and then issued together in one NCCL group, so a ring of sends and
+// receives cannot deadlock.
 #include "comm/nccl/nccl_backend.hpp"
 
 #include <cuda_runtime.h>
@@ -196,26 +196,20 @@ class NcclBackend final : public Backend {
   void broadcast(void* data, size_t n, ElemType t, int root) override {
     ordered("broadcast", [&] { return ncclBroadcast(data, data, n, nccl_type(t), root, comm_, comm_stream_); });
   }
-  // This rank's own block is a copy on the communication stream; the others go as one NCCL group
-  // of a send and a receive per peer.
+  // Equal blocks, and uneven ones (each peer's send and receive left out where its block is empty):
+  // exchange() below.
   void all_to_all(const void* in, void* out, size_t n, ElemType t) override {
     ordered("all_to_all", [&] {
       if (n == 0) return ncclSuccess;
-      const size_t block = n * elem_size(t);
-      const int me = rank(), P = size();
-      const char* src = static_cast<const char*>(in);
-      char* dst = static_cast<char*>(out);
-      check_cuda(cudaMemcpyAsync(dst + size_t(me) * block, src + size_t(me) * block, block, cudaMemcpyDeviceToDevice,
-                                 comm_stream_),
-                 "cudaMemcpyAsync (all_to_all)");
-      ncclResult_t r = ncclGroupStart();
-      for (int j = 0; j < P && r == ncclSuccess; ++j) {
-        if (j == me) continue;
-        r = ncclSend(src + size_t(j) * block, n, nccl_type(t), j, comm_, comm_stream_);
-        if (r == ncclSuccess) r = ncclRecv(dst + size_t(j) * block, n, nccl_type(t), j, comm_, comm_stream_);
-      }
-      const ncclResult_t e = ncclGroupEnd();
-      return r != ncclSuccess ? r : e;
+      const auto block = [n](int) { return n; };
+      return exchange(in, block, out, block, t);
+    });
+  }
+  void all_to_all_v(const void* in, const std::vector<size_t>& send_counts, void* out,
+                    const std::vector<size_t>& recv_counts, ElemType t) override {
+    ordered("all_to_all_v", [&] {
+      return exchange(in, [&](int j) { return send_counts[size_t(j)]; }, out,
+                      [&](int j) { return recv_counts[size_t(j)]; }, t);
     });
   }
   std::function<void()> post_send(const void* data, size_t bytes, int dst, uint32_t) override {
@@ -298,6 +292,34 @@ class NcclBackend final : public Backend {
     std::vector<std::shared_ptr<NcclOrder>> orders;
     if (current_) orders.push_back(current_);
     ordered(what, std::forward<F>(op), orders);
+  }
+  // An all-to-all over blocks laid one after another in rank order, send_n(j) elements of `in` for
+  // rank j and recv_n(j) of `out` from it. This rank's own block is a copy on the communication
+  // stream; the others go as one NCCL group of a send and a receive per peer, each only for a
+  // non-empty block (the peer's matching call is left out too: its counts mirror these).
+  template <class SendN, class RecvN>
+  ncclResult_t exchange(const void* in, SendN send_n, void* out, RecvN recv_n, ElemType t) {
+    const size_t es = elem_size(t);
+    const int me = rank(), P = size();
+    const char* src = static_cast<const char*>(in);
+    char* dst = static_cast<char*>(out);
+    size_t send_at = 0, recv_at = 0;  // elements before this rank's own block
+    for (int j = 0; j < me; ++j) send_at += send_n(j), recv_at += recv_n(j);
+    if (send_n(me))
+      check_cuda(cudaMemcpyAsync(dst + recv_at * es, src + send_at * es, send_n(me) * es, cudaMemcpyDeviceToDevice,
+                                 comm_stream_),
+                 "cudaMemcpyAsync (all_to_all)");
+    send_at = recv_at = 0;
+    ncclResult_t r = ncclGroupStart();
+    for (int j = 0; j < P && r == ncclSuccess; ++j) {
+      const size_t s = send_n(j), n = recv_n(j);
+      if (j != me && s) r = ncclSend(src + send_at * es, s, nccl_type(t), j, comm_, comm_stream_);
+      if (j != me && n && r == ncclSuccess) r = ncclRecv(dst + recv_at * es, n, nccl_type(t), j, comm_, comm_stream_);
+      send_at += s;
+      recv_at += n;
+    }
+    const ncclResult_t e = ncclGroupEnd();
+    return r != ncclSuccess ? r : e;
   }
   void flush_p2p() {
     std::vector<P2p> ops;
