@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <numeric>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "comm/process_group.hpp"
@@ -123,43 +125,56 @@ inline void check_gather_scatter(dtrain::ProcessGroup& g) {
   g.barrier();
 }
 
-// all_to_all of n elements per block: block j of rank r's output is what rank j addressed to r
-// (code(j, r, i)), the input stays as it was, and nothing past the output is written. Each
-// element's value names its source, destination and index (exactly, in type T).
+// Element i of the block rank src addresses to rank dst, exact in each type (ranks below 8).
+inline int64_t code_i64(int src, int dst, size_t i) { return (int64_t(src) << 40) + (int64_t(dst) << 32) + int64_t(i); }
+inline int32_t code_i32(int src, int dst, size_t i) { return int32_t(i % 100000) * 256 + src * 16 + dst; }
+inline float code_f32(int src, int dst, size_t i) { return float((i % 4096) * 64 + size_t(src) * 8 + size_t(dst)); }
+inline double code_f64(int src, int dst, size_t i) { return double(i) * 64 + src * 8 + dst; }
+inline uint16_t code_bits(int src, int dst, size_t i) { return uint16_t(((i % 255) << 8) | size_t(src) << 4 | size_t(dst)); }
+
+// Rank r sends sends[j] elements code(r, j, i) to each rank j, in blocks one after another, through
+// `exchange(in, out)`; then block j of its output must hold code(j, r, i) for recvs[j] elements,
+// the input must be as it was, and nothing past the output may be written.
+template <class T, class Code, class Exchange>
+void check_blocks(int r, const std::vector<size_t>& sends, const std::vector<size_t>& recvs, Code code,
+                  Exchange exchange, const std::string& what) {
+  std::vector<T> in;
+  for (size_t j = 0; j < sends.size(); ++j)
+    for (size_t i = 0; i < sends[j]; ++i) in.push_back(code(r, int(j), i));
+  const size_t got = std::accumulate(recvs.begin(), recvs.end(), size_t(0));
+  std::vector<T> out(got + 1, T(-1));
+  const std::vector<T> before = in;
+  exchange(in.data(), out.data());
+  RANK_CHECK(in == before, what + " changed its input");
+  RANK_CHECK(out[got] == T(-1), what + " wrote past its output");
+  size_t at = 0;
+  for (size_t j = 0; j < recvs.size(); ++j)
+    for (size_t i = 0; i < recvs[j]; ++i)
+      RANK_CHECK(out[at++] == code(int(j), r, i),
+                 what + ": block from rank " + std::to_string(j) + " element " + std::to_string(i));
+}
+
+// all_to_all of n elements per block.
 template <class T, class Code>
 void check_all_to_all_of(dtrain::ProcessGroup& g, size_t n, ElemType t, Code code, bool async) {
-  const int P = g.size(), r = g.rank();
-  const size_t total = n * size_t(P);
-  std::vector<T> in(total), out(total + 1, T(-1));
-  for (int j = 0; j < P; ++j)
-    for (size_t i = 0; i < n; ++i) in[size_t(j) * n + i] = code(r, j, i);
-  const std::vector<T> before = in;
-  if (async)
-    g.all_to_all_async(in.data(), out.data(), n, t)->wait();
-  else
-    g.all_to_all(in.data(), out.data(), n, t);
-  const std::string what = "all_to_all n=" + std::to_string(n) + (async ? " (async)" : "");
-  RANK_CHECK(in == before, what + " changed its input");
-  RANK_CHECK(out[total] == T(-1), what + " wrote past its output");
-  for (int j = 0; j < P; ++j)
-    for (size_t i = 0; i < n; ++i)
-      RANK_CHECK(out[size_t(j) * n + i] == code(j, r, i),
-                 what + ": block " + std::to_string(j) + " element " + std::to_string(i));
+  const std::vector<size_t> blocks(size_t(g.size()), n);
+  check_blocks<T>(g.rank(), blocks, blocks, code, [&](const T* in, T* out) {
+    if (async)
+      g.all_to_all_async(in, out, n, t)->wait();
+    else
+      g.all_to_all(in, out, n, t);
+  }, "all_to_all n=" + std::to_string(n) + (async ? " (async)" : ""));
 }
 
 // all_to_all over several sizes (0 and odd ones) and element types, blocking and async.
 inline void check_all_to_all(dtrain::ProcessGroup& g) {
-  auto wide = [](int src, int dst, size_t i) { return (int64_t(src) << 40) + (int64_t(dst) << 32) + int64_t(i); };
-  auto narrow = [](int src, int dst, size_t i) { return int32_t(i % 100000) * 256 + src * 16 + dst; };
-  auto real = [](int src, int dst, size_t i) { return float((i % 4096) * 64 + size_t(src) * 8 + size_t(dst)); };
-  auto bits = [](int src, int dst, size_t i) { return uint16_t(((i % 255) << 8) | size_t(src) << 4 | size_t(dst)); };
   for (size_t n : {size_t(0), size_t(1), size_t(7), size_t(1001), size_t(100003)}) {
-    check_all_to_all_of<int64_t>(g, n, ElemType::i64, wide, false);
-    check_all_to_all_of<float>(g, n, ElemType::f32, real, true);
+    check_all_to_all_of<int64_t>(g, n, ElemType::i64, code_i64, false);
+    check_all_to_all_of<float>(g, n, ElemType::f32, code_f32, true);
   }
-  check_all_to_all_of<int32_t>(g, 333, ElemType::i32, narrow, true);
-  check_all_to_all_of<uint16_t>(g, 513, ElemType::bf16, bits, false);
-  check_all_to_all_of<double>(g, 65, ElemType::f64, real, false);
+  check_all_to_all_of<int32_t>(g, 333, ElemType::i32, code_i32, true);
+  check_all_to_all_of<uint16_t>(g, 513, ElemType::bf16, code_bits, false);
+  check_all_to_all_of<double>(g, 65, ElemType::f64, code_f32, false);
   // two in flight at once, waited in the other order
   std::vector<int64_t> a(size_t(g.size()) * 5, g.rank()), b(a.size(), g.rank() + 10), ao(a.size()), bo(a.size());
   auto wa = g.all_to_all_async(a.data(), ao.data(), 5, ElemType::i64);
@@ -168,6 +183,81 @@ inline void check_all_to_all(dtrain::ProcessGroup& g) {
   wa->wait();
   for (size_t k = 0; k < ao.size(); ++k)
     RANK_CHECK(ao[k] == int64_t(k / 5) && bo[k] == int64_t(k / 5) + 10, "two all_to_alls in flight");
+}
+
+// Elements rank src sends rank dst in all_to_all_v pattern k of a group of P: 0: a few, some none;
+// 1: odd sizes, none to itself; 2: the last rank sends nothing and rank 0 receives nothing; 3: a
+// large block to the next rank only (and 5 to itself); 4: nothing at all anywhere.
+inline size_t v_count(int k, int src, int dst, int P) {
+  switch (k) {
+    case 0: return size_t((src * 7 + dst * 3 + 1) % 5);
+    case 1: return src == dst ? 0 : size_t(997 + 37 * src + 11 * dst);
+    case 2: return src == P - 1 || dst == 0 ? 0 : size_t(3 * src + dst + 1);
+    case 3: return dst == (src + 1) % P ? 100003 : src == dst ? 5 : 0;
+    default: return 0;
+  }
+}
+
+// Rank r's counts in pattern k: to each rank (first) and from each (second).
+inline std::pair<std::vector<size_t>, std::vector<size_t>> v_counts(int k, int r, int P) {
+  std::pair<std::vector<size_t>, std::vector<size_t>> c;
+  for (int j = 0; j < P; ++j) {
+    c.first.push_back(v_count(k, r, j, P));
+    c.second.push_back(v_count(k, j, r, P));
+  }
+  return c;
+}
+
+// all_to_all_v in count pattern k. Each rank's counts both ways follow from v_count; with
+// `exchanged`, the receive counts are instead what the senders tell it through all_to_all first
+// (as a caller must), which must agree.
+template <class T, class Code>
+void check_all_to_all_v_of(dtrain::ProcessGroup& g, int k, ElemType t, Code code, bool async, bool exchanged = false) {
+  const int r = g.rank();
+  auto [sends, recvs] = v_counts(k, r, g.size());
+  if (exchanged) {
+    std::vector<int64_t> mine(sends.begin(), sends.end()), theirs(sends.size(), -1);
+    g.all_to_all(mine.data(), theirs.data(), 1, ElemType::i64);
+    const std::vector<size_t> told(theirs.begin(), theirs.end());
+    RANK_CHECK(told == recvs, "counts exchanged with all_to_all");
+    recvs = told;
+  }
+  check_blocks<T>(r, sends, recvs, code, [&](const T* in, T* out) {
+    if (async)
+      g.all_to_all_v_async(in, sends, out, recvs, t)->wait();
+    else
+      g.all_to_all_v(in, sends, out, recvs, t);
+  }, "all_to_all_v pattern " + std::to_string(k) + (async ? " (async)" : ""));
+}
+
+// all_to_all_v over every count pattern and element type, blocking and async, two in flight.
+inline void check_all_to_all_v(dtrain::ProcessGroup& g) {
+  for (int k = 0; k <= 4; ++k) {
+    check_all_to_all_v_of<int64_t>(g, k, ElemType::i64, code_i64, false, k == 1);
+    check_all_to_all_v_of<float>(g, k, ElemType::f32, code_f32, true);
+  }
+  check_all_to_all_v_of<int32_t>(g, 1, ElemType::i32, code_i32, true);
+  check_all_to_all_v_of<uint16_t>(g, 2, ElemType::bf16, code_bits, false);
+  check_all_to_all_v_of<double>(g, 3, ElemType::f64, code_f64, false);
+  // two in flight at once (patterns 0 and 1), waited in the other order
+  const int P = g.size(), r = g.rank();
+  std::vector<size_t> sends[2], recvs[2];
+  std::vector<int32_t> in[2], out[2];
+  for (int k = 0; k < 2; ++k) {
+    std::tie(sends[k], recvs[k]) = v_counts(k, r, P);
+    in[k].assign(std::accumulate(sends[k].begin(), sends[k].end(), size_t(0)), 1000 * k + r);
+    out[k].assign(std::accumulate(recvs[k].begin(), recvs[k].end(), size_t(0)), -1);
+  }
+  auto w0 = g.all_to_all_v_async(in[0].data(), sends[0], out[0].data(), recvs[0], ElemType::i32);
+  auto w1 = g.all_to_all_v_async(in[1].data(), sends[1], out[1].data(), recvs[1], ElemType::i32);
+  w1->wait();
+  w0->wait();
+  for (int k = 0; k < 2; ++k) {
+    size_t at = 0;
+    for (int j = 0; j < P; ++j)
+      for (size_t i = 0; i < recvs[k][size_t(j)]; ++i)
+        RANK_CHECK(out[k][at++] == 1000 * k + j, "two all_to_all_vs in flight: pattern " + std::to_string(k));
+  }
 }
 
 // bf16 elements reduce as every CPU backend must, bit for bit: through f32 with each result rounded

@@ -18,6 +18,7 @@
 
 using namespace dtrain;
 using dist_test::check_all_to_all;
+using dist_test::check_all_to_all_v;
 using dist_test::check_allreduce;
 using dist_test::check_bf16;
 using dist_test::check_gather_scatter;
@@ -70,6 +71,7 @@ TEST(Collectives, AllToAllOnOneToFourRanks) {
     auto rs = run_ranks(P, [P](int r, int port) {
       World w(env_for(r, P, port, "test-token"), kTimeout);
       check_all_to_all(w.all());
+      check_all_to_all_v(w.all());
       w.shutdown();
     });
     EXPECT_EQ(failures(rs), "") << "world size " << P;
@@ -107,6 +109,54 @@ TEST(Collectives, AllToAllIsDescribedTracedAndRefusesOverlap) {
   EXPECT_EQ(failures(rs), "");
 }
 
+// An all_to_all_v is described and traced like the others (its bytes: what this rank sends), and
+// refuses when issued counts that are not one per rank, its own block's two counts disagreeing,
+// and overlapping buffers.
+TEST(Collectives, AllToAllVIsDescribedTracedAndRefusesBadArguments) {
+  auto rs = run_ranks(2, [](int r, int port) {
+    World w(env_for(r, 2, port, "test-token"), kTimeout);
+    ProcessGroup& g = w.all();
+    const size_t mine = 100 * size_t(r + 1);  // rank r sends each rank 100 (r + 1) floats
+    const std::vector<size_t> sends(2, mine), recvs{100, 200};
+    std::vector<float> in(2 * mine, float(r)), out(300, -1.0f);
+    auto refused = [](const std::function<void()>& issue, const std::string& why) {
+      try {
+        issue();
+      } catch (const Error& e) {
+        return std::string(e.what()).find(why) != std::string::npos;
+      }
+      return false;
+    };
+    RANK_CHECK(refused([&] { g.all_to_all_v_async(in.data(), {mine}, out.data(), recvs, ElemType::f32); },
+                       "all_to_all_v needs one send and one receive count per rank of the group (2), not 1 and 2"),
+               "one count short refused");
+    std::vector<size_t> disagree = recvs;
+    disagree[size_t(r)] += 1;
+    RANK_CHECK(refused([&] { g.all_to_all_v_async(in.data(), sends, out.data(), disagree, ElemType::f32); },
+                       "its own block's two counts must agree"),
+               "own block's counts disagreeing refused");
+    RANK_CHECK(refused([&] { g.all_to_all_v_async(in.data(), sends, in.data() + 1, recvs, ElemType::f32); },
+                       "all_to_all_v needs input and output buffers apart"),
+               "overlapping buffers refused");
+    float x = 1;
+    g.allreduce(&x, 1);
+    Trace::take();
+    Trace::set_on(true);
+    auto work = g.all_to_all_v_async(in.data(), sends, out.data(), recvs, ElemType::f32);
+    work->wait();
+    Trace::set_on(false);
+    const std::vector<TraceSpan> spans = Trace::take();
+    const std::string size = r == 0 ? "800 B" : "1.6 KiB";
+    RANK_CHECK(work->describe() == "all_to_all_v of " + size + " (operation #2 of process group 'world', 2 ranks)",
+               work->describe());
+    RANK_CHECK(spans.size() == 1 && spans[0].track == "comm world" && spans[0].name == "all_to_all_v", "one span");
+    RANK_CHECK(spans[0].args.find("\"bytes\":" + std::to_string(mine * 2 * 4)) != std::string::npos, spans[0].args);
+    for (size_t i = 0; i < out.size(); ++i) RANK_CHECK(out[i] == float(i >= 100), "all_to_all_v result");
+    w.shutdown();
+  });
+  EXPECT_EQ(failures(rs), "");
+}
+
 TEST(Collectives, AsyncOperationsCompleteInIssueOrder) {
   auto rs = run_ranks(3, [](int r, int port) {
     World w(env_for(r, 3, port, "test-token"), kTimeout);
@@ -138,12 +188,14 @@ TEST(Collectives, SubGroupsReduceOnlyAmongTheirMembers) {
     mine.allreduce(&x, 1);
     RANK_CHECK(x == (r % 2 == 0 ? 2.0f : 4.0f), "sub-group sum");
     check_all_to_all(mine);
+    check_all_to_all_v(mine);
     if (back) {
       RANK_CHECK(back->rank() == 3 - r, "reordered group rank");
       int32_t v = r == 3 ? 99 : 0;
       back->broadcast(&v, 1, ElemType::i32, 0);  // group rank 0 = global rank 3
       RANK_CHECK(v == 99, "broadcast in reordered group");
       check_all_to_all(*back);
+      check_all_to_all_v(*back);
       // blocks go by group rank: block j of the output came from global rank 3 - j
       std::vector<int32_t> sent(3, r), got(3, -1);
       back->all_to_all(sent.data(), got.data(), 1, ElemType::i32);

@@ -23,6 +23,7 @@
 
 using namespace dtrain;
 using dist_test::check_all_to_all;
+using dist_test::check_all_to_all_v;
 using dist_test::check_allreduce;
 using dist_test::check_bf16;
 using dist_test::check_gather_scatter;
@@ -109,6 +110,7 @@ TEST(Mpi, EveryCollectiveAndSendRecvOnThreeRanks) {
   for (size_t n : {size_t(1), size_t(7), size_t(4096), size_t(1000003)}) check_allreduce(w.all(), n);
   check_gather_scatter(w.all());
   check_all_to_all(w.all());
+  check_all_to_all_v(w.all());
   // in-place allgather: this rank's share already in its slot
   std::vector<float> slots(3 * 100, -1.0f);
   for (int i = 0; i < 100; ++i) slots[size_t(w.rank() * 100 + i)] = float(w.rank() * 1000 + i);
@@ -123,6 +125,7 @@ TEST(Mpi, Bf16AndEveryElementTypeReduceAsGlooDoes) {
   World w(detect_env(), kTimeout, CommBackend::mpi);
   check_bf16(w.all());
   check_all_to_all(w.all());
+  check_all_to_all_v(w.all());
   w.shutdown();
 }
 
@@ -164,6 +167,7 @@ TEST(Mpi, SubGroupsHaveCommunicatorsOfTheirOwn) {
   EXPECT_EQ(x, r % 2 == 0 ? 2.0f : 4.0f);
   check_allreduce(mine, 4099);
   check_all_to_all(mine);
+  check_all_to_all_v(mine);
   if (back) {
     EXPECT_EQ(back->rank(), 3 - r);
     int32_t v = r == 3 ? 99 : 0;
@@ -171,6 +175,7 @@ TEST(Mpi, SubGroupsHaveCommunicatorsOfTheirOwn) {
     EXPECT_EQ(v, 99);
     check_gather_scatter(*back);
     check_all_to_all(*back);
+    check_all_to_all_v(*back);
   } else {
     EXPECT_EQ(r, 0);
   }

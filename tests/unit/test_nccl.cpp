@@ -71,6 +71,15 @@ TEST(Nccl, EveryOperationAtWorldSizeOne) {
   pg.all_to_all_async(x.p(), a2a_async.p(), 4, ElemType::f32)->wait();
   pg.all_to_all(x.p(), a2a_async.p(), 0, ElemType::f32);
   EXPECT_EQ(a2a_async.host(), h);
+  // all_to_all_v over one rank: as many elements of its own block copied as its counts say
+  // (blocking and async; nothing moves at counts 0)
+  OnDevice<float> a2av(G, std::vector<float>(4, 0.0f));
+  pg.all_to_all_v(x.p(), {4}, a2av.p(), {4}, ElemType::f32);
+  EXPECT_EQ(a2av.host(), h);
+  OnDevice<float> a2av_async(G, std::vector<float>(4, 0.0f));
+  pg.all_to_all_v_async(x.p(), {3}, a2av_async.p(), {3}, ElemType::f32)->wait();
+  pg.all_to_all_v(x.p(), {0}, a2av_async.p(), {0}, ElemType::f32);
+  EXPECT_EQ(a2av_async.host(), (std::vector<float>{h[0], h[1], h[2], 0.0f}));
   // At world size 1 there is no peer for a send or a receive: refused in one line.
   EXPECT_THROW(pg.send_async(x.p(), 16, 0), Error);
   pg.barrier();
