@@ -226,8 +226,8 @@ int main(int argc, char** argv) {
     dtrain::DeviceMesh mesh(world, dtrain::MeshShape{});
     const int64_t B = cfg.train.batch_size, total = o.warmup + o.steps;
     const dtrain::UnitFactory units = [&](dtrain::TpSlice slice, dtrain::TpRegions& regions,
-                                          dtrain::SequenceAttention* sequence) {
-      return kind.units(cfg.model, *dev, slice, regions, sequence);
+                                          dtrain::SequenceAttention* sequence, dtrain::ExpertExchange* experts) {
+      return kind.units(cfg.model, *dev, slice, regions, sequence, experts);
     };
     dtrain::ParallelModel parallel(units, B, *dev, mesh, {}, cfg.optim, cfg.train.seed);
     const dtrain::SampleShape sample = parallel.model().sample_shape();

@@ -2,6 +2,7 @@
 #include "comm/mesh.hpp"
 
 #include <algorithm>
+#include <functional>
 
 #include "core/error.hpp"
 
@@ -44,7 +45,17 @@ std::string MeshShape::describe() const {
   for (MeshDim d : kDims)
     if (d != MeshDim::cp || cp > 1)
       s += std::string(s.empty() ? "" : " × ") + mesh_dim_name(d) + " " + std::to_string(extent(d));
+  if (ep > 1) s += ", experts over ep " + std::to_string(ep);
   return s;
+}
+
+void MeshShape::set_expert_parallel(int n) {
+  require(n >= 1 && (dp_shard * cp) % n == 0,
+          "parallel.ep = " + std::to_string(n) + " must divide parallel.dp_shard × parallel.cp = " +
+              std::to_string(dp_shard) + " × " + std::to_string(cp) +
+              ": expert parallel splits the experts over ranks that shard the data (and the sequence); "
+              "raise dp_shard (or cp), or choose an ep that divides their product");
+  ep = n;
 }
 
 MeshShape MeshShape::fit(int world, int pp, int dp_replicate, int dp_shard, int tp, int cp) {
@@ -191,13 +202,55 @@ DeviceMesh::DeviceMesh(World& world, const MeshShape& shape, const World::Backen
            : shape.dp() == 1 ? cp
            : shape.dp_replicate == 1 ? shard_
                                      : build({MeshDim::dp_replicate, MeshDim::dp_shard, MeshDim::cp}, "dp_cp");
+  build_expert_groups(world, backend);
+}
+
+// Every group of ranks that agree on key(rank), members in rank order, made in the order of their
+// smallest rank (collective, like build above); this rank's.
+std::shared_ptr<ProcessGroup> DeviceMesh::partition(World& world, const std::function<int64_t(int)>& key,
+                                                    const std::string& name, const World::BackendFactory& backend) {
+  std::vector<int64_t> keys;
+  for (int r = 0; r < world.size(); ++r)
+    if (std::find(keys.begin(), keys.end(), key(r)) == keys.end()) keys.push_back(key(r));
+  std::shared_ptr<ProcessGroup> mine;
+  for (int64_t k : keys) {
+    std::vector<int> members;
+    for (int r = 0; r < world.size(); ++r)
+      if (key(r) == k) members.push_back(r);
+    std::shared_ptr<ProcessGroup> g = world.new_group(members, name, backend);
+    if (g) mine = g;
+  }
+  DT_ASSERT(mine);
+  return mine;
+}
+
+void DeviceMesh::build_expert_groups(World& world, const World::BackendFactory& backend) {
+  const MeshShape& s = shape_;
+  if (s.ep == 1) {
+    expert_shard_ = shard_;
+    expert_replicas_ = dp_cp_;
+    return;
+  }
+  // a rank's place: its coordinates but dp_shard and cp, its run of ep ranks, its place in the run
+  auto place = [&](int r, bool run, bool index, bool replica) {
+    const MeshCoord c = mesh_coord(s, r);
+    int64_t k = (int64_t(c.pp) * s.tp + c.tp) * s.size();
+    if (replica) k = (k + c.dp_replicate) * s.size();
+    if (run) k = (k + c.shard_index(s) / s.ep) * s.size();
+    if (index) k = (k + c.ep_index(s)) * s.size();
+    return k;
+  };
+  ep_ = partition(world, [&](int r) { return place(r, true, false, true); }, "ep", backend);
+  expert_shard_ = partition(world, [&](int r) { return place(r, false, true, true); }, "expert_shard", backend);
+  expert_replicas_ = partition(world, [&](int r) { return place(r, false, true, false); }, "expert_replicas", backend);
 }
 
 size_t DeviceMesh::buffer_bytes() const {
   std::vector<const ProcessGroup*> seen;
   size_t n = 0;
   for (const ProcessGroup* g : {groups_[0].get(), groups_[1].get(), groups_[2].get(), groups_[3].get(),
-                                groups_[4].get(), dp_.get(), dp_cp_.get(), shard_.get()})
+                                groups_[4].get(), dp_.get(), dp_cp_.get(), shard_.get(), ep_.get(),
+                                expert_shard_.get(), expert_replicas_.get()})
     if (g && std::find(seen.begin(), seen.end(), g) == seen.end()) {
       seen.push_back(g);
       n += g->buffer_bytes();

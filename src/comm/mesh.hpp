@@ -1,8 +1,9 @@
 // The device mesh: the job's ranks laid out as pp × dp_replicate × dp_shard × cp × tp (tp varies
 // fastest, then cp, so a tensor-parallel group, and a context-parallel one where it fits, stays
 // inside a node), with the process group of every line of ranks along each dimension, and of data
-// parallelism as a whole, built once.
+// parallelism as a whole, built once; and expert parallel's groups, which fold into dp_shard × cp.
 #pragma once
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -15,13 +16,19 @@ enum class MeshDim { pp, dp_replicate, dp_shard, cp, tp };
 const char* mesh_dim_name(MeshDim d);  // "pp", "dp_replicate", "dp_shard", "cp", "tp"
 
 // (cp is declared last so that {pp, dp_replicate, dp_shard, tp} still initialises a shape of cp 1.)
+// ep is not a dimension of its own: the dp_shard × cp ranks (numbered dp_shard · cp + cp) are cut into
+// runs of ep consecutive ranks, each run splitting the experts between its ranks.
 struct MeshShape {
   int pp = 1, dp_replicate = 1, dp_shard = 1, tp = 1, cp = 1;
+  int ep = 1;
   int size() const { return pp * dp_replicate * dp_shard * cp * tp; }
   int dp() const { return dp_replicate * dp_shard; }  // ranks that split the batch
   int extent(MeshDim d) const;
-  // "pp 1 × dp_replicate 2 × dp_shard 2 × tp 1" (with "× cp N" before tp when cp > 1)
+  // "pp 1 × dp_replicate 2 × dp_shard 2 × tp 1" (with "× cp N" before tp when cp > 1, and ", experts
+  // over ep N" after when ep > 1)
   std::string describe() const;
+  // Sets ep: ConfigError unless it is at least 1 and divides dp_shard × cp.
+  void set_expert_parallel(int ep);
 
   // The shape of `world` ranks from the configured sizes, each ≥ 1 or -1 (whatever the world leaves;
   // at most one; cp ≥ 1). Error naming the numbers and the fix when they do not make the world size.
@@ -39,6 +46,8 @@ struct MeshCoord {
   int pp = 0, dp_replicate = 0, dp_shard = 0, tp = 0, cp = 0;
   int at(MeshDim d) const;
   int dp_index(const MeshShape& s) const { return dp_replicate * s.dp_shard + dp_shard; }  // 0..dp-1
+  int shard_index(const MeshShape& s) const { return dp_shard * s.cp + cp; }                // 0..dp_shard·cp-1
+  int ep_index(const MeshShape& s) const { return shard_index(s) % s.ep; }  // which share of the experts it holds
 };
 
 MeshCoord mesh_coord(const MeshShape& s, int rank);
@@ -66,6 +75,13 @@ class DeviceMesh {
   ProcessGroup& dp_cp() { return *dp_cp_; }
   // dp_shard × cp: the ranks FSDP shards the parameters over.
   ProcessGroup& shard() { return *shard_; }
+  // Expert parallel: the ep ranks that split the experts between them (tokens travel among them);
+  // the ranks of shard() that hold the same experts (FSDP shards the experts over them); and those
+  // of dp_cp() (they reduce the experts' gradients together). Without ep, the groups of one rank, shard()
+  // and dp_cp(). (ep(): only when ep > 1.)
+  ProcessGroup& ep() { return *ep_; }
+  ProcessGroup& expert_shard() { return *expert_shard_; }
+  ProcessGroup& expert_replicas() { return *expert_replicas_; }
   // Host bytes its groups' backends keep between operations (each group counted once).
   size_t buffer_bytes() const;
 
@@ -74,10 +90,15 @@ class DeviceMesh {
   std::string placement(int max_ranks = 1 << 30) const;
 
  private:
+  std::shared_ptr<ProcessGroup> partition(World& world, const std::function<int64_t(int)>& key, const std::string& name,
+                                          const World::BackendFactory& backend);
+  void build_expert_groups(World& world, const World::BackendFactory& backend);
+
   MeshShape shape_;
   MeshCoord coord_;
   std::shared_ptr<ProcessGroup> groups_[5];
   std::shared_ptr<ProcessGroup> dp_, dp_cp_, shard_;
+  std::shared_ptr<ProcessGroup> ep_, expert_shard_, expert_replicas_;
 };
 
 }  // namespace dtrain

@@ -10,9 +10,12 @@ namespace dtrain {
 
 namespace {
 
-int64_t global_numel(const Unit& u) {
+int64_t global_numel(Module& m) {
   int64_t n = 0;
-  for (const ParamInfo& p : u.params()) n += shape_numel(p.global_shape);
+  for (const Unit* u : m.units()) {
+    n += u->skipped_numel();
+    for (const ParamInfo& p : u->params()) n += shape_numel(p.global_shape);
+  }
   return n;
 }
 
@@ -25,6 +28,12 @@ StepContext largest_pass(const SampleShape& sample, int64_t max_batch, int seque
   return ctx;
 }
 
+// fn for each of a module's units (its own, then its experts'), as the hooks see them.
+template <class Fn>
+void each_unit(Module& m, Fn&& fn) {
+  for (Unit* u : m.units()) fn(*u);
+}
+
 std::vector<std::pair<int, int>> whole_model(const StagePlan& plan, int n) {
   return plan.stages.empty() ? std::vector<std::pair<int, int>>{{0, n}} : plan.stages;
 }
@@ -33,15 +42,16 @@ std::vector<std::pair<int, int>> whole_model(const StagePlan& plan, int n) {
 
 void UnitList::number_parameters() {
   uint32_t first = 0;
-  for (const auto& m : modules) {
-    m->unit().set_first_index(first);
-    first += uint32_t(m->unit().params().size());
-  }
+  for (const auto& m : modules)
+    for (Unit* u : m->units()) {
+      u->set_first_index(first);
+      first += u->index_span();
+    }
 }
 
 int64_t UnitList::num_params() const {
   int64_t n = 0;
-  for (const auto& m : modules) n += global_numel(m->unit());
+  for (const auto& m : modules) n += global_numel(*m);
   return n;
 }
 
@@ -131,7 +141,7 @@ void Model::plan(Arena& arena) {
   for (int i = 0; i < n; ++i) {
     if (!holds(i)) continue;
     held.push_back(i);
-    units_.push_back(&modules_[size_t(i)]->unit());
+    for (Unit* u : modules_[size_t(i)]->units()) units_.push_back(u);
     recomputed_[size_t(i)] = plan_.recompute == Recompute::full && i > 0 && i < n - 1 &&
                              modules_[size_t(i)]->unit().reads().empty();
   }
@@ -209,6 +219,12 @@ void Model::plan_units(Arena& arena, const StepContext& largest, const std::vect
     if (w > 0)
       for (int slot = 0; slot < S; ++slot) stores_[size_t(i)].emplace_back(dev_, arena.f32(w), w, again);
   }
+}
+
+ExpertLoad Model::take_expert_load() {
+  ExpertLoad load;
+  for (auto& m : modules_) m->take_expert_load(load);
+  return load;
 }
 
 bool Model::holds_whole_model() const {
@@ -315,14 +331,14 @@ void Model::forward_units(int k, int stop, const UnitPass& p, UnitHooks* hooks) 
   DT_ASSERT(p.ctx.B <= max_batch_ && p.ctx.T <= sample_.targets);
   for (int u = stages_[k].first; u < stop; ++u) {
     Module& m = *modules_[size_t(u)];
-    if (hooks) hooks->pre_forward(m.unit());
+    if (hooks) each_unit(m, [&](Unit& x) { hooks->pre_forward(x); });
     {
       TraceScope traced("compute", m.unit().name(), " F", unit_clock(u, 0, p.backward));
       m.forward(unit_input(k, u, p.slot), unit_pass(p, u));
       if (recomputed_[size_t(u)])  // its activations are overwritten by the next unit recomputed: its output is kept
         dev_.copy(kept_out_[size_t(u)][size_t(p.slot)], m.output(0), sizeof(float) * size_t(m.output_floats(p.ctx)));
     }
-    if (hooks) hooks->post_forward(m.unit());
+    if (hooks) each_unit(m, [&](Unit& x) { hooks->post_forward(x); });
   }
 }
 
@@ -352,7 +368,7 @@ void Model::stage_backward(int k, int slot, const StepContext& ctx, BackwardPart
         TraceScope traced("compute", m.unit().name(), what, unit_clock(u, 1, true));
         m.backward(nullptr, dy, nullptr, unit_pass(p, u), part);
       }
-      if (hooks) hooks->post_backward(m.unit());
+      if (hooks) each_unit(m, [&](Unit& x) { hooks->post_backward(x); });
     }
     return;
   }
@@ -363,7 +379,7 @@ void Model::stage_backward(int k, int slot, const StepContext& ctx, BackwardPart
   float* g = st.has_loss_unit ? nullptr : st.gout[size_t(slot)];
   for (int u = st.last; u-- > st.first;) {
     Module& m = *modules_[size_t(u)];
-    if (hooks) hooks->pre_backward(m.unit());
+    if (hooks) each_unit(m, [&](Unit& x) { hooks->pre_backward(x); });
     const UnitPass q = unit_pass(p, u);
     if (recomputed_[size_t(u)]) {  // its forward again, into the shared region (no hooks: its parameters are gathered)
       UnitPass again = q;
@@ -380,7 +396,7 @@ void Model::stage_backward(int k, int slot, const StepContext& ctx, BackwardPart
       m.backward(unit_input(k, u, slot), g, dx, q, part);
       g = dx;
     }
-    if (complete && hooks) hooks->post_backward(m.unit());
+    if (complete && hooks) each_unit(m, [&](Unit& x) { hooks->post_backward(x); });
   }
 }
 

@@ -113,6 +113,9 @@ class Model {
   // pipeline balances its stages and simulates its schedule from them.
   void time_units(bool on) { unit_seconds_.assign(on ? modules_.size() : 0, {0.0, 0.0}); }
   const std::vector<std::array<double, 2>>& unit_seconds() const { return unit_seconds_; }
+  // What its mixture-of-experts layers routed since the last call (every unit asked, held or not, so
+  // that every rank's load has the same size): empty for a model without experts.
+  ExpertLoad take_expert_load();
 
   // Pipeline stages: those this instance holds, numbered 0..num_stages()-1 in model order. Batches
   // are host memory and stay unchanged until the slot's backward is done; hidden states are on the

@@ -9,6 +9,7 @@
 
 #include "core/json.hpp"
 #include "data/source.hpp"
+#include "nn/expert_exchange.hpp"
 #include "nn/model.hpp"
 #include "nn/sequence_attention.hpp"
 #include "nn/tp_regions.hpp"
@@ -51,13 +52,23 @@ class ModelKind {
   // Every unit of the model, declared (parameters with global names, shapes and tensor-parallel
   // cuts), nothing planned yet: slice `slice`, meeting the other slices through `regions`; context
   // parallel: its attention through `sequence` (null: whole sequences; a kind without attention
-  // refuses it). Error for a slicing the model cannot take (what must divide, named).
+  // refuses it); expert parallel: its experts split over ranks, reached through `experts` (null: all
+  // here; a kind without experts refuses it). Error for a slicing the model cannot take (what must
+  // divide, named).
   virtual UnitList units(const ModelConfig& c, ComputeDevice& device, TpSlice slice = {},
-                         TpRegions& regions = no_tp_regions(), SequenceAttention* sequence = nullptr) const = 0;
+                         TpRegions& regions = no_tp_regions(), SequenceAttention* sequence = nullptr,
+                         ExpertExchange* experts = nullptr) const = 0;
   // The values a plain weights file decides (ckpt import; a language model's vocabulary: its
   // embedding's rows), from its tensors' names and shapes; Error naming what does not fit this kind.
   virtual void fit_to_weights(ModelConfig& c, const std::map<std::string, std::vector<int64_t>>& shapes,
                               const std::string& file) const = 0;
 };
+
+// A kind without experts, given expert parallel's exchange: ConfigError naming the fix.
+inline void refuse_expert_parallel(const std::string& kind, const ExpertExchange* experts) {
+  if (experts && experts->ranks() > 1)
+    throw ConfigError("parallel.ep = " + std::to_string(experts->ranks()) + ": model.kind = " + kind +
+                      " has no experts to split: use model.kind = moe, or parallel.ep = 1");
+}
 
 }  // namespace dtrain

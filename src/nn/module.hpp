@@ -4,10 +4,13 @@
 // only through TpRegions.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "core/error.hpp"
 #include "nn/context.hpp"
+#include "nn/expert_load.hpp"
 #include "nn/unit.hpp"
 
 namespace dtrain {
@@ -59,6 +62,20 @@ class Module {
 
   Unit& unit() { return unit_; }
   const Unit& unit() const { return unit_; }
+  // Its experts' unit, when it has one (a mixture-of-experts block's expert matrices, made by
+  // add_expert_unit): a unit of the model of its own, next after this module's, so that expert
+  // parallel splits it over ranks while the rest stays data parallel. The hooks see both.
+  Unit* expert_unit() const { return experts_.get(); }
+  Unit& add_expert_unit() {
+    experts_ = std::make_unique<Unit>(unit_.name() + ".experts", true);
+    return *experts_;
+  }
+  // Its unit, then its experts' unit if any.
+  std::vector<Unit*> units() {
+    std::vector<Unit*> u{&unit_};
+    if (experts_) u.push_back(experts_.get());
+    return u;
+  }
 
   // Plans what the module keeps for keep.slots micro-batches of up to ctx.B samples of ctx.T rows
   // (the whole pass's shape at its largest). Called only for the units an instance holds (a
@@ -103,9 +120,12 @@ class Module {
   // Training FLOPs (forward and backward) for one sample of the configured size: the model's cost
   // figures and the pipeline's balance both come from these.
   virtual double train_flops_per_sample() const = 0;
+  // A mixture of experts: adds what its routing saw since the last call into `load` and forgets it.
+  virtual void take_expert_load(ExpertLoad& load) {}
 
  private:
   Unit unit_;
+  std::unique_ptr<Unit> experts_;
 };
 
 }  // namespace dtrain

@@ -1,23 +1,31 @@
 // MoeLayer (see moe_layer.hpp).
 #include "nn/moe_layer.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/error.hpp"
 
 namespace dtrain {
 
-MoeLayer::MoeLayer(ComputeDevice& dev, Unit& u, const std::string& prefix, const MoeSpec& spec)
-    : dev_(&dev), spec_(spec) {
-  const int64_t d = spec.dim, f = spec.expert_ff;
+MoeLayer::MoeLayer(ComputeDevice& dev, Unit& u, Unit& experts, const std::string& prefix, const MoeSpec& spec,
+                   ExpertExchange* exchange)
+    : dev_(&dev), spec_(spec), exchange_(exchange && exchange->ranks() > 1 ? exchange : nullptr) {
+  const int64_t d = spec.dim, f = spec.expert_ff, P = exchange_ ? exchange_->ranks() : 1;
+  DT_ASSERT(spec.experts % P == 0);
+  held_ = spec.experts / P;
+  first_ = exchange_ ? exchange_->rank() * held_ : 0;
   router_ = u.add(prefix + "gate.weight", {spec.experts, d}, Init::xavier);
-  for (int64_t e = 0; e < spec.experts; ++e) {
+  const int64_t per_expert = 3 * d * f;  // gate_proj, up_proj, down_proj
+  experts.skip(3 * first_, first_ * per_expert);
+  for (int64_t e = first_; e < first_ + held_; ++e) {
     const std::string p = prefix + "experts." + std::to_string(e) + ".";
-    gate_up_.push_back(u.add(p + "gate_proj.weight", {f, d}, Init::xavier));
-    const ParamRef up = u.add(p + "up_proj.weight", {f, d}, Init::xavier);  // read through gate_up_[e]
+    gate_up_.push_back(experts.add(p + "gate_proj.weight", {f, d}, Init::xavier));
+    const ParamRef up = experts.add(p + "up_proj.weight", {f, d}, Init::xavier);  // read through gate_up_[e]
     DT_ASSERT(up.info().offset == gate_up_.back().info().offset + f * d && "expert_ff · dim must be a multiple of 16");
-    down_.push_back(u.add(p + "down_proj.weight", {d, f}, Init::xavier));
+    down_.push_back(experts.add(p + "down_proj.weight", {d, f}, Init::xavier));
   }
+  experts.skip(3 * (spec.experts - first_ - held_), (spec.experts - first_ - held_) * per_expert);
 }
 
 MoeRouting MoeLayer::routing(int64_t rows) const {
@@ -30,80 +38,177 @@ MoeRouting MoeLayer::routing(int64_t rows) const {
   return r;
 }
 
+// Of each of its rows, a rank sends the experts held on one rank at most min(k, held) copies (a row's
+// k experts are distinct); the held experts get that from each of the P ranks at most.
+int64_t MoeLayer::at_experts_rows(int64_t rows) const {
+  if (!exchange_) return rows * spec_.top_k;
+  return int64_t(exchange_->ranks()) * rows * std::min(spec_.top_k, held_);
+}
+
 void MoeLayer::plan(Arena& arena, int64_t rows, int slots) {
   const int64_t d = spec_.dim, f = spec_.expert_ff, E = spec_.experts, n = rows * spec_.top_k;
+  const int64_t m = at_experts_rows(rows), P = exchange_ ? exchange_->ranks() : 1;
   saved_.assign(size_t(slots), Saved{});
   for (Saved& s : saved_) {
     s.scores = arena.f32(rows * E);
     s.weights = arena.f32(n);
     s.grouped = arena.f32(n * d);
-    s.hidden = arena.f32(n * 2 * f);
-    s.act = arena.f32(n * f);
     s.out = arena.f32(n * d);
+    s.expert_x = exchange_ ? arena.f32(m * d) : s.grouped;
+    s.hidden = arena.f32(m * 2 * f);
+    s.act = arena.f32(m * f);
     s.chosen = static_cast<int32_t*>(arena.alloc(n, DType::i32));
     s.row_of = static_cast<int32_t*>(arena.alloc(n, DType::i32));
     s.pos = static_cast<int32_t*>(arena.alloc(n, DType::i32));
     s.counts.assign(size_t(E), 0);
     s.offsets.assign(size_t(E + 1), 0);
+    s.from.assign(size_t(P * held_), 0);
+    s.at_counts.assign(size_t(held_), 0);
+    s.at_offsets.assign(size_t(held_ + 1), 0);
+    s.send_rows.assign(size_t(P), 0);
+    s.recv_rows.assign(size_t(P), 0);
   }
 }
 
-// dgrouped [n, d], dweights [n], dact [n, f], dhidden [n, 2f], dscores and dlogits [rows, E], each
-// 16-float aligned.
+// Forward: stage and expert_y [m, d] (expert parallel only). Backward: dgrouped [n, d], dweights [n],
+// dexpert [m, d] (one process: dgrouped itself), dact [m, f], dhidden [m, 2f], dscores and dlogits
+// [rows, E], and stage [m, d] (expert parallel). Each 16-float aligned; n = rows·k, m = at_experts_rows.
+MoeLayer::Work MoeLayer::carve(float* scratch, int64_t rows) const {
+  const int64_t d = spec_.dim, f = spec_.expert_ff, E = spec_.experts, n = rows * spec_.top_k;
+  const int64_t m = at_experts_rows(rows), staged = exchange_ ? m * d : 0;
+  auto a = [](int64_t x) { return (x + 15) / 16 * 16; };
+  float* at = scratch;
+  auto take = [&](int64_t floats) {
+    float* p = at;
+    if (at) at += a(floats);
+    return p;
+  };
+  Work w;
+  w.stage = take(staged);
+  w.expert_y = take(staged);
+  at = scratch ? scratch + a(staged) : nullptr;  // backward's stage is forward's; the rest after it
+  w.dgrouped = take(n * d);
+  w.dweights = take(n);
+  w.dexpert = exchange_ ? take(m * d) : w.dgrouped;
+  w.dact = take(m * f);
+  w.dhidden = take(m * 2 * f);
+  w.dscores = take(rows * E);
+  w.dlogits = take(rows * E);
+  return w;
+}
+
 int64_t MoeLayer::scratch_floats(int64_t rows) const {
   const int64_t d = spec_.dim, f = spec_.expert_ff, E = spec_.experts, n = rows * spec_.top_k;
+  const int64_t m = at_experts_rows(rows), staged = exchange_ ? m * d : 0;
   auto a = [](int64_t x) { return (x + 15) / 16 * 16; };
-  return a(n * d) + a(n) + a(n * f) + a(n * 2 * f) + 2 * a(rows * E);
+  const int64_t forward = 2 * a(staged);
+  const int64_t backward = a(staged) + a(n * d) + a(n) + a(staged) + a(m * f) + a(m * 2 * f) + 2 * a(rows * E);
+  return std::max(forward, backward);
 }
 
 template <class F>
 void MoeLayer::each_expert(const Saved& s, F&& f) const {
-  for (int64_t e = 0; e < spec_.experts; ++e)
-    if (s.counts[size_t(e)] > 0) f(e, s.offsets[size_t(e)], s.counts[size_t(e)]);
+  for (int64_t e = 0; e < held_; ++e)
+    if (s.at_counts[size_t(e)] > 0) f(e, s.at_offsets[size_t(e)], s.at_counts[size_t(e)]);
 }
 
-void MoeLayer::forward(const float* x, float* y, int64_t rows, int slot, Precision p) {
+void MoeLayer::exchange_counts(Saved& s) {
+  const int64_t P = exchange_ ? exchange_->ranks() : 1;
+  if (exchange_) {
+    exchange_->exchange_counts(s.counts.data(), s.from.data(), held_);
+  } else {
+    s.from = s.counts;
+  }
+  std::fill(s.at_counts.begin(), s.at_counts.end(), 0);
+  for (int64_t j = 0; j < P; ++j) {
+    s.send_rows[size_t(j)] = s.offsets[size_t((j + 1) * held_)] - s.offsets[size_t(j * held_)];
+    s.recv_rows[size_t(j)] = 0;
+    for (int64_t e = 0; e < held_; ++e) {
+      s.recv_rows[size_t(j)] += s.from[size_t(j * held_ + e)];
+      s.at_counts[size_t(e)] += s.from[size_t(j * held_ + e)];
+    }
+  }
+  for (int64_t e = 0; e < held_; ++e) s.at_offsets[size_t(e + 1)] = s.at_offsets[size_t(e)] + s.at_counts[size_t(e)];
+}
+
+// The rows at the held experts in two orders: as an exchange delivers them (by the rank they come
+// from, then by expert: "staged") and as the experts' products read them (by expert, then by rank).
+// to_experts: `in` is staged and `out` by expert; otherwise the reverse.
+static void regroup(ComputeDevice& dev, const std::vector<int64_t>& from, int64_t P, int64_t held, const float* in,
+                    float* out, int64_t width, bool to_experts) {
+  std::vector<int64_t> next(size_t(held + 1), 0);  // where each expert's next rows go, by expert
+  for (int64_t j = 0; j < P; ++j)
+    for (int64_t e = 0; e < held; ++e) next[size_t(e + 1)] += from[size_t(j * held + e)];
+  for (int64_t e = 0; e < held; ++e) next[size_t(e + 1)] += next[size_t(e)];
+  int64_t staged = 0;
+  for (int64_t j = 0; j < P; ++j)
+    for (int64_t e = 0; e < held; ++e) {
+      const int64_t rows = from[size_t(j * held + e)];
+      const int64_t a = staged * width, b = next[size_t(e)] * width;
+      if (rows > 0) dev.copy(out + (to_experts ? b : a), in + (to_experts ? a : b), sizeof(float) * size_t(rows * width));
+      staged += rows;
+      next[size_t(e)] += rows;
+    }
+}
+
+void MoeLayer::dispatch(const Saved& s, const float* by_expert, float* stage, float* at_experts, int64_t width) {
+  exchange_->exchange_rows(by_expert, s.send_rows, stage, s.recv_rows, width);
+  regroup(*dev_, s.from, exchange_->ranks(), held_, stage, at_experts, width, true);
+}
+
+void MoeLayer::combine_back(const Saved& s, const float* at_experts, float* stage, float* by_expert, int64_t width) {
+  regroup(*dev_, s.from, exchange_->ranks(), held_, at_experts, stage, width, false);
+  exchange_->exchange_rows(stage, s.recv_rows, by_expert, s.send_rows, width);
+}
+
+void MoeLayer::forward(const float* x, float* y, int64_t rows, int slot, float* scratch, Precision p) {
   Saved& s = saved_[size_t(slot)];
   const int64_t d = spec_.dim, f = spec_.expert_ff, E = spec_.experts;
   const MoeRouting r = routing(rows);
+  const Work w = carve(scratch, rows);
   float* logits = s.out;  // [rows, E] fits in out [rows·k, d]: spent before the experts write it
   DT_ASSERT(E <= spec_.top_k * d);
   dev_->matmul(x, router_.data(), logits, linear_forward_args(rows, d, E, nullptr, p));
   dev_->moe_route(logits, s.scores, s.chosen, s.weights, s.counts.data(), s.offsets.data(), s.row_of, s.pos, r);
   dev_->moe_gather(x, s.row_of, s.grouped, r.chosen(), d);
+  exchange_counts(s);
+  if (exchange_) dispatch(s, s.grouped, w.stage, s.expert_x, d);
+  float* expert_y = exchange_ ? w.expert_y : s.out;
   each_expert(s, [&](int64_t e, int64_t at, int64_t n) {
     float* h = s.hidden + at * 2 * f;
     float* a = s.act + at * f;
-    dev_->matmul(s.grouped + at * d, gate_up_[size_t(e)].data(), h, linear_forward_args(n, d, 2 * f, nullptr, p));
+    dev_->matmul(s.expert_x + at * d, gate_up_[size_t(e)].data(), h, linear_forward_args(n, d, 2 * f, nullptr, p));
     dev_->swiglu_forward(h, a, n, f);
-    dev_->matmul(a, down_[size_t(e)].data(), s.out + at * d, linear_forward_args(n, f, d, nullptr, p));
+    dev_->matmul(a, down_[size_t(e)].data(), expert_y + at * d, linear_forward_args(n, f, d, nullptr, p));
   });
+  if (exchange_) combine_back(s, expert_y, w.stage, s.out, d);
   dev_->moe_combine(s.out, s.pos, s.weights, y, r, d);
 }
 
 void MoeLayer::backward(const float* x, const float* dy, float* dx, int64_t rows, int64_t T, float aux_scale,
                         int slot, float* scratch, Precision p) {
   const Saved& s = saved_[size_t(slot)];
-  const int64_t d = spec_.dim, f = spec_.expert_ff, E = spec_.experts, n = rows * spec_.top_k;
+  const int64_t d = spec_.dim, f = spec_.expert_ff, E = spec_.experts;
   const MoeRouting r = routing(rows);
-  auto a = [](int64_t v) { return (v + 15) / 16 * 16; };
-  float *dgrouped = scratch, *dweights = dgrouped + a(n * d), *dact = dweights + a(n), *dhidden = dact + a(n * f);
-  float *dscores = dhidden + a(n * 2 * f), *dlogits = dscores + a(rows * E);
-  dev_->moe_combine_backward(dy, s.out, s.pos, s.weights, dgrouped, dweights, r, d);
+  const Work w = carve(scratch, rows);
+  dev_->moe_combine_backward(dy, s.out, s.pos, s.weights, w.dgrouped, w.dweights, r, d);
+  if (exchange_) dispatch(s, w.dgrouped, w.stage, w.dexpert, d);
   each_expert(s, [&](int64_t e, int64_t at, int64_t m) {
-    const float *h = s.hidden + at * 2 * f, *act = s.act + at * f, *xg = s.grouped + at * d;
-    float *g = dgrouped + at * d, *da = dact + at * f, *dh = dhidden + at * 2 * f;
+    const float *h = s.hidden + at * 2 * f, *act = s.act + at * f, *xg = s.expert_x + at * d;
+    float *g = w.dexpert + at * d, *da = w.dact + at * f, *dh = w.dhidden + at * 2 * f;
     dev_->matmul(g, down_[size_t(e)].data(), da, linear_backward_input_args(m, f, d, false, p));
     dev_->matmul(g, act, down_[size_t(e)].grad(), linear_backward_weight_args(m, f, d, p));
     dev_->swiglu_backward(h, da, dh, m, f);
     dev_->matmul(dh, xg, gate_up_[size_t(e)].grad(), linear_backward_weight_args(m, d, 2 * f, p));
-    dev_->matmul(dh, gate_up_[size_t(e)].data(), g, linear_backward_input_args(m, d, 2 * f, false, p));  // dgrouped = d x rows
+    dev_->matmul(dh, gate_up_[size_t(e)].data(), g, linear_backward_input_args(m, d, 2 * f, false, p));  // g = d x rows
   });
-  dev_->moe_combine(dgrouped, s.pos, nullptr, dx, r, d);  // the gather's backward
-  balance_grad(s, rows, T, aux_scale, dscores);
-  dev_->moe_route_backward(s.scores, s.chosen, dweights, dscores, dlogits, r);
-  dev_->matmul(dlogits, x, router_.grad(), linear_backward_weight_args(rows, d, E, p));
-  dev_->matmul(dlogits, router_.data(), dx, linear_backward_input_args(rows, d, E, true, p));
+  if (exchange_) combine_back(s, w.dexpert, w.stage, w.dgrouped, d);
+  dev_->moe_combine(w.dgrouped, s.pos, nullptr, dx, r, d);  // the gather's backward
+  balance_grad(s, rows, T, aux_scale, w.dscores);
+  note_load(s, rows, T, slot);
+  dev_->moe_route_backward(s.scores, s.chosen, w.dweights, w.dscores, w.dlogits, r);
+  dev_->matmul(w.dlogits, x, router_.grad(), linear_backward_weight_args(rows, d, E, p));
+  dev_->matmul(w.dlogits, router_.data(), dx, linear_backward_input_args(rows, d, E, true, p));
 }
 
 // d(balance loss)/d scores for samples of T rows: with P_e the mean normalised score and c_e the
@@ -154,6 +259,23 @@ double MoeLayer::balance_loss_sum(int64_t T, int slot) const {
     total += l * double(E) / (double(k) * double(T));
   }
   return total;
+}
+
+void MoeLayer::note_load(const Saved& s, int64_t rows, int64_t T, int slot) {
+  routed_.resize(size_t(spec_.experts), 0.0);
+  for (int64_t e = 0; e < spec_.experts; ++e) routed_[size_t(e)] += double(s.counts[size_t(e)]);
+  balance_ += balance_loss_sum(T, slot);
+  samples_ += double(rows / T);
+}
+
+void MoeLayer::take_load(ExpertLoad& load, int64_t layer, int64_t layers, double weight) {
+  load.size_for(layers, spec_.experts);
+  routed_.resize(size_t(spec_.experts), 0.0);
+  for (int64_t e = 0; e < spec_.experts; ++e) load.tokens[size_t(layer * spec_.experts + e)] += routed_[size_t(e)];
+  load.balance_loss += weight * balance_;
+  if (layer == 0) load.samples += samples_;
+  std::fill(routed_.begin(), routed_.end(), 0.0);
+  balance_ = samples_ = 0.0;
 }
 
 double MoeLayer::train_flops_per_token() const {

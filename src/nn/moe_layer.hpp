@@ -4,12 +4,16 @@
 // routed to it, and the weighted sum back. Its parameters take Qwen3-MoE's names under `prefix`
 // (PREFIX gate.weight [E, d]; PREFIX experts.M.{gate_proj,up_proj,down_proj}.weight). The
 // sequence-wise balance loss (E / (k·T) · Σ_e count_e · P_e per sample, DeepSeek-V3's form) adds its
-// gradient to the router's scores in backward. No rank, no collective.
+// gradient to the router's scores in backward. The router lives in its module's unit, the experts in
+// the module's expert unit. Expert parallel: this rank holds a share of the experts, and tokens travel
+// to them and back through an ExpertExchange; no rank, no collective here.
 #pragma once
 #include <string>
 #include <vector>
 
 #include "kernels/device.hpp"
+#include "nn/expert_exchange.hpp"
+#include "nn/expert_load.hpp"
 #include "nn/unit.hpp"
 #include "tensor/arena.hpp"
 
@@ -24,13 +28,16 @@ struct MoeSpec {
 class MoeLayer {
  public:
   MoeLayer() = default;
-  MoeLayer(ComputeDevice& dev, Unit& u, const std::string& prefix, const MoeSpec& spec);
+  // The router in `u`, the experts in `experts` (their module's expert unit): all of them, or under
+  // expert parallel (exchange not null) this rank's share, under their global names.
+  MoeLayer(ComputeDevice& dev, Unit& u, Unit& experts, const std::string& prefix, const MoeSpec& spec,
+           ExpertExchange* exchange = nullptr);
   const MoeSpec& spec() const { return spec_; }
   // What forward keeps for `slots` micro-batches of up to `rows` tokens.
   void plan(Arena& arena, int64_t rows, int slots);
-  int64_t scratch_floats(int64_t rows) const;  // backward's
+  int64_t scratch_floats(int64_t rows) const;  // forward's or backward's, whichever is more
   // y [rows, d] (written) from x [rows, d].
-  void forward(const float* x, float* y, int64_t rows, int slot, Precision p);
+  void forward(const float* x, float* y, int64_t rows, int slot, float* scratch, Precision p);
   // dx [rows, d] (written) from dy; the parameters' gradients accumulate. The balance loss of the
   // samples of T rows each adds aux_scale · its gradient (aux_scale: the loss's weight per sample).
   void backward(const float* x, const float* dy, float* dx, int64_t rows, int64_t T, float aux_scale, int slot,
@@ -38,25 +45,54 @@ class MoeLayer {
   // The balance loss of slot's pass, summed over its samples of T rows (forward must have run).
   double balance_loss_sum(int64_t T, int slot) const;
   const std::vector<int64_t>& tokens_per_expert(int slot) const { return saved_[size_t(slot)].counts; }
+  // What the backward passes since the last call routed, into `load` as layer `layer` of `layers`,
+  // its balance loss weighted by `weight` (layer 0 also counts the samples); then forgotten.
+  void take_load(ExpertLoad& load, int64_t layer, int64_t layers, double weight);
   double train_flops_per_token() const;  // the router and the k experts a token runs
 
  private:
+  // What a pass keeps. Rows "by expert" are this rank's tokens' copies grouped by their chosen expert
+  // (grouped, out: rows·k of them); the experts held here run over the rows "at the experts" (every
+  // rank's copies routed to them, grouped by expert, then by the rank they came from: expert_x,
+  // hidden, act), which in one process are the grouped rows themselves.
   struct Saved {
-    float *scores, *weights, *grouped, *hidden, *act, *out;  // grouped: x's rows by expert; out: the experts'
+    float *scores, *weights, *grouped, *out, *expert_x, *hidden, *act;
     int32_t *chosen, *row_of, *pos;
-    std::vector<int64_t> counts, offsets;  // host: they size the experts' products
+    // host: they size the experts' products and the exchanges
+    std::vector<int64_t> counts, offsets;      // this rank's rows per expert (all E), and where each starts
+    std::vector<int64_t> from;                 // [rank j · held + e]: rows rank j sends to held expert e
+    std::vector<int64_t> at_counts, at_offsets;  // rows at each held expert
+    std::vector<int64_t> send_rows, recv_rows;   // per rank, dispatching (combining swaps them)
   };
+  // Scratch of one call (see scratch_floats): the exchanges' staging and backward's gradients.
+  struct Work {
+    float *stage, *expert_y;                     // forward
+    float *dgrouped, *dweights, *dexpert, *dact, *dhidden, *dscores, *dlogits;  // backward
+  };
+  Work carve(float* scratch, int64_t rows) const;
+  int64_t at_experts_rows(int64_t rows) const;  // the most rows the held experts can get
   MoeRouting routing(int64_t rows) const;
-  // Each expert's rows [offsets[e], offsets[e+1]) of the grouped buffers: f(e, first row, rows).
+  // Each held expert's rows [at_offsets[e], at_offsets[e+1]) of the rows at the experts: f(e, first row, rows).
   template <class F>
   void each_expert(const Saved& s, F&& f) const;
+  // Expert parallel: the routing's counts exchanged (what each rank sends each held expert).
+  void exchange_counts(Saved& s);
+  // Rows by expert (this rank's) → rows at the experts (every rank's, grouped by held expert), through
+  // `stage`; and back.
+  void dispatch(const Saved& s, const float* by_expert, float* stage, float* at_experts, int64_t width);
+  void combine_back(const Saved& s, const float* at_experts, float* stage, float* by_expert, int64_t width);
   void balance_grad(const Saved& s, int64_t rows, int64_t T, float scale, float* dscores) const;
+  void note_load(const Saved& s, int64_t rows, int64_t T, int slot);  // a backward's routing, for take_load
 
   ComputeDevice* dev_ = nullptr;
   MoeSpec spec_;
+  ExpertExchange* exchange_ = nullptr;
+  int64_t held_ = 0, first_ = 0;  // experts held here: [first_, first_ + held_)
   ParamRef router_;
-  std::vector<ParamRef> gate_up_, down_;  // gate_up_[e]: gate_proj then up_proj, adjacent: one [2f, d] matrix
+  std::vector<ParamRef> gate_up_, down_;  // by held expert; gate_up_[e]: gate_proj then up_proj, adjacent: one [2f, d] matrix
   std::vector<Saved> saved_;
+  std::vector<double> routed_;          // since take_load: tokens per expert (all E)
+  double balance_ = 0.0, samples_ = 0.0;  // and the balance loss summed over samples, and their count
 };
 
 }  // namespace dtrain

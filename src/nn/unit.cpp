@@ -20,6 +20,7 @@ ParamRef Unit::add(const std::string& name, std::vector<int64_t> shape, Init ini
     p.split_offset = part * slice.index;
   }
   numel_ += (p.numel() + 15) / 16 * 16;  // 64-byte aligned parameters within the unit
+  p.index = next_index_++;
   params_.push_back(std::move(p));
   return ParamRef{this, params_.size() - 1};
 }
@@ -43,7 +44,7 @@ void init_unit_range(const Unit& u, uint64_t seed, int64_t lo, int64_t hi, float
     const ParamInfo& p = u.params()[i];
     const int64_t from = std::max(lo, p.offset), to = std::min(hi, p.offset + p.numel());
     if (from >= to) continue;
-    const RandomStream rs = init_stream(seed, u.first_index() + uint32_t(i));
+    const RandomStream rs = init_stream(seed, u.first_index() + p.index);
     float bound = 0.0f;
     switch (p.init) {
       case Init::zeros: bound = 0.0f; break;

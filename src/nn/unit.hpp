@@ -47,6 +47,7 @@ struct ParamInfo {
   // Its gradient is this slice's rows' share only (a norm under sequence parallel): the slices'
   // gradients are summed before the optimizer step.
   bool partial_grad = false;
+  uint32_t index = 0;  // model-wide parameter index, from its unit's first_index(): the key of its initial values
   int64_t numel() const { return shape_numel(shape); }
   bool is_cut() const { return split.dim >= 0 && shape != global_shape; }
   // Flat index in the global tensor of element e of this slice's part; -1 for padding.
@@ -66,12 +67,24 @@ struct ParamRef {
 
 class Unit {
  public:
-  explicit Unit(std::string name) : name_(std::move(name)) {}
+  // experts: the unit holds a mixture of experts' expert matrices (Module::expert_unit), which
+  // expert parallel splits over ranks while every other unit stays data parallel.
+  explicit Unit(std::string name, bool experts = false) : name_(std::move(name)), experts_(experts) {}
   const std::string& name() const { return name_; }
+  bool experts() const { return experts_; }
   // A parameter of global shape `shape`, of which this unit holds slice `slice` when cut by `split`.
   ParamRef add(const std::string& name, std::vector<int64_t> shape, Init init, int64_t fan_in = 0,
                TpSplit split = {}, TpSlice slice = {});
   const std::vector<ParamInfo>& params() const { return params_; }
+  // Parameters of the whole model this unit does not hold (another rank's experts), counted where
+  // they stand among its own: their model-wide indices are skipped, so every parameter keeps the
+  // index (and the initial values) it has in the one-process model.
+  void skip(int64_t params, int64_t global_numel) {
+    next_index_ += uint32_t(params);
+    skipped_numel_ += global_numel;
+  }
+  uint32_t index_span() const { return next_index_; }  // model-wide indices it takes, held or skipped
+  int64_t skipped_numel() const { return skipped_numel_; }
   // The parameter's gradient is this slice's rows' share (see ParamInfo::partial_grad).
   void set_partial_grad(const ParamRef& p);
   int64_t numel() const { return numel_; }
@@ -97,7 +110,10 @@ class Unit {
 
  private:
   std::string name_;
+  bool experts_ = false;
   std::vector<ParamInfo> params_;
+  uint32_t next_index_ = 0;
+  int64_t skipped_numel_ = 0;
   int64_t numel_ = 0;
   float* param_ = nullptr;
   float* grad_ = nullptr;

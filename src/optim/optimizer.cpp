@@ -55,9 +55,15 @@ int64_t Optimizer::state_bytes() const {
 }
 
 double Optimizer::grad_sumsq() {
+  std::vector<size_t> all(shards_.size());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+  return grad_sumsq(all);
+}
+
+double Optimizer::grad_sumsq(const std::vector<size_t>& only) {
   double* acc = static_cast<double*>(norm_sq_.data());
   dev_.zero(acc, sizeof(double));
-  for (const auto& sh : shards_) dev_.sumsq(sh.grad, sh.numel, acc);
+  for (size_t i : only) dev_.sumsq(shards_[i].grad, shards_[i].numel, acc);
   double s = 0;
   dev_.download(&s, acc, sizeof s);
   return s;

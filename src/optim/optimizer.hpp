@@ -42,7 +42,10 @@ class Optimizer {
   float lr_at(int64_t step, int64_t total_steps) const;
   // Sum of squared gradients over these shards (the global norm is its square root, after a sharded
   // caller sums it across the shard ranks). On a GPU this waits for the device.
+  const std::vector<ParamShard>& shards() const { return shards_; }
   double grad_sumsq();
+  // The same over the shards whose indices `only` lists.
+  double grad_sumsq(const std::vector<size_t>& only);
   // Bytes of optimizer state (momentum, second moments) this optimizer allocated.
   int64_t state_bytes() const;
   // Multiplies every gradient by `factor` (a clip: the largest norm over the global norm).

@@ -97,13 +97,15 @@ ParallelModel::ParallelModel(const UnitFactory& make_units, int64_t max_batch, C
   TpRegions& regions = regions_ ? static_cast<TpRegions&>(*regions_) : no_tp_regions();
   // context parallel: the blocks' attention reaches the other shares of the sequence
   if (shape.cp > 1) cp_ = std::make_unique<ContextParallel>(mesh.group(MeshDim::cp), plan.cp_mode, device);
+  // expert parallel: the mixture-of-experts layers' tokens reach the experts held elsewhere
+  if (shape.ep > 1) ep_ = std::make_unique<ExpertParallel>(mesh.ep());
   // 2. pipeline parallel: this rank's stages only, with the activation slots its schedule needs. The
   // layout is checked before any memory is taken, alike on every rank.
   UnitList units;
   std::vector<Schedule> lists;
   StagePlan stages;
   same_on_every_rank([&] {
-    units = make_units(slice_, regions, cp_ ? &cp_->attention() : nullptr);
+    units = make_units(slice_, regions, cp_ ? &cp_->attention() : nullptr, ep_.get());
     if (cp_) sequence_shard(units.sample.targets, shape.cp, 0);  // ConfigError unless 2·cp divides T
     if (shape.pp > 1) {
       lists = pipeline_schedules(plan.pp, shape.pp);
@@ -127,13 +129,14 @@ ParallelModel::ParallelModel(const UnitFactory& make_units, int64_t max_batch, C
     ProcessGroup* replicas = shape.dp_replicate > 1 ? &mesh.group(MeshDim::dp_replicate) : nullptr;
     FsdpOptions fsdp = plan.fsdp;
     fsdp.keep_for_step = shape.pp > 1;  // gathered once per step, not once per micro-batch
-    fsdp_ = std::make_unique<FullyShardedDataParallel>(model_->units(), mesh.shard(), replicas, device, fsdp);
+    fsdp_ = std::make_unique<FullyShardedDataParallel>(model_->units(), mesh.shard(), replicas, device, fsdp,
+                                                       &mesh.expert_shard());
     fsdp_->init_parameters(seed);
   } else {
     model_ = std::make_unique<Model>(std::move(units), max_batch, device, ParamStorage::owned, stages);
     model_->init_weights(seed);
     if (shape.dp() * shape.cp > 1)
-      ddp_ = std::make_unique<DataParallel>(model_->units(), mesh.dp_cp(), plan.ddp_bucket_bytes);
+      ddp_ = std::make_unique<DataParallel>(model_->units(), mesh.dp_cp(), plan.ddp_bucket_bytes, &mesh.expert_replicas());
   }
   if (shape.pp > 1) {
     pipeline_ = std::make_unique<PipelineEngine>(*model_, std::move(lists), mesh.group(MeshDim::pp),
@@ -144,6 +147,8 @@ ParallelModel::ParallelModel(const UnitFactory& make_units, int64_t max_batch, C
   const std::vector<Unit*>& held = model_->units();
   const std::vector<ParamShard> shards = fsdp_ ? fsdp_->shards() : unit_shards(held);
   opt_ = std::make_unique<Optimizer>(optimizer, shards, device);
+  for (size_t k = 0; k < held.size(); ++k)
+    if (held[k]->experts()) expert_shards_.push_back(k);
   if (slice_.count > 1) {
     std::vector<ShardOf> where;
     for (size_t k = 0; k < held.size(); ++k) where.push_back({held[k], fsdp_ ? fsdp_->shard_offset(k) : 0});
@@ -162,6 +167,7 @@ UnitHooks* ParallelModel::eval_hooks() { return fsdp_.get(); }
 void ParallelModel::zero_grad() {
   if (regions_) regions_->reset_stats();
   if (cp_) cp_->take_stats();  // evaluations' traffic not counted
+  if (ep_) ep_->take_stats();
   if (fsdp_)
     fsdp_->zero_grad();
   else
@@ -214,6 +220,20 @@ double ParallelModel::take_loss() {
   return loss;
 }
 
+ExpertLoad ParallelModel::take_expert_load() {
+  ExpertLoad load = model_->take_expert_load();
+  if (load.empty()) return load;
+  std::vector<double> v = load.tokens;
+  v.push_back(load.balance_loss);
+  v.push_back(load.samples);
+  if (mesh_.dp_cp().size() > 1) mesh_.dp_cp().allreduce(v.data(), v.size());
+  if (pipeline_) mesh_.group(MeshDim::pp).allreduce(v.data(), v.size());
+  std::copy(v.begin(), v.end() - 2, load.tokens.begin());
+  load.balance_loss = v[v.size() - 2];
+  load.samples = v.back();
+  return load;
+}
+
 EvalSums ParallelModel::eval_sums(const BatchView& whole, const StepContext& whole_ctx) {
   if (!cp_) return eval_pass(whole, whole_ctx);
   const StepContext ctx = cp_->local(whole_ctx);
@@ -259,13 +279,28 @@ void ParallelModel::finish_gradients() {
     cp_train_ += cp_->take_stats();
     ++cp_steps_;
   }
+  if (ep_) {
+    for (size_t k : expert_shards_) {
+      const ParamShard& s = opt_->shards()[k];
+      model_->device().scale(s.grad, 1.0f / float(ep_->ranks()), s.numel);
+    }
+    ep_train_ += ep_->take_stats();
+    ++ep_steps_;
+  }
 }
 
-// Under FSDP the shards' squares are summed over the shard ranks (replicas hold the same shards);
-// replicated gradients are already whole; tensor-parallel slices' are summed over the tp ranks
+// Under FSDP the shards' squares are summed over the shard ranks (replicas hold the same shards; the
+// experts' shards are spread over the same ranks); replicated gradients are already whole, but for
+// the experts, which the ep ranks split; tensor-parallel slices' are summed over the tp ranks
 // (parameters every slice holds whole counted once).
 double ParallelModel::grad_norm() {
   double sq = tp_grads_ ? tp_grads_->grad_sumsq_part() : opt_->grad_sumsq();
+  if (ep_ && !fsdp_) {
+    double experts = opt_->grad_sumsq(expert_shards_);
+    sq -= experts;
+    mesh_.ep().allreduce(&experts, 1);
+    sq += experts;
+  }
   if (fsdp_) fsdp_->shard_group().allreduce(&sq, 1);
   if (tp_grads_) mesh_.group(MeshDim::tp).allreduce(&sq, 1);
   if (pipeline_) mesh_.group(MeshDim::pp).allreduce(&sq, 1);  // each stage's units
@@ -324,6 +359,13 @@ Json ParallelModel::figures(bool host_timing) const {
     s["cp_transfers_per_step"] = double(c.transfers) / steps;
     s["cp_attention_seconds"] = c.attention_seconds;
     s["cp_comm_exposed_seconds"] = c.wait_seconds;  // the training thread waited for the ring or the all-to-alls
+  }
+  if (ep_ && ep_steps_ > 0) {
+    const double steps = double(ep_steps_);
+    s["ep"] = ep_->ranks();
+    s["ep_bytes_per_step"] = double(ep_train_.bytes) / steps;
+    s["ep_exchanges_per_step"] = double(ep_train_.exchanges) / steps;
+    s["ep_comm_exposed_seconds"] = ep_train_.wait_seconds;  // the training thread waited for the all-to-alls
   }
   if (pipeline_ && pipeline_->stats().passes > 0) {
     const PipelineStats& p = pipeline_->stats();

@@ -1,7 +1,8 @@
 // The one place a parallel plan is applied (DESIGN §3), in a fixed order: the model is built as this
 // rank's tensor-parallel slice of this rank's pipeline stages, its attention over this rank's share
-// of every sequence under context parallel, then sharded by FSDP over dp_shard × cp (each rank's
-// slice) or replicated with DDP over the data-parallel and context-parallel ranks, and the optimizer
+// of every sequence under context parallel, its share of the experts under expert parallel, then
+// sharded by FSDP over dp_shard × cp (each rank's slice; experts over the ranks holding the same
+// ones) or replicated with DDP over the data-parallel and context-parallel ranks, and the optimizer
 // steps what this rank owns. What a training step needs of the result lives here too: the passes (one
 // pass of the model, or a pipeline schedule over micro-batches), zeroing and finishing gradients,
 // the global gradient norm; and, after the run, what each strategy moved.
@@ -17,6 +18,7 @@
 #include "optim/optimizer.hpp"
 #include "parallel/cp/context_parallel.hpp"
 #include "parallel/ddp/ddp.hpp"
+#include "parallel/ep/expert_parallel.hpp"
 #include "parallel/fsdp/fsdp.hpp"
 #include "parallel/pp/engine.hpp"
 #include "parallel/tp/grads.hpp"
@@ -67,8 +69,9 @@ StagePlan pipeline_stage_plan(const UnitList& units, const PipelineOptions& o, c
                               int rank);
 
 // A model's units for tensor-parallel slice `slice` (its kind's units(), for the config at hand), with
-// context parallel's attention (null without).
-using UnitFactory = std::function<UnitList(TpSlice slice, TpRegions& regions, SequenceAttention* sequence)>;
+// context parallel's attention and expert parallel's exchange (each null without).
+using UnitFactory =
+    std::function<UnitList(TpSlice slice, TpRegions& regions, SequenceAttention* sequence, ExpertExchange* experts)>;
 
 // The activations and buffers this rank's part of the model plans do not fit in the memory given.
 struct ActivationsDoNotFit : Error {
@@ -99,6 +102,7 @@ class ParallelModel {
   TensorParallelRegions* tp_regions() { return regions_.get(); }  // tp > 1
   PipelineEngine* pipeline() { return pipeline_.get(); }          // pp > 1
   ContextParallel* context_parallel() { return cp_.get(); }       // cp > 1
+  ExpertParallel* expert_parallel() { return ep_.get(); }         // ep > 1
   int data_parallel() const { return mesh_.shape().dp(); }        // ranks that split the batch
 
   // The context of a training micro-step over `rows` samples of this rank, `before` of its samples
@@ -119,6 +123,9 @@ class ParallelModel {
   // The training loss summed over rows since the last call, on every rank (context parallel: over
   // every share of the positions).
   double take_loss();
+  // What the mixture-of-experts layers routed since the last call, summed over every rank's samples
+  // and the pipeline's stages (collective over the data-parallel and pipeline ranks); empty without experts.
+  ExpertLoad take_expert_load();
   // Evaluation: the loss summed over the batch's rows and the metric's count, on every rank of the
   // pipeline and tp group.
   EvalSums eval_sums(const BatchView& batch, const StepContext& ctx);
@@ -131,9 +138,11 @@ class ParallelModel {
   UnitHooks* eval_hooks();  // evaluation passes (FSDP gathers; DDP has nothing to do)
   void zero_grad();  // a step begins
   // After a step's last micro-step: gradients averaged over the data-parallel ranks, and those a
-  // tensor-parallel slice holds only its rows' share of summed over the slices.
+  // tensor-parallel slice holds only its rows' share of summed over the slices. (Expert parallel: an
+  // expert's gradient already holds the tokens its ep ranks sent it, so after the average over the
+  // ranks holding that expert it is divided by ep.)
   void finish_gradients();
-  // The global gradient norm (collective over the shard, tp and pp ranks).
+  // The global gradient norm (collective over the shard, tp, pp and, replicated, ep ranks).
   double grad_norm();
   // After the run: what each strategy moved in training steps and how much of it the computation hid,
   // as summary.json's keys (ddp_*, tp_*, pp_*, fsdp_*; the caller prints them). host_timing: the
@@ -153,6 +162,10 @@ class ParallelModel {
   DeviceMesh& mesh_;
   std::unique_ptr<TensorParallelRegions> regions_;  // before the model, which refers to it
   std::unique_ptr<ContextParallel> cp_;              // the same
+  std::unique_ptr<ExpertParallel> ep_;               // the same
+  EpStats ep_train_;                                 // its traffic in training steps
+  int64_t ep_steps_ = 0;
+  std::vector<size_t> expert_shards_;                // the optimizer's shards of expert units
   CpStats cp_train_;                                 // its traffic in training steps (evaluations not counted)
   int64_t cp_steps_ = 0;
   TpSlice slice_;

@@ -76,6 +76,9 @@ Table parallel_keys() {
     INT_KEY("parallel.cp", parallel.cp, 1, kMaxMesh,
             "context-parallel ranks: each holds a share of every sequence's positions (chunks i and 2·cp−1−i); "
             "parameters replicated, gradients reduced with the data-parallel ranks"),
+    INT_KEY("parallel.ep", parallel.ep, 1, kMaxMesh,
+            "expert-parallel ranks: a mixture of experts' experts split equally over runs of ep ranks of "
+            "dp_shard × cp (tokens sent to them by all-to-all); must divide dp_shard × cp"),
     CHOICE_KEY("parallel.cp_mode", parallel.cp_mode, "ring|alltoall",
                "context parallel: ring (keys and values passed round the cp ranks, partial results merged by their "
                "log-sum-exp) or alltoall (heads scattered, sequence gathered: heads and kv heads divisible by cp)"),

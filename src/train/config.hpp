@@ -74,8 +74,9 @@ struct TrainConfig {
 struct ParallelConfig {
   int64_t dp = 0;             // plain DDP's name for dp_replicate; 0 = the world size
   // The device mesh pp × dp_replicate × dp_shard × cp × tp; each ≥ 1, or -1: what the world leaves
-  // (cp ≥ 1). Context parallel: ring or alltoall attention (docs/distributed.md).
-  int64_t pp = 1, dp_replicate = -1, dp_shard = 1, tp = 1, cp = 1;
+  // (cp ≥ 1). Context parallel: ring or alltoall attention (docs/distributed.md). Expert parallel: ep
+  // divides dp_shard × cp.
+  int64_t pp = 1, dp_replicate = -1, dp_shard = 1, tp = 1, cp = 1, ep = 1;
   std::string cp_mode = "ring";
   double bucket_mb = 0.0;     // DDP gradient bucket size; 0: an eighth of the gradients, 1 to 25 MB
   // FSDP (dp_shard > 1): units gathered ahead; false keeps gathered parameters from forward to

@@ -1,6 +1,7 @@
 // RunLog (see run_log.hpp): every record of the run, written by rank 0.
 #include "train/run_log.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 
@@ -60,12 +61,14 @@ void RunLog::checkpoint_written(int64_t step, double write_seconds) {
 void RunLog::count_step(int64_t rows, double seconds) {
   window_rows_ += rows;
   window_seconds_ += seconds;
+  ++window_steps_;
 }
 
 void RunLog::train(Json j, int64_t step, int64_t epoch, double loss, const StepFigures& s, const PhaseSeconds& phases) {
   const double rows_per_second = window_seconds_ > 0 ? double(window_rows_) / window_seconds_ : 0.0;
   window_rows_ = 0;
   window_seconds_ = 0.0;
+  window_steps_ = 0;
   if (!jsonl_) return;
   j["type"] = "train";
   j["step"] = step;
@@ -88,6 +91,30 @@ void RunLog::train(Json j, int64_t step, int64_t epoch, double loss, const StepF
   for (int i = 0; i < kPhases; ++i)
     tb_->add_scalar(std::string("Phases/") + phase_name(Phase(i)) + "_ms", float(1e3 * phases[size_t(i)]), step);
   tb_->add_scalar("Memory/peak_rss_mb", float(peak_rss_mb()), step);
+}
+
+void RunLog::expert_load(Json& j, const ExpertLoad& load, int64_t step) {
+  if (load.empty() || !jsonl_) return;
+  const double steps = double(std::max<int64_t>(window_steps_, 1));
+  Json tokens = Json::array(), imbalance = Json::array();
+  for (int64_t l = 0; l < load.layers; ++l) {
+    Json row = Json::array();
+    double most = 0.0, sum = 0.0;
+    for (int64_t e = 0; e < load.experts; ++e) {
+      const double t = load.tokens[size_t(l * load.experts + e)];
+      row.push_back(t / steps);
+      most = std::max(most, t);
+      sum += t;
+    }
+    tokens.push_back(row);
+    const double ratio = sum > 0 ? most / (sum / double(load.experts)) : 0.0;
+    imbalance.push_back(ratio);
+    tb_->add_scalar("MoE/imbalance_layer" + std::to_string(l), float(ratio), step);
+  }
+  j["aux_loss"] = load.samples > 0 ? load.balance_loss / load.samples : 0.0;
+  j["tokens_per_expert"] = tokens;
+  j["expert_imbalance"] = imbalance;
+  tb_->add_scalar("MoE/aux_loss", j["aux_loss"].get<float>(), step);
 }
 
 void RunLog::eval(const char* split, int64_t step, int64_t epoch, const EvalResult& r) {

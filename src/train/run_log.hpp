@@ -8,6 +8,7 @@
 
 #include "core/json.hpp"
 #include "core/phase_clock.hpp"
+#include "nn/expert_load.hpp"
 #include "train/evaluate.hpp"
 #include "train/report/run_dir.hpp"
 
@@ -66,6 +67,11 @@ class RunLog {
   // The train record of `step`: `record` holds the job watch's fields (time, phases); loss is the
   // step's averaged over the ranks. Every rank calls it (the window restarts); rank 0 writes.
   void train(Json record, int64_t step, int64_t epoch, double loss, const StepFigures& s, const PhaseSeconds& phases);
+  // A mixture of experts' routing since the last train record, into that record (before train()):
+  // aux_loss (the balance losses' weighted share of the loss, per sample), tokens_per_expert (per
+  // layer, each expert's token copies per step) and expert_imbalance (per layer, the busiest
+  // expert's tokens over the mean); and their scalars. Nothing for a model without experts.
+  void expert_load(Json& record, const ExpertLoad& load, int64_t step);
   // An evaluation's record (split "val" or "test") at `step`, of epoch `epoch` (1-based).
   void eval(const char* split, int64_t step, int64_t epoch, const EvalResult& r);
   // The course's epoch lines on the console, the epoch record and its scalars.
@@ -87,6 +93,7 @@ class RunLog {
   std::unique_ptr<JsonlWriter> jsonl_;
   std::unique_ptr<TensorBoardWriter> tb_;
   int64_t window_rows_ = 0;      // rows of the loss (global) since the last train record
+  int64_t window_steps_ = 0;     // steps since then
   double window_seconds_ = 0.0;  // and the steps' time
 };
 

@@ -232,8 +232,9 @@ void TrainingParts::build_model() {
   };
   // On the CPU the activations are checked against the memory left before any of it is touched.
   const size_t limit = dev->kind() == DeviceKind::cpu ? size_t(available_host_bytes()) : SIZE_MAX;
-  const UnitFactory units = [&](TpSlice slice, TpRegions& regions, SequenceAttention* sequence) {
-    UnitList u = kind.units(cfg.model, *dev, slice, regions, sequence);
+  const UnitFactory units = [&](TpSlice slice, TpRegions& regions, SequenceAttention* sequence,
+                                ExpertExchange* experts) {
+    UnitList u = kind.units(cfg.model, *dev, slice, regions, sequence, experts);
     if (plan.recompute == Recompute::selective && !u.recomputes_selectively())
       throw ConfigError("train.recompute = selective: model.kind = " + kind.name() +
                         " has no attention or activation it could recompute selectively: use "
@@ -260,8 +261,10 @@ MeshShape TrainingParts::mesh_shape(std::string& note) const {
   const int pp = int(p.pp), dpr = int(p.dp != 0 ? p.dp : p.dp_replicate), dps = int(p.dp_shard), tp = int(p.tp);
   const int cp = int(p.cp);
   note.clear();
-  if (world.env().elastic) return MeshShape::fit_elastic(world.size(), pp, dpr, dps, tp, note, cp);
-  return MeshShape::fit(world.size(), pp, dpr, dps, tp, cp);
+  MeshShape s = world.env().elastic ? MeshShape::fit_elastic(world.size(), pp, dpr, dps, tp, note, cp)
+                                    : MeshShape::fit(world.size(), pp, dpr, dps, tp, cp);
+  s.set_expert_parallel(int(p.ep));
+  return s;
 }
 
 // Gradients live where the model does: on GPUs the mesh's groups are NCCL's, on the CPU the world's

@@ -181,7 +181,9 @@ struct Trainer::Impl {
   // The last step's train record (every rank takes part: the loss is averaged, the phases gathered).
   void log_step(const StepFigures& last) {
     const double loss = mean_over_data_parallel(run.world, run.dp, last.loss);
+    const ExpertLoad load = parallel.take_expert_load();  // (every rank: summed over them)
     Json record = Json::object();
+    log.expert_load(record, load, state.global_step);
     const PhaseSeconds phases = run.watch->fill_train_record(record);
     run.watch->write_resources(log.jsonl(), log.tensorboard());
     log.train(std::move(record), state.global_step, state.epoch + 1, loss, last, phases);

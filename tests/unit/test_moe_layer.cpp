@@ -23,7 +23,7 @@ struct Fixture {
   int64_t rows;
 
   Fixture(const MoeSpec& s, int64_t rows_, uint32_t seed) : spec(s), rows(rows_) {
-    layer = MoeLayer(cpu_device(), unit, "mlp.", s);
+    layer = MoeLayer(cpu_device(), unit, unit, "mlp.", s);  // the router and the experts in one unit
     params.resize(size_t(unit.numel()));
     grads.assign(params.size(), 0.0f);
     std::mt19937 g(seed);
@@ -35,7 +35,7 @@ struct Fixture {
   }
   std::vector<float> forward(const std::vector<float>& x) {
     std::vector<float> y(x.size());
-    layer.forward(x.data(), y.data(), rows, 0, Precision::f32);
+    layer.forward(x.data(), y.data(), rows, 0, scratch.data(), Precision::f32);
     return y;
   }
 };

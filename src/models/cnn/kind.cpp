@@ -111,7 +111,8 @@ class CnnKind : public TableModelKind<CnnConfig> {
            " classes" + (t.activation == "relu" ? "" : ", " + t.activation);
   }
   UnitList units(const ModelConfig& c, ComputeDevice& device, TpSlice slice, TpRegions&,
-                 SequenceAttention* sequence) const override {
+                 SequenceAttention* sequence, ExpertExchange* experts) const override {
+    refuse_expert_parallel(name(), experts);
     require(!sequence, "parallel.cp > 1 splits sequences, and model.kind = cnn has none (an image is one row): "
                        "use parallel.cp = 1 for the CNN");
     return cnn_units(config(c), device, slice);

@@ -57,8 +57,10 @@ LlamaBlock::LlamaBlock(ComputeDevice& dev, const LlamaConfig& c, int i, TpSlice 
   norm2_ = Norm(dev, u, p + "post_attention_layernorm", d, c.norm_eps, NormKind::rms, rows_split);
   if (sparse) {
     DT_ASSERT(slice.count == 1 && "a mixture of experts is not cut by tensor parallelism yet");
-    moe_.emplace(dev, u, p + "mlp.", sparse->spec);
+    moe_.emplace(dev, u, add_expert_unit(), p + "mlp.", sparse->spec, sparse->exchange);
     balance_weight_ = sparse->balance_weight;
+    sparse_layer_ = sparse->layer;
+    sparse_layers_ = sparse->layers;
   } else {
     const ParamRef gate = u.add(p + "mlp.gate_proj.weight", {f, d}, Init::xavier, 0, rows, slice);
     const ParamRef up = u.add(p + "mlp.up_proj.weight", {f, d}, Init::xavier, 0, rows, slice);
@@ -188,7 +190,7 @@ void LlamaBlock::forward(const float* x, const UnitPass& p) {
   norm2_.forward(s_->r1, s_->n2, n, p.slot);
   float* f = w.tmp1;
   if (moe_) {
-    moe_->forward(s_->n2, f, rows, p.slot, ctx.precision);
+    moe_->forward(s_->n2, f, rows, p.slot, w.moe, ctx.precision);
   } else {
     column_parallel_forward(regions_, gate_up_, s_->n2, w.full2, s_->ff, rows, ctx.precision);
     dev_.swiglu_forward(s_->ff, s_->act, rows, ff_);

@@ -21,9 +21,12 @@ namespace dtrain {
 
 // A block whose feed-forward is a mixture of experts, and the weight of its balance loss per sample
 // (the coefficient over the blocks that have one: their mean is the loss).
+// Expert parallel: its experts split over ranks, reached through `exchange` (null: all here).
 struct SparseFeedForward {
   MoeSpec spec;
   float balance_weight = 0.0f;
+  ExpertExchange* exchange = nullptr;
+  int64_t layer = 0, layers = 1;  // its place among the model's mixture-of-experts blocks
 };
 
 class LlamaBlock : public Module {
@@ -41,13 +44,16 @@ class LlamaBlock : public Module {
   void forward(const float* x, const UnitPass& p) override;
   const float* output(int slot) const override { return saved_[size_t(slot)].r2; }
   void backward(const float* x, float* dout, float* dx, const UnitPass& p, BackwardPart part) override;
+  void take_expert_load(ExpertLoad& load) override {
+    if (moe_) moe_->take_load(load, sparse_layer_, sparse_layers_, balance_weight_);
+  }
 
  private:
   // Scratch of one call (see scratch_floats).
   struct Work {
     float *tmp1, *tmp2, *grad_qkv, *grad_act, *grad_ff, *full1, *full2;
     float *probs, *act;  // recompute = selective only: the attention probabilities, SwiGLU's output
-    float* moe;          // a mixture of experts' backward
+    float* moe;          // a mixture of experts' forward and backward
   };
   Work work(float* scratch, int64_t rows) const;
   int64_t carve(float* scratch, int64_t rows, Work* w) const;
@@ -73,6 +79,7 @@ class LlamaBlock : public Module {
   Linear qkv_, o_, gate_up_, down_;  // qkv_ and gate_up_: views over adjacent q, k, v (gate, up) parameters
   std::optional<MoeLayer> moe_;      // instead of gate_up_ and down_ (model.kind = moe)
   float balance_weight_ = 0.0f;
+  int64_t sparse_layer_ = 0, sparse_layers_ = 0;
   int slot_ = 0;                     // the running backward's
   struct Saved {
     float *n1, *r1, *qkv, *ctx, *probs, *n2, *r2, *ff, *act;  // probs, act: in the scratch under selective

@@ -46,7 +46,8 @@ class LlamaKind : public LanguageModelKind<LlamaConfig> {
            " kv heads, ff " + std::to_string(t.ff());
   }
   UnitList units(const ModelConfig& c, ComputeDevice& device, TpSlice slice, TpRegions& regions,
-                 SequenceAttention* sequence) const override {
+                 SequenceAttention* sequence, ExpertExchange* experts) const override {
+    refuse_expert_parallel(name(), experts);
     return llama_units(llama_config(c), device, slice, regions, sequence);
   }
 };

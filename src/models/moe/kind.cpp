@@ -24,20 +24,26 @@ class MoeKind : public LanguageModelKind<MoeConfig> {
            ", top " + std::to_string(t.top_k) + " (" + t.router + ")";
   }
   UnitList units(const ModelConfig& c, ComputeDevice& device, TpSlice slice, TpRegions& regions,
-                 SequenceAttention* sequence) const override {
-    return moe_units(moe_config(c), device, slice, regions, sequence);
+                 SequenceAttention* sequence, ExpertExchange* experts) const override {
+    return moe_units(moe_config(c), device, slice, regions, sequence, experts);
   }
 };
 
 }  // namespace
 
 UnitList moe_units(const MoeConfig& c, ComputeDevice& device, TpSlice slice, TpRegions& regions,
-                   SequenceAttention* sequence) {
+                   SequenceAttention* sequence, ExpertExchange* experts) {
   c.validate();
   require(slice.count == 1, "model.kind = moe is not cut by tensor parallelism yet: use parallel.tp = 1");
   require(!sequence, "model.kind = moe balances its experts per whole sequence, and context parallel splits them: "
                      "use parallel.cp = 1");
+  if (experts)
+    require(c.experts % experts->ranks() == 0,
+            "parallel.ep = " + std::to_string(experts->ranks()) + " does not divide model.experts = " +
+                std::to_string(c.experts) + ": every expert-parallel rank holds an equal share of the experts; "
+                "choose an ep that divides it");
   SparseFeedForward sparse;
+  sparse.exchange = experts;
   sparse.spec.dim = c.dim;
   sparse.spec.experts = c.experts;
   sparse.spec.top_k = c.top_k;
@@ -47,7 +53,10 @@ UnitList moe_units(const MoeConfig& c, ComputeDevice& device, TpSlice slice, TpR
   sparse.balance_weight = c.aux_loss_coef / float(c.sparse_blocks());
   return llama_units(c, device, slice, regions, sequence, [&](int block) -> std::optional<SparseFeedForward> {
     if (!c.sparse(block)) return std::nullopt;
-    return sparse;
+    SparseFeedForward s = sparse;
+    s.layer = (block + 1) / c.moe_every - 1;
+    s.layers = c.sparse_blocks();
+    return s;
   });
 }
 

@@ -9,6 +9,6 @@ namespace dtrain {
 
 const ModelKind& moe_kind();
 UnitList moe_units(const MoeConfig& c, ComputeDevice& device = cpu_device(), TpSlice slice = {},
-                   TpRegions& regions = no_tp_regions(), SequenceAttention* sequence = nullptr);
+                   TpRegions& regions = no_tp_regions(), SequenceAttention* sequence = nullptr, ExpertExchange* experts = nullptr);
 
 }  // namespace dtrain

@@ -64,7 +64,8 @@ class TransformerKind : public LanguageModelKind<TransformerConfig> {
            std::to_string(t.dim) + ", " + (t.pre_norm ? "pre-norm" : "post-norm");
   }
   UnitList units(const ModelConfig& c, ComputeDevice& device, TpSlice slice, TpRegions& regions,
-                 SequenceAttention* sequence) const override {
+                 SequenceAttention* sequence, ExpertExchange* experts) const override {
+    refuse_expert_parallel(name(), experts);
     return transformer_units(transformer_config(c), device, slice, regions, sequence);
   }
 };

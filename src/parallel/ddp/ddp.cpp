@@ -14,8 +14,9 @@ size_t DataParallel::automatic_bucket_bytes(const std::vector<Unit*>& units) {
   return std::clamp<size_t>(grads / 8, size_t(1) << 20, size_t(25) << 20);
 }
 
-DataParallel::DataParallel(const std::vector<Unit*>& units, ProcessGroup& group, size_t bucket_bytes)
-    : units_(units), group_(group), bucket_of_(units.size()) {
+DataParallel::DataParallel(const std::vector<Unit*>& units, ProcessGroup& group, size_t bucket_bytes,
+                           ProcessGroup* experts)
+    : units_(units), group_(group), experts_(experts ? experts : &group), bucket_of_(units.size()) {
   if (bucket_bytes == 0) bucket_bytes = automatic_bucket_bytes(units);
   bucket_bytes_ = bucket_bytes;
   // The first bucket (the last units, whose gradients are ready first) is capped at 1 MiB, as in
@@ -29,8 +30,10 @@ DataParallel::DataParallel(const std::vector<Unit*>& units, ProcessGroup& group,
   };
   for (size_t k = units.size(); k-- > 0;) {
     Unit* u = units[k];
-    // a bucket is one contiguous range: the next unit must end where the bucket starts
-    if (!cur.units.empty() && u->grad_data() + u->numel() != cur.data) close();
+    ProcessGroup* g = u->experts() ? experts_ : &group_;
+    // a bucket is one contiguous range of one group's units: the next unit must end where it starts
+    if (!cur.units.empty() && (u->grad_data() + u->numel() != cur.data || cur.group != g)) close();
+    cur.group = g;
     cur.units.push_back(k);
     cur.data = u->grad_data();
     cur.numel += size_t(u->numel());
@@ -38,25 +41,33 @@ DataParallel::DataParallel(const std::vector<Unit*>& units, ProcessGroup& group,
     if (cur.numel >= (buckets_.empty() ? first_cap : cap)) close();
   }
   close();
-  for (auto& b : buckets_) stats_.bytes += int64_t(b.numel * sizeof(float));
+  for (auto& b : buckets_)
+    if (b.group->size() > 1) stats_.bytes += int64_t(b.numel * sizeof(float));
 }
 
 void DataParallel::broadcast_parameters() {
   std::vector<WorkPtr> w;
-  for (Unit* u : units_) w.push_back(group_.broadcast_async(u->param_data(), size_t(u->numel()), ElemType::f32, 0));
+  for (Unit* u : units_) {
+    ProcessGroup& g = u->experts() ? *experts_ : group_;
+    if (g.size() > 1) w.push_back(g.broadcast_async(u->param_data(), size_t(u->numel()), ElemType::f32, 0));
+  }
   for (auto& x : w) x->wait();
 }
 
+bool DataParallel::reduces() const { return group_.size() > 1 || experts_->size() > 1; }
+
 void DataParallel::launch(Bucket& b) {
-  b.work = group_.allreduce_async(b.data, b.numel, ElemType::f32, ReduceOp::avg);
+  if (b.group->size() > 1) b.work = b.group->allreduce_async(b.data, b.numel, ElemType::f32, ReduceOp::avg);
+  b.launched = true;
 }
 
 void DataParallel::post_backward(Unit& u) {
-  if (!sync_ || group_.size() == 1) return;
+  if (!sync_ || !reduces()) return;
   if (!armed_) {
     for (auto& b : buckets_) {
       b.pending = b.units.size();
       b.work.reset();
+      b.launched = false;
     }
     armed_ = true;
   }
@@ -69,16 +80,18 @@ void DataParallel::post_backward(Unit& u) {
 }
 
 void DataParallel::finish_gradients() {
-  if (!sync_ || group_.size() == 1) return;
+  if (!sync_ || !reduces()) return;
   DT_ASSERT(armed_);
   const auto t0 = std::chrono::steady_clock::now();
   for (auto& b : buckets_) {
-    if (!b.work) launch(b);  // a unit without a backward this step
+    if (!b.launched) launch(b);  // a unit without a backward this step
   }
   double comm = 0.0;
   for (auto& b : buckets_) {
-    b.work->wait();
-    comm += b.work->seconds();
+    if (b.work) {
+      b.work->wait();
+      comm += b.work->seconds();
+    }
   }
   stats_.exposed_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   stats_.comm_seconds += comm;

@@ -1,6 +1,7 @@
 // Distributed data parallel: parameters start equal (broadcast from rank 0); after each unit's
 // backward its gradients join a bucket, and a full bucket's average over the ranks is launched
-// at once, asynchronously, so communication overlaps the rest of backward.
+// at once, asynchronously, so communication overlaps the rest of backward. Expert units
+// (Unit::experts) are reduced over the ranks that hold the same experts, in buckets of their own.
 #pragma once
 #include <vector>
 
@@ -19,14 +20,16 @@ struct DdpStats {
 class DataParallel : public UnitHooks {
  public:
   // Buckets of whole units, about bucket_bytes each (the first at most 1 MiB), filled in backward
-  // order (last unit first); bucket_bytes 0: automatic_bucket_bytes().
-  DataParallel(const std::vector<Unit*>& units, ProcessGroup& group, size_t bucket_bytes);
+  // order (last unit first); bucket_bytes 0: automatic_bucket_bytes(). Expert units are averaged over
+  // `experts` instead (null: `group`): the ranks that hold the same experts.
+  DataParallel(const std::vector<Unit*>& units, ProcessGroup& group, size_t bucket_bytes,
+               ProcessGroup* experts = nullptr);
   // An eighth of the units' gradient bytes, within 1 and 25 MiB: a model of a few buckets' size
   // would otherwise fill one bucket that only the last backward (the embedding's) completes.
   static size_t automatic_bucket_bytes(const std::vector<Unit*>& units);
   size_t bucket_bytes() const { return bucket_bytes_; }
 
-  // Makes every rank's parameters equal to rank 0's.
+  // Makes every rank's parameters equal to rank 0's (expert units: to the first of the ranks holding the same experts).
   void broadcast_parameters();
   // Off: gradients only accumulate locally (non-final micro-steps of gradient accumulation).
   void set_sync(bool on) { sync_ = on; }
@@ -39,6 +42,8 @@ class DataParallel : public UnitHooks {
 
  private:
   struct Bucket {
+    ProcessGroup* group = nullptr;  // its units' ranks
+    bool launched = false;          // this step (nothing to launch for a group of one rank)
     std::vector<size_t> units;  // indices into units_
     float* data = nullptr;      // contiguous gradient range of those units
     size_t numel = 0;
@@ -46,9 +51,11 @@ class DataParallel : public UnitHooks {
     WorkPtr work;
   };
   void launch(Bucket& b);
+  bool reduces() const;  // whether any bucket has anything to do
 
   std::vector<Unit*> units_;
   ProcessGroup& group_;
+  ProcessGroup* experts_;
   std::vector<Bucket> buckets_;
   std::vector<size_t> bucket_of_;  // unit index → bucket
   size_t bucket_bytes_ = 0;

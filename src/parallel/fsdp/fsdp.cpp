@@ -17,7 +17,7 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
 
 FullyShardedDataParallel::FullyShardedDataParallel(const std::vector<Unit*>& units, ProcessGroup& shard,
                                                    ProcessGroup* replicate, ComputeDevice& device,
-                                                   const FsdpOptions& options)
+                                                   const FsdpOptions& options, ProcessGroup* expert_shard)
     : units_(units), shard_(shard), replicate_(replicate && replicate->size() > 1 ? replicate : nullptr),
       dev_(device), o_(options), state_(units.size()) {
   if (o_.keep_for_step) {
@@ -26,12 +26,15 @@ FullyShardedDataParallel::FullyShardedDataParallel(const std::vector<Unit*>& uni
   }
   require(o_.prefetch >= 0, "parallel.fsdp_prefetch = " + std::to_string(o_.prefetch) +
                                 " must not be negative: use 0 (no prefetch) or e.g. 1");
-  const int N = shard_.size();
   int64_t max_padded = 0;
   size_t max_reads = 0;
+  bool experts = false;
   for (size_t k = 0; k < units_.size(); ++k) {
     UnitState& s = state_[k];
     s.unit = units_[k];
+    s.group = s.unit->experts() && expert_shard ? expert_shard : &shard_;
+    experts = experts || s.unit->experts();
+    const int N = s.group->size();
     s.shard = (s.unit->numel() + N - 1) / N;  // a unit smaller than N leaves some shards all padding
     s.shard = std::max<int64_t>(s.shard, 1);
     total_shard_ += s.shard;
@@ -51,11 +54,12 @@ FullyShardedDataParallel::FullyShardedDataParallel(const std::vector<Unit*>& uni
   const size_t K = units_.size();
   // Full gradients bound at once without accumulation (see below), and bf16 reductions in flight.
   const size_t grads_in_flight = std::min(K, 3 + max_reads);
-  // Gather pool: FULL_SHARD holds the running unit, the prefetched ones and what a unit's forward
-  // reads besides its own (a tied head: the embedding) in shared slots of the largest unit's size;
-  // SHARD_GRAD_OP keeps every unit from forward to backward, each in a slot of its own size.
+  // Gather pool: FULL_SHARD holds the running unit (and its module's experts), the prefetched ones and
+  // what a unit's forward reads besides its own (a tied head: the embedding) in shared slots of the
+  // largest unit's size; SHARD_GRAD_OP keeps every unit from forward to backward, each in a slot of
+  // its own size.
   if (o_.reshard_after_forward) {
-    const size_t n = std::min(K, std::max(size_t(1 + o_.prefetch), 1 + max_reads));
+    const size_t n = std::min(K, std::max(size_t(1 + o_.prefetch + (experts ? 1 : 0)), 1 + max_reads));
     for (size_t i = 0; i < n; ++i) pool_.push_back({Buffer(dev_, sizeof(float) * size_t(max_padded)), max_padded, -1, Buffer()});
   } else {
     for (size_t k = 0; k < K; ++k) pool_.push_back({Buffer(dev_, sizeof(float) * size_t(padded(k))), padded(k), -1, Buffer()});
@@ -151,15 +155,15 @@ void FullyShardedDataParallel::gather_async(size_t k) {
   if (s.slot >= 0) return;
   s.slot = take_slot(pool_, padded(k), k);
   DT_ASSERT(s.slot >= 0 && "FSDP gather pool exhausted");
-  const std::vector<size_t> counts(size_t(shard_.size()), size_t(s.shard));
+  const std::vector<size_t> counts(size_t(s.group->size()), size_t(s.shard));
   Slot& slot = pool_[size_t(s.slot)];
   if (o_.gather_bf16) {
     uint16_t* half = static_cast<uint16_t*>(slot.half.data());
     dev_.to_bf16(s.param_shard, half + slot.capacity, s.shard);
     dev_.synchronize();  // the communication thread reads it next
-    s.gather = shard_.allgather_async(half + slot.capacity, half, counts, ElemType::bf16);
+    s.gather = s.group->allgather_async(half + slot.capacity, half, counts, ElemType::bf16);
   } else {
-    s.gather = shard_.allgather_async(s.param_shard, slot.buf.f32(), counts, ElemType::f32);
+    s.gather = s.group->allgather_async(s.param_shard, slot.buf.f32(), counts, ElemType::f32);
   }
   ++gathered_units_;
   gathered_bytes_ += padded(k) * int64_t(sizeof(float));
@@ -221,15 +225,15 @@ void FullyShardedDataParallel::bind_grad(size_t k) {
 void FullyShardedDataParallel::launch_reduce(size_t k) {
   UnitState& s = state_[k];
   DT_ASSERT(s.full_grad && !s.reduce);
-  const std::vector<size_t> counts(size_t(shard_.size()), size_t(s.shard));
+  const std::vector<size_t> counts(size_t(s.group->size()), size_t(s.shard));
   if (o_.reduce_bf16) {
     while ((s.half_slot = take_slot(half_pool_, padded(k), k)) < 0) complete_oldest_reduce();
     uint16_t* half = static_cast<uint16_t*>(half_pool_[size_t(s.half_slot)].half.data());
     dev_.to_bf16(s.full_grad, half, padded(k));
     dev_.synchronize();  // the communication thread reads it next
-    s.reduce = shard_.reduce_scatter_async(half, half + half_pool_[size_t(s.half_slot)].capacity, counts, ElemType::bf16, ReduceOp::avg);
+    s.reduce = s.group->reduce_scatter_async(half, half + half_pool_[size_t(s.half_slot)].capacity, counts, ElemType::bf16, ReduceOp::avg);
   } else {
-    s.reduce = shard_.reduce_scatter_async(s.full_grad, s.grad_shard, counts, ElemType::f32, ReduceOp::avg);
+    s.reduce = s.group->reduce_scatter_async(s.full_grad, s.grad_shard, counts, ElemType::f32, ReduceOp::avg);
   }
   reducing_.push_back(k);
 }
@@ -335,7 +339,7 @@ const float* FullyShardedDataParallel::gather_full(size_t k, const float* shard)
     DT_ASSERT(slot >= 0 && "gather_full during a pass");
     pool_[size_t(slot)].owner = -1;
     float* whole = pool_[size_t(slot)].buf.f32();
-    shard_.allgather(shard ? shard : s.param_shard, whole, size_t(s.shard), ElemType::f32);
+    s.group->allgather(shard ? shard : s.param_shard, whole, size_t(s.shard), ElemType::f32);
     return whole;
   }
   // A device's pool is not host memory: through host buffers, kept for the next unit.
@@ -345,7 +349,7 @@ const float* FullyShardedDataParallel::gather_full(size_t k, const float* shard)
     shard = host_shard_.data();
   }
   host_whole_.resize(size_t(padded(k)));
-  shard_.allgather(shard, host_whole_.data(), size_t(s.shard), ElemType::f32);
+  s.group->allgather(shard, host_whole_.data(), size_t(s.shard), ElemType::f32);
   return host_whole_.data();
 }
 

@@ -2,6 +2,7 @@
 // keeps 1/N of every unit's flat parameters and gradients (and, through the optimizer, its state);
 // hooks gather a unit's parameters into a pooled full buffer for its forward and backward, with the
 // next units' gathers in flight, and reduce-scatter its gradients into the shard after backward.
+// Expert units (Unit::experts) are split over the ranks that hold the same experts instead.
 #pragma once
 #include <deque>
 #include <vector>
@@ -39,10 +40,11 @@ struct FsdpStats {
 class FullyShardedDataParallel : public UnitHooks {
  public:
   // units in forward order, their storage left to this object (ParamStorage::bound_by_caller);
-  // shard: the ranks that split every unit; replicate: the ranks that hold the same shard (HSDP),
-  // or null. Shard buffers, the gather pool and the gradient pool are all allocated here.
+  // shard: the ranks that split every unit (expert units: expert_shard, when given); replicate: the
+  // ranks that hold the same shard (HSDP), or null. Shard buffers, the gather pool and the gradient
+  // pool are all allocated here.
   FullyShardedDataParallel(const std::vector<Unit*>& units, ProcessGroup& shard, ProcessGroup* replicate,
-                           ComputeDevice& device, const FsdpOptions& options);
+                           ComputeDevice& device, const FsdpOptions& options, ProcessGroup* expert_shard = nullptr);
   ~FullyShardedDataParallel() override;
 
   // Every shard made directly with the one-process initial values of its elements (DESIGN §3.4).
@@ -59,7 +61,7 @@ class FullyShardedDataParallel : public UnitHooks {
   // [shard_offset(k), shard_offset(k) + shard_numel(k)) of it.
   size_t num_units() const { return units_.size(); }
   int64_t shard_numel(size_t k) const { return state_[k].shard; }
-  int64_t shard_offset(size_t k) const { return state_[k].shard * shard_.rank(); }
+  int64_t shard_offset(size_t k) const { return state_[k].shard * state_[k].group->rank(); }
   float* param_shard(size_t k) const { return state_[k].param_shard; }
   // Collective over the shard ranks, between passes: unit k's whole parameters (shard null), or the
   // whole of any host buffer laid out like its shard (optimizer state), as host memory valid until
@@ -71,7 +73,7 @@ class FullyShardedDataParallel : public UnitHooks {
   int64_t pool_bytes() const { return pool_bytes_; }
   int64_t grad_pool_bytes() const { return grad_pool_bytes_; }
   const FsdpStats& stats() const { return stats_; }
-  ProcessGroup& shard_group() { return shard_; }
+  ProcessGroup& shard_group() { return shard_; }  // (expert units': a part of it)
   ProcessGroup* replicate_group() { return replicate_; }
 
   void begin_pass(bool backward) override;
@@ -91,6 +93,7 @@ class FullyShardedDataParallel : public UnitHooks {
   };
   struct UnitState {
     Unit* unit = nullptr;
+    ProcessGroup* group = nullptr;  // the ranks that split it
     int64_t shard = 0;             // floats per rank (padded)
     float* param_shard = nullptr;
     float* grad_shard = nullptr;
@@ -103,7 +106,7 @@ class FullyShardedDataParallel : public UnitHooks {
     std::vector<size_t> reads;     // units whose parameters its forward reads
   };
   size_t index_of(const Unit& u) const;
-  int64_t padded(size_t k) const { return state_[k].shard * shard_.size(); }
+  int64_t padded(size_t k) const { return state_[k].shard * state_[k].group->size(); }
   void gather_async(size_t k);
   void ensure_gathered(size_t k);
   void release_params(size_t k);

@@ -124,7 +124,8 @@ RecordedTensors recorded_tensors(const std::string& dir, const CheckpointIndex& 
   std::map<std::string, std::vector<int64_t>> params;
   const UnitList units = kind_of(mc).units(mc, cpu_device());  // declared only: nothing planned
   for (const auto& m : units.modules)
-    for (const ParamInfo& p : m->unit().params()) {
+    for (const Unit* u : m->units())
+      for (const ParamInfo& p : u->params()) {
       out.tensors.emplace_back(p.name, p.global_shape);
       params[p.name] = p.global_shape;
     }

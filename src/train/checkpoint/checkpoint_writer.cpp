@@ -278,7 +278,7 @@ SaveReport CheckpointWriter::save(const SaveRequest& r, Model& model, FullyShard
     return rep;
   }
   RankState held(model, fsdp, r.with_optimizer ? opt : nullptr, r.tp_slice);
-  std::vector<ChunkSource> sources = held.save_sources(r.part, r.parts);
+  std::vector<ChunkSource> sources = held.save_sources({r.part, r.parts}, {r.expert_part, r.expert_parts});
   int64_t own = 0;  // this rank's share
   for (const ChunkSource& s : sources) own += s.box.volume() * int64_t(dtype_size(s.dtype));
   rep.bytes = own;

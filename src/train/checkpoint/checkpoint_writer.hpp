@@ -27,6 +27,7 @@ struct SaveRequest {
   std::string kept_name, kept_path;  // the data's file copied beside the model as kept_name ("": none)
   Json saved_from;            // the layout, recorded in the index
   int part = 0, parts = 1;    // this rank's share of what it holds (ranks holding the same values)
+  int expert_part = 0, expert_parts = 1;  // the same for its expert units (expert parallel: fewer ranks hold them)
   ProcessGroup* tp = nullptr; // tensor parallel: the slices, joined into whole tensors for the full format
   std::function<void()> after_commit;  // rank 0, once the folder is in place (pruning)
 };

@@ -41,15 +41,16 @@ RankState::RankState(Model& model, FullyShardedDataParallel* fsdp, Optimizer* op
       held_[s.shard].buffers.push_back({"optimizer." + s.family + ".", s.data});
 }
 
-// fn(tensor name, global shape, global box, host data of the box) for every box of part `part` of
-// `parts` of each held range, for every buffer. Saving (`writing`), a parameter every tensor-parallel
+// fn(tensor name, global shape, global box, host data of the box) for every box of part `part` (an
+// expert unit's: `experts`) of each held range, for every buffer. Saving (`writing`), a parameter every tensor-parallel
 // slice holds whole is split among the slices too (part `part`·slices + slice of parts·slices), so
 // each value is written once; loading, every slice reads all of it.
 template <class Fn>
-void RankState::for_each_box(int64_t part, int64_t parts, bool writing, Fn&& fn) const {
+void RankState::for_each_box(Part whole, Part experts, bool writing, Fn&& fn) const {
   const TpSlice tp = writing ? tp_ : TpSlice{};
   for (const Held& h : held_) {
     const int64_t len = h.end - h.begin;
+    const auto [part, parts] = h.unit->experts() ? experts : whole;
     for (const ParamInfo& p : h.unit->params()) {
       const int64_t k = p.is_cut() ? part : part * tp.count + tp.index, K = p.is_cut() ? parts : parts * tp.count;
       const int64_t lo = h.begin + len * k / K, hi = h.begin + len * (k + 1) / K;
@@ -66,16 +67,16 @@ void RankState::for_each_box(int64_t part, int64_t parts, bool writing, Fn&& fn)
   }
 }
 
-std::vector<ChunkSource> RankState::save_sources(int part, int parts) const {
+std::vector<ChunkSource> RankState::save_sources(Part part, Part experts) const {
   std::vector<ChunkSource> out;
-  for_each_box(part, parts, true, [&](const std::string& name, const std::vector<int64_t>& shape, const Box& box,
+  for_each_box(part, experts, true, [&](const std::string& name, const std::vector<int64_t>& shape, const Box& box,
                                 float* data) { out.push_back({name, DType::f32, shape, box, data}); });
   return out;
 }
 
 std::vector<ChunkTarget> RankState::load_targets() {
   std::vector<ChunkTarget> out;
-  for_each_box(0, 1, false, [&](const std::string& name, const std::vector<int64_t>& shape, const Box& box, float* data) {
+  for_each_box({}, {}, false, [&](const std::string& name, const std::vector<int64_t>& shape, const Box& box, float* data) {
     out.push_back({name, DType::f32, shape, box, data});
   });
   return out;

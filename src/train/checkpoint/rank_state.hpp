@@ -21,8 +21,11 @@ class RankState {
   RankState(Model& model, FullyShardedDataParallel* fsdp, Optimizer* optimizer, TpSlice tp = {});
 
   // Boxes of part `part` of `parts` of what this rank holds (parts: the ranks holding the same
-  // values; each writes its part, so all of them write at once).
-  std::vector<ChunkSource> save_sources(int part, int parts) const;
+  // values; each writes its part, so all of them write at once); of its expert units, part `experts`.
+  struct Part {
+    int64_t part = 0, parts = 1;
+  };
+  std::vector<ChunkSource> save_sources(Part part, Part experts) const;
   // Boxes covering everything this rank holds, to be filled from a checkpoint.
   std::vector<ChunkTarget> load_targets();
   // After load_targets' buffers were filled: the device uses them.
@@ -38,7 +41,7 @@ class RankState {
     std::vector<std::pair<std::string, float*>> buffers;  // (name prefix, host data of element begin)
   };
   template <class Fn>
-  void for_each_box(int64_t part, int64_t parts, bool writing, Fn&& fn) const;
+  void for_each_box(Part part, Part experts, bool writing, Fn&& fn) const;
 
   Model& model_;
   TpSlice tp_;

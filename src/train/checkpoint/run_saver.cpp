@@ -48,9 +48,9 @@ SaveReport RunSaver::save(const std::string& dir, bool with_optimizer, const Tra
   r.dir = dir;
   r.model = cfg_.model;
   r.tp_slice = par_.tp_slice();
-  // Pipeline parallel: no rank holds every stage, so each writes its own (the sharded format,
-  // which eval, generate, init_from and `dtrain ckpt export` read like the full one).
-  r.sharded = sharded || m.pp > 1;
+  // Pipeline (expert) parallel: no rank holds every stage (expert), so each writes its own (the
+  // sharded format, which eval, generate, init_from and `dtrain ckpt export` read like the full one).
+  r.sharded = sharded || m.pp > 1 || m.ep > 1;
   r.async = async;
   r.with_optimizer = with_optimizer;
   r.state = &state;
@@ -60,10 +60,14 @@ SaveReport RunSaver::save(const std::string& dir, bool with_optimizer, const Tra
   r.saved_from = {{"world", world_.size()}, {"pp", m.pp}, {"dp_replicate", m.dp_replicate},
                   {"dp_shard", m.dp_shard}, {"tp", m.tp}};
   if (m.cp > 1) r.saved_from["cp"] = m.cp;
+  if (m.ep > 1) r.saved_from["ep"] = m.ep;
   // ranks holding the same values split the writing: DDP's replicas (context-parallel ranks are
   // replicas too), HSDP's replicas of a shard (FSDP shards over dp_shard × cp)
   r.part = fsdp ? mesh_.coord().dp_replicate : dp_rank * m.cp + mesh_.coord().cp;
   r.parts = fsdp ? m.dp_replicate : dp * m.cp;
+  // expert units: the replicas of an expert shard likewise; replicated, the ranks holding the same experts
+  r.expert_part = fsdp ? r.part : mesh_.expert_replicas().rank();
+  r.expert_parts = fsdp ? r.parts : mesh_.expert_replicas().size();
   r.tp = m.tp > 1 ? &mesh_.group(MeshDim::tp) : nullptr;
   r.after_commit = std::move(after_commit);
   return writer_.save(r, par_.model(), fsdp, &par_.optimizer());
