@@ -142,6 +142,9 @@ struct MoeRouting {
   int64_t rows = 0, experts = 0, top_k = 0;
   bool sigmoid = false;
   bool normalize = true;
+  // A capacity (0: none, dropless): of each sample's `sample_rows` rows, an expert takes at most
+  // `capacity` copies, the first in token order (then choice order); the rest are dropped (pos -1).
+  int64_t capacity = 0, sample_rows = 0;
   int64_t chosen() const { return rows * top_k; }
 };
 

@@ -10,7 +10,9 @@ namespace dtrain {
 
 struct ExpertLoad {
   int64_t layers = 0, experts = 0;  // every mixture-of-experts layer of the model, all its experts
-  std::vector<double> tokens;       // [layer · experts + expert]: token copies routed there
+  std::vector<double> tokens;       // [layer · experts + expert]: token copies routed there (and kept)
+  std::vector<double> dropped;      // [layer]: token copies the capacity dropped
+  bool capacity = false;            // the layers have a capacity (else nothing is dropped)
   double balance_loss = 0.0;        // Σ over samples of Σ over layers of the layer's weight × its balance loss
   double samples = 0.0;             // the samples the sums are over (a layer's count, not summed over layers)
 
@@ -20,6 +22,7 @@ struct ExpertLoad {
       layers = n_layers;
       experts = n_experts;
       tokens.assign(size_t(n_layers * n_experts), 0.0);
+      dropped.assign(size_t(n_layers), 0.0);
     }
   }
 };

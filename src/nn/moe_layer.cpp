@@ -2,6 +2,7 @@
 #include "nn/moe_layer.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "core/error.hpp"
@@ -28,13 +29,16 @@ MoeLayer::MoeLayer(ComputeDevice& dev, Unit& u, Unit& experts, const std::string
   experts.skip(3 * (spec.experts - first_ - held_), (spec.experts - first_ - held_) * per_expert);
 }
 
-MoeRouting MoeLayer::routing(int64_t rows) const {
+MoeRouting MoeLayer::routing(int64_t rows, int64_t T) const {
   MoeRouting r;
   r.rows = rows;
   r.experts = spec_.experts;
   r.top_k = spec_.top_k;
   r.sigmoid = spec_.sigmoid;
   r.normalize = spec_.normalize;
+  r.sample_rows = T;
+  if (spec_.capacity_factor > 0)
+    r.capacity = int64_t(std::ceil(double(spec_.capacity_factor) * double(T * spec_.top_k) / double(spec_.experts)));
   return r;
 }
 
@@ -161,16 +165,17 @@ void MoeLayer::combine_back(const Saved& s, const float* at_experts, float* stag
   exchange_->exchange_rows(stage, s.recv_rows, by_expert, s.send_rows, width);
 }
 
-void MoeLayer::forward(const float* x, float* y, int64_t rows, int slot, float* scratch, Precision p) {
+void MoeLayer::forward(const float* x, float* y, int64_t rows, int64_t T, int slot, float* scratch, Precision p) {
   Saved& s = saved_[size_t(slot)];
   const int64_t d = spec_.dim, f = spec_.expert_ff, E = spec_.experts;
-  const MoeRouting r = routing(rows);
+  const MoeRouting r = routing(rows, T);
+  s.rows = rows;
   const Work w = carve(scratch, rows);
   float* logits = s.out;  // [rows, E] fits in out [rows·k, d]: spent before the experts write it
   DT_ASSERT(E <= spec_.top_k * d);
   dev_->matmul(x, router_.data(), logits, linear_forward_args(rows, d, E, nullptr, p));
   dev_->moe_route(logits, s.scores, s.chosen, s.weights, s.counts.data(), s.offsets.data(), s.row_of, s.pos, r);
-  dev_->moe_gather(x, s.row_of, s.grouped, r.chosen(), d);
+  dev_->moe_gather(x, s.row_of, s.grouped, s.offsets[size_t(E)], d);  // the copies kept
   exchange_counts(s);
   if (exchange_) dispatch(s, s.grouped, w.stage, s.expert_x, d);
   float* expert_y = exchange_ ? w.expert_y : s.out;
@@ -186,10 +191,10 @@ void MoeLayer::forward(const float* x, float* y, int64_t rows, int slot, float* 
 }
 
 void MoeLayer::backward(const float* x, const float* dy, float* dx, int64_t rows, int64_t T, float aux_scale,
-                        int slot, float* scratch, Precision p) {
+                        int slot, float* scratch, Precision p, bool counted) {
   const Saved& s = saved_[size_t(slot)];
   const int64_t d = spec_.dim, f = spec_.expert_ff, E = spec_.experts;
-  const MoeRouting r = routing(rows);
+  const MoeRouting r = routing(rows, T);
   const Work w = carve(scratch, rows);
   dev_->moe_combine_backward(dy, s.out, s.pos, s.weights, w.dgrouped, w.dweights, r, d);
   if (exchange_) dispatch(s, w.dgrouped, w.stage, w.dexpert, d);
@@ -205,7 +210,7 @@ void MoeLayer::backward(const float* x, const float* dy, float* dx, int64_t rows
   if (exchange_) combine_back(s, w.dexpert, w.stage, w.dgrouped, d);
   dev_->moe_combine(w.dgrouped, s.pos, nullptr, dx, r, d);  // the gather's backward
   balance_grad(s, rows, T, aux_scale, w.dscores);
-  note_load(s, rows, T, slot);
+  if (counted) note_load(s, rows, T, slot);
   dev_->moe_route_backward(s.scores, s.chosen, w.dweights, w.dscores, w.dlogits, r);
   dev_->matmul(w.dlogits, x, router_.grad(), linear_backward_weight_args(rows, d, E, p));
   dev_->matmul(w.dlogits, router_.data(), dx, linear_backward_input_args(rows, d, E, true, p));
@@ -241,8 +246,7 @@ double MoeLayer::balance_loss_sum(int64_t T, int slot) const {
   const int64_t E = spec_.experts, k = spec_.top_k;
   DT_ASSERT(T > 0);
   double total = 0.0;
-  // rows of the pass: the chosen experts span rows·k entries; the samples are its T-row runs
-  const int64_t rows = s.offsets[size_t(E)] / k;
+  const int64_t rows = s.rows;  // the samples are its T-row runs
   std::vector<double> count(static_cast<size_t>(E)), mean(static_cast<size_t>(E));
   for (int64_t s0 = 0; s0 < rows; s0 += T) {
     std::fill(count.begin(), count.end(), 0.0);
@@ -266,6 +270,7 @@ void MoeLayer::note_load(const Saved& s, int64_t rows, int64_t T, int slot) {
   for (int64_t e = 0; e < spec_.experts; ++e) routed_[size_t(e)] += double(s.counts[size_t(e)]);
   balance_ += balance_loss_sum(T, slot);
   samples_ += double(rows / T);
+  dropped_ += double(rows * spec_.top_k - s.offsets[size_t(spec_.experts)]);
 }
 
 void MoeLayer::take_load(ExpertLoad& load, int64_t layer, int64_t layers, double weight) {
@@ -273,9 +278,11 @@ void MoeLayer::take_load(ExpertLoad& load, int64_t layer, int64_t layers, double
   routed_.resize(size_t(spec_.experts), 0.0);
   for (int64_t e = 0; e < spec_.experts; ++e) load.tokens[size_t(layer * spec_.experts + e)] += routed_[size_t(e)];
   load.balance_loss += weight * balance_;
+  load.dropped[size_t(layer)] += dropped_;
+  load.capacity = load.capacity || spec_.capacity_factor > 0;
   if (layer == 0) load.samples += samples_;
   std::fill(routed_.begin(), routed_.end(), 0.0);
-  balance_ = samples_ = 0.0;
+  balance_ = samples_ = dropped_ = 0.0;
 }
 
 double MoeLayer::train_flops_per_token() const {

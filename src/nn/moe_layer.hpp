@@ -23,6 +23,7 @@ struct MoeSpec {
   int64_t dim = 0, experts = 0, top_k = 0, expert_ff = 0;
   bool sigmoid = false;   // router scores: sigmoid of each logit, else softmax over the experts
   bool normalize = true;  // the chosen scores renormalised to sum 1
+  float capacity_factor = 0.0f;  // 0: dropless; else an expert takes ceil(factor · T · k / E) copies of a sample
 };
 
 class MoeLayer {
@@ -36,12 +37,13 @@ class MoeLayer {
   // What forward keeps for `slots` micro-batches of up to `rows` tokens.
   void plan(Arena& arena, int64_t rows, int slots);
   int64_t scratch_floats(int64_t rows) const;  // forward's or backward's, whichever is more
-  // y [rows, d] (written) from x [rows, d].
-  void forward(const float* x, float* y, int64_t rows, int slot, float* scratch, Precision p);
+  // y [rows, d] (written) from x [rows, d], samples of T rows each.
+  void forward(const float* x, float* y, int64_t rows, int64_t T, int slot, float* scratch, Precision p);
   // dx [rows, d] (written) from dy; the parameters' gradients accumulate. The balance loss of the
   // samples of T rows each adds aux_scale · its gradient (aux_scale: the loss's weight per sample).
+  // counted: the pass's routing counts in take_load (not a data-parallel filler's, which weighs nothing).
   void backward(const float* x, const float* dy, float* dx, int64_t rows, int64_t T, float aux_scale, int slot,
-                float* scratch, Precision p);
+                float* scratch, Precision p, bool counted = true);
   // The balance loss of slot's pass, summed over its samples of T rows (forward must have run).
   double balance_loss_sum(int64_t T, int slot) const;
   const std::vector<int64_t>& tokens_per_expert(int slot) const { return saved_[size_t(slot)].counts; }
@@ -58,6 +60,7 @@ class MoeLayer {
   struct Saved {
     float *scores, *weights, *grouped, *out, *expert_x, *hidden, *act;
     int32_t *chosen, *row_of, *pos;
+    int64_t rows = 0;  // of the pass
     // host: they size the experts' products and the exchanges
     std::vector<int64_t> counts, offsets;      // this rank's rows per expert (all E), and where each starts
     std::vector<int64_t> from;                 // [rank j · held + e]: rows rank j sends to held expert e
@@ -71,7 +74,7 @@ class MoeLayer {
   };
   Work carve(float* scratch, int64_t rows) const;
   int64_t at_experts_rows(int64_t rows) const;  // the most rows the held experts can get
-  MoeRouting routing(int64_t rows) const;
+  MoeRouting routing(int64_t rows, int64_t T) const;
   // Each held expert's rows [at_offsets[e], at_offsets[e+1]) of the rows at the experts: f(e, first row, rows).
   template <class F>
   void each_expert(const Saved& s, F&& f) const;
@@ -92,7 +95,8 @@ class MoeLayer {
   std::vector<ParamRef> gate_up_, down_;  // by held expert; gate_up_[e]: gate_proj then up_proj, adjacent: one [2f, d] matrix
   std::vector<Saved> saved_;
   std::vector<double> routed_;          // since take_load: tokens per expert (all E)
-  double balance_ = 0.0, samples_ = 0.0;  // and the balance loss summed over samples, and their count
+  double balance_ = 0.0, samples_ = 0.0, dropped_ = 0.0;  // the balance loss summed over samples, their
+                                                          // count, token copies dropped by the capacity
 };
 
 }  // namespace dtrain

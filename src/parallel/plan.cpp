@@ -224,11 +224,14 @@ ExpertLoad ParallelModel::take_expert_load() {
   ExpertLoad load = model_->take_expert_load();
   if (load.empty()) return load;
   std::vector<double> v = load.tokens;
+  v.insert(v.end(), load.dropped.begin(), load.dropped.end());
   v.push_back(load.balance_loss);
   v.push_back(load.samples);
   if (mesh_.dp_cp().size() > 1) mesh_.dp_cp().allreduce(v.data(), v.size());
   if (pipeline_) mesh_.group(MeshDim::pp).allreduce(v.data(), v.size());
-  std::copy(v.begin(), v.end() - 2, load.tokens.begin());
+  const auto tokens_end = v.begin() + ptrdiff_t(load.tokens.size());
+  std::copy(v.begin(), tokens_end, load.tokens.begin());
+  std::copy(tokens_end, tokens_end + ptrdiff_t(load.dropped.size()), load.dropped.begin());
   load.balance_loss = v[v.size() - 2];
   load.samples = v.back();
   return load;

@@ -114,6 +114,16 @@ void RunLog::expert_load(Json& j, const ExpertLoad& load, int64_t step) {
   j["aux_loss"] = load.samples > 0 ? load.balance_loss / load.samples : 0.0;
   j["tokens_per_expert"] = tokens;
   j["expert_imbalance"] = imbalance;
+  if (load.capacity) {  // per layer, per step
+    Json dropped = Json::array();
+    double all = 0.0;
+    for (double v : load.dropped) {
+      dropped.push_back(v / steps);
+      all += v / steps;
+    }
+    j["dropped_tokens"] = dropped;
+    tb_->add_scalar("MoE/dropped_tokens", float(all), step);
+  }
   tb_->add_scalar("MoE/aux_loss", j["aux_loss"].get<float>(), step);
 }
 

@@ -2,7 +2,8 @@
 # Expert parallel end to end (model.kind = moe, 4 experts top-2, dropout on, SGD-momentum, 30 steps
 # across an epoch end): ep 2 over FSDP 2, ep 4 over FSDP 4, ep 2 within FSDP 4 (each expert shard
 # split over 2 ranks), ep 2 × HSDP (dp_replicate 2 × dp_shard 2) and ep 2 × PP 2 (1F1B) each end with
-# one process's weights and losses (relative 1e-5); the ep 2 run's step-15 checkpoint (sharded, the
+# one process's weights and losses (relative 1e-5), and so does ep 2 with a capacity that drops token
+# copies and a shared expert (the same copies routed and dropped, in metrics.jsonl); the ep 2 run's step-15 checkpoint (sharded, the
 # experts under their global names) goes on at ep 1 in one process and at ep 4 to the same weights;
 # summary.json counts the all-to-alls' bytes. An ep that does not divide dp_shard × cp or the
 # experts, and a kind without experts, are refused in one line.
@@ -34,6 +35,29 @@ assert s.get("ep") == 2 and s.get("ep_bytes_per_step", 0) > 0 and s.get("ep_exch
 PY
 grep -q "experts over ep 2" "$work/ep2.out" || fail "the ep 2 run did not name its mesh"
 echo "ok  ep 2, ep 4, ep 2 within FSDP 4, ep 2 × HSDP, ep 2 × PP 2 reproduce one process"
+
+# --- A capacity that drops token copies, and a shared expert: the same at ep 2; drops counted.
+cs=(--set model.capacity_factor=0.75 --set model.shared_ff=16)
+run_one single_cs --set train.threads=2 --set train.batch_size=8 "${cs[@]}"
+ranks ep2_cs 2 --set train.batch_size=4 --set parallel.dp_shard=2 --set parallel.ep=2 "${cs[@]}"
+same_weights single_cs ep2_cs 1e-5
+"$py" - "$work/single_cs/metrics.jsonl" "$work/ep2_cs/metrics.jsonl" <<'PY' || fail "the routing's records differ or lack drops"
+import json, sys
+def train(path):
+    return [r for r in map(json.loads, open(path)) if r["type"] == "train"]
+a, b = train(sys.argv[1]), train(sys.argv[2])
+assert len(a) == len(b) == 30, (len(a), len(b))
+for x, y in zip(a, b):
+    assert len(x["tokens_per_expert"]) == 2 and len(x["tokens_per_expert"][0]) == 4, x
+    # every token copy is kept or dropped: 32 tokens × top 2 per sample, 8 samples a step (fewer at
+    # the epoch's end), in each layer
+    copies = [sum(x["tokens_per_expert"][l]) + x["dropped_tokens"][l] for l in range(2)]
+    assert copies[0] == copies[1] and copies[0] % 64 == 0 and 0 < copies[0] <= 512, (copies, x)
+    assert sum(x["dropped_tokens"]) > 0, x
+    assert x["tokens_per_expert"] == y["tokens_per_expert"] and x["dropped_tokens"] == y["dropped_tokens"], (x, y)
+    assert abs(x["aux_loss"] - y["aux_loss"]) <= 1e-5 * abs(x["aux_loss"]), (x["aux_loss"], y["aux_loss"])
+PY
+echo "ok  a capacity and a shared expert: ep 2 reproduces one process, the same tokens routed and dropped"
 
 # --- Checkpoints do not depend on ep: ep 2's step-15 checkpoint goes on at ep 1 and at ep 4.
 "$bin/dtrain" train --resume "$(ck "$work/ep2" 15)" --run-dir "$work/cont_one" --set train.threads=2 \

@@ -2,7 +2,7 @@
 # The mixture-of-experts decoder (model.kind = moe): PyTorch parity (tests/python/moe_reference.py:
 # logits, every gradient with the balance loss's share, a 10-step AdamW trajectory) for a softmax
 # router with renormalised top-2, a sigmoid router without, every other block sparse with a tied head,
-# and top-1 with a large balance coefficient; DDP 2, FSDP 2 and PP 2 (1F1B, ZB-H1) end with one
+# top-1 with a large balance coefficient, a capacity that drops copies, and a shared expert; DDP 2, FSDP 2 and PP 2 (1F1B, ZB-H1) end with one
 # process's weights (relative 1e-5, dropout on, 30 steps across an epoch end); the tiny preset trains
 # and generates; settings the layer cannot take are one line each.
 source "$2/tests/e2e/lib.sh" "$1" "$2" "to compare weights"
@@ -23,6 +23,8 @@ if /usr/bin/python3 -c "import torch" 2>/dev/null; then
   parity sigmoid --set model.router=sigmoid --set model.norm_topk=false
   parity every_other --set model.moe_every=2 --set model.layers=4 --set model.tied=true
   parity top1 --set model.top_k=1 --set model.aux_loss_coef=0.5
+  parity capacity --set model.capacity_factor=0.5
+  parity shared --set model.shared_ff=32 --set model.router=sigmoid
 else
   echo "note: /usr/bin/python3 has no torch: the parity part is skipped (install python3-torch)"
 fi
@@ -62,4 +64,4 @@ rc=0
   --set parallel.tp=2 --set parallel.dp_replicate=1 --run-dir "$work/e3" >"$work/e3.out" 2>&1 || rc=$?
 [ "$rc" -ne 0 ] && grep -q "dtrain: error: model.kind = moe is not cut by tensor parallelism yet" "$work/e3.out" ||
   { cat "$work/e3.out"; fail "moe under tp 2 was not refused"; }
-echo "PASS: moe parity (softmax, sigmoid, every other block, top-1), DDP/FSDP/PP reproduce one process, preset"
+echo "PASS: moe parity (softmax, sigmoid, every other block, top-1, capacity, shared expert), DDP/FSDP/PP reproduce one process, preset"

@@ -8,6 +8,11 @@
 # The auxiliary load-balancing loss is sequence-wise (DeepSeek-V3's form, Switch's for top_k = 1):
 # per sample, E / (k·T) · Σ_e count_e · P_e, count_e the sample's tokens routed to e, P_e the mean of
 # its tokens' normalised router scores; averaged over samples and MoE layers, times aux_loss_coef.
+# With a capacity factor, an expert takes at most ceil(factor · T · k / E) token copies of a sample,
+# the first in token order (then choice order); a dropped copy adds nothing (the others' weights are
+# not renormalised). A shared expert (shared_ff > 0, DeepSeek's shared_experts) runs on every token.
+import math
+
 import torch
 from torch import nn
 
@@ -29,8 +34,20 @@ class MoE(nn.Module):
         d, E, f = cfg["dim"], cfg["experts"], cfg["expert_width"]
         self.E, self.k = E, cfg["top_k"]
         self.router, self.norm_topk = cfg["router"], cfg["norm_topk"]
+        self.capacity_factor = cfg["capacity_factor"]
         self.gate = nn.Linear(d, E, bias=False)
         self.experts = nn.ModuleList([MLP(d, f) for _ in range(E)])
+        self.shared_experts = MLP(d, cfg["shared_ff"]) if cfg["shared_ff"] > 0 else None
+
+    def kept(self, chosen, T):
+        """[B, T, k] bool: the copies the capacity keeps (all of them without one)."""
+        if self.capacity_factor <= 0:
+            return torch.ones_like(chosen, dtype=torch.bool)
+        B, k = chosen.shape[0], self.k
+        cap = math.ceil(float(torch.tensor(self.capacity_factor, dtype=torch.float32)) * T * k / self.E)
+        onehot = nn.functional.one_hot(chosen.reshape(B, T * k), self.E)  # token order, then choice order
+        place = (onehot.cumsum(1) * onehot).sum(-1)                        # 1 for an expert's first copy
+        return (place <= cap).reshape(B, T, k)
 
     def forward(self, x):
         """x [B, T, d] -> y [B, T, d]; self.aux: the layer's auxiliary loss before its coefficient."""
@@ -43,11 +60,15 @@ class MoE(nn.Module):
             w = w / w.sum(-1, keepdim=True)
         flat, y = x.reshape(-1, d), torch.zeros(B * T, d, dtype=x.dtype)
         idx, wf = chosen.reshape(-1, self.k), w.reshape(-1, self.k)
+        kept = self.kept(chosen, T).reshape(-1, self.k)
+        self.dropped = int((~kept).sum())
         for e in range(self.E):
-            rows, slot = (idx == e).nonzero(as_tuple=True)
+            rows, slot = ((idx == e) & kept).nonzero(as_tuple=True)
             if rows.numel():
                 y.index_add_(0, rows, wf[rows, slot].unsqueeze(-1) * self.experts[e](flat[rows]))
         y = y.view(B, T, d)
+        if self.shared_experts is not None:
+            y = y + self.shared_experts(x)
         # sequence-wise balance: counts are not differentiated, the mean normalised scores are
         counts = torch.zeros(B, self.E).scatter_add_(1, chosen.reshape(B, -1),
                                                      torch.ones(B, T * self.k)).detach()
@@ -84,7 +105,7 @@ class ReferenceMoE(ReferenceLlama):
     """dtrain's model.kind = moe; config: the checkpoint's model JSON."""
 
     KEYS = ReferenceLlama.KEYS + ("experts", "top_k", "expert_ff", "moe_every", "router", "norm_topk",
-                                  "aux_loss_coef")
+                                  "aux_loss_coef", "capacity_factor", "shared_ff")
     NAME = "moe"
 
     def make_body(self, cfg, f):

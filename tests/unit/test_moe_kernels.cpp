@@ -150,3 +150,42 @@ TEST(MoeKernels, RouteBackwardMatchesDifferences) {
       expect_grad(dlogits, numeric_grad(logits, loss, 1e-3f), 2e-3, "d logits");
     }
 }
+
+// A capacity keeps, of each sample, an expert's first `capacity` copies in token then choice order:
+// the rest get pos -1, are neither grouped nor counted, and add nothing to the combine or its backward.
+TEST(MoeKernels, CapacityDropsAnExpertsLaterCopiesPerSample) {
+  std::mt19937 g(83);
+  MoeRouting r = routing(12, 3, 2, false, true);
+  r.sample_rows = 4;  // three samples
+  r.capacity = 2;
+  const Vec logits = randu(size_t(r.rows * r.experts), g, -2.0f, 2.0f);
+  const Routed o = route(logits, r);
+  int64_t kept = 0;
+  for (int64_t s = 0; s < 3; ++s) {
+    std::vector<int64_t> seen(3, 0);
+    for (int64_t c = s * 8; c < (s + 1) * 8; ++c) {
+      const bool keep = seen[size_t(o.chosen[size_t(c)])]++ < 2;
+      EXPECT_EQ(o.pos[size_t(c)] >= 0, keep) << "copy " << c;
+      if (keep) EXPECT_EQ(o.row_of[size_t(o.pos[size_t(c)])], int32_t(c / 2));
+      kept += keep;
+    }
+  }
+  EXPECT_LT(kept, r.chosen());  // something was dropped
+  EXPECT_EQ(o.offsets[3], kept);
+  const int64_t d = 5;
+  const Vec grouped = randu(size_t(kept * d), g, -1.0f, 1.0f), dy = randu(size_t(r.rows * d), g, -1.0f, 1.0f);
+  Vec y(size_t(r.rows * d)), dgrouped(size_t(kept * d)), dweights(size_t(r.chosen()), 7.0f);
+  moe_combine(grouped.data(), o.pos.data(), o.weights.data(), y.data(), r, d);
+  moe_combine_backward(dy.data(), grouped.data(), o.pos.data(), o.weights.data(), dgrouped.data(), dweights.data(), r, d);
+  for (int64_t t = 0; t < r.rows; ++t)
+    for (int64_t i = 0; i < d; ++i) {
+      double want = 0.0;
+      for (int64_t j = 0; j < 2; ++j) {
+        const int32_t p = o.pos[size_t(t * 2 + j)];
+        if (p >= 0) want += double(o.weights[size_t(t * 2 + j)]) * grouped[size_t(p * d + i)];
+      }
+      EXPECT_NEAR(y[size_t(t * d + i)], want, 1e-6);
+    }
+  for (int64_t c = 0; c < r.chosen(); ++c)
+    if (o.pos[size_t(c)] < 0) EXPECT_EQ(dweights[size_t(c)], 0.0f);
+}

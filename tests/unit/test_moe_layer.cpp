@@ -35,7 +35,7 @@ struct Fixture {
   }
   std::vector<float> forward(const std::vector<float>& x) {
     std::vector<float> y(x.size());
-    layer.forward(x.data(), y.data(), rows, 0, scratch.data(), Precision::f32);
+    layer.forward(x.data(), y.data(), rows, rows, 0, scratch.data(), Precision::f32);  // one sample
     return y;
   }
 };

@@ -53,13 +53,26 @@ void moe_route(const float* logits, float* scores, int32_t* chosen, float* weigh
     if (r.normalize)
       for (int64_t j = 0; j < k; ++j) weights[t * k + j] /= sum;
   }
-  // grouped by expert, in token order
+  // grouped by expert, in token order; over capacity: dropped (kept[c] false)
+  std::vector<char> kept(size_t(r.chosen()), 1);
+  if (r.capacity > 0) {
+    DT_ASSERT(r.sample_rows > 0 && r.rows % r.sample_rows == 0);
+    std::vector<int64_t> taken(static_cast<size_t>(E));
+    for (int64_t c = 0; c < r.chosen(); ++c) {
+      if (c % (r.sample_rows * k) == 0) std::fill(taken.begin(), taken.end(), 0);  // a sample begins
+      kept[size_t(c)] = taken[size_t(chosen[c])]++ < r.capacity;
+    }
+  }
   std::memset(counts, 0, sizeof(int64_t) * size_t(E));
-  for (int64_t c = 0; c < r.chosen(); ++c) ++counts[chosen[c]];
+  for (int64_t c = 0; c < r.chosen(); ++c) counts[chosen[c]] += kept[size_t(c)];
   offsets[0] = 0;
   for (int64_t e = 0; e < E; ++e) offsets[e + 1] = offsets[e] + counts[e];
   std::vector<int64_t> next(offsets, offsets + E);
   for (int64_t c = 0; c < r.chosen(); ++c) {
+    if (!kept[size_t(c)]) {
+      pos[c] = -1;
+      continue;
+    }
     const int64_t p = next[size_t(chosen[c])]++;
     row_of[p] = int32_t(c / k);
     pos[c] = int32_t(p);
@@ -77,14 +90,18 @@ void moe_combine(const float* grouped, const int32_t* pos, const float* weights,
 #pragma omp parallel for schedule(static)
   for (int64_t t = 0; t < r.rows; ++t) {
     float* out = y + t * d;
+    bool first = true;
     for (int64_t j = 0; j < k; ++j) {
+      if (pos[t * k + j] < 0) continue;  // dropped
       const float w = weights ? weights[t * k + j] : 1.0f;
       const float* g = grouped + int64_t(pos[t * k + j]) * d;
-      if (j == 0)
+      if (first)
         for (int64_t i = 0; i < d; ++i) out[i] = w * g[i];
       else
         for (int64_t i = 0; i < d; ++i) out[i] += w * g[i];
+      first = false;
     }
+    if (first) std::memset(out, 0, sizeof(float) * size_t(d));  // every copy dropped
   }
 }
 
@@ -98,6 +115,10 @@ void moe_combine_backward(const float* dy, const float* grouped, const int32_t* 
       const int64_t p = pos[t * k + j];
       const float w = weights[t * k + j];
       float dot = 0.0f;
+      if (p < 0) {  // dropped: no output, no gradient
+        dweights[t * k + j] = 0.0f;
+        continue;
+      }
       for (int64_t i = 0; i < d; ++i) {
         dgrouped[p * d + i] = w * g[i];
         dot += g[i] * grouped[p * d + i];

@@ -42,10 +42,10 @@ LlamaBlock::LlamaBlock(ComputeDevice& dev, const LlamaConfig& c, int i, TpSlice 
       sequence_(sequence),
       heads_(c.heads / slice.count),
       kv_heads_(c.kv() / slice.count),
-      ff_(sparse ? 0 : c.ff() / slice.count) {
+      ff_(sparse ? sparse->shared_ff : c.ff() / slice.count) {
   Unit& u = unit();
   const std::string p = u.name() + ".";
-  const int64_t d = c.dim, hd = c.head_dim(), f = c.ff();
+  const int64_t d = c.dim, hd = c.head_dim(), f = sparse ? sparse->shared_ff : c.ff();
   const bool rows_split = slice.splits_rows();
   const TpSplit rows{0, 1};  // column parallel: a slice of the output rows
   norm1_ = Norm(dev, u, p + "input_layernorm", d, c.norm_eps, NormKind::rms, rows_split);
@@ -61,11 +61,13 @@ LlamaBlock::LlamaBlock(ComputeDevice& dev, const LlamaConfig& c, int i, TpSlice 
     balance_weight_ = sparse->balance_weight;
     sparse_layer_ = sparse->layer;
     sparse_layers_ = sparse->layers;
-  } else {
-    const ParamRef gate = u.add(p + "mlp.gate_proj.weight", {f, d}, Init::xavier, 0, rows, slice);
-    const ParamRef up = u.add(p + "mlp.up_proj.weight", {f, d}, Init::xavier, 0, rows, slice);
+  }
+  if (f > 0) {  // the dense feed-forward, or the shared expert beside the routed ones
+    const std::string m = p + (sparse ? "mlp.shared_experts." : "mlp.");
+    const ParamRef gate = u.add(m + "gate_proj.weight", {f, d}, Init::xavier, 0, rows, slice);
+    const ParamRef up = u.add(m + "up_proj.weight", {f, d}, Init::xavier, 0, rows, slice);
     gate_up_ = stacked(dev, gate, {up}, d);
-    down_ = Linear(dev, u, p + "mlp.down_proj", f, d, false, Init::zeros, LinearCut::rows, slice);
+    down_ = Linear(dev, u, m + "down_proj", f, d, false, Init::zeros, LinearCut::rows, slice);
   }
   if (sequence) sequence->check_heads(heads_, kv_heads_);
 }
@@ -137,7 +139,7 @@ int64_t LlamaBlock::weight_grad_floats(const StepContext& ctx, bool copy_inputs)
 double LlamaBlock::train_flops_per_sample() const {
   const double d = double(c_.dim), f = double(c_.ff()), T = double(c_.seq_len), hd = double(c_.head_dim());
   const double matmul = d * (double(c_.heads) + 2.0 * double(c_.kv())) * hd + double(c_.heads) * hd * d +
-                        (moe_ ? 0.0 : 3.0 * d * f);
+                        3.0 * d * (moe_ ? double(ff_) : f);
   return T * (6.0 * matmul + 6.0 * 2.0 * T * double(c_.heads) * hd + (moe_ ? moe_->train_flops_per_token() : 0.0));
 }
 
@@ -189,12 +191,18 @@ void LlamaBlock::forward(const float* x, const UnitPass& p) {
   dev_.add(x, a, s_->r1, n * d);
   norm2_.forward(s_->r1, s_->n2, n, p.slot);
   float* f = w.tmp1;
-  if (moe_) {
-    moe_->forward(s_->n2, f, rows, p.slot, w.moe, ctx.precision);
-  } else {
+  if (ff_ > 0) {  // the dense feed-forward, or a mixture of experts' shared expert
     column_parallel_forward(regions_, gate_up_, s_->n2, w.full2, s_->ff, rows, ctx.precision);
     dev_.swiglu_forward(s_->ff, s_->act, rows, ff_);
     f = row_parallel_forward(regions_, down_, s_->act, w.tmp1, w.tmp2, rows, ctx.precision);
+  }
+  if (moe_) {  // the routed experts' output, added to the shared expert's
+    float* routed = ff_ > 0 && f == w.tmp1 ? w.tmp2 : w.tmp1;
+    moe_->forward(s_->n2, routed, rows, ctx.T, p.slot, w.moe, ctx.precision);
+    if (ff_ > 0)
+      dev_.add(f, routed, f, n * d);
+    else
+      f = routed;
   }
   dev_.dropout_forward(f, f, n, d, drop_rows(ctx, kFfOut));
   dev_.add(s_->r1, f, s_->r2, n * d);
@@ -224,8 +232,8 @@ void LlamaBlock::ff_backward(const float* u, const float* df, float* du, const S
   const int64_t rows = ctx.rows();
   if (moe_) {  // its weight gradients now, also in a split backward's input half
     moe_->backward(u, df, du, rows, ctx.T, balance_weight_ * ctx.loss_scale * float(ctx.T), slot_, w.moe,
-                   ctx.precision);
-    return;
+                   ctx.precision, ctx.loss_scale > 0.0f);  // (a data-parallel filler batch weighs nothing)
+    if (ff_ == 0) return;  // no shared expert, whose input gradient adds to the experts'
   }
   if (selective_) {  // SwiGLU's output again, from gate and up kept
     s_->act = w.act;
@@ -235,8 +243,8 @@ void LlamaBlock::ff_backward(const float* u, const float* df, float* du, const S
           ctx.precision);
   dev_.swiglu_backward(s_->ff, w.grad_act, w.grad_ff, rows, ff_);
   // (df, in tmp1, and its gathered rows are spent)
-  column_parallel_backward(regions_, slice_, grads(), gate_up_, u, w.full1, w.grad_ff, w.full2, w.tmp1, du, false, rows,
-                           ctx.precision);
+  column_parallel_backward(regions_, slice_, grads(), gate_up_, u, w.full1, w.grad_ff, w.full2, w.tmp1, du, moe_.has_value(),
+                           rows, ctx.precision);
 }
 
 void LlamaBlock::backward(const float* x, float* dout, float* dx, const UnitPass& p, BackwardPart part) {

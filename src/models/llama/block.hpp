@@ -4,7 +4,8 @@
 // side, so their stacked rows are one matrix and one matmul gives the packed rows the attention
 // (SwiGLU) kernel reads. Under tensor parallelism a slice holds whole query and key/value heads and a
 // share of the feed-forward width, meeting the other slices through TpRegions. The mixture-of-experts
-// kind (model.kind = moe) builds the same block with a MoeLayer for its feed-forward (SparseFeedForward).
+// kind (model.kind = moe) builds the same block with a MoeLayer for its feed-forward (SparseFeedForward),
+// and beside it, as a shared expert, the dense SwiGLU of its own width.
 #pragma once
 #include <optional>
 
@@ -27,6 +28,7 @@ struct SparseFeedForward {
   float balance_weight = 0.0f;
   ExpertExchange* exchange = nullptr;
   int64_t layer = 0, layers = 1;  // its place among the model's mixture-of-experts blocks
+  int64_t shared_ff = 0;          // a shared expert's width (the block's dense SwiGLU beside the experts); 0: none
 };
 
 class LlamaBlock : public Module {

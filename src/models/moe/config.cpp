@@ -25,6 +25,13 @@ const ConfigKeyTable<MoeConfig>& moe_keys() {
         DT_BOOL_KEY("model.norm_topk", norm_topk, "the chosen experts' scores renormalised to sum 1 (their weights)"),
         DT_FLOAT_KEY("model.aux_loss_coef", aux_loss_coef,
                      "coefficient of the sequence-wise load-balancing loss (mean over the MoE blocks); 0: none"),
+        DT_FLOAT_KEY("model.capacity_factor", capacity_factor,
+                     "0: dropless (every token reaches its experts); else each expert takes at most "
+                     "ceil(factor · seq_len · top_k / experts) token copies of a sequence, the first in token order, "
+                     "and drops (and counts) the rest"),
+        DT_INT_KEY("model.shared_ff", shared_ff, 0, 1 << 24,
+                   "width of a shared SwiGLU expert every token goes through besides its routed ones "
+                   "(DeepSeek's shared_experts); 0: none, else a multiple of 16"),
     };
     t.insert(own.begin(), own.end());
     return t;
@@ -43,6 +50,9 @@ void MoeConfig::validate(bool vocab_known) const {
   // (dim is a multiple of 16, so each expert's gate and up projections fill whole 64-byte lines and
   // multiply as one matrix)
   require(aux_loss_coef >= 0.0f, "model.aux_loss_coef must not be negative: use e.g. 0.01, or 0 for none");
+  require(capacity_factor >= 0.0f, "model.capacity_factor must not be negative: use 0 (dropless) or e.g. 1.25");
+  require(shared_ff % 16 == 0, "model.shared_ff = " + std::to_string(shared_ff) +
+                                   " is not a multiple of 16: use e.g. " + std::to_string((shared_ff + 15) / 16 * 16));
 }
 
 }  // namespace dtrain

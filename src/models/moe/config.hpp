@@ -16,6 +16,8 @@ struct MoeConfig : LlamaConfig {
   std::string router = "softmax";
   bool norm_topk = true;
   float aux_loss_coef = 0.01f;
+  float capacity_factor = 0.0f;  // 0: dropless
+  int64_t shared_ff = 0;         // a shared expert's width; 0: none
 
   int64_t expert_width() const { return expert_ff > 0 ? expert_ff : std::max<int64_t>(16, ff() / top_k / 16 * 16); }
   bool sparse(int64_t block) const { return (block + 1) % moe_every == 0; }

@@ -50,6 +50,8 @@ UnitList moe_units(const MoeConfig& c, ComputeDevice& device, TpSlice slice, TpR
   sparse.spec.expert_ff = c.expert_width();
   sparse.spec.sigmoid = c.router == "sigmoid";
   sparse.spec.normalize = c.norm_topk;
+  sparse.spec.capacity_factor = c.capacity_factor;
+  sparse.shared_ff = c.shared_ff;
   sparse.balance_weight = c.aux_loss_coef / float(c.sparse_blocks());
   return llama_units(c, device, slice, regions, sequence, [&](int block) -> std::optional<SparseFeedForward> {
     if (!c.sparse(block)) return std::nullopt;
