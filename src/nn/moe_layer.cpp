@@ -10,21 +10,25 @@
 namespace dtrain {
 
 MoeLayer::MoeLayer(ComputeDevice& dev, Unit& u, Unit& experts, const std::string& prefix, const MoeSpec& spec,
-                   ExpertExchange* exchange)
-    : dev_(&dev), spec_(spec), exchange_(exchange && exchange->ranks() > 1 ? exchange : nullptr) {
+                   ExpertExchange* exchange, TpSlice slice)
+    : dev_(&dev), spec_(spec), exchange_(exchange && exchange->ranks() > 1 ? exchange : nullptr),
+      ff_(spec.expert_ff / slice.count), slices_(slice.count) {
+  DT_ASSERT(!slice.splits_rows() && ff_ * slice.count == spec.expert_ff);
   const int64_t d = spec.dim, f = spec.expert_ff, P = exchange_ ? exchange_->ranks() : 1;
+  const TpSplit rows{0, 1}, columns{1, 1};  // gate and up: a slice of their rows; down: of its columns
   DT_ASSERT(spec.experts % P == 0);
   held_ = spec.experts / P;
   first_ = exchange_ ? exchange_->rank() * held_ : 0;
   router_ = u.add(prefix + "gate.weight", {spec.experts, d}, Init::xavier);
+  if (slice.count > 1) u.set_partial_grad(router_);  // each slice's share of the experts' widths reaches it
   const int64_t per_expert = 3 * d * f;  // gate_proj, up_proj, down_proj
   experts.skip(3 * first_, first_ * per_expert);
   for (int64_t e = first_; e < first_ + held_; ++e) {
     const std::string p = prefix + "experts." + std::to_string(e) + ".";
-    gate_up_.push_back(experts.add(p + "gate_proj.weight", {f, d}, Init::xavier));
-    const ParamRef up = experts.add(p + "up_proj.weight", {f, d}, Init::xavier);  // read through gate_up_[e]
-    DT_ASSERT(up.info().offset == gate_up_.back().info().offset + f * d && "expert_ff · dim must be a multiple of 16");
-    down_.push_back(experts.add(p + "down_proj.weight", {d, f}, Init::xavier));
+    gate_up_.push_back(experts.add(p + "gate_proj.weight", {f, d}, Init::xavier, 0, rows, slice));
+    const ParamRef up = experts.add(p + "up_proj.weight", {f, d}, Init::xavier, 0, rows, slice);  // via gate_up_[e]
+    DT_ASSERT(up.info().offset == gate_up_.back().info().offset + ff_ * d && "expert_ff · dim must be a multiple of 16");
+    down_.push_back(experts.add(p + "down_proj.weight", {d, f}, Init::xavier, 0, columns, slice));
   }
   experts.skip(3 * (spec.experts - first_ - held_), (spec.experts - first_ - held_) * per_expert);
 }
@@ -50,7 +54,7 @@ int64_t MoeLayer::at_experts_rows(int64_t rows) const {
 }
 
 void MoeLayer::plan(Arena& arena, int64_t rows, int slots) {
-  const int64_t d = spec_.dim, f = spec_.expert_ff, E = spec_.experts, n = rows * spec_.top_k;
+  const int64_t d = spec_.dim, f = ff_, E = spec_.experts, n = rows * spec_.top_k;
   const int64_t m = at_experts_rows(rows), P = exchange_ ? exchange_->ranks() : 1;
   saved_.assign(size_t(slots), Saved{});
   for (Saved& s : saved_) {
@@ -78,7 +82,7 @@ void MoeLayer::plan(Arena& arena, int64_t rows, int slots) {
 // dexpert [m, d] (one process: dgrouped itself), dact [m, f], dhidden [m, 2f], dscores and dlogits
 // [rows, E], and stage [m, d] (expert parallel). Each 16-float aligned; n = rows·k, m = at_experts_rows.
 MoeLayer::Work MoeLayer::carve(float* scratch, int64_t rows) const {
-  const int64_t d = spec_.dim, f = spec_.expert_ff, E = spec_.experts, n = rows * spec_.top_k;
+  const int64_t d = spec_.dim, f = ff_, E = spec_.experts, n = rows * spec_.top_k;
   const int64_t m = at_experts_rows(rows), staged = exchange_ ? m * d : 0;
   auto a = [](int64_t x) { return (x + 15) / 16 * 16; };
   float* at = scratch;
@@ -102,7 +106,7 @@ MoeLayer::Work MoeLayer::carve(float* scratch, int64_t rows) const {
 }
 
 int64_t MoeLayer::scratch_floats(int64_t rows) const {
-  const int64_t d = spec_.dim, f = spec_.expert_ff, E = spec_.experts, n = rows * spec_.top_k;
+  const int64_t d = spec_.dim, f = ff_, E = spec_.experts, n = rows * spec_.top_k;
   const int64_t m = at_experts_rows(rows), staged = exchange_ ? m * d : 0;
   auto a = [](int64_t x) { return (x + 15) / 16 * 16; };
   const int64_t forward = 2 * a(staged);
@@ -167,7 +171,7 @@ void MoeLayer::combine_back(const Saved& s, const float* at_experts, float* stag
 
 void MoeLayer::forward(const float* x, float* y, int64_t rows, int64_t T, int slot, float* scratch, Precision p) {
   Saved& s = saved_[size_t(slot)];
-  const int64_t d = spec_.dim, f = spec_.expert_ff, E = spec_.experts;
+  const int64_t d = spec_.dim, f = ff_, E = spec_.experts;
   const MoeRouting r = routing(rows, T);
   s.rows = rows;
   const Work w = carve(scratch, rows);
@@ -193,7 +197,7 @@ void MoeLayer::forward(const float* x, float* y, int64_t rows, int64_t T, int sl
 void MoeLayer::backward(const float* x, const float* dy, float* dx, int64_t rows, int64_t T, float aux_scale,
                         int slot, float* scratch, Precision p, bool counted) {
   const Saved& s = saved_[size_t(slot)];
-  const int64_t d = spec_.dim, f = spec_.expert_ff, E = spec_.experts;
+  const int64_t d = spec_.dim, f = ff_, E = spec_.experts;
   const MoeRouting r = routing(rows, T);
   const Work w = carve(scratch, rows);
   dev_->moe_combine_backward(dy, s.out, s.pos, s.weights, w.dgrouped, w.dweights, r, d);
@@ -209,7 +213,7 @@ void MoeLayer::backward(const float* x, const float* dy, float* dx, int64_t rows
   });
   if (exchange_) combine_back(s, w.dexpert, w.stage, w.dgrouped, d);
   dev_->moe_combine(w.dgrouped, s.pos, nullptr, dx, r, d);  // the gather's backward
-  balance_grad(s, rows, T, aux_scale, w.dscores);
+  balance_grad(s, rows, T, aux_scale / float(slices_), w.dscores);  // each slice adds its share
   if (counted) note_load(s, rows, T, slot);
   dev_->moe_route_backward(s.scores, s.chosen, w.dweights, w.dscores, w.dlogits, r);
   dev_->matmul(w.dlogits, x, router_.grad(), linear_backward_weight_args(rows, d, E, p));

@@ -30,9 +30,12 @@ class MoeLayer {
  public:
   MoeLayer() = default;
   // The router in `u`, the experts in `experts` (their module's expert unit): all of them, or under
-  // expert parallel (exchange not null) this rank's share, under their global names.
+  // expert parallel (exchange not null) this rank's share, under their global names. Tensor
+  // parallel: each expert's width cut over the slices (gate and up by rows, down by columns), so the
+  // output, the input's gradient and the router's gradient are each slice's partial sum (the caller
+  // sums the first two over the slices; the router's is marked partial); rows are never split.
   MoeLayer(ComputeDevice& dev, Unit& u, Unit& experts, const std::string& prefix, const MoeSpec& spec,
-           ExpertExchange* exchange = nullptr);
+           ExpertExchange* exchange = nullptr, TpSlice slice = {});
   const MoeSpec& spec() const { return spec_; }
   // What forward keeps for `slots` micro-batches of up to `rows` tokens.
   void plan(Arena& arena, int64_t rows, int slots);
@@ -91,6 +94,8 @@ class MoeLayer {
   MoeSpec spec_;
   ExpertExchange* exchange_ = nullptr;
   int64_t held_ = 0, first_ = 0;  // experts held here: [first_, first_ + held_)
+  int64_t ff_ = 0;                 // each expert's width in this tensor-parallel slice
+  int slices_ = 1;                 // tensor-parallel slices
   ParamRef router_;
   std::vector<ParamRef> gate_up_, down_;  // by held expert; gate_up_[e]: gate_proj then up_proj, adjacent: one [2f, d] matrix
   std::vector<Saved> saved_;

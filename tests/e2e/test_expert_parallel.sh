@@ -2,8 +2,9 @@
 # Expert parallel end to end (model.kind = moe, 4 experts top-2, dropout on, SGD-momentum, 30 steps
 # across an epoch end): ep 2 over FSDP 2, ep 4 over FSDP 4, ep 2 within FSDP 4 (each expert shard
 # split over 2 ranks), ep 2 × HSDP (dp_replicate 2 × dp_shard 2) and ep 2 × PP 2 (1F1B) each end with
-# one process's weights and losses (relative 1e-5), and so does ep 2 with a capacity that drops token
-# copies and a shared expert (the same copies routed and dropped, in metrics.jsonl); the ep 2 run's step-15 checkpoint (sharded, the
+# one process's weights and losses (relative 1e-5), and so do ep 2, tp 2 (with a clipped gradient
+# norm) and ep 2 × tp 2 with a capacity that drops token copies and a shared expert (ep 2 routes and
+# drops the same copies, in metrics.jsonl); the ep 2 run's step-15 checkpoint (sharded, the
 # experts under their global names) goes on at ep 1 in one process and at ep 4 to the same weights;
 # summary.json counts the all-to-alls' bytes. An ep that does not divide dp_shard × cp or the
 # experts, and a kind without experts, are refused in one line.
@@ -40,7 +41,11 @@ echo "ok  ep 2, ep 4, ep 2 within FSDP 4, ep 2 × HSDP, ep 2 × PP 2 reproduce o
 cs=(--set model.capacity_factor=0.75 --set model.shared_ff=16)
 run_one single_cs --set train.threads=2 --set train.batch_size=8 "${cs[@]}"
 ranks ep2_cs 2 --set train.batch_size=4 --set parallel.dp_shard=2 --set parallel.ep=2 "${cs[@]}"
-same_weights single_cs ep2_cs 1e-5
+ranks tp2_cs 2 --set train.batch_size=8 --set parallel.tp=2 "${cs[@]}" --set optim.grad_clip=0.5
+ranks ep2_tp2_cs 4 --set train.batch_size=4 --set parallel.dp_shard=2 --set parallel.ep=2 --set parallel.tp=2 "${cs[@]}"
+run_one single_cs_clip --set train.threads=2 --set train.batch_size=8 "${cs[@]}" --set optim.grad_clip=0.5
+for r in ep2_cs ep2_tp2_cs; do same_weights single_cs $r 1e-5; done
+same_weights single_cs_clip tp2_cs 1e-5
 "$py" - "$work/single_cs/metrics.jsonl" "$work/ep2_cs/metrics.jsonl" <<'PY' || fail "the routing's records differ or lack drops"
 import json, sys
 def train(path):
@@ -57,7 +62,8 @@ for x, y in zip(a, b):
     assert x["tokens_per_expert"] == y["tokens_per_expert"] and x["dropped_tokens"] == y["dropped_tokens"], (x, y)
     assert abs(x["aux_loss"] - y["aux_loss"]) <= 1e-5 * abs(x["aux_loss"]), (x["aux_loss"], y["aux_loss"])
 PY
-echo "ok  a capacity and a shared expert: ep 2 reproduces one process, the same tokens routed and dropped"
+echo "ok  a capacity and a shared expert: ep 2, tp 2 (each expert's width cut) and ep 2 × tp 2 reproduce one process"
+grep -q '"grad_norm"' "$work/tp2_cs/metrics.jsonl" || fail "the clipped run logged no gradient norm"
 
 # --- Checkpoints do not depend on ep: ep 2's step-15 checkpoint goes on at ep 1 and at ep 4.
 "$bin/dtrain" train --resume "$(ck "$work/ep2" 15)" --run-dir "$work/cont_one" --set train.threads=2 \

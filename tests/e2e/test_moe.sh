@@ -61,7 +61,8 @@ expect_one_error "no sparse block" "model.moe_every = 3 leaves none of the 2 blo
   "$bin/dtrain" train "${common[@]}" --set model.moe_every=3 --run-dir "$work/e2"
 rc=0
 "$bin/dtrun" --standalone --nproc-per-node 2 "$bin/dtrain" train "${common[@]}" --set train.threads=1 \
-  --set parallel.tp=2 --set parallel.dp_replicate=1 --run-dir "$work/e3" >"$work/e3.out" 2>&1 || rc=$?
-[ "$rc" -ne 0 ] && grep -q "dtrain: error: model.kind = moe is not cut by tensor parallelism yet" "$work/e3.out" ||
-  { cat "$work/e3.out"; fail "moe under tp 2 was not refused"; }
+  --set parallel.tp=2 --set parallel.tp_sequence=true --set parallel.dp_replicate=1 --run-dir "$work/e3" \
+  >"$work/e3.out" 2>&1 || rc=$?
+[ "$rc" -ne 0 ] && grep -q "dtrain: error: model.kind = moe routes whole rows: parallel.tp_sequence = true" "$work/e3.out" ||
+  { cat "$work/e3.out"; fail "moe under sequence parallel was not refused"; }
 echo "PASS: moe parity (softmax, sigmoid, every other block, top-1, capacity, shared expert), DDP/FSDP/PP reproduce one process, preset"

@@ -42,7 +42,7 @@ LlamaBlock::LlamaBlock(ComputeDevice& dev, const LlamaConfig& c, int i, TpSlice 
       sequence_(sequence),
       heads_(c.heads / slice.count),
       kv_heads_(c.kv() / slice.count),
-      ff_(sparse ? sparse->shared_ff : c.ff() / slice.count) {
+      ff_((sparse ? sparse->shared_ff : c.ff()) / slice.count) {
   Unit& u = unit();
   const std::string p = u.name() + ".";
   const int64_t d = c.dim, hd = c.head_dim(), f = sparse ? sparse->shared_ff : c.ff();
@@ -56,8 +56,7 @@ LlamaBlock::LlamaBlock(ComputeDevice& dev, const LlamaConfig& c, int i, TpSlice 
   o_ = Linear(dev, u, p + "self_attn.o_proj", c.heads * hd, d, false, Init::zeros, LinearCut::rows, slice);
   norm2_ = Norm(dev, u, p + "post_attention_layernorm", d, c.norm_eps, NormKind::rms, rows_split);
   if (sparse) {
-    DT_ASSERT(slice.count == 1 && "a mixture of experts is not cut by tensor parallelism yet");
-    moe_.emplace(dev, u, add_expert_unit(), p + "mlp.", sparse->spec, sparse->exchange);
+    moe_.emplace(dev, u, add_expert_unit(), p + "mlp.", sparse->spec, sparse->exchange, slice);
     balance_weight_ = sparse->balance_weight;
     sparse_layer_ = sparse->layer;
     sparse_layers_ = sparse->layers;
@@ -139,7 +138,7 @@ int64_t LlamaBlock::weight_grad_floats(const StepContext& ctx, bool copy_inputs)
 double LlamaBlock::train_flops_per_sample() const {
   const double d = double(c_.dim), f = double(c_.ff()), T = double(c_.seq_len), hd = double(c_.head_dim());
   const double matmul = d * (double(c_.heads) + 2.0 * double(c_.kv())) * hd + double(c_.heads) * hd * d +
-                        3.0 * d * (moe_ ? double(ff_) : f);
+                        3.0 * d * (moe_ ? double(ff_ * slice_.count) : f);
   return T * (6.0 * matmul + 6.0 * 2.0 * T * double(c_.heads) * hd + (moe_ ? moe_->train_flops_per_token() : 0.0));
 }
 
@@ -199,6 +198,7 @@ void LlamaBlock::forward(const float* x, const UnitPass& p) {
   if (moe_) {  // the routed experts' output, added to the shared expert's
     float* routed = ff_ > 0 && f == w.tmp1 ? w.tmp2 : w.tmp1;
     moe_->forward(s_->n2, routed, rows, ctx.T, p.slot, w.moe, ctx.precision);
+    routed = regions_.sum_partials(routed, routed, rows, d);  // the slices' shares of the experts' widths
     if (ff_ > 0)
       dev_.add(f, routed, f, n * d);
     else
@@ -233,6 +233,7 @@ void LlamaBlock::ff_backward(const float* u, const float* df, float* du, const S
   if (moe_) {  // its weight gradients now, also in a split backward's input half
     moe_->backward(u, df, du, rows, ctx.T, balance_weight_ * ctx.loss_scale * float(ctx.T), slot_, w.moe,
                    ctx.precision, ctx.loss_scale > 0.0f);  // (a data-parallel filler batch weighs nothing)
+    regions_.sum_partials(du, du, rows, c_.dim);  // the slices' shares (no rows split: in place)
     if (ff_ == 0) return;  // no shared expert, whose input gradient adds to the experts'
   }
   if (selective_) {  // SwiGLU's output again, from gate and up kept

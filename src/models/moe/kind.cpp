@@ -34,7 +34,13 @@ class MoeKind : public LanguageModelKind<MoeConfig> {
 UnitList moe_units(const MoeConfig& c, ComputeDevice& device, TpSlice slice, TpRegions& regions,
                    SequenceAttention* sequence, ExpertExchange* experts) {
   c.validate();
-  require(slice.count == 1, "model.kind = moe is not cut by tensor parallelism yet: use parallel.tp = 1");
+  require(!slice.splits_rows(), "model.kind = moe routes whole rows: parallel.tp_sequence = true (sequence "
+                                "parallel) is not supported for it yet: set it false, or use parallel.tp = 1");
+  for (const auto& [key, width] : {std::pair<const char*, int64_t>{"model.expert_ff", c.expert_width()},
+                                   {"model.shared_ff", c.shared_ff}})
+    require(width % slice.count == 0, std::string(key) + " = " + std::to_string(width) +
+                                          " does not split into parallel.tp = " + std::to_string(slice.count) +
+                                          " equal slices: choose a multiple of " + std::to_string(slice.count));
   require(!sequence, "model.kind = moe balances its experts per whole sequence, and context parallel splits them: "
                      "use parallel.cp = 1");
   if (experts)
