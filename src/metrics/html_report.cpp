@@ -43,7 +43,7 @@ std::string run_report_html(std::vector<RunData> runs) {
   for (size_t i = 0; i < runs.size(); ++i)
     header += "<p><code>" + xml_escape(runs[i].dir) + "</code> — " + xml_escape(run_line(runs[i])) + "</p>\n";
   std::string body = "<div class=\"pair\">\n" + report_overview(runs) + report_results(runs) + "</div>\n" +
-                     report_loss(runs) + report_throughput(runs) +
+                     report_loss(runs) + report_experts(runs) + report_throughput(runs) +
                      report_phases(runs) + report_communication(runs) + report_resources(runs) +
                      report_checkpoints(runs) + report_config(runs);
   std::string title = "dtrain report: ";

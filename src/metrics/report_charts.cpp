@@ -1,5 +1,6 @@
 // The chart sections of `dtrain report` (see report_sections.hpp): losses, throughput, step phases,
-// communication and resources, read from metrics.jsonl and summary.json as docs/watching.md defines them.
+// communication and resources, read from metrics.jsonl and summary.json as docs/watching.md defines
+// them; and the line-chart helpers every chart section shares.
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -11,11 +12,7 @@
 
 namespace dtrain {
 
-namespace {
-
-constexpr const char* kStepColor = "#2b2f36";  // a step's whole time among its phases
-
-LineChart chart(const std::string& title, const std::string& x_label, const std::string& y_label) {
+LineChart line_chart(const std::string& title, const std::string& x_label, const std::string& y_label) {
   LineChart c;
   c.title = title;
   c.x_label = x_label;
@@ -30,9 +27,8 @@ bool has_points(const LineChart& c) {
   return false;
 }
 
-// A series of `field` (times `scale`) over `x_field` from records.
 Series series_of(const std::vector<const Json*>& recs, const std::string& x_field, const std::string& field,
-                 double scale = 1.0) {
+                 double scale) {
   Series s;
   for (const Json* r : recs) {
     s.x.push_back(json_number(*r, x_field));
@@ -41,8 +37,7 @@ Series series_of(const std::vector<const Json*>& recs, const std::string& x_fiel
   return s;
 }
 
-// Adds s (named, styled as run `run`'s) when it has a finite point; colours go round the palette.
-void add(LineChart& c, Series s, const std::vector<RunData>& runs, size_t run, const std::string& what) {
+void add_series(LineChart& c, Series s, const std::vector<RunData>& runs, size_t run, const std::string& what) {
   bool any = false;
   for (size_t i = 0; i < s.y.size(); ++i) any = any || (std::isfinite(s.x[i]) && std::isfinite(s.y[i]));
   if (!any) return;
@@ -52,7 +47,6 @@ void add(LineChart& c, Series s, const std::vector<RunData>& runs, size_t run, c
   c.series.push_back(std::move(s));
 }
 
-// Log y when every value is positive and they span a factor of 10 or more.
 void choose_scale(LineChart& c) {
   double lo = INFINITY, hi = 0;
   for (const Series& s : c.series)
@@ -60,6 +54,10 @@ void choose_scale(LineChart& c) {
       if (std::isfinite(y)) lo = std::min(lo, y), hi = std::max(hi, y);
   if (lo > 0 && hi / lo >= 10) c.y_scale = YScale::log;
 }
+
+namespace {
+
+constexpr const char* kStepColor = "#2b2f36";  // a step's whole time among its phases
 
 // The phases the runs name (summary's and the records'), in docs/watching.md's order, others after.
 std::vector<std::string> phases_of(const std::vector<RunData>& runs) {
@@ -106,25 +104,25 @@ bool is_classifier(const RunData& run) {
 }
 
 std::string report_loss(const std::vector<RunData>& runs) {
-  LineChart loss = chart("Loss", "step", "loss");
-  LineChart lr = chart("Learning rate", "step", "learning rate");
+  LineChart loss = line_chart("Loss", "step", "loss");
+  LineChart lr = line_chart("Learning rate", "step", "learning rate");
   for (size_t i = 0; i < runs.size(); ++i) {
     const RunData& r = runs[i];
-    add(loss, series_of(r.records_of("train"), "step", "loss"), runs, i, "train (step)");
+    add_series(loss, series_of(r.records_of("train"), "step", "loss"), runs, i, "train (step)");
     Series epoch = series_of(r.records_of("epoch"), "step", "train_loss");
     epoch.markers = true;
-    add(loss, epoch, runs, i, "train (epoch)");
+    add_series(loss, epoch, runs, i, "train (epoch)");
     std::map<double, double> val;  // by step: `val` records and the epochs' validation
     for (const Json* v : r.records_of("val")) val.emplace(json_number(*v, "step"), json_number(*v, "loss"));
     for (const Json* e : r.records_of("epoch")) val.emplace(json_number(*e, "step"), json_number(*e, "val_loss"));
     Series vs;
     vs.markers = true;
     for (const auto& [step, l] : val) vs.x.push_back(step), vs.y.push_back(l);
-    add(loss, vs, runs, i, "validation");
+    add_series(loss, vs, runs, i, "validation");
     Series test = series_of(r.records_of("test"), "step", "loss");
     test.markers = true;
-    add(loss, test, runs, i, "test");
-    add(lr, series_of(r.records_of("train"), "step", "lr"), runs, i, "learning rate");
+    add_series(loss, test, runs, i, "test");
+    add_series(lr, series_of(r.records_of("train"), "step", "lr"), runs, i, "learning rate");
   }
   if (!has_points(loss)) return html_section("loss", "Loss", html_note("No train, epoch, val or test records yet."));
   choose_scale(loss);
@@ -140,21 +138,21 @@ std::string report_throughput(const std::vector<RunData>& runs) {
   const std::string unit = classifiers == 0                   ? "tokens/s"
                            : classifiers == int64_t(runs.size()) ? "samples/s"
                                                                : "tokens/s (language models), samples/s (classifiers)";
-  LineChart speed = chart("Throughput", "step", unit + " (all ranks)");
+  LineChart speed = line_chart("Throughput", "step", unit + " (all ranks)");
   speed.y_from_zero = true;
-  LineChart mfu = chart("Model FLOPs utilisation", "step", "MFU (% of peak)");
+  LineChart mfu = line_chart("Model FLOPs utilisation", "step", "MFU (% of peak)");
   mfu.y_from_zero = true;
-  LineChart tflops = chart("Compute per rank", "step", "TFLOP/s per rank");
+  LineChart tflops = line_chart("Compute per rank", "step", "TFLOP/s per rank");
   tflops.y_from_zero = true;
   bool tflops_needed = false;
   for (size_t i = 0; i < runs.size(); ++i) {
     const auto train = runs[i].records_of("train");
     const bool classifier = is_classifier(runs[i]);  // each series says its own unit
-    add(speed, series_of(train, "step", classifier ? "samples_per_s" : "tokens_per_s"), runs, i,
+    add_series(speed, series_of(train, "step", classifier ? "samples_per_s" : "tokens_per_s"), runs, i,
         classifier ? "samples/s" : "tokens/s");
     const size_t had = mfu.series.size();
-    add(mfu, series_of(train, "step", "mfu", 100.0), runs, i, "MFU");
-    add(tflops, series_of(train, "step", "tflops_per_rank"), runs, i, "TFLOP/s per rank");
+    add_series(mfu, series_of(train, "step", "mfu", 100.0), runs, i, "MFU");
+    add_series(tflops, series_of(train, "step", "tflops_per_rank"), runs, i, "TFLOP/s per rank");
     tflops_needed = tflops_needed || mfu.series.size() == had;  // this run has no MFU
   }
   std::vector<std::string> charts;
@@ -228,20 +226,20 @@ std::string step_time_by_rank(const std::vector<RunData>& runs, const std::vecto
 // Rank 0's phases over the run (from the train records), and the step they add up to.
 std::string phases_over_steps(const std::vector<RunData>& runs, const std::vector<std::string>& phases) {
   std::string html;
-  LineChart over = chart("Phases over the run (rank 0)", "step", "milliseconds per step");
+  LineChart over = line_chart("Phases over the run (rank 0)", "step", "milliseconds per step");
   over.y_from_zero = true;
   std::set<std::string> used;
   for (size_t i = 0; i < runs.size(); ++i) {
     const auto train = runs[i].records_of("train");
     Series step = series_of(train, "step", "step_seconds", 1e3);
     step.color = kStepColor;
-    add(over, step, runs, i, "step");
+    add_series(over, step, runs, i, "step");
     for (size_t p = 0; p < phases.size(); ++p) {
       Series s = series_of(train, "step", "phases." + phases[p], 1e3);
       if (std::none_of(s.y.begin(), s.y.end(), [](double y) { return std::isfinite(y) && y > 0; })) continue;
       s.color = phase_color(phases[p], p);
       used.insert(phases[p]);
-      add(over, s, runs, i, phases[p]);
+      add_series(over, s, runs, i, phases[p]);
     }
   }
   if (has_points(over)) {
@@ -264,7 +262,7 @@ std::string report_phases(const std::vector<RunData>& runs) {
 }
 
 std::string report_communication(const std::vector<RunData>& runs) {
-  LineChart c = chart("Communication share of the step", "step", "comm phase (% of the step)");
+  LineChart c = line_chart("Communication share of the step", "step", "comm phase (% of the step)");
   c.y_from_zero = true;
   std::string notes;
   for (size_t i = 0; i < runs.size(); ++i) {
@@ -278,7 +276,7 @@ std::string report_communication(const std::vector<RunData>& runs) {
         s.x.push_back(json_number(*t, "step"));
         s.y.push_back(100 * json_number(*t, "phases.comm") / json_number(*t, "step_seconds"));
       }
-      add(c, s, runs, i, "rank 0");
+      add_series(c, s, runs, i, "rank 0");
     }
     for (size_t rank = 0; rank < ranks; ++rank) {
       Series s;
@@ -289,7 +287,7 @@ std::string report_communication(const std::vector<RunData>& runs) {
         s.x.push_back(json_number(*t, "step"));
         s.y.push_back(have ? 100 * json_number(ph[rank], "comm") / st[rank].get<double>() : NAN);
       }
-      add(c, s, runs, i, "rank " + std::to_string(rank));
+      add_series(c, s, runs, i, "rank " + std::to_string(rank));
     }
     const double share = json_number(runs[i].summary, "step_time.phases.comm.share");
     if (std::isfinite(share))
@@ -322,7 +320,7 @@ std::string report_resources(const std::vector<RunData>& runs) {
   std::vector<std::string> charts;
   std::string notes;
   for (const Field& f : fields) {
-    LineChart c = chart(f.title, tu.label, f.y_label);
+    LineChart c = line_chart(f.title, tu.label, f.y_label);
     c.y_from_zero = true;
     for (size_t i = 0; i < runs.size(); ++i) {
       std::map<int64_t, Series> by_rank;
@@ -333,7 +331,7 @@ std::string report_resources(const std::vector<RunData>& runs) {
         se.x.push_back(json_number(*s, "t") / tu.divisor);
         se.y.push_back(json_number(*s, f.key));
       }
-      for (auto& [rank, se] : by_rank) add(c, std::move(se), runs, i, "rank " + std::to_string(rank));
+      for (auto& [rank, se] : by_rank) add_series(c, std::move(se), runs, i, "rank " + std::to_string(rank));
     }
     if (has_points(c)) charts.push_back(line_chart_svg(c));
   }

@@ -4,7 +4,8 @@
 # router with renormalised top-2, a sigmoid router without, every other block sparse with a tied head,
 # top-1 with a large balance coefficient, a capacity that drops copies, and a shared expert; DDP 2, FSDP 2 and PP 2 (1F1B, ZB-H1) end with one
 # process's weights (relative 1e-5, dropout on, 30 steps across an epoch end); the tiny preset trains
-# and generates; settings the layer cannot take are one line each.
+# and generates, and its report charts each expert's load and the aux loss; settings the layer
+# cannot take are one line each.
 source "$2/tests/e2e/lib.sh" "$1" "$2" "to compare weights"
 config="$work/seed.toml"
 printf '[train]\nseed = 1\n' >"$config"
@@ -53,6 +54,49 @@ grep -q "experts of ff 16, top 2 (softmax)" "$work/single.out" || fail "the run 
   { cat "$work/tiny.out"; fail "configs/moe-tiny.toml did not train"; }
 "$bin/dtrain" generate --checkpoint "$work/tiny/model_final" --prompt "the" --tokens 5 >"$work/gen.out" 2>&1 ||
   { cat "$work/gen.out"; fail "generate from the moe model failed"; }
+# its report shows the routing: a bar per sparse block of each expert's share (matching the shares
+# metrics.jsonl's tokens_per_expert give over the run), each block's imbalance and the aux loss over steps
+"$bin/dtrain" report "$work/tiny" >"$work/report.out" 2>&1 || { cat "$work/report.out"; fail "dtrain report of the moe run"; }
+"$py" - "$work/tiny" "$src/configs/moe-tiny.toml" <<'EOF' || fail "the moe run's report (see above)"
+import json, re, sys, xml.etree.ElementTree as ET
+run, preset = sys.argv[1:]
+key = lambda k: int(re.search(rf"^{k}\s*=\s*(\d+)", open(preset).read(), re.M).group(1))
+experts, layers = key("experts"), key("layers")  # every block sparse (no moe_every)
+root = ET.parse(f"{run}/report.html").getroot()
+charts = {s.get("aria-label"): s for s in root.iter("svg")}
+texts = lambda e: ["".join(t.itertext()) for t in e.iter("text")]
+problems = []
+bars = charts.get("Expert load by layer")
+if bars is None: sys.exit(f"no expert load chart among {list(charts)}")
+legend = [g for g in bars.iter("g") if g.get("class") == "legend"]
+if not legend or texts(legend[0]) != [f"expert {e}" for e in range(experts)]:
+    problems.append(f"expert load legend {texts(legend[0]) if legend else None}, expected expert 0..{experts - 1}")
+groups = [g for g in bars.iter("g") if g.get("class") == "bar"]
+if [g.get("data-name") for g in groups] != [f"layer {l}" for l in range(layers)]:
+    problems.append(f"expert load bars {[g.get('data-name') for g in groups]}, expected layer 0..{layers - 1}")
+recs = [r for r in map(json.loads, open(f"{run}/metrics.jsonl")) if r.get("type") == "train"]
+prev, total = 0, [[0.0] * experts for _ in range(layers)]
+for r in recs:  # each record's per-step means times the steps it covers
+    for l, row in enumerate(r["tokens_per_expert"]):
+        for e, t in enumerate(row): total[l][e] += (r["step"] - prev) * t
+    prev = r["step"]
+for l, g in enumerate(groups):
+    shown = {}
+    for rect in g.iter("rect"):
+        m = re.fullmatch(r"expert (\d+): \S+ \(([\d.]+)%\)", "".join(rect.find("title").itertext()))
+        if m: shown[int(m.group(1))] = float(m.group(2))
+    want = [100 * t / sum(total[l]) for t in total[l]]
+    if any(abs(shown.get(e, 0.0) - w) > 0.051 for e, w in enumerate(want)):
+        problems.append(f"layer {l}: shares shown {shown}, metrics.jsonl gives {[round(w, 2) for w in want]}")
+series = lambda svg: [g.get("data-name") for g in svg.iter("g") if g.get("class") == "series"]
+im = charts.get("Busiest expert over the mean")
+if im is None or series(im) != [f"layer {l}" for l in range(layers)]:
+    problems.append(f"imbalance series {series(im) if im is not None else None}")
+aux = charts.get("Aux loss (load balancing)")
+if aux is None or series(aux) != ["aux loss"]: problems.append(f"aux loss chart {series(aux) if aux is not None else None}")
+if problems: sys.exit("\n".join(problems))
+print(f"ok  moe report: {layers} bars of {experts} experts' shares, imbalance and aux loss over {len(recs)} records")
+EOF
 
 # 4. what the layer cannot take, one line each
 expect_one_error "top_k above experts" "model.top_k = 5 is more than model.experts = 4" \
@@ -65,4 +109,4 @@ rc=0
   >"$work/e3.out" 2>&1 || rc=$?
 [ "$rc" -ne 0 ] && grep -q "dtrain: error: model.kind = moe routes whole rows: parallel.tp_sequence = true" "$work/e3.out" ||
   { cat "$work/e3.out"; fail "moe under sequence parallel was not refused"; }
-echo "PASS: moe parity (softmax, sigmoid, every other block, top-1, capacity, shared expert), DDP/FSDP/PP reproduce one process, preset"
+echo "PASS: moe parity (softmax, sigmoid, every other block, top-1, capacity, shared expert), DDP/FSDP/PP reproduce one process, preset and its report"

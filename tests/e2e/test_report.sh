@@ -2,8 +2,9 @@
 # `dtrain report` on made-up run dirs holding every record of docs/watching.md (2 ranks): it writes
 # one self-contained page (no URL, no script, well-formed XML) with a memory series per rank, a
 # phase table naming every phase and, for two runs, both overlaid in the same charts; a run without
-# resource records says so; an unfinished last line is left out; a missing folder, a folder
-# without metrics.jsonl and a broken line are one error line each.
+# resource records says so, and one without experts shows no Experts section; an unfinished last
+# line is left out; a missing folder, a folder without metrics.jsonl and a broken line are one error
+# line each.
 source "$2/tests/e2e/lib.sh" "$1" "$2" "to parse the report"
 synth() { "$py" "$src/tests/python/synthetic_run.py" "$@"; }
 synth "$work/alpha" --ranks 2 --label '<b>"x" & y</b>'
@@ -84,6 +85,8 @@ pre = [text_of(p) for p in one.iter("pre")]
 if len(pre) != 1 or '"note": "<b>\\"x\\" & y</b>"' not in pre[0]:
     problems.append(f"alpha: the config is not shown as written: {pre}")
 if "Checkpoint stalls and writes" not in [s.get("aria-label") for s in svgs]: problems.append("alpha: no checkpoint chart")
+if any(s.get("id") == "experts" for s in one.iter("section")):
+    problems.append("alpha: an Experts section, but its records carry no mixture of experts' keys")
 
 two = load(f"{work}/report.html")
 loss2 = chart(two, "Loss")
