@@ -10,8 +10,8 @@
 namespace dtrain {
 
 MoeLayer::MoeLayer(ComputeDevice& dev, Unit& u, Unit& experts, const std::string& prefix, const MoeSpec& spec,
-                   ExpertExchange* exchange, TpSlice slice)
-    : dev_(&dev), spec_(spec), exchange_(exchange && exchange->ranks() > 1 ? exchange : nullptr),
+                   ExpertExchange* exchange, TpSlice slice, SequenceAttention* sequence)
+    : dev_(&dev), spec_(spec), exchange_(exchange && exchange->ranks() > 1 ? exchange : nullptr), sequence_(sequence),
       ff_(spec.expert_ff / slice.count), slices_(slice.count) {
   DT_ASSERT(!slice.splits_rows() && ff_ * slice.count == spec.expert_ff);
   const int64_t d = spec.dim, f = spec.expert_ff, P = exchange_ ? exchange_->ranks() : 1;
@@ -169,17 +169,21 @@ void MoeLayer::combine_back(const Saved& s, const float* at_experts, float* stag
   exchange_->exchange_rows(stage, s.recv_rows, by_expert, s.send_rows, width);
 }
 
-void MoeLayer::forward(const float* x, float* y, int64_t rows, int64_t T, int slot, float* scratch, Precision p) {
+void MoeLayer::forward(const float* x, float* y, int64_t rows, int64_t T, const SequenceShard& sequence, int slot,
+                       float* scratch, Precision p) {
   Saved& s = saved_[size_t(slot)];
   const int64_t d = spec_.dim, f = ff_, E = spec_.experts;
   const MoeRouting r = routing(rows, T);
   s.rows = rows;
+  s.T = T;
+  s.T_whole = sequence.global_length(T);
   const Work w = carve(scratch, rows);
   float* logits = s.out;  // [rows, E] fits in out [rows·k, d]: spent before the experts write it
   DT_ASSERT(E <= spec_.top_k * d);
   dev_->matmul(x, router_.data(), logits, linear_forward_args(rows, d, E, nullptr, p));
   dev_->moe_route(logits, s.scores, s.chosen, s.weights, s.counts.data(), s.offsets.data(), s.row_of, s.pos, r);
   dev_->moe_gather(x, s.row_of, s.grouped, s.offsets[size_t(E)], d);  // the copies kept
+  count_samples(s);
   exchange_counts(s);
   if (exchange_) dispatch(s, s.grouped, w.stage, s.expert_x, d);
   float* expert_y = exchange_ ? w.expert_y : s.out;
@@ -194,11 +198,11 @@ void MoeLayer::forward(const float* x, float* y, int64_t rows, int64_t T, int sl
   dev_->moe_combine(s.out, s.pos, s.weights, y, r, d);
 }
 
-void MoeLayer::backward(const float* x, const float* dy, float* dx, int64_t rows, int64_t T, float aux_scale,
-                        int slot, float* scratch, Precision p, bool counted) {
+void MoeLayer::backward(const float* x, const float* dy, float* dx, int64_t rows, float aux_scale, int slot,
+                        float* scratch, Precision p, bool counted) {
   const Saved& s = saved_[size_t(slot)];
   const int64_t d = spec_.dim, f = ff_, E = spec_.experts;
-  const MoeRouting r = routing(rows, T);
+  const MoeRouting r = routing(rows, s.T);
   const Work w = carve(scratch, rows);
   dev_->moe_combine_backward(dy, s.out, s.pos, s.weights, w.dgrouped, w.dweights, r, d);
   if (exchange_) dispatch(s, w.dgrouped, w.stage, w.dexpert, d);
@@ -213,24 +217,33 @@ void MoeLayer::backward(const float* x, const float* dy, float* dx, int64_t rows
   });
   if (exchange_) combine_back(s, w.dexpert, w.stage, w.dgrouped, d);
   dev_->moe_combine(w.dgrouped, s.pos, nullptr, dx, r, d);  // the gather's backward
-  balance_grad(s, rows, T, aux_scale / float(slices_), w.dscores);  // each slice adds its share
-  if (counted) note_load(s, rows, T, slot);
+  balance_grad(s, aux_scale / float(slices_), w.dscores);  // each slice adds its share
+  if (counted) note_load(s, slot);
   dev_->moe_route_backward(s.scores, s.chosen, w.dweights, w.dscores, w.dlogits, r);
   dev_->matmul(w.dlogits, x, router_.grad(), linear_backward_weight_args(rows, d, E, p));
   dev_->matmul(w.dlogits, router_.data(), dx, linear_backward_input_args(rows, d, E, true, p));
 }
 
-// d(balance loss)/d scores for samples of T rows: with P_e the mean normalised score and c_e the
-// sample's tokens routed to e, loss = E / (k·T) · Σ_e c_e · P_e; counts are not differentiated.
-// (Host loops over the scores: the CPU's memory.)
-void MoeLayer::balance_grad(const Saved& s, int64_t rows, int64_t T, float scale, float* dscores) const {
-  const int64_t E = spec_.experts, k = spec_.top_k;
+// Per sample (T rows of this pass, of a sequence of T_whole): its copies routed to each expert over the
+// whole sequence (context parallel: summed over the sequence's shares).
+void MoeLayer::count_samples(Saved& s) {
+  const int64_t E = spec_.experts, k = spec_.top_k, B = s.rows / s.T;
+  s.sample_counts.assign(size_t(B * E), 0.0f);
+  for (int64_t c = 0; c < s.rows * k; ++c) s.sample_counts[size_t(c / (s.T * k) * E + s.chosen[c])] += 1.0f;
+  if (sequence_ && s.T_whole != s.T) sequence_->sum_over_sequences(s.sample_counts.data(), B * E);
+}
+
+// d(balance loss)/d scores: with P_e the sequence's mean normalised score and c_e its copies routed to
+// e, loss = E / (k·T) · Σ_e c_e · P_e per sample (T the whole sequence's length); counts are not
+// differentiated. (Host loops over the scores: the CPU's memory.)
+void MoeLayer::balance_grad(const Saved& s, float scale, float* dscores) const {
+  const int64_t E = spec_.experts, k = spec_.top_k, T = s.T, Tw = s.T_whole;
   std::vector<double> g(static_cast<size_t>(E));
-  for (int64_t s0 = 0; s0 < rows; s0 += T) {
-    std::fill(g.begin(), g.end(), 0.0);
-    for (int64_t c = s0 * k; c < (s0 + T) * k; ++c) g[size_t(s.chosen[c])] += 1.0;
-    for (double& v : g) v *= double(scale) * double(E) / (double(k) * double(T) * double(T));
-    for (int64_t t = s0; t < s0 + T; ++t) {
+  for (int64_t b = 0; b < s.rows / T; ++b) {
+    for (int64_t e = 0; e < E; ++e)
+      g[size_t(e)] = double(s.sample_counts[size_t(b * E + e)]) * double(scale) * double(E) /
+                     (double(k) * double(Tw) * double(Tw));
+    for (int64_t t = b * T; t < (b + 1) * T; ++t) {
       const float* sc = s.scores + t * E;
       float* ds = dscores + t * E;
       if (!spec_.sigmoid) {
@@ -245,36 +258,34 @@ void MoeLayer::balance_grad(const Saved& s, int64_t rows, int64_t T, float scale
   }
 }
 
-double MoeLayer::balance_loss_sum(int64_t T, int slot) const {
+// Summed over the pass's samples; under context parallel this share's part (its scores' share of each
+// mean, with the whole sequence's counts), which the shares' sum makes whole.
+double MoeLayer::balance_loss_sum(int slot) const {
   const Saved& s = saved_[size_t(slot)];
-  const int64_t E = spec_.experts, k = spec_.top_k;
-  DT_ASSERT(T > 0);
+  const int64_t E = spec_.experts, k = spec_.top_k, T = s.T, Tw = s.T_whole;
   double total = 0.0;
-  const int64_t rows = s.rows;  // the samples are its T-row runs
-  std::vector<double> count(static_cast<size_t>(E)), mean(static_cast<size_t>(E));
-  for (int64_t s0 = 0; s0 < rows; s0 += T) {
-    std::fill(count.begin(), count.end(), 0.0);
+  std::vector<double> mean(static_cast<size_t>(E));
+  for (int64_t b = 0; b < s.rows / T; ++b) {
     std::fill(mean.begin(), mean.end(), 0.0);
-    for (int64_t c = s0 * k; c < (s0 + T) * k; ++c) count[size_t(s.chosen[c])] += 1.0;
-    for (int64_t t = s0; t < s0 + T; ++t) {
+    for (int64_t t = b * T; t < (b + 1) * T; ++t) {
       const float* sc = s.scores + t * E;
       double sum = 0.0;
       for (int64_t e = 0; e < E; ++e) sum += sc[e];
-      for (int64_t e = 0; e < E; ++e) mean[size_t(e)] += (spec_.sigmoid ? sc[e] / sum : sc[e]) / double(T);
+      for (int64_t e = 0; e < E; ++e) mean[size_t(e)] += (spec_.sigmoid ? sc[e] / sum : sc[e]) / double(Tw);
     }
     double l = 0.0;
-    for (int64_t e = 0; e < E; ++e) l += count[size_t(e)] * mean[size_t(e)];
-    total += l * double(E) / (double(k) * double(T));
+    for (int64_t e = 0; e < E; ++e) l += double(s.sample_counts[size_t(b * E + e)]) * mean[size_t(e)];
+    total += l * double(E) / (double(k) * double(Tw));
   }
   return total;
 }
 
-void MoeLayer::note_load(const Saved& s, int64_t rows, int64_t T, int slot) {
+void MoeLayer::note_load(const Saved& s, int slot) {
   routed_.resize(size_t(spec_.experts), 0.0);
   for (int64_t e = 0; e < spec_.experts; ++e) routed_[size_t(e)] += double(s.counts[size_t(e)]);
-  balance_ += balance_loss_sum(T, slot);
-  samples_ += double(rows / T);
-  dropped_ += double(rows * spec_.top_k - s.offsets[size_t(spec_.experts)]);
+  balance_ += balance_loss_sum(slot);
+  samples_ += double(s.rows / s.T) * double(s.T) / double(s.T_whole);  // (a share of each sample)
+  dropped_ += double(s.rows * spec_.top_k - s.offsets[size_t(spec_.experts)]);
 }
 
 void MoeLayer::take_load(ExpertLoad& load, int64_t layer, int64_t layers, double weight) {

@@ -14,6 +14,7 @@
 #include "kernels/device.hpp"
 #include "nn/expert_exchange.hpp"
 #include "nn/expert_load.hpp"
+#include "nn/sequence_attention.hpp"
 #include "nn/unit.hpp"
 #include "tensor/arena.hpp"
 
@@ -34,21 +35,25 @@ class MoeLayer {
   // parallel: each expert's width cut over the slices (gate and up by rows, down by columns), so the
   // output, the input's gradient and the router's gradient are each slice's partial sum (the caller
   // sums the first two over the slices; the router's is marked partial); rows are never split.
+  // Context parallel: `sequence` sums the balance loss's counts over each sequence's shares.
   MoeLayer(ComputeDevice& dev, Unit& u, Unit& experts, const std::string& prefix, const MoeSpec& spec,
-           ExpertExchange* exchange = nullptr, TpSlice slice = {});
+           ExpertExchange* exchange = nullptr, TpSlice slice = {}, SequenceAttention* sequence = nullptr);
   const MoeSpec& spec() const { return spec_; }
   // What forward keeps for `slots` micro-batches of up to `rows` tokens.
   void plan(Arena& arena, int64_t rows, int slots);
   int64_t scratch_floats(int64_t rows) const;  // forward's or backward's, whichever is more
-  // y [rows, d] (written) from x [rows, d], samples of T rows each.
-  void forward(const float* x, float* y, int64_t rows, int64_t T, int slot, float* scratch, Precision p);
-  // dx [rows, d] (written) from dy; the parameters' gradients accumulate. The balance loss of the
-  // samples of T rows each adds aux_scale · its gradient (aux_scale: the loss's weight per sample).
-  // counted: the pass's routing counts in take_load (not a data-parallel filler's, which weighs nothing).
-  void backward(const float* x, const float* dy, float* dx, int64_t rows, int64_t T, float aux_scale, int slot,
-                float* scratch, Precision p, bool counted = true);
-  // The balance loss of slot's pass, summed over its samples of T rows (forward must have run).
-  double balance_loss_sum(int64_t T, int slot) const;
+  // y [rows, d] (written) from x [rows, d], samples of T rows each (context parallel: the positions
+  // `sequence` of each).
+  void forward(const float* x, float* y, int64_t rows, int64_t T, const SequenceShard& sequence, int slot,
+               float* scratch, Precision p);
+  // dx [rows, d] (written) from dy; the parameters' gradients accumulate. Each sample's balance loss
+  // adds aux_scale · its gradient (aux_scale: the loss's weight per whole sample). counted: the pass's
+  // routing counts in take_load (not a data-parallel filler's, which weighs nothing).
+  void backward(const float* x, const float* dy, float* dx, int64_t rows, float aux_scale, int slot, float* scratch,
+                Precision p, bool counted = true);
+  // The balance loss of slot's pass, summed over its samples (forward must have run; context
+  // parallel: this share's part of it).
+  double balance_loss_sum(int slot) const;
   const std::vector<int64_t>& tokens_per_expert(int slot) const { return saved_[size_t(slot)].counts; }
   // What the backward passes since the last call routed, into `load` as layer `layer` of `layers`,
   // its balance loss weighted by `weight` (layer 0 also counts the samples); then forgotten.
@@ -63,7 +68,8 @@ class MoeLayer {
   struct Saved {
     float *scores, *weights, *grouped, *out, *expert_x, *hidden, *act;
     int32_t *chosen, *row_of, *pos;
-    int64_t rows = 0;  // of the pass
+    int64_t rows = 0, T = 0, T_whole = 0;  // of the pass: rows, a sample's rows here and its whole length
+    std::vector<float> sample_counts;      // [sample · E + e]: its copies routed to e (count_samples)
     // host: they size the experts' products and the exchanges
     std::vector<int64_t> counts, offsets;      // this rank's rows per expert (all E), and where each starts
     std::vector<int64_t> from;                 // [rank j · held + e]: rows rank j sends to held expert e
@@ -87,12 +93,14 @@ class MoeLayer {
   // `stage`; and back.
   void dispatch(const Saved& s, const float* by_expert, float* stage, float* at_experts, int64_t width);
   void combine_back(const Saved& s, const float* at_experts, float* stage, float* by_expert, int64_t width);
-  void balance_grad(const Saved& s, int64_t rows, int64_t T, float scale, float* dscores) const;
-  void note_load(const Saved& s, int64_t rows, int64_t T, int slot);  // a backward's routing, for take_load
+  void count_samples(Saved& s);
+  void balance_grad(const Saved& s, float scale, float* dscores) const;
+  void note_load(const Saved& s, int slot);  // a backward's routing, for take_load
 
   ComputeDevice* dev_ = nullptr;
   MoeSpec spec_;
   ExpertExchange* exchange_ = nullptr;
+  SequenceAttention* sequence_ = nullptr;
   int64_t held_ = 0, first_ = 0;  // experts held here: [first_, first_ + held_)
   int64_t ff_ = 0;                 // each expert's width in this tensor-parallel slice
   int slices_ = 1;                 // tensor-parallel slices

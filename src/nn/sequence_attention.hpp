@@ -2,7 +2,8 @@
 // parallel): in one process a block runs the device's attention kernel over its rows and needs none
 // of this; under context parallel a pass holds a share of every sequence's positions
 // (StepContext::sequence), and src/parallel/cp implements this over the context-parallel group
-// (ring attention, or all-to-all). Model code stays free of ranks and collectives.
+// (ring attention, or all-to-all), and the sums a block takes over whole sequences (a mixture of
+// experts' balance loss counts a sequence's tokens). Model code stays free of ranks and collectives.
 #pragma once
 #include <cstdint>
 
@@ -27,6 +28,9 @@ class SequenceAttention {
   // probabilities' dropout as the block keys it over all heads (col_offset: its first head's).
   virtual void forward(const float* qkv, float* out, float* saved, const AttentionShape& s, const DropoutSpec& drop,
                        const SequenceShard& sequence) = 0;
+  // v [n]: this share's partial sums over its positions, made the sums over the whole sequences
+  // (in place; every share of the group calls it alike).
+  virtual void sum_over_sequences(float* v, int64_t n) = 0;
   // dqkv [B * T, (H + 2K) * Dh] written: the gradient of forward's out (dout) with respect to qkv.
   virtual void backward(const float* dout, const float* qkv, const float* out, const float* saved, float* dqkv,
                         const AttentionShape& s, const DropoutSpec& drop, const SequenceShard& sequence) = 0;

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Expert parallel end to end (model.kind = moe, 4 experts top-2, dropout on, SGD-momentum, 30 steps
 # across an epoch end): ep 2 over FSDP 2, ep 4 over FSDP 4, ep 2 within FSDP 4 (each expert shard
-# split over 2 ranks), ep 2 × HSDP (dp_replicate 2 × dp_shard 2) and ep 2 × PP 2 (1F1B) each end with
+# split over 2 ranks), ep 2 × HSDP (dp_replicate 2 × dp_shard 2), ep 2 × PP 2 (1F1B), cp 2 (the
+# balance loss counted over each sequence's shares), ep 2 over cp 2 and ep 4 over cp 2 × FSDP 2 each end with
 # one process's weights and losses (relative 1e-5), and so do ep 2, tp 2 (with a clipped gradient
 # norm) and ep 2 × tp 2 with a capacity that drops token copies and a shared expert (ep 2 routes and
 # drops the same copies, in metrics.jsonl); the ep 2 run's step-15 checkpoint (sharded, the
 # experts under their global names) goes on at ep 1 in one process and at ep 4 to the same weights;
 # summary.json counts the all-to-alls' bytes. An ep that does not divide dp_shard × cp or the
-# experts, and a kind without experts, are refused in one line.
+# experts, a capacity under context parallel, and a kind without experts, are refused in one line.
 source "$2/tests/e2e/lib.sh" "$1" "$2" "to compare weights"
 steps=30
 config="$work/seed.toml"
@@ -26,16 +27,30 @@ ranks ep4 4 --set train.batch_size=2 --set parallel.dp_shard=4 --set parallel.ep
 ranks ep2_fsdp4 4 --set train.batch_size=2 --set parallel.dp_shard=4 --set parallel.ep=2
 ranks ep2_hsdp 4 --set train.batch_size=2 --set parallel.dp_shard=2 --set parallel.dp_replicate=2 --set parallel.ep=2
 ranks ep2_pp2 4 --set train.batch_size=4 --set parallel.dp_shard=2 --set parallel.pp=2 --set parallel.ep=2
-for r in ep2 ep4 ep2_fsdp4 ep2_hsdp ep2_pp2; do same_weights single $r 1e-5; done
-"$py" "$src/tests/python/compare_losses.py" "$work" "$steps" single:ep2:1e-5 single:ep4:1e-5 single:ep2_pp2:1e-5 ||
-  fail "an expert-parallel layout's losses differ"
+# context parallel: the balance loss counts each sequence's copies over its shares; ep over cp alone
+# (replicated: the experts' gradients reduced over the ranks holding them), and ep 4 over cp 2 × FSDP 2
+ranks cp2 2 --set train.batch_size=8 --set parallel.cp=2
+ranks ep2_cp2 2 --set train.batch_size=8 --set parallel.cp=2 --set parallel.ep=2
+ranks ep4_cp2_fsdp2 4 --set train.batch_size=4 --set parallel.cp=2 --set parallel.dp_shard=2 --set parallel.ep=4 \
+  --set parallel.cp_mode=alltoall
+for r in ep2 ep4 ep2_fsdp4 ep2_hsdp ep2_pp2 cp2 ep2_cp2 ep4_cp2_fsdp2; do same_weights single $r 1e-5; done
+"$py" "$src/tests/python/compare_losses.py" "$work" "$steps" single:ep2:1e-5 single:ep4:1e-5 single:ep2_pp2:1e-5 \
+  single:ep2_cp2:1e-5 || fail "an expert-parallel layout's losses differ"
+"$py" - "$work/single/metrics.jsonl" "$work/ep2_cp2/metrics.jsonl" <<'PY' || fail "ep 2 over cp 2 routed otherwise"
+import json, sys
+def train(path):
+    return [r for r in map(json.loads, open(path)) if r["type"] == "train"]
+for x, y in zip(train(sys.argv[1]), train(sys.argv[2])):
+    assert x["tokens_per_expert"] == y["tokens_per_expert"], (x, y)
+    assert abs(x["aux_loss"] - y["aux_loss"]) <= 1e-5 * x["aux_loss"], (x["aux_loss"], y["aux_loss"])
+PY
 "$py" - "$work/ep2/summary.json" <<'PY' || fail "summary.json does not count the all-to-alls"
 import json, sys
 s = json.load(open(sys.argv[1]))
 assert s.get("ep") == 2 and s.get("ep_bytes_per_step", 0) > 0 and s.get("ep_exchanges_per_step", 0) >= 8, s
 PY
 grep -q "experts over ep 2" "$work/ep2.out" || fail "the ep 2 run did not name its mesh"
-echo "ok  ep 2, ep 4, ep 2 within FSDP 4, ep 2 × HSDP, ep 2 × PP 2 reproduce one process"
+echo "ok  ep 2, ep 4, ep 2 within FSDP 4, ep 2 × HSDP, ep 2 × PP 2, cp 2, ep 2 × cp 2, ep 4 × cp 2 × FSDP 2 reproduce one process"
 
 # --- A capacity that drops token copies, and a shared expert: the same at ep 2; drops counted.
 cs=(--set model.capacity_factor=0.75 --set model.shared_ff=16)
@@ -85,6 +100,8 @@ refused() {  # $1 = name, $2 = the error's text, then settings (2 ranks)
 refused e1 "parallel.ep = 4 must divide parallel.dp_shard × parallel.cp = 2 × 1" --set parallel.dp_shard=2 --set parallel.ep=4
 refused e2 "parallel.ep = 2 does not divide model.experts = 3" --set parallel.dp_shard=2 --set parallel.ep=2 \
   --set model.experts=3
+refused e4 "model.capacity_factor takes a sequence's tokens in order, and context parallel splits the sequence" \
+  --set parallel.cp=2 --set model.capacity_factor=1
 common=(--config "$src/configs/quickstart.toml" --set data.dir="$work/data" --set model.dim=32 --set model.layers=1
   --set train.max_steps=2)
 refused e3 "parallel.ep = 2: model.kind = transformer has no experts to split" --set parallel.dp_shard=2 \

@@ -20,9 +20,9 @@ struct Fixture {
   MoeLayer layer;
   std::vector<float> params, grads, scratch;
   Arena arena;
-  int64_t rows;
+  int64_t rows, T;  // T: each sample's rows
 
-  Fixture(const MoeSpec& s, int64_t rows_, uint32_t seed) : spec(s), rows(rows_) {
+  Fixture(const MoeSpec& s, int64_t rows_, uint32_t seed) : spec(s), rows(rows_), T(rows_) {
     layer = MoeLayer(cpu_device(), unit, unit, "mlp.", s);  // the router and the experts in one unit
     params.resize(size_t(unit.numel()));
     grads.assign(params.size(), 0.0f);
@@ -35,7 +35,7 @@ struct Fixture {
   }
   std::vector<float> forward(const std::vector<float>& x) {
     std::vector<float> y(x.size());
-    layer.forward(x.data(), y.data(), rows, rows, 0, scratch.data(), Precision::f32);  // one sample
+    layer.forward(x.data(), y.data(), rows, T, SequenceShard{}, 0, scratch.data(), Precision::f32);
     return y;
   }
 };
@@ -131,6 +131,7 @@ TEST(MoeLayer, BackwardMatchesDifferences) {
     SCOPED_TRACE(sigmoid ? "sigmoid router" : "softmax router");
     const int64_t T = 4;
     Fixture f(spec(sigmoid), 3 * T, 93);
+    f.T = T;
     std::mt19937 g(94);
     std::uniform_real_distribution<float> u(-1.0f, 1.0f);
     std::vector<float> x(size_t(f.rows * f.spec.dim)), dy(x.size());
@@ -141,12 +142,12 @@ TEST(MoeLayer, BackwardMatchesDifferences) {
       const std::vector<float> y = f.forward(x);
       double l = 0.0;
       for (size_t i = 0; i < y.size(); ++i) l += double(y[i]) * dy[i];
-      return l + aux_scale * f.layer.balance_loss_sum(T, 0);
+      return l + aux_scale * f.layer.balance_loss_sum(0);
     };
     loss();
     const std::vector<int64_t> routed = f.layer.tokens_per_expert(0);
     std::vector<float> dx(x.size());
-    f.layer.backward(x.data(), dy.data(), dx.data(), f.rows, T, aux_scale, 0, f.scratch.data(), Precision::f32);
+    f.layer.backward(x.data(), dy.data(), dx.data(), f.rows, aux_scale, 0, f.scratch.data(), Precision::f32);
     auto check = [&](std::vector<float>& v, const std::vector<float>& analytic, const char* what) {
       double worst = 0.0, scale = 0.0;
       for (size_t i = 0; i < v.size(); ++i) {

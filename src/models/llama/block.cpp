@@ -56,7 +56,7 @@ LlamaBlock::LlamaBlock(ComputeDevice& dev, const LlamaConfig& c, int i, TpSlice 
   o_ = Linear(dev, u, p + "self_attn.o_proj", c.heads * hd, d, false, Init::zeros, LinearCut::rows, slice);
   norm2_ = Norm(dev, u, p + "post_attention_layernorm", d, c.norm_eps, NormKind::rms, rows_split);
   if (sparse) {
-    moe_.emplace(dev, u, add_expert_unit(), p + "mlp.", sparse->spec, sparse->exchange, slice);
+    moe_.emplace(dev, u, add_expert_unit(), p + "mlp.", sparse->spec, sparse->exchange, slice, sequence);
     balance_weight_ = sparse->balance_weight;
     sparse_layer_ = sparse->layer;
     sparse_layers_ = sparse->layers;
@@ -197,7 +197,7 @@ void LlamaBlock::forward(const float* x, const UnitPass& p) {
   }
   if (moe_) {  // the routed experts' output, added to the shared expert's
     float* routed = ff_ > 0 && f == w.tmp1 ? w.tmp2 : w.tmp1;
-    moe_->forward(s_->n2, routed, rows, ctx.T, p.slot, w.moe, ctx.precision);
+    moe_->forward(s_->n2, routed, rows, ctx.T, ctx.sequence, p.slot, w.moe, ctx.precision);
     routed = regions_.sum_partials(routed, routed, rows, d);  // the slices' shares of the experts' widths
     if (ff_ > 0)
       dev_.add(f, routed, f, n * d);
@@ -231,8 +231,11 @@ void LlamaBlock::attn_backward(const float* u, const float* da, float* du, const
 void LlamaBlock::ff_backward(const float* u, const float* df, float* du, const StepContext& ctx, const Work& w) {
   const int64_t rows = ctx.rows();
   if (moe_) {  // its weight gradients now, also in a split backward's input half
-    moe_->backward(u, df, du, rows, ctx.T, balance_weight_ * ctx.loss_scale * float(ctx.T), slot_, w.moe,
-                   ctx.precision, ctx.loss_scale > 0.0f);  // (a data-parallel filler batch weighs nothing)
+    // the balance loss weighs per whole sample what its rows weigh together (context parallel: every
+    // share computes the whole sample's gradient for its rows, and the shares' gradients are averaged)
+    const float aux_scale = balance_weight_ * ctx.loss_scale * float(ctx.sequence.global_length(ctx.T));
+    moe_->backward(u, df, du, rows, aux_scale, slot_, w.moe, ctx.precision,
+                   ctx.loss_scale > 0.0f);  // (a data-parallel filler batch weighs nothing)
     regions_.sum_partials(du, du, rows, c_.dim);  // the slices' shares (no rows split: in place)
     if (ff_ == 0) return;  // no shared expert, whose input gradient adds to the experts'
   }

@@ -41,8 +41,9 @@ UnitList moe_units(const MoeConfig& c, ComputeDevice& device, TpSlice slice, TpR
     require(width % slice.count == 0, std::string(key) + " = " + std::to_string(width) +
                                           " does not split into parallel.tp = " + std::to_string(slice.count) +
                                           " equal slices: choose a multiple of " + std::to_string(slice.count));
-  require(!sequence, "model.kind = moe balances its experts per whole sequence, and context parallel splits them: "
-                     "use parallel.cp = 1");
+  require(!sequence || c.capacity_factor == 0.0f,
+          "model.capacity_factor takes a sequence's tokens in order, and context parallel splits the sequence: "
+          "use model.capacity_factor = 0 (dropless) under parallel.cp > 1");
   if (experts)
     require(c.experts % experts->ranks() == 0,
             "parallel.ep = " + std::to_string(experts->ranks()) + " does not divide model.experts = " +

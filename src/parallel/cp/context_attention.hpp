@@ -18,6 +18,7 @@ class ContextAttention : public SequenceAttention {
   ContextAttention(ProcessGroup& group, ComputeDevice& device) : group_(group), dev_(device) {}
   // The traffic and waits since the last call.
   CpStats take_stats() { return std::exchange(stats_, CpStats{}); }
+  void sum_over_sequences(float* v, int64_t n) override { group_.allreduce(v, size_t(n)); }
 
  protected:
   // v, grown to at least `floats` (host memory: the CPU's kernels read it; kept between calls).
