@@ -2,7 +2,6 @@
 #include "comm/mesh.hpp"
 
 #include <algorithm>
-#include <functional>
 
 #include "core/error.hpp"
 
@@ -205,44 +204,47 @@ DeviceMesh::DeviceMesh(World& world, const MeshShape& shape, const World::Backen
   build_expert_groups(world, backend);
 }
 
-// Every group of ranks that agree on key(rank), members in rank order, made in the order of their
-// smallest rank (collective, like build above); this rank's.
-std::shared_ptr<ProcessGroup> DeviceMesh::partition(World& world, const std::function<int64_t(int)>& key,
-                                                    const std::string& name, const World::BackendFactory& backend) {
-  std::vector<int64_t> keys;
-  for (int r = 0; r < world.size(); ++r)
-    if (std::find(keys.begin(), keys.end(), key(r)) == keys.end()) keys.push_back(key(r));
-  std::shared_ptr<ProcessGroup> mine;
-  for (int64_t k : keys) {
-    std::vector<int> members;
-    for (int r = 0; r < world.size(); ++r)
-      if (key(r) == k) members.push_back(r);
-    std::shared_ptr<ProcessGroup> g = world.new_group(members, name, backend);
-    if (g) mine = g;
-  }
-  DT_ASSERT(mine);
-  return mine;
+std::vector<int> expert_group(const MeshShape& s, int rank, ExpertGroup which) {
+  // the members agree with `rank` on pp, tp and on what `which` keeps of its place in dp_shard × cp
+  // (its run of ep ranks, its index in the run) and dp_replicate
+  const MeshCoord me = mesh_coord(s, rank);
+  auto same = [&](const MeshCoord& c) {
+    if (c.pp != me.pp || c.tp != me.tp) return false;
+    const bool run = c.shard_index(s) / s.ep == me.shard_index(s) / s.ep, index = c.ep_index(s) == me.ep_index(s);
+    switch (which) {
+      case ExpertGroup::ep: return run && c.dp_replicate == me.dp_replicate;
+      case ExpertGroup::shard: return index && c.dp_replicate == me.dp_replicate;
+      case ExpertGroup::replicas: return index;
+    }
+    return false;
+  };
+  std::vector<int> out;
+  for (int r = 0; r < s.size(); ++r)
+    if (same(mesh_coord(s, r))) out.push_back(r);
+  return out;
 }
 
 void DeviceMesh::build_expert_groups(World& world, const World::BackendFactory& backend) {
-  const MeshShape& s = shape_;
-  if (s.ep == 1) {
+  if (shape_.ep == 1) {
     expert_shard_ = shard_;
     expert_replicas_ = dp_cp_;
     return;
   }
-  // a rank's place: its coordinates but dp_shard and cp, its run of ep ranks, its place in the run
-  auto place = [&](int r, bool run, bool index, bool replica) {
-    const MeshCoord c = mesh_coord(s, r);
-    int64_t k = (int64_t(c.pp) * s.tp + c.tp) * s.size();
-    if (replica) k = (k + c.dp_replicate) * s.size();
-    if (run) k = (k + c.shard_index(s) / s.ep) * s.size();
-    if (index) k = (k + c.ep_index(s)) * s.size();
-    return k;
+  // Every rank walks every group in the same order (World::new_group is collective).
+  auto build = [&](ExpertGroup which, const std::string& name) {
+    std::shared_ptr<ProcessGroup> mine;
+    for (int r = 0; r < shape_.size(); ++r) {
+      const std::vector<int> members = expert_group(shape_, r, which);
+      if (members.front() != r) continue;  // made with its first member
+      std::shared_ptr<ProcessGroup> g = world.new_group(members, name, backend);
+      if (g) mine = g;
+    }
+    DT_ASSERT(mine);
+    return mine;
   };
-  ep_ = partition(world, [&](int r) { return place(r, true, false, true); }, "ep", backend);
-  expert_shard_ = partition(world, [&](int r) { return place(r, false, true, true); }, "expert_shard", backend);
-  expert_replicas_ = partition(world, [&](int r) { return place(r, false, true, false); }, "expert_replicas", backend);
+  ep_ = build(ExpertGroup::ep, "ep");
+  expert_shard_ = build(ExpertGroup::shard, "expert_shard");
+  expert_replicas_ = build(ExpertGroup::replicas, "expert_replicas");
 }
 
 size_t DeviceMesh::buffer_bytes() const {

@@ -3,7 +3,6 @@
 // inside a node), with the process group of every line of ranks along each dimension, and of data
 // parallelism as a whole, built once; and expert parallel's groups, which fold into dp_shard × cp.
 #pragma once
-#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -59,6 +58,13 @@ std::vector<int> mesh_group(const MeshShape& s, int rank, const std::vector<Mesh
 // Every such group once, in the order of their smallest rank.
 std::vector<std::vector<int>> mesh_groups(const MeshShape& s, const std::vector<MeshDim>& dims);
 
+// Expert parallel's groups (ep > 1): the ep ranks of a run of dp_shard × cp that split the experts;
+// the ranks of the same dp_shard × cp and dp_replicate holding the same experts (FSDP shards those
+// experts over them); and all the ranks holding the same experts (they reduce their gradients).
+enum class ExpertGroup { ep, shard, replicas };
+// `rank`'s group of that kind, in rank order.
+std::vector<int> expert_group(const MeshShape& s, int rank, ExpertGroup which);
+
 class DeviceMesh {
  public:
   // Collective: every rank of `world` calls it with the same shape. Groups are made with `backend`
@@ -90,8 +96,6 @@ class DeviceMesh {
   std::string placement(int max_ranks = 1 << 30) const;
 
  private:
-  std::shared_ptr<ProcessGroup> partition(World& world, const std::function<int64_t(int)>& key, const std::string& name,
-                                          const World::BackendFactory& backend);
   void build_expert_groups(World& world, const World::BackendFactory& backend);
 
   MeshShape shape_;

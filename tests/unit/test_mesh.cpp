@@ -173,3 +173,23 @@ TEST(Mesh, PlacementNamesEveryRank) {
   EXPECT_EQ(mesh.placement(), "rank 0: pp 0, dp_replicate 0, dp_shard 0, tp 0");
   EXPECT_EQ(mesh.dp().size(), 1);
 }
+
+// Expert parallel folds into dp_shard × cp (numbered dp_shard · cp + cp): runs of ep consecutive ones
+// split the experts; the same place in a run holds the same experts.
+TEST(Mesh, ExpertParallelFoldsIntoDpShardAndCp) {
+  MeshShape s = MeshShape::fit(16, 1, 2, 2, 2, 2);  // dp_replicate 2 × dp_shard 2 × cp 2 × tp 2
+  s.set_expert_parallel(2);
+  EXPECT_EQ(s.describe(), "pp 1 × dp_replicate 2 × dp_shard 2 × cp 2 × tp 2, experts over ep 2");
+  // rank 0: dp_shard 0, cp 0; rank 2: cp 1; rank 4: dp_shard 1; rank 8: dp_replicate 1; odd: tp 1
+  EXPECT_EQ(expert_group(s, 0, ExpertGroup::ep), (std::vector<int>{0, 2}));
+  EXPECT_EQ(expert_group(s, 5, ExpertGroup::ep), (std::vector<int>{5, 7}));
+  EXPECT_EQ(expert_group(s, 0, ExpertGroup::shard), (std::vector<int>{0, 4}));
+  EXPECT_EQ(expert_group(s, 2, ExpertGroup::replicas), (std::vector<int>{2, 6, 10, 14}));
+  EXPECT_EQ(mesh_coord(s, 6).ep_index(s), 1);
+  s.set_expert_parallel(4);
+  EXPECT_EQ(expert_group(s, 8, ExpertGroup::ep), (std::vector<int>{8, 10, 12, 14}));
+  EXPECT_EQ(expert_group(s, 8, ExpertGroup::shard), (std::vector<int>{8}));
+  EXPECT_EQ(expert_group(s, 3, ExpertGroup::replicas), (std::vector<int>{3, 11}));
+  const std::string e = error_of([&] { s.set_expert_parallel(3); });
+  EXPECT_NE(e.find("parallel.ep = 3 must divide parallel.dp_shard × parallel.cp = 2 × 2"), std::string::npos) << e;
+}
