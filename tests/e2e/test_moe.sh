@@ -54,6 +54,18 @@ grep -q "experts of ff 16, top 2 (softmax)" "$work/single.out" || fail "the run 
   { cat "$work/tiny.out"; fail "configs/moe-tiny.toml did not train"; }
 "$bin/dtrain" generate --checkpoint "$work/tiny/model_final" --prompt "the" --tokens 5 >"$work/gen.out" 2>&1 ||
   { cat "$work/gen.out"; fail "generate from the moe model failed"; }
+# its weights leave under Qwen3-MoE's names and come back byte for byte
+"$bin/dtrain" ckpt export "$work/tiny/model_final" --out "$work/moe.safetensors" >/dev/null
+"$bin/dtrain" ckpt import "$work/moe.safetensors" --config "$work/moe.config.json" --out "$work/imported" >/dev/null
+"$bin/dtrain" ckpt export "$work/imported" --out "$work/again.safetensors" >/dev/null
+cmp "$work/moe.safetensors" "$work/again.safetensors" || fail "the moe weights did not come back from export and import"
+"$py" - "$work/moe.safetensors" <<'PY' || fail "the export lacks Qwen3-MoE's names"
+import json, struct, sys
+f = open(sys.argv[1], "rb")
+names = json.loads(f.read(struct.unpack("<Q", f.read(8))[0]))
+for n in ("model.layers.0.mlp.gate.weight", "model.layers.3.mlp.experts.7.down_proj.weight"):
+    assert n in names, (n, sorted(names)[:12])
+PY
 # its report shows the routing: a bar per sparse block of each expert's share (matching the shares
 # metrics.jsonl's tokens_per_expert give over the run), each block's imbalance and the aux loss over steps
 "$bin/dtrain" report "$work/tiny" >"$work/report.out" 2>&1 || { cat "$work/report.out"; fail "dtrain report of the moe run"; }
