@@ -20,6 +20,10 @@ using PhaseSeconds = std::array<double, kPhases>;
 inline double monotonic_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
+// Seconds from t to now.
+inline double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
 
 // Marks on the clock the phases are measured with. The host's by default; a GPU records an event
 // on its compute stream at every mark, so phases are the device's time between marks.

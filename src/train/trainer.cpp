@@ -23,8 +23,6 @@ namespace dtrain {
 namespace {
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
 // How many optimizer steps the run takes: per epoch, in all, and the epochs they span.
 struct StepPlan {
   int64_t batches = 0;    // loader batches per rank and epoch

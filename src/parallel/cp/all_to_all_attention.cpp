@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "core/error.hpp"
+#include "core/phase_clock.hpp"
 
 namespace dtrain {
 
@@ -83,7 +84,7 @@ void AllToAllAttention::exchange(float* send, float* recv, int64_t floats_per_ra
   ++stats_.transfers;
   const auto t = std::chrono::steady_clock::now();
   group_.all_to_all(send, recv, size_t(floats_per_rank), ElemType::f32);
-  stats_.wait_seconds += CpStats::since(t);
+  stats_.wait_seconds += seconds_since(t);
 }
 
 void AllToAllAttention::pack_blocks(const float* rows, const AttentionShape& w) {
@@ -113,7 +114,7 @@ void AllToAllAttention::forward(const float* qkv, float* out, float* saved, cons
                                    o + i * rows * wo, st, a, d, j == 0);
     dev_.attention_blocks_finish(o + i * rows * wo, st, lse + i * w.B * w.H * w.T, a);
   }
-  stats_.attention_seconds += CpStats::since(t);
+  stats_.attention_seconds += seconds_since(t);
   float* recv = grown(recv_, rows * s.row_width());
   exchange(o, recv, rows * wo);
   for (int j = 0; j < cp; ++j) pack_share(out, s.H * s.Dh, out_share(s, j, cp), recv + j * rows * wo, rows, true);
@@ -153,7 +154,7 @@ void AllToAllAttention::backward(const float* dout, const float*, const float* o
                                     dqkv_shares + i * rows * wq, dkv + j * block, a, d, j == 0);
   }
   for (int j = 0; j < cp; ++j) dev_.kv_block_unpack(dkv + j * block, dqkv_shares + j * rows * wq, w);
-  stats_.attention_seconds += CpStats::since(t);
+  stats_.attention_seconds += seconds_since(t);
   exchange(dqkv_shares, recv, rows * wq);
   for (int j = 0; j < cp; ++j) pack_share(dqkv, s.row_width(), qkv_share(s, j, cp), recv + j * rows * wq, rows, true);
 }

@@ -3,6 +3,8 @@
 
 #include <chrono>
 
+#include "core/phase_clock.hpp"
+
 namespace dtrain {
 
 namespace {
@@ -32,7 +34,7 @@ void RingAttention::wait(const WorkPtr& w) {
   if (!w) return;
   const auto t = std::chrono::steady_clock::now();
   w->wait();
-  stats_.wait_seconds += CpStats::since(t);
+  stats_.wait_seconds += seconds_since(t);
 }
 
 // Step k attends to the block that started k ranks back; the next block travels meanwhile.
@@ -51,7 +53,7 @@ void RingAttention::forward(const float* qkv, float* out, float* saved, const At
     const auto t = std::chrono::steady_clock::now();
     dev_.attention_block_forward(qkv, kv_[cur].data(), shard_of(sequence, (me - k + n) % n), out, stats_rows_.data(),
                                  a, drop, k == 0);
-    stats_.attention_seconds += CpStats::since(t);
+    stats_.attention_seconds += seconds_since(t);
     wait(sent);
     wait(got);
   }
@@ -81,7 +83,7 @@ void RingAttention::backward(const float* dout, const float* qkv, const float* o
     const auto t = std::chrono::steady_clock::now();
     dev_.attention_block_backward(dout, qkv, kv_[cur].data(), shard_of(sequence, (me - k + n) % n), saved,
                                   delta_.data(), dqkv, mine, a, drop, k == 0);
-    stats_.attention_seconds += CpStats::since(t);
+    stats_.attention_seconds += seconds_since(t);
     if (gathered) {
       wait(gathered);
       dev_.add(mine, dkv_in_.data(), mine, block_floats_);

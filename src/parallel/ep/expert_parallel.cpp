@@ -3,13 +3,9 @@
 
 #include <chrono>
 
-namespace dtrain {
+#include "core/phase_clock.hpp"
 
-namespace {
-double seconds_since(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-}
-}  // namespace
+namespace dtrain {
 
 void ExpertParallel::exchange_counts(const int64_t* send, int64_t* recv, int64_t per_rank) {
   const auto t0 = std::chrono::steady_clock::now();

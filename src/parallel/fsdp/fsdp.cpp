@@ -6,14 +6,9 @@
 #include <chrono>
 
 #include "core/error.hpp"
+#include "core/phase_clock.hpp"
 
 namespace dtrain {
-
-namespace {
-double seconds_since(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-}
-}  // namespace
 
 FullyShardedDataParallel::FullyShardedDataParallel(const std::vector<Unit*>& units, ProcessGroup& shard,
                                                    ProcessGroup* replicate, ComputeDevice& device,
