@@ -21,23 +21,32 @@ FullyShardedDataParallel::FullyShardedDataParallel(const std::vector<Unit*>& uni
   }
   require(o_.prefetch >= 0, "parallel.fsdp_prefetch = " + std::to_string(o_.prefetch) +
                                 " must not be negative: use 0 (no prefetch) or e.g. 1");
-  int64_t max_padded = 0;
-  size_t max_reads = 0;
-  bool experts = false;
+  allocate(plan_shards(expert_shard));
+}
+
+// Each unit's group and shard length, and what sizes the pools.
+FullyShardedDataParallel::Geometry FullyShardedDataParallel::plan_shards(ProcessGroup* expert_shard) {
+  Geometry g;
   for (size_t k = 0; k < units_.size(); ++k) {
     UnitState& s = state_[k];
     s.unit = units_[k];
     s.group = s.unit->experts() && expert_shard ? expert_shard : &shard_;
-    experts = experts || s.unit->experts();
+    g.experts = g.experts || s.unit->experts();
     const int N = s.group->size();
     s.shard = (s.unit->numel() + N - 1) / N;  // a unit smaller than N leaves some shards all padding
     s.shard = std::max<int64_t>(s.shard, 1);
     total_shard_ += s.shard;
     max_shard_ = std::max(max_shard_, s.shard);
-    max_padded = std::max(max_padded, padded(k));
+    g.max_padded = std::max(g.max_padded, padded(k));
     for (Unit* r : s.unit->reads()) s.reads.push_back(index_of(*r));
-    max_reads = std::max(max_reads, s.reads.size());
+    g.max_reads = std::max(g.max_reads, s.reads.size());
   }
+  return g;
+}
+
+// The shards, the gather pool and the gradient pools.
+void FullyShardedDataParallel::allocate(const Geometry& g) {
+  const int64_t max_padded = g.max_padded;
   param_shards_ = Buffer(dev_, sizeof(float) * size_t(total_shard_));
   grad_shards_ = Buffer(dev_, sizeof(float) * size_t(total_shard_));
   int64_t off = 0;
@@ -48,13 +57,13 @@ FullyShardedDataParallel::FullyShardedDataParallel(const std::vector<Unit*>& uni
   }
   const size_t K = units_.size();
   // Full gradients bound at once without accumulation (see below), and bf16 reductions in flight.
-  const size_t grads_in_flight = std::min(K, 3 + max_reads);
+  const size_t grads_in_flight = std::min(K, 3 + g.max_reads);
   // Gather pool: FULL_SHARD holds the running unit (and its module's experts), the prefetched ones and
   // what a unit's forward reads besides its own (a tied head: the embedding) in shared slots of the
   // largest unit's size; SHARD_GRAD_OP keeps every unit from forward to backward, each in a slot of
   // its own size.
   if (o_.reshard_after_forward) {
-    const size_t n = std::min(K, std::max(size_t(1 + o_.prefetch + (experts ? 1 : 0)), 1 + max_reads));
+    const size_t n = std::min(K, std::max(size_t(1 + o_.prefetch + (g.experts ? 1 : 0)), 1 + g.max_reads));
     for (size_t i = 0; i < n; ++i) pool_.push_back({Buffer(dev_, sizeof(float) * size_t(max_padded)), max_padded, -1, Buffer()});
   } else {
     for (size_t k = 0; k < K; ++k) pool_.push_back({Buffer(dev_, sizeof(float) * size_t(padded(k))), padded(k), -1, Buffer()});

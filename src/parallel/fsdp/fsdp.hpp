@@ -105,6 +105,13 @@ class FullyShardedDataParallel : public UnitHooks {
     int half_slot = -1;            // bf16 reductions: its staging slot
     std::vector<size_t> reads;     // units whose parameters its forward reads
   };
+  struct Geometry {
+    int64_t max_padded = 0;  // the largest unit's padded length
+    size_t max_reads = 0;    // the most units another's forward reads
+    bool experts = false;    // any expert unit (held beside its module's unit)
+  };
+  Geometry plan_shards(ProcessGroup* expert_shard);
+  void allocate(const Geometry& g);
   size_t index_of(const Unit& u) const;
   int64_t padded(size_t k) const { return state_[k].shard * state_[k].group->size(); }
   void gather_async(size_t k);
