@@ -49,7 +49,8 @@ import json, sys
 s = json.load(open(sys.argv[1]))
 assert s.get("ep") == 2 and s.get("ep_bytes_per_step", 0) > 0 and s.get("ep_exchanges_per_step", 0) >= 8, s
 PY
-grep -q "experts over ep 2" "$work/ep2.out" || fail "the ep 2 run did not name its mesh"
+grep -q "experts over ep 2" "$work/ep2.out" && grep -q "expert parallel: over 2 ranks, per step and rank" "$work/ep2.out" ||
+  fail "the ep 2 run did not name its mesh or say what its all-to-alls moved"
 echo "ok  ep 2, ep 4, ep 2 within FSDP 4, ep 2 × HSDP, ep 2 × PP 2, cp 2, ep 2 × cp 2, ep 4 × cp 2 × FSDP 2 reproduce one process"
 
 # --- A capacity that drops token copies, and a shared expert: the same at ep 2; drops counted.

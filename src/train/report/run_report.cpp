@@ -63,6 +63,11 @@ void print_setup(const RunParts& r, int64_t steps_per_epoch, int threads) {
                 "(chunks i and %d−i of %d)\n",
                 cp->size(), cp_mode_name(cp->mode()), (long long)(model.sample_shape().targets / cp->size()),
                 (long long)model.sample_shape().targets, 2 * cp->size() - 1, 2 * cp->size());
+  if (ExpertParallel* ep = r.par.expert_parallel())
+    std::printf("expert parallel: %d ranks of dp_shard × cp split the experts; this rank's model holds %.1f MB of "
+                "the whole %.1f MB of parameters (before FSDP shards them)\n",
+                ep->ranks(), double(held_floats(model) * int64_t(sizeof(float))) / 1e6,
+                double(model.num_params() * int64_t(sizeof(float))) / 1e6);
   if (r.par.tp_regions())
     std::printf("tensor parallel: %d ranks%s; per rank %.1f MB of parameters (the model: %.1f MB)\n",
                 m.tp, cfg.parallel.tp_sequence ? ", sequence parallel" : "",
@@ -94,6 +99,11 @@ void print_parallel_figures(const Json& f) {
                 "kernels %.2f s, %.2f s of waiting for the exchanges exposed\n",
                 f.at("cp_mode").get<std::string>().c_str(), f.at("cp").get<int>(), num("cp_bytes_per_step") / 1e6,
                 num("cp_transfers_per_step"), num("cp_attention_seconds"), num("cp_comm_exposed_seconds"));
+  if (f.contains("ep"))
+    std::printf("expert parallel: over %d ranks, per step and rank %.2f MB of token rows sent in %.0f all-to-alls; "
+                "%.2f s of waiting for them (and their counts) exposed\n",
+                f.at("ep").get<int>(), num("ep_bytes_per_step") / 1e6, num("ep_exchanges_per_step"),
+                num("ep_comm_exposed_seconds"));
   if (f.contains("tp"))
     std::printf("tensor parallel: per step and rank %.2f MB all-reduced, %.2f MB all-gathered, %.2f MB "
                 "reduce-scattered in %.0f collectives; they ran %.2f s, %.2f s of it exposed (%.0f%% hidden)\n",
