@@ -152,6 +152,9 @@ def run(folder, rtol, loss_tol, out=print):
     ref_loss = getattr(model, "reported_loss", loss).detach().reshape(1)
     if shape_ok("loss", got["loss"].reshape(-1), ref_loss):
         check("loss", [("loss", rel_error(got["loss"].reshape(-1), ref_loss))], rtol)
+    if "aux_loss" in got:  # a mixture of experts: the balance losses' weighted share of the loss
+        ref_aux = (model.config["aux_loss_coef"] * model.aux_loss).detach().reshape(1)
+        check("aux loss", [("aux_loss", rel_error(got["aux_loss"].reshape(-1), ref_aux))], rtol)
     grad_items = []
     for name, p in model.named_parameters():
         key = "grad." + name

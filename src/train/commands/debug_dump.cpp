@@ -69,6 +69,10 @@ void dump_parity(const RunConfig& cfg_in, const std::string& out, int64_t steps)
       outv.push_back({"grad." + p.name, DType::f32, p.shape, nullptr});
     }
   for (size_t i = 0; i < grads.size(); ++i) outv[i + 2].data = grads[i].data();
+  // a mixture of experts: its balance losses' weighted share of the loss, per sample
+  const ExpertLoad load = model.take_expert_load();
+  float aux = load.samples > 0 ? float(load.balance_loss / load.samples) : 0.0f;
+  if (!load.empty()) outv.push_back({"aux_loss", DType::f32, {1}, &aux});
 
   Optimizer opt(cfg.optim, unit_shards(model.units()));
   std::vector<float> losses(static_cast<size_t>(steps));
