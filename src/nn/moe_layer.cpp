@@ -57,6 +57,8 @@ void MoeLayer::plan(Arena& arena, int64_t rows, int slots) {
   const int64_t d = spec_.dim, f = ff_, E = spec_.experts, n = rows * spec_.top_k;
   const int64_t m = at_experts_rows(rows), P = exchange_ ? exchange_->ranks() : 1;
   saved_.assign(size_t(slots), Saved{});
+  next_.assign(size_t(held_ + 1), 0);
+  per_expert_.assign(size_t(E), 0.0);
   for (Saved& s : saved_) {
     s.scores = arena.f32(rows * E);
     s.weights = arena.f32(n);
@@ -142,9 +144,10 @@ void MoeLayer::exchange_counts(Saved& s) {
 // The rows at the held experts in two orders: as an exchange delivers them (by the rank they come
 // from, then by expert: "staged") and as the experts' products read them (by expert, then by rank).
 // to_experts: `in` is staged and `out` by expert; otherwise the reverse.
+// `next`: held + 1 host counts of scratch.
 static void regroup(ComputeDevice& dev, const std::vector<int64_t>& from, int64_t P, int64_t held, const float* in,
-                    float* out, int64_t width, bool to_experts) {
-  std::vector<int64_t> next(size_t(held + 1), 0);  // where each expert's next rows go, by expert
+                    float* out, int64_t width, bool to_experts, std::vector<int64_t>& next) {
+  std::fill(next.begin(), next.end(), 0);  // where each expert's next rows go, by expert
   for (int64_t j = 0; j < P; ++j)
     for (int64_t e = 0; e < held; ++e) next[size_t(e + 1)] += from[size_t(j * held + e)];
   for (int64_t e = 0; e < held; ++e) next[size_t(e + 1)] += next[size_t(e)];
@@ -161,11 +164,11 @@ static void regroup(ComputeDevice& dev, const std::vector<int64_t>& from, int64_
 
 void MoeLayer::dispatch(const Saved& s, const float* by_expert, float* stage, float* at_experts, int64_t width) {
   exchange_->exchange_rows(by_expert, s.send_rows, stage, s.recv_rows, width);
-  regroup(*dev_, s.from, exchange_->ranks(), held_, stage, at_experts, width, true);
+  regroup(*dev_, s.from, exchange_->ranks(), held_, stage, at_experts, width, true, next_);
 }
 
 void MoeLayer::combine_back(const Saved& s, const float* at_experts, float* stage, float* by_expert, int64_t width) {
-  regroup(*dev_, s.from, exchange_->ranks(), held_, at_experts, stage, width, false);
+  regroup(*dev_, s.from, exchange_->ranks(), held_, at_experts, stage, width, false, next_);
   exchange_->exchange_rows(stage, s.recv_rows, by_expert, s.send_rows, width);
 }
 
@@ -238,7 +241,7 @@ void MoeLayer::count_samples(Saved& s) {
 // differentiated. (Host loops over the scores: the CPU's memory.)
 void MoeLayer::balance_grad(const Saved& s, float scale, float* dscores) const {
   const int64_t E = spec_.experts, k = spec_.top_k, T = s.T, Tw = s.T_whole;
-  std::vector<double> g(static_cast<size_t>(E));
+  std::vector<double>& g = per_expert_;
   for (int64_t b = 0; b < s.rows / T; ++b) {
     for (int64_t e = 0; e < E; ++e)
       g[size_t(e)] = double(s.sample_counts[size_t(b * E + e)]) * double(scale) * double(E) /
@@ -264,7 +267,7 @@ double MoeLayer::balance_loss_sum(int slot) const {
   const Saved& s = saved_[size_t(slot)];
   const int64_t E = spec_.experts, k = spec_.top_k, T = s.T, Tw = s.T_whole;
   double total = 0.0;
-  std::vector<double> mean(static_cast<size_t>(E));
+  std::vector<double>& mean = per_expert_;
   for (int64_t b = 0; b < s.rows / T; ++b) {
     std::fill(mean.begin(), mean.end(), 0.0);
     for (int64_t t = b * T; t < (b + 1) * T; ++t) {

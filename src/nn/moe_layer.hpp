@@ -107,6 +107,8 @@ class MoeLayer {
   ParamRef router_;
   std::vector<ParamRef> gate_up_, down_;  // by held expert; gate_up_[e]: gate_proj then up_proj, adjacent: one [2f, d] matrix
   std::vector<Saved> saved_;
+  std::vector<int64_t> next_;                // host scratch, sized by plan(): regroup's
+  mutable std::vector<double> per_expert_;  // and the balance loss's
   std::vector<double> routed_;          // since take_load: tokens per expert (all E)
   double balance_ = 0.0, samples_ = 0.0, dropped_ = 0.0;  // the balance loss summed over samples, their
                                                           // count, token copies dropped by the capacity

@@ -3,7 +3,6 @@
 
 #include <cmath>
 #include <cstring>
-#include <vector>
 
 #include "core/error.hpp"
 
@@ -53,30 +52,27 @@ void moe_route(const float* logits, float* scores, int32_t* chosen, float* weigh
     if (r.normalize)
       for (int64_t j = 0; j < k; ++j) weights[t * k + j] /= sum;
   }
-  // grouped by expert, in token order; over capacity: dropped (kept[c] false)
-  std::vector<char> kept(size_t(r.chosen()), 1);
-  if (r.capacity > 0) {
-    DT_ASSERT(r.sample_rows > 0 && r.rows % r.sample_rows == 0);
-    std::vector<int64_t> taken(static_cast<size_t>(E));
-    for (int64_t c = 0; c < r.chosen(); ++c) {
-      if (c % (r.sample_rows * k) == 0) std::fill(taken.begin(), taken.end(), 0);  // a sample begins
-      kept[size_t(c)] = taken[size_t(chosen[c])]++ < r.capacity;
-    }
+  // grouped by expert, in token order; over capacity: dropped (pos -1). (counts serves first as each
+  // expert's copies so far in the sample, then as where its next copy goes: nothing is allocated.)
+  const int64_t per_sample = r.capacity > 0 ? r.sample_rows * k : r.chosen();
+  DT_ASSERT(r.capacity == 0 || (r.sample_rows > 0 && r.rows % r.sample_rows == 0));
+  for (int64_t c = 0; c < r.chosen(); ++c) {
+    if (c % per_sample == 0) std::memset(counts, 0, sizeof(int64_t) * size_t(E));  // a sample begins
+    pos[c] = r.capacity > 0 && counts[chosen[c]] >= r.capacity ? -1 : 0;
+    ++counts[chosen[c]];
   }
   std::memset(counts, 0, sizeof(int64_t) * size_t(E));
-  for (int64_t c = 0; c < r.chosen(); ++c) counts[chosen[c]] += kept[size_t(c)];
+  for (int64_t c = 0; c < r.chosen(); ++c) counts[chosen[c]] += pos[c] == 0;
   offsets[0] = 0;
   for (int64_t e = 0; e < E; ++e) offsets[e + 1] = offsets[e] + counts[e];
-  std::vector<int64_t> next(offsets, offsets + E);
+  std::memcpy(counts, offsets, sizeof(int64_t) * size_t(E));  // each expert's next place
   for (int64_t c = 0; c < r.chosen(); ++c) {
-    if (!kept[size_t(c)]) {
-      pos[c] = -1;
-      continue;
-    }
-    const int64_t p = next[size_t(chosen[c])]++;
+    if (pos[c] < 0) continue;
+    const int64_t p = counts[chosen[c]]++;
     row_of[p] = int32_t(c / k);
     pos[c] = int32_t(p);
   }
+  for (int64_t e = 0; e < E; ++e) counts[e] = offsets[e + 1] - offsets[e];
 }
 
 void moe_gather(const float* x, const int32_t* row_of, float* grouped, int64_t n, int64_t d) {

@@ -15,7 +15,10 @@ void ExpertParallel::exchange_counts(const int64_t* send, int64_t* recv, int64_t
 
 void ExpertParallel::exchange_rows(const float* send, const std::vector<int64_t>& send_rows, float* recv,
                                    const std::vector<int64_t>& recv_rows, int64_t width) {
-  std::vector<size_t> out(send_rows.size()), in(recv_rows.size());
+  std::vector<size_t>& out = send_counts_;
+  std::vector<size_t>& in = recv_counts_;
+  out.resize(send_rows.size());  // (sized once: the group's ranks)
+  in.resize(recv_rows.size());
   for (size_t j = 0; j < out.size(); ++j) {
     out[j] = size_t(send_rows[j] * width);
     in[j] = size_t(recv_rows[j] * width);

@@ -40,6 +40,7 @@ class ExpertParallel : public ExpertExchange {
  private:
   ProcessGroup& group_;
   EpStats stats_;
+  std::vector<size_t> send_counts_, recv_counts_;  // elements per rank of the running exchange
 };
 
 }  // namespace dtrain
