@@ -116,6 +116,22 @@ int64_t MoeLayer::scratch_floats(int64_t rows) const {
   return std::max(forward, backward);
 }
 
+// A product over `rows` rows as pieces of kPiece rows and a tail cut into powers of two: f(first
+// row, rows) for each. oneDNN then meets at most nine row counts however the router spreads the
+// tokens: it makes a kernel per row count and keeps it, so a new count every step would cost a
+// kernel's making each time and memory that only grows.
+constexpr int64_t kPiece = 256;
+template <class F>
+void in_row_pieces(int64_t rows, F&& f) {
+  int64_t r = 0;
+  for (; rows - r >= kPiece; r += kPiece) f(r, kPiece);
+  for (int64_t n = kPiece / 2; n > 0; n /= 2)
+    if (rows - r >= n) {
+      f(r, n);
+      r += n;
+    }
+}
+
 template <class F>
 void MoeLayer::each_expert(const Saved& s, F&& f) const {
   for (int64_t e = 0; e < held_; ++e)
@@ -191,11 +207,15 @@ void MoeLayer::forward(const float* x, float* y, int64_t rows, int64_t T, const 
   if (exchange_) dispatch(s, s.grouped, w.stage, s.expert_x, d);
   float* expert_y = exchange_ ? w.expert_y : s.out;
   each_expert(s, [&](int64_t e, int64_t at, int64_t n) {
-    float* h = s.hidden + at * 2 * f;
-    float* a = s.act + at * f;
-    dev_->matmul(s.expert_x + at * d, gate_up_[size_t(e)].data(), h, linear_forward_args(n, d, 2 * f, nullptr, p));
+    float *x_e = s.expert_x + at * d, *h = s.hidden + at * 2 * f, *a = s.act + at * f, *y_e = expert_y + at * d;
+    const float *w_gu = gate_up_[size_t(e)].data(), *w_down = down_[size_t(e)].data();
+    in_row_pieces(n, [&](int64_t r, int64_t m) {
+      dev_->matmul(x_e + r * d, w_gu, h + r * 2 * f, linear_forward_args(m, d, 2 * f, nullptr, p));
+    });
     dev_->swiglu_forward(h, a, n, f);
-    dev_->matmul(a, down_[size_t(e)].data(), expert_y + at * d, linear_forward_args(n, f, d, nullptr, p));
+    in_row_pieces(n, [&](int64_t r, int64_t m) {
+      dev_->matmul(a + r * f, w_down, y_e + r * d, linear_forward_args(m, f, d, nullptr, p));
+    });
   });
   if (exchange_) combine_back(s, expert_y, w.stage, s.out, d);
   dev_->moe_combine(s.out, s.pos, s.weights, y, r, d);
@@ -209,14 +229,23 @@ void MoeLayer::backward(const float* x, const float* dy, float* dx, int64_t rows
   const Work w = carve(scratch, rows);
   dev_->moe_combine_backward(dy, s.out, s.pos, s.weights, w.dgrouped, w.dweights, r, d);
   if (exchange_) dispatch(s, w.dgrouped, w.stage, w.dexpert, d);
-  each_expert(s, [&](int64_t e, int64_t at, int64_t m) {
+  each_expert(s, [&](int64_t e, int64_t at, int64_t n) {
     const float *h = s.hidden + at * 2 * f, *act = s.act + at * f, *xg = s.expert_x + at * d;
     float *g = w.dexpert + at * d, *da = w.dact + at * f, *dh = w.dhidden + at * 2 * f;
-    dev_->matmul(g, down_[size_t(e)].data(), da, linear_backward_input_args(m, f, d, false, p));
-    dev_->matmul(g, act, down_[size_t(e)].grad(), linear_backward_weight_args(m, f, d, p));
-    dev_->swiglu_backward(h, da, dh, m, f);
-    dev_->matmul(dh, xg, gate_up_[size_t(e)].grad(), linear_backward_weight_args(m, d, 2 * f, p));
-    dev_->matmul(dh, gate_up_[size_t(e)].data(), g, linear_backward_input_args(m, d, 2 * f, false, p));  // g = d x rows
+    const ParamRef &gu = gate_up_[size_t(e)], &down = down_[size_t(e)];
+    in_row_pieces(n, [&](int64_t r, int64_t m) {  // each product over every piece before the next product
+      dev_->matmul(g + r * d, down.data(), da + r * f, linear_backward_input_args(m, f, d, false, p));
+    });
+    in_row_pieces(n, [&](int64_t r, int64_t m) {
+      dev_->matmul(g + r * d, act + r * f, down.grad(), linear_backward_weight_args(m, f, d, p));
+    });
+    dev_->swiglu_backward(h, da, dh, n, f);
+    in_row_pieces(n, [&](int64_t r, int64_t m) {
+      dev_->matmul(dh + r * 2 * f, xg + r * d, gu.grad(), linear_backward_weight_args(m, d, 2 * f, p));
+    });
+    in_row_pieces(n, [&](int64_t r, int64_t m) {  // g = d x rows (g spent above)
+      dev_->matmul(dh + r * 2 * f, gu.data(), g + r * d, linear_backward_input_args(m, d, 2 * f, false, p));
+    });
   });
   if (exchange_) combine_back(s, w.dexpert, w.stage, w.dgrouped, d);
   dev_->moe_combine(w.dgrouped, s.pos, nullptr, dx, r, d);  // the gather's backward
