@@ -1,10 +1,12 @@
 #!/usr/bin/python3
 # Training-throughput benchmark of the PyTorch reference model (tests/python/reference_model.py;
-# llama_reference.py for model.kind = llama, cnn_reference.py for model.kind = cnn on random images)
+# llama_reference.py for model.kind = llama, moe_reference.py for model.kind = moe, cnn_reference.py
+# for model.kind = cnn on random images)
 # on the CPU or a GPU (eager or torch.compile): the peer dtrain's bench compares against. Prints
 # one JSON line.
 # Usage: /usr/bin/python3 bench/torch_reference_bench.py --config-json '{"vocab_size": 12000, ...}'
-#        --batch 64 --steps 5 --warmup 1 --threads 2 --precision f32|bf16 [--device cuda] [--compile]
+#        --batch 64 --steps 5 --warmup 1 --threads 2 --precision f32|bf16 [--optimizer adamw|sgd]
+#        [--device cuda] [--compile]
 import argparse
 import contextlib
 import json
@@ -19,6 +21,7 @@ import torch  # noqa: E402
 
 from cnn_reference import ReferenceCNN  # noqa: E402
 from llama_reference import ReferenceLlama  # noqa: E402
+from moe_reference import ReferenceMoE  # noqa: E402
 from reference_model import ReferenceLM  # noqa: E402
 
 
@@ -47,7 +50,9 @@ def main(argv=None):
     ap.add_argument("--threads", type=int, default=2, help="torch.set_num_threads")
     ap.add_argument("--precision", choices=("f32", "bf16"), default="f32",
                     help="bf16 = torch.autocast('cpu', dtype=torch.bfloat16), f32 master weights")
-    ap.add_argument("--lr", type=float, default=0.002, help="AdamW learning rate")
+    ap.add_argument("--lr", type=float, default=0.002, help="learning rate")
+    ap.add_argument("--optimizer", choices=("adamw", "sgd"), default="adamw",
+                    help="AdamW (default) or plain SGD (no momentum; dtrain's optim.name = sgd)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--device", default="cpu", help="cpu | cuda")
     ap.add_argument("--compile", action="store_true", help="torch.compile the model (GPU benchmark)")
@@ -65,14 +70,17 @@ def main(argv=None):
     if gpu and not torch.cuda.is_available():
         ap.error("--device cuda but torch sees no GPU")
     kind = config.get("kind")
-    reference = {"llama": ReferenceLlama, "cnn": ReferenceCNN}.get(kind, ReferenceLM)
+    reference = {"llama": ReferenceLlama, "moe": ReferenceMoE, "cnn": ReferenceCNN}.get(kind, ReferenceLM)
     try:
         model = reference(config).float().to(args.device)
     except ValueError as e:
         ap.error(str(e))
     model.train()  # dropout as configured, like a real training step
     B = args.batch
-    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, **({"fused": True} if gpu else {}))
+    if args.optimizer == "sgd":
+        optimizer = torch.optim.SGD(model.parameters(), lr=args.lr)
+    else:
+        optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, **({"fused": True} if gpu else {}))
     total = args.warmup + args.steps
     if kind == "cnn":  # random normalised images [B, C·H·W] and one label each, as dtrain's bench draws them
         c = model.config
@@ -117,6 +125,7 @@ def main(argv=None):
         "loss": round(loss, 6),
         "min_step_ms": round(min(times) * 1e3, 3),
         "precision": args.precision,
+        "optimizer": args.optimizer,
         "threads": args.threads,
         "batch": B,
         "seq_len": T,
