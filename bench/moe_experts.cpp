@@ -70,19 +70,26 @@ double median(std::vector<double> v) {
 
 // A SwiGLU's six products over `rows` rows of width d, hidden width f (LlamaBlock's and each expert's):
 // forward h = x·Wguᵀ, y = a·Wdᵀ; backward da = g·Wd, dWd += gᵀ·a, dWgu += dhᵀ·x, dx = dh·Wgu. With
-// `swiglu`, the activation and its backward between them (the feed-forward whole).
+// `swiglu`, the activation and its backward between them (the feed-forward whole). pieces: each
+// product in MoeLayer's row pieces (moe_row_pieces), as it runs an expert's; else one call over all rows.
 struct Swiglu {
   const float *x, *wgu, *wd;
   float *dwgu, *dwd, *h, *a, *y, *g, *da, *dh, *dx;
-  void run(ComputeDevice& dev, int64_t rows, int64_t d, int64_t f, Precision p, bool swiglu) const {
-    dev.matmul(x, wgu, h, linear_forward_args(rows, d, 2 * f, nullptr, p));
+  void run(ComputeDevice& dev, int64_t rows, int64_t d, int64_t f, Precision p, bool swiglu, bool pieces) const {
+    auto each = [&](auto&& product) {
+      if (pieces)
+        moe_row_pieces(rows, product);
+      else
+        product(int64_t(0), rows);
+    };
+    each([&](int64_t r, int64_t m) { dev.matmul(x + r * d, wgu, h + r * 2 * f, linear_forward_args(m, d, 2 * f, nullptr, p)); });
     if (swiglu) dev.swiglu_forward(h, a, rows, f);
-    dev.matmul(a, wd, y, linear_forward_args(rows, f, d, nullptr, p));
-    dev.matmul(g, wd, da, linear_backward_input_args(rows, f, d, false, p));
-    dev.matmul(g, a, dwd, linear_backward_weight_args(rows, f, d, p));
+    each([&](int64_t r, int64_t m) { dev.matmul(a + r * f, wd, y + r * d, linear_forward_args(m, f, d, nullptr, p)); });
+    each([&](int64_t r, int64_t m) { dev.matmul(g + r * d, wd, da + r * f, linear_backward_input_args(m, f, d, false, p)); });
+    each([&](int64_t r, int64_t m) { dev.matmul(g + r * d, a + r * f, dwd, linear_backward_weight_args(m, f, d, p)); });
     if (swiglu) dev.swiglu_backward(h, da, dh, rows, f);
-    dev.matmul(dh, x, dwgu, linear_backward_weight_args(rows, d, 2 * f, p));
-    dev.matmul(dh, wgu, dx, linear_backward_input_args(rows, d, 2 * f, false, p));
+    each([&](int64_t r, int64_t m) { dev.matmul(dh + r * 2 * f, x + r * d, dwgu, linear_backward_weight_args(m, d, 2 * f, p)); });
+    each([&](int64_t r, int64_t m) { dev.matmul(dh + r * 2 * f, wgu, dx + r * d, linear_backward_input_args(m, d, 2 * f, false, p)); });
   }
 };
 
@@ -166,8 +173,8 @@ int main(int argc, char** argv) {
     fill(x, 1.0f, rng);
     fill(dy, 1e-3f, rng);
     auto layer_pass = [&] {
-      layer.forward(x.data(), y.data(), R, 0, scratch.data(), p);
-      layer.backward(x.data(), dy.data(), dx.data(), R, T, 0.01f / float(R / T), 0, scratch.data(), p);
+      layer.forward(x.data(), y.data(), R, T, SequenceShard{}, 0, scratch.data(), p);
+      layer.backward(x.data(), dy.data(), dx.data(), R, 0.01f, 0, scratch.data(), p);
     };
     layer_pass();
     const std::vector<int64_t> counts = layer.tokens_per_expert(0);  // the routing the grouped products follow
@@ -182,7 +189,7 @@ int main(int argc, char** argv) {
         const int64_t n = n_e[size_t(e)];
         float* w = ew.data() + e * 3 * f * d;
         float* gw = egrad.data() + e * 3 * f * d;
-        if (n > 0) grouped.at(at, d, f, w, w + 2 * f * d, gw, gw + 2 * f * d).run(dev, n, d, f, p, swiglu);
+        if (n > 0) grouped.at(at, d, f, w, w + 2 * f * d, gw, gw + 2 * f * d).run(dev, n, d, f, p, swiglu, true);
         at += n;
       }
     };
@@ -217,7 +224,7 @@ int main(int argc, char** argv) {
     };
     for (int w = 0; w < 2; ++w) {  // primitive creation, page faults
       grouped_pass(counts, true);
-      dense_call.run(dev, R, d, F, p, true);
+      dense_call.run(dev, R, d, F, p, true, false);
       layer_pass();
     }
     std::vector<float> x_fixed = x;
@@ -226,13 +233,13 @@ int main(int argc, char** argv) {
       const std::vector<int64_t> fresh = new_routing();
       time(t_fixed, [&] { grouped_pass(counts, false); });
       time(t_new, [&] { grouped_pass(fresh, false); });
-      time(t_dense, [&] { dense_call.run(dev, R, d, F, p, false); });
+      time(t_dense, [&] { dense_call.run(dev, R, d, F, p, false, false); });
       fill(x, 1.0f, rng);
       time(t_layer, layer_pass);
       x.swap(x_fixed);
       time(t_layer_fixed, layer_pass);  // the first routing again
       x.swap(x_fixed);
-      time(t_ffn, [&] { dense_call.run(dev, R, d, F, p, true); });
+      time(t_ffn, [&] { dense_call.run(dev, R, d, F, p, true, false); });
       for (int64_t e = 0; e < E; ++e) new_shapes += fresh[size_t(e)] != counts[size_t(e)];
     }
     const double flops = 18.0 * double(R) * double(k) * double(d) * double(f);

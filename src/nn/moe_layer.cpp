@@ -116,22 +116,6 @@ int64_t MoeLayer::scratch_floats(int64_t rows) const {
   return std::max(forward, backward);
 }
 
-// A product over `rows` rows as pieces of kPiece rows and a tail cut into powers of two: f(first
-// row, rows) for each. oneDNN then meets at most nine row counts however the router spreads the
-// tokens: it makes a kernel per row count and keeps it, so a new count every step would cost a
-// kernel's making each time and memory that only grows.
-constexpr int64_t kPiece = 256;
-template <class F>
-void in_row_pieces(int64_t rows, F&& f) {
-  int64_t r = 0;
-  for (; rows - r >= kPiece; r += kPiece) f(r, kPiece);
-  for (int64_t n = kPiece / 2; n > 0; n /= 2)
-    if (rows - r >= n) {
-      f(r, n);
-      r += n;
-    }
-}
-
 template <class F>
 void MoeLayer::each_expert(const Saved& s, F&& f) const {
   for (int64_t e = 0; e < held_; ++e)
@@ -209,11 +193,11 @@ void MoeLayer::forward(const float* x, float* y, int64_t rows, int64_t T, const 
   each_expert(s, [&](int64_t e, int64_t at, int64_t n) {
     float *x_e = s.expert_x + at * d, *h = s.hidden + at * 2 * f, *a = s.act + at * f, *y_e = expert_y + at * d;
     const float *w_gu = gate_up_[size_t(e)].data(), *w_down = down_[size_t(e)].data();
-    in_row_pieces(n, [&](int64_t r, int64_t m) {
+    moe_row_pieces(n, [&](int64_t r, int64_t m) {
       dev_->matmul(x_e + r * d, w_gu, h + r * 2 * f, linear_forward_args(m, d, 2 * f, nullptr, p));
     });
     dev_->swiglu_forward(h, a, n, f);
-    in_row_pieces(n, [&](int64_t r, int64_t m) {
+    moe_row_pieces(n, [&](int64_t r, int64_t m) {
       dev_->matmul(a + r * f, w_down, y_e + r * d, linear_forward_args(m, f, d, nullptr, p));
     });
   });
@@ -233,17 +217,17 @@ void MoeLayer::backward(const float* x, const float* dy, float* dx, int64_t rows
     const float *h = s.hidden + at * 2 * f, *act = s.act + at * f, *xg = s.expert_x + at * d;
     float *g = w.dexpert + at * d, *da = w.dact + at * f, *dh = w.dhidden + at * 2 * f;
     const ParamRef &gu = gate_up_[size_t(e)], &down = down_[size_t(e)];
-    in_row_pieces(n, [&](int64_t r, int64_t m) {  // each product over every piece before the next product
+    moe_row_pieces(n, [&](int64_t r, int64_t m) {  // each product over every piece before the next product
       dev_->matmul(g + r * d, down.data(), da + r * f, linear_backward_input_args(m, f, d, false, p));
     });
-    in_row_pieces(n, [&](int64_t r, int64_t m) {
+    moe_row_pieces(n, [&](int64_t r, int64_t m) {
       dev_->matmul(g + r * d, act + r * f, down.grad(), linear_backward_weight_args(m, f, d, p));
     });
     dev_->swiglu_backward(h, da, dh, n, f);
-    in_row_pieces(n, [&](int64_t r, int64_t m) {
+    moe_row_pieces(n, [&](int64_t r, int64_t m) {
       dev_->matmul(dh + r * 2 * f, xg + r * d, gu.grad(), linear_backward_weight_args(m, d, 2 * f, p));
     });
-    in_row_pieces(n, [&](int64_t r, int64_t m) {  // g = d x rows (g spent above)
+    moe_row_pieces(n, [&](int64_t r, int64_t m) {  // g = d x rows (g spent above)
       dev_->matmul(dh + r * 2 * f, gu.data(), g + r * d, linear_backward_input_args(m, d, 2 * f, false, p));
     });
   });

@@ -20,6 +20,22 @@
 
 namespace dtrain {
 
+// A product over `rows` rows as the layer runs an expert's: f(first row, rows) for pieces of 256 rows
+// and a tail cut into powers of two. oneDNN then meets at most nine row counts however the router
+// spreads the tokens: it makes a kernel per row count and keeps it, so a new count every step would
+// cost a kernel's making each time and memory that only grows.
+template <class F>
+void moe_row_pieces(int64_t rows, F&& f) {
+  constexpr int64_t kPiece = 256;
+  int64_t r = 0;
+  for (; rows - r >= kPiece; r += kPiece) f(r, kPiece);
+  for (int64_t n = kPiece / 2; n > 0; n /= 2)
+    if (rows - r >= n) {
+      f(r, n);
+      r += n;
+    }
+}
+
 struct MoeSpec {
   int64_t dim = 0, experts = 0, top_k = 0, expert_ff = 0;
   bool sigmoid = false;   // router scores: sigmoid of each logit, else softmax over the experts
