@@ -143,14 +143,12 @@ void MoeLayer::exchange_counts(Saved& s) {
 
 // The rows at the held experts in two orders: as an exchange delivers them (by the rank they come
 // from, then by expert: "staged") and as the experts' products read them (by expert, then by rank).
-// to_experts: `in` is staged and `out` by expert; otherwise the reverse.
-// `next`: held + 1 host counts of scratch.
-static void regroup(ComputeDevice& dev, const std::vector<int64_t>& from, int64_t P, int64_t held, const float* in,
-                    float* out, int64_t width, bool to_experts, std::vector<int64_t>& next) {
-  std::fill(next.begin(), next.end(), 0);  // where each expert's next rows go, by expert
-  for (int64_t j = 0; j < P; ++j)
-    for (int64_t e = 0; e < held; ++e) next[size_t(e + 1)] += from[size_t(j * held + e)];
-  for (int64_t e = 0; e < held; ++e) next[size_t(e + 1)] += next[size_t(e)];
+// to_experts: `in` is staged and `out` by expert; otherwise the reverse. `at_offsets`: where each
+// expert's rows start by expert (exchange_counts'); `next`: held + 1 host counts of scratch.
+static void regroup(ComputeDevice& dev, const std::vector<int64_t>& from, const std::vector<int64_t>& at_offsets,
+                    int64_t P, int64_t held, const float* in, float* out, int64_t width, bool to_experts,
+                    std::vector<int64_t>& next) {
+  std::copy(at_offsets.begin(), at_offsets.end(), next.begin());  // where each expert's next rows go
   int64_t staged = 0;
   for (int64_t j = 0; j < P; ++j)
     for (int64_t e = 0; e < held; ++e) {
@@ -164,11 +162,11 @@ static void regroup(ComputeDevice& dev, const std::vector<int64_t>& from, int64_
 
 void MoeLayer::dispatch(const Saved& s, const float* by_expert, float* stage, float* at_experts, int64_t width) {
   exchange_->exchange_rows(by_expert, s.send_rows, stage, s.recv_rows, width);
-  regroup(*dev_, s.from, exchange_->ranks(), held_, stage, at_experts, width, true, next_);
+  regroup(*dev_, s.from, s.at_offsets, exchange_->ranks(), held_, stage, at_experts, width, true, next_);
 }
 
 void MoeLayer::combine_back(const Saved& s, const float* at_experts, float* stage, float* by_expert, int64_t width) {
-  regroup(*dev_, s.from, exchange_->ranks(), held_, at_experts, stage, width, false, next_);
+  regroup(*dev_, s.from, s.at_offsets, exchange_->ranks(), held_, at_experts, stage, width, false, next_);
   exchange_->exchange_rows(stage, s.recv_rows, by_expert, s.send_rows, width);
 }
 
