@@ -60,6 +60,10 @@ usage:
               [--costs F,B,I,W[,COMM][;F,B,I,W per further stage]] [--save LIST.txt] [--trace timeline.json]
   dtrain plan --file LIST.txt [--costs ...] [--trace ...]   (a pipeline schedule checked and simulated,
               printed as a time × rank grid; docs/pipeline.md)
+  dtrain plan --config FILE [--set key=value ...] --world N [--hardware h100|a100|cpu|FILE] [--top K]
+              [--mesh pp=P,dp_shard=S,tp=T,... | --mesh config] [--json]   (a whole job's layouts ranked by
+              predicted step time, each rank's memory built as a run builds it; docs/planning.md)
+  dtrain plan --calibrate [--ranks-per-node R] [--save FILE]   (this machine's hardware profile, measured)
   dtrain config keys                   (every config key: default, type or range, meaning)
   dtrain report RUN [RUN ...] [--out FILE]   (one self-contained HTML page: losses, throughput, step phases,
               resources, checkpoints, config; several runs overlaid; default RUN/report.html, or

@@ -170,38 +170,91 @@ std::vector<std::vector<int>> mesh_groups(const MeshShape& s, const std::vector<
   return out;
 }
 
-DeviceMesh::DeviceMesh(World& world, const MeshShape& shape, const World::BackendFactory& backend)
-    : shape_(shape), coord_(mesh_coord(shape, world.rank())) {
-  DT_ASSERT(shape.size() == world.size());
-  std::vector<int> everyone;
-  for (int r = 0; r < world.size(); ++r) everyone.push_back(r);
-  // Every rank walks every group in the same order (World::new_group is collective).
-  auto build = [&](const std::vector<MeshDim>& dims, const std::string& name) {
-    std::shared_ptr<ProcessGroup> mine;
-    for (const auto& members : mesh_groups(shape, dims)) {
-      std::shared_ptr<ProcessGroup> g;
-      if (!backend && members == everyone)
-        g = std::shared_ptr<ProcessGroup>(&world.all(), [](ProcessGroup*) {});
-      else
-        g = world.new_group(members, name, backend);
-      if (g) mine = g;
-    }
-    DT_ASSERT(mine);
-    return mine;
-  };
-  for (MeshDim d : kDims) groups_[size_t(d)] = build({d}, mesh_dim_name(d));
+DeviceMesh::DeviceMesh(const MeshShape& shape, int rank, const DimGroup& by_dims, const ExpertGroupOf& by_expert)
+    : shape_(shape), coord_(mesh_coord(shape, rank)) {
+  for (MeshDim d : kDims) groups_[size_t(d)] = by_dims({d}, mesh_dim_name(d));
   dp_ = shape.dp_shard == 1   ? groups_[size_t(MeshDim::dp_replicate)]
         : shape.dp_replicate == 1 ? groups_[size_t(MeshDim::dp_shard)]
-                                  : build({MeshDim::dp_replicate, MeshDim::dp_shard}, "dp");
+                                  : by_dims({MeshDim::dp_replicate, MeshDim::dp_shard}, "dp");
   const auto& cp = groups_[size_t(MeshDim::cp)];
   shard_ = shape.cp == 1 ? groups_[size_t(MeshDim::dp_shard)]
            : shape.dp_shard == 1 ? cp
-                                 : build({MeshDim::dp_shard, MeshDim::cp}, "dp_shard_cp");
+                                 : by_dims({MeshDim::dp_shard, MeshDim::cp}, "dp_shard_cp");
   dp_cp_ = shape.cp == 1    ? dp_
            : shape.dp() == 1 ? cp
            : shape.dp_replicate == 1 ? shard_
-                                     : build({MeshDim::dp_replicate, MeshDim::dp_shard, MeshDim::cp}, "dp_cp");
-  build_expert_groups(world, backend);
+                                     : by_dims({MeshDim::dp_replicate, MeshDim::dp_shard, MeshDim::cp}, "dp_cp");
+  if (shape_.ep == 1) {
+    expert_shard_ = shard_;
+    expert_replicas_ = dp_cp_;
+    return;
+  }
+  ep_ = by_expert(ExpertGroup::ep, "ep");
+  expert_shard_ = by_expert(ExpertGroup::shard, "expert_shard");
+  expert_replicas_ = by_expert(ExpertGroup::replicas, "expert_replicas");
+}
+
+DeviceMesh::DeviceMesh(World& world, const MeshShape& shape, const World::BackendFactory& backend)
+    : DeviceMesh(
+          shape, world.rank(),
+          // Every rank walks every group in the same order (World::new_group is collective).
+          [&](const std::vector<MeshDim>& dims, const std::string& name) {
+            std::vector<int> everyone;
+            for (int r = 0; r < world.size(); ++r) everyone.push_back(r);
+            std::shared_ptr<ProcessGroup> mine;
+            for (const auto& members : mesh_groups(shape, dims)) {
+              std::shared_ptr<ProcessGroup> g;
+              if (!backend && members == everyone)
+                g = std::shared_ptr<ProcessGroup>(&world.all(), [](ProcessGroup*) {});
+              else
+                g = world.new_group(members, name, backend);
+              if (g) mine = g;
+            }
+            DT_ASSERT(mine);
+            return mine;
+          },
+          [&](ExpertGroup which, const std::string& name) {
+            std::shared_ptr<ProcessGroup> mine;
+            for (int r = 0; r < shape.size(); ++r) {
+              const std::vector<int> members = expert_group(shape, r, which);
+              if (members.front() != r) continue;  // made with its first member
+              std::shared_ptr<ProcessGroup> g = world.new_group(members, name, backend);
+              if (g) mine = g;
+            }
+            DT_ASSERT(mine);
+            return mine;
+          }) {
+  DT_ASSERT(shape.size() == world.size());
+}
+
+namespace {
+
+// A planner's backend: moves no data, every operation done at once.
+class StandInBackend : public Backend {
+ public:
+  void allreduce(void*, size_t, ElemType, ReduceOp) override {}
+  void allgather(const void*, void*, const std::vector<size_t>&, ElemType) override {}
+  void reduce_scatter(const void*, void*, const std::vector<size_t>&, ElemType, ReduceOp) override {}
+  void broadcast(void*, size_t, ElemType, int) override {}
+  void all_to_all(const void*, void*, size_t, ElemType) override {}
+  void all_to_all_v(const void*, const std::vector<size_t>&, void*, const std::vector<size_t>&, ElemType) override {}
+  std::function<void()> post_send(const void*, size_t, int, uint32_t) override { return [] {}; }
+  std::function<void()> post_recv(void*, size_t, int, uint32_t) override { return [] {}; }
+  void barrier() override {}
+};
+
+}  // namespace
+
+std::unique_ptr<DeviceMesh> DeviceMesh::stand_in(const MeshShape& shape, int rank) {
+  auto group = [rank](std::vector<int> members, const std::string& name) {
+    const int me = int(std::find(members.begin(), members.end(), rank) - members.begin());
+    return std::make_shared<ProcessGroup>(name, std::move(members), me, Millis(60000), nullptr,
+                                          std::make_unique<StandInBackend>());
+  };
+  return std::unique_ptr<DeviceMesh>(new DeviceMesh(
+      shape, rank,
+      [&](const std::vector<MeshDim>& dims, const std::string& name) { return group(mesh_group(shape, rank, dims), name); },
+      [&](ExpertGroup which, const std::string& name) { return group(expert_group(shape, rank, which), name); }));
 }
 
 std::vector<int> expert_group(const MeshShape& s, int rank, ExpertGroup which) {
@@ -222,29 +275,6 @@ std::vector<int> expert_group(const MeshShape& s, int rank, ExpertGroup which) {
   for (int r = 0; r < s.size(); ++r)
     if (same(mesh_coord(s, r))) out.push_back(r);
   return out;
-}
-
-void DeviceMesh::build_expert_groups(World& world, const World::BackendFactory& backend) {
-  if (shape_.ep == 1) {
-    expert_shard_ = shard_;
-    expert_replicas_ = dp_cp_;
-    return;
-  }
-  // Every rank walks every group in the same order (World::new_group is collective).
-  auto build = [&](ExpertGroup which, const std::string& name) {
-    std::shared_ptr<ProcessGroup> mine;
-    for (int r = 0; r < shape_.size(); ++r) {
-      const std::vector<int> members = expert_group(shape_, r, which);
-      if (members.front() != r) continue;  // made with its first member
-      std::shared_ptr<ProcessGroup> g = world.new_group(members, name, backend);
-      if (g) mine = g;
-    }
-    DT_ASSERT(mine);
-    return mine;
-  };
-  ep_ = build(ExpertGroup::ep, "ep");
-  expert_shard_ = build(ExpertGroup::shard, "expert_shard");
-  expert_replicas_ = build(ExpertGroup::replicas, "expert_replicas");
 }
 
 size_t DeviceMesh::buffer_bytes() const {

@@ -3,6 +3,7 @@
 // inside a node), with the process group of every line of ranks along each dimension, and of data
 // parallelism as a whole, built once; and expert parallel's groups, which fold into dp_shard × cp.
 #pragma once
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -71,6 +72,10 @@ class DeviceMesh {
   // (Gloo when null); a group of one rank needs no connection, and where a group is the whole world
   // over Gloo, the world's own group serves.
   DeviceMesh(World& world, const MeshShape& shape, const World::BackendFactory& backend = nullptr);
+  // A planner's mesh (`dtrain plan`): rank `rank`'s groups of `shape` alone, each over a backend that
+  // moves no data (every operation returns at once, leaving its buffers as they were), so that one
+  // process can build any rank's parts as a run builds them, without the other ranks.
+  static std::unique_ptr<DeviceMesh> stand_in(const MeshShape& shape, int rank);
 
   const MeshShape& shape() const { return shape_; }
   const MeshCoord& coord() const { return coord_; }
@@ -96,7 +101,10 @@ class DeviceMesh {
   std::string placement(int max_ranks = 1 << 30) const;
 
  private:
-  void build_expert_groups(World& world, const World::BackendFactory& backend);
+  // This rank's group along some dimensions, or of expert parallel's kind.
+  using DimGroup = std::function<std::shared_ptr<ProcessGroup>(const std::vector<MeshDim>&, const std::string&)>;
+  using ExpertGroupOf = std::function<std::shared_ptr<ProcessGroup>(ExpertGroup, const std::string&)>;
+  DeviceMesh(const MeshShape& shape, int rank, const DimGroup& by_dims, const ExpertGroupOf& by_expert);
 
   MeshShape shape_;
   MeshCoord coord_;

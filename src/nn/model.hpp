@@ -121,6 +121,10 @@ class Model {
   // are host memory and stay unchanged until the slot's backward is done; hidden states are on the
   // device.
   int num_stages() const { return int(stages_.size()); }
+  // Stage k's model-wide units [first, last), and unit u's training FLOPs per sample (this slice's).
+  std::pair<int, int> stage_units(int k) const { return {stages_[size_t(k)].first, stages_[size_t(k)].last}; }
+  double unit_flops(int u) const { return modules_[size_t(u)]->train_flops_per_sample(); }
+  int64_t unit_output_floats(int u, const StepContext& ctx) const { return modules_[size_t(u)]->output_floats(ctx); }
   bool holds_whole_model() const;
   // Where the caller puts a stage's input (the previous stage's output) before its forward, and
   // its output's gradient before its backward; where the stage leaves its output after forward and

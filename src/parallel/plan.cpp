@@ -131,10 +131,10 @@ ParallelModel::ParallelModel(const UnitFactory& make_units, int64_t max_batch, C
     fsdp.keep_for_step = shape.pp > 1;  // gathered once per step, not once per micro-batch
     fsdp_ = std::make_unique<FullyShardedDataParallel>(model_->units(), mesh.shard(), replicas, device, fsdp,
                                                        &mesh.expert_shard());
-    fsdp_->init_parameters(seed);
+    if (plan.draw_weights) fsdp_->init_parameters(seed);
   } else {
     model_ = std::make_unique<Model>(std::move(units), max_batch, device, ParamStorage::owned, stages);
-    model_->init_weights(seed);
+    if (plan.draw_weights) model_->init_weights(seed);
     if (shape.dp() * shape.cp > 1)
       ddp_ = std::make_unique<DataParallel>(model_->units(), mesh.dp_cp(), plan.ddp_bucket_bytes, &mesh.expert_replicas());
   }

@@ -50,6 +50,9 @@ struct ParallelPlan {
   FsdpOptions fsdp;                    // dp_shard > 1
   size_t ddp_bucket_bytes = 0;         // dp > 1 without sharding; 0: DataParallel's automatic size
   CpMode cp_mode = CpMode::ring;       // cp > 1: ring or all-to-all attention
+  // false: every part is built and nothing is written into it, not even the initial weights (the
+  // planner builds a rank's parts on a device that only counts what they take)
+  bool draw_weights = true;
 };
 
 // This rank's tensor-parallel slice of the model on `mesh`.

@@ -13,6 +13,7 @@
 #include "train/checkpoint/history.hpp"
 #include "train/checkpoint/resume.hpp"
 #include "train/device_setup.hpp"
+#include "train/model_plan.hpp"
 #include "train/rank_agreement.hpp"
 #include "train/report/memory_account.hpp"
 
@@ -200,25 +201,8 @@ void TrainingParts::build_model() {
   // micro-batches runs a shorter schedule), so a micro-batch split from train.global_batch needs
   // nothing more of it.
   const int64_t B = batch_split.micro_batch;
-  ParallelPlan plan;
-  plan.tp_sequence = cfg.parallel.tp_sequence;
-  plan.tp_overlap = cfg.parallel.tp_overlap;
-  plan.tp_overlap_chunks = int(cfg.parallel.tp_overlap_chunks);
-  plan.recompute = cfg.train.recompute_mode();
-  plan.cp_mode = cp_mode(cfg.parallel.cp_mode);
-  plan.fsdp.prefetch = int(cfg.parallel.fsdp_prefetch);
-  plan.fsdp.reshard_after_forward = cfg.parallel.fsdp_reshard_after_forward;
-  plan.fsdp.accumulate = batch_split.accum > 1;
-  plan.fsdp.gather_bf16 = precision == Precision::bf16;  // master shards and optimizer state stay f32
-  plan.fsdp.reduce_bf16 = cfg.parallel.fsdp_reduce_dtype == "bf16";
-  plan.ddp_bucket_bytes = size_t(cfg.parallel.bucket_mb * (1 << 20));
-  plan.pp.schedule = cfg.parallel.pp_schedule;
-  plan.pp.schedule_file = cfg.parallel.pp_schedule_file;
-  plan.pp.virtual_stages = int(cfg.parallel.pp_virtual);
-  plan.pp.microbatches = int(cfg.parallel.microbatches);
-  plan.pp.split = cfg.pp_split_units();
-  plan.pp.unit_costs = cfg.pp_unit_cost_list();
-  plan.pp.batch_rows = {B, rank_samples % B, 1};  // every batch, the epoch's short last one, a filler
+  // every batch, the epoch's short last one, a filler
+  const ParallelPlan plan = parallel_plan_of(cfg, precision, batch_split.accum, {B, rank_samples % B, 1});
   auto too_big = [&](const std::string& why) {
     const std::string what = cfg.train.global_batch > 0
                                  ? "train.global_batch's micro-batch of " + std::to_string(B) + " samples per rank"
@@ -232,15 +216,7 @@ void TrainingParts::build_model() {
   };
   // On the CPU the activations are checked against the memory left before any of it is touched.
   const size_t limit = dev->kind() == DeviceKind::cpu ? size_t(available_host_bytes()) : SIZE_MAX;
-  const UnitFactory units = [&](TpSlice slice, TpRegions& regions, SequenceAttention* sequence,
-                                ExpertExchange* experts) {
-    UnitList u = kind.units(cfg.model, *dev, slice, regions, sequence, experts);
-    if (plan.recompute == Recompute::selective && !u.recomputes_selectively())
-      throw ConfigError("train.recompute = selective: model.kind = " + kind.name() +
-                        " has no attention or activation it could recompute selectively: use "
-                        "train.recompute = full (each hidden unit's forward again in its backward) or none");
-    return u;
-  };
+  const UnitFactory units = model_units_of(kind, cfg.model, *dev, plan.recompute);
   try {
     parallel = std::make_unique<ParallelModel>(units, B, *dev, *mesh, plan, cfg.optim, cfg.train.seed, limit);
   } catch (const ActivationsDoNotFit& e) {

@@ -6,13 +6,16 @@
 #include "metrics/chrome_trace.hpp"
 #include "parallel/pp/schedule.hpp"
 #include "train/commands/commands.hpp"
+#include "train/commands/plan_job.hpp"
 #include "train/report/run_report.hpp"
 
 namespace dtrain {
 
 int plan_command(int argc, char** argv) {
-  CommandArgs a = parse_command_args(argc, argv, 2, {},
-                                     {"pp", "microbatches", "schedule", "virtual", "file", "save", "trace", "costs"});
+  CommandArgs a = parse_command_args(argc, argv, 2, {"json", "calibrate"},
+                                     {"pp", "microbatches", "schedule", "virtual", "file", "save", "trace", "costs",
+                                      "config", "set", "world", "hardware", "top", "mesh", "ranks-per-node"});
+  if (!a.get("config").empty() || a.flag("calibrate")) return plan_job_command(a);
   if (!a.positional.empty())
     throw Error("dtrain plan takes no argument `" + a.positional[0] + "`: see `dtrain --help`");
   const ActionCosts costs = a.get("costs").empty() ? ActionCosts{} : parse_action_costs(a.get("costs"));

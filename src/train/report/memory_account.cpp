@@ -8,17 +8,22 @@
 
 namespace dtrain {
 
-MemoryAccount memory_account(const RunParts& r, size_t save_buffers, int64_t start_rss) {
-  const Model& model = r.par.model();
-  const FullyShardedDataParallel* fsdp = r.par.fsdp();
+MemoryAccount model_memory(ParallelModel& par) {
+  const Model& model = par.model();
+  const FullyShardedDataParallel* fsdp = par.fsdp();
   MemoryAccount a;
   a.model_state =
-      (fsdp ? fsdp->shard_bytes() : 2 * held_floats(model) * int64_t(sizeof(float))) + r.par.optimizer().state_bytes();
+      (fsdp ? fsdp->shard_bytes() : 2 * held_floats(model) * int64_t(sizeof(float))) + par.optimizer().state_bytes();
   a.gather_buffers = fsdp ? fsdp->pool_bytes() + fsdp->grad_pool_bytes() : 0;
   a.activations = int64_t(model.activation_bytes());
+  if (ContextParallel* cp = par.context_parallel()) a.context_buffers = int64_t(cp->buffer_bytes());
+  return a;
+}
+
+MemoryAccount memory_account(const RunParts& r, size_t save_buffers, int64_t start_rss) {
+  MemoryAccount a = model_memory(r.par);
   a.kernel_scratch = int64_t(r.dev.kernel_scratch_bytes());
   a.comm_buffers = int64_t(r.mesh.buffer_bytes());
-  if (ContextParallel* cp = r.par.context_parallel()) a.context_buffers = int64_t(cp->buffer_bytes());
   a.save_buffers = int64_t(save_buffers);
   a.at_start = start_rss;
   return a;

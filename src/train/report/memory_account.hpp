@@ -31,6 +31,10 @@ struct MemoryAccount {
   std::string describe() const;
 };
 
+// What the parallel model's parts planned and took (model state, gather buffers, activations,
+// context-parallel buffers): the same numbers for a run and for the planner, which builds them alike.
+MemoryAccount model_memory(ParallelModel& par);
+
 // This rank's account now (after the run: the kernels' scratch and the groups' working space are
 // sized by then). save_buffers: RunSaver::buffer_bytes(); start_rss: at_start, in bytes.
 MemoryAccount memory_account(const RunParts& r, size_t save_buffers, int64_t start_rss);

@@ -1,0 +1,13 @@
+// `dtrain plan --calibrate`: this machine's hardware profile, measured — matrix products per precision
+// on the CPU device, the bandwidth element-wise kernels stream, the process's own memory, and
+// all-reduce bandwidth and latency between two local ranks over Gloo.
+#pragma once
+#include "train/plan/hardware.hpp"
+
+namespace dtrain {
+
+// `ranks_per_node`: the ranks a job would run here, each with cores/ranks_per_node threads (the
+// figures are per rank).
+Hardware calibrate_this_machine(int ranks_per_node);
+
+}  // namespace dtrain

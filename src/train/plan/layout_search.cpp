@@ -1,0 +1,145 @@
+// The planner's search (see layout_search.hpp).
+#include "train/plan/layout_search.hpp"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace dtrain {
+
+namespace {
+
+constexpr double kGiB = double(1 << 30);
+
+std::vector<int> powers_of_two_dividing(int n, int most) {
+  std::vector<int> out;
+  for (int k = 1; k <= most && n % k == 0; k *= 2) out.push_back(k);
+  return out;
+}
+
+// The model's hidden units (its blocks): the most pipeline stages it can be cut into.
+int hidden_units(const PlanJob& job) {
+  const Json& v = job.cfg.model.values;
+  return v.contains("layers") ? int(v["layers"].get<int64_t>()) : 2;
+}
+
+}  // namespace
+
+int64_t job_global_batch(const PlanJob& job, int world) {
+  if (job.cfg.train.global_batch > 0) return job.cfg.train.global_batch;
+  const Layout own = layout_of_config(job.cfg, world);
+  return job.cfg.train.batch_size * job.cfg.train.grad_accum * own.shape.dp();
+}
+
+std::string PlannedLayout::why_not(const PlannedLayout& best) const {
+  char b[200];
+  if (!refused.empty()) return refused;
+  if (!fits) {
+    std::snprintf(b, sizeof b, "needs %.1f GiB on rank %d", need_bytes / kGiB, worst.rank);
+    return b;
+  }
+  const double slower = time.total() / best.time.total() - 1.0;
+  std::snprintf(b, sizeof b, "%.0f%% slower: %s", slower * 100, time.largest_overhead().c_str());
+  return b;
+}
+
+PlannedLayout plan_layout(const PlanJob& job, const Layout& layout, int64_t global_batch, const Hardware& h) {
+  PlannedLayout p;
+  p.layout = layout;
+  p.global_batch = global_batch;
+  PlanJob sized = job;
+  sized.cfg.train.global_batch = global_batch;
+  try {
+    std::vector<RankBuild> stages;  // one per pipeline rank, for the time model
+    for (int r : distinct_ranks(layout.shape)) {
+      RankBuild b = build_rank(sized, layout, r);
+      const double need = double(b.memory.total()) + h.process_gib * kGiB;
+      if (need > p.need_bytes || stages.empty()) {
+        p.need_bytes = need;
+        p.worst = b;
+      }
+      if (b.coord.tp == 0) stages.push_back(std::move(b));
+    }
+    p.split = batch_split_of(with_layout(sized, layout), layout.shape);
+    p.fits = p.need_bytes <= h.memory_gib * kGiB;
+    p.time = step_time(sized, layout, stages, h);
+  } catch (const Error& e) {  // a layout the model cannot take (what must divide, a cut, the batch)
+    p.refused = e.what();
+    return p;
+  }
+  const double tokens = double(global_batch) * double(job.kind->sample_shape(job.cfg.model).targets);
+  p.tokens_per_s = tokens / p.time.total();
+  const double peak = h.peak_tflops(job.precision) * 1e12 * double(layout.shape.size());
+  p.mfu = double(global_batch) * job.flops_per_sample / p.time.total() / peak;
+  return p;
+}
+
+SearchResult search_layouts(const PlanJob& job, int world, const Hardware& h) {
+  SearchResult res;
+  res.global_batch = job_global_batch(job, world);
+  const int node = std::max(1, std::min(h.ranks_per_node, world));
+  const int layers = hidden_units(job);
+  const bool experts = job.cfg.model.kind == "moe";
+  for (int tp : powers_of_two_dividing(world, node))
+    // context parallel's ring and all-to-all attention run on the CPU only in this version
+    for (int cp : powers_of_two_dividing(world / tp, h.device == "cuda" ? 1 : node / tp))
+      for (int pp : powers_of_two_dividing(world / tp / cp, layers)) {
+        const int dp = world / tp / cp / pp;
+        if (res.global_batch % dp != 0) continue;
+        // data parallel: replicated, fully sharded, or sharded within a node and replicated across
+        std::vector<std::pair<int, int>> dps = {{dp, 1}};
+        if (dp > 1) dps.push_back({1, dp});
+        const int in_node = std::max(1, node / (tp * cp));
+        if (dp > in_node && in_node > 1 && dp % in_node == 0) dps.push_back({dp / in_node, in_node});
+        std::vector<std::pair<std::string, int>> schedules = {{"1f1b", 1}};
+        if (pp > 1 && layers % (2 * pp) == 0) schedules.push_back({"interleaved-1f1b", 2});
+        const int64_t per_rank = res.global_batch / dp;
+        std::vector<int> micro = {0};
+        if (pp > 1) {
+          micro.clear();
+          for (int m = pp; m <= per_rank && m <= 8 * pp; m *= 2) micro.push_back(m);
+          if (micro.empty()) continue;
+        }
+        for (auto [dpr, dps_] : dps)
+          for (const auto& [schedule, v] : schedules)
+            for (int m : micro) {
+              int ep = 1;
+              if (experts) {  // the experts over as many ranks of dp_shard × cp as they divide into
+                const int64_t e = job.cfg.model.values.contains("experts") ? job.cfg.model.values["experts"].get<int64_t>() : 1;
+                for (int k = dps_ * cp; k > 1; --k)
+                  if ((dps_ * cp) % k == 0 && e % k == 0) {
+                    ep = k;
+                    break;
+                  }
+              }
+              for (Recompute rc : {Recompute::none, Recompute::selective, Recompute::full}) {
+                Layout l;
+                l.shape = {pp, dpr, dps_, tp, cp};
+                l.shape.ep = ep;
+                l.schedule = schedule;
+                l.virtual_stages = v;
+                l.microbatches = m;
+                l.tp_sequence = tp > 1;
+                l.recompute = rc;
+                ++res.considered;
+                PlannedLayout p = plan_layout(job, l, res.global_batch, h);
+                if (!p.refused.empty()) {
+                  ++res.refused;
+                  if (rc == Recompute::none) res.layouts.push_back(std::move(p));
+                  break;  // recompute will not make the model take it
+                }
+                const bool fits = p.fits;
+                res.layouts.push_back(std::move(p));
+                if (fits) break;  // more recompute would only be slower
+              }
+            }
+      }
+  std::stable_sort(res.layouts.begin(), res.layouts.end(), [](const PlannedLayout& a, const PlannedLayout& b) {
+    const int ra = !a.refused.empty() ? 2 : a.fits ? 0 : 1, rb = !b.refused.empty() ? 2 : b.fits ? 0 : 1;
+    if (ra != rb) return ra < rb;
+    if (ra == 0) return a.time.total() < b.time.total();
+    return a.need_bytes < b.need_bytes;
+  });
+  return res;
+}
+
+}  // namespace dtrain

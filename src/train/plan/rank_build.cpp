@@ -1,0 +1,78 @@
+// build_rank and distinct_ranks (see rank_build.hpp).
+#include "train/plan/rank_build.hpp"
+
+#include <algorithm>
+
+#include "kernels/counting_device.hpp"
+#include "train/model_plan.hpp"
+#include "train/report/run_report.hpp"
+
+namespace dtrain {
+
+namespace {
+
+RankWork work_of(ParallelModel& par, const BatchSplit& split) {
+  RankWork w;
+  Model& model = par.model();
+  StepContext ctx;
+  ctx.B = model.max_batch();
+  ctx.T = model.sample_shape().targets;
+  w.micro_batch = model.max_batch();
+  w.hidden_floats = model.unit_output_floats(0, ctx);
+  w.activation_bytes = int64_t(model.activation_bytes());
+  const PipelineEngine* pipe = par.pipeline();
+  w.passes = split.accum * (pipe ? pipe->schedule().microbatches : 1);
+  for (int k = 0; k < model.num_stages(); ++k) {
+    RankWork::Stage s;
+    const auto [first, last] = model.stage_units(k);
+    for (int u = first; u < last; ++u) s.flops_per_sample += model.unit_flops(u);
+    s.units = last - first;
+    s.output_floats = model.stage_output_floats(k, ctx);
+    w.stages.push_back(s);
+  }
+  for (const Unit* u : model.units()) {
+    w.unit_floats.push_back(u->numel());
+    w.held_floats += u->numel();
+    if (u->experts()) w.expert_floats += u->numel();
+  }
+  if (const DataParallel* ddp = par.ddp()) w.ddp_buckets = int64_t(ddp->num_buckets());
+  w.state_floats = par.optimizer().state_bytes() / int64_t(sizeof(float));
+  return w;
+}
+
+}  // namespace
+
+RankBuild build_rank(const PlanJob& job, const Layout& layout, int rank) {
+  const RunConfig cfg = with_layout(job, layout);
+  cfg.validate();
+  const BatchSplit split = batch_split_of(cfg, layout.shape);
+  ParallelPlan plan = parallel_plan_of(cfg, job.precision, split.accum, {split.micro_batch});
+  plan.draw_weights = false;
+  CountingDevice dev;
+  const std::unique_ptr<DeviceMesh> mesh = DeviceMesh::stand_in(layout.shape, rank);
+  const UnitFactory units = model_units_of(*job.kind, cfg.model, dev, plan.recompute);
+  ParallelModel par(units, split.micro_batch, dev, *mesh, plan, cfg.optim, cfg.train.seed);
+  RankBuild b;
+  b.rank = rank;
+  b.coord = mesh->coord();
+  b.memory = model_memory(par);
+  b.device_bytes = dev.peak();
+  b.work = work_of(par, split);
+  return b;
+}
+
+std::vector<int> distinct_ranks(const MeshShape& shape) {
+  std::vector<int> ranks;
+  for (int pp = 0; pp < shape.pp; ++pp)
+    for (int tp : {0, shape.tp - 1}) {
+      MeshCoord c;
+      c.pp = pp;
+      c.tp = tp;
+      ranks.push_back(mesh_rank(shape, c));
+    }
+  std::sort(ranks.begin(), ranks.end());
+  ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+  return ranks;
+}
+
+}  // namespace dtrain

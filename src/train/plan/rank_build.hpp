@@ -1,0 +1,50 @@
+// One rank of a layout built as a run builds it — its slice of its stages, its shards, optimizer state,
+// activation slots, gather pools — on a device that only counts (CountingDevice) and a mesh whose
+// groups move no data (DeviceMesh::stand_in): its memory, part by part, from the code that takes it
+// in a run, and what the time model reads of its parts.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "train/plan/job.hpp"
+#include "train/report/memory_account.hpp"
+
+namespace dtrain {
+
+// What the time model needs of a built rank.
+struct RankWork {
+  struct Stage {
+    double flops_per_sample = 0.0;  // its units' training FLOPs for one sample (this rank's slice)
+    int64_t output_floats = 0;      // its output hidden state for one micro-batch (0: the loss unit's)
+    int units = 0;                  // hidden units (Transformer blocks) in it
+  };
+  std::vector<Stage> stages;      // this rank's pipeline stages, in model order
+  int64_t micro_batch = 0;        // samples a pass (a pipeline micro-batch) holds
+  int64_t hidden_floats = 0;      // a hidden state of one pass (the input unit's output; this rank's rows)
+  int64_t activation_bytes = 0;   // the activations and buffers planned for its passes
+  int64_t passes = 1;             // passes per optimizer step (accumulation × micro-batches)
+  int64_t held_floats = 0;        // parameters this rank's slice holds (before FSDP shards them)
+  int64_t expert_floats = 0;      // of them, the experts'
+  std::vector<int64_t> unit_floats;  // each held unit's (FSDP gathers one at a time)
+  int64_t ddp_buckets = 0;        // DDP: buckets of the gradients
+  int64_t state_floats = 0;       // the optimizer's state floats on this rank
+};
+
+struct RankBuild {
+  int rank = 0;
+  MeshCoord coord;
+  MemoryAccount memory;     // model state, gather buffers, activations (model_memory of the built parts)
+  size_t device_bytes = 0;  // the most the counting device had handed out at once (the parts took no more)
+  RankWork work;
+};
+
+// Builds rank `rank` of `layout` for `job`. Error (a ConfigError) for a layout the model cannot take,
+// as the run would say it.
+RankBuild build_rank(const PlanJob& job, const Layout& layout, int rank);
+
+// The ranks of `shape` whose parts differ (each pipeline stage; the first and last tensor-parallel
+// slice, which may hold more of a vocabulary that does not divide): the planner builds these.
+std::vector<int> distinct_ranks(const MeshShape& shape);
+
+}  // namespace dtrain

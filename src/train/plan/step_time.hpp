@@ -1,0 +1,47 @@
+// The planner's time model: a training step of one rank from its built parts (RankWork) on a machine
+// (Hardware). Compute from the units' FLOPs over the measured matrix-product rate plus the activations
+// streamed over memory bandwidth; each collective from a latency/bandwidth model of the link its
+// group spans (in a node, or between nodes) and the algorithm (ring, tree); overlap as each strategy
+// overlaps (DDP's buckets behind the backward, FSDP's prefetched gathers behind the units before); the
+// pipeline's bubble from its schedule simulated on those costs.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "train/plan/hardware.hpp"
+#include "train/plan/rank_build.hpp"
+
+namespace dtrain {
+
+struct StepTime {
+  double compute = 0.0;   // the rank's forward and backward passes (recompute included)
+  double bubble = 0.0;    // pipeline: idle time of the schedule on those costs, its transfers' waits included
+  double data_parallel = 0.0;  // DDP / FSDP / HSDP communication not hidden behind compute
+  double tensor_parallel = 0.0;
+  double context_parallel = 0.0;
+  double expert_parallel = 0.0;
+  double optimizer = 0.0;
+  double total() const {
+    return compute + bubble + data_parallel + tensor_parallel + context_parallel + expert_parallel +
+           optimizer;
+  }
+  // "412 ms: 350 compute + 21 bubble + 30 dp + 11 optimizer"
+  std::string describe() const;
+  // The largest part after compute, named ("bubble", "data-parallel communication", …).
+  std::string largest_overhead() const;
+};
+
+// Seconds of one collective moving `bytes` per rank over a group of n ranks on `link`: all-reduce
+// 2(n−1)/n of the bytes over the bus, all-gather, reduce-scatter and all-to-all (n−1)/n, point to
+// point all of them; latency per the algorithm's steps.
+enum class Collective { all_reduce, all_gather, reduce_scatter, all_to_all, p2p };
+double collective_seconds(Collective c, double bytes, int n, const Link& link, const std::string& algorithm);
+
+// The link a group of global ranks spans: the node's when all sit in one node, else the network's.
+const Link& link_of(const std::vector<int>& ranks, const Hardware& h);
+
+// One optimizer step of `layout`, from the builds of its pipeline ranks (`stages[i]`: a rank of pp
+// coordinate i), as the slowest rank sees it.
+StepTime step_time(const PlanJob& job, const Layout& layout, const std::vector<RankBuild>& stages, const Hardware& h);
+
+}  // namespace dtrain
