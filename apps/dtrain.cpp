@@ -63,7 +63,7 @@ usage:
   dtrain plan --config FILE [--set key=value ...] --world N [--hardware h100|a100|cpu|FILE] [--top K]
               [--mesh pp=P,dp_shard=S,tp=T,... | --mesh config] [--json]   (a whole job's layouts ranked by
               predicted step time, each rank's memory built as a run builds it; docs/planning.md)
-  dtrain plan --calibrate [--ranks-per-node R] [--save FILE]   (this machine's hardware profile, measured)
+  dtrain plan --calibrate [--ranks-per-node R] [--threads T] [--save FILE]   (this machine's hardware profile, measured)
   dtrain config keys                   (every config key: default, type or range, meaning)
   dtrain report RUN [RUN ...] [--out FILE]   (one self-contained HTML page: losses, throughput, step phases,
               resources, checkpoints, config; several runs overlaid; default RUN/report.html, or

@@ -2,6 +2,7 @@
 #include "comm/mesh.hpp"
 
 #include <algorithm>
+#include <cstring>
 
 #include "core/error.hpp"
 
@@ -229,27 +230,87 @@ DeviceMesh::DeviceMesh(World& world, const MeshShape& shape, const World::Backen
 
 namespace {
 
-// A planner's backend: moves no data, every operation done at once.
+// A planner's operation's place on its clock: issued at the compute stream's time, ending when the
+// backend has placed it after the group's operation before it.
+class StandInOrder : public StreamOrder {
+ public:
+  StandInOrder(StandInClock* clock, std::string group) : clock_(clock), group_(std::move(group)), issued(clock->now()) {}
+  bool finished() override { return true; }
+  void wait_on_compute() override { clock_->wait_until(start, end, group_); }
+
+ private:
+  StandInClock* clock_;
+  std::string group_;
+
+ public:
+  const double issued;
+  double start = 0.0, end = 0.0;  // set by the backend when it runs the operation
+};
+
+// A planner's backend: moves no data, every operation done at once; with a clock, each one timed.
 class StandInBackend : public Backend {
  public:
-  void allreduce(void*, size_t, ElemType, ReduceOp) override {}
-  void allgather(const void*, void*, const std::vector<size_t>&, ElemType) override {}
-  void reduce_scatter(const void*, void*, const std::vector<size_t>&, ElemType, ReduceOp) override {}
-  void broadcast(void*, size_t, ElemType, int) override {}
-  void all_to_all(const void*, void*, size_t, ElemType) override {}
-  void all_to_all_v(const void*, const std::vector<size_t>&, void*, const std::vector<size_t>&, ElemType) override {}
-  std::function<void()> post_send(const void*, size_t, int, uint32_t) override { return [] {}; }
-  std::function<void()> post_recv(void*, size_t, int, uint32_t) override { return [] {}; }
-  void barrier() override {}
+  StandInBackend(StandInClock* clock, std::string group, std::vector<int> ranks)
+      : clock_(clock), group_(std::move(group)), ranks_(std::move(ranks)) {}
+  bool instant() const override { return true; }
+  std::shared_ptr<StreamOrder> mark_issue() override {
+    return clock_ ? std::make_shared<StandInOrder>(clock_, group_) : nullptr;
+  }
+  void use_order(std::shared_ptr<StreamOrder> order) override { order_ = std::static_pointer_cast<StandInOrder>(order); }
+  void allreduce(void*, size_t n, ElemType t, ReduceOp) override { timed("allreduce", n * elem_size(t)); }
+  void allgather(const void*, void*, const std::vector<size_t>& counts, ElemType t) override {
+    timed("allgather", total(counts) * elem_size(t));
+  }
+  void reduce_scatter(const void*, void*, const std::vector<size_t>& counts, ElemType t, ReduceOp) override {
+    timed("reduce_scatter", total(counts) * elem_size(t));
+  }
+  void broadcast(void*, size_t n, ElemType t, int) override { timed("broadcast", n * elem_size(t)); }
+  // Equal shares (counts ahead of rows: host memory): every rank is taken to send what this one does,
+  // so each block comes back as this rank sent it.
+  void all_to_all(const void* in, void* out, size_t n, ElemType t) override {
+    if (n) std::memmove(out, in, n * ranks_.size() * elem_size(t));
+    timed("all_to_all", n * ranks_.size() * elem_size(t));
+  }
+  void all_to_all_v(const void*, const std::vector<size_t>& send, void*, const std::vector<size_t>&, ElemType t) override {
+    timed("all_to_all", total(send) * elem_size(t));
+  }
+  std::function<void()> post_send(const void*, size_t bytes, int, uint32_t) override {
+    timed("send", bytes);
+    return [] {};
+  }
+  std::function<void()> post_recv(void*, size_t bytes, int, uint32_t) override {
+    timed("recv", bytes);
+    return [] {};
+  }
+  void barrier() override { timed("barrier", 0); }
+
+ private:
+  static size_t total(const std::vector<size_t>& counts) {
+    size_t n = 0;
+    for (size_t c : counts) n += c;
+    return n;
+  }
+  void timed(const char* op, size_t bytes) {
+    if (!clock_ || !order_) return;
+    order_->start = std::max(order_->issued, free_at_);
+    order_->end = free_at_ = order_->start + clock_->seconds(op, double(bytes), ranks_, group_);
+    order_.reset();
+  }
+
+  StandInClock* clock_;
+  std::string group_;
+  std::vector<int> ranks_;
+  std::shared_ptr<StandInOrder> order_;
+  double free_at_ = 0.0;  // when the group's last operation ends
 };
 
 }  // namespace
 
-std::unique_ptr<DeviceMesh> DeviceMesh::stand_in(const MeshShape& shape, int rank) {
-  auto group = [rank](std::vector<int> members, const std::string& name) {
+std::unique_ptr<DeviceMesh> DeviceMesh::stand_in(const MeshShape& shape, int rank, StandInClock* clock) {
+  auto group = [rank, clock](std::vector<int> members, const std::string& name) {
     const int me = int(std::find(members.begin(), members.end(), rank) - members.begin());
-    return std::make_shared<ProcessGroup>(name, std::move(members), me, Millis(60000), nullptr,
-                                          std::make_unique<StandInBackend>());
+    auto backend = std::make_unique<StandInBackend>(clock, name, members);
+    return std::make_shared<ProcessGroup>(name, std::move(members), me, Millis(60000), nullptr, std::move(backend));
   };
   return std::unique_ptr<DeviceMesh>(new DeviceMesh(
       shape, rank,

@@ -66,6 +66,23 @@ enum class ExpertGroup { ep, shard, replicas };
 // `rank`'s group of that kind, in rank order.
 std::vector<int> expert_group(const MeshShape& s, int rank, ExpertGroup which);
 
+// The planner's clock for a stand-in mesh's operations (DeviceMesh::stand_in): the compute stream's
+// time an operation is issued at, what it costs on its group, and the compute stream waiting for it.
+// An operation starts when it is issued and its group's previous one has finished.
+class StandInClock {
+ public:
+  virtual ~StandInClock() = default;
+  virtual double now() = 0;  // the compute stream's time, seconds (called on the issuing thread)
+  // Seconds of one operation (`op`: "allreduce", "allgather", "reduce_scatter", "broadcast",
+  // "all_to_all", "send", "recv", "barrier"), `bytes` this rank's side, over group `group` of `ranks`
+  // (called on the group's communication thread as the operation runs).
+  virtual double seconds(const std::string& op, double bytes, const std::vector<int>& ranks,
+                         const std::string& group) = 0;
+  // The compute stream waits (on the waiting thread) for an operation of group `group` that ran from
+  // `start` to `end`.
+  virtual void wait_until(double start, double end, const std::string& group) = 0;
+};
+
 class DeviceMesh {
  public:
   // Collective: every rank of `world` calls it with the same shape. Groups are made with `backend`
@@ -75,7 +92,8 @@ class DeviceMesh {
   // A planner's mesh (`dtrain plan`): rank `rank`'s groups of `shape` alone, each over a backend that
   // moves no data (every operation returns at once, leaving its buffers as they were), so that one
   // process can build any rank's parts as a run builds them, without the other ranks.
-  static std::unique_ptr<DeviceMesh> stand_in(const MeshShape& shape, int rank);
+  // `clock` (optional, outliving the mesh) times every operation as the planner's model says.
+  static std::unique_ptr<DeviceMesh> stand_in(const MeshShape& shape, int rank, StandInClock* clock = nullptr);
 
   const MeshShape& shape() const { return shape_; }
   const MeshCoord& coord() const { return coord_; }

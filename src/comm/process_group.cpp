@@ -142,7 +142,7 @@ WorkPtr ProcessGroup::enqueue(std::string op, size_t bytes, const std::string& d
   if (!p2p) ++issued_;
   w->what_ = what + (p2p ? " (after operation #" : " (operation #") + std::to_string(issued_) + " of process group '" + name_ + "', " +
              std::to_string(size()) + " ranks)";
-  if (blocking && queue_.empty() && !busy_) {
+  if ((blocking || backend_->instant()) && queue_.empty() && !busy_) {
     // Nothing in flight: run on the caller's thread (no hand-off latency), in the same order.
     busy_ = true;
     lock.unlock();
@@ -152,8 +152,11 @@ WorkPtr ProcessGroup::enqueue(std::string op, size_t bytes, const std::string& d
     }
     lock.lock();
     busy_ = false;
+    // the communication thread waits only for queued work or the end (a wake-up for nothing costs
+    // two context switches per operation)
+    const bool wake = !queue_.empty() || stop_;
     lock.unlock();
-    cv_.notify_all();
+    if (wake) cv_.notify_all();
     return w;
   }
   queue_.emplace_back(w, std::move(fn));

@@ -89,6 +89,9 @@ class Backend {
   }
   // Host bytes it keeps between operations (working space, grow-only); callable from any thread.
   virtual size_t buffer_bytes() const { return 0; }
+  // Whether its operations take no time (a planner's stand-in): then they run on the issuing thread,
+  // in order, rather than being handed to the communication thread.
+  virtual bool instant() const { return false; }
 };
 
 class Liveness;

@@ -1,6 +1,8 @@
 // A device that runs nothing and counts what is taken of it: the planner (`dtrain plan`) builds a
-// rank's model, optimizer and strategies on it exactly as a run does, and reads the bytes they took.
+// rank's model, optimizer and strategies on it exactly as a run does, reads the bytes they took, and
+// runs a training step on it, each kernel call telling what it would do (on_kernel) and touching nothing.
 #pragma once
+#include <functional>
 #include <map>
 #include <string>
 
@@ -8,14 +10,31 @@
 
 namespace dtrain {
 
+// What one kernel call would do: the kernel (ComputeDevice's name for it), its family ("matmul",
+// "attention", "conv", "classifier": the fused head and loss; "stream": element-wise; "optimizer":
+// the update), its FLOPs and the bytes it reads and writes; a matrix product's M, N, K (attention:
+// B·H, T, Dh; the head: N, V, d).
+struct KernelWork {
+  const char* name;
+  const char* family;
+  double flops = 0.0, bytes = 0.0;
+  int64_t M = 0, N = 0, K = 0;
+  Precision precision = Precision::f32;
+  bool trans_a = false, trans_b = false;  // a matrix product's operand layouts (MatmulArgs)
+};
+
 class CountingDevice final : public ComputeDevice {
  public:
+  // Every kernel call from now on, told (the planner times them).
+  void on_kernel(std::function<void(const KernelWork&)> f) { on_kernel_ = std::move(f); }
   // `describe`: what it stands for, e.g. "H100 SXM (planned)".
   explicit CountingDevice(std::string describe = "counting device") : describe_(std::move(describe)) {}
+  ~CountingDevice() override;
+  CountingDevice(const CountingDevice&) = delete;
   DeviceKind kind() const override { return DeviceKind::cpu; }
   std::string describe() const override { return describe_; }
-  // Addresses in a reserved range nobody may touch (reading or writing one ends the process at once,
-  // never silently): planning takes no memory.
+  // Addresses in a reserved range without backing memory (reads find zeros; see counting_device.cpp):
+  // planning takes no memory for what it plans.
   void* allocate_zeroed(size_t bytes) override;
   void release(void* p) override;
   bool host_accessible() const override { return true; }
@@ -32,86 +51,157 @@ class CountingDevice final : public ComputeDevice {
   double timer_seconds() override { return 0.0; }
   size_t maxpool_workspace_bytes(const PoolShape& s) override { return cpu_device().maxpool_workspace_bytes(s); }
 
-  // Planning runs no kernel: each of these is an internal error.
-  void matmul(const float*, const float*, float*, const MatmulArgs&) override { no_kernel("matmul"); }
-  void colsum_accumulate(const float*, float*, int64_t, int64_t) override { no_kernel("colsum_accumulate"); }
-  void add(const float*, const float*, float*, int64_t) override { no_kernel("add"); }
-  void scale(float*, float, int64_t) override { no_kernel("scale"); }
-  void to_bf16(const float*, uint16_t*, int64_t) override { no_kernel("to_bf16"); }
-  void from_bf16(const uint16_t*, float*, int64_t) override { no_kernel("from_bf16"); }
-  void sumsq(const float*, int64_t, double*) override { no_kernel("sumsq"); }
-  void layernorm_forward(const float*, const float*, const float*, float*, float*, float*, int64_t, int64_t,
+  // Kernels run nothing; each tells the planner's cost model what it would do (on_kernel, when set).
+  void matmul(const float*, const float*, float*, const MatmulArgs& a) override {
+    work({"matmul", "matmul", 2.0 * double(a.M) * double(a.N) * double(a.K), 4.0 * double(a.M * a.K + a.K * a.N + a.M * a.N),
+          a.M, a.N, a.K, a.precision, a.trans_a, a.trans_b});
+  }
+  void colsum_accumulate(const float*, float*, int64_t rows, int64_t cols) override { stream("colsum_accumulate", 4.0 * rows * cols); }
+  void add(const float*, const float*, float*, int64_t n) override { stream("add", 12.0 * n); }
+  void scale(float*, float, int64_t n) override { stream("scale", 8.0 * n); }
+  void to_bf16(const float*, uint16_t*, int64_t n) override { stream("to_bf16", 6.0 * n); }
+  void from_bf16(const uint16_t*, float*, int64_t n) override { stream("from_bf16", 6.0 * n); }
+  void sumsq(const float*, int64_t n, double*) override { stream("sumsq", 4.0 * n); }
+  void layernorm_forward(const float*, const float*, const float*, float*, float*, float*, int64_t rows, int64_t dim,
                          float) override {
-    no_kernel("layernorm_forward");
+    stream("layernorm_forward", 8.0 * rows * dim);
   }
   void layernorm_backward(const float*, const float*, const float*, const float*, const float*, float*, float*, float*,
-                          int64_t, int64_t, bool) override {
-    no_kernel("layernorm_backward");
+                          int64_t rows, int64_t dim, bool) override {
+    stream("layernorm_backward", 16.0 * rows * dim);
   }
-  void rmsnorm_forward(const float*, const float*, float*, float*, int64_t, int64_t, float) override {
-    no_kernel("rmsnorm_forward");
+  void rmsnorm_forward(const float*, const float*, float*, float*, int64_t rows, int64_t dim, float) override {
+    stream("rmsnorm_forward", 8.0 * rows * dim);
   }
-  void rmsnorm_backward(const float*, const float*, const float*, const float*, float*, float*, int64_t, int64_t,
-                        bool) override {
-    no_kernel("rmsnorm_backward");
+  void rmsnorm_backward(const float*, const float*, const float*, const float*, float*, float*, int64_t rows,
+                        int64_t dim, bool) override {
+    stream("rmsnorm_backward", 16.0 * rows * dim);
   }
-  void attention_forward(const float*, float*, float*, const AttentionShape&, const DropoutSpec&) override {
-    no_kernel("attention_forward");
+  void attention_forward(const float*, float*, float*, const AttentionShape& s, const DropoutSpec&) override {
+    attention("attention_forward", s, s.T, 1.0);
   }
-  void attention_backward(const float*, const float*, const float*, float*, const AttentionShape&,
+  void attention_backward(const float*, const float*, const float*, float*, const AttentionShape& s,
                           const DropoutSpec&) override {
-    no_kernel("attention_backward");
+    attention("attention_backward", s, s.T, 2.0);
   }
-  void rope_forward(float*, const RopeShape&) override { no_kernel("rope_forward"); }
-  void rope_backward(float*, const RopeShape&) override { no_kernel("rope_backward"); }
-  void activation_forward(Activation, const float*, float*, int64_t) override { no_kernel("activation_forward"); }
-  void activation_backward(Activation, const float*, const float*, float*, int64_t) override {
-    no_kernel("activation_backward");
+  void kv_block_pack(const float*, float*, const AttentionShape& s) override { stream("kv_block_pack", 16.0 * s.B * s.T * s.kv() * s.Dh); }
+  void kv_block_unpack(const float*, float*, const AttentionShape& s) override {
+    stream("kv_block_unpack", 16.0 * s.B * s.T * s.kv() * s.Dh);
   }
-  void relu_backward_from_output(const float*, const float*, float*, int64_t, float) override {
-    no_kernel("relu_backward_from_output");
+  void attention_block_forward(const float*, const float*, const SequenceShard&, float*, float*, const AttentionBlocks& a,
+                               const DropoutSpec&, bool) override {
+    attention("attention_block_forward", a.shape, a.shape.T, 1.0);
   }
-  void swiglu_forward(const float*, float*, int64_t, int64_t) override { no_kernel("swiglu_forward"); }
-  void swiglu_backward(const float*, const float*, float*, int64_t, int64_t) override { no_kernel("swiglu_backward"); }
-  void dropout_forward(const float*, float*, int64_t, int64_t, const DropoutSpec&) override {
-    no_kernel("dropout_forward");
+  void attention_blocks_finish(float*, const float*, float*, const AttentionBlocks& a) override {
+    stream("attention_blocks_finish", 8.0 * a.shape.B * a.shape.T * a.shape.H * a.shape.Dh);
   }
-  void dropout_backward(const float*, float*, int64_t, int64_t, const DropoutSpec&) override {
-    no_kernel("dropout_backward");
+  void attention_blocks_delta(const float*, const float*, float*, const AttentionBlocks& a) override {
+    stream("attention_blocks_delta", 8.0 * a.shape.B * a.shape.T * a.shape.H * a.shape.Dh);
   }
-  void embedding_forward(const int32_t*, const float*, const float*, float*, int64_t, int64_t, int64_t,
+  void attention_block_backward(const float*, const float*, const float*, const SequenceShard&, const float*,
+                                const float*, float*, float*, const AttentionBlocks& a, const DropoutSpec&,
+                                bool) override {
+    attention("attention_block_backward", a.shape, a.shape.T, 2.0);
+  }
+  void rope_forward(float*, const RopeShape& s) override { stream("rope_forward", 8.0 * s.B * s.T * (s.heads + s.kv()) * s.head_dim); }
+  void rope_backward(float*, const RopeShape& s) override { stream("rope_backward", 8.0 * s.B * s.T * (s.heads + s.kv()) * s.head_dim); }
+  void activation_forward(Activation a, const float*, float*, int64_t n) override {
+    stream(a == Activation::relu ? "relu_forward" : "gelu_forward", 8.0 * n);
+  }
+  void activation_backward(Activation, const float*, const float*, float*, int64_t n) override { stream("activation_backward", 12.0 * n); }
+  void relu_backward_from_output(const float*, const float*, float*, int64_t n, float) override { stream("relu_backward_from_output", 12.0 * n); }
+  void swiglu_forward(const float*, float*, int64_t rows, int64_t f) override { stream("swiglu_forward", 12.0 * rows * f); }
+  void swiglu_backward(const float*, const float*, float*, int64_t rows, int64_t f) override {
+    stream("swiglu_backward", 20.0 * rows * f);
+  }
+  void dropout_forward(const float*, float*, int64_t rows, int64_t cols, const DropoutSpec& s) override {
+    if (s.p > 0) stream("dropout_forward", 8.0 * rows * cols);
+  }
+  void dropout_backward(const float*, float*, int64_t rows, int64_t cols, const DropoutSpec& s) override {
+    if (s.p > 0) stream("dropout_backward", 8.0 * rows * cols);
+  }
+  void embedding_forward(const int32_t*, const float*, const float*, float*, int64_t B, int64_t T, int64_t d,
                          VocabRange) override {
-    no_kernel("embedding_forward");
+    stream("embedding_forward", 12.0 * B * T * d);
   }
-  void embedding_backward(const int32_t*, const float*, float*, float*, int64_t, int64_t, int64_t,
+  void embedding_backward(const int32_t*, const float*, float*, float*, int64_t B, int64_t T, int64_t d,
                           VocabRange) override {
-    no_kernel("embedding_backward");
+    stream("embedding_backward", 16.0 * B * T * d);
   }
-  void conv2d_forward(const float*, const float*, const float*, float*, const ConvShape&, Precision) override {
-    no_kernel("conv2d_forward");
+  void conv2d_forward(const float*, const float*, const float*, float*, const ConvShape& s, Precision p) override {
+    conv("conv2d_forward", s, p);
   }
-  void conv2d_backward_input(const float*, const float*, float*, const ConvShape&, Precision) override {
-    no_kernel("conv2d_backward_input");
+  void conv2d_backward_input(const float*, const float*, float*, const ConvShape& s, Precision p) override { conv("conv2d_backward_input", s, p); }
+  void conv2d_backward_weight(const float*, const float*, float*, float*, const ConvShape& s, Precision p) override {
+    conv("conv2d_backward_weight", s, p);
   }
-  void conv2d_backward_weight(const float*, const float*, float*, float*, const ConvShape&, Precision) override {
-    no_kernel("conv2d_backward_weight");
+  void maxpool_forward(const float*, float*, void*, const PoolShape& s) override {
+    stream("maxpool_forward", 4.0 * double(s.input_floats() + 2 * s.output_floats()));
   }
-  void maxpool_forward(const float*, float*, void*, const PoolShape&) override { no_kernel("maxpool_forward"); }
-  void maxpool_backward(const float*, const float*, const float*, float*, const void*, const PoolShape&) override {
-    no_kernel("maxpool_backward");
+  void maxpool_backward(const float*, const float*, const float*, float*, const void*, const PoolShape& s) override {
+    stream("maxpool_backward", 4.0 * double(2 * s.input_floats() + 2 * s.output_floats()));
   }
-  void classifier_loss(const ClassifierArgs&, float*, double*) override { no_kernel("classifier_loss"); }
-  void adamw_update(float*, const float*, float*, float*, int64_t, const AdamWHyper&) override {
-    no_kernel("adamw_update");
+  // The fused head: logits, their softmax and its gradient, dx and dW: three products of N × V × d.
+  void classifier_loss(const ClassifierArgs& a, float*, double*) override {
+    work({"classifier_loss", "classifier", 6.0 * double(a.N) * double(a.V) * double(a.d),
+          4.0 * double(a.N * a.d + a.V * a.d) * 3.0 + 8.0 * double(a.N) * double(a.V), a.N, a.V, a.d, a.precision});
   }
-  void sgd_update(float*, const float*, float*, int64_t, const SgdHyper&) override { no_kernel("sgd_update"); }
+  void adamw_update(float*, const float*, float*, float*, int64_t n, const AdamWHyper&) override {
+    work({"adamw_update", "optimizer", 0.0, 28.0 * double(n), 0, 0, 0, Precision::f32});
+  }
+  void sgd_update(float*, const float*, float*, int64_t n, const SgdHyper&) override {
+    work({"sgd_update", "optimizer", 0.0, 16.0 * double(n), 0, 0, 0, Precision::f32});
+  }
+  // The routing is the data's: planned as balanced (each expert the same share of the chosen rows),
+  // its counts written where the layer reads them on the host.
+  void moe_route(const float*, float*, int32_t*, float*, int64_t* counts, int64_t* offsets, int32_t*, int32_t*,
+                 const MoeRouting& r) override {
+    offsets[0] = 0;
+    for (int64_t e = 0; e < r.experts; ++e) {
+      counts[e] = r.chosen() / r.experts + (e < r.chosen() % r.experts ? 1 : 0);
+      offsets[e + 1] = offsets[e] + counts[e];
+    }
+    stream("moe_route", 8.0 * double(r.rows * r.experts));
+  }
+  void moe_gather(const float*, const int32_t*, float*, int64_t n, int64_t d) override { stream("moe_gather", 8.0 * n * d); }
+  void moe_combine(const float*, const int32_t*, const float*, float*, const MoeRouting& r, int64_t d) override {
+    stream("moe_combine", 8.0 * double(r.chosen() * d));
+  }
+  void moe_combine_backward(const float*, const float*, const int32_t*, const float*, float*, float*,
+                            const MoeRouting& r, int64_t d) override {
+    stream("moe_combine_backward", 16.0 * double(r.chosen() * d));
+  }
+  void moe_route_backward(const float*, const int32_t*, const float*, const float*, float*,
+                          const MoeRouting& r) override {
+    stream("moe_route_backward", 12.0 * double(r.rows * r.experts));
+  }
 
  private:
-  [[noreturn]] void no_kernel(const char* name) const;
+  void work(const KernelWork& w) {
+    if (on_kernel_) on_kernel_(w);
+  }
+  void stream(const char* name, double bytes) { work({name, "stream", 0.0, bytes, 0, 0, 0, Precision::f32}); }
+  // Scores and weighted values: 4·B·H·T·keys·Dh FLOPs a pass (half of them under the causal mask),
+  // `times` that for a backward; the bytes: the packed q, k, v rows and the output, and the
+  // probabilities [B, H, T, keys] this kernel keeps (written forward, read and their gradient made
+  // backward).
+  void attention(const char* name, const AttentionShape& s, int64_t keys, double times) {
+    const double flops = 4.0 * double(s.B * s.H) * double(s.T) * double(keys) * double(s.Dh) * (s.causal ? 0.5 : 1.0);
+    const double rows = 4.0 * double(s.B * s.T) * double(s.row_width() + s.H * s.Dh);
+    const double probs = 4.0 * double(s.B * s.H) * double(s.T) * double(keys);
+    work({name, "attention", times * flops, times * (rows + probs), s.B * s.H, s.T, s.Dh, s.precision});
+  }
+  void conv(const char* name, const ConvShape& s, Precision p) {
+    work({name, "conv", 2.0 * s.macs(), 4.0 * double(s.input_floats() + s.output_floats() + s.weight_floats()), 0, 0, 0, p});
+  }
+
+  std::function<void(const KernelWork&)> on_kernel_;
 
   std::string describe_;
   std::multimap<void*, size_t> live_;
-  size_t next_ = 0;  // where the next block starts in the reserved range
+  void* slot_ = nullptr;  // its share of the reserved range (taken at the first block)
+  size_t next_ = 0;       // where the next block starts in it
+  size_t touched_ = 0;    // how far blocks have reached into it
   size_t in_use_ = 0, peak_ = 0;
 };
 

@@ -207,7 +207,7 @@ void TrainingParts::build_model() {
     const std::string what = cfg.train.global_batch > 0
                                  ? "train.global_batch's micro-batch of " + std::to_string(B) + " samples per rank"
                                  : "train.batch_size = " + std::to_string(B);
-    return Error(what + " does not fit in " +
+    return ModelDoesNotFit(what + " does not fit in " +
                  (dev->kind() == DeviceKind::cpu ? "this machine's memory" : dev->describe() + "'s memory") + " (" +
                  why + ")" + (dev->kind() == DeviceKind::cpu ? memory_limit_note() : std::string()) +
                  (cfg.train.global_batch > 0

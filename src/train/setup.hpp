@@ -24,6 +24,14 @@
 
 namespace dtrain {
 
+// The model of the run's config does not fit in the memory of this rank's device at its layout
+// (TrainingParts::build_model): the message names the batch and the fix; `dtrain train` adds the
+// planner's best layout that fits.
+class ModelDoesNotFit : public Error {
+ public:
+  explicit ModelDoesNotFit(const std::string& what) : Error(what) {}
+};
+
 struct TrainingParts {
   // Collective. resume: go on from run_dir's newest good checkpoint (or `from`, a checkpoint folder
   // of this or another run); dtrun's restarts resume too. Errors of the config, the data, the layout

@@ -3,7 +3,8 @@
 # allocates with, so for each layout (1 process, DDP 2, FSDP 2, TP 2 + SP, PP 2 under two schedules,
 # CP 2, EP 2, recompute) its model state, gather buffers and activations equal the run's own account
 # (summary.json) byte for byte; the search ranks layouts that fit and says why the others lost; a
-# 1024-rank plan prints; bad input is one line.
+# 1024-rank plan prints; an out-of-memory start names a layout that fits, which then runs; bad input
+# is one line.
 source "$2/tests/e2e/lib.sh" "$1" "$2" "to read summary.json"
 d=$bin/dtrain
 common=(--config "$src/configs/quickstart.toml" --set data.dir="$work/data" --set model.dim=32
@@ -33,12 +34,13 @@ check() {
 import json, sys
 run, plan, name = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), sys.argv[3]
 mem = plan["memory"]
-bad = [k for k in ("model_state_bytes", "gather_buffer_bytes", "activation_bytes") if run[k] != mem[k]]
+mem = next(r for r in plan["ranks"] if r["rank"] == 0)  # summary.json's parts are rank 0's
+parts = ("model_state_bytes", "gather_buffer_bytes", "activation_bytes", "context_buffer_bytes")
+bad = [k for k in parts if run[k] != mem[k]]
 for k in bad: print(f"{name}: {k} run {run[k]} plan {mem[k]}")
-planned = sum(mem[k] for k in ("model_state_bytes", "gather_buffer_bytes", "activation_bytes"))
-print(f"ok  {name}: {plan['layout']}: planned {planned / 2**20:.2f} MiB of model state, gather buffers and "
-      f"activations, the run's own account the same; run accounted {run['accounted_bytes'] / 2**20:.1f} MiB, "
-      f"plan {plan['need_bytes'] / 2**20:.1f} MiB with the profile's process")
+planned = sum(mem[k] for k in parts)
+print(f"ok  {name}: {plan['layout']}: rank 0's model state, gather buffers, activations and context buffers "
+      f"planned {planned / 2**20:.2f} MiB, the run's own account the same")
 sys.exit(1 if bad else 0)
 PYEOF
 }
@@ -82,6 +84,22 @@ PYEOF
 grep -q "on 1024 ranks of H100 SXM" "$work/big.out" && grep -q "^best: " "$work/big.out" ||
   fail "the 1024-rank plan should name the machine and a best layout: $(cat "$work/big.out")"
 echo "ok  1024 H100s: $(grep 'layouts considered' "$work/big.out")"
+
+# Out of memory: `dtrain train` names the planner's layout of its world that fits, and that layout runs
+# under the same limit (address space: ulimit -v, per process).
+oom=(--config "$src/configs/quickstart.toml" --set data.dir="$work/data" --set model.seq_len=64
+  --set train.batch_size=1024 --set train.max_steps=1 --set train.eval_every=0 --set train.threads=1
+  --set train.progress=false)
+rc=0
+(ulimit -v 3000000; "$bin/dtrun" --standalone --nproc-per-node 2 "$d" train "${oom[@]}" --run-dir "$work/oom") \
+  >"$work/oom.out" 2>&1 || rc=$?
+grep -q "does not fit in this machine's memory" "$work/oom.out" && grep -q "the planner finds a layout of 2 ranks that fits" "$work/oom.out" ||
+  fail "an out-of-memory start should name a layout that fits (rc $rc): $(cat "$work/oom.out")"
+read -r -a fits <<<"$(grep -o "that fits: [^:]*: \(--set [^ ]* \?\)*" "$work/oom.out" | head -1 | sed 's/^[^-]*--set/--set/')"
+[ ${#fits[@]} -ge 8 ] || fail "no --set options in: $(cat "$work/oom.out")"
+(ulimit -v 3000000; "$bin/dtrun" --standalone --nproc-per-node 2 "$d" train "${oom[@]}" "${fits[@]}" --run-dir "$work/oom2") \
+  >"$work/oom2.out" 2>&1 || fail "the planner's layout did not run under the same limit: $(tail -3 "$work/oom2.out")"
+echo "ok  out of memory at DDP 2; the planner's layout runs: ${fits[*]}"
 
 expect_one_error "a mesh not the world" "makes 4 ranks, --world is 2" \
   "$d" plan "${common[@]}" --world 2 --mesh dp_shard=4

@@ -53,6 +53,7 @@ SKIPS = [
                                                      "in a new root"),
     (r"^(scripts/build\.sh && )?bench/|^build/bin/bench_", "a benchmark: minutes of measurement (bench/README.md "
                                                             "quotes its figures)"),
+    (r"dtrain plan --calibrate", "measures this machine (about 45 s): bench/plan.sh runs it"),
 ]
 
 

@@ -14,7 +14,7 @@ namespace dtrain {
 int plan_command(int argc, char** argv) {
   CommandArgs a = parse_command_args(argc, argv, 2, {"json", "calibrate"},
                                      {"pp", "microbatches", "schedule", "virtual", "file", "save", "trace", "costs",
-                                      "config", "set", "world", "hardware", "top", "mesh", "ranks-per-node"});
+                                      "config", "set", "world", "hardware", "top", "mesh", "ranks-per-node", "threads"});
   if (!a.get("config").empty() || a.flag("calibrate")) return plan_job_command(a);
   if (!a.positional.empty())
     throw Error("dtrain plan takes no argument `" + a.positional[0] + "`: see `dtrain --help`");

@@ -1,10 +1,13 @@
 // `dtrain train`: a run from a config, or resumed (--resume: resume_target), on this process's World.
 #include <cstdio>
+#include <memory>
 
 #include "comm/world.hpp"
 #include "train/checkpoint/resume.hpp"
 #include "train/commands/commands.hpp"
 #include "train/device_setup.hpp"
+#include "train/plan/fit_note.hpp"
+#include "train/setup.hpp"
 #include "train/threads.hpp"
 #include "train/trainer.hpp"
 
@@ -33,8 +36,15 @@ int train_command(int argc, char** argv) {
   const CommBackend backend =
       same_on_every_rank([&] { return choose_comm_backend(cfg.parallel.backend, runs_on_gpu(cfg.train), env); });
   World world(env, Millis(cfg.parallel.timeout_s * 1000), backend);
-  Trainer t(cfg, run_dir, !resume.empty(), world, checkpoint);
-  t.run();
+  std::unique_ptr<Trainer> t;
+  try {
+    t = std::make_unique<Trainer>(cfg, run_dir, !resume.empty(), world, checkpoint);
+  } catch (const ModelDoesNotFit& e) {  // the planner's best layout of this world that fits, named
+    const bool cpu = !runs_on_gpu(cfg.train);
+    const double per_rank = cpu ? double(available_host_bytes()) / std::max(1, env.local_world_size) : 0.0;
+    throw Error(e.what() + (cpu ? fitting_layout_note(cfg, world.size(), per_rank, "cpu") : std::string()));
+  }
+  t->run();
   world.shutdown();
   if (world.rank() == 0)
     std::printf("run dir: %s (metrics.jsonl, summary.json, model_best/, model_final/, checkpoints/)\n",

@@ -6,13 +6,16 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <thread>
 #include <vector>
 
 #include "comm/world.hpp"
+#include "kernels/counting_device.hpp"
 #include "kernels/device.hpp"
 #include "tensor/memory.hpp"
 #include "train/report/memory_account.hpp"
@@ -22,25 +25,50 @@ namespace dtrain {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+constexpr int kSizes = 13;  // all-reduce sizes measured: 4 B × 4^i
 
 template <class F>
-double best_seconds(int reps, F&& f) {
-  f();  // warm-up (oneDNN makes its kernel here)
-  double best = 1e30;
+double median_seconds(int reps, F&& f) {
+  f();
+  std::vector<double> t;
   for (int i = 0; i < reps; ++i) {
     const auto t0 = Clock::now();
     f();
-    best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count());
+    t.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+// The best of `reps` timings of f, each over enough calls to last 10 ms (a short kernel's timing is
+// otherwise its noise).
+template <class F>
+double best_seconds(int reps, F&& f) {
+  auto t0 = Clock::now();
+  f();  // warm-up (oneDNN makes its kernel here)
+  const double once = std::chrono::duration<double>(Clock::now() - t0).count();
+  const int calls = once >= 0.01 ? 1 : int(std::min(1000.0, std::ceil(0.01 / std::max(once, 1e-7))));
+  double best = 1e30;
+  for (int i = 0; i < reps; ++i) {
+    t0 = Clock::now();
+    for (int c = 0; c < calls; ++c) f();
+    best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count() / calls);
   }
   return best;
 }
 
+// Over shapes of a model's Linear layers (M rows of a batch; N, K its widths): all their FLOPs over
+// all their best times.
 double matmul_tflops(Precision p) {
-  const int64_t n = 1024;
-  std::vector<float> a(size_t(n * n), 0.5f), b(size_t(n * n), 0.25f), c(size_t(n * n));
-  const MatmulArgs args{n, n, n, false, false, false, nullptr, p};
-  const double s = best_seconds(5, [&] { cpu_device().matmul(a.data(), b.data(), c.data(), args); });
-  return 2.0 * double(n * n * n) / s / 1e12;
+  const int64_t shapes[][3] = {{4096, 768, 768}, {4096, 2048, 512}, {4096, 512, 2048}, {1024, 1024, 1024}};
+  double flops = 0.0, seconds = 0.0;
+  for (const auto& [M, N, K] : shapes) {
+    std::vector<float> a(size_t(M * K), 0.5f), b(size_t(K * N), 0.25f), c(size_t(M * N), 0.0f);
+    const MatmulArgs args{M, N, K, false, false, false, nullptr, p};
+    seconds += best_seconds(3, [&] { cpu_device().matmul(a.data(), b.data(), c.data(), args); });
+    flops += 2.0 * double(M) * double(N) * double(K);
+  }
+  return flops / seconds / 1e12;
 }
 
 double memory_gbs() {
@@ -50,8 +78,9 @@ double memory_gbs() {
   return 3.0 * double(n) * sizeof(float) / s / 1e9;  // two reads, one write
 }
 
-// All-reduce between two local processes over Gloo: {bus GB/s at 64 MiB, latency µs from 4 bytes}.
-Link local_link() {
+// All-reduce between two local processes over Gloo: its seconds at sizes from 4 bytes to 64 MiB into
+// h (node_allreduce), the link as bus GB/s at 64 MiB and latency µs from 4 bytes.
+Link local_link(Hardware& h) {
   const std::string dir = (std::filesystem::temp_directory_path() / ("dtrain-calibrate-" + std::to_string(getpid()))).string();
   std::filesystem::create_directories(dir);
   int fds[2];
@@ -70,15 +99,45 @@ Link local_link() {
       env.token = "calibrate";
       omp_set_num_threads(1);
       World world(env, Millis(60000));
-      std::vector<float> big(size_t(16) << 20, 1.0f);  // 64 MiB
-      float small = 1.0f;
-      const double bw = best_seconds(3, [&] { world.all().allreduce(big.data(), big.size()); });
-      const double lat = best_seconds(50, [&] { world.all().allreduce(&small, 1); });
-      world.shutdown();
-      if (r == 0) {
-        const double out[2] = {double(big.size() * sizeof(float)) / bw / 1e9, lat / 2.0 * 1e6};  // busbw = algbw × 2(n−1)/n = algbw
-        if (write(fds[1], out, sizeof out) != ssize_t(sizeof out)) code = 1;
+      // As in a job, each rank's cores compute while its communication thread moves the data: the
+      // all-reduce by size beside a computation (an idle machine's cores wake up slower: small
+      // all-reduces take ten times longer there than in a run), and what it takes of that computation:
+      // products per second alone and beside 4 MiB all-reduces, the products lost per second of them.
+      std::atomic<bool> busy{true};
+      std::atomic<int64_t> done{0};
+      std::thread compute([&busy, &done] {
+        omp_set_num_threads(1);
+        const int64_t m = 256;
+        std::vector<float> a(size_t(m * m), 0.5f), c(size_t(m * m), 0.0f);
+        const MatmulArgs args{m, m, m, false, false, false, nullptr, Precision::f32};
+        while (busy.load()) {
+          cpu_device().matmul(a.data(), a.data(), c.data(), args);
+          ++done;
+        }
+      });
+      std::vector<float> buf(size_t(16) << 20, 1.0f);  // up to 64 MiB
+      double out[kSizes + 1];
+      for (int i = 0; i < kSizes; ++i) {
+        const size_t n = size_t(1) << (2 * i);  // 1, 4, 16, … floats: 4 B to 64 MiB
+        out[i] = median_seconds(n > (size_t(1) << 20) ? 5 : 21, [&] { world.all().allreduce(buf.data(), n); });
       }
+      world.all().barrier();
+      int64_t before = done.load();
+      auto t0 = Clock::now();
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      const double alone = double(done.load() - before) / std::chrono::duration<double>(Clock::now() - t0).count();
+      world.all().barrier();
+      constexpr int kBeside = 40;
+      before = done.load();
+      t0 = Clock::now();
+      for (int k = 0; k < kBeside; ++k) world.all().allreduce(buf.data(), size_t(1) << 20);
+      const double loop = std::chrono::duration<double>(Clock::now() - t0).count();
+      const double lost = std::max(0.0, 1.0 - double(done.load() - before) / loop / alone) * loop;
+      out[kSizes] = std::clamp(lost / loop, 0.0, 4.0);
+      busy = false;
+      compute.join();
+      world.shutdown();
+      if (r == 0 && write(fds[1], out, sizeof out) != ssize_t(sizeof out)) code = 1;
     } catch (const std::exception& e) {
       std::fprintf(stderr, "dtrain: calibrate rank %d: %s\n", r, e.what());
       code = 1;
@@ -86,7 +145,7 @@ Link local_link() {
     std::_Exit(code);
   }
   close(fds[1]);
-  double got[2] = {0, 0};
+  double got[kSizes + 1] = {};
   const ssize_t n = read(fds[0], got, sizeof got);
   close(fds[0]);
   int ok = 0;
@@ -98,28 +157,165 @@ Link local_link() {
   std::filesystem::remove_all(dir);
   require(ok == 2 && n == ssize_t(sizeof got), "dtrain plan --calibrate: the two local ranks could not measure an all-reduce "
                                                "(see the lines above)");
-  return {got[0], got[1]};
+  for (int i = 0; i < kSizes; ++i) {  // rising with the bytes (a small size's noise smoothed over)
+    h.allreduce_bytes.push_back(4.0 * double(size_t(1) << (2 * i)));
+    h.allreduce_seconds.push_back(i ? std::max(got[i], h.allreduce_seconds.back()) : got[i]);
+  }
+  h.comm_steal = got[kSizes];
+  // busbw = algbw × 2(n−1)/n = algbw for two ranks; a step's latency: half the smallest all-reduce
+  return {h.allreduce_bytes.back() / got[kSizes - 1] / 1e9, got[0] / 2.0 * 1e6};
+}
+
+// One kernel measured: its work as the counting device states it (the planner's own account), over
+// its best time on the CPU device. Rate: TFLOP/s where it counts FLOPs, GB/s otherwise.
+struct KernelProbe {
+  CountingDevice counting;
+  KernelWork last{};
+  KernelProbe() {
+    counting.on_kernel([this](const KernelWork& w) { last = w; });
+  }
+  template <class F>
+  void measure(Hardware& h, F&& call) {
+    call(static_cast<ComputeDevice&>(counting));
+    const KernelWork w = last;
+    const double s = best_seconds(5, [&] { call(cpu_device()); });
+    std::string name = w.name;
+    if (w.flops > 0 && w.precision == Precision::bf16) name += ".bf16";
+    h.kernels[name] = w.flops > 0 ? w.flops / s / 1e12 : w.bytes / s / 1e9;
+  }
+};
+
+// The kernels a model's step calls besides the large products, each at a size of a small model's
+// step (4096 rows of 512, 8 × 256 positions of 8 heads of 64).
+void measure_kernels(Hardware& h) {
+  const int64_t R = 4096, D = 512, n = R * D;
+  const size_t N = size_t(n), rows = size_t(R), cols = size_t(D);
+  std::vector<float> x(N, 0.5f), y(N, 0.25f), z(N, 0.0f), g(cols, 1.0f), b(cols, 0.0f), mean(rows, 0.0f), rstd(rows, 1.0f),
+      dg(cols, 0.0f), db(cols, 0.0f), w(2 * N, 0.1f);
+  std::vector<uint16_t> half(N, 0);
+  double acc = 0.0;
+  KernelProbe p;
+  p.measure(h, [&](ComputeDevice& d) { d.add(x.data(), y.data(), z.data(), n); });
+  p.measure(h, [&](ComputeDevice& d) { d.scale(z.data(), 0.5f, n); });
+  p.measure(h, [&](ComputeDevice& d) { d.to_bf16(x.data(), half.data(), n); });
+  p.measure(h, [&](ComputeDevice& d) { d.from_bf16(half.data(), z.data(), n); });
+  p.measure(h, [&](ComputeDevice& d) { d.sumsq(x.data(), n, &acc); });
+  p.measure(h, [&](ComputeDevice& d) { d.colsum_accumulate(x.data(), g.data(), R, D); });
+  p.measure(h, [&](ComputeDevice& d) { d.layernorm_forward(x.data(), g.data(), b.data(), z.data(), mean.data(), rstd.data(), R, D, 1e-5f); });
+  p.measure(h, [&](ComputeDevice& d) {
+    d.layernorm_backward(y.data(), x.data(), g.data(), mean.data(), rstd.data(), z.data(), dg.data(), db.data(), R, D, false);
+  });
+  p.measure(h, [&](ComputeDevice& d) { d.rmsnorm_forward(x.data(), g.data(), z.data(), rstd.data(), R, D, 1e-5f); });
+  p.measure(h, [&](ComputeDevice& d) {
+    d.rmsnorm_backward(y.data(), x.data(), g.data(), rstd.data(), z.data(), dg.data(), R, D, false);
+  });
+  for (Activation a : {Activation::relu, Activation::gelu}) {
+    p.measure(h, [&](ComputeDevice& d) { d.activation_forward(a, x.data(), z.data(), n); });
+    p.measure(h, [&](ComputeDevice& d) { d.activation_backward(a, x.data(), y.data(), z.data(), n); });
+  }
+  p.measure(h, [&](ComputeDevice& d) { d.relu_backward_from_output(x.data(), y.data(), z.data(), n, 1.0f); });
+  p.measure(h, [&](ComputeDevice& d) { d.swiglu_forward(w.data(), z.data(), R, D); });
+  p.measure(h, [&](ComputeDevice& d) { d.swiglu_backward(w.data(), y.data(), w.data(), R, D); });
+  DropoutSpec drop;
+  drop.p = 0.1f;
+  drop.seed = 1;
+  p.measure(h, [&](ComputeDevice& d) { d.dropout_forward(x.data(), z.data(), R, D, drop); });
+  p.measure(h, [&](ComputeDevice& d) { d.dropout_backward(y.data(), z.data(), R, D, drop); });
+  std::vector<int32_t> tokens(size_t(R), 7);
+  p.measure(h, [&](ComputeDevice& d) {
+    d.embedding_forward(tokens.data(), x.data(), nullptr, z.data(), 8, R / 8, D, VocabRange{0, 1024});
+  });
+  p.measure(h, [&](ComputeDevice& d) {
+    d.embedding_backward(tokens.data(), y.data(), z.data(), nullptr, 8, R / 8, D, VocabRange{0, 1024});
+  });
+  RopeShape rope;
+  rope.B = 8, rope.T = 256, rope.heads = 8, rope.head_dim = 64;
+  std::vector<float> qkv(size_t(rope.B * rope.T * rope.row_width()), 0.1f), dqkv(qkv.size());
+  p.measure(h, [&](ComputeDevice& d) { d.rope_forward(dqkv.data(), rope); });
+  p.measure(h, [&](ComputeDevice& d) { d.rope_backward(dqkv.data(), rope); });
+  AttentionShape att{8, 256, 8, 64};
+  std::vector<float> out(static_cast<size_t>(att.B * att.T * att.H * att.Dh)), probs(static_cast<size_t>(att.B * att.H * att.T * att.T));
+  p.measure(h, [&](ComputeDevice& d) { d.attention_forward(qkv.data(), out.data(), probs.data(), att, DropoutSpec{}); });
+  p.measure(h, [&](ComputeDevice& d) {
+    d.attention_backward(out.data(), qkv.data(), probs.data(), dqkv.data(), att, DropoutSpec{});
+  });
+  for (Precision pr : {Precision::f32, Precision::bf16}) {
+    ClassifierArgs c{};
+    c.x = x.data();
+    c.W = w.data();
+    c.targets = tokens.data();
+    c.N = R, c.d = 256, c.V = 4096;
+    c.precision = pr;
+    std::vector<float> per_row(static_cast<size_t>(R)), dx(static_cast<size_t>(R * 256)), dW(static_cast<size_t>(4096 * 256));
+    c.dx = dx.data();
+    c.dW = dW.data();
+    p.measure(h, [&](ComputeDevice& d) { d.classifier_loss(c, per_row.data(), &acc); });
+  }
+  std::vector<float> m(static_cast<size_t>(n)), v(static_cast<size_t>(n));
+  p.measure(h, [&](ComputeDevice& d) {
+    d.adamw_update(z.data(), y.data(), m.data(), v.data(), n, AdamWHyper{1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 1});
+  });
+  // what a call costs besides its work: a tiny add
+  h.launch_us = best_seconds(200, [&] { cpu_device().add(x.data(), y.data(), z.data(), 16); }) * 1e6;
+}
+
+// Matrix products on a grid of shapes, each precision and operand layout of a Linear's three products.
+void measure_matmul_grid(Hardware& h) {
+  h.grid_rows = {512, 2048, 8192};
+  h.grid_cols = {128, 512, 2048};
+  for (Precision p : {Precision::f32, Precision::bf16})
+    for (const char* layout : {"nt", "nn", "tn"}) {
+      std::vector<double>& rates = h.matmul_grid[std::string(p == Precision::bf16 ? "bf16." : "f32.") + layout];
+      for (int64_t M : h.grid_rows)
+        for (int64_t N : h.grid_cols)
+          for (int64_t K : h.grid_cols) {
+            std::vector<float> a(size_t(M * K), 0.5f), b(size_t(K * N), 0.25f), c(size_t(M * N), 0.0f);
+            const MatmulArgs args{M, N, K, layout[0] == 't', layout[1] == 't', false, nullptr, p};
+            const double s = best_seconds(3, [&] { cpu_device().matmul(a.data(), b.data(), c.data(), args); });
+            rates.push_back(2.0 * double(M) * double(N) * double(K) / s / 1e12);
+          }
+    }
+}
+
+void measure_compute(Hardware& h, int threads) {
+  omp_set_num_threads(threads);
+  measure_matmul_grid(h);
+  h.matmul_tflops_f32 = matmul_tflops(Precision::f32);
+  h.matmul_tflops_bf16 = matmul_tflops(Precision::bf16);
+  h.memory_gbs = memory_gbs();
+  measure_kernels(h);
 }
 
 }  // namespace
 
-Hardware calibrate_this_machine(int ranks_per_node) {
+Hardware calibrate_this_machine(int ranks_per_node, int threads_per_rank) {
   Hardware h;
   h.name = "this machine";
   h.source = "measured";
   const int cores = omp_get_max_threads();
-  const int threads = std::max(1, cores / std::max(1, ranks_per_node));
-  omp_set_num_threads(threads);
-  h.matmul_tflops_f32 = matmul_tflops(Precision::f32);
-  h.matmul_tflops_bf16 = matmul_tflops(Precision::bf16);
-  h.memory_gbs = memory_gbs();
+  const int threads = threads_per_rank > 0 ? threads_per_rank : std::max(1, cores / std::max(1, ranks_per_node));
+  // Every rank of the node measures at once (before this process runs any OpenMP region, so that the
+  // copies start clean): the figures are one rank's with the others busy beside it, as in a job.
+  std::vector<pid_t> others;
+  for (int r = 1; r < ranks_per_node; ++r) {
+    const pid_t pid = fork();
+    require(pid >= 0, "dtrain plan --calibrate: cannot start the other ranks' measurements");
+    if (pid == 0) {
+      Hardware scratch;
+      measure_compute(scratch, threads);
+      std::_Exit(0);
+    }
+    others.push_back(pid);
+  }
+  measure_compute(h, threads);
+  for (pid_t pid : others) waitpid(pid, nullptr, 0);
   // what a process holds besides its model once its kernels have run (their libraries, threads, scratch)
   h.process_gib = double(resident_bytes()) / double(1 << 30);
   omp_set_num_threads(cores);
   const size_t avail = available_host_bytes();
   h.memory_gib = double(avail == SIZE_MAX ? 0 : avail) / double(1 << 30) / std::max(1, ranks_per_node);
   h.ranks_per_node = std::max(1, ranks_per_node);
-  h.intra = local_link();
+  h.intra = local_link(h);
   h.inter = h.intra;  // one machine: no network measured (give a cluster's in its profile)
   h.algorithm = "ring";
   char name[128];

@@ -6,8 +6,8 @@
 
 namespace dtrain {
 
-// `ranks_per_node`: the ranks a job would run here, each with cores/ranks_per_node threads (the
-// figures are per rank).
-Hardware calibrate_this_machine(int ranks_per_node);
+// `ranks_per_node`: the ranks a job would run here, each with `threads` threads (0: cores /
+// ranks_per_node); every rank measures at once, the figures are one rank's.
+Hardware calibrate_this_machine(int ranks_per_node, int threads = 0);
 
 }  // namespace dtrain

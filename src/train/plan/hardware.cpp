@@ -1,6 +1,7 @@
 // Hardware profiles (see hardware.hpp).
 #include "train/plan/hardware.hpp"
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 
@@ -13,6 +14,48 @@ namespace dtrain {
 double Hardware::peak_tflops(Precision p) const {
   const double peak = p == Precision::bf16 ? peak_tflops_bf16 : peak_tflops_f32;
   return peak > 0 ? peak : matmul_tflops(p);
+}
+
+namespace {
+
+// Where x falls on an ascending axis (as log2), clamped: the cell [i, i + 1] and the weight of i + 1.
+std::pair<size_t, double> locate(const std::vector<double>& axis, double x) {
+  if (axis.size() < 2 || x <= axis.front()) return {0, 0.0};
+  if (x >= axis.back()) return {axis.size() - 2, 1.0};
+  size_t i = 0;
+  while (axis[i + 1] < x) ++i;
+  return {i, (std::log2(x) - std::log2(axis[i])) / (std::log2(axis[i + 1]) - std::log2(axis[i]))};
+}
+
+std::vector<double> as_doubles(const std::vector<int64_t>& v) { return std::vector<double>(v.begin(), v.end()); }
+
+}  // namespace
+
+double Hardware::matmul_rate(const MatmulArgs& a) const {
+  const std::string layout = a.trans_a ? "tn" : a.trans_b ? "nt" : "nn";
+  const auto it = matmul_grid.find(std::string(a.precision == Precision::bf16 ? "bf16." : "f32.") + layout);
+  if (it == matmul_grid.end() || grid_rows.size() < 2 || grid_cols.size() < 2) return matmul_tflops(a.precision);
+  const std::vector<double> rows = as_doubles(grid_rows), cols = as_doubles(grid_cols);
+  const auto [i, wi] = locate(rows, double(a.M));
+  const auto [j, wj] = locate(cols, double(a.N));
+  const auto [k, wk] = locate(cols, double(a.K));
+  const size_t C = cols.size();
+  double rate = 0.0;  // trilinear over the cell's corners
+  for (int di = 0; di < 2; ++di)
+    for (int dj = 0; dj < 2; ++dj)
+      for (int dk = 0; dk < 2; ++dk) {
+        const double w = (di ? wi : 1 - wi) * (dj ? wj : 1 - wj) * (dk ? wk : 1 - wk);
+        if (w > 0) rate += w * it->second[((i + size_t(di)) * C + j + size_t(dj)) * C + k + size_t(dk)];
+      }
+  return rate;
+}
+
+double Hardware::node_allreduce_seconds(double bus_bytes) const {
+  if (allreduce_bytes.size() < 2) return 2.0 * intra.latency_us * 1e-6 + bus_bytes / (intra.bus_gbs * 1e9);
+  const auto [i, w] = locate(allreduce_bytes, std::max(bus_bytes, 1.0));
+  if (bus_bytes > allreduce_bytes.back())  // past the curve: its last bandwidth
+    return allreduce_seconds.back() * bus_bytes / allreduce_bytes.back();
+  return allreduce_seconds[i] + w * (allreduce_seconds[i + 1] - allreduce_seconds[i]);
 }
 
 std::string Hardware::describe() const {
@@ -69,32 +112,94 @@ Hardware load_hardware(const std::string& name) {
   h.matmul_tflops_f32 = number(t, file, "compute", "matmul_tflops_f32", 1e-6);
   h.matmul_tflops_bf16 = number(t, file, "compute", "matmul_tflops_bf16", 1e-6);
   h.peak_tflops_f32 = t["compute"]["peak_tflops_f32"].value_or(0.0);
+  h.attention_tflops_f32 = t["compute"]["attention_tflops_f32"].value_or(0.0);
+  h.attention_tflops_bf16 = t["compute"]["attention_tflops_bf16"].value_or(0.0);
+  h.launch_us = t["compute"]["launch_us"].value_or(0.0);
   h.peak_tflops_bf16 = t["compute"]["peak_tflops_bf16"].value_or(0.0);
   h.memory_gbs = number(t, file, "memory", "bandwidth_gbs", 1e-6);
   h.memory_gib = number(t, file, "memory", "per_rank_gib", 1e-6);
   h.process_gib = number(t, file, "memory", "process_gib", 0.0);
   h.ranks_per_node = int(number(t, file, "node", "ranks_per_node", 1));
   h.intra = {number(t, file, "node", "bus_gbs", 1e-6), number(t, file, "node", "latency_us", 0.0)};
+  h.comm_steal = t["node"]["comm_steal"].value_or(0.0);
+  require(h.comm_steal >= 0 && h.comm_steal <= 4, file + ": node.comm_steal must lie in 0..4");
   h.inter = {number(t, file, "network", "bus_gbs", 1e-6), number(t, file, "network", "latency_us", 0.0)};
   h.algorithm = t["network"]["algorithm"].value_or(std::string("ring"));
+  auto array = [&](const toml::node_view<toml::node> n, const std::string& what) {
+    std::vector<double> out;
+    if (const toml::array* a = n.as_array())
+      for (const toml::node& e : *a) {
+        const double v = e.value_or(-1.0);
+        require(v > 0, file + ": " + what + " holds a value that is not a positive number");
+        out.push_back(v);
+      }
+    return out;
+  };
+  for (double v : array(t["matmul_grid"]["rows"], "matmul_grid.rows")) h.grid_rows.push_back(int64_t(v));
+  for (double v : array(t["matmul_grid"]["cols"], "matmul_grid.cols")) h.grid_cols.push_back(int64_t(v));
+  if (const toml::table* g = t["matmul_grid"].as_table())
+    for (const auto& [key, value] : *g) {
+      const std::string name(key.str());
+      if (name == "rows" || name == "cols") continue;
+      h.matmul_grid[name] = array(t["matmul_grid"][name], "matmul_grid." + name);
+      require(h.matmul_grid[name].size() == h.grid_rows.size() * h.grid_cols.size() * h.grid_cols.size(),
+              file + ": matmul_grid." + name + " needs one rate per rows × cols × cols shape");
+    }
+  h.allreduce_bytes = array(t["node_allreduce"]["bytes"], "node_allreduce.bytes");
+  h.allreduce_seconds = array(t["node_allreduce"]["seconds"], "node_allreduce.seconds");
+  require(h.allreduce_bytes.size() == h.allreduce_seconds.size(),
+          file + ": node_allreduce needs as many seconds as bytes");
+  if (const toml::table* k = t["kernels"].as_table())
+    for (const auto& [name, value] : *k) {
+      const double rate = value.value_or(0.0);
+      require(rate > 0, file + ": kernels." + std::string(name.str()) + " is not a positive rate: give TFLOP/s or GB/s");
+      h.kernels[std::string(name.str())] = rate;
+    }
   require(h.algorithm == "ring" || h.algorithm == "tree",
           file + ": network.algorithm = \"" + h.algorithm + "\": use \"ring\" or \"tree\"");
   return h;
 }
 
 std::string hardware_toml(const Hardware& h) {
-  char b[1400];
+  char b[1600];
   std::snprintf(b, sizeof b,
                 "# %s, measured by `dtrain plan --calibrate`\n"
                 "name = \"%s\"\ndevice = \"cpu\"\n\n"
-                "[compute]\nmatmul_tflops_f32 = %.4f\nmatmul_tflops_bf16 = %.4f\n\n"
+                "[compute]\nmatmul_tflops_f32 = %.4f\nmatmul_tflops_bf16 = %.4f\nattention_tflops_f32 = %.4f\n"
+                "attention_tflops_bf16 = %.4f\nlaunch_us = %.2f\n\n"
                 "[memory]\nbandwidth_gbs = %.2f\nper_rank_gib = %.2f\nprocess_gib = %.3f\n\n"
-                "[node]\nranks_per_node = %d\nbus_gbs = %.3f\nlatency_us = %.1f\n\n"
+                "[node]\nranks_per_node = %d\nbus_gbs = %.3f\nlatency_us = %.1f\ncomm_steal = %.3f\n\n"
                 "[network]\nbus_gbs = %.3f\nlatency_us = %.1f\nalgorithm = \"%s\"\n",
-                h.name.c_str(), h.name.c_str(), h.matmul_tflops_f32, h.matmul_tflops_bf16, h.memory_gbs, h.memory_gib,
-                h.process_gib, h.ranks_per_node, h.intra.bus_gbs, h.intra.latency_us, h.inter.bus_gbs,
+                h.name.c_str(), h.name.c_str(), h.matmul_tflops_f32, h.matmul_tflops_bf16, h.attention_tflops_f32,
+                h.attention_tflops_bf16, h.launch_us, h.memory_gbs, h.memory_gib,
+                h.process_gib, h.ranks_per_node, h.intra.bus_gbs, h.intra.latency_us, h.comm_steal, h.inter.bus_gbs,
                 h.inter.latency_us, h.algorithm.c_str());
-  return b;
+  std::string out = b;
+  if (!h.kernels.empty()) {
+    out += "\n[kernels]  # TFLOP/s of the kernels that count FLOPs, GB/s of the others\n";
+    for (const auto& [name, rate] : h.kernels) {
+      std::snprintf(b, sizeof b, "\"%s\" = %.4f\n", name.c_str(), rate);
+      out += b;
+    }
+  }
+  auto list = [](const auto& v) {
+    std::string s = "[";
+    char n[32];
+    for (size_t i = 0; i < v.size(); ++i) {
+      std::snprintf(n, sizeof n, "%s%.6g", i ? ", " : "", double(v[i]));
+      s += n;
+    }
+    return s + "]";
+  };
+  if (!h.matmul_grid.empty()) {
+    out += "\n[matmul_grid]  # TFLOP/s by shape: every M of rows by every N and K of cols (M slowest)\nrows = " +
+           list(h.grid_rows) + "\ncols = " + list(h.grid_cols) + "\n";
+    for (const auto& [name, rates] : h.matmul_grid) out += "\"" + name + "\" = " + list(rates) + "\n";
+  }
+  if (!h.allreduce_bytes.empty())
+    out += "\n[node_allreduce]  # seconds of an all-reduce between two local ranks, by bytes\nbytes = " +
+           list(h.allreduce_bytes) + "\nseconds = " + list(h.allreduce_seconds) + "\n";
+  return out;
 }
 
 }  // namespace dtrain

@@ -2,7 +2,9 @@
 // measurement of this one): matrix-product and memory throughput, the links between ranks in a node
 // and between nodes, each rank's memory.
 #pragma once
+#include <map>
 #include <string>
+#include <vector>
 
 #include "kernels/types.hpp"
 
@@ -23,6 +25,28 @@ struct Hardware {
   double matmul_tflops_bf16 = 0.0;
   double peak_tflops_f32 = 0.0;    // the datasheet's (for MFU); 0: the achieved
   double peak_tflops_bf16 = 0.0;
+  double attention_tflops_f32 = 0.0;   // the attention kernels' scores and values; 0: the matmul rate
+  double attention_tflops_bf16 = 0.0;
+  double launch_us = 0.0;          // what every kernel call costs besides its work
+  // Measured rates of single kernels by their ComputeDevice name ("layernorm_forward",
+  // "attention_backward", …; ".bf16" appended for a bf16 product): TFLOP/s for those that count FLOPs
+  // (KernelWork::flops > 0), GB/s of KernelWork::bytes for the others. A kernel not listed runs at
+  // its family's rate (matmul, attention, memory bandwidth).
+  std::map<std::string, double> kernels;
+  // Measured: matrix products' TFLOP/s on a grid of shapes (every M of grid_rows by every N and K of
+  // grid_cols), by "PRECISION.LAYOUT" ("f32.nt": a Linear's forward, ".nn" its input gradient, ".tn"
+  // its weight gradient), M fastest-varying last: index (i·cols + j)·cols + k for M i, N j, K k.
+  // Empty: matmul_tflops for every shape.
+  std::vector<int64_t> grid_rows, grid_cols;
+  std::map<std::string, std::vector<double>> matmul_grid;
+  // Measured: an all-reduce's seconds by its bytes between two of the node's ranks, beside a
+  // computation as in a job (ascending bytes); empty: the node link's latency and bandwidth.
+  std::vector<double> allreduce_bytes, allreduce_seconds;
+  // What a collective takes from the computation beside it, in seconds of computation per second of
+  // the collective: on a CPU node whose cores all compute, the communication threads run on the same
+  // cores (measured); 0 where the network does the work (GPUs: NCCL's copies and reductions are left
+  // out).
+  double comm_steal = 0.0;
   double memory_gbs = 0.0;         // per rank: what element-wise kernels stream
   double memory_gib = 0.0;         // per rank: what a rank may hold
   double process_gib = 0.0;        // what a process takes before its model (libraries, a CUDA context)
@@ -33,7 +57,16 @@ struct Hardware {
   std::string algorithm = "ring";
 
   double matmul_tflops(Precision p) const { return p == Precision::bf16 ? matmul_tflops_bf16 : matmul_tflops_f32; }
+  double attention_tflops(Precision p) const {
+    const double a = p == Precision::bf16 ? attention_tflops_bf16 : attention_tflops_f32;
+    return a > 0 ? a : matmul_tflops(p);
+  }
   double peak_tflops(Precision p) const;
+  // TFLOP/s of one product of args' shape and layout (the grid where measured).
+  double matmul_rate(const MatmulArgs& args) const;
+  // Seconds of an all-reduce over two of the node's ranks moving `bus_bytes` across the link (the
+  // measured curve where there is one).
+  double node_allreduce_seconds(double bus_bytes) const;
   // "H100 SXM (configs/hardware/h100.toml): 8 per node, 80 GiB, …"
   std::string describe() const;
 };

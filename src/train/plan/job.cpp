@@ -75,6 +75,20 @@ std::string Layout::mesh_argument() const {
   return s;
 }
 
+std::string Layout::sets() const {
+  std::string s = "--set parallel.pp=" + std::to_string(shape.pp) + " --set parallel.dp_replicate=" +
+                  std::to_string(shape.dp_replicate) + " --set parallel.dp_shard=" + std::to_string(shape.dp_shard) +
+                  " --set parallel.tp=" + std::to_string(shape.tp);
+  if (shape.cp > 1) s += " --set parallel.cp=" + std::to_string(shape.cp);
+  if (shape.ep > 1) s += " --set parallel.ep=" + std::to_string(shape.ep);
+  if (tp_sequence && shape.tp > 1) s += " --set parallel.tp_sequence=true";
+  if (shape.pp > 1)
+    s += " --set parallel.pp_schedule=" + schedule + " --set parallel.pp_virtual=" + std::to_string(virtual_stages) +
+         " --set parallel.microbatches=" + std::to_string(microbatches);
+  if (recompute != Recompute::none) s += std::string(" --set train.recompute=") + recompute_name(recompute);
+  return s;
+}
+
 RunConfig with_layout(const PlanJob& job, const Layout& l) {
   RunConfig c = job.cfg;
   ParallelConfig& p = c.parallel;

@@ -31,6 +31,7 @@ struct Layout {
   bool tp_sequence = false;
   std::string describe() const;  // "dp_shard 4 × tp 2, sp, 1f1b m8, recompute selective"
   std::string mesh_argument() const;  // as `dtrain plan --mesh` takes it: "pp=2,dp_shard=4,tp=2,sp=1,…"
+  std::string sets() const;  // as `dtrain train` takes it: "--set parallel.pp=2 --set parallel.dp_shard=4 …"
 };
 
 // The config a run of `job` on `layout` reads (parallel.* and train.recompute set from it).

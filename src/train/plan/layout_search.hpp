@@ -14,6 +14,7 @@ struct PlannedLayout {
   int64_t global_batch = 0;
   BatchSplit split;
   RankBuild worst;           // the rank that needs the most memory
+  std::vector<std::pair<int, MemoryAccount>> ranks;  // every rank built (those whose parts differ)
   double need_bytes = 0.0;   // its planned parts and the process's own (Hardware::process_gib)
   bool fits = false;
   StepTime time;
@@ -39,7 +40,7 @@ struct SearchResult {
 SearchResult search_layouts(const PlanJob& job, int world, const Hardware& h);
 
 // The global batch a job trains on `world` ranks: train.global_batch, else train.batch_size ×
-// train.grad_accum × the data-parallel ranks of its config's own layout there.
-int64_t job_global_batch(const PlanJob& job, int world);
+// train.grad_accum × the data-parallel ranks of the layout `given` (null: its config's own there).
+int64_t job_global_batch(const PlanJob& job, int world, const Layout* given = nullptr);
 
 }  // namespace dtrain

@@ -6,6 +6,7 @@
 #include "kernels/counting_device.hpp"
 #include "train/model_plan.hpp"
 #include "train/report/run_report.hpp"
+#include "train/train_step.hpp"
 
 namespace dtrain {
 
@@ -42,22 +43,51 @@ RankWork work_of(ParallelModel& par, const BatchSplit& split) {
 
 }  // namespace
 
-RankBuild build_rank(const PlanJob& job, const Layout& layout, int rank) {
+// One optimizer step of the run's own step code (train_step) over batches of zeros.
+void run_step(ParallelModel& par, const RunConfig& cfg, const BatchSplit& split, int dp, Precision precision) {
+  Batch batch;
+  batch.shape = par.model().sample_shape();
+  batch.samples = split.micro_batch;
+  const size_t inputs = size_t(split.micro_batch * batch.shape.inputs);
+  if (batch.shape.input == InputKind::tokens)
+    batch.tokens.assign(inputs, 0);
+  else
+    batch.pixels.assign(inputs, 0.0f);
+  batch.targets.assign(size_t(split.micro_batch * batch.shape.targets), 0);
+  StepSpec spec;
+  spec.base.T = batch.shape.targets;
+  spec.base.dropout = cfg.model.values.contains("dropout") ? float(cfg.model.values["dropout"].get<double>()) : 0.0f;
+  spec.base.seed = cfg.train.seed;
+  spec.base.precision = precision;
+  spec.micro = split.accum;
+  spec.samples = split.global(dp);
+  spec.micro_batch = split.micro_batch;
+  spec.total_steps = 1;
+  spec.grad_clip = cfg.optim.grad_clip;
+  train_step(par, spec, [&]() -> Batch& { return batch; });
+}
+
+RankBuild build_rank(const PlanJob& job, const Layout& layout, int rank, const Hardware& h) {
   const RunConfig cfg = with_layout(job, layout);
   cfg.validate();
   const BatchSplit split = batch_split_of(cfg, layout.shape);
   ParallelPlan plan = parallel_plan_of(cfg, job.precision, split.accum, {split.micro_batch});
   plan.draw_weights = false;
   CountingDevice dev;
-  const std::unique_ptr<DeviceMesh> mesh = DeviceMesh::stand_in(layout.shape, rank);
+  StepClock clock(h);
+  const std::unique_ptr<DeviceMesh> mesh = DeviceMesh::stand_in(layout.shape, rank, &clock);
   const UnitFactory units = model_units_of(*job.kind, cfg.model, dev, plan.recompute);
   ParallelModel par(units, split.micro_batch, dev, *mesh, plan, cfg.optim, cfg.train.seed);
   RankBuild b;
   b.rank = rank;
   b.coord = mesh->coord();
+  b.work = work_of(par, split);
+  dev.on_kernel([&clock](const KernelWork& w) { clock.kernel(w); });
+  run_step(par, cfg, split, layout.shape.dp(), job.precision);
+  b.work.step = clock.tally();
+  // after the step: what grows on the first pass (context parallel's exchange buffers) has grown
   b.memory = model_memory(par);
   b.device_bytes = dev.peak();
-  b.work = work_of(par, split);
   return b;
 }
 

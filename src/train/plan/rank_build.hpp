@@ -1,13 +1,15 @@
 // One rank of a layout built as a run builds it — its slice of its stages, its shards, optimizer state,
 // activation slots, gather pools — on a device that only counts (CountingDevice) and a mesh whose
 // groups move no data (DeviceMesh::stand_in): its memory, part by part, from the code that takes it
-// in a run, and what the time model reads of its parts.
+// in a run; then one training step of it run by the run's own step code, every kernel and collective
+// timed on a StepClock.
 #pragma once
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "train/plan/job.hpp"
+#include "train/plan/step_clock.hpp"
 #include "train/report/memory_account.hpp"
 
 namespace dtrain {
@@ -29,6 +31,7 @@ struct RankWork {
   std::vector<int64_t> unit_floats;  // each held unit's (FSDP gathers one at a time)
   int64_t ddp_buckets = 0;        // DDP: buckets of the gradients
   int64_t state_floats = 0;       // the optimizer's state floats on this rank
+  StepClockTally step;            // one training step run on the counting device, timed (StepClock)
 };
 
 struct RankBuild {
@@ -39,9 +42,10 @@ struct RankBuild {
   RankWork work;
 };
 
-// Builds rank `rank` of `layout` for `job`. Error (a ConfigError) for a layout the model cannot take,
-// as the run would say it.
-RankBuild build_rank(const PlanJob& job, const Layout& layout, int rank);
+// Builds rank `rank` of `layout` for `job` and runs one training step of it on the counting device,
+// timed on `h` (RankWork::step). Error (a ConfigError) for a layout the model cannot take, as the
+// run would say it.
+RankBuild build_rank(const PlanJob& job, const Layout& layout, int rank, const Hardware& h);
 
 // The ranks of `shape` whose parts differ (each pipeline stage; the first and last tensor-parallel
 // slice, which may hold more of a vocabulary that does not divide): the planner builds these.

@@ -1,9 +1,8 @@
-// The planner's time model: a training step of one rank from its built parts (RankWork) on a machine
-// (Hardware). Compute from the units' FLOPs over the measured matrix-product rate plus the activations
-// streamed over memory bandwidth; each collective from a latency/bandwidth model of the link its
-// group spans (in a node, or between nodes) and the algorithm (ring, tree); overlap as each strategy
-// overlaps (DDP's buckets behind the backward, FSDP's prefetched gathers behind the units before); the
-// pipeline's bubble from its schedule simulated on those costs.
+// The planner's time model: a training step from its ranks' steps run on the counting device
+// (RankWork::step: every kernel timed from the profile's rates, every collective from a
+// latency/bandwidth model of the link its group spans and the algorithm, overlapping as the code
+// overlaps it), and, under pipeline parallel, the schedule simulated on each stage's costs for the
+// bubble.
 #pragma once
 #include <string>
 #include <vector>

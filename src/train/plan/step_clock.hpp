@@ -1,0 +1,46 @@
+// The planner's clock for one rank's training step run on the counting device over a stand-in mesh:
+// every kernel call advances the compute stream by its modelled time (FLOPs over the profile's rates,
+// bytes over its memory bandwidth, a launch cost); every collective starts when issued and its group
+// is free, lasts what its link and algorithm say, and holds the compute stream up only where the code
+// waits for it — so communication overlaps exactly as each strategy's code overlaps it.
+#pragma once
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "comm/mesh.hpp"
+#include "kernels/counting_device.hpp"
+#include "train/plan/hardware.hpp"
+
+namespace dtrain {
+
+// What a step's clock saw.
+struct StepClockTally {
+  double end = 0.0;        // the compute stream's time at the end
+  double compute = 0.0;    // kernel time of the passes (forward, backward, recompute)
+  double optimizer = 0.0;  // kernel time of the update
+  double matmul_flops = 0.0, other_flops = 0.0;
+  // time the compute stream lost to each kind of group ("dp", "tp", "pp", "cp", "ep"): waiting for
+  // its operations, and (Hardware::comm_steal) running slower beside them
+  std::map<std::string, double> waited;
+};
+
+class StepClock final : public StandInClock {
+ public:
+  explicit StepClock(const Hardware& h) : h_(h) {}
+  double now() override;
+  double seconds(const std::string& op, double bytes, const std::vector<int>& ranks, const std::string& group) override;
+  void wait_until(double start, double end, const std::string& group) override;
+  void kernel(const KernelWork& w);  // CountingDevice::on_kernel
+  StepClockTally tally();
+
+ private:
+  const Hardware& h_;
+  std::mutex mu_;
+  StepClockTally t_;
+};
+
+// The kind of a mesh group's name ("dp_shard_cp" → "dp", "expert_shard" → "dp", "ep" → "ep", …).
+std::string group_kind(const std::string& group);
+
+}  // namespace dtrain

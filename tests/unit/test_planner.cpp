@@ -1,0 +1,145 @@
+// The planner's parts: the stand-in mesh (each group as the real mesh has it; operations that move
+// nothing, timed on a clock where the code waits), the counting device (addresses that cost nothing,
+// every kernel's work told), the collective model, the measured-grid interpolation and the step clock.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "comm/mesh.hpp"
+#include "kernels/counting_device.hpp"
+#include "train/plan/hardware.hpp"
+#include "train/plan/step_clock.hpp"
+#include "train/plan/step_time.hpp"
+
+using namespace dtrain;
+
+TEST(Planner, StandInMeshHoldsEachRanksGroupsAndMovesNothing) {
+  const MeshShape shape{2, 2, 2, 2};  // pp 2 × dp_replicate 2 × dp_shard 2 × tp 2
+  for (int rank : {0, 5, 15}) {
+    const auto mesh = DeviceMesh::stand_in(shape, rank);
+    EXPECT_EQ(mesh->coord().tp, mesh_coord(shape, rank).tp);
+    for (MeshDim d : {MeshDim::pp, MeshDim::dp_replicate, MeshDim::dp_shard, MeshDim::tp}) {
+      const std::vector<int> want = mesh_group(shape, rank, {d});
+      EXPECT_EQ(mesh->group(d).ranks(), want);
+      EXPECT_EQ(mesh->group(d).ranks()[size_t(mesh->group(d).rank())], rank);
+    }
+    EXPECT_EQ(mesh->dp().size(), 4);
+    float v[3] = {1, 2, 3};
+    mesh->group(MeshDim::tp).allreduce(v, 3);
+    EXPECT_EQ(v[0], 1.0f);  // nothing reduced
+    EXPECT_EQ(v[2], 3.0f);
+  }
+}
+
+// A clock that charges every operation 2 seconds and counts the compute stream's waits.
+struct TestClock : StandInClock {
+  double t = 0.0, waited = 0.0;
+  double now() override { return t; }
+  double seconds(const std::string&, double, const std::vector<int>&, const std::string&) override { return 2.0; }
+  void wait_until(double, double end, const std::string&) override {
+    if (end > t) waited += end - t, t = end;
+  }
+};
+
+TEST(Planner, StandInOperationsRunAfterTheGroupsLastAndHoldUpOnlyWhereWaited) {
+  TestClock clock;
+  const auto mesh = DeviceMesh::stand_in(MeshShape{1, 2, 1, 1}, 0, &clock);
+  ProcessGroup& g = mesh->dp();
+  float x = 0.0f;
+  clock.t = 1.0;
+  WorkPtr a = g.allreduce_async(&x, 1, ElemType::f32, ReduceOp::sum);  // runs 1 → 3
+  WorkPtr b = g.allreduce_async(&x, 1, ElemType::f32, ReduceOp::sum);  // after a: 3 → 5
+  clock.t = 4.0;                                                        // compute went on meanwhile
+  a->wait();
+  EXPECT_DOUBLE_EQ(clock.t, 4.0);  // a was over: no wait
+  b->wait();
+  EXPECT_DOUBLE_EQ(clock.t, 5.0);
+  EXPECT_DOUBLE_EQ(clock.waited, 1.0);
+}
+
+TEST(Planner, CountingDeviceTakesNoMemoryAndTellsEachKernelsWork) {
+  CountingDevice dev;
+  void* a = dev.allocate_zeroed(size_t(1) << 36);  // 64 GiB: counted, not taken
+  void* b = dev.allocate_zeroed(100);
+  EXPECT_NE(a, b);
+  EXPECT_EQ(static_cast<const char*>(a)[12345], 0);  // reads find zeros
+  EXPECT_EQ(dev.in_use(), (size_t(1) << 36) + 100);
+  dev.release(a);
+  EXPECT_EQ(dev.in_use(), 100u);
+  EXPECT_EQ(dev.peak(), (size_t(1) << 36) + 100);
+  std::vector<KernelWork> seen;
+  dev.on_kernel([&](const KernelWork& w) { seen.push_back(w); });
+  dev.matmul(nullptr, nullptr, nullptr, linear_forward_args(64, 32, 16, nullptr, Precision::bf16));
+  dev.layernorm_forward(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, 10, 8, 1e-5f);
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_STREQ(seen[0].family, "matmul");
+  EXPECT_DOUBLE_EQ(seen[0].flops, 2.0 * 64 * 16 * 32);  // rows 64, in 32, out 16
+  EXPECT_EQ(seen[0].precision, Precision::bf16);
+  EXPECT_TRUE(seen[0].trans_b);
+  EXPECT_STREQ(seen[1].name, "layernorm_forward");
+  EXPECT_DOUBLE_EQ(seen[1].bytes, 8.0 * 10 * 8);
+}
+
+TEST(Planner, CollectivesFollowTheBusBandwidthConvention) {
+  const Link link{10.0, 5.0};  // 10 GB/s, 5 µs a step
+  EXPECT_EQ(collective_seconds(Collective::all_reduce, 1e9, 1, link, "ring"), 0.0);
+  // ring all-reduce over 4: 2·3 steps, 2·3/4 of the bytes over the bus
+  EXPECT_NEAR(collective_seconds(Collective::all_reduce, 1e9, 4, link, "ring"), 6 * 5e-6 + 1.5 * 0.1, 1e-12);
+  EXPECT_NEAR(collective_seconds(Collective::all_gather, 1e9, 4, link, "ring"), 3 * 5e-6 + 0.75 * 0.1, 1e-12);
+  // a tree's latency grows with log2 n
+  EXPECT_NEAR(collective_seconds(Collective::all_reduce, 0.0 + 1, 1024, link, "tree"), 2 * 10 * 5e-6 + 2 * 1023 / 1024e10, 1e-12);
+  Hardware h;
+  h.ranks_per_node = 4;
+  h.intra = {100, 1};
+  h.inter = {10, 10};
+  EXPECT_EQ(&link_of({0, 1, 2, 3}, h), &h.intra);
+  EXPECT_EQ(&link_of({2, 5}, h), &h.inter);
+}
+
+TEST(Planner, MeasuredMatmulGridInterpolatesInLogSpace) {
+  Hardware h;
+  h.matmul_tflops_f32 = 9.0;
+  h.grid_rows = {100, 400};
+  h.grid_cols = {10, 40};
+  std::vector<double> rates(8);
+  for (size_t i = 0; i < 8; ++i) rates[i] = double(i + 1);  // (M, N, K) corner (i, j, k) → 4i + 2j + k + 1
+  h.matmul_grid["f32.nt"] = rates;
+  auto rate = [&](int64_t M, int64_t N, int64_t K) { return h.matmul_rate({M, N, K, false, true, false, nullptr, Precision::f32}); };
+  EXPECT_DOUBLE_EQ(rate(100, 10, 10), 1.0);
+  EXPECT_DOUBLE_EQ(rate(400, 40, 40), 8.0);
+  EXPECT_DOUBLE_EQ(rate(200, 10, 10), 3.0);  // halfway between 100 and 400 in log2
+  EXPECT_DOUBLE_EQ(rate(5000, 5, 5), 5.0);   // clamped at the edges
+  EXPECT_DOUBLE_EQ(h.matmul_rate({100, 10, 10, false, false, false, nullptr, Precision::f32}), 9.0);  // "nn" not measured
+}
+
+TEST(Planner, StepClockTimesKernelsAndChargesWaitsToTheirGroup) {
+  Hardware h;
+  h.matmul_tflops_f32 = 1.0;  // 1e12 FLOP/s
+  h.memory_gbs = 1.0;         // 1e9 B/s
+  h.kernels["layernorm_forward"] = 2.0;  // GB/s
+  h.ranks_per_node = 8;
+  h.intra = {1.0, 0.0};
+  StepClock clock(h);
+  clock.kernel({"matmul", "matmul", 2e12, 0, 10, 10, 10, Precision::f32});
+  clock.kernel({"layernorm_forward", "stream", 0.0, 4e9, 0, 0, 0, Precision::f32});
+  clock.kernel({"add", "stream", 0.0, 1e9, 0, 0, 0, Precision::f32});
+  clock.kernel({"adamw_update", "optimizer", 0.0, 3e9, 0, 0, 0, Precision::f32});
+  StepClockTally t = clock.tally();
+  EXPECT_DOUBLE_EQ(t.compute, 2.0 + 2.0 + 1.0);
+  EXPECT_DOUBLE_EQ(t.optimizer, 3.0);
+  EXPECT_DOUBLE_EQ(clock.seconds("allreduce", 1e9, {0, 1}, "dp_shard"), 1.0);  // 2·1/2 of 1 GB at 1 GB/s
+  clock.wait_until(8.0, 10.0, "dp_shard");  // issued when the compute stream stood at 8
+  clock.wait_until(10.5, 11.0, "tp");
+  t = clock.tally();
+  EXPECT_DOUBLE_EQ(t.end, 11.0);
+  EXPECT_DOUBLE_EQ(t.waited["dp"], 2.0);
+  EXPECT_DOUBLE_EQ(t.waited["tp"], 1.0);
+  // on a CPU node the communication beside the computation slows it by comm_steal of its time
+  h.comm_steal = 0.5;
+  StepClock busy(h);
+  busy.kernel({"add", "stream", 0.0, 4e9, 0, 0, 0, Precision::f32});  // compute until 4
+  busy.wait_until(1.0, 3.0, "dp");  // ran 1 → 3 beside it: 1 s lost, no wait
+  EXPECT_DOUBLE_EQ(busy.tally().end, 5.0);
+  busy.wait_until(4.5, 7.0, "tp");  // 0.5 beside it (0.25 lost), then waited for 7
+  EXPECT_DOUBLE_EQ(busy.tally().end, 7.25 + 0.0);
+}
