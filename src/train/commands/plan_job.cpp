@@ -177,50 +177,24 @@ int calibrate_command(const CommandArgs& a) {
   return 0;
 }
 
-}  // namespace
+// The search's result as JSON: the world, the machine, every layout planned (fitting first, fastest first).
+Json search_json(const SearchResult& res, int world, const Hardware& h) {
+  Json out;
+  out["world"] = world;
+  out["hardware"] = h.name;
+  out["global_batch"] = res.global_batch;
+  out["considered"] = res.considered;
+  out["refused"] = res.refused;
+  Json list = Json::array();
+  for (const PlannedLayout& p : res.layouts) list.push_back(layout_json(p));
+  out["layouts"] = list;
+  return out;
+}
 
-int plan_job_command(const CommandArgs& a) {
-  if (a.flag("calibrate")) return calibrate_command(a);
-  RunConfig cfg;
-  cfg.load_toml(a.need("config"));
-  apply_sets(cfg, a);
-  const int world = int(a.integer("world", 1, 1, 1 << 24));
-  const Hardware h = load_hardware(a.get("hardware", "cpu"));
-  const PlanJob job = plan_job(cfg);
-  const bool json = a.flag("json");
-  if (h.device == "cuda" && job.cfg.model.kind == "moe" && !json)
-    std::printf("note: model.kind = moe runs on the CPU in this version (no CUDA mixture-of-experts kernels yet); "
-                "the plan times its routing kernels by their bytes over %s's memory bandwidth\n", h.name.c_str());
-  const std::string mesh = a.get("mesh");
-  if (!mesh.empty()) {
-    const Layout l = parse_mesh(mesh, job.cfg, world);
-    const PlannedLayout p = plan_layout(job, l, job_global_batch(job, world, &l), h);
-    if (json) {
-      std::printf("%s\n", layout_json(p).dump(2).c_str());
-      return 0;
-    }
-    std::printf("%s on %d ranks of %s: global batch %lld\n%s\n", job.kind->describe(job.cfg.model).c_str(), world,
-                h.name.c_str(), (long long)p.global_batch, l.describe().c_str());
-    print_one(p, h);
-    return p.refused.empty() && p.fits ? 0 : 1;
-  }
-  const auto t0 = std::chrono::steady_clock::now();
-  const SearchResult res = search_layouts(job, world, h);
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const int top = int(a.integer("top", 5, 1, 1 << 20));
-  if (json) {
-    Json out;
-    out["world"] = world;
-    out["hardware"] = h.name;
-    out["global_batch"] = res.global_batch;
-    out["considered"] = res.considered;
-    out["refused"] = res.refused;
-    Json list = Json::array();
-    for (const PlannedLayout& p : res.layouts) list.push_back(layout_json(p));
-    out["layouts"] = list;
-    std::printf("%s\n", out.dump(2).c_str());
-    return 0;
-  }
+// The best `top` layouts as a table, the best one's breakdown, why the others lost and how to see
+// one; 1 when none fits.
+int print_search(const SearchResult& res, const PlanJob& job, const Hardware& h, int world, int top,
+                 const std::string& config, double seconds) {
   std::printf("%s on %d ranks of %s\nglobal batch %lld samples; %d layouts considered (%d the model cannot take) in %.1f s\n",
               job.kind->describe(job.cfg.model).c_str(), world, h.describe().c_str(), (long long)res.global_batch,
               res.considered, res.refused, seconds);
@@ -247,9 +221,45 @@ int plan_job_command(const CommandArgs& a) {
   for (const PlannedLayout& p : res.layouts)
     if (!p.fits && p.refused.empty() && shown++ < 3)
       std::printf("  (does not fit) %s: %s\n", p.layout.describe().c_str(), p.why_not(*best).c_str());
-  std::printf("see one with: dtrain plan --config %s --world %d --mesh %s\n", a.need("config").c_str(), world,
+  std::printf("see one with: dtrain plan --config %s --world %d --mesh %s\n", config.c_str(), world,
               best->layout.mesh_argument().c_str());
   return 0;
+}
+
+}  // namespace
+
+int plan_job_command(const CommandArgs& a) {
+  if (a.flag("calibrate")) return calibrate_command(a);
+  RunConfig cfg;
+  cfg.load_toml(a.need("config"));
+  apply_sets(cfg, a);
+  const int world = int(a.integer("world", 1, 1, 1 << 24));
+  const Hardware h = load_hardware(a.get("hardware", "cpu"));
+  const PlanJob job = plan_job(cfg);
+  const bool json = a.flag("json");
+  if (h.device == "cuda" && job.cfg.model.kind == "moe" && !json)
+    std::printf("note: model.kind = moe runs on the CPU in this version (no CUDA mixture-of-experts kernels yet); "
+                "the plan times its routing kernels by their bytes over %s's memory bandwidth\n", h.name.c_str());
+  if (const std::string mesh = a.get("mesh"); !mesh.empty()) {
+    const Layout l = parse_mesh(mesh, job.cfg, world);
+    const PlannedLayout p = plan_layout(job, l, job_global_batch(job, world, &l), h);
+    if (json) {
+      std::printf("%s\n", layout_json(p).dump(2).c_str());
+      return 0;
+    }
+    std::printf("%s on %d ranks of %s: global batch %lld\n%s\n", job.kind->describe(job.cfg.model).c_str(), world,
+                h.name.c_str(), (long long)p.global_batch, l.describe().c_str());
+    print_one(p, h);
+    return p.refused.empty() && p.fits ? 0 : 1;
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  const SearchResult res = search_layouts(job, world, h);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (json) {
+    std::printf("%s\n", search_json(res, world, h).dump(2).c_str());
+    return 0;
+  }
+  return print_search(res, job, h, world, int(a.integer("top", 5, 1, 1 << 20)), a.need("config"), seconds);
 }
 
 }  // namespace dtrain

@@ -78,8 +78,62 @@ double memory_gbs() {
   return 3.0 * double(n) * sizeof(float) / s / 1e9;  // two reads, one write
 }
 
+// A computation on its own thread (products of 256 × 256, counted), as a rank's cores compute in a job.
+class BusyThread {
+ public:
+  BusyThread()
+      : thread_([this] {
+          omp_set_num_threads(1);
+          const int64_t m = 256;
+          std::vector<float> a(size_t(m * m), 0.5f), c(size_t(m * m), 0.0f);
+          const MatmulArgs args{m, m, m, false, false, false, nullptr, Precision::f32};
+          while (busy_.load()) {
+            cpu_device().matmul(a.data(), a.data(), c.data(), args);
+            ++done_;
+          }
+        }) {}
+  ~BusyThread() {
+    busy_ = false;
+    thread_.join();
+  }
+  // Its products per second while f runs.
+  template <class F>
+  double rate_during(F&& f) {
+    const int64_t before = done_.load();
+    const auto t0 = Clock::now();
+    f();
+    return double(done_.load() - before) / std::chrono::duration<double>(Clock::now() - t0).count();
+  }
+
+ private:
+  std::atomic<bool> busy_{true};
+  std::atomic<int64_t> done_{0};
+  std::thread thread_;
+};
+
+// One of the two ranks' measurements: the all-reduce by size beside a computation (an idle machine's
+// cores wake up slower: small all-reduces take ten times longer there than in a run), then what it
+// takes of that computation, its products per second alone and beside 4 MiB all-reduces: out[0..kSizes)
+// seconds, out[kSizes] the share of the computation lost.
+void measure_link_rank(World& world, double* out) {
+  BusyThread busy;
+  std::vector<float> buf(size_t(16) << 20, 1.0f);  // up to 64 MiB
+  for (int i = 0; i < kSizes; ++i) {
+    const size_t n = size_t(1) << (2 * i);  // 1, 4, 16, … floats: 4 B to 64 MiB
+    out[i] = median_seconds(n > (size_t(1) << 20) ? 5 : 21, [&] { world.all().allreduce(buf.data(), n); });
+  }
+  world.all().barrier();
+  const double alone = busy.rate_during([] { std::this_thread::sleep_for(std::chrono::milliseconds(300)); });
+  world.all().barrier();
+  const double beside = busy.rate_during([&] {
+    for (int k = 0; k < 40; ++k) world.all().allreduce(buf.data(), size_t(1) << 20);
+  });
+  out[kSizes] = std::clamp(1.0 - beside / alone, 0.0, 4.0);
+}
+
 // All-reduce between two local processes over Gloo: its seconds at sizes from 4 bytes to 64 MiB into
-// h (node_allreduce), the link as bus GB/s at 64 MiB and latency µs from 4 bytes.
+// h (node_allreduce) with what it takes of a computation beside it (comm_steal), the link as bus GB/s
+// at 64 MiB and latency µs from 4 bytes.
 Link local_link(Hardware& h) {
   const std::string dir = (std::filesystem::temp_directory_path() / ("dtrain-calibrate-" + std::to_string(getpid()))).string();
   std::filesystem::create_directories(dir);
@@ -99,43 +153,8 @@ Link local_link(Hardware& h) {
       env.token = "calibrate";
       omp_set_num_threads(1);
       World world(env, Millis(60000));
-      // As in a job, each rank's cores compute while its communication thread moves the data: the
-      // all-reduce by size beside a computation (an idle machine's cores wake up slower: small
-      // all-reduces take ten times longer there than in a run), and what it takes of that computation:
-      // products per second alone and beside 4 MiB all-reduces, the products lost per second of them.
-      std::atomic<bool> busy{true};
-      std::atomic<int64_t> done{0};
-      std::thread compute([&busy, &done] {
-        omp_set_num_threads(1);
-        const int64_t m = 256;
-        std::vector<float> a(size_t(m * m), 0.5f), c(size_t(m * m), 0.0f);
-        const MatmulArgs args{m, m, m, false, false, false, nullptr, Precision::f32};
-        while (busy.load()) {
-          cpu_device().matmul(a.data(), a.data(), c.data(), args);
-          ++done;
-        }
-      });
-      std::vector<float> buf(size_t(16) << 20, 1.0f);  // up to 64 MiB
       double out[kSizes + 1];
-      for (int i = 0; i < kSizes; ++i) {
-        const size_t n = size_t(1) << (2 * i);  // 1, 4, 16, … floats: 4 B to 64 MiB
-        out[i] = median_seconds(n > (size_t(1) << 20) ? 5 : 21, [&] { world.all().allreduce(buf.data(), n); });
-      }
-      world.all().barrier();
-      int64_t before = done.load();
-      auto t0 = Clock::now();
-      std::this_thread::sleep_for(std::chrono::milliseconds(300));
-      const double alone = double(done.load() - before) / std::chrono::duration<double>(Clock::now() - t0).count();
-      world.all().barrier();
-      constexpr int kBeside = 40;
-      before = done.load();
-      t0 = Clock::now();
-      for (int k = 0; k < kBeside; ++k) world.all().allreduce(buf.data(), size_t(1) << 20);
-      const double loop = std::chrono::duration<double>(Clock::now() - t0).count();
-      const double lost = std::max(0.0, 1.0 - double(done.load() - before) / loop / alone) * loop;
-      out[kSizes] = std::clamp(lost / loop, 0.0, 4.0);
-      busy = false;
-      compute.join();
+      measure_link_rank(world, out);
       world.shutdown();
       if (r == 0 && write(fds[1], out, sizeof out) != ssize_t(sizeof out)) code = 1;
     } catch (const std::exception& e) {
@@ -165,6 +184,7 @@ Link local_link(Hardware& h) {
   // busbw = algbw × 2(n−1)/n = algbw for two ranks; a step's latency: half the smallest all-reduce
   return {h.allreduce_bytes.back() / got[kSizes - 1] / 1e9, got[0] / 2.0 * 1e6};
 }
+
 
 // One kernel measured: its work as the counting device states it (the planner's own account), over
 // its best time on the CPU device. Rate: TFLOP/s where it counts FLOPs, GB/s otherwise.

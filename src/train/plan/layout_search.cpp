@@ -3,6 +3,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <exception>
+#include <mutex>
+#include <system_error>
 #include <thread>
 #include <cstdio>
 
@@ -146,14 +149,29 @@ SearchResult search_layouts(const PlanJob& job, int world, const Hardware& h) {
   // planned on every core, each candidate's plans kept in its place (the result is the same at any count)
   std::vector<std::vector<PlannedLayout>> done(todo.size());
   std::atomic<size_t> next{0};
+  std::exception_ptr failed;  // the first failure of any thread (memory, threads), thrown after all have joined
+  std::mutex mu;
   auto work = [&] {
-    for (size_t i = next++; i < todo.size(); i = next++) done[i] = plan_candidate(job, todo[i], res.global_batch, h);
+    try {
+      for (size_t i = next++; i < todo.size(); i = next++) done[i] = plan_candidate(job, todo[i], res.global_batch, h);
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(mu);
+      if (!failed) failed = std::current_exception();
+      next = todo.size();
+    }
   };
   const unsigned threads = std::max(1u, std::min(8u, std::thread::hardware_concurrency()));
   std::vector<std::thread> pool;
-  for (unsigned t = 1; t < threads; ++t) pool.emplace_back(work);
+  for (unsigned t = 1; t < threads; ++t) {
+    try {
+      pool.emplace_back(work);
+    } catch (const std::system_error&) {  // no more threads to be had: plan on those there are
+      break;
+    }
+  }
   work();
   for (std::thread& t : pool) t.join();
+  if (failed) std::rethrow_exception(failed);
   for (std::vector<PlannedLayout>& plans : done)
     for (PlannedLayout& p : plans) {
       ++res.considered;

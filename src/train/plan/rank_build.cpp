@@ -5,7 +5,6 @@
 
 #include "kernels/counting_device.hpp"
 #include "train/model_plan.hpp"
-#include "train/report/run_report.hpp"
 #include "train/train_step.hpp"
 
 namespace dtrain {
@@ -18,30 +17,17 @@ RankWork work_of(ParallelModel& par, const BatchSplit& split) {
   StepContext ctx;
   ctx.B = model.max_batch();
   ctx.T = model.sample_shape().targets;
-  w.micro_batch = model.max_batch();
   w.hidden_floats = model.unit_output_floats(0, ctx);
-  w.activation_bytes = int64_t(model.activation_bytes());
   const PipelineEngine* pipe = par.pipeline();
   w.passes = split.accum * (pipe ? pipe->schedule().microbatches : 1);
   for (int k = 0; k < model.num_stages(); ++k) {
-    RankWork::Stage s;
     const auto [first, last] = model.stage_units(k);
-    for (int u = first; u < last; ++u) s.flops_per_sample += model.unit_flops(u);
-    s.units = last - first;
-    s.output_floats = model.stage_output_floats(k, ctx);
-    w.stages.push_back(s);
+    double flops = 0.0;
+    for (int u = first; u < last; ++u) flops += model.unit_flops(u);
+    w.stage_flops.push_back(flops);
   }
-  for (const Unit* u : model.units()) {
-    w.unit_floats.push_back(u->numel());
-    w.held_floats += u->numel();
-    if (u->experts()) w.expert_floats += u->numel();
-  }
-  if (const DataParallel* ddp = par.ddp()) w.ddp_buckets = int64_t(ddp->num_buckets());
-  w.state_floats = par.optimizer().state_bytes() / int64_t(sizeof(float));
   return w;
 }
-
-}  // namespace
 
 // One optimizer step of the run's own step code (train_step) over batches of zeros.
 void run_step(ParallelModel& par, const RunConfig& cfg, const BatchSplit& split, int dp, Precision precision) {
@@ -66,6 +52,8 @@ void run_step(ParallelModel& par, const RunConfig& cfg, const BatchSplit& split,
   spec.grad_clip = cfg.optim.grad_clip;
   train_step(par, spec, [&]() -> Batch& { return batch; });
 }
+
+}  // namespace
 
 RankBuild build_rank(const PlanJob& job, const Layout& layout, int rank, const Hardware& h) {
   const RunConfig cfg = with_layout(job, layout);

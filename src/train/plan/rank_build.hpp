@@ -16,22 +16,10 @@ namespace dtrain {
 
 // What the time model needs of a built rank.
 struct RankWork {
-  struct Stage {
-    double flops_per_sample = 0.0;  // its units' training FLOPs for one sample (this rank's slice)
-    int64_t output_floats = 0;      // its output hidden state for one micro-batch (0: the loss unit's)
-    int units = 0;                  // hidden units (Transformer blocks) in it
-  };
-  std::vector<Stage> stages;      // this rank's pipeline stages, in model order
-  int64_t micro_batch = 0;        // samples a pass (a pipeline micro-batch) holds
-  int64_t hidden_floats = 0;      // a hidden state of one pass (the input unit's output; this rank's rows)
-  int64_t activation_bytes = 0;   // the activations and buffers planned for its passes
-  int64_t passes = 1;             // passes per optimizer step (accumulation × micro-batches)
-  int64_t held_floats = 0;        // parameters this rank's slice holds (before FSDP shards them)
-  int64_t expert_floats = 0;      // of them, the experts'
-  std::vector<int64_t> unit_floats;  // each held unit's (FSDP gathers one at a time)
-  int64_t ddp_buckets = 0;        // DDP: buckets of the gradients
-  int64_t state_floats = 0;       // the optimizer's state floats on this rank
-  StepClockTally step;            // one training step run on the counting device, timed (StepClock)
+  std::vector<double> stage_flops;  // each of its pipeline stages' training FLOPs for one sample (its slice)
+  int64_t passes = 1;               // passes per optimizer step (accumulation × micro-batches)
+  int64_t hidden_floats = 0;        // a hidden state of one pass (the input unit's output; this rank's rows)
+  StepClockTally step;              // one training step run on the counting device, timed (StepClock)
 };
 
 struct RankBuild {

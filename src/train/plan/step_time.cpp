@@ -82,12 +82,12 @@ namespace {
 // full recompute, which runs the forward again).
 std::vector<StageCosts> stage_costs(const RankWork& w, Recompute recompute) {
   double flops = 0.0;
-  for (const RankWork::Stage& s : w.stages) flops += s.flops_per_sample;
+  for (double f : w.stage_flops) flops += f;
   const double per_pass = w.step.compute / double(std::max<int64_t>(w.passes, 1));
   const double fwd_share = recompute == Recompute::full ? 0.25 : 1.0 / 3.0;
   std::vector<StageCosts> out;
-  for (const RankWork::Stage& s : w.stages) {
-    const double c = per_pass * (flops > 0 ? s.flops_per_sample / flops : 1.0 / double(w.stages.size()));
+  for (double f : w.stage_flops) {
+    const double c = per_pass * (flops > 0 ? f / flops : 1.0 / double(w.stage_flops.size()));
     StageCosts sc;
     sc.F = c * fwd_share;
     sc.B = c - sc.F;
