@@ -39,8 +39,7 @@ class CountingDevice final : public ComputeDevice {
   void release(void* p) override;
   bool host_accessible() const override { return true; }
   size_t in_use() const { return in_use_; }  // bytes allocated and not yet released
-  size_t peak() const { return peak_; }      // the most in use at once
-  size_t peak_bytes() const override { return peak_; }
+  size_t peak_bytes() const override { return peak_; }  // the most in use at once
 
   void zero(void*, size_t) override {}
   void copy(void*, const void*, size_t) override {}

@@ -66,7 +66,7 @@ TEST(Planner, CountingDeviceTakesNoMemoryAndTellsEachKernelsWork) {
   EXPECT_EQ(dev.in_use(), (size_t(1) << 36) + 100);
   dev.release(a);
   EXPECT_EQ(dev.in_use(), 100u);
-  EXPECT_EQ(dev.peak(), (size_t(1) << 36) + 100);
+  EXPECT_EQ(dev.peak_bytes(), (size_t(1) << 36) + 100);
   std::vector<KernelWork> seen;
   dev.on_kernel([&](const KernelWork& w) { seen.push_back(w); });
   dev.matmul(nullptr, nullptr, nullptr, linear_forward_args(64, 32, 16, nullptr, Precision::bf16));

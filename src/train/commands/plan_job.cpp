@@ -21,11 +21,11 @@ namespace {
 
 constexpr double kGiB = double(1 << 30);
 
+// --mesh's recompute=V, read as train.recompute reads it.
 Recompute parse_recompute(const std::string& v) {
-  if (v == "none") return Recompute::none;
-  if (v == "selective") return Recompute::selective;
-  require(v == "full", "--mesh: recompute = `" + v + "`: use none, selective or full");
-  return Recompute::full;
+  RunConfig c;
+  c.set("train.recompute", v, "--mesh");
+  return c.train.recompute_mode();
 }
 
 // --mesh "pp=2,dp_shard=4,tp=2,sp=1,schedule=1f1b,m=8,v=1,recompute=selective,ep=1,cp=1,dp_replicate=1":

@@ -18,9 +18,9 @@ PlanJob plan_job(RunConfig cfg) {
   PlanJob job;
   job.kind = &kind_of(cfg.model);
   cfg.validate();
+  job.kind->validate(cfg.model, false);  // what does not wait for the data
   bool data_known = true;
   try {
-    job.kind->validate(cfg.model, false);
     job.kind->validate(cfg.model, true);  // the vocabulary given (model.vocab_size)
   } catch (const Error&) {
     data_known = false;
@@ -31,7 +31,8 @@ PlanJob plan_job(RunConfig cfg) {
       data = open_run_data(cfg.data, job.kind->sample_shape(cfg.model).input);
     } catch (const Error& e) {
       throw Error(std::string("dtrain plan: the model's size is not known without its data (") + e.what() +
-                  "): set model.vocab_size (--set model.vocab_size=N), or data.dir to the data it would train on");
+                  "): point data.dir at the data it would train on, or give what the data would (a language model's "
+                  "model.vocab_size)");
     }
     job.kind->fit_to_data(cfg.model, data->facts(), data->dir());
     job.kind->validate(cfg.model, true);

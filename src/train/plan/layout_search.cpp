@@ -67,7 +67,7 @@ PlannedLayout plan_layout(const PlanJob& job, const Layout& layout, int64_t glob
     }
     p.split = batch_split_of(with_layout(sized, layout), layout.shape);
     p.fits = p.need_bytes <= h.memory_gib * kGiB;
-    p.time = step_time(sized, layout, stages, h);
+    p.time = step_time(layout, stages, h);
   } catch (const Error& e) {  // a layout the model cannot take (what must divide, a cut, the batch)
     p.refused = e.what();
     return p;

@@ -30,7 +30,8 @@ RankWork work_of(ParallelModel& par, const BatchSplit& split) {
 }
 
 // One optimizer step of the run's own step code (train_step) over batches of zeros.
-void run_step(ParallelModel& par, const RunConfig& cfg, const BatchSplit& split, int dp, Precision precision) {
+void run_step(ParallelModel& par, const ModelKind& kind, const RunConfig& cfg, const BatchSplit& split, int dp,
+              Precision precision) {
   Batch batch;
   batch.shape = par.model().sample_shape();
   batch.samples = split.micro_batch;
@@ -42,7 +43,7 @@ void run_step(ParallelModel& par, const RunConfig& cfg, const BatchSplit& split,
   batch.targets.assign(size_t(split.micro_batch * batch.shape.targets), 0);
   StepSpec spec;
   spec.base.T = batch.shape.targets;
-  spec.base.dropout = cfg.model.values.contains("dropout") ? float(cfg.model.values["dropout"].get<double>()) : 0.0f;
+  spec.base.dropout = kind.dropout(cfg.model);  // as the trainer's step context has it
   spec.base.seed = cfg.train.seed;
   spec.base.precision = precision;
   spec.micro = split.accum;
@@ -71,11 +72,10 @@ RankBuild build_rank(const PlanJob& job, const Layout& layout, int rank, const H
   b.coord = mesh->coord();
   b.work = work_of(par, split);
   dev.on_kernel([&clock](const KernelWork& w) { clock.kernel(w); });
-  run_step(par, cfg, split, layout.shape.dp(), job.precision);
+  run_step(par, *job.kind, cfg, split, layout.shape.dp(), job.precision);
   b.work.step = clock.tally();
   // after the step: what grows on the first pass (context parallel's exchange buffers) has grown
   b.memory = model_memory(par);
-  b.device_bytes = dev.peak();
   return b;
 }
 

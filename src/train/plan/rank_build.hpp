@@ -26,7 +26,6 @@ struct RankBuild {
   int rank = 0;
   MeshCoord coord;
   MemoryAccount memory;     // model state, gather buffers, activations (model_memory of the built parts)
-  size_t device_bytes = 0;  // the most the counting device had handed out at once (the parts took no more)
   RankWork work;
 };
 

@@ -18,12 +18,9 @@ namespace {
 // across the link (an all-reduce of B bytes between two ranks sends B per rank), and the latency of
 // the ring's further steps for a larger group.
 double measured_seconds(Collective c, double bytes, int n, const Hardware& h) {
-  const double share = c == Collective::all_reduce ? 2.0 * (n - 1) / n
-                       : c == Collective::p2p      ? 1.0
-                                                   : double(n - 1) / n;
-  const double steps = c == Collective::all_reduce ? 2.0 * (n - 1) : c == Collective::p2p ? 1.0 : n - 1.0;
-  const double alpha = h.node_allreduce_seconds(1.0) / 2.0;  // one step of the measured pair
-  return h.node_allreduce_seconds(share * bytes) + std::max(0.0, steps - 2.0) * alpha;
+  const CollectiveShape k = collective_shape(c, n, "ring");  // (Gloo's, which the curve measured)
+  const double alpha = h.node_allreduce_seconds(1.0) / 2.0;   // one step of the measured pair
+  return h.node_allreduce_seconds(k.share * bytes) + std::max(0.0, k.steps - 2.0) * alpha;
 }
 
 }  // namespace
@@ -44,9 +41,8 @@ double StepClock::seconds(const std::string& op, double bytes, const std::vector
   // allgather and reduce_scatter are given the whole (gathered or scattered) bytes; the formulas
   // take the whole as well
   const Link& link = link_of(ranks, h_);
-  const double d = &link == &h_.intra && !h_.allreduce_bytes.empty() ? measured_seconds(c, bytes, n, h_)
-                                                                     : collective_seconds(c, bytes, n, link, h_.algorithm);
-  return d;
+  return &link == &h_.intra && !h_.allreduce_bytes.empty() ? measured_seconds(c, bytes, n, h_)
+                                                           : collective_seconds(c, bytes, n, link, h_.algorithm);
 }
 
 void StepClock::wait_until(double start, double end, const std::string& group) {
@@ -80,7 +76,6 @@ void StepClock::kernel(const KernelWork& w) {
   std::lock_guard<std::mutex> lock(mu_);
   t_.end += s;
   (family == "optimizer" ? t_.optimizer : t_.compute) += s;
-  (family == "matmul" || family == "conv" ? t_.matmul_flops : t_.other_flops) += w.flops;
 }
 
 StepClockTally StepClock::tally() {

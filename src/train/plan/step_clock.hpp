@@ -19,7 +19,6 @@ struct StepClockTally {
   double end = 0.0;        // the compute stream's time at the end
   double compute = 0.0;    // kernel time of the passes (forward, backward, recompute)
   double optimizer = 0.0;  // kernel time of the update
-  double matmul_flops = 0.0, other_flops = 0.0;
   // time the compute stream lost to each kind of group ("dp", "tp", "pp", "cp", "ep"): waiting for
   // its operations, and (Hardware::comm_steal) running slower beside them
   std::map<std::string, double> waited;

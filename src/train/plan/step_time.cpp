@@ -47,27 +47,22 @@ std::string StepTime::largest_overhead() const {
   return top->name;
 }
 
-double collective_seconds(Collective c, double bytes, int n, const Link& link, const std::string& algorithm) {
-  if (n <= 1 || bytes <= 0) return 0.0;
-  double share = 1.0, steps = 1.0;
+CollectiveShape collective_shape(Collective c, int n, const std::string& algorithm) {
   const double ring_steps = n - 1.0, tree_steps = std::ceil(std::log2(double(n)));
   switch (c) {
-    case Collective::all_reduce:
-      share = 2.0 * (n - 1) / n;
-      steps = 2.0 * (algorithm == "tree" ? tree_steps : ring_steps);
-      break;
+    case Collective::all_reduce: return {2.0 * (n - 1) / n, 2.0 * (algorithm == "tree" ? tree_steps : ring_steps)};
     case Collective::all_gather:
-    case Collective::reduce_scatter:
-      share = double(n - 1) / n;
-      steps = algorithm == "tree" ? tree_steps : ring_steps;
-      break;
-    case Collective::all_to_all:
-      share = double(n - 1) / n;
-      steps = ring_steps;  // one message to every other rank
-      break;
+    case Collective::reduce_scatter: return {double(n - 1) / n, algorithm == "tree" ? tree_steps : ring_steps};
+    case Collective::all_to_all: return {double(n - 1) / n, ring_steps};  // one message to every other rank
     case Collective::p2p: break;
   }
-  return steps * link.latency_us * 1e-6 + bytes * share / (link.bus_gbs * 1e9);
+  return {1.0, 1.0};
+}
+
+double collective_seconds(Collective c, double bytes, int n, const Link& link, const std::string& algorithm) {
+  if (n <= 1 || bytes <= 0) return 0.0;
+  const CollectiveShape k = collective_shape(c, n, algorithm);
+  return k.steps * link.latency_us * 1e-6 + bytes * k.share / (link.bus_gbs * 1e9);
 }
 
 const Link& link_of(const std::vector<int>& ranks, const Hardware& h) {
@@ -105,8 +100,7 @@ double waited(const StepClockTally& t, const char* kind) {
 
 }  // namespace
 
-StepTime step_time(const PlanJob& job, const Layout& l, const std::vector<RankBuild>& ranks, const Hardware& h) {
-  (void)job;
+StepTime step_time(const Layout& l, const std::vector<RankBuild>& ranks, const Hardware& h) {
   const MeshShape& m = l.shape;
   // the pipeline: its schedule simulated on every stage's costs, the transfers as its communication
   double span = 0.0;

@@ -34,6 +34,11 @@ struct StepTime {
 // 2(n−1)/n of the bytes over the bus, all-gather, reduce-scatter and all-to-all (n−1)/n, point to
 // point all of them; latency per the algorithm's steps.
 enum class Collective { all_reduce, all_gather, reduce_scatter, all_to_all, p2p };
+// What of the bytes crosses the bus, and the algorithm's latency steps, over n ranks.
+struct CollectiveShape {
+  double share, steps;
+};
+CollectiveShape collective_shape(Collective c, int n, const std::string& algorithm);
 double collective_seconds(Collective c, double bytes, int n, const Link& link, const std::string& algorithm);
 
 // The link a group of global ranks spans: the node's when all sit in one node, else the network's.
@@ -41,6 +46,6 @@ const Link& link_of(const std::vector<int>& ranks, const Hardware& h);
 
 // One optimizer step of `layout`, from the builds of its pipeline ranks (`stages[i]`: a rank of pp
 // coordinate i), as the slowest rank sees it.
-StepTime step_time(const PlanJob& job, const Layout& layout, const std::vector<RankBuild>& stages, const Hardware& h);
+StepTime step_time(const Layout& layout, const std::vector<RankBuild>& stages, const Hardware& h);
 
 }  // namespace dtrain
