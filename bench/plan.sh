@@ -60,24 +60,33 @@ layout() {  # $1 = name: sets "n", "mesh" (dtrain plan --mesh), "extra" (the run
   done
 }
 
-if [ -n "$profiles" ]; then
-  for r in 1 2 4; do cp "$profiles/cpu$r.toml" "$work/cpu$r.toml"; done
-else
-  echo "calibrating this machine for 1, 2 and 4 ranks of one thread"
-  for r in 1 2 4; do
-    "$bin/dtrain" plan --calibrate --ranks-per-node $r --threads 1 --save "$work/cpu$r.toml" >/dev/null
-  done
-fi
-for name in $layouts; do
-  layout "$name"
+# run_and_plan NAME: the layout run for real, and planned on its world size's profile.
+run_and_plan() {
+  layout "$1"
   if [ "$n" -eq 1 ]; then
-    "$bin/dtrain" train "${model[@]}" "${common[@]}" "${extra[@]}" --run-dir "$work/$name" >"$work/$name.out" 2>&1
+    "$bin/dtrain" train "${model[@]}" "${common[@]}" "${extra[@]}" --run-dir "$work/$1" >"$work/$1.out" 2>&1
   else
     OMP_NUM_THREADS=1 "$bin/dtrun" --standalone --nproc-per-node "$n" --no-tag "$bin/dtrain" train "${model[@]}" \
-      "${common[@]}" "${extra[@]}" --run-dir "$work/$name" >"$work/$name.out" 2>&1
-  fi || { cat "$work/$name.out"; echo "run $name failed" >&2; exit 1; }
+      "${common[@]}" "${extra[@]}" --run-dir "$work/$1" >"$work/$1.out" 2>&1
+  fi || { cat "$work/$1.out"; echo "run $1 failed" >&2; exit 1; }
   "$bin/dtrain" plan "${model[@]}" "${common[@]}" --world "$n" --mesh "$mesh" --hardware "$work/cpu$n.toml" --json \
-    >"$work/$name.plan.json"
+    >"$work/$1.plan.json"
+}
+
+# Layouts of one world size run right after that size's calibration: this virtual machine's speed
+# drifts by 10-20% over minutes, and a profile measured a quarter of an hour before a run would time
+# the drift, not the model.
+[ -n "$profiles" ] || echo "calibrating this machine for 1, 2 and 4 ranks of one thread, each before its layouts"
+for r in 1 2 4; do
+  group=()
+  for name in $layouts; do layout "$name"; [ "$n" -ne "$r" ] || group+=("$name"); done
+  [ ${#group[@]} -gt 0 ] || continue
+  if [ -n "$profiles" ]; then
+    cp "$profiles/cpu$r.toml" "$work/cpu$r.toml"
+  else
+    "$bin/dtrain" plan --calibrate --ranks-per-node $r --threads 1 --save "$work/cpu$r.toml" >/dev/null
+  fi
+  for name in "${group[@]}"; do run_and_plan "$name"; done
 done
 
 python3 - "$work" $layouts <<'PYEOF'
@@ -109,5 +118,16 @@ for name in names:
     print(json.dumps({"layout": name, "planned_parts": planned_parts, "run_parts": run_parts, "need": need,
                       "accounted": acct, "peak_rss": rss, "step_s": step, "measured_s": measured}), file=sys.stderr)
 print(f"{len(names) - bad} of {len(names)} layouts within every bound")
+# where the step goes: the planned computation (passes and update) and waits (communication, bubble)
+# against rank 0's phases (forward, backward, optimizer; comm)
+print(f"\n{'layout':10} {'compute ms':>11} {'run':>8} {'/run':>6} {'waits ms':>9} {'run':>8}")
+for name in names:
+    phases = json.load(open(f"{work}/{name}/summary.json"))["step_time"]["phases"]
+    plan = json.load(open(f"{work}/{name}.plan.json"))
+    ran = sum(phases[k]["mean_s"] for k in ("forward", "backward", "optimizer"))
+    planned = plan["compute_s"] + plan["optimizer_s"]
+    waits = sum(plan[k] for k in ("bubble_s", "dp_s", "tp_s", "cp_s", "ep_s"))
+    print(f"{name:10} {planned * 1e3:11.1f} {ran * 1e3:8.1f} {planned / ran:6.3f} {waits * 1e3:9.1f} "
+          f"{phases['comm']['mean_s'] * 1e3:8.1f}")
 sys.exit(1 if bad else 0)
 PYEOF

@@ -230,13 +230,13 @@ DeviceMesh::DeviceMesh(World& world, const MeshShape& shape, const World::Backen
 
 namespace {
 
-// A planner's operation's place on its clock: issued at the compute stream's time, ending when the
-// backend has placed it after the group's operation before it.
+// A planner's operation's place on its clock: issued at the compute stream's time, starting when the
+// backend has placed it after the group's operation before it, taking what the clock says.
 class StandInOrder : public StreamOrder {
  public:
   StandInOrder(StandInClock* clock, std::string group) : clock_(clock), group_(std::move(group)), issued(clock->now()) {}
   bool finished() override { return true; }
-  void wait_on_compute() override { clock_->wait_until(start, end, group_); }
+  void wait_on_compute() override { clock_->wait_until(start, took, group_); }
 
  private:
   StandInClock* clock_;
@@ -244,7 +244,8 @@ class StandInOrder : public StreamOrder {
 
  public:
   const double issued;
-  double start = 0.0, end = 0.0;  // set by the backend when it runs the operation
+  double start = 0.0;  // set by the backend when it runs the operation
+  OpSeconds took;
 };
 
 // A planner's backend: moves no data, every operation done at once; with a clock, each one timed.
@@ -275,11 +276,11 @@ class StandInBackend : public Backend {
     timed("all_to_all", total(send) * elem_size(t));
   }
   std::function<void()> post_send(const void*, size_t bytes, int, uint32_t) override {
-    timed("send", bytes);
+    timed("send", bytes, Direction::out);
     return [] {};
   }
   std::function<void()> post_recv(void*, size_t bytes, int, uint32_t) override {
-    timed("recv", bytes);
+    timed("recv", bytes, Direction::in);
     return [] {};
   }
   void barrier() override { timed("barrier", 0); }
@@ -290,10 +291,17 @@ class StandInBackend : public Backend {
     for (size_t c : counts) n += c;
     return n;
   }
-  void timed(const char* op, size_t bytes) {
+  // A send uses the link's way out, a receive its way in (both at once: the link is duplex), a
+  // collective both.
+  enum class Direction { out, in, both };
+  void timed(const char* op, size_t bytes, Direction d = Direction::both) {
     if (!clock_ || !order_) return;
-    order_->start = std::max(order_->issued, free_at_);
-    order_->end = free_at_ = order_->start + clock_->seconds(op, double(bytes), ranks_, group_);
+    order_->took = clock_->seconds(op, double(bytes), ranks_, group_);
+    const double free_at = d == Direction::out ? free_out_ : d == Direction::in ? free_in_ : std::max(free_out_, free_in_);
+    order_->start = std::max(order_->issued + order_->took.lag, free_at);
+    const double end = order_->start + order_->took.beside;
+    if (d != Direction::in) free_out_ = end;
+    if (d != Direction::out) free_in_ = end;
     order_.reset();
   }
 
@@ -301,7 +309,7 @@ class StandInBackend : public Backend {
   std::string group_;
   std::vector<int> ranks_;
   std::shared_ptr<StandInOrder> order_;
-  double free_at_ = 0.0;  // when the group's last operation ends
+  double free_out_ = 0.0, free_in_ = 0.0;  // when the group's last operation each way ends
 };
 
 }  // namespace

@@ -69,6 +69,13 @@ std::vector<int> expert_group(const MeshShape& s, int rank, ExpertGroup which);
 // The planner's clock for a stand-in mesh's operations (DeviceMesh::stand_in): the compute stream's
 // time an operation is issued at, what it costs on its group, and the compute stream waiting for it.
 // An operation starts when it is issued and its group's previous one has finished.
+// An operation's seconds: `alone` while this rank computes nothing beside it, `beside` while it does
+// (a CPU node's communication shares the computation's cores: slower there; elsewhere the same);
+// `lag`: how long after this rank issues it the slowest of the group's ranks comes to it.
+struct OpSeconds {
+  double alone = 0.0, beside = 0.0, lag = 0.0;
+};
+
 class StandInClock {
  public:
   virtual ~StandInClock() = default;
@@ -76,11 +83,11 @@ class StandInClock {
   // Seconds of one operation (`op`: "allreduce", "allgather", "reduce_scatter", "broadcast",
   // "all_to_all", "send", "recv", "barrier"), `bytes` this rank's side, over group `group` of `ranks`
   // (called on the group's communication thread as the operation runs).
-  virtual double seconds(const std::string& op, double bytes, const std::vector<int>& ranks,
-                         const std::string& group) = 0;
-  // The compute stream waits (on the waiting thread) for an operation of group `group` that ran from
-  // `start` to `end`.
-  virtual void wait_until(double start, double end, const std::string& group) = 0;
+  virtual OpSeconds seconds(const std::string& op, double bytes, const std::vector<int>& ranks,
+                            const std::string& group) = 0;
+  // The compute stream waits (on the waiting thread) for an operation of group `group` that started
+  // at `start` and takes `s` (the group's next one starts `s.beside` after it).
+  virtual void wait_until(double start, const OpSeconds& s, const std::string& group) = 0;
 };
 
 class DeviceMesh {

@@ -76,20 +76,21 @@ class CountingDevice final : public ComputeDevice {
                         int64_t dim, bool) override {
     stream("rmsnorm_backward", 16.0 * rows * dim);
   }
-  void attention_forward(const float*, float*, float*, const AttentionShape& s, const DropoutSpec&) override {
-    attention("attention_forward", s, s.T, 1.0);
+  // (".dropout": with dropout on its probabilities, which a kernel may make apart: the CPU's does)
+  void attention_forward(const float*, float*, float*, const AttentionShape& s, const DropoutSpec& d) override {
+    attention(d.active() ? "attention_forward.dropout" : "attention_forward", s, s.T, 1.0);
   }
   void attention_backward(const float*, const float*, const float*, float*, const AttentionShape& s,
-                          const DropoutSpec&) override {
-    attention("attention_backward", s, s.T, 2.0);
+                          const DropoutSpec& d) override {
+    attention(d.active() ? "attention_backward.dropout" : "attention_backward", s, s.T, 2.0);
   }
   void kv_block_pack(const float*, float*, const AttentionShape& s) override { stream("kv_block_pack", 16.0 * s.B * s.T * s.kv() * s.Dh); }
   void kv_block_unpack(const float*, float*, const AttentionShape& s) override {
     stream("kv_block_unpack", 16.0 * s.B * s.T * s.kv() * s.Dh);
   }
   void attention_block_forward(const float*, const float*, const SequenceShard&, float*, float*, const AttentionBlocks& a,
-                               const DropoutSpec&, bool) override {
-    attention("attention_block_forward", a.shape, a.shape.T, 1.0);
+                               const DropoutSpec& d, bool) override {
+    attention(d.active() ? "attention_block_forward.dropout" : "attention_block_forward", a.shape, a.shape.T, 1.0);
   }
   void attention_blocks_finish(float*, const float*, float*, const AttentionBlocks& a) override {
     stream("attention_blocks_finish", 8.0 * a.shape.B * a.shape.T * a.shape.H * a.shape.Dh);
@@ -98,9 +99,9 @@ class CountingDevice final : public ComputeDevice {
     stream("attention_blocks_delta", 8.0 * a.shape.B * a.shape.T * a.shape.H * a.shape.Dh);
   }
   void attention_block_backward(const float*, const float*, const float*, const SequenceShard&, const float*,
-                                const float*, float*, float*, const AttentionBlocks& a, const DropoutSpec&,
+                                const float*, float*, float*, const AttentionBlocks& a, const DropoutSpec& d,
                                 bool) override {
-    attention("attention_block_backward", a.shape, a.shape.T, 2.0);
+    attention(d.active() ? "attention_block_backward.dropout" : "attention_block_backward", a.shape, a.shape.T, 2.0);
   }
   void rope_forward(float*, const RopeShape& s) override { stream("rope_forward", 8.0 * s.B * s.T * (s.heads + s.kv()) * s.head_dim); }
   void rope_backward(float*, const RopeShape& s) override { stream("rope_backward", 8.0 * s.B * s.T * (s.heads + s.kv()) * s.head_dim); }

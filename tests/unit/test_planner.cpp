@@ -35,8 +35,11 @@ TEST(Planner, StandInMeshHoldsEachRanksGroupsAndMovesNothing) {
 struct TestClock : StandInClock {
   double t = 0.0, waited = 0.0;
   double now() override { return t; }
-  double seconds(const std::string&, double, const std::vector<int>&, const std::string&) override { return 2.0; }
-  void wait_until(double, double end, const std::string&) override {
+  OpSeconds seconds(const std::string&, double, const std::vector<int>&, const std::string&) override {
+    return {2.0, 2.0, 0.0};
+  }
+  void wait_until(double start, const OpSeconds& s, const std::string&) override {
+    const double end = start + s.beside;
     if (end > t) waited += end - t, t = end;
   }
 };
@@ -55,6 +58,21 @@ TEST(Planner, StandInOperationsRunAfterTheGroupsLastAndHoldUpOnlyWhereWaited) {
   b->wait();
   EXPECT_DOUBLE_EQ(clock.t, 5.0);
   EXPECT_DOUBLE_EQ(clock.waited, 1.0);
+}
+
+// A send and a receive use the link's two ways at once; a collective after them waits for both.
+TEST(Planner, StandInSendAndReceiveRunTogetherOnTheDuplexLink) {
+  TestClock clock;
+  const auto mesh = DeviceMesh::stand_in(MeshShape{2, 1, 1, 1}, 0, &clock);
+  ProcessGroup& g = mesh->group(MeshDim::pp);
+  float x = 0.0f, y = 0.0f;
+  WorkPtr sent = g.send_async(&x, sizeof x, 1), got = g.recv_async(&y, sizeof y, 1);  // both 0 → 2
+  WorkPtr after = g.allreduce_async(&x, 1, ElemType::f32, ReduceOp::sum);            // 2 → 4
+  sent->wait();
+  got->wait();
+  EXPECT_DOUBLE_EQ(clock.t, 2.0);
+  after->wait();
+  EXPECT_DOUBLE_EQ(clock.t, 4.0);
 }
 
 TEST(Planner, CountingDeviceTakesNoMemoryAndTellsEachKernelsWork) {
@@ -127,9 +145,9 @@ TEST(Planner, StepClockTimesKernelsAndChargesWaitsToTheirGroup) {
   StepClockTally t = clock.tally();
   EXPECT_DOUBLE_EQ(t.compute, 2.0 + 2.0 + 1.0);
   EXPECT_DOUBLE_EQ(t.optimizer, 3.0);
-  EXPECT_DOUBLE_EQ(clock.seconds("allreduce", 1e9, {0, 1}, "dp_shard"), 1.0);  // 2·1/2 of 1 GB at 1 GB/s
-  clock.wait_until(8.0, 10.0, "dp_shard");  // issued when the compute stream stood at 8
-  clock.wait_until(10.5, 11.0, "tp");
+  EXPECT_DOUBLE_EQ(clock.seconds("allreduce", 1e9, {0, 1}, "dp_shard").alone, 1.0);  // 2·1/2 of 1 GB at 1 GB/s
+  clock.wait_until(8.0, {2.0, 2.0}, "dp_shard");  // issued when the compute stream stood at 8
+  clock.wait_until(10.5, {0.5, 0.5}, "tp");
   t = clock.tally();
   EXPECT_DOUBLE_EQ(t.end, 11.0);
   EXPECT_DOUBLE_EQ(t.waited["dp"], 2.0);
@@ -138,8 +156,44 @@ TEST(Planner, StepClockTimesKernelsAndChargesWaitsToTheirGroup) {
   h.comm_steal = 0.5;
   StepClock busy(h);
   busy.kernel({"add", "stream", 0.0, 4e9, 0, 0, 0, Precision::f32});  // compute until 4
-  busy.wait_until(1.0, 3.0, "dp");  // ran 1 → 3 beside it: 1 s lost, no wait
+  busy.wait_until(1.0, {2.0, 2.0}, "dp");  // ran 1 → 3 beside it: 1 s lost, no wait
   EXPECT_DOUBLE_EQ(busy.tally().end, 5.0);
-  busy.wait_until(4.5, 7.0, "tp");  // 0.5 beside it (0.25 lost), then waited for 7
+  busy.wait_until(4.5, {2.5, 2.5}, "tp");  // 0.5 beside it (0.25 lost), then waited for 7
   EXPECT_DOUBLE_EQ(busy.tally().end, 7.25 + 0.0);
+}
+
+// Processor sharing: an operation runs at its `beside` speed while the rank computes, at its `alone`
+// speed once the compute stream waits for it; a kernel measured without dropout stands in for its
+// dropout variant.
+TEST(Planner, StepClockSharesTheCoresAndFallsBackToTheKernelWithoutDropout) {
+  Hardware h;
+  h.memory_gbs = 1.0;
+  h.kernels["attention_forward"] = 1.0;  // TFLOP/s
+  StepClock clock(h);
+  clock.kernel({"attention_forward.dropout", "attention", 2e12, 0.0, 1, 1, 1, Precision::f32});
+  EXPECT_DOUBLE_EQ(clock.tally().end, 2.0);  // the rate measured without dropout
+  EXPECT_DOUBLE_EQ(clock.tally().kernels["attention_forward.dropout"], 2.0);
+  clock.wait_until(1.0, {2.0, 4.0}, "tp");  // a quarter done beside the computation (1 → 2), the rest alone
+  EXPECT_DOUBLE_EQ(clock.tally().end, 2.0 + 0.75 * 2.0);
+  clock.wait_until(9.0, {1.0, 1.0}, "tp");  // starts after the stream's time: waited until it, then all of it
+  EXPECT_DOUBLE_EQ(clock.tally().end, 10.0);
+}
+
+// With jitter, ranks that computed apart reach a collective apart: the slowest of n comes
+// jitter · E[max of n normals] · (compute since they last met) after this one.
+TEST(Planner, StepClockLagGrowsWithTheComputeSinceTheRanksLastMet) {
+  Hardware h;
+  h.memory_gbs = 1.0;
+  h.intra = {1.0, 0.0};
+  h.ranks_per_node = 8;
+  h.jitter = 0.1;
+  StepClock clock(h);
+  clock.kernel({"add", "stream", 0.0, 10e9, 0, 0, 0, Precision::f32});  // 10 s of compute
+  const double two = clock.seconds("allreduce", 0.0, {0, 1}, "tp").lag, four = clock.seconds("allreduce", 0.0, {0, 1, 2, 3}, "tp").lag;
+  EXPECT_NEAR(two, 0.1 * 0.5642 * 10.0, 1e-3);
+  EXPECT_NEAR(four, 0.1 * 1.0294 * 10.0, 1e-3);
+  clock.wait_until(10.0 + two, {0.0, 0.0, two}, "tp");  // waited for the other rank: they meet
+  EXPECT_DOUBLE_EQ(clock.seconds("allreduce", 0.0, {0, 1}, "tp").lag, 0.0);
+  h.jitter = 0.0;  // a GPU profile: no lag
+  EXPECT_DOUBLE_EQ(StepClock(h).seconds("allreduce", 0.0, {0, 1}, "tp").lag, 0.0);
 }

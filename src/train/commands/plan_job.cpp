@@ -118,6 +118,7 @@ Json layout_json(const PlannedLayout& p) {
   j["cp_s"] = p.time.context_parallel;
   j["ep_s"] = p.time.expert_parallel;
   j["optimizer_s"] = p.time.optimizer;
+  j["kernel_s"] = p.worst.work.step.kernels;  // the worst rank's one step, by kernel
   j["tokens_per_s"] = p.tokens_per_s;
   j["mfu"] = p.mfu;
   return j;

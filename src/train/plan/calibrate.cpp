@@ -17,6 +17,7 @@
 #include "comm/world.hpp"
 #include "kernels/counting_device.hpp"
 #include "kernels/device.hpp"
+#include "parallel/cp/sequence_split.hpp"
 #include "tensor/memory.hpp"
 #include "train/report/memory_account.hpp"
 
@@ -40,32 +41,49 @@ double median_seconds(int reps, F&& f) {
   return t[t.size() / 2];
 }
 
-// The best of `reps` timings of f, each over enough calls to last 10 ms (a short kernel's timing is
-// otherwise its noise).
+// How much repeated timings of the same computation spread: the squares of each timing's relative
+// distance from the mean, over the timings' count less one (Hardware::jitter).
+struct Spread {
+  double squares = 0.0;
+  int degrees = 0;
+  void add(const std::vector<double>& t) {
+    if (t.size() < 2) return;
+    double mean = 0.0;
+    for (double x : t) mean += x / double(t.size());
+    for (double x : t) squares += (x / mean - 1.0) * (x / mean - 1.0);
+    degrees += int(t.size()) - 1;
+  }
+  double coefficient() const { return degrees ? std::sqrt(squares / degrees) : 0.0; }
+};
+// The median of `reps` timings of f, each over enough calls to last 10 ms (a short kernel's timing is
+// otherwise its noise). The median, not the best: the planner
+// predicts a run's typical step, whose kernels are as often interrupted as a calibration's rounds
+// (the best made every prediction here 5-10% fast).
 template <class F>
-double best_seconds(int reps, F&& f) {
+double typical_seconds(int reps, F&& f) {
   auto t0 = Clock::now();
   f();  // warm-up (oneDNN makes its kernel here)
   const double once = std::chrono::duration<double>(Clock::now() - t0).count();
   const int calls = once >= 0.01 ? 1 : int(std::min(1000.0, std::ceil(0.01 / std::max(once, 1e-7))));
-  double best = 1e30;
+  std::vector<double> t;
   for (int i = 0; i < reps; ++i) {
     t0 = Clock::now();
     for (int c = 0; c < calls; ++c) f();
-    best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count() / calls);
+    t.push_back(std::chrono::duration<double>(Clock::now() - t0).count() / calls);
   }
-  return best;
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
 }
 
 // Over shapes of a model's Linear layers (M rows of a batch; N, K its widths): all their FLOPs over
-// all their best times.
+// all their typical times.
 double matmul_tflops(Precision p) {
   const int64_t shapes[][3] = {{4096, 768, 768}, {4096, 2048, 512}, {4096, 512, 2048}, {1024, 1024, 1024}};
   double flops = 0.0, seconds = 0.0;
   for (const auto& [M, N, K] : shapes) {
     std::vector<float> a(size_t(M * K), 0.5f), b(size_t(K * N), 0.25f), c(size_t(M * N), 0.0f);
     const MatmulArgs args{M, N, K, false, false, false, nullptr, p};
-    seconds += best_seconds(3, [&] { cpu_device().matmul(a.data(), b.data(), c.data(), args); });
+    seconds += typical_seconds(3, [&] { cpu_device().matmul(a.data(), b.data(), c.data(), args); });
     flops += 2.0 * double(M) * double(N) * double(K);
   }
   return flops / seconds / 1e12;
@@ -74,7 +92,7 @@ double matmul_tflops(Precision p) {
 double memory_gbs() {
   const int64_t n = int64_t(1) << 26;  // 256 MiB per array: past every cache
   std::vector<float> a(size_t(n), 1.0f), b(size_t(n), 2.0f), c(size_t(n), 0.0f);
-  const double s = best_seconds(5, [&] { cpu_device().add(a.data(), b.data(), c.data(), n); });
+  const double s = typical_seconds(5, [&] { cpu_device().add(a.data(), b.data(), c.data(), n); });
   return 3.0 * double(n) * sizeof(float) / s / 1e9;  // two reads, one write
 }
 
@@ -111,50 +129,91 @@ class BusyThread {
   std::thread thread_;
 };
 
-// One of the two ranks' measurements: the all-reduce by size beside a computation (an idle machine's
-// cores wake up slower: small all-reduces take ten times longer there than in a run), then what it
-// takes of that computation, its products per second alone and beside 4 MiB all-reduces: out[0..kSizes)
-// seconds, out[kSizes] the share of the computation lost.
-void measure_link_rank(World& world, double* out) {
-  BusyThread busy;
+// All-reduces by size as a rank waits for one between its computations: each after a product of a
+// millisecond or so (an idle machine's cores wake up slower: small all-reduces take ten times longer
+// there than in a run; a product's data pushes the buffer out of the caches, as in a run) and a
+// barrier (the ranks' uneven arrival is Hardware::jitter's). out[i]: the mean seconds at 4 B × 4^i
+// (a step's time is the sum of its operations'); out[kSizes]: the spread of the product's times
+// between the collectives, as a job alternates them (Hardware::jitter).
+void measure_alone(World& world, ProcessGroup& pair, std::vector<float>& buf, double* out) {
+  const int64_t m = 512;
+  std::vector<float> a(size_t(m * m), 0.5f), c(size_t(m * m), 0.0f);
+  const MatmulArgs args{m, m, m, false, false, false, nullptr, Precision::f32};
+  std::vector<double> products;  // the product's times, for its spread (Hardware::jitter)
+  for (int i = 0; i < kSizes; ++i) {
+    const size_t n = size_t(1) << (2 * i);
+    const int reps = n > (size_t(1) << 20) ? 9 : 41;
+    double sum = 0.0;
+    for (int rep = 0; rep < reps; ++rep) {
+      const auto p0 = Clock::now();
+      cpu_device().matmul(a.data(), a.data(), c.data(), args);
+      products.push_back(std::chrono::duration<double>(Clock::now() - p0).count());
+      world.all().barrier();
+      const auto t0 = Clock::now();
+      pair.allreduce(buf.data(), n);
+      sum += std::chrono::duration<double>(Clock::now() - t0).count();
+    }
+    out[i] = sum / reps;
+  }
+  Spread s;
+  s.add(products);
+  out[kSizes] = s.coefficient();
+}
+
+// One rank's measurements, on its pair of the node's ranks (every pair at once): the all-reduce by
+// size beside a computation and alone (measure_alone), then what it takes of that computation, its
+// products per second alone and beside 4 MiB all-reduces: out[0..kSizes) seconds beside,
+// out[kSizes..2·kSizes) alone, out[2·kSizes] the products' spread, out[2·kSizes + 1] the share of the
+// computation lost.
+void measure_link_rank(World& world, ProcessGroup& pair, double* out) {
   std::vector<float> buf(size_t(16) << 20, 1.0f);  // up to 64 MiB
+  measure_alone(world, pair, buf, out + kSizes);
+  BusyThread busy;
   for (int i = 0; i < kSizes; ++i) {
     const size_t n = size_t(1) << (2 * i);  // 1, 4, 16, … floats: 4 B to 64 MiB
-    out[i] = median_seconds(n > (size_t(1) << 20) ? 5 : 21, [&] { world.all().allreduce(buf.data(), n); });
+    world.all().barrier();
+    out[i] = median_seconds(n > (size_t(1) << 20) ? 5 : 21, [&] { pair.allreduce(buf.data(), n); });
   }
   world.all().barrier();
   const double alone = busy.rate_during([] { std::this_thread::sleep_for(std::chrono::milliseconds(300)); });
   world.all().barrier();
   const double beside = busy.rate_during([&] {
-    for (int k = 0; k < 40; ++k) world.all().allreduce(buf.data(), size_t(1) << 20);
+    for (int k = 0; k < 40; ++k) pair.allreduce(buf.data(), size_t(1) << 20);
   });
-  out[kSizes] = std::clamp(1.0 - beside / alone, 0.0, 4.0);
+  out[2 * kSizes + 1] = std::clamp(1.0 - beside / alone, 0.0, 4.0);
 }
 
-// All-reduce between two local processes over Gloo: its seconds at sizes from 4 bytes to 64 MiB into
-// h (node_allreduce) with what it takes of a computation beside it (comm_steal), the link as bus GB/s
-// at 64 MiB and latency µs from 4 bytes.
-Link local_link(Hardware& h) {
+// All-reduce between two local processes over Gloo, as many pairs at once as the node's ranks make
+// (at least one): its seconds at sizes from 4 bytes to 64 MiB into h (node_allreduce) with what it
+// takes of a computation beside it (comm_steal), the link as bus GB/s at 64 MiB and latency µs from
+// 4 bytes.
+Link local_link(Hardware& h, int ranks_per_node) {
+  const int P = std::max(2, ranks_per_node - ranks_per_node % 2);
   const std::string dir = (std::filesystem::temp_directory_path() / ("dtrain-calibrate-" + std::to_string(getpid()))).string();
   std::filesystem::create_directories(dir);
   int fds[2];
   require(pipe(fds) == 0, "dtrain plan --calibrate: cannot make a pipe");
-  pid_t kids[2];
-  for (int r = 0; r < 2; ++r) {
-    kids[r] = fork();
-    require(kids[r] >= 0, "dtrain plan --calibrate: cannot start a second process");
-    if (kids[r] > 0) continue;
+  std::vector<pid_t> kids(size_t(P), 0);
+  for (int r = 0; r < P; ++r) {
+    kids[size_t(r)] = fork();
+    require(kids[size_t(r)] >= 0, "dtrain plan --calibrate: cannot start a local rank's process");
+    if (kids[size_t(r)] > 0) continue;
     int code = 0;
     try {
       DistEnv env;
       env.rank = env.local_rank = r;
-      env.world_size = env.local_world_size = 2;
+      env.world_size = env.local_world_size = P;
       env.store_dir = dir;
       env.token = "calibrate";
       omp_set_num_threads(1);
       World world(env, Millis(60000));
-      double out[kSizes + 1];
-      measure_link_rank(world, out);
+      std::shared_ptr<ProcessGroup> pair;
+      for (int first = 0; first < P; first += 2) {
+        std::shared_ptr<ProcessGroup> g = world.new_group({first, first + 1}, "pair" + std::to_string(first / 2));
+        if (g) pair = g;
+      }
+      double out[2 * kSizes + 2];
+      measure_link_rank(world, *pair, out);
       world.shutdown();
       if (r == 0 && write(fds[1], out, sizeof out) != ssize_t(sizeof out)) code = 1;
     } catch (const std::exception& e) {
@@ -164,7 +223,7 @@ Link local_link(Hardware& h) {
     std::_Exit(code);
   }
   close(fds[1]);
-  double got[kSizes + 1] = {};
+  double got[2 * kSizes + 2] = {};
   const ssize_t n = read(fds[0], got, sizeof got);
   close(fds[0]);
   int ok = 0;
@@ -174,20 +233,27 @@ Link local_link(Hardware& h) {
     ok += WIFEXITED(st) && WEXITSTATUS(st) == 0;
   }
   std::filesystem::remove_all(dir);
-  require(ok == 2 && n == ssize_t(sizeof got), "dtrain plan --calibrate: the two local ranks could not measure an all-reduce "
+  require(ok == P && n == ssize_t(sizeof got), "dtrain plan --calibrate: the local ranks could not measure an all-reduce "
                                                "(see the lines above)");
-  for (int i = 0; i < kSizes; ++i) {  // rising with the bytes (a small size's noise smoothed over)
-    h.allreduce_bytes.push_back(4.0 * double(size_t(1) << (2 * i)));
-    h.allreduce_seconds.push_back(i ? std::max(got[i], h.allreduce_seconds.back()) : got[i]);
+  // never falling with the bytes: a size's noise cut down to the next larger size's time
+  for (int i = kSizes - 2; i >= 0; --i) {
+    got[i] = std::min(got[i], got[i + 1]);
+    got[kSizes + i] = std::min(got[kSizes + i], got[kSizes + i + 1]);
   }
-  h.comm_steal = got[kSizes];
+  for (int i = 0; i < kSizes; ++i) {
+    h.allreduce_bytes.push_back(4.0 * double(size_t(1) << (2 * i)));
+    h.allreduce_seconds.push_back(got[i]);
+    h.allreduce_alone_seconds.push_back(std::min(got[kSizes + i], got[i]));
+  }
+  h.jitter = std::min(1.0, got[2 * kSizes]);
+  h.comm_steal = got[2 * kSizes + 1];
   // busbw = algbw × 2(n−1)/n = algbw for two ranks; a step's latency: half the smallest all-reduce
   return {h.allreduce_bytes.back() / got[kSizes - 1] / 1e9, got[0] / 2.0 * 1e6};
 }
 
 
 // One kernel measured: its work as the counting device states it (the planner's own account), over
-// its best time on the CPU device. Rate: TFLOP/s where it counts FLOPs, GB/s otherwise.
+// its typical time on the CPU device. Rate: TFLOP/s where it counts FLOPs, GB/s otherwise.
 struct KernelProbe {
   CountingDevice counting;
   KernelWork last{};
@@ -198,12 +264,35 @@ struct KernelProbe {
   void measure(Hardware& h, F&& call) {
     call(static_cast<ComputeDevice&>(counting));
     const KernelWork w = last;
-    const double s = best_seconds(5, [&] { call(cpu_device()); });
+    const double s = typical_seconds(5, [&] { call(cpu_device()); });
     std::string name = w.name;
     if (w.flops > 0 && w.precision == Precision::bf16) name += ".bf16";
     h.kernels[name] = w.flops > 0 ? w.flops / s / 1e12 : w.bytes / s / 1e9;
   }
 };
+
+// Ring attention's kernels (context parallel) for one rank of two: a block of the other rank's keys,
+// with and without dropout.
+void measure_attention_blocks(KernelProbe& p, Hardware& h, const AttentionShape& att, const DropoutSpec& drop) {
+  const AttentionBlocks a{att, sequence_shard(2 * att.T, 2, 0)};
+  const SequenceShard keys = sequence_shard(2 * att.T, 2, 1);
+  const size_t rows = size_t(att.B * att.T), heads = size_t(att.B * att.H * att.T);
+  std::vector<float> qkv(rows * size_t(att.row_width()), 0.1f), dqkv(qkv.size()), out(rows * size_t(att.H * att.Dh), 0.1f),
+      kv(rows * size_t(2 * att.kv() * att.Dh), 0.1f), dkv(kv.size()), stats(2 * heads), lse(heads), delta(heads);
+  p.measure(h, [&](ComputeDevice& d) { d.kv_block_pack(qkv.data(), kv.data(), att); });
+  p.measure(h, [&](ComputeDevice& d) { d.kv_block_unpack(dkv.data(), dqkv.data(), att); });
+  p.measure(h, [&](ComputeDevice& d) { d.attention_blocks_delta(out.data(), out.data(), delta.data(), a); });
+  for (const DropoutSpec& dr : {DropoutSpec{}, drop}) {
+    p.measure(h, [&](ComputeDevice& d) {
+      d.attention_block_forward(qkv.data(), kv.data(), keys, out.data(), stats.data(), a, dr, true);
+    });
+    p.measure(h, [&](ComputeDevice& d) {
+      d.attention_block_backward(out.data(), qkv.data(), kv.data(), keys, lse.data(), delta.data(), dqkv.data(),
+                                 dkv.data(), a, dr, true);
+    });
+  }
+  p.measure(h, [&](ComputeDevice& d) { d.attention_blocks_finish(out.data(), stats.data(), lse.data(), a); });
+}
 
 // The kernels a model's step calls besides the large products, each at a size of a small model's
 // step (4096 rows of 512, 8 × 256 positions of 8 heads of 64).
@@ -259,6 +348,9 @@ void measure_kernels(Hardware& h) {
   p.measure(h, [&](ComputeDevice& d) {
     d.attention_backward(out.data(), qkv.data(), probs.data(), dqkv.data(), att, DropoutSpec{});
   });
+  p.measure(h, [&](ComputeDevice& d) { d.attention_forward(qkv.data(), out.data(), probs.data(), att, drop); });
+  p.measure(h, [&](ComputeDevice& d) { d.attention_backward(out.data(), qkv.data(), probs.data(), dqkv.data(), att, drop); });
+  measure_attention_blocks(p, h, att, drop);
   for (Precision pr : {Precision::f32, Precision::bf16}) {
     ClassifierArgs c{};
     c.x = x.data();
@@ -276,7 +368,7 @@ void measure_kernels(Hardware& h) {
     d.adamw_update(z.data(), y.data(), m.data(), v.data(), n, AdamWHyper{1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 1});
   });
   // what a call costs besides its work: a tiny add
-  h.launch_us = best_seconds(200, [&] { cpu_device().add(x.data(), y.data(), z.data(), 16); }) * 1e6;
+  h.launch_us = typical_seconds(200, [&] { cpu_device().add(x.data(), y.data(), z.data(), 16); }) * 1e6;
 }
 
 // Matrix products on a grid of shapes, each precision and operand layout of a Linear's three products.
@@ -291,7 +383,7 @@ void measure_matmul_grid(Hardware& h) {
           for (int64_t K : h.grid_cols) {
             std::vector<float> a(size_t(M * K), 0.5f), b(size_t(K * N), 0.25f), c(size_t(M * N), 0.0f);
             const MatmulArgs args{M, N, K, layout[0] == 't', layout[1] == 't', false, nullptr, p};
-            const double s = best_seconds(3, [&] { cpu_device().matmul(a.data(), b.data(), c.data(), args); });
+            const double s = typical_seconds(3, [&] { cpu_device().matmul(a.data(), b.data(), c.data(), args); });
             rates.push_back(2.0 * double(M) * double(N) * double(K) / s / 1e12);
           }
     }
@@ -335,7 +427,7 @@ Hardware calibrate_this_machine(int ranks_per_node, int threads_per_rank) {
   const size_t avail = available_host_bytes();
   h.memory_gib = double(avail == SIZE_MAX ? 0 : avail) / double(1 << 30) / std::max(1, ranks_per_node);
   h.ranks_per_node = std::max(1, ranks_per_node);
-  h.intra = local_link(h);
+  h.intra = local_link(h, h.ranks_per_node);
   h.inter = h.intra;  // one machine: no network measured (give a cluster's in its profile)
   h.algorithm = "ring";
   char name[128];

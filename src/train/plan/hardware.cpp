@@ -50,12 +50,13 @@ double Hardware::matmul_rate(const MatmulArgs& a) const {
   return rate;
 }
 
-double Hardware::node_allreduce_seconds(double bus_bytes) const {
+double Hardware::node_allreduce_seconds(double bus_bytes, bool alone) const {
   if (allreduce_bytes.size() < 2) return 2.0 * intra.latency_us * 1e-6 + bus_bytes / (intra.bus_gbs * 1e9);
+  const std::vector<double>& s = alone && !allreduce_alone_seconds.empty() ? allreduce_alone_seconds : allreduce_seconds;
   const auto [i, w] = locate(allreduce_bytes, std::max(bus_bytes, 1.0));
   if (bus_bytes > allreduce_bytes.back())  // past the curve: its last bandwidth
-    return allreduce_seconds.back() * bus_bytes / allreduce_bytes.back();
-  return allreduce_seconds[i] + w * (allreduce_seconds[i + 1] - allreduce_seconds[i]);
+    return s.back() * bus_bytes / allreduce_bytes.back();
+  return s[i] + w * (s[i + 1] - s[i]);
 }
 
 std::string Hardware::describe() const {
@@ -123,6 +124,8 @@ Hardware load_hardware(const std::string& name) {
   h.intra = {number(t, file, "node", "bus_gbs", 1e-6), number(t, file, "node", "latency_us", 0.0)};
   h.comm_steal = t["node"]["comm_steal"].value_or(0.0);
   require(h.comm_steal >= 0 && h.comm_steal <= 4, file + ": node.comm_steal must lie in 0..4");
+  h.jitter = t["node"]["jitter"].value_or(0.0);
+  require(h.jitter >= 0 && h.jitter <= 1, file + ": node.jitter must lie in 0..1 (a coefficient of variation)");
   h.inter = {number(t, file, "network", "bus_gbs", 1e-6), number(t, file, "network", "latency_us", 0.0)};
   h.algorithm = t["network"]["algorithm"].value_or(std::string("ring"));
   auto array = [&](const toml::node_view<toml::node> n, const std::string& what) {
@@ -147,8 +150,11 @@ Hardware load_hardware(const std::string& name) {
     }
   h.allreduce_bytes = array(t["node_allreduce"]["bytes"], "node_allreduce.bytes");
   h.allreduce_seconds = array(t["node_allreduce"]["seconds"], "node_allreduce.seconds");
-  require(h.allreduce_bytes.size() == h.allreduce_seconds.size(),
-          file + ": node_allreduce needs as many seconds as bytes");
+  if (t["node_allreduce"]["alone_seconds"])
+    h.allreduce_alone_seconds = array(t["node_allreduce"]["alone_seconds"], "node_allreduce.alone_seconds");
+  require(h.allreduce_bytes.size() == h.allreduce_seconds.size() &&
+              (h.allreduce_alone_seconds.empty() || h.allreduce_alone_seconds.size() == h.allreduce_bytes.size()),
+          file + ": node_allreduce needs as many seconds (and alone_seconds) as bytes");
   if (const toml::table* k = t["kernels"].as_table())
     for (const auto& [name, value] : *k) {
       const double rate = value.value_or(0.0);
@@ -168,11 +174,11 @@ std::string hardware_toml(const Hardware& h) {
                 "[compute]\nmatmul_tflops_f32 = %.4f\nmatmul_tflops_bf16 = %.4f\nattention_tflops_f32 = %.4f\n"
                 "attention_tflops_bf16 = %.4f\nlaunch_us = %.2f\n\n"
                 "[memory]\nbandwidth_gbs = %.2f\nper_rank_gib = %.2f\nprocess_gib = %.3f\n\n"
-                "[node]\nranks_per_node = %d\nbus_gbs = %.3f\nlatency_us = %.1f\ncomm_steal = %.3f\n\n"
+                "[node]\nranks_per_node = %d\nbus_gbs = %.3f\nlatency_us = %.1f\ncomm_steal = %.3f\njitter = %.3f\n\n"
                 "[network]\nbus_gbs = %.3f\nlatency_us = %.1f\nalgorithm = \"%s\"\n",
                 h.name.c_str(), h.name.c_str(), h.matmul_tflops_f32, h.matmul_tflops_bf16, h.attention_tflops_f32,
                 h.attention_tflops_bf16, h.launch_us, h.memory_gbs, h.memory_gib,
-                h.process_gib, h.ranks_per_node, h.intra.bus_gbs, h.intra.latency_us, h.comm_steal, h.inter.bus_gbs,
+                h.process_gib, h.ranks_per_node, h.intra.bus_gbs, h.intra.latency_us, h.comm_steal, h.jitter, h.inter.bus_gbs,
                 h.inter.latency_us, h.algorithm.c_str());
   std::string out = b;
   if (!h.kernels.empty()) {
@@ -197,8 +203,9 @@ std::string hardware_toml(const Hardware& h) {
     for (const auto& [name, rates] : h.matmul_grid) out += "\"" + name + "\" = " + list(rates) + "\n";
   }
   if (!h.allreduce_bytes.empty())
-    out += "\n[node_allreduce]  # seconds of an all-reduce between two local ranks, by bytes\nbytes = " +
-           list(h.allreduce_bytes) + "\nseconds = " + list(h.allreduce_seconds) + "\n";
+    out += "\n[node_allreduce]  # seconds of an all-reduce between two local ranks by bytes: beside a computation, alone\n"
+           "bytes = " + list(h.allreduce_bytes) + "\nseconds = " + list(h.allreduce_seconds) + "\n" +
+           (h.allreduce_alone_seconds.empty() ? "" : "alone_seconds = " + list(h.allreduce_alone_seconds) + "\n");
   return out;
 }
 

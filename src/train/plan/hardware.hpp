@@ -39,14 +39,20 @@ struct Hardware {
   // Empty: matmul_tflops for every shape.
   std::vector<int64_t> grid_rows, grid_cols;
   std::map<std::string, std::vector<double>> matmul_grid;
-  // Measured: an all-reduce's seconds by its bytes between two of the node's ranks, beside a
-  // computation as in a job (ascending bytes); empty: the node link's latency and bandwidth.
-  std::vector<double> allreduce_bytes, allreduce_seconds;
+  // Measured: an all-reduce's seconds by its bytes between two of the node's ranks (ascending bytes),
+  // beside a computation on the same cores, and alone (the rank waiting for it between computations,
+  // as in a job); empty: the node link's latency and bandwidth. Without an alone curve, the beside one.
+  std::vector<double> allreduce_bytes, allreduce_seconds, allreduce_alone_seconds;
   // What a collective takes from the computation beside it, in seconds of computation per second of
   // the collective: on a CPU node whose cores all compute, the communication threads run on the same
   // cores (measured); 0 where the network does the work (GPUs: NCCL's copies and reductions are left
   // out).
   double comm_steal = 0.0;
+  // How much a computation's time varies from run to run (its coefficient of variation) with every
+  // rank of the node computing: ranks meeting at a collective wait for the slowest of them (measured
+  // on a CPU node, whose cores the system's own work interrupts, as the spread of the calibration's
+  // repeated timings; 0 where nothing was measured).
+  double jitter = 0.0;
   double memory_gbs = 0.0;         // per rank: what element-wise kernels stream
   double memory_gib = 0.0;         // per rank: what a rank may hold
   double process_gib = 0.0;        // what a process takes before its model (libraries, a CUDA context)
@@ -65,8 +71,8 @@ struct Hardware {
   // TFLOP/s of one product of args' shape and layout (the grid where measured).
   double matmul_rate(const MatmulArgs& args) const;
   // Seconds of an all-reduce over two of the node's ranks moving `bus_bytes` across the link (the
-  // measured curve where there is one).
-  double node_allreduce_seconds(double bus_bytes) const;
+  // measured curve where there is one: `alone` or beside a computation).
+  double node_allreduce_seconds(double bus_bytes, bool alone) const;
   // "H100 SXM (configs/hardware/h100.toml): 8 per node, 80 GiB, …"
   std::string describe() const;
 };

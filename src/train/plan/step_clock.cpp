@@ -2,6 +2,7 @@
 #include "train/plan/step_clock.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #include "train/plan/step_time.hpp"
 
@@ -15,24 +16,46 @@ std::string group_kind(const std::string& g) {
 namespace {
 
 // On the node's link where its all-reduce was measured: the measured time of moving as many bytes
-// across the link (an all-reduce of B bytes between two ranks sends B per rank), and the latency of
-// the ring's further steps for a larger group.
-double measured_seconds(Collective c, double bytes, int n, const Hardware& h) {
+// across the link (an all-reduce of B bytes between two ranks sends B per rank in two steps), with
+// the latency of the ring's steps beyond or short of those two.
+double measured_seconds(Collective c, double bytes, int n, const Hardware& h, bool alone) {
   const CollectiveShape k = collective_shape(c, n, "ring");  // (Gloo's, which the curve measured)
-  const double alpha = h.node_allreduce_seconds(1.0) / 2.0;   // one step of the measured pair
-  return h.node_allreduce_seconds(k.share * bytes) + std::max(0.0, k.steps - 2.0) * alpha;
+  const double alpha = h.node_allreduce_seconds(1.0, alone) / 2.0;  // one step of the measured pair
+  return std::max(alpha, h.node_allreduce_seconds(k.share * bytes, alone) + (k.steps - 2.0) * alpha);
+}
+
+// The mean of the largest of n draws of a standard normal (0.56 for 2, 1.03 for 4): how far behind
+// the mean the slowest of n ranks comes, in standard deviations.
+double expected_max_normal(int n) {
+  double sum = 0.0;
+  const double dx = 0.01;
+  for (double x = -8.0; x < 8.0; x += dx) {
+    const double pdf = std::exp(-0.5 * x * x) / std::sqrt(2.0 * M_PI), cdf = 0.5 * std::erfc(-x / std::sqrt(2.0));
+    sum += x * n * pdf * std::pow(cdf, n - 1) * dx;
+  }
+  return sum;
 }
 
 }  // namespace
+
+// A kernel's measured rate: its own, or (a profile measured without it) that of the kernel without
+// dropout; null when neither was measured.
+const double* StepClock::measured_rate(const std::string& name) const {
+  if (auto it = h_.kernels.find(name); it != h_.kernels.end()) return &it->second;
+  const size_t at = name.find(".dropout");
+  if (at == std::string::npos) return nullptr;
+  auto it = h_.kernels.find(name.substr(0, at) + name.substr(at + 8));
+  return it == h_.kernels.end() ? nullptr : &it->second;
+}
 
 double StepClock::now() {
   std::lock_guard<std::mutex> lock(mu_);
   return t_.end;
 }
 
-double StepClock::seconds(const std::string& op, double bytes, const std::vector<int>& ranks, const std::string& group) {
+OpSeconds StepClock::seconds(const std::string& op, double bytes, const std::vector<int>& ranks, const std::string& group) {
   const int n = int(ranks.size());
-  if (n <= 1) return 0.0;
+  if (n <= 1) return {};
   const Collective c = op == "allreduce"                                 ? Collective::all_reduce
                        : op == "allgather" || op == "broadcast"          ? Collective::all_gather
                        : op == "reduce_scatter"                          ? Collective::reduce_scatter
@@ -41,18 +64,29 @@ double StepClock::seconds(const std::string& op, double bytes, const std::vector
   // allgather and reduce_scatter are given the whole (gathered or scattered) bytes; the formulas
   // take the whole as well
   const Link& link = link_of(ranks, h_);
-  return &link == &h_.intra && !h_.allreduce_bytes.empty() ? measured_seconds(c, bytes, n, h_)
-                                                           : collective_seconds(c, bytes, n, link, h_.algorithm);
+  // the ranks computed apart since they last met, each as unevenly as the profile's jitter
+  double lag = 0.0;
+  if (h_.jitter > 0) {
+    std::lock_guard<std::mutex> lock(mu_);
+    lag = h_.jitter * expected_max_normal(n) * std::max(0.0, t_.end - met_at_);
+  }
+  if (&link == &h_.intra && !h_.allreduce_bytes.empty())
+    return {measured_seconds(c, bytes, n, h_, true), measured_seconds(c, bytes, n, h_, false), lag};
+  const double s = collective_seconds(c, bytes, n, link, h_.algorithm);
+  return {s, s, lag};
 }
 
-void StepClock::wait_until(double start, double end, const std::string& group) {
+// Processor sharing: from its start to now the operation ran beside the computation, at its `beside`
+// speed, slowing the computation by what it takes of the cores (comm_steal); what is left of it the
+// compute stream waits for, and it runs that part at its `alone` speed.
+void StepClock::wait_until(double start, const OpSeconds& s, const std::string& group) {
   std::lock_guard<std::mutex> lock(mu_);
-  // the part that ran beside the computation slowed it by what it takes of the cores (comm_steal);
-  // the rest the compute stream waits for
-  const double beside = std::max(0.0, std::min(end, t_.end) - start), lost = h_.comm_steal * beside;
-  const double waited = std::max(0.0, end - t_.end);
+  const double beside = std::clamp(t_.end - start, 0.0, s.beside), lost = h_.comm_steal * beside;
+  const double left = s.beside > 0 ? 1.0 - beside / s.beside : 0.0;
+  const double waited = std::max(0.0, start - t_.end) + left * s.alone;
   t_.waited[group_kind(group)] += lost + waited;
   t_.end += lost + waited;
+  if (waited > 0) met_at_ = t_.end;  // it waited for the others: the ranks meet here
 }
 
 void StepClock::kernel(const KernelWork& w) {
@@ -61,8 +95,8 @@ void StepClock::kernel(const KernelWork& w) {
   if (w.flops > 0 && w.precision == Precision::bf16) name += ".bf16";
   const double streamed = w.bytes / (h_.memory_gbs * 1e9);
   double s = 0.0;
-  if (auto it = h_.kernels.find(name); it != h_.kernels.end())  // measured: its own rate
-    s = w.flops > 0 ? w.flops / (it->second * 1e12) : w.bytes / (it->second * 1e9);
+  if (const double* rate = measured_rate(name))  // measured: its own rate
+    s = w.flops > 0 ? w.flops / (*rate * 1e12) : w.bytes / (*rate * 1e9);
   else if (family == "matmul")  // the slower of its products and its operands' traffic (a roofline)
     s = std::max(w.flops / (h_.matmul_rate({w.M, w.N, w.K, w.trans_a, w.trans_b, false, nullptr, w.precision}) * 1e12),
                  streamed);
@@ -76,6 +110,7 @@ void StepClock::kernel(const KernelWork& w) {
   std::lock_guard<std::mutex> lock(mu_);
   t_.end += s;
   (family == "optimizer" ? t_.optimizer : t_.compute) += s;
+  t_.kernels[name] += s;
 }
 
 StepClockTally StepClock::tally() {
