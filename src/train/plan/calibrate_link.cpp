@@ -39,20 +39,15 @@ double median_seconds(int reps, F&& f) {
   return t[t.size() / 2];
 }
 
-// How much repeated timings of the same computation spread: the squares of each timing's relative
-// distance from the mean, over the timings' count less one (Hardware::jitter).
-struct Spread {
-  double squares = 0.0;
-  int degrees = 0;
-  void add(const std::vector<double>& t) {
-    if (t.size() < 2) return;
-    double mean = 0.0;
-    for (double x : t) mean += x / double(t.size());
-    for (double x : t) squares += (x / mean - 1.0) * (x / mean - 1.0);
-    degrees += int(t.size()) - 1;
-  }
-  double coefficient() const { return degrees ? std::sqrt(squares / degrees) : 0.0; }
-};
+// How much repeated timings of the same computation spread: their coefficient of variation (the
+// sample standard deviation over the mean; Hardware::jitter).
+double coefficient_of_variation(const std::vector<double>& t) {
+  if (t.size() < 2) return 0.0;
+  double mean = 0.0, squares = 0.0;
+  for (double x : t) mean += x / double(t.size());
+  for (double x : t) squares += (x / mean - 1.0) * (x / mean - 1.0);
+  return std::sqrt(squares / double(t.size() - 1));
+}
 
 // A computation on its own thread (products of 256 × 256, counted), as a rank's cores compute in a job.
 class BusyThread {
@@ -113,9 +108,7 @@ void measure_alone(World& world, ProcessGroup& pair, std::vector<float>& buf, do
     }
     out[i] = sum / reps;
   }
-  Spread s;
-  s.add(products);
-  out[kSizes] = s.coefficient();
+  out[kSizes] = coefficient_of_variation(products);
 }
 
 // One rank's measurements, on its pair of the node's ranks (every pair at once): the all-reduce by

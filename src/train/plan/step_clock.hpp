@@ -37,10 +37,12 @@ class StepClock final : public StandInClock {
 
  private:
   const double* measured_rate(const std::string& kernel) const;
+  double expected_max_normal(int n);  // under mu_
   const Hardware& h_;
   std::mutex mu_;
   StepClockTally t_;
   double met_at_ = 0.0;  // when the compute stream last waited for an operation (its ranks met there)
+  std::map<int, double> max_normal_;  // expected_max_normal by group size
 };
 
 // The kind of a mesh group's name ("dp_shard_cp" → "dp", "expert_shard" → "dp", "ep" → "ep", …).
