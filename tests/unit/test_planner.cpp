@@ -197,3 +197,17 @@ TEST(Planner, StepClockLagGrowsWithTheComputeSinceTheRanksLastMet) {
   h.jitter = 0.0;  // a GPU profile: no lag
   EXPECT_DOUBLE_EQ(StepClock(h).seconds("allreduce", 0.0, {0, 1}, "tp").lag, 0.0);
 }
+
+// Measured at a span of 2.5 s with growth 0.5 (time slices evening the ranks out): after 10 s apart
+// the lead is jitter · E[max] · 2.5 · (10 / 2.5)^0.5, half of what it would be growing with the span.
+TEST(Planner, StepClockLagGrowsAsMeasuredWithTheSpan) {
+  Hardware h;
+  h.memory_gbs = 1.0;
+  h.intra = {1.0, 0.0};
+  h.jitter = 0.1;
+  h.jitter_span_s = 2.5;
+  h.jitter_growth = 0.5;
+  StepClock clock(h);
+  clock.kernel({"add", "stream", 0.0, 10e9, 0, 0, 0, Precision::f32});  // 10 s of compute
+  EXPECT_NEAR(clock.seconds("allreduce", 0.0, {0, 1}, "tp").lag, 0.1 * 0.5642 * 2.5 * 2.0, 1e-3);
+}

@@ -7,17 +7,16 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <thread>
 #include <vector>
 
 #include "comm/world.hpp"
 #include "core/error.hpp"
 #include "kernels/device.hpp"
+#include "train/plan/step_clock.hpp"
 
 namespace dtrain {
 
@@ -26,112 +25,148 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr int kSizes = 13;  // all-reduce sizes measured: 4 B × 4^i
 
-template <class F>
-double median_seconds(int reps, F&& f) {
-  f();
-  std::vector<double> t;
-  for (int i = 0; i < reps; ++i) {
-    const auto t0 = Clock::now();
-    f();
-    t.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
-
-// How much repeated timings of the same computation spread: their coefficient of variation (the
-// sample standard deviation over the mean; Hardware::jitter).
-double coefficient_of_variation(const std::vector<double>& t) {
-  if (t.size() < 2) return 0.0;
-  double mean = 0.0, squares = 0.0;
-  for (double x : t) mean += x / double(t.size());
-  for (double x : t) squares += (x / mean - 1.0) * (x / mean - 1.0);
-  return std::sqrt(squares / double(t.size() - 1));
-}
-
-// A computation on its own thread (products of 256 × 256, counted), as a rank's cores compute in a job.
-class BusyThread {
+// The computations the link's measurements put between and beside their collectives: products of
+// 512³ (a few milliseconds for two, as tensor parallel's come between its matmuls) and of 128³ (tens
+// of microseconds: a computation that can stop as soon as a collective is done).
+class Products {
  public:
-  BusyThread()
-      : thread_([this] {
-          omp_set_num_threads(1);
-          const int64_t m = 256;
-          std::vector<float> a(size_t(m * m), 0.5f), c(size_t(m * m), 0.0f);
-          const MatmulArgs args{m, m, m, false, false, false, nullptr, Precision::f32};
-          while (busy_.load()) {
-            cpu_device().matmul(a.data(), a.data(), c.data(), args);
-            ++done_;
-          }
-        }) {}
-  ~BusyThread() {
-    busy_ = false;
-    thread_.join();
+  void large(int count) {
+    for (int k = 0; k < count; ++k) cpu_device().matmul(a_.data(), a_.data(), c_.data(), large_);
   }
-  // Its products per second while f runs.
-  template <class F>
-  double rate_during(F&& f) {
-    const int64_t before = done_.load();
-    const auto t0 = Clock::now();
-    f();
-    return double(done_.load() - before) / std::chrono::duration<double>(Clock::now() - t0).count();
-  }
+  void small() { cpu_device().matmul(a_.data(), a_.data(), c_.data(), small_); }
 
  private:
-  std::atomic<bool> busy_{true};
-  std::atomic<int64_t> done_{0};
-  std::thread thread_;
+  std::vector<float> a_ = std::vector<float>(size_t(512 * 512), 0.5f), c_ = a_;
+  MatmulArgs large_{512, 512, 512, false, false, false, nullptr, Precision::f32};
+  MatmulArgs small_{128, 128, 128, false, false, false, nullptr, Precision::f32};
 };
 
-// All-reduces by size as a rank waits for one between its computations: each after a product of a
-// millisecond or so (an idle machine's cores wake up slower: small all-reduces take ten times longer
-// there than in a run; a product's data pushes the buffer out of the caches, as in a run) and a
-// barrier (the ranks' uneven arrival is Hardware::jitter's). out[i]: the mean seconds at 4 B × 4^i
-// (a step's time is the sum of its operations'); out[kSizes]: the spread of the product's times
-// between the collectives, as a job alternates them (Hardware::jitter).
-void measure_alone(World& world, ProcessGroup& pair, std::vector<float>& buf, double* out) {
-  const int64_t m = 512;
-  std::vector<float> a(size_t(m * m), 0.5f), c(size_t(m * m), 0.0f);
-  const MatmulArgs args{m, m, m, false, false, false, nullptr, Precision::f32};
-  std::vector<double> products;  // the product's times, for its spread (Hardware::jitter)
+// All-reduces by size as a job waits for one between its computations: each issued right after two
+// products of 512³ (a few milliseconds, as tensor parallel's come between its matmuls) and waited for
+// at once, with no barrier, as in a job: its time is from this rank's arrival to its end, waiting
+// for the other rank included (a rank leaves a collective when its last bytes come, and the one that
+// left first waits at the next), averaged over the pair. Between computations the ranks' threads
+// sleep while the bytes move, and waking them is what a small all-reduce costs: on this VM about as
+// much as a megabyte's, several times the same all-reduce's time in a loop (the beside curve).
+// out[i]: the mean seconds at 4 B × 4^i.
+void measure_alone(ProcessGroup& pair, std::vector<float>& buf, double* out) {
+  Products products;
   for (int i = 0; i < kSizes; ++i) {
     const size_t n = size_t(1) << (2 * i);
-    const int reps = n > (size_t(1) << 20) ? 9 : 41;
-    double sum = 0.0;
+    const int reps = n > (size_t(1) << 20) ? 9 : 61;
+    double mean = 0.0;
     for (int rep = 0; rep < reps; ++rep) {
-      const auto p0 = Clock::now();
-      cpu_device().matmul(a.data(), a.data(), c.data(), args);
-      products.push_back(std::chrono::duration<double>(Clock::now() - p0).count());
+      products.large(2);
+      const auto t0 = Clock::now();
+      pair.allreduce_async(buf.data(), n, ElemType::f32, ReduceOp::sum)->wait();
+      mean += std::chrono::duration<double>(Clock::now() - t0).count() / reps;
+    }
+    pair.allreduce(&mean, 1, ReduceOp::avg);
+    out[i] = mean;
+  }
+}
+
+// All-reduces by size beside a computation, as a job overlaps one (DDP's buckets, FSDP's prefetched
+// gathers, tensor parallel's input gradient beside its weight gradient): issued after two products of
+// 512³ as in measure_alone, then this rank computes on (products of 128³, tens of microseconds) until
+// it is done; its time from issue to done, averaged over the pair. out[i]: the mean seconds at
+// 4 B × 4^i; *steal: the share of the computation's speed lost while they ran (Hardware::comm_steal:
+// the communication threads' work on the same cores), over every size, against its speed alone.
+void measure_beside(ProcessGroup& pair, std::vector<float>& buf, double* out, double* steal) {
+  Products products;
+  const auto t_alone = Clock::now();
+  double alone = 0.0;  // small products per second with no collective beside them
+  for (; std::chrono::duration<double>(Clock::now() - t_alone).count() < 0.2; alone += 1.0) products.small();
+  alone /= std::chrono::duration<double>(Clock::now() - t_alone).count();
+  double beside_products = 0.0, beside_seconds = 0.0;
+  for (int i = 0; i < kSizes; ++i) {
+    const size_t n = size_t(1) << (2 * i);
+    const int reps = n > (size_t(1) << 20) ? 5 : 21;
+    double mean = 0.0;
+    for (int rep = 0; rep < reps; ++rep) {
+      products.large(2);
+      const auto t0 = Clock::now();
+      WorkPtr w = pair.allreduce_async(buf.data(), n, ElemType::f32, ReduceOp::sum);
+      for (; !w->done(); beside_products += 1.0) products.small();
+      const double t = std::chrono::duration<double>(Clock::now() - t0).count();
+      mean += t / reps;
+      beside_seconds += t;
+      w->wait();
+    }
+    pair.allreduce(&mean, 1, ReduceOp::avg);
+    out[i] = mean;
+  }
+  double lost = std::clamp(1.0 - beside_products / beside_seconds / alone, 0.0, 1.0);
+  pair.allreduce(&lost, 1, ReduceOp::avg);
+  *steal = lost;
+}
+
+// How unevenly the node's ranks compute (Hardware::jitter): every rank computes the same products
+// between barriers, and the slowest finishes behind each rank by the lag; at a short span (2 products
+// of 512³, a few milliseconds: tensor parallel's between collectives) and a long one (16). out[0]:
+// jitter, the short span's mean lag over E[max of P normals] × the span (as the planner's StepClock
+// takes it back); out[1]: the short span's seconds; out[2]: the growth, lag ∝ span^growth (1 when the
+// ranks' speeds differ for good; below when the system's time slices even them out).
+void measure_spread(World& world, double* out) {
+  Products products;
+  const int P = world.all().size();
+  auto mean_lag = [&](int count, int reps, double* span) {
+    std::vector<double> mine(static_cast<size_t>(reps)), all(size_t(P) * mine.size());
+    for (int rep = 0; rep < reps; ++rep) {
       world.all().barrier();
       const auto t0 = Clock::now();
-      pair.allreduce(buf.data(), n);
-      sum += std::chrono::duration<double>(Clock::now() - t0).count();
+      products.large(count);
+      mine[size_t(rep)] = std::chrono::duration<double>(Clock::now() - t0).count();
     }
-    out[i] = sum / reps;
+    world.all().allgather(mine.data(), all.data(), mine.size(), ElemType::f64);
+    double lag = 0.0, sum = 0.0;
+    for (int rep = 0; rep < reps; ++rep) {
+      double slowest = 0.0;
+      for (int r = 0; r < P; ++r) slowest = std::max(slowest, all[size_t(r * reps + rep)]);
+      for (int r = 0; r < P; ++r) lag += (slowest - all[size_t(r * reps + rep)]) / double(P * reps);
+      for (int r = 0; r < P; ++r) sum += all[size_t(r * reps + rep)] / double(P * reps);
+    }
+    *span = sum;
+    return lag;
+  };
+  double long_span = 0.0;
+  const double short_lag = mean_lag(2, 40, &out[1]), long_lag = mean_lag(16, 20, &long_span);
+  out[0] = short_lag / (expected_max_of_normals(P) * out[1]);
+  out[2] = short_lag > 0 && long_lag > 0 ? std::clamp(std::log(long_lag / short_lag) / std::log(long_span / out[1]), 0.0, 1.0)
+                                         : 1.0;
+}
+
+// The closest curve (least squares) that never falls from one size to the next: runs of sizes whose
+// times fall are replaced by their mean (pooling adjacent violators), which keeps the curve's level
+// where a running minimum would carry one low sample down to every smaller size.
+void never_falling(double* y, int n) {
+  std::vector<double> level;
+  std::vector<int> count;
+  for (int i = 0; i < n; ++i) {
+    level.push_back(y[i]);
+    count.push_back(1);
+    while (level.size() > 1 && level[level.size() - 2] > level.back()) {
+      const size_t k = level.size() - 1;
+      level[k - 1] = (level[k - 1] * count[k - 1] + level[k] * count[k]) / (count[k - 1] + count[k]);
+      count[k - 1] += count[k];
+      level.pop_back();
+      count.pop_back();
+    }
   }
-  out[kSizes] = coefficient_of_variation(products);
+  for (size_t k = 0, i = 0; k < level.size(); ++k)
+    for (int j = 0; j < count[k]; ++j) y[i++] = level[k];
 }
 
 // One rank's measurements, on its pair of the node's ranks (every pair at once): the all-reduce by
-// size beside a computation and alone (measure_alone), then what it takes of that computation, its
-// products per second alone and beside 4 MiB all-reduces: out[0..kSizes) seconds beside,
-// out[kSizes..2·kSizes) alone, out[2·kSizes] the products' spread, out[2·kSizes + 1] the share of the
-// computation lost.
+// size alone (measure_alone), the computation's spread (measure_spread), the all-reduce beside a
+// computation and what it takes of it (measure_beside): out[0..kSizes) seconds beside,
+// out[kSizes..2·kSizes) alone, out[2·kSizes] the share of the computation lost, out[2·kSizes + 1..
+// 2·kSizes + 4) measure_spread's.
 void measure_link_rank(World& world, ProcessGroup& pair, double* out) {
   std::vector<float> buf(size_t(16) << 20, 1.0f);  // up to 64 MiB
-  measure_alone(world, pair, buf, out + kSizes);
-  BusyThread busy;
-  for (int i = 0; i < kSizes; ++i) {
-    const size_t n = size_t(1) << (2 * i);  // 1, 4, 16, … floats: 4 B to 64 MiB
-    world.all().barrier();
-    out[i] = median_seconds(n > (size_t(1) << 20) ? 5 : 21, [&] { pair.allreduce(buf.data(), n); });
-  }
-  world.all().barrier();
-  const double alone = busy.rate_during([] { std::this_thread::sleep_for(std::chrono::milliseconds(300)); });
-  world.all().barrier();
-  const double beside = busy.rate_during([&] {
-    for (int k = 0; k < 40; ++k) pair.allreduce(buf.data(), size_t(1) << 20);
-  });
-  out[2 * kSizes + 1] = std::clamp(1.0 - beside / alone, 0.0, 4.0);
+  measure_alone(pair, buf, out + kSizes);
+  measure_spread(world, out + 2 * kSizes + 1);
+  measure_beside(pair, buf, out, out + 2 * kSizes);
 }
 
 }  // namespace
@@ -161,7 +196,7 @@ Link measure_node_link(Hardware& h, int ranks_per_node) {
         std::shared_ptr<ProcessGroup> g = world.new_group({first, first + 1}, "pair" + std::to_string(first / 2));
         if (g) pair = g;
       }
-      double out[2 * kSizes + 2];
+      double out[2 * kSizes + 4];
       measure_link_rank(world, *pair, out);
       world.shutdown();
       if (r == 0 && write(fds[1], out, sizeof out) != ssize_t(sizeof out)) code = 1;
@@ -172,7 +207,7 @@ Link measure_node_link(Hardware& h, int ranks_per_node) {
     std::_Exit(code);
   }
   close(fds[1]);
-  double got[2 * kSizes + 2] = {};
+  double got[2 * kSizes + 4] = {};
   const ssize_t n = read(fds[0], got, sizeof got);
   close(fds[0]);
   int ok = 0;
@@ -184,18 +219,18 @@ Link measure_node_link(Hardware& h, int ranks_per_node) {
   std::filesystem::remove_all(dir);
   require(ok == P && n == ssize_t(sizeof got), "dtrain plan --calibrate: the local ranks could not measure an all-reduce "
                                                "(see the lines above)");
-  // never falling with the bytes: a size's noise cut down to the next larger size's time
-  for (int i = kSizes - 2; i >= 0; --i) {
-    got[i] = std::min(got[i], got[i + 1]);
-    got[kSizes + i] = std::min(got[kSizes + i], got[kSizes + i + 1]);
-  }
+  // never falling with the bytes: where noise made a size slower than a larger one, both their mean
+  never_falling(got, kSizes);
+  never_falling(got + kSizes, kSizes);
   for (int i = 0; i < kSizes; ++i) {
     h.allreduce_bytes.push_back(4.0 * double(size_t(1) << (2 * i)));
     h.allreduce_seconds.push_back(got[i]);
-    h.allreduce_alone_seconds.push_back(std::min(got[kSizes + i], got[i]));
+    h.allreduce_alone_seconds.push_back(got[kSizes + i]);
   }
-  h.jitter = std::min(1.0, got[2 * kSizes]);
-  h.comm_steal = got[2 * kSizes + 1];
+  h.comm_steal = got[2 * kSizes];
+  h.jitter = std::min(1.0, got[2 * kSizes + 1]);
+  h.jitter_span_s = got[2 * kSizes + 2];
+  h.jitter_growth = got[2 * kSizes + 3];
   // busbw = algbw × 2(n−1)/n = algbw for two ranks; a step's latency: half the smallest all-reduce
   return {h.allreduce_bytes.back() / got[kSizes - 1] / 1e9, got[0] / 2.0 * 1e6};
 }

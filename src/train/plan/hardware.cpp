@@ -126,6 +126,10 @@ Hardware load_hardware(const std::string& name) {
   require(h.comm_steal >= 0 && h.comm_steal <= 4, file + ": node.comm_steal must lie in 0..4");
   h.jitter = t["node"]["jitter"].value_or(0.0);
   require(h.jitter >= 0 && h.jitter <= 1, file + ": node.jitter must lie in 0..1 (a coefficient of variation)");
+  h.jitter_span_s = t["node"]["jitter_span_s"].value_or(0.0);
+  h.jitter_growth = t["node"]["jitter_growth"].value_or(1.0);
+  require(h.jitter_span_s >= 0 && h.jitter_growth >= 0 && h.jitter_growth <= 1,
+          file + ": node.jitter_span_s must be at least 0 and node.jitter_growth lie in 0..1");
   h.inter = {number(t, file, "network", "bus_gbs", 1e-6), number(t, file, "network", "latency_us", 0.0)};
   h.algorithm = t["network"]["algorithm"].value_or(std::string("ring"));
   auto array = [&](const toml::node_view<toml::node> n, const std::string& what) {
@@ -174,11 +178,12 @@ std::string hardware_toml(const Hardware& h) {
                 "[compute]\nmatmul_tflops_f32 = %.4f\nmatmul_tflops_bf16 = %.4f\nattention_tflops_f32 = %.4f\n"
                 "attention_tflops_bf16 = %.4f\nlaunch_us = %.2f\n\n"
                 "[memory]\nbandwidth_gbs = %.2f\nper_rank_gib = %.2f\nprocess_gib = %.3f\n\n"
-                "[node]\nranks_per_node = %d\nbus_gbs = %.3f\nlatency_us = %.1f\ncomm_steal = %.3f\njitter = %.3f\n\n"
+                "[node]\nranks_per_node = %d\nbus_gbs = %.3f\nlatency_us = %.1f\ncomm_steal = %.3f\njitter = %.3f\njitter_span_s = %.4f\njitter_growth = %.3f\n\n"
                 "[network]\nbus_gbs = %.3f\nlatency_us = %.1f\nalgorithm = \"%s\"\n",
                 h.name.c_str(), h.name.c_str(), h.matmul_tflops_f32, h.matmul_tflops_bf16, h.attention_tflops_f32,
                 h.attention_tflops_bf16, h.launch_us, h.memory_gbs, h.memory_gib,
-                h.process_gib, h.ranks_per_node, h.intra.bus_gbs, h.intra.latency_us, h.comm_steal, h.jitter, h.inter.bus_gbs,
+                h.process_gib, h.ranks_per_node, h.intra.bus_gbs, h.intra.latency_us, h.comm_steal, h.jitter, h.jitter_span_s,
+                h.jitter_growth, h.inter.bus_gbs,
                 h.inter.latency_us, h.algorithm.c_str());
   std::string out = b;
   if (!h.kernels.empty()) {

@@ -53,6 +53,11 @@ struct Hardware {
   // on a CPU node, whose cores the system's own work interrupts, as the spread of the calibration's
   // repeated timings; 0 where nothing was measured).
   double jitter = 0.0;
+  // The span jitter was measured over (seconds of computation), and how the spread grows with the
+  // span: a rank's lead after L seconds is jitter · span · (L / span)^jitter_growth (1: ranks whose
+  // speeds differ for good, as cores of their own do; below 1: ranks the system time-slices on shared
+  // cores, which even out). span 0: the spread grows with the span (growth 1).
+  double jitter_span_s = 0.0, jitter_growth = 1.0;
   double memory_gbs = 0.0;         // per rank: what element-wise kernels stream
   double memory_gib = 0.0;         // per rank: what a rank may hold
   double process_gib = 0.0;        // what a process takes before its model (libraries, a CUDA context)

@@ -26,17 +26,19 @@ double measured_seconds(Collective c, double bytes, int n, const Hardware& h, bo
 
 }  // namespace
 
-// The mean of the largest of n draws of a standard normal (0.56 for 2, 1.03 for 4): how far behind
-// the mean the slowest of n ranks comes, in standard deviations. Integrated once per group size.
-double StepClock::expected_max_normal(int n) {
-  if (auto it = max_normal_.find(n); it != max_normal_.end()) return it->second;
+double expected_max_of_normals(int n) {
   double sum = 0.0;
   const double dx = 0.01;
   for (double x = -8.0; x < 8.0; x += dx) {
     const double pdf = std::exp(-0.5 * x * x) / std::sqrt(2.0 * M_PI), cdf = 0.5 * std::erfc(-x / std::sqrt(2.0));
     sum += x * n * pdf * std::pow(cdf, n - 1) * dx;
   }
-  return max_normal_[n] = sum;
+  return sum;
+}
+
+double StepClock::expected_max_normal(int n) {
+  if (auto it = max_normal_.find(n); it != max_normal_.end()) return it->second;
+  return max_normal_[n] = expected_max_of_normals(n);
 }
 
 // A kernel's measured rate: its own, or (a profile measured without it) that of the kernel without
@@ -65,11 +67,13 @@ OpSeconds StepClock::seconds(const std::string& op, double bytes, const std::vec
   // allgather and reduce_scatter are given the whole (gathered or scattered) bytes; the formulas
   // take the whole as well
   const Link& link = link_of(ranks, h_);
-  // the ranks computed apart since they last met, each as unevenly as the profile's jitter
+  // the ranks computed apart since they last met, each as unevenly as the profile's jitter says a
+  // computation of that span varies
   double lag = 0.0;
   if (h_.jitter > 0) {
     std::lock_guard<std::mutex> lock(mu_);
-    lag = h_.jitter * expected_max_normal(n) * std::max(0.0, t_.end - met_at_);
+    const double apart = std::max(0.0, t_.end - met_at_), span = h_.jitter_span_s;
+    lag = h_.jitter * expected_max_normal(n) * (span > 0 ? span * std::pow(apart / span, h_.jitter_growth) : apart);
   }
   if (&link == &h_.intra && !h_.allreduce_bytes.empty())
     return {measured_seconds(c, bytes, n, h_, true), measured_seconds(c, bytes, n, h_, false), lag};

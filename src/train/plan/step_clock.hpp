@@ -37,13 +37,17 @@ class StepClock final : public StandInClock {
 
  private:
   const double* measured_rate(const std::string& kernel) const;
-  double expected_max_normal(int n);  // under mu_
+  double expected_max_normal(int n);  // expected_max_of_normals, memoized (under mu_)
   const Hardware& h_;
   std::mutex mu_;
   StepClockTally t_;
   double met_at_ = 0.0;  // when the compute stream last waited for an operation (its ranks met there)
   std::map<int, double> max_normal_;  // expected_max_normal by group size
 };
+
+// The mean of the largest of n draws of a standard normal (0.56 for 2, 1.03 for 4): how far behind
+// the mean the slowest of n ranks comes, in standard deviations.
+double expected_max_of_normals(int n);
 
 // The kind of a mesh group's name ("dp_shard_cp" → "dp", "expert_shard" → "dp", "ep" → "ep", …).
 std::string group_kind(const std::string& group);
