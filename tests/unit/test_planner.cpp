@@ -7,6 +7,7 @@
 
 #include "comm/mesh.hpp"
 #include "kernels/counting_device.hpp"
+#include "parallel/pp/schedule.hpp"
 #include "train/plan/hardware.hpp"
 #include "train/plan/step_clock.hpp"
 #include "train/plan/step_time.hpp"
@@ -210,4 +211,27 @@ TEST(Planner, StepClockLagGrowsAsMeasuredWithTheSpan) {
   StepClock clock(h);
   clock.kernel({"add", "stream", 0.0, 10e9, 0, 0, 0, Precision::f32});  // 10 s of compute
   EXPECT_NEAR(clock.seconds("allreduce", 0.0, {0, 1}, "tp").lag, 0.1 * 0.5642 * 2.5 * 2.0, 1e-3);
+}
+
+// Four ranks of two pipelines on two cores: the profile's rates are those of all four computing; a
+// stage computing while the other waits (GPipe's ramps) has the cores its ranks' share gives, up to
+// twice those rates. On a node with a core for every rank nothing changes.
+TEST(Planner, PipelineStagesComputeFasterWhileOthersWaitOnSharedCores) {
+  const Schedule s = make_schedule("gpipe", 2, 1, 2);
+  const Simulation sim = simulate(s);  // F 1, B 2: stage 0 alone at the start, stage 1 at the turn
+  Hardware h;
+  h.ranks_per_node = 4;
+  h.rank_slots = 2;
+  const std::vector<double> speed = stage_speeds(s, sim, h);
+  ASSERT_EQ(speed.size(), 2u);
+  for (double v : speed) {
+    EXPECT_GT(v, 1.0);
+    EXPECT_LE(v, 2.0);
+  }
+  // stage 0 computes F0 alone of its 6 units (F0 F1 B0 B1 at 1 1 2 2): 1 unit at 2, the rest shared
+  // as the timeline shows; whatever the order, its mean lies strictly between
+  h.rank_slots = 4;  // a core for each rank
+  for (double v : stage_speeds(s, sim, h)) EXPECT_DOUBLE_EQ(v, 1.0);
+  h.rank_slots = 0;  // not measured: every rank at full speed
+  for (double v : stage_speeds(s, sim, h)) EXPECT_DOUBLE_EQ(v, 1.0);
 }

@@ -240,6 +240,7 @@ Hardware calibrate_this_machine(int ranks_per_node, int threads_per_rank) {
   const size_t avail = available_host_bytes();
   h.memory_gib = double(avail == SIZE_MAX ? 0 : avail) / double(1 << 30) / std::max(1, ranks_per_node);
   h.ranks_per_node = std::max(1, ranks_per_node);
+  h.rank_slots = std::max(1, cores / threads);
   h.intra = measure_node_link(h, h.ranks_per_node);
   h.inter = h.intra;  // one machine: no network measured (give a cluster's in its profile)
   h.algorithm = "ring";

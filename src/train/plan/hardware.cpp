@@ -121,6 +121,8 @@ Hardware load_hardware(const std::string& name) {
   h.memory_gib = number(t, file, "memory", "per_rank_gib", 1e-6);
   h.process_gib = number(t, file, "memory", "process_gib", 0.0);
   h.ranks_per_node = int(number(t, file, "node", "ranks_per_node", 1));
+  h.rank_slots = int(t["node"]["rank_slots"].value_or(int64_t(0)));
+  require(h.rank_slots >= 0, file + ": node.rank_slots must be at least 0 (0: every rank of the node at full speed)");
   h.intra = {number(t, file, "node", "bus_gbs", 1e-6), number(t, file, "node", "latency_us", 0.0)};
   h.comm_steal = t["node"]["comm_steal"].value_or(0.0);
   require(h.comm_steal >= 0 && h.comm_steal <= 4, file + ": node.comm_steal must lie in 0..4");
@@ -178,11 +180,11 @@ std::string hardware_toml(const Hardware& h) {
                 "[compute]\nmatmul_tflops_f32 = %.4f\nmatmul_tflops_bf16 = %.4f\nattention_tflops_f32 = %.4f\n"
                 "attention_tflops_bf16 = %.4f\nlaunch_us = %.2f\n\n"
                 "[memory]\nbandwidth_gbs = %.2f\nper_rank_gib = %.2f\nprocess_gib = %.3f\n\n"
-                "[node]\nranks_per_node = %d\nbus_gbs = %.3f\nlatency_us = %.1f\ncomm_steal = %.3f\njitter = %.3f\njitter_span_s = %.4f\njitter_growth = %.3f\n\n"
+                "[node]\nranks_per_node = %d\nrank_slots = %d\nbus_gbs = %.3f\nlatency_us = %.1f\ncomm_steal = %.3f\njitter = %.3f\njitter_span_s = %.4f\njitter_growth = %.3f\n\n"
                 "[network]\nbus_gbs = %.3f\nlatency_us = %.1f\nalgorithm = \"%s\"\n",
                 h.name.c_str(), h.name.c_str(), h.matmul_tflops_f32, h.matmul_tflops_bf16, h.attention_tflops_f32,
                 h.attention_tflops_bf16, h.launch_us, h.memory_gbs, h.memory_gib,
-                h.process_gib, h.ranks_per_node, h.intra.bus_gbs, h.intra.latency_us, h.comm_steal, h.jitter, h.jitter_span_s,
+                h.process_gib, h.ranks_per_node, h.rank_slots, h.intra.bus_gbs, h.intra.latency_us, h.comm_steal, h.jitter, h.jitter_span_s,
                 h.jitter_growth, h.inter.bus_gbs,
                 h.inter.latency_us, h.algorithm.c_str());
   std::string out = b;

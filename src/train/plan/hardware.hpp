@@ -62,6 +62,10 @@ struct Hardware {
   double memory_gib = 0.0;         // per rank: what a rank may hold
   double process_gib = 0.0;        // what a process takes before its model (libraries, a CUDA context)
   int ranks_per_node = 1;
+  // How many of the node's ranks run at full speed at once (its cores over a rank's threads); 0: all
+  // of them. Fewer than ranks_per_node: the ranks share the cores, and the measured rates are those
+  // of every rank computing, so a rank computes faster while others wait (a pipeline's bubble).
+  int rank_slots = 0;
   Link intra, inter;
   // Collectives' latency across n ranks: "ring" (2(n−1) steps, Gloo) or "tree" (2·log2 n, NCCL's
   // choice for small messages at scale)

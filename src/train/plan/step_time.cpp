@@ -93,6 +93,71 @@ std::vector<StageCosts> stage_costs(const RankWork& w, Recompute recompute) {
   return out;
 }
 
+}  // namespace
+
+std::vector<double> stage_speeds(const Schedule& s, const Simulation& sim, const Hardware& h) {
+  std::vector<double> speed(size_t(s.stages()), 1.0);
+  const int R = h.ranks_per_node, slots = h.rank_slots;
+  if (slots <= 0 || R <= slots || R % s.pp != 0) return speed;
+  const double replicas = double(R / s.pp), everyone = double(slots) / double(R);
+  std::vector<double> cuts;  // every start and end: between two cuts the busy ranks do not change
+  for (const auto& list : sim.ranks)
+    for (const TimedAction& t : list) cuts.insert(cuts.end(), {t.start, t.end});
+  std::sort(cuts.begin(), cuts.end());
+  auto busy_at = [&](double t) {
+    int n = 0;
+    for (const auto& list : sim.ranks)
+      for (const TimedAction& a : list) n += a.start <= t && t < a.end;
+    return n;
+  };
+  std::vector<double> work(speed.size(), 0.0), seconds(speed.size(), 0.0);
+  for (const auto& list : sim.ranks)
+    for (const TimedAction& a : list)
+      for (size_t i = 0; i + 1 < cuts.size(); ++i) {
+        const double lo = std::max(a.start, cuts[i]), hi = std::min(a.end, cuts[i + 1]);
+        if (hi <= lo) continue;
+        const double share = std::min(1.0, double(slots) / (replicas * busy_at(0.5 * (lo + hi))));
+        work[size_t(a.action.stage)] += (hi - lo) * share / everyone;
+        seconds[size_t(a.action.stage)] += hi - lo;
+      }
+  for (size_t k = 0; k < speed.size(); ++k)
+    if (seconds[k] > 0) speed[k] = work[k] / seconds[k];
+  return speed;
+}
+
+namespace {
+
+// The pipeline's makespan for one step: the schedule simulated on the stages' costs, at the speed each
+// stage computes on a node whose ranks share its cores (found by simulating again at the speeds the
+// last timeline gave, a few times); and each pipeline rank's speed (its stages' mean).
+struct PipelineSpan {
+  double makespan = 0.0;
+  std::vector<double> rank_speed;  // by pipeline rank: its computation's speed against the profile's
+};
+
+PipelineSpan pipeline_span(const Schedule& s, const ActionCosts& costs, const Hardware& h) {
+  Simulation sim = simulate(s, costs);
+  std::vector<double> speed(size_t(s.stages()), 1.0);
+  for (int round = 0; round < 4; ++round) {
+    speed = stage_speeds(s, sim, h);
+    if (std::all_of(speed.begin(), speed.end(), [](double v) { return v == 1.0; })) break;
+    ActionCosts faster = costs;
+    for (size_t k = 0; k < faster.stages.size() && k < speed.size(); ++k) {
+      StageCosts& c = faster.stages[k];
+      for (double* x : {&c.F, &c.B, &c.I, &c.W}) *x /= speed[k];
+    }
+    sim = simulate(s, faster);
+  }
+  PipelineSpan out{sim.makespan, std::vector<double>(size_t(s.pp), 1.0)};
+  for (int r = 0; r < s.pp; ++r) {
+    const std::vector<int> st = s.stages_of(r);
+    double sum = 0.0;
+    for (int k : st) sum += speed[size_t(k)] / double(st.size());
+    if (!st.empty()) out.rank_speed[size_t(r)] = sum;
+  }
+  return out;
+}
+
 double waited(const StepClockTally& t, const char* kind) {
   auto it = t.waited.find(kind);
   return it == t.waited.end() ? 0.0 : it->second;
@@ -104,6 +169,7 @@ StepTime step_time(const Layout& l, const std::vector<RankBuild>& ranks, const H
   const MeshShape& m = l.shape;
   // the pipeline: its schedule simulated on every stage's costs, the transfers as its communication
   double span = 0.0;
+  std::vector<double> speed;  // by pipeline rank (ranks' first m.pp): its computation's speed
   if (m.pp > 1) {
     const RankWork& w0 = ranks.front().work;
     const Schedule s = make_schedule(l.schedule, m.pp, l.virtual_stages, l.microbatches > 0 ? l.microbatches : m.pp);
@@ -117,19 +183,21 @@ StepTime step_time(const Layout& l, const std::vector<RankBuild>& ranks, const H
     const std::vector<int> pair = mesh_group(m, ranks.front().rank, {MeshDim::pp});
     ac.comm = collective_seconds(Collective::p2p, double(w0.hidden_floats) * sizeof(float), 2, link_of(pair, h),
                                  h.algorithm);
-    span = simulate(s, ac).makespan * double(w0.passes) / double(s.microbatches);
+    const PipelineSpan p = pipeline_span(s, ac, h);
+    span = p.makespan * double(w0.passes) / double(s.microbatches);
+    speed = p.rank_speed;
   }
   StepTime slowest;
-  for (const RankBuild& b : ranks) {
-    const StepClockTally& c = b.work.step;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    const StepClockTally& c = ranks[i].work.step;
     StepTime t;
-    t.compute = c.compute;
+    t.compute = c.compute / (i < speed.size() ? speed[i] : 1.0);  // (faster where the bubble lends it cores)
     t.optimizer = c.optimizer;
     t.data_parallel = waited(c, "dp");
     t.tensor_parallel = waited(c, "tp");
     t.context_parallel = waited(c, "cp");
     t.expert_parallel = waited(c, "ep");
-    if (m.pp > 1) t.bubble = std::max(0.0, span - c.compute);  // the transfers' waits are in the schedule
+    if (m.pp > 1) t.bubble = std::max(0.0, span - t.compute);  // the transfers' waits are in the schedule
     if (t.total() > slowest.total()) slowest = t;
   }
   return slowest;

@@ -48,4 +48,12 @@ const Link& link_of(const std::vector<int>& ranks, const Hardware& h);
 // coordinate i), as the slowest rank sees it.
 StepTime step_time(const Layout& layout, const std::vector<RankBuild>& stages, const Hardware& h);
 
+struct Schedule;  // (parallel/pp/schedule.hpp)
+struct Simulation;
+
+// On a node whose ranks share its cores (Hardware::rank_slots below ranks_per_node, the node holding
+// whole pipelines), each pipeline stage's mean speed over its actions on `sim`'s timeline against the
+// profile's rates (those of every rank computing): faster where other stages wait. 1 elsewhere.
+std::vector<double> stage_speeds(const Schedule& s, const Simulation& sim, const Hardware& h);
+
 }  // namespace dtrain
