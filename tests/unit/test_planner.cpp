@@ -235,3 +235,22 @@ TEST(Planner, PipelineStagesComputeFasterWhileOthersWaitOnSharedCores) {
   h.rank_slots = 0;  // not measured: every rank at full speed
   for (double v : stage_speeds(s, sim, h)) EXPECT_DOUBLE_EQ(v, 1.0);
 }
+
+// Four ranks on two cores: a group's late rank computes on while the rest of its group waits, with
+// the cores they leave: its lag shrinks by its larger share (all four waiting for one: the one has a
+// core, twice the profile's half; two of four: three compute on two cores, 4/3 of the half).
+TEST(Planner, StepClockLagShrinksOnSharedCores) {
+  Hardware h;
+  h.memory_gbs = 1.0;
+  h.intra = {1.0, 0.0};
+  h.ranks_per_node = 4;
+  h.jitter = 0.1;
+  StepClock apart(h);
+  apart.kernel({"add", "stream", 0.0, 10e9, 0, 0, 0, Precision::f32});  // 10 s of compute
+  const double four = apart.seconds("allreduce", 0.0, {0, 1, 2, 3}, "dp").lag, two = apart.seconds("allreduce", 0.0, {0, 1}, "tp").lag;
+  h.rank_slots = 2;
+  StepClock shared(h);
+  shared.kernel({"add", "stream", 0.0, 10e9, 0, 0, 0, Precision::f32});
+  EXPECT_NEAR(shared.seconds("allreduce", 0.0, {0, 1, 2, 3}, "dp").lag, four / 2.0, 1e-9);
+  EXPECT_NEAR(shared.seconds("allreduce", 0.0, {0, 1}, "tp").lag, two * 0.75, 1e-9);
+}
