@@ -48,10 +48,10 @@ struct Hardware {
   // cores (measured); 0 where the network does the work (GPUs: NCCL's copies and reductions are left
   // out).
   double comm_steal = 0.0;
-  // How much a computation's time varies from run to run (its coefficient of variation) with every
-  // rank of the node computing: ranks meeting at a collective wait for the slowest of them (measured
-  // on a CPU node, whose cores the system's own work interrupts, as the spread of the calibration's
-  // repeated timings; 0 where nothing was measured).
+  // How much a computation's time varies from rank to rank with every rank of the node computing, as
+  // a coefficient of variation: ranks meeting at a collective wait for the slowest of them (measured
+  // on a CPU node, whose cores the system's own work interrupts, as the slowest rank's mean lag over
+  // the same products, over E[max of n normals] × their span; 0 where nothing was measured).
   double jitter = 0.0;
   // The span jitter was measured over (seconds of computation), and how the spread grows with the
   // span: a rank's lead after L seconds is jitter · span · (L / span)^jitter_growth (1: ranks whose
