@@ -50,6 +50,12 @@ double Hardware::matmul_rate(const MatmulArgs& a) const {
   return rate;
 }
 
+double Hardware::shared_speed(double computing) const {
+  if (rank_slots <= 0 || ranks_per_node <= rank_slots || computing <= 0) return 1.0;
+  const double slots = double(rank_slots), everyone = slots / double(ranks_per_node);
+  return std::min(1.0, slots / computing) / everyone;
+}
+
 double Hardware::node_allreduce_seconds(double bus_bytes, bool alone) const {
   if (allreduce_bytes.size() < 2) return 2.0 * intra.latency_us * 1e-6 + bus_bytes / (intra.bus_gbs * 1e9);
   const std::vector<double>& s = alone && !allreduce_alone_seconds.empty() ? allreduce_alone_seconds : allreduce_seconds;

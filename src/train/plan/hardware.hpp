@@ -82,6 +82,10 @@ struct Hardware {
   // Seconds of an all-reduce over two of the node's ranks moving `bus_bytes` across the link (the
   // measured curve where there is one: `alone` or beside a computation).
   double node_allreduce_seconds(double bus_bytes, bool alone) const;
+  // How much faster than the profile's rates a rank computes while `computing` of the node's ranks
+  // compute: on a node whose ranks share its cores (rank_slots below ranks_per_node) the rates are
+  // those of every rank computing, and fewer computing have more of the cores; 1 elsewhere.
+  double shared_speed(double computing) const;
   // "H100 SXM (configs/hardware/h100.toml): 8 per node, 80 GiB, …"
   std::string describe() const;
 };

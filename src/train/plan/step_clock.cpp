@@ -75,10 +75,8 @@ OpSeconds StepClock::seconds(const std::string& op, double bytes, const std::vec
     const double apart = std::max(0.0, t_.end - met_at_), span = h_.jitter_span_s;
     lag = h_.jitter * expected_max_normal(n) * (span > 0 ? span * std::pow(apart / span, h_.jitter_growth) : apart);
     // on a node whose ranks share its cores, the late rank finishes with the cores its waiting group
-    // leaves it: faster than the profile's rates (those of every rank computing) by its larger share
-    const int R = h_.ranks_per_node, slots = h_.rank_slots;
-    if (&link == &h_.intra && slots > 0 && R > slots && n <= R)
-      lag /= std::min(1.0, double(slots) / double(R - n + 1)) * double(R) / double(slots);
+    // leaves it: it and the node's ranks outside the group compute
+    if (&link == &h_.intra && n <= h_.ranks_per_node) lag /= h_.shared_speed(double(h_.ranks_per_node - n + 1));
   }
   if (&link == &h_.intra && !h_.allreduce_bytes.empty())
     return {measured_seconds(c, bytes, n, h_, true), measured_seconds(c, bytes, n, h_, false), lag};

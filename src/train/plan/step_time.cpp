@@ -97,27 +97,25 @@ std::vector<StageCosts> stage_costs(const RankWork& w, Recompute recompute) {
 
 std::vector<double> stage_speeds(const Schedule& s, const Simulation& sim, const Hardware& h) {
   std::vector<double> speed(size_t(s.stages()), 1.0);
-  const int R = h.ranks_per_node, slots = h.rank_slots;
-  if (slots <= 0 || R <= slots || R % s.pp != 0) return speed;
-  const double replicas = double(R / s.pp), everyone = double(slots) / double(R);
-  std::vector<double> cuts;  // every start and end: between two cuts the busy ranks do not change
+  const int R = h.ranks_per_node;
+  if (h.shared_speed(1.0) == 1.0 || R % s.pp != 0) return speed;
+  const double replicas = double(R / s.pp);  // the node's copies of each pipeline rank, in step
+  // the timeline cut at every start and end: between two cuts the ranks computing do not change
+  std::vector<double> cuts;
   for (const auto& list : sim.ranks)
     for (const TimedAction& t : list) cuts.insert(cuts.end(), {t.start, t.end});
   std::sort(cuts.begin(), cuts.end());
-  auto busy_at = [&](double t) {
-    int n = 0;
-    for (const auto& list : sim.ranks)
-      for (const TimedAction& a : list) n += a.start <= t && t < a.end;
-    return n;
-  };
+  std::vector<int> busy(cuts.size(), 0);  // pipeline ranks computing from cuts[i] to cuts[i + 1]
+  for (const auto& list : sim.ranks)
+    for (const TimedAction& a : list)
+      for (size_t i = 0; i + 1 < cuts.size(); ++i) busy[i] += a.start <= cuts[i] && cuts[i + 1] <= a.end;
   std::vector<double> work(speed.size(), 0.0), seconds(speed.size(), 0.0);
   for (const auto& list : sim.ranks)
     for (const TimedAction& a : list)
       for (size_t i = 0; i + 1 < cuts.size(); ++i) {
         const double lo = std::max(a.start, cuts[i]), hi = std::min(a.end, cuts[i + 1]);
         if (hi <= lo) continue;
-        const double share = std::min(1.0, double(slots) / (replicas * busy_at(0.5 * (lo + hi))));
-        work[size_t(a.action.stage)] += (hi - lo) * share / everyone;
+        work[size_t(a.action.stage)] += (hi - lo) * h.shared_speed(replicas * busy[i]);
         seconds[size_t(a.action.stage)] += hi - lo;
       }
   for (size_t k = 0; k < speed.size(); ++k)
