@@ -72,8 +72,11 @@ std::vector<int> expert_group(const MeshShape& s, int rank, ExpertGroup which);
 // An operation's seconds: `alone` while this rank computes nothing beside it, `beside` while it does
 // (a CPU node's communication shares the computation's cores: slower there; elsewhere the same);
 // `lag`: how long after this rank issues it the slowest of the group's ranks comes to it.
+// An operation's seconds on its own (the rank waiting for it) and beside the rank's computation, the
+// slowest of its ranks' lag in reaching it, and the seconds of computation it takes when all of it
+// runs beside one (its threads on the same cores).
 struct OpSeconds {
-  double alone = 0.0, beside = 0.0, lag = 0.0;
+  double alone = 0.0, beside = 0.0, lag = 0.0, steal = 0.0;
 };
 
 class StandInClock {

@@ -153,14 +153,37 @@ TEST(Planner, StepClockTimesKernelsAndChargesWaitsToTheirGroup) {
   EXPECT_DOUBLE_EQ(t.end, 11.0);
   EXPECT_DOUBLE_EQ(t.waited["dp"], 2.0);
   EXPECT_DOUBLE_EQ(t.waited["tp"], 1.0);
-  // on a CPU node the communication beside the computation slows it by comm_steal of its time
-  h.comm_steal = 0.5;
+  // on a CPU node the communication beside the computation slows it by the share of its steal that
+  // ran beside it
   StepClock busy(h);
   busy.kernel({"add", "stream", 0.0, 4e9, 0, 0, 0, Precision::f32});  // compute until 4
-  busy.wait_until(1.0, {2.0, 2.0}, "dp");  // ran 1 → 3 beside it: 1 s lost, no wait
+  busy.wait_until(1.0, {2.0, 2.0, 0.0, 1.0}, "dp");  // ran 1 → 3 beside it: its 1 s lost, no wait
   EXPECT_DOUBLE_EQ(busy.tally().end, 5.0);
-  busy.wait_until(4.5, {2.5, 2.5}, "tp");  // 0.5 beside it (0.25 lost), then waited for 7
-  EXPECT_DOUBLE_EQ(busy.tally().end, 7.25 + 0.0);
+  busy.wait_until(4.5, {2.5, 2.5, 0.0, 1.25}, "tp");  // a fifth beside it (0.25 lost), then waited for 2
+  EXPECT_DOUBLE_EQ(busy.tally().end, 7.25);
+}
+
+// What a collective takes of the computation beside it is measured by bytes, not by its time: it
+// grows with what the communication threads copy and reduce, while a small one mostly waits.
+TEST(Planner, StepClockStealsByTheBytesAsMeasured) {
+  Hardware h;
+  h.memory_gbs = 1.0;
+  h.intra = {1.0, 0.0};
+  h.ranks_per_node = 2;
+  h.allreduce_bytes = {1e3, 1e6};
+  h.allreduce_seconds = {3e-3, 4e-3};
+  h.allreduce_steal_seconds = {1e-5, 1e-3};
+  StepClock clock(h);
+  const OpSeconds small = clock.seconds("allreduce", 1e3, {0, 1}, "tp");
+  const OpSeconds large = clock.seconds("allreduce", 1e6, {0, 1}, "dp");
+  EXPECT_DOUBLE_EQ(small.beside, 3e-3);  // nearly as long as the large one,
+  EXPECT_DOUBLE_EQ(small.steal, 1e-5);   // but it takes a hundredth of the computation
+  EXPECT_DOUBLE_EQ(large.steal, 1e-3);
+  // between: linear in the logarithm of the bytes, as the time
+  EXPECT_NEAR(clock.seconds("allreduce", std::sqrt(1e9), {0, 1}, "dp").steal, 5.05e-4, 1e-12);
+  EXPECT_DOUBLE_EQ(clock.seconds("allreduce", 2e6, {0, 1}, "dp").steal, 2e-3);  // past the curve: its last rate
+  h.allreduce_steal_seconds.clear();  // unmeasured: nothing taken
+  EXPECT_DOUBLE_EQ(StepClock(h).seconds("allreduce", 1e6, {0, 1}, "dp").steal, 0.0);
 }
 
 // Processor sharing: an operation runs at its `beside` speed while the rank computes, at its `alone`

@@ -70,35 +70,34 @@ void measure_alone(ProcessGroup& pair, std::vector<float>& buf, double* out) {
 // gathers, tensor parallel's input gradient beside its weight gradient): issued after two products of
 // 512³ as in measure_alone, then this rank computes on (products of 128³, tens of microseconds) until
 // it is done; its time from issue to done, averaged over the pair. out[i]: the mean seconds at
-// 4 B × 4^i; *steal: the share of the computation's speed lost while they ran (Hardware::comm_steal:
-// the communication threads' work on the same cores), over every size, against its speed alone.
+// 4 B × 4^i; steal[i]: the seconds of computation lost meanwhile (Hardware::allreduce_steal_seconds:
+// the communication threads' work on the same cores, which grows with the bytes they copy and reduce,
+// not with the time they wait), against the same products' speed with no collective beside them.
 void measure_beside(ProcessGroup& pair, std::vector<float>& buf, double* out, double* steal) {
   Products products;
   const auto t_alone = Clock::now();
   double alone = 0.0;  // small products per second with no collective beside them
   for (; std::chrono::duration<double>(Clock::now() - t_alone).count() < 0.2; alone += 1.0) products.small();
   alone /= std::chrono::duration<double>(Clock::now() - t_alone).count();
-  double beside_products = 0.0, beside_seconds = 0.0;
   for (int i = 0; i < kSizes; ++i) {
     const size_t n = size_t(1) << (2 * i);
     const int reps = n > (size_t(1) << 20) ? 5 : 21;
-    double mean = 0.0;
+    double took[2] = {0.0, 0.0};  // mean seconds, mean seconds of computation lost
     for (int rep = 0; rep < reps; ++rep) {
       products.large(2);
       const auto t0 = Clock::now();
       WorkPtr w = pair.allreduce_async(buf.data(), n, ElemType::f32, ReduceOp::sum);
-      for (; !w->done(); beside_products += 1.0) products.small();
+      double done = 0.0;
+      for (; !w->done(); done += 1.0) products.small();
       const double t = std::chrono::duration<double>(Clock::now() - t0).count();
-      mean += t / reps;
-      beside_seconds += t;
+      took[0] += t / reps;
+      took[1] += (t - done / alone) / reps;
       w->wait();
     }
-    pair.allreduce(&mean, 1, ReduceOp::avg);
-    out[i] = mean;
+    pair.allreduce(took, 2, ReduceOp::avg);
+    out[i] = took[0];
+    steal[i] = std::max(0.0, took[1]);
   }
-  double lost = std::clamp(1.0 - beside_products / beside_seconds / alone, 0.0, 1.0);
-  pair.allreduce(&lost, 1, ReduceOp::avg);
-  *steal = lost;
 }
 
 // How unevenly the node's ranks compute (Hardware::jitter): every rank computes the same products
@@ -160,12 +159,12 @@ void never_falling(double* y, int n) {
 // One rank's measurements, on its pair of the node's ranks (every pair at once): the all-reduce by
 // size alone (measure_alone), the computation's spread (measure_spread), the all-reduce beside a
 // computation and what it takes of it (measure_beside): out[0..kSizes) seconds beside,
-// out[kSizes..2·kSizes) alone, out[2·kSizes] the share of the computation lost, out[2·kSizes + 1..
-// 2·kSizes + 4) measure_spread's.
+// out[kSizes..2·kSizes) alone, out[2·kSizes..3·kSizes) the computation's seconds lost beside,
+// out[3·kSizes..3·kSizes + 3) measure_spread's.
 void measure_link_rank(World& world, ProcessGroup& pair, double* out) {
   std::vector<float> buf(size_t(16) << 20, 1.0f);  // up to 64 MiB
   measure_alone(pair, buf, out + kSizes);
-  measure_spread(world, out + 2 * kSizes + 1);
+  measure_spread(world, out + 3 * kSizes);
   measure_beside(pair, buf, out, out + 2 * kSizes);
 }
 
@@ -196,7 +195,7 @@ Link measure_node_link(Hardware& h, int ranks_per_node) {
         std::shared_ptr<ProcessGroup> g = world.new_group({first, first + 1}, "pair" + std::to_string(first / 2));
         if (g) pair = g;
       }
-      double out[2 * kSizes + 4];
+      double out[3 * kSizes + 3];
       measure_link_rank(world, *pair, out);
       world.shutdown();
       if (r == 0 && write(fds[1], out, sizeof out) != ssize_t(sizeof out)) code = 1;
@@ -207,7 +206,7 @@ Link measure_node_link(Hardware& h, int ranks_per_node) {
     std::_Exit(code);
   }
   close(fds[1]);
-  double got[2 * kSizes + 4] = {};
+  double got[3 * kSizes + 3] = {};
   const ssize_t n = read(fds[0], got, sizeof got);
   close(fds[0]);
   int ok = 0;
@@ -222,15 +221,16 @@ Link measure_node_link(Hardware& h, int ranks_per_node) {
   // never falling with the bytes: where noise made a size slower than a larger one, both their mean
   never_falling(got, kSizes);
   never_falling(got + kSizes, kSizes);
+  never_falling(got + 2 * kSizes, kSizes);
   for (int i = 0; i < kSizes; ++i) {
     h.allreduce_bytes.push_back(4.0 * double(size_t(1) << (2 * i)));
     h.allreduce_seconds.push_back(got[i]);
     h.allreduce_alone_seconds.push_back(got[kSizes + i]);
+    h.allreduce_steal_seconds.push_back(got[2 * kSizes + i]);
   }
-  h.comm_steal = got[2 * kSizes];
-  h.jitter = std::min(1.0, got[2 * kSizes + 1]);
-  h.jitter_span_s = got[2 * kSizes + 2];
-  h.jitter_growth = got[2 * kSizes + 3];
+  h.jitter = std::min(1.0, got[3 * kSizes]);
+  h.jitter_span_s = got[3 * kSizes + 1];
+  h.jitter_growth = got[3 * kSizes + 2];
   // busbw = algbw × 2(n−1)/n = algbw for two ranks; a step's latency: half the smallest all-reduce
   return {h.allreduce_bytes.back() / got[kSizes - 1] / 1e9, got[0] / 2.0 * 1e6};
 }

@@ -56,13 +56,26 @@ double Hardware::shared_speed(double computing) const {
   return std::min(1.0, slots / computing) / everyone;
 }
 
+namespace {
+
+// The curve `s` (by allreduce_bytes) at `bus_bytes`: interpolated, or past its end at its last rate.
+double on_curve(const std::vector<double>& bytes, const std::vector<double>& s, double bus_bytes) {
+  const auto [i, w] = locate(bytes, std::max(bus_bytes, 1.0));
+  if (bus_bytes > bytes.back()) return s.back() * bus_bytes / bytes.back();
+  return s[i] + w * (s[i + 1] - s[i]);
+}
+
+}  // namespace
+
 double Hardware::node_allreduce_seconds(double bus_bytes, bool alone) const {
   if (allreduce_bytes.size() < 2) return 2.0 * intra.latency_us * 1e-6 + bus_bytes / (intra.bus_gbs * 1e9);
-  const std::vector<double>& s = alone && !allreduce_alone_seconds.empty() ? allreduce_alone_seconds : allreduce_seconds;
-  const auto [i, w] = locate(allreduce_bytes, std::max(bus_bytes, 1.0));
-  if (bus_bytes > allreduce_bytes.back())  // past the curve: its last bandwidth
-    return s.back() * bus_bytes / allreduce_bytes.back();
-  return s[i] + w * (s[i + 1] - s[i]);
+  return on_curve(allreduce_bytes,
+                  alone && !allreduce_alone_seconds.empty() ? allreduce_alone_seconds : allreduce_seconds, bus_bytes);
+}
+
+double Hardware::node_allreduce_steal(double bus_bytes) const {
+  if (allreduce_bytes.size() < 2 || allreduce_steal_seconds.empty()) return 0.0;
+  return on_curve(allreduce_bytes, allreduce_steal_seconds, bus_bytes);
 }
 
 std::string Hardware::describe() const {
@@ -130,8 +143,9 @@ Hardware load_hardware(const std::string& name) {
   h.rank_slots = int(t["node"]["rank_slots"].value_or(int64_t(0)));
   require(h.rank_slots >= 0, file + ": node.rank_slots must be at least 0 (0: every rank of the node at full speed)");
   h.intra = {number(t, file, "node", "bus_gbs", 1e-6), number(t, file, "node", "latency_us", 0.0)};
-  h.comm_steal = t["node"]["comm_steal"].value_or(0.0);
-  require(h.comm_steal >= 0 && h.comm_steal <= 4, file + ": node.comm_steal must lie in 0..4");
+  require(!t["node"]["comm_steal"], file + ": node.comm_steal (a share of the collectives' time) is replaced by "
+                                          "node_allreduce.steal_seconds (by bytes): measure the profile again with "
+                                          "dtrain plan --calibrate");
   h.jitter = t["node"]["jitter"].value_or(0.0);
   require(h.jitter >= 0 && h.jitter <= 1, file + ": node.jitter must lie in 0..1 (a coefficient of variation)");
   h.jitter_span_s = t["node"]["jitter_span_s"].value_or(0.0);
@@ -140,12 +154,13 @@ Hardware load_hardware(const std::string& name) {
           file + ": node.jitter_span_s must be at least 0 and node.jitter_growth lie in 0..1");
   h.inter = {number(t, file, "network", "bus_gbs", 1e-6), number(t, file, "network", "latency_us", 0.0)};
   h.algorithm = t["network"]["algorithm"].value_or(std::string("ring"));
-  auto array = [&](const toml::node_view<toml::node> n, const std::string& what) {
+  auto array = [&](const toml::node_view<toml::node> n, const std::string& what, bool zero_too = false) {
     std::vector<double> out;
     if (const toml::array* a = n.as_array())
       for (const toml::node& e : *a) {
         const double v = e.value_or(-1.0);
-        require(v > 0, file + ": " + what + " holds a value that is not a positive number");
+        require(v > 0 || (zero_too && v == 0),
+                file + ": " + what + " holds a value that is not a " + (zero_too ? "non-negative" : "positive") + " number");
         out.push_back(v);
       }
     return out;
@@ -164,9 +179,12 @@ Hardware load_hardware(const std::string& name) {
   h.allreduce_seconds = array(t["node_allreduce"]["seconds"], "node_allreduce.seconds");
   if (t["node_allreduce"]["alone_seconds"])
     h.allreduce_alone_seconds = array(t["node_allreduce"]["alone_seconds"], "node_allreduce.alone_seconds");
-  require(h.allreduce_bytes.size() == h.allreduce_seconds.size() &&
-              (h.allreduce_alone_seconds.empty() || h.allreduce_alone_seconds.size() == h.allreduce_bytes.size()),
-          file + ": node_allreduce needs as many seconds (and alone_seconds) as bytes");
+  if (t["node_allreduce"]["steal_seconds"])
+    h.allreduce_steal_seconds = array(t["node_allreduce"]["steal_seconds"], "node_allreduce.steal_seconds", true);
+  auto fits = [&](const std::vector<double>& v) { return v.empty() || v.size() == h.allreduce_bytes.size(); };
+  require(h.allreduce_bytes.size() == h.allreduce_seconds.size() && fits(h.allreduce_alone_seconds) &&
+              fits(h.allreduce_steal_seconds),
+          file + ": node_allreduce needs as many seconds (and alone_seconds, steal_seconds) as bytes");
   if (const toml::table* k = t["kernels"].as_table())
     for (const auto& [name, value] : *k) {
       const double rate = value.value_or(0.0);
@@ -186,11 +204,11 @@ std::string hardware_toml(const Hardware& h) {
                 "[compute]\nmatmul_tflops_f32 = %.4f\nmatmul_tflops_bf16 = %.4f\nattention_tflops_f32 = %.4f\n"
                 "attention_tflops_bf16 = %.4f\nlaunch_us = %.2f\n\n"
                 "[memory]\nbandwidth_gbs = %.2f\nper_rank_gib = %.2f\nprocess_gib = %.3f\n\n"
-                "[node]\nranks_per_node = %d\nrank_slots = %d\nbus_gbs = %.3f\nlatency_us = %.1f\ncomm_steal = %.3f\njitter = %.3f\njitter_span_s = %.4f\njitter_growth = %.3f\n\n"
+                "[node]\nranks_per_node = %d\nrank_slots = %d\nbus_gbs = %.3f\nlatency_us = %.1f\njitter = %.3f\njitter_span_s = %.4f\njitter_growth = %.3f\n\n"
                 "[network]\nbus_gbs = %.3f\nlatency_us = %.1f\nalgorithm = \"%s\"\n",
                 h.name.c_str(), h.name.c_str(), h.matmul_tflops_f32, h.matmul_tflops_bf16, h.attention_tflops_f32,
                 h.attention_tflops_bf16, h.launch_us, h.memory_gbs, h.memory_gib,
-                h.process_gib, h.ranks_per_node, h.rank_slots, h.intra.bus_gbs, h.intra.latency_us, h.comm_steal, h.jitter, h.jitter_span_s,
+                h.process_gib, h.ranks_per_node, h.rank_slots, h.intra.bus_gbs, h.intra.latency_us, h.jitter, h.jitter_span_s,
                 h.jitter_growth, h.inter.bus_gbs,
                 h.inter.latency_us, h.algorithm.c_str());
   std::string out = b;
@@ -216,9 +234,11 @@ std::string hardware_toml(const Hardware& h) {
     for (const auto& [name, rates] : h.matmul_grid) out += "\"" + name + "\" = " + list(rates) + "\n";
   }
   if (!h.allreduce_bytes.empty())
-    out += "\n[node_allreduce]  # seconds of an all-reduce between two local ranks by bytes: beside a computation, alone\n"
+    out += "\n[node_allreduce]  # seconds of an all-reduce between two local ranks by bytes: beside a computation, "
+           "alone, and the computation's seconds it takes beside one\n"
            "bytes = " + list(h.allreduce_bytes) + "\nseconds = " + list(h.allreduce_seconds) + "\n" +
-           (h.allreduce_alone_seconds.empty() ? "" : "alone_seconds = " + list(h.allreduce_alone_seconds) + "\n");
+           (h.allreduce_alone_seconds.empty() ? "" : "alone_seconds = " + list(h.allreduce_alone_seconds) + "\n") +
+           (h.allreduce_steal_seconds.empty() ? "" : "steal_seconds = " + list(h.allreduce_steal_seconds) + "\n");
   return out;
 }
 

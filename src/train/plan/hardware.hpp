@@ -42,12 +42,10 @@ struct Hardware {
   // Measured: an all-reduce's seconds by its bytes between two of the node's ranks (ascending bytes),
   // beside a computation on the same cores, and alone (the rank waiting for it between computations,
   // as in a job); empty: the node link's latency and bandwidth. Without an alone curve, the beside one.
-  std::vector<double> allreduce_bytes, allreduce_seconds, allreduce_alone_seconds;
-  // What a collective takes from the computation beside it, in seconds of computation per second of
-  // the collective: on a CPU node whose cores all compute, the communication threads run on the same
-  // cores (measured); 0 where the network does the work (GPUs: NCCL's copies and reductions are left
-  // out).
-  double comm_steal = 0.0;
+  // steal: the seconds of computation it takes beside a computation on a CPU node, whose
+  // communication threads copy and reduce on the same cores (empty: none, as where the network does
+  // the work; GPUs: NCCL's copies and reductions are left out).
+  std::vector<double> allreduce_bytes, allreduce_seconds, allreduce_alone_seconds, allreduce_steal_seconds;
   // How much a computation's time varies from rank to rank with every rank of the node computing, as
   // a coefficient of variation: ranks meeting at a collective wait for the slowest of them (measured
   // on a CPU node, whose cores the system's own work interrupts, as the slowest rank's mean lag over
@@ -82,6 +80,8 @@ struct Hardware {
   // Seconds of an all-reduce over two of the node's ranks moving `bus_bytes` across the link (the
   // measured curve where there is one: `alone` or beside a computation).
   double node_allreduce_seconds(double bus_bytes, bool alone) const;
+  // Seconds of computation that all-reduce takes from a computation beside it (0 where unmeasured).
+  double node_allreduce_steal(double bus_bytes) const;
   // How much faster than the profile's rates a rank computes while `computing` of the node's ranks
   // compute: on a node whose ranks share its cores (rank_slots below ranks_per_node) the rates are
   // those of every rank computing, and fewer computing have more of the cores; 1 elsewhere.

@@ -18,10 +18,13 @@ namespace {
 // On the node's link where its all-reduce was measured: the measured time of moving as many bytes
 // across the link (an all-reduce of B bytes between two ranks sends B per rank in two steps), with
 // the latency of the ring's steps beyond or short of those two.
-double measured_seconds(Collective c, double bytes, int n, const Hardware& h, bool alone) {
+OpSeconds measured_seconds(Collective c, double bytes, int n, const Hardware& h, double lag) {
   const CollectiveShape k = collective_shape(c, n, "ring");  // (Gloo's, which the curve measured)
-  const double alpha = h.node_allreduce_seconds(1.0, alone) / 2.0;  // one step of the measured pair
-  return std::max(alpha, h.node_allreduce_seconds(k.share * bytes, alone) + (k.steps - 2.0) * alpha);
+  auto seconds = [&](bool alone) {
+    const double alpha = h.node_allreduce_seconds(1.0, alone) / 2.0;  // one step of the measured pair
+    return std::max(alpha, h.node_allreduce_seconds(k.share * bytes, alone) + (k.steps - 2.0) * alpha);
+  };
+  return {seconds(true), seconds(false), lag, h.node_allreduce_steal(k.share * bytes)};
 }
 
 }  // namespace
@@ -78,19 +81,18 @@ OpSeconds StepClock::seconds(const std::string& op, double bytes, const std::vec
     // leaves it: it and the node's ranks outside the group compute
     if (&link == &h_.intra && n <= h_.ranks_per_node) lag /= h_.shared_speed(double(h_.ranks_per_node - n + 1));
   }
-  if (&link == &h_.intra && !h_.allreduce_bytes.empty())
-    return {measured_seconds(c, bytes, n, h_, true), measured_seconds(c, bytes, n, h_, false), lag};
+  if (&link == &h_.intra && !h_.allreduce_bytes.empty()) return measured_seconds(c, bytes, n, h_, lag);
   const double s = collective_seconds(c, bytes, n, link, h_.algorithm);
   return {s, s, lag};
 }
 
 // Processor sharing: from its start to now the operation ran beside the computation, at its `beside`
-// speed, slowing the computation by what it takes of the cores (comm_steal); what is left of it the
-// compute stream waits for, and it runs that part at its `alone` speed.
+// speed, slowing the computation by what that share of it takes of the cores (its `steal`); what is
+// left of it the compute stream waits for, and it runs that part at its `alone` speed.
 void StepClock::wait_until(double start, const OpSeconds& s, const std::string& group) {
   std::lock_guard<std::mutex> lock(mu_);
-  const double beside = std::clamp(t_.end - start, 0.0, s.beside), lost = h_.comm_steal * beside;
-  const double left = s.beside > 0 ? 1.0 - beside / s.beside : 0.0;
+  const double beside = std::clamp(t_.end - start, 0.0, s.beside);
+  const double left = s.beside > 0 ? 1.0 - beside / s.beside : 0.0, lost = s.steal * (1.0 - left);
   const double waited = std::max(0.0, start - t_.end) + left * s.alone;
   t_.waited[group_kind(group)] += lost + waited;
   t_.end += lost + waited;

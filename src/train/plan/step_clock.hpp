@@ -21,7 +21,7 @@ struct StepClockTally {
   double compute = 0.0;    // kernel time of the passes (forward, backward, recompute)
   double optimizer = 0.0;  // kernel time of the update
   // time the compute stream lost to each kind of group ("dp", "tp", "pp", "cp", "ep"): waiting for
-  // its operations, and (Hardware::comm_steal) running slower beside them
+  // its operations, and (OpSeconds::steal, Hardware::allreduce_steal_seconds) running slower beside them
   std::map<std::string, double> waited;
   std::map<std::string, double> kernels;  // kernel time by kernel name (".bf16" for bf16 products)
 };
