@@ -25,21 +25,24 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr int kSizes = 13;  // all-reduce sizes measured: 4 B × 4^i
 
-// The computations the link's measurements put between and beside their collectives: products of
-// 512³ (a few milliseconds for two, as tensor parallel's come between its matmuls) and of 128³ (tens
-// of microseconds: a computation that can stop as soon as a collective is done).
+// The computation the link's measurements put between and beside their collectives: products of
+// 512³ (a few milliseconds for two, as tensor parallel's come between its matmuls).
 class Products {
  public:
   void large(int count) {
     for (int k = 0; k < count; ++k) cpu_device().matmul(a_.data(), a_.data(), c_.data(), large_);
   }
-  void small() { cpu_device().matmul(a_.data(), a_.data(), c_.data(), small_); }
 
  private:
   std::vector<float> a_ = std::vector<float>(size_t(512 * 512), 0.5f), c_ = a_;
   MatmulArgs large_{512, 512, 512, false, false, false, nullptr, Precision::f32};
-  MatmulArgs small_{128, 128, 128, false, false, false, nullptr, Precision::f32};
 };
+
+// How many times each size is measured: a small all-reduce's time on a virtual machine is bimodal
+// (a fraction of a millisecond, or several) and the mix drifts over seconds, so the sizes take their
+// turns round by round (a drift moves the whole curve, not its shape) and the small ones, cheap,
+// many times; the sizes above 4 MiB take tens of milliseconds and vary less.
+int reps_of(int size) { return size > 10 ? 9 : 121; }
 
 // All-reduces by size as a job waits for one between its computations: each issued right after two
 // products of 512³ (a few milliseconds, as tensor parallel's come between its matmuls) and waited for
@@ -51,53 +54,51 @@ class Products {
 // out[i]: the mean seconds at 4 B × 4^i.
 void measure_alone(ProcessGroup& pair, std::vector<float>& buf, double* out) {
   Products products;
-  for (int i = 0; i < kSizes; ++i) {
-    const size_t n = size_t(1) << (2 * i);
-    const int reps = n > (size_t(1) << 20) ? 9 : 61;
-    double mean = 0.0;
-    for (int rep = 0; rep < reps; ++rep) {
+  std::fill(out, out + kSizes, 0.0);
+  for (int rep = 0; rep < reps_of(0); ++rep)
+    for (int i = 0; i < kSizes && rep < reps_of(i); ++i) {
       products.large(2);
       const auto t0 = Clock::now();
-      pair.allreduce_async(buf.data(), n, ElemType::f32, ReduceOp::sum)->wait();
-      mean += std::chrono::duration<double>(Clock::now() - t0).count() / reps;
+      pair.allreduce_async(buf.data(), size_t(1) << (2 * i), ElemType::f32, ReduceOp::sum)->wait();
+      out[i] += std::chrono::duration<double>(Clock::now() - t0).count() / reps_of(i);
     }
-    pair.allreduce(&mean, 1, ReduceOp::avg);
-    out[i] = mean;
-  }
+  pair.allreduce(out, kSizes, ReduceOp::avg);
 }
 
 // All-reduces by size beside a computation, as a job overlaps one (DDP's buckets, FSDP's prefetched
 // gathers, tensor parallel's input gradient beside its weight gradient): issued after two products of
-// 512³ as in measure_alone, then this rank computes on (products of 128³, tens of microseconds) until
-// it is done; its time from issue to done, averaged over the pair. out[i]: the mean seconds at
-// 4 B × 4^i; steal[i]: the seconds of computation lost meanwhile (Hardware::allreduce_steal_seconds:
-// the communication threads' work on the same cores, which grows with the bytes they copy and reduce,
-// not with the time they wait), against the same products' speed with no collective beside them.
+// 512³ as in measure_alone, then this rank computes on, products of 512³ as a job's (their operands
+// in the caches the collective's copies and sums use too), until it is done. out[i]: its mean seconds
+// at 4 B × 4^i on the communication thread, averaged over the pair; steal[i]: the seconds of
+// computation lost meanwhile (Hardware::allreduce_steal_seconds: the communication threads' work on
+// the same cores, waking them included), the products' time beside it less their time alone.
 void measure_beside(ProcessGroup& pair, std::vector<float>& buf, double* out, double* steal) {
   Products products;
-  const auto t_alone = Clock::now();
-  double alone = 0.0;  // small products per second with no collective beside them
-  for (; std::chrono::duration<double>(Clock::now() - t_alone).count() < 0.2; alone += 1.0) products.small();
-  alone /= std::chrono::duration<double>(Clock::now() - t_alone).count();
-  for (int i = 0; i < kSizes; ++i) {
-    const size_t n = size_t(1) << (2 * i);
-    const int reps = n > (size_t(1) << 20) ? 5 : 21;
-    double took[2] = {0.0, 0.0};  // mean seconds, mean seconds of computation lost
-    for (int rep = 0; rep < reps; ++rep) {
+  std::vector<double> one(15);  // one product's seconds with no collective beside it: the median
+  for (double& t : one) {
+    const auto t0 = Clock::now();
+    products.large(1);
+    t = std::chrono::duration<double>(Clock::now() - t0).count();
+  }
+  std::nth_element(one.begin(), one.begin() + 7, one.end());
+  const double alone = one[7];
+  std::fill(out, out + kSizes, 0.0);
+  std::fill(steal, steal + kSizes, 0.0);
+  for (int rep = 0; rep < reps_of(0) / 2; ++rep)
+    for (int i = 0; i < kSizes && rep < reps_of(i) / 2; ++i) {
       products.large(2);
       const auto t0 = Clock::now();
-      WorkPtr w = pair.allreduce_async(buf.data(), n, ElemType::f32, ReduceOp::sum);
-      double done = 0.0;
-      for (; !w->done(); done += 1.0) products.small();
-      const double t = std::chrono::duration<double>(Clock::now() - t0).count();
-      took[0] += t / reps;
-      took[1] += (t - done / alone) / reps;
+      WorkPtr w = pair.allreduce_async(buf.data(), size_t(1) << (2 * i), ElemType::f32, ReduceOp::sum);
+      int done = 0;
+      for (; !w->done(); ++done) products.large(1);
       w->wait();
+      const double t = std::chrono::duration<double>(Clock::now() - t0).count();
+      out[i] += w->seconds() / (reps_of(i) / 2);
+      steal[i] += (t - done * alone) / (reps_of(i) / 2);
     }
-    pair.allreduce(took, 2, ReduceOp::avg);
-    out[i] = took[0];
-    steal[i] = std::max(0.0, took[1]);
-  }
+  pair.allreduce(out, kSizes, ReduceOp::avg);
+  pair.allreduce(steal, kSizes, ReduceOp::avg);
+  for (int i = 0; i < kSizes; ++i) steal[i] = std::max(0.0, steal[i]);
 }
 
 // How unevenly the node's ranks compute (Hardware::jitter): every rank computes the same products
