@@ -2,9 +2,9 @@
 # `dtrain plan` against runs, side by side in one run: for each layout, the planner's prediction
 # (on a profile of this machine measured by `dtrain plan --calibrate` for that many ranks of one
 # thread) beside the run's own figures: the planned parts (model state, gather buffers, activations,
-# context-parallel buffers) against the run's account of them, the planned total (with the profile's
-# process memory) against the run's whole account and its peak RSS, the predicted step time against
-# the measured steady step time. Bounds (issue 42): memory within 5% of the account and 10% of the
+# context-parallel buffers, the CPU kernels' scratch) against the run's account of them, the planned
+# total (with the profile's process memory) against the run's whole account and its peak RSS, the
+# predicted step time against the measured steady step time. Bounds (issue 42): memory within 5% of the account and 10% of the
 # peak RSS, step time within 15%; each row says which it misses, and the script exits 1 if any does.
 # usage: bench/plan.sh [--bin DIR] [--steps N] [--layouts "one ddp2 …"] [--profiles DIR] [--set key=value ...]
 #   --profiles: cpu1.toml, cpu2.toml and cpu4.toml measured before (dtrain plan --calibrate --ranks-per-node R
@@ -92,7 +92,7 @@ done
 python3 - "$work" $layouts <<'PYEOF'
 import json, sys
 work, names = sys.argv[1], sys.argv[2:]
-parts = ("model_state_bytes", "gather_buffer_bytes", "activation_bytes", "context_buffer_bytes")
+parts = ("model_state_bytes", "gather_buffer_bytes", "activation_bytes", "context_buffer_bytes", "kernel_scratch_bytes")
 print(f"{'layout':10} {'parts MiB':>10} {'run':>8} {'plan MiB':>9} {'account':>8} {'/acct':>6} {'peak RSS':>9} "
       f"{'/RSS':>6} {'step ms':>8} {'run ms':>8} {'/run':>6}  misses")
 bad = 0

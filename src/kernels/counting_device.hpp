@@ -4,6 +4,7 @@
 #pragma once
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 
 #include "kernels/device.hpp"
@@ -22,6 +23,23 @@ struct KernelWork {
   Precision precision = Precision::f32;
   bool trans_a = false, trans_b = false;  // a matrix product's operand layouts (MatmulArgs)
 };
+
+// What a backend's kernels keep for themselves between calls (ComputeDevice::kernel_scratch_bytes),
+// told the calls that take some: each computes its sizes with the backend's own functions, those its
+// kernels size their scratch with. The CPU's: cpu_scratch_model().
+class ScratchModel {
+ public:
+  virtual ~ScratchModel() = default;
+  virtual void matmul(const MatmulArgs& a) = 0;
+  virtual void norm_backward(bool rms, int64_t rows, int64_t dim) = 0;
+  virtual void attention(const AttentionShape& s, const DropoutSpec& d, bool backward) = 0;
+  virtual void attention_block(const AttentionBlocks& a, const SequenceShard& keys, bool backward) = 0;
+  virtual void rope(const RopeShape& s) = 0;
+  virtual void classifier_loss(const ClassifierArgs& a) = 0;
+  virtual size_t bytes() const = 0;  // what the calls told so far would leave held
+};
+// The CPU backend's (kernels/cpu/scratch_model.cpp).
+std::unique_ptr<ScratchModel> cpu_scratch_model();
 
 class CountingDevice final : public ComputeDevice {
  public:
@@ -49,9 +67,14 @@ class CountingDevice final : public ComputeDevice {
   void timer_start() override {}
   double timer_seconds() override { return 0.0; }
   size_t maxpool_workspace_bytes(const PoolShape& s) override { return cpu_device().maxpool_workspace_bytes(s); }
+  // The scratch the backend `model` describes would keep after the kernels called so far (none
+  // without one: a backend whose kernels keep none, or one not modelled, as CUDA's workspaces).
+  void plan_scratch(std::unique_ptr<ScratchModel> model) { scratch_ = std::move(model); }
+  size_t kernel_scratch_bytes() const override { return scratch_ ? scratch_->bytes() : 0; }
 
   // Kernels run nothing; each tells the planner's cost model what it would do (on_kernel, when set).
   void matmul(const float*, const float*, float*, const MatmulArgs& a) override {
+    if (scratch_) scratch_->matmul(a);
     work({"matmul", "matmul", 2.0 * double(a.M) * double(a.N) * double(a.K), 4.0 * double(a.M * a.K + a.K * a.N + a.M * a.N),
           a.M, a.N, a.K, a.precision, a.trans_a, a.trans_b});
   }
@@ -67,6 +90,7 @@ class CountingDevice final : public ComputeDevice {
   }
   void layernorm_backward(const float*, const float*, const float*, const float*, const float*, float*, float*, float*,
                           int64_t rows, int64_t dim, bool) override {
+    if (scratch_) scratch_->norm_backward(false, rows, dim);
     stream("layernorm_backward", 16.0 * rows * dim);
   }
   void rmsnorm_forward(const float*, const float*, float*, float*, int64_t rows, int64_t dim, float) override {
@@ -74,22 +98,26 @@ class CountingDevice final : public ComputeDevice {
   }
   void rmsnorm_backward(const float*, const float*, const float*, const float*, float*, float*, int64_t rows,
                         int64_t dim, bool) override {
+    if (scratch_) scratch_->norm_backward(true, rows, dim);
     stream("rmsnorm_backward", 16.0 * rows * dim);
   }
   // (".dropout": with dropout on its probabilities, which a kernel may make apart: the CPU's does)
-  void attention_forward(const float*, float*, float*, const AttentionShape& s, const DropoutSpec& d) override {
+  void attention_forward(const float*, float* out, float*, const AttentionShape& s, const DropoutSpec& d) override {
+    if (scratch_ && out) scratch_->attention(s, d, false);  // (probabilities only: no scratch)
     attention(d.active() ? "attention_forward.dropout" : "attention_forward", s, s.T, 1.0);
   }
   void attention_backward(const float*, const float*, const float*, float*, const AttentionShape& s,
                           const DropoutSpec& d) override {
+    if (scratch_) scratch_->attention(s, d, true);
     attention(d.active() ? "attention_backward.dropout" : "attention_backward", s, s.T, 2.0);
   }
   void kv_block_pack(const float*, float*, const AttentionShape& s) override { stream("kv_block_pack", 16.0 * s.B * s.T * s.kv() * s.Dh); }
   void kv_block_unpack(const float*, float*, const AttentionShape& s) override {
     stream("kv_block_unpack", 16.0 * s.B * s.T * s.kv() * s.Dh);
   }
-  void attention_block_forward(const float*, const float*, const SequenceShard&, float*, float*, const AttentionBlocks& a,
-                               const DropoutSpec& d, bool) override {
+  void attention_block_forward(const float*, const float*, const SequenceShard& keys, float*, float*,
+                               const AttentionBlocks& a, const DropoutSpec& d, bool) override {
+    if (scratch_) scratch_->attention_block(a, keys, false);
     attention(d.active() ? "attention_block_forward.dropout" : "attention_block_forward", a.shape, a.shape.T, 1.0);
   }
   void attention_blocks_finish(float*, const float*, float*, const AttentionBlocks& a) override {
@@ -98,13 +126,20 @@ class CountingDevice final : public ComputeDevice {
   void attention_blocks_delta(const float*, const float*, float*, const AttentionBlocks& a) override {
     stream("attention_blocks_delta", 8.0 * a.shape.B * a.shape.T * a.shape.H * a.shape.Dh);
   }
-  void attention_block_backward(const float*, const float*, const float*, const SequenceShard&, const float*,
+  void attention_block_backward(const float*, const float*, const float*, const SequenceShard& keys, const float*,
                                 const float*, float*, float*, const AttentionBlocks& a, const DropoutSpec& d,
                                 bool) override {
+    if (scratch_) scratch_->attention_block(a, keys, true);
     attention(d.active() ? "attention_block_backward.dropout" : "attention_block_backward", a.shape, a.shape.T, 2.0);
   }
-  void rope_forward(float*, const RopeShape& s) override { stream("rope_forward", 8.0 * s.B * s.T * (s.heads + s.kv()) * s.head_dim); }
-  void rope_backward(float*, const RopeShape& s) override { stream("rope_backward", 8.0 * s.B * s.T * (s.heads + s.kv()) * s.head_dim); }
+  void rope_forward(float*, const RopeShape& s) override {
+    if (scratch_) scratch_->rope(s);
+    stream("rope_forward", 8.0 * s.B * s.T * (s.heads + s.kv()) * s.head_dim);
+  }
+  void rope_backward(float*, const RopeShape& s) override {
+    if (scratch_) scratch_->rope(s);
+    stream("rope_backward", 8.0 * s.B * s.T * (s.heads + s.kv()) * s.head_dim);
+  }
   void activation_forward(Activation a, const float*, float*, int64_t n) override {
     stream(a == Activation::relu ? "relu_forward" : "gelu_forward", 8.0 * n);
   }
@@ -143,6 +178,7 @@ class CountingDevice final : public ComputeDevice {
   }
   // The fused head: logits, their softmax and its gradient, dx and dW: three products of N × V × d.
   void classifier_loss(const ClassifierArgs& a, float*, double*) override {
+    if (scratch_) scratch_->classifier_loss(a);
     work({"classifier_loss", "classifier", 6.0 * double(a.N) * double(a.V) * double(a.d),
           4.0 * double(a.N * a.d + a.V * a.d) * 3.0 + 8.0 * double(a.N) * double(a.V), a.N, a.V, a.d, a.precision});
   }
@@ -196,6 +232,7 @@ class CountingDevice final : public ComputeDevice {
   }
 
   std::function<void(const KernelWork&)> on_kernel_;
+  std::unique_ptr<ScratchModel> scratch_;
 
   std::string describe_;
   std::multimap<void*, size_t> live_;

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # `dtrain plan` for a whole job: the memory it predicts for a rank is built by the code a run
 # allocates with, so for each layout (1 process, DDP 2, FSDP 2, TP 2 + SP, PP 2 under two schedules,
-# CP 2, EP 2, recompute) its model state, gather buffers and activations equal the run's own account
-# (summary.json) byte for byte; the search ranks layouts that fit and says why the others lost; a
+# CP 2, EP 2, recompute, bf16) its model state, gather buffers, activations and the CPU kernels' scratch
+# equal the run's own account (summary.json) byte for byte; the search ranks layouts that fit and says why the others lost; a
 # 1024-rank plan prints; an out-of-memory start names a layout that fits, which then runs; bad input
 # is one line.
 source "$2/tests/e2e/lib.sh" "$1" "$2" "to read summary.json"
@@ -35,12 +35,12 @@ import json, sys
 run, plan, name = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), sys.argv[3]
 mem = plan["memory"]
 mem = next(r for r in plan["ranks"] if r["rank"] == 0)  # summary.json's parts are rank 0's
-parts = ("model_state_bytes", "gather_buffer_bytes", "activation_bytes", "context_buffer_bytes")
+parts = ("model_state_bytes", "gather_buffer_bytes", "activation_bytes", "context_buffer_bytes", "kernel_scratch_bytes")
 bad = [k for k in parts if run[k] != mem[k]]
 for k in bad: print(f"{name}: {k} run {run[k]} plan {mem[k]}")
 planned = sum(mem[k] for k in parts)
-print(f"ok  {name}: {plan['layout']}: rank 0's model state, gather buffers, activations and context buffers "
-      f"planned {planned / 2**20:.2f} MiB, the run's own account the same")
+print(f"ok  {name}: {plan['layout']}: rank 0's model state, gather buffers, activations, context buffers and "
+      f"kernel scratch planned {planned / 2**20:.2f} MiB, the run's own account the same")
 sys.exit(1 if bad else 0)
 PYEOF
 }
@@ -57,6 +57,7 @@ common=(--config "$src/configs/moe-tiny.toml" --set data.dir="$work/data" --set 
   --set model.kv_heads=1 --set model.layers=2 --set model.expert_ff=32 --set model.seq_len=16 --set train.batch_size=8
   --set data.stride=64 --set train.threads=1 --set train.progress=false --set train.eval_every=0 --set train.max_steps=2)
 check ep2 2 dp_shard=2,ep=2
+check bf16 1 pp=1 --set train.precision=bf16  # (the products' bf16 copies of their operands)
 
 common=(--config "$src/configs/quickstart.toml" --set data.dir="$work/data" --set model.dim=32
   --set model.heads=2 --set model.layers=2 --set model.ff_dim=64 --set model.seq_len=16

@@ -166,7 +166,9 @@ TEST(MoeKernels, CapacityDropsAnExpertsLaterCopiesPerSample) {
     for (int64_t c = s * 8; c < (s + 1) * 8; ++c) {
       const bool keep = seen[size_t(o.chosen[size_t(c)])]++ < 2;
       EXPECT_EQ(o.pos[size_t(c)] >= 0, keep) << "copy " << c;
-      if (keep) EXPECT_EQ(o.row_of[size_t(o.pos[size_t(c)])], int32_t(c / 2));
+      if (keep) {
+        EXPECT_EQ(o.row_of[size_t(o.pos[size_t(c)])], int32_t(c / 2));
+      }
       kept += keep;
     }
   }
@@ -187,5 +189,7 @@ TEST(MoeKernels, CapacityDropsAnExpertsLaterCopiesPerSample) {
       EXPECT_NEAR(y[size_t(t * d + i)], want, 1e-6);
     }
   for (int64_t c = 0; c < r.chosen(); ++c)
-    if (o.pos[size_t(c)] < 0) EXPECT_EQ(dweights[size_t(c)], 0.0f);
+    if (o.pos[size_t(c)] < 0) {
+      EXPECT_EQ(dweights[size_t(c)], 0.0f);
+    }
 }

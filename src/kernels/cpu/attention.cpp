@@ -84,7 +84,7 @@ DT_SIMD void softmax_backward_rows(const float* P, float* dP, const AttentionSha
 
 void attention_forward(const float* qkv, float* out, float* probs, const AttentionShape& s, const DropoutSpec& drop) {
   check_shape(s);
-  const int64_t K = s.kv(), G = s.group(), TT = s.T * s.T, n = s.B * s.H * TT;
+  const int64_t K = s.kv(), G = s.group(), TT = s.T * s.T, n = attention_scores_floats(s);
   const Views w = views(s);
   const float scale = 1.0f / std::sqrt(float(s.Dh));
   for (int64_t g = 0; g < G; ++g)  // S = scale·Q·Kᵀ
@@ -106,7 +106,7 @@ void attention_forward(const float* qkv, float* out, float* probs, const Attenti
 void attention_backward(const float* dout, const float* qkv, const float* probs, float* dqkv, const AttentionShape& s,
                         const DropoutSpec& drop) {
   check_shape(s);
-  const int64_t K = s.kv(), G = s.group(), Dh = s.Dh, TT = s.T * s.T, n = s.B * s.H * TT;
+  const int64_t K = s.kv(), G = s.group(), Dh = s.Dh, TT = s.T * s.T, n = attention_scores_floats(s);
   const Views w = views(s);
   const float scale = 1.0f / std::sqrt(float(Dh));
   const float* P = probs;

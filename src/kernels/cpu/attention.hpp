@@ -16,5 +16,7 @@ void attention_forward(const float* qkv, float* out, float* probs, const Attenti
 // the query heads of its group.
 void attention_backward(const float* dout, const float* qkv, const float* probs, float* dqkv,
                         const AttentionShape& s, const DropoutSpec& drop);
+// The floats of one [B, H, T, T] scratch the two take (the dropped probabilities, their gradient).
+inline int64_t attention_scores_floats(const AttentionShape& s) { return s.B * s.H * s.T * s.T; }
 
 }  // namespace dtrain

@@ -193,6 +193,12 @@ DT_SIMD void backward_rows(float* P, float* dP, const float* lse, const float* d
 
 }  // namespace
 
+int64_t attention_block_scores_floats(const AttentionBlocks& a, const SequenceShard& keys) {
+  Pair pairs[4];
+  const int np = block_pairs(a, keys, pairs);
+  return scores_size(a.shape, pairs, np);
+}
+
 void kv_block_pack(const float* qkv, float* kv, const AttentionShape& s) {
   const int64_t d = s.H * s.Dh, kvw = 2 * s.kv() * s.Dh, row = s.row_width();
 #pragma omp parallel for schedule(static)
@@ -212,7 +218,7 @@ void attention_block_forward(const float* qkv, const float* kv, const SequenceSh
   if (first) start_state(out, stats, s);
   Pair pairs[4];
   const int np = block_pairs(a, keys, pairs);
-  float* S = scratch(ScratchSlot::attention, scores_size(s, pairs, np));
+  float* S = scratch(ScratchSlot::attention, attention_block_scores_floats(a, keys));
   const float scale = 1.0f / std::sqrt(float(Dh));
   for (int i = 0; i < np; ++i) {
     const Pair& p = pairs[i];
@@ -263,7 +269,7 @@ void attention_block_backward(const float* dout, const float* qkv, const float* 
   }
   Pair pairs[4];
   const int np = block_pairs(a, keys, pairs);
-  const int64_t n = scores_size(s, pairs, np);
+  const int64_t n = attention_block_scores_floats(a, keys);
   float *P = scratch(ScratchSlot::attention, n), *dP = scratch(ScratchSlot::attention_grad, n);
   const float scale = 1.0f / std::sqrt(float(Dh));
   for (int i = 0; i < np; ++i) {

@@ -29,5 +29,7 @@ void attention_blocks_delta(const float* dout, const float* out, float* delta, c
 void attention_block_backward(const float* dout, const float* qkv, const float* kv, const SequenceShard& keys,
                               const float* lse, const float* delta, float* dqkv, float* dkv, const AttentionBlocks& a,
                               const DropoutSpec& drop, bool first);
+// The floats of the scores scratch a block at `keys` takes (and, backward, their gradient's).
+int64_t attention_block_scores_floats(const AttentionBlocks& a, const SequenceShard& keys);
 
 }  // namespace dtrain

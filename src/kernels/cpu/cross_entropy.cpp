@@ -110,9 +110,12 @@ void classifier_logits(const float* x, const float* W, const float* bias, float*
   linear_forward(x, W, bias, out, rows, d, V, p);
 }
 
+int64_t classifier_chunk_rows(const ClassifierArgs& a) { return std::min(kChunk, a.N); }
+int64_t classifier_scratch_floats(const ClassifierArgs& a) { return classifier_chunk_rows(a) * a.V + 5 * kChunk; }
+
 double classifier_cross_entropy(const ClassifierArgs& a, float* per_row) {
-  const int64_t chunk = std::min(kChunk, a.N);
-  float* logits = scratch(ScratchSlot::classifier, chunk * a.V + 5 * kChunk);
+  const int64_t chunk = classifier_chunk_rows(a);
+  float* logits = scratch(ScratchSlot::classifier, classifier_scratch_floats(a));
   float* losses = logits + chunk * a.V;
   float* mx = losses + kChunk;
   float* st = mx + kChunk;  // 2 per row

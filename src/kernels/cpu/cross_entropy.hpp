@@ -11,6 +11,10 @@ namespace dtrain {
 
 // Returns the sum over rows of -log softmax(x W^T + b)[target]; per_row (optional) gets each loss.
 double classifier_cross_entropy(const ClassifierArgs& a, float* per_row = nullptr);
+// The rows of a chunk it computes at once (its products' M), and the floats of its scratch (the
+// chunk's logits and its rows' statistics).
+int64_t classifier_chunk_rows(const ClassifierArgs& a);
+int64_t classifier_scratch_floats(const ClassifierArgs& a);
 
 // Plain logits for the last `rows` rows (generation, parity checks): out [rows, V].
 void classifier_logits(const float* x, const float* W, const float* bias, float* out, int64_t rows,

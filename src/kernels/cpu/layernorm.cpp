@@ -9,6 +9,14 @@
 
 namespace dtrain {
 
+namespace {
+constexpr int64_t kLayernormRowBlock = 256;  // the backward's rows per block (each its own partial sums)
+}  // namespace
+
+int64_t layernorm_backward_scratch_floats(int64_t rows, int64_t dim) {
+  return (rows + kLayernormRowBlock - 1) / kLayernormRowBlock * 2 * dim;
+}
+
 DT_SIMD void layernorm_forward(const float* x, const float* gamma, const float* beta, float* y, float* mean,
                        float* rstd, int64_t rows, int64_t dim, float eps) {
 #pragma omp parallel for schedule(static)
@@ -33,15 +41,14 @@ DT_SIMD void layernorm_forward(const float* x, const float* gamma, const float* 
 DT_SIMD void layernorm_backward(const float* dy, const float* x, const float* gamma, const float* mean,
                         const float* rstd, float* dx, float* dgamma, float* dbeta, int64_t rows,
                         int64_t dim, bool accumulate_dx) {
-  constexpr int64_t kRowBlock = 256;
-  const int64_t blocks = (rows + kRowBlock - 1) / kRowBlock;
-  float* part = scratch_zeroed(ScratchSlot::layernorm, blocks * 2 * dim);
+  const int64_t blocks = (rows + kLayernormRowBlock - 1) / kLayernormRowBlock;
+  float* part = scratch_zeroed(ScratchSlot::layernorm, layernorm_backward_scratch_floats(rows, dim));
 #pragma omp parallel for schedule(static)
   for (int64_t b = 0; b < blocks; ++b) {
     float* pg = part + b * 2 * dim;
     float* pb = pg + dim;
-    const int64_t r1 = std::min(rows, (b + 1) * kRowBlock);
-    for (int64_t r = b * kRowBlock; r < r1; ++r) {
+    const int64_t r1 = std::min(rows, (b + 1) * kLayernormRowBlock);
+    for (int64_t r = b * kLayernormRowBlock; r < r1; ++r) {
       const float* xr = x + r * dim;
       const float* dyr = dy + r * dim;
       const float m = mean[r], rs = rstd[r];

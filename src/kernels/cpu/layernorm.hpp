@@ -11,5 +11,7 @@ void layernorm_forward(const float* x, const float* gamma, const float* beta, fl
 void layernorm_backward(const float* dy, const float* x, const float* gamma, const float* mean,
                         const float* rstd, float* dx, float* dgamma, float* dbeta, int64_t rows,
                         int64_t dim, bool accumulate_dx);
+// The floats of the scratch the backward takes (each block of rows' partial dgamma and dbeta).
+int64_t layernorm_backward_scratch_floats(int64_t rows, int64_t dim);
 
 }  // namespace dtrain

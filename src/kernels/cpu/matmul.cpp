@@ -99,6 +99,10 @@ int64_t matmul_scratch_bytes() {
   return int64_t((rt.scratch_a.capacity() + rt.scratch_b.capacity()) * sizeof(uint16_t));
 }
 
+bool matmul_copies_to_bf16(const MatmulArgs& a) {
+  return a.M != 0 && a.N != 0 && a.precision == Precision::bf16 && !runtime().bf16_unavailable;
+}
+
 void matmul(const float* A, const float* B, float* C, const MatmulArgs& a) {
   DT_ASSERT(!(a.accumulate && a.bias));
   if (a.M == 0 || a.N == 0) return;
@@ -106,7 +110,7 @@ void matmul(const float* A, const float* B, float* C, const MatmulArgs& a) {
   Problem p{{a.M, a.K}, strides_2d(a.M, a.K, a.trans_a), {a.K, a.N}, strides_2d(a.K, a.N, a.trans_b),
             {a.M, a.N},  strides_2d(a.M, a.N, false),      false,      a.bias != nullptr,
             a.accumulate};
-  p.bf16 = a.precision == Precision::bf16 && !rt.bf16_unavailable;
+  p.bf16 = matmul_copies_to_bf16(a);
   if (!p.bf16) return run(p, A, B, a.bias, C);
   try {
     run(p, round_to_bf16(A, a.M * a.K, rt.scratch_a), round_to_bf16(B, a.K * a.N, rt.scratch_b), a.bias, C);

@@ -9,6 +9,9 @@ namespace dtrain {
 
 // Host bytes the matmuls keep between calls (bf16 copies of their inputs, grow-only).
 int64_t matmul_scratch_bytes();
+// Whether a product of these arguments computes in bf16, from bf16 copies of its operands
+// (M·K and K·N of them: what it keeps).
+bool matmul_copies_to_bf16(const MatmulArgs& a);
 
 void matmul(const float* A, const float* B, float* C, const MatmulArgs& args);
 

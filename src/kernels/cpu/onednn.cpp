@@ -26,7 +26,7 @@ void rethrow_onednn_error(const dnnl::error& e, const char* what) {
 }
 
 DT_SIMD const uint16_t* round_to_bf16(const float* src, int64_t n, std::vector<uint16_t>& dst) {
-  if (int64_t(dst.size()) < n) dst.resize(size_t(n));
+  if (int64_t(dst.size()) < n) dst = std::vector<uint16_t>(size_t(n));  // exactly n (the planner counts it)
   uint16_t* out = dst.data();
   const uint32_t* in = reinterpret_cast<const uint32_t*>(src);
 #pragma omp parallel for simd schedule(static)

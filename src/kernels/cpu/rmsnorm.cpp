@@ -9,6 +9,12 @@
 
 namespace dtrain {
 
+namespace {
+constexpr int64_t kRmsnormRowBlock = 256;  // the backward's rows per block (each its own partial sums)
+}  // namespace
+
+int64_t rmsnorm_backward_scratch_floats(int64_t rows, int64_t dim) { return (rows + kRmsnormRowBlock - 1) / kRmsnormRowBlock * dim; }
+
 DT_SIMD void rmsnorm_forward(const float* x, const float* w, float* y, float* rstd, int64_t rows, int64_t dim,
                              float eps) {
 #pragma omp parallel for schedule(static)
@@ -29,14 +35,13 @@ DT_SIMD void rmsnorm_forward(const float* x, const float* w, float* y, float* rs
 DT_SIMD void rmsnorm_backward(const float* dy, const float* x, const float* w, const float* rstd, float* dx,
                               float* dw, int64_t rows, int64_t dim, bool accumulate_dx) {
   if (rows <= 0 || dim <= 0) return;
-  constexpr int64_t kRowBlock = 256;
-  const int64_t blocks = (rows + kRowBlock - 1) / kRowBlock;
-  float* part = scratch_zeroed(ScratchSlot::rmsnorm, blocks * dim);
+  const int64_t blocks = (rows + kRmsnormRowBlock - 1) / kRmsnormRowBlock;
+  float* part = scratch_zeroed(ScratchSlot::rmsnorm, rmsnorm_backward_scratch_floats(rows, dim));
 #pragma omp parallel for schedule(static)
   for (int64_t b = 0; b < blocks; ++b) {
     float* pw = part + b * dim;
-    const int64_t r1 = std::min(rows, (b + 1) * kRowBlock);
-    for (int64_t r = b * kRowBlock; r < r1; ++r) {
+    const int64_t r1 = std::min(rows, (b + 1) * kRmsnormRowBlock);
+    for (int64_t r = b * kRmsnormRowBlock; r < r1; ++r) {
       const float* xr = x + r * dim;
       const float* dyr = dy + r * dim;
       const float rs = rstd[r];

@@ -10,5 +10,7 @@ void rmsnorm_forward(const float* x, const float* w, float* y, float* rstd, int6
 // dx may alias dy when accumulate_dx is false.
 void rmsnorm_backward(const float* dy, const float* x, const float* w, const float* rstd, float* dx, float* dw,
                       int64_t rows, int64_t dim, bool accumulate_dx);
+// The floats of the scratch the backward takes (each block of rows' partial dw).
+int64_t rmsnorm_backward_scratch_floats(int64_t rows, int64_t dim);
 
 }  // namespace dtrain

@@ -22,7 +22,7 @@ void check_shape(const RopeShape& s) {
 // of the shard's t-th position), frequency i.
 const float* angle_table(const RopeShape& s) {
   const int64_t half = s.head_dim / 2;
-  float* cs = scratch(ScratchSlot::rope, s.T * s.head_dim + half);
+  float* cs = scratch(ScratchSlot::rope, rope_scratch_floats(s));
   float* inv = cs + s.T * s.head_dim;
   for (int64_t i = 0; i < half; ++i) inv[i] = rope_inv_freq(i, s.head_dim, s.theta);
 #pragma omp parallel for schedule(static)

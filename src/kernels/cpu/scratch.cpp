@@ -12,7 +12,7 @@ std::vector<float> buffers[int(ScratchSlot::count)];
 
 float* scratch(ScratchSlot slot, int64_t n) {
   auto& b = buffers[int(slot)];
-  if (int64_t(b.size()) < n) b.resize(n);
+  if (int64_t(b.size()) < n) b = std::vector<float>(size_t(n));  // exactly n: what the planner counts
   return b.data();
 }
 

@@ -63,6 +63,7 @@ RankBuild build_rank(const PlanJob& job, const Layout& layout, int rank, const H
   ParallelPlan plan = parallel_plan_of(cfg, job.precision, split.accum, {split.micro_batch});
   plan.draw_weights = false;
   CountingDevice dev;
+  if (h.device == "cpu") dev.plan_scratch(cpu_scratch_model());  // (CUDA's workspaces: not modelled)
   StepClock clock(h);
   const std::unique_ptr<DeviceMesh> mesh = DeviceMesh::stand_in(layout.shape, rank, &clock);
   const UnitFactory units = model_units_of(*job.kind, cfg.model, dev, plan.recompute);
@@ -74,8 +75,10 @@ RankBuild build_rank(const PlanJob& job, const Layout& layout, int rank, const H
   dev.on_kernel([&clock](const KernelWork& w) { clock.kernel(w); });
   run_step(par, *job.kind, cfg, split, layout.shape.dp(), job.precision);
   b.work.step = clock.tally();
-  // after the step: what grows on the first pass (context parallel's exchange buffers) has grown
+  // after the step: what grows on the first pass (context parallel's exchange buffers, the kernels'
+  // scratch) has grown
   b.memory = model_memory(par);
+  b.memory.kernel_scratch = int64_t(dev.kernel_scratch_bytes());
   return b;
 }
 

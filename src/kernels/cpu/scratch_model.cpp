@@ -1,0 +1,74 @@
+// cpu_scratch_model (kernels/counting_device.hpp): the scratch the CPU kernels would keep, from the
+// sizes they take it with — the grow-only slots of scratch.cpp (the largest request of each) and the
+// products' bf16 copies of their operands (matmul.cpp) — for the planner's counting device.
+#include <algorithm>
+
+#include "kernels/counting_device.hpp"
+#include "kernels/cpu/attention.hpp"
+#include "kernels/cpu/attention_blocks.hpp"
+#include "kernels/cpu/cross_entropy.hpp"
+#include "kernels/cpu/layernorm.hpp"
+#include "kernels/cpu/matmul.hpp"
+#include "kernels/cpu/rmsnorm.hpp"
+#include "kernels/cpu/rope.hpp"
+#include "kernels/cpu/scratch.hpp"
+
+namespace dtrain {
+
+namespace {
+
+class CpuScratchModel final : public ScratchModel {
+ public:
+  void matmul(const MatmulArgs& a) override {
+    if (!matmul_copies_to_bf16(a)) return;
+    bf16_a_ = std::max(bf16_a_, a.M * a.K);
+    bf16_b_ = std::max(bf16_b_, a.K * a.N);
+  }
+  void norm_backward(bool rms, int64_t rows, int64_t dim) override {
+    if (rows <= 0 || dim <= 0) return;
+    if (rms)
+      take(ScratchSlot::rmsnorm, rmsnorm_backward_scratch_floats(rows, dim));
+    else
+      take(ScratchSlot::layernorm, layernorm_backward_scratch_floats(rows, dim));
+  }
+  void attention(const AttentionShape& s, const DropoutSpec& d, bool backward) override {
+    if (d.active()) take(ScratchSlot::attention, attention_scores_floats(s));
+    if (backward) take(ScratchSlot::attention_grad, attention_scores_floats(s));
+  }
+  void attention_block(const AttentionBlocks& a, const SequenceShard& keys, bool backward) override {
+    const int64_t n = attention_block_scores_floats(a, keys);
+    take(ScratchSlot::attention, n);
+    if (backward) take(ScratchSlot::attention_grad, n);
+  }
+  void rope(const RopeShape& s) override {
+    if (s.B * s.T > 0) take(ScratchSlot::rope, rope_scratch_floats(s));
+  }
+  // its slot, and (bf16) its three products of a chunk of rows as linear_forward and its two
+  // backward products make them
+  void classifier_loss(const ClassifierArgs& a) override {
+    take(ScratchSlot::classifier, classifier_scratch_floats(a));
+    const int64_t rows = classifier_chunk_rows(a);
+    if (rows == 0) return;
+    matmul(linear_forward_args(rows, a.d, a.V, a.bias, a.precision));
+    if (!a.dx) return;
+    matmul(linear_backward_input_args(rows, a.d, a.V, false, a.precision));
+    matmul(linear_backward_weight_args(rows, a.d, a.V, a.precision));
+  }
+  size_t bytes() const override {
+    int64_t floats = 0;
+    for (int64_t n : slots_) floats += n;
+    return size_t(floats) * sizeof(float) + size_t(bf16_a_ + bf16_b_) * sizeof(uint16_t);
+  }
+
+ private:
+  void take(ScratchSlot slot, int64_t floats) { slots_[int(slot)] = std::max(slots_[int(slot)], floats); }
+
+  int64_t slots_[int(ScratchSlot::count)] = {};
+  int64_t bf16_a_ = 0, bf16_b_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<ScratchModel> cpu_scratch_model() { return std::make_unique<CpuScratchModel>(); }
+
+}  // namespace dtrain
