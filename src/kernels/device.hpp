@@ -46,6 +46,8 @@ class ComputeDevice : public Memory {
   virtual void* stream() const { return nullptr; }
   // Most device memory in use at once so far, in bytes (0 where not tracked).
   virtual size_t peak_bytes() const { return 0; }
+  // The device's own memory, in bytes (a GPU's; 0 for the host, whose free memory the system says).
+  virtual size_t memory_bytes() const { return 0; }
   // Host memory the kernels keep for themselves between calls, in bytes (the CPU kernels'
   // grow-only scratch, sized by the first step's shapes; 0 where none is kept).
   virtual size_t kernel_scratch_bytes() const { return 0; }

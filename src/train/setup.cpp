@@ -208,11 +208,12 @@ void TrainingParts::build_model() {
                                  ? "train.global_batch's micro-batch of " + std::to_string(B) + " samples per rank"
                                  : "train.batch_size = " + std::to_string(B);
     return ModelDoesNotFit(what + " does not fit in " +
-                 (dev->kind() == DeviceKind::cpu ? "this machine's memory" : dev->describe() + "'s memory") + " (" +
-                 why + ")" + (dev->kind() == DeviceKind::cpu ? memory_limit_note() : std::string()) +
-                 (cfg.train.global_batch > 0
-                      ? ": lower train.batch_size (train.global_batch then takes more micro-steps)"
-                      : ": lower train.batch_size, and raise train.grad_accum to keep the global batch"));
+                               (dev->kind() == DeviceKind::cpu ? "this machine's memory" : dev->describe() + "'s memory") +
+                               " (" + why + ")" + (dev->kind() == DeviceKind::cpu ? memory_limit_note() : std::string()) +
+                               (cfg.train.global_batch > 0
+                                    ? ": lower train.batch_size (train.global_batch then takes more micro-steps)"
+                                    : ": lower train.batch_size, and raise train.grad_accum to keep the global batch"),
+                           dev->memory_bytes());
   };
   // On the CPU the activations are checked against the memory left before any of it is touched.
   const size_t limit = dev->kind() == DeviceKind::cpu ? size_t(available_host_bytes()) : SIZE_MAX;
@@ -226,6 +227,10 @@ void TrainingParts::build_model() {
     throw too_big(why);
   } catch (const std::bad_alloc&) {
     throw too_big("activations for " + std::to_string(B) + " samples");
+  } catch (const ResourceExhausted& e) {  // a GPU out of memory while the parts were allocated
+    if (dev->kind() == DeviceKind::cpu) throw;
+    const std::string why = e.what();
+    throw too_big(why.substr(0, why.find(": lower")));
   }
 }
 

@@ -29,7 +29,8 @@ namespace dtrain {
 // planner's best layout that fits.
 class ModelDoesNotFit : public Error {
  public:
-  explicit ModelDoesNotFit(const std::string& what) : Error(what) {}
+  ModelDoesNotFit(const std::string& what, size_t device_bytes) : Error(what), device_bytes(device_bytes) {}
+  size_t device_bytes;  // the memory of the rank's device (a GPU's); 0: the host's, asked of the system
 };
 
 struct TrainingParts {

@@ -2,7 +2,8 @@
 # `dtrain train --set device=cuda` end to end: 50 steps with dropout on the GPU track the CPU's
 # loss curve (f32: every step within 2e-3 relative; bf16: within 3e-2), the summary names the GPU,
 # and checkpoints cross devices: the GPU's step-50 checkpoint goes on on the CPU and the CPU's on the
-# GPU, 10 steps each tracking the same device's own continuation. Skipped (77) without a GPU, the
+# GPU, 10 steps each tracking the same device's own continuation; a batch too big for the GPU gets
+# the planner's layout that fits. Skipped (77) without a GPU, the
 # CUDA backend or its libraries.
 source "$2/tests/e2e/lib.sh" "$1" "$2" "to compare metrics"
 common=(--config "$src/configs/quickstart.toml" --set data.dir="$work/data" --set train.max_steps=50
@@ -57,4 +58,16 @@ for ck in ("gpu", "cpu"):
     print(f"{ck} checkpoint: 10 steps on the CPU and on the GPU within {worst:.2e}")
     if worst > 2e-3: sys.exit(f"FAIL: the {ck} checkpoint goes on differently on the two devices ({worst:.2e})")
 PY
+# A batch the GPU cannot hold whole but can with every block recomputed (1.42 and 1.07 GiB per 1000
+# samples of this model, as `dtrain plan` puts them): the out-of-memory message names that layout.
+gib=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits -i 0 2>/dev/null | awk '{print int($1 / 1024)}')
+if [ -n "$gib" ]; then
+  big=$((gib * 800))
+  "$bin/dtrain" train "${common[@]}" --set device=cuda --set train.batch_size=$big --set train.max_steps=1 \
+    --run-dir "$work/oom" >"$work/oom.out" 2>&1 && fail "a batch of $big samples fitted the GPU's $gib GiB"
+  grep -q "does not fit in cuda:0" "$work/oom.out" || { cat "$work/oom.out"; fail "the out-of-memory message"; }
+  grep -q "the planner finds a layout of 1 rank that fits.*--set train.recompute=full" "$work/oom.out" ||
+    { cat "$work/oom.out"; fail "the out-of-memory message names no layout that fits the GPU"; }
+  echo "out of memory at a batch of $big on $gib GiB: $(grep -o 'the planner finds[^(]*' "$work/oom.out")"
+fi
 echo "ok"

@@ -8,6 +8,8 @@
 #include "comm/mesh.hpp"
 #include "kernels/counting_device.hpp"
 #include "parallel/pp/schedule.hpp"
+#include "train/config.hpp"
+#include "train/plan/fit_note.hpp"
 #include "train/plan/hardware.hpp"
 #include "train/plan/step_clock.hpp"
 #include "train/plan/step_time.hpp"
@@ -276,4 +278,22 @@ TEST(Planner, StepClockLagShrinksOnSharedCores) {
   shared.kernel({"add", "stream", 0.0, 10e9, 0, 0, 0, Precision::f32});
   EXPECT_NEAR(shared.seconds("allreduce", 0.0, {0, 1, 2, 3}, "dp").lag, four / 2.0, 1e-9);
   EXPECT_NEAR(shared.seconds("allreduce", 0.0, {0, 1}, "tp").lag, two * 0.75, 1e-9);
+}
+
+// `dtrain train`'s out-of-memory note on a GPU: the job's world planned on the profile of the GPU's
+// kind with the memory the device says it has (its CUDA context as the profile gives it): a batch
+// 141 GiB cannot hold whole fits once every block's activations are recomputed, and the note says so
+// with the settings that run it.
+TEST(Planner, OutOfMemoryNoteOnAGpuNamesALayoutThatFitsItsMemory) {
+  RunConfig cfg;
+  cfg.load_toml(std::string(DTRAIN_SOURCE_DIR) + "/configs/quickstart.toml");
+  cfg.set("model.vocab_size", "1000");
+  cfg.set("train.device", "cuda");
+  cfg.set("train.batch_size", "120000");  // 170 GiB whole, 128 GiB with every block recomputed
+  const double h200 = 141.0 * double(1 << 30);
+  const std::string note = fitting_layout_note(cfg, 1, h200, "h100");
+  EXPECT_NE(note.find("the planner finds a layout of 1 rank that fits"), std::string::npos) << note;
+  EXPECT_NE(note.find("of 141.0)"), std::string::npos) << note;      // the device's memory
+  EXPECT_NE(note.find("--set train.recompute=full"), std::string::npos) << note;  // what makes it fit
+  EXPECT_EQ(fitting_layout_note(cfg, 1, 1.0 * double(1 << 30), "h100"), "");  // 1 GiB: nothing fits
 }

@@ -79,6 +79,7 @@ class CudaDevice final : public ComputeDevice {
     DT_CUDA(cudaGetDeviceProperties(&prop, index));
     char mem[32];
     std::snprintf(mem, sizeof mem, "%.1f GiB", double(prop.totalGlobalMem) / double(1u << 30));
+    memory_bytes_ = prop.totalGlobalMem;
     name_ = "cuda:" + std::to_string(index) + " (" + prop.name + ", sm_" + std::to_string(prop.major) +
             std::to_string(prop.minor) + ", " + mem + ")";
     char bus_id[32] = {};
@@ -104,6 +105,7 @@ class CudaDevice final : public ComputeDevice {
   int index() const override { return index_; }
   void* stream() const override { return stream_; }
   size_t peak_bytes() const override { return std::max(peak_, live_ + pool_.bytes()) + (size_t(32) << 20); }
+  size_t memory_bytes() const override { return memory_bytes_; }
   // NVML's figures for this GPU, found by its PCI bus id (NVML numbers GPUs its own way, ignoring
   // CUDA_VISIBLE_DEVICES); nullopt without NVML.
   std::optional<DeviceUsage> usage() override { return nvml_usage(pci_bus_id_); }
@@ -114,7 +116,7 @@ class CudaDevice final : public ComputeDevice {
     const cudaError_t e = cudaMalloc(&p, rounded);
     if (e == cudaErrorMemoryAllocation) {
       cudaGetLastError();
-      throw Error("out of GPU memory on " + name_ + " allocating " + std::to_string(rounded >> 20) + " MiB (" +
+      throw ResourceExhausted("out of GPU memory on " + name_ + " allocating " + std::to_string(rounded >> 20) + " MiB (" +
                   std::to_string(live_ >> 20) + " MiB held): lower train.batch_size or the model size");
     }
     DT_CUDA(e);
@@ -459,6 +461,7 @@ class CudaDevice final : public ComputeDevice {
 
   int index_;
   std::string name_;
+  size_t memory_bytes_ = 0;  // the GPU's total memory
   std::string pci_bus_id_;  // "0000:65:00.0": how NVML finds this GPU
   cudaStream_t stream_ = nullptr;
   cudaEvent_t timer_start_ = nullptr, timer_stop_ = nullptr;

@@ -40,9 +40,13 @@ int train_command(int argc, char** argv) {
   try {
     t = std::make_unique<Trainer>(cfg, run_dir, !resume.empty(), world, checkpoint);
   } catch (const ModelDoesNotFit& e) {  // the planner's best layout of this world that fits, named
-    const bool cpu = !runs_on_gpu(cfg.train);
-    const double per_rank = cpu ? double(available_host_bytes()) / std::max(1, env.local_world_size) : 0.0;
-    throw Error(e.what() + (cpu ? fitting_layout_note(cfg, world.size(), per_rank, "cpu") : std::string()));
+    // a GPU's memory as the device says it, planned on the described profile of its kind (its rates
+    // rank the layouts; the memory decides which fit); the host's free memory shared by its ranks
+    const bool gpu = e.device_bytes > 0;
+    const double per_rank =
+        gpu ? double(e.device_bytes) : double(available_host_bytes()) / std::max(1, env.local_world_size);
+    const std::string profile = !gpu ? "cpu" : std::string(e.what()).find("A100") != std::string::npos ? "a100" : "h100";
+    throw Error(e.what() + fitting_layout_note(cfg, world.size(), per_rank, profile));
   }
   t->run();
   world.shutdown();
