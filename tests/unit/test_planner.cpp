@@ -165,8 +165,8 @@ TEST(Planner, StepClockTimesKernelsAndChargesWaitsToTheirGroup) {
   EXPECT_DOUBLE_EQ(busy.tally().end, 7.25);
 }
 
-// What a collective takes of the computation beside it is measured by bytes, not by its time: it
-// grows with what the communication threads copy and reduce, while a small one mostly waits.
+// What a collective takes of the computation beside it is measured by size, not as a share of its
+// time: a small one, as long as a large one while its threads wake and wait, takes far less.
 TEST(Planner, StepClockStealsByTheBytesAsMeasured) {
   Hardware h;
   h.memory_gbs = 1.0;
