@@ -50,7 +50,7 @@ int reps_of(int size) { return size > 10 ? 9 : 121; }
 // for the other rank included (a rank leaves a collective when its last bytes come, and the one that
 // left first waits at the next), averaged over the pair. Between computations the ranks' threads
 // sleep while the bytes move, and waking them is what a small all-reduce costs: on this VM about as
-// much as a megabyte's, several times the same all-reduce's time in a loop (the beside curve).
+// much as a megabyte's, several times the same all-reduce's time in a tight loop.
 // out[i]: the mean seconds at 4 B × 4^i.
 void measure_alone(ProcessGroup& pair, std::vector<float>& buf, double* out) {
   Products products;
