@@ -213,7 +213,7 @@ void TrainingParts::build_model() {
                                (cfg.train.global_batch > 0
                                     ? ": lower train.batch_size (train.global_batch then takes more micro-steps)"
                                     : ": lower train.batch_size, and raise train.grad_accum to keep the global batch"),
-                           dev->memory_bytes());
+                           dev->describe(), dev->memory_bytes());
   };
   // On the CPU the activations are checked against the memory left before any of it is touched.
   const size_t limit = dev->kind() == DeviceKind::cpu ? size_t(available_host_bytes()) : SIZE_MAX;

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "comm/mesh.hpp"
 #include "data/sampler.hpp"
@@ -29,8 +30,10 @@ namespace dtrain {
 // planner's best layout that fits.
 class ModelDoesNotFit : public Error {
  public:
-  ModelDoesNotFit(const std::string& what, size_t device_bytes) : Error(what), device_bytes(device_bytes) {}
-  size_t device_bytes;  // the memory of the rank's device (a GPU's); 0: the host's, asked of the system
+  ModelDoesNotFit(const std::string& what, std::string device, size_t device_bytes)
+      : Error(what), device(std::move(device)), device_bytes(device_bytes) {}
+  std::string device;   // the rank's device, as it describes itself ("cuda:0 (NVIDIA H100 …)")
+  size_t device_bytes;  // its memory (a GPU's); 0: the host's, asked of the system
 };
 
 struct TrainingParts {

@@ -133,13 +133,20 @@ TEST(Planner, MeasuredMatmulGridInterpolatesInLogSpace) {
   EXPECT_DOUBLE_EQ(h.matmul_rate({100, 10, 10, false, false, false, nullptr, Precision::f32}), 9.0);  // "nn" not measured
 }
 
-TEST(Planner, StepClockTimesKernelsAndChargesWaitsToTheirGroup) {
+// A node whose times read at a glance: its kernels stream 1 GB/s and its link moves 1 GB/s with no
+// latency; `ranks` ranks on it.
+Hardware plain_node(int ranks = 1) {
   Hardware h;
-  h.matmul_tflops_f32 = 1.0;  // 1e12 FLOP/s
-  h.memory_gbs = 1.0;         // 1e9 B/s
-  h.kernels["layernorm_forward"] = 2.0;  // GB/s
-  h.ranks_per_node = 8;
+  h.memory_gbs = 1.0;
   h.intra = {1.0, 0.0};
+  h.ranks_per_node = ranks;
+  return h;
+}
+
+TEST(Planner, StepClockTimesKernelsAndChargesWaitsToTheirGroup) {
+  Hardware h = plain_node(8);  // 1e9 B/s
+  h.matmul_tflops_f32 = 1.0;   // 1e12 FLOP/s
+  h.kernels["layernorm_forward"] = 2.0;  // GB/s
   StepClock clock(h);
   clock.kernel({"matmul", "matmul", 2e12, 0, 10, 10, 10, Precision::f32});
   clock.kernel({"layernorm_forward", "stream", 0.0, 4e9, 0, 0, 0, Precision::f32});
@@ -168,10 +175,7 @@ TEST(Planner, StepClockTimesKernelsAndChargesWaitsToTheirGroup) {
 // What a collective takes of the computation beside it is measured by size, not as a share of its
 // time: a small one, as long as a large one while its threads wake and wait, takes far less.
 TEST(Planner, StepClockStealsByTheBytesAsMeasured) {
-  Hardware h;
-  h.memory_gbs = 1.0;
-  h.intra = {1.0, 0.0};
-  h.ranks_per_node = 2;
+  Hardware h = plain_node(2);
   h.allreduce_bytes = {1e3, 1e6};
   h.allreduce_seconds = {3e-3, 4e-3};
   h.allreduce_steal_seconds = {1e-5, 1e-3};
@@ -192,8 +196,7 @@ TEST(Planner, StepClockStealsByTheBytesAsMeasured) {
 // speed once the compute stream waits for it; a kernel measured without dropout stands in for its
 // dropout variant.
 TEST(Planner, StepClockSharesTheCoresAndFallsBackToTheKernelWithoutDropout) {
-  Hardware h;
-  h.memory_gbs = 1.0;
+  Hardware h = plain_node();
   h.kernels["attention_forward"] = 1.0;  // TFLOP/s
   StepClock clock(h);
   clock.kernel({"attention_forward.dropout", "attention", 2e12, 0.0, 1, 1, 1, Precision::f32});
@@ -208,10 +211,7 @@ TEST(Planner, StepClockSharesTheCoresAndFallsBackToTheKernelWithoutDropout) {
 // With jitter, ranks that computed apart reach a collective apart: the slowest of n comes
 // jitter · E[max of n normals] · (compute since they last met) after this one.
 TEST(Planner, StepClockLagGrowsWithTheComputeSinceTheRanksLastMet) {
-  Hardware h;
-  h.memory_gbs = 1.0;
-  h.intra = {1.0, 0.0};
-  h.ranks_per_node = 8;
+  Hardware h = plain_node(8);
   h.jitter = 0.1;
   StepClock clock(h);
   clock.kernel({"add", "stream", 0.0, 10e9, 0, 0, 0, Precision::f32});  // 10 s of compute
@@ -227,9 +227,7 @@ TEST(Planner, StepClockLagGrowsWithTheComputeSinceTheRanksLastMet) {
 // Measured at a span of 2.5 s with growth 0.5 (time slices evening the ranks out): after 10 s apart
 // the lead is jitter · E[max] · 2.5 · (10 / 2.5)^0.5, half of what it would be growing with the span.
 TEST(Planner, StepClockLagGrowsAsMeasuredWithTheSpan) {
-  Hardware h;
-  h.memory_gbs = 1.0;
-  h.intra = {1.0, 0.0};
+  Hardware h = plain_node();
   h.jitter = 0.1;
   h.jitter_span_s = 2.5;
   h.jitter_growth = 0.5;
@@ -265,10 +263,7 @@ TEST(Planner, PipelineStagesComputeFasterWhileOthersWaitOnSharedCores) {
 // the cores they leave: its lag shrinks by its larger share (all four waiting for one: the one has a
 // core, twice the profile's half; two of four: three compute on two cores, 4/3 of the half).
 TEST(Planner, StepClockLagShrinksOnSharedCores) {
-  Hardware h;
-  h.memory_gbs = 1.0;
-  h.intra = {1.0, 0.0};
-  h.ranks_per_node = 4;
+  Hardware h = plain_node(4);
   h.jitter = 0.1;
   StepClock apart(h);
   apart.kernel({"add", "stream", 0.0, 10e9, 0, 0, 0, Precision::f32});  // 10 s of compute

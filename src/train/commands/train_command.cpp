@@ -45,7 +45,7 @@ int train_command(int argc, char** argv) {
     const bool gpu = e.device_bytes > 0;
     const double per_rank =
         gpu ? double(e.device_bytes) : double(available_host_bytes()) / std::max(1, env.local_world_size);
-    const std::string profile = !gpu ? "cpu" : std::string(e.what()).find("A100") != std::string::npos ? "a100" : "h100";
+    const std::string profile = !gpu ? "cpu" : e.device.find("A100") != std::string::npos ? "a100" : "h100";
     throw Error(e.what() + fitting_layout_note(cfg, world.size(), per_rank, profile));
   }
   t->run();

@@ -44,6 +44,13 @@ class Products {
 // many times; the sizes above 4 MiB take tens of milliseconds and vary less.
 int reps_of(int size) { return size > 10 ? 9 : 121; }
 
+// measure(i, reps) for the sizes round by round, size i reps_of(i) / share times in all (`reps`).
+template <class Measure>
+void by_rounds(int share, Measure&& measure) {
+  for (int rep = 0; rep < reps_of(0) / share; ++rep)
+    for (int i = 0; i < kSizes && rep < reps_of(i) / share; ++i) measure(i, reps_of(i) / share);
+}
+
 // All-reduces by size as a job waits for one between its computations: each issued right after two
 // products of 512³ (a few milliseconds, as tensor parallel's come between its matmuls) and waited for
 // at once, with no barrier, as in a job: its time is from this rank's arrival to its end, waiting
@@ -55,13 +62,12 @@ int reps_of(int size) { return size > 10 ? 9 : 121; }
 void measure_alone(ProcessGroup& pair, std::vector<float>& buf, double* out) {
   Products products;
   std::fill(out, out + kSizes, 0.0);
-  for (int rep = 0; rep < reps_of(0); ++rep)
-    for (int i = 0; i < kSizes && rep < reps_of(i); ++i) {
-      products.large(2);
-      const auto t0 = Clock::now();
-      pair.allreduce_async(buf.data(), size_t(1) << (2 * i), ElemType::f32, ReduceOp::sum)->wait();
-      out[i] += std::chrono::duration<double>(Clock::now() - t0).count() / reps_of(i);
-    }
+  by_rounds(1, [&](int i, int reps) {
+    products.large(2);
+    const auto t0 = Clock::now();
+    pair.allreduce_async(buf.data(), size_t(1) << (2 * i), ElemType::f32, ReduceOp::sum)->wait();
+    out[i] += std::chrono::duration<double>(Clock::now() - t0).count() / reps;
+  });
   pair.allreduce(out, kSizes, ReduceOp::avg);
 }
 
@@ -84,18 +90,17 @@ void measure_beside(ProcessGroup& pair, std::vector<float>& buf, double* out, do
   const double alone = one[7];
   std::fill(out, out + kSizes, 0.0);
   std::fill(steal, steal + kSizes, 0.0);
-  for (int rep = 0; rep < reps_of(0) / 2; ++rep)
-    for (int i = 0; i < kSizes && rep < reps_of(i) / 2; ++i) {
-      products.large(2);
-      const auto t0 = Clock::now();
-      WorkPtr w = pair.allreduce_async(buf.data(), size_t(1) << (2 * i), ElemType::f32, ReduceOp::sum);
-      int done = 0;
-      for (; !w->done(); ++done) products.large(1);
-      w->wait();
-      const double t = std::chrono::duration<double>(Clock::now() - t0).count();
-      out[i] += w->seconds() / (reps_of(i) / 2);
-      steal[i] += (t - done * alone) / (reps_of(i) / 2);
-    }
+  by_rounds(2, [&](int i, int reps) {
+    products.large(2);
+    const auto t0 = Clock::now();
+    WorkPtr w = pair.allreduce_async(buf.data(), size_t(1) << (2 * i), ElemType::f32, ReduceOp::sum);
+    int done = 0;
+    for (; !w->done(); ++done) products.large(1);
+    w->wait();
+    const double t = std::chrono::duration<double>(Clock::now() - t0).count();
+    out[i] += w->seconds() / reps;
+    steal[i] += (t - done * alone) / reps;
+  });
   pair.allreduce(out, kSizes, ReduceOp::avg);
   pair.allreduce(steal, kSizes, ReduceOp::avg);
   for (int i = 0; i < kSizes; ++i) steal[i] = std::max(0.0, steal[i]);
