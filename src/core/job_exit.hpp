@@ -12,4 +12,9 @@ constexpr int kExitForNewNodes = 75;
 // job at once instead of burning its restarts (EX_CONFIG's number). Outside dtrun such errors exit 2.
 constexpr int kExitConfigError = 78;
 
+// Every rank stopped before the job's time limit or at preemption (SIGUSR1, SIGTERM,
+// train.stop_before) after writing a resume checkpoint: not a failure, and not to be restarted in
+// this allocation; the batch script requeues the job, which goes on with `--resume auto`.
+constexpr int kExitSavedForRequeue = 79;
+
 }  // namespace dtrain
