@@ -145,6 +145,10 @@ Table train_keys() {
                "full: one safetensors file; sharded: one file per rank; auto: sharded when there are several ranks"),
     BOOL_KEY("train.checkpoint_async", train.checkpoint_async, "sharded checkpoints written in the background while training goes on"),
     STRING_KEY("train.init_from", train.init_from, "a checkpoint folder whose weights a fresh run starts from"),
+    CHOICE_KEY("train.resume", train.resume, "no|auto",
+               "auto: go on with the run dir's run when it holds one, else start it (`--resume auto`)"),
+    FLOAT_KEY("train.stop_before", train.stop_before,
+              "minutes before the job's end time (SLURM's) to save and stop at (exit 79); 0: on SIGUSR1/SIGTERM only"),
     INT_KEY("train.log_every", train.log_every, 1, kMaxSteps, "steps between metrics.jsonl points"),
     BOOL_KEY("train.progress", train.progress, "a progress line with ETA on a terminal"),
     BOOL_KEY("train.trace", train.trace,
@@ -467,6 +471,9 @@ void RunConfig::validate() const {
   require(train.sample_every_s == 0 || (train.sample_every_s >= 0.1 && train.sample_every_s <= 86400),
           "train.sample_every_s = " + std::to_string(train.sample_every_s) +
               " is outside 0.1..86400 seconds: give the seconds between resource samples, or 0 for none");
+  require(train.stop_before >= 0 && train.stop_before <= 10080,
+          "train.stop_before = " + std::to_string(train.stop_before) +
+              " is outside 0..10080 minutes: give the minutes before the job's end to save and stop at, or 0");
   require(train.peak_tflops >= 0 && train.peak_tflops < 1e7,
           "train.peak_tflops = " + std::to_string(train.peak_tflops) +
               " is not a peak: give the device's TFLOP/s per rank (989 for an H100's dense bf16), or 0");

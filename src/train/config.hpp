@@ -57,6 +57,9 @@ struct TrainConfig {
   std::string checkpoint_format = "auto";  // auto | full | sharded
   bool checkpoint_async = false;  // sharded saves written by a background thread while training goes on
   std::string init_from;          // a checkpoint folder whose weights a fresh run starts from
+  // auto: go on with the run dir's run if it holds one (`--resume auto`); no: a fresh run only
+  std::string resume = "no";
+  double stop_before = 0.0;  // minutes before the job's end time to save and stop at; 0: only on a signal
   int64_t log_every = 10;         // steps between metrics.jsonl points
   bool progress = true;           // progress line on a terminal
   // Watching the job (docs/watching.md): a Chrome trace of every rank (of steps A:B, "" = all),

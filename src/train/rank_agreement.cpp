@@ -62,16 +62,16 @@ std::map<std::string, std::string> parsed(const std::string& text) {
   return lines;
 }
 
-// "train.lr (0.002 on rank 0, 0.001 here), train.seed (…)": the first keys where `other` differs.
-std::string differing_keys(const std::map<std::string, std::string>& base,
-                           const std::map<std::string, std::string>& other) {
+// "train.lr (0.001 there, 0.002 on rank 0), train.seed (…)": the first keys where `other` differs.
+std::string differing_keys(const std::map<std::string, std::string>& base, const std::map<std::string, std::string>& other,
+                           const std::string& other_at = "there", const std::string& base_at = "on rank 0") {
   std::vector<std::string> diffs;
   std::map<std::string, std::string> all = base;
   all.insert(other.begin(), other.end());
   for (const auto& [key, unused] : all) {
     const auto a = base.find(key), b = other.find(key);
     const std::string va = a == base.end() ? "unset" : a->second, vb = b == other.end() ? "unset" : b->second;
-    if (va != vb) diffs.push_back(key + " (" + vb + " there, " + va + " on rank 0)");
+    if (va != vb) diffs.push_back(key + " (" + vb + " " + other_at + ", " + va + " " + base_at + ")");
   }
   std::string out;
   for (size_t i = 0; i < std::min(diffs.size(), kListed); ++i) out += (i ? ", " : "") + diffs[i];
@@ -80,6 +80,16 @@ std::string differing_keys(const std::map<std::string, std::string>& base,
 }
 
 }  // namespace
+
+std::string config_differences(const Json& here, const Json& there, const std::function<bool(const std::string&)>& skip) {
+  auto lines_of = [&](const Json& config) {
+    std::map<std::string, std::string> lines = run_lines(config, "");
+    for (auto it = lines.begin(); it != lines.end();) it = skip(it->first) ? lines.erase(it) : std::next(it);
+    return lines;
+  };
+  const auto a = lines_of(here), b = lines_of(there);
+  return a == b ? "" : differing_keys(a, b, "there", "here");
+}
 
 bool rank_may_differ(const std::string& key) {
   return key == "data.dir" || key == "data.stage" || key == "train.threads" || key == "train.progress";

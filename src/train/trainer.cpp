@@ -10,10 +10,12 @@
 #include <cstdio>
 
 #include "core/atomic_file.hpp"
+#include "core/job_exit.hpp"
 #include "core/limits.hpp"
 #include "core/phase_clock.hpp"
 #include "data/loader.hpp"
 #include "metrics/progress.hpp"
+#include "train/job_stop.hpp"
 #include "train/report/memory_account.hpp"
 #include "train/setup.hpp"
 #include "train/train_step.hpp"
@@ -54,13 +56,16 @@ struct Trainer::Impl {
   TrainerState& state;
   ParallelModel& parallel;
   RunLog& log;
+  JobStop stop;                 // the stop before the job ends (signals, train.stop_before)
+  bool stopping = false;        // the ranks agreed to stop after the step just done
   double device_seconds = 0.0;  // step time on the device's clock
 
   Impl(RunConfig cfg, std::string dir, bool resume, const std::string& from, World& world)
       : run(std::move(cfg), std::move(dir), resume, from, world),
         state(run.state),
         parallel(*run.parallel),
-        log(*run.log) {}
+        log(*run.log),
+        stop(world, run.cfg.train.stop_before) {}
 
   // One optimizer step over the next grad_accum loader batches (fewer at an epoch's end): the math is
   // train_step's; here what the step is made of, and its time.
@@ -122,7 +127,8 @@ struct Trainer::Impl {
     return p;
   }
 
-  void train() {
+  RunEnd train() {
+    if (stop.asked_before_start()) return stop_before_first_step();
     const int threads = omp_get_max_threads();  // as configure_threads set them
     // Room beside the planned memory for the threads' stacks (OpenMP's, the loader's, the process
     // group's, a background save's) and what oneDNN maps: below it a library fails uncatchably.
@@ -137,9 +143,33 @@ struct Trainer::Impl {
     ProgressLine progress(run.root && run.cfg.train.progress);
     run.watch->start(state.global_step);
     Batch batch;
-    bool stop = state.global_step >= plan.total;
-    while (!stop && state.epoch < plan.epochs) stop = run_epoch(plan, sampler, loader, batch, progress);
+    bool over = state.global_step >= plan.total;
+    while (!over && state.epoch < plan.epochs) over = run_epoch(plan, sampler, loader, batch, progress);
+    if (stopping && state.global_step < plan.total) return save_to_requeue();
     finish(threads);
+    return RunEnd::finished;
+  }
+
+  // The ranks agreed to stop (stop.agreed): a checkpoint where they stand, written now, and the line
+  // that says so; no model_final, no summary.json (the run is not over).
+  RunEnd save_to_requeue() {
+    const double seconds = run.checkpoints->save_now(state);
+    log.flush();
+    if (run.root)
+      std::printf("stopping: %s; saved the checkpoint of step %lld in %.1f s (%s/checkpoints); exit status %d: "
+                  "requeue the job, and `--resume auto` goes on from there\n",
+                  stop.reason().c_str(), (long long)state.global_step, seconds, run.run_dir.c_str(),
+                  kExitSavedForRequeue);
+    return RunEnd::stopped_to_requeue;
+  }
+
+  // A stop asked while the run was being set up: nothing new to save.
+  RunEnd stop_before_first_step() {
+    if (run.root)
+      std::printf("stopping before the first step: %s; nothing new to save (the run stands at step %lld); exit "
+                  "status %d: requeue the job, and `--resume auto` goes on from there\n",
+                  stop.reason().c_str(), (long long)state.global_step, kExitSavedForRequeue);
+    return RunEnd::stopped_to_requeue;
   }
 
   // The rest of the current epoch (from where a resumed run stands), then its end: the epoch line,
@@ -156,7 +186,8 @@ struct Trainer::Impl {
     EpochClock clock;
     char prefix[64];
     std::snprintf(prefix, sizeof prefix, "[%lld/%lld]", (long long)state.epoch + 1, (long long)plan.epochs);
-    while (state.global_step < plan.total && state.batch_in_epoch < plan.batches) {
+    while (!stopping && state.global_step < plan.total && state.batch_in_epoch < plan.batches) {
+      stop.start_step();
       const StepDone done = step(plan, loader, batch);
       count(done, clock);
       // The step's time ends here; the validation and checkpoint after it count in the next step's.
@@ -169,11 +200,13 @@ struct Trainer::Impl {
         log.eval("val", state.global_step, state.epoch + 1, run.evaluator->validate());
       const bool loop_ends = state.global_step >= plan.total || state.batch_in_epoch >= plan.batches;
       if (run.checkpoints->due(state.global_step, loop_ends)) run.checkpoints->save(state);
+      stopping = stop.agreed();
     }
     progress.clear();
     if (state.batch_in_epoch == 0) return true;
+    if (stopping && state.batch_in_epoch < plan.batches) return true;  // mid-epoch: saved where it stands
     end_epoch(plan, clock);
-    return state.global_step >= plan.total;
+    return stopping || state.global_step >= plan.total;
   }
 
   // The last step's train record (every rank takes part: the loss is averaged, the phases gathered).
@@ -258,6 +291,6 @@ struct Trainer::Impl {
 Trainer::Trainer(RunConfig config, std::string run_dir, bool resume, World& world, const std::string& resume_checkpoint)
     : impl_(std::make_unique<Impl>(std::move(config), std::move(run_dir), resume, resume_checkpoint, world)) {}
 Trainer::~Trainer() = default;
-void Trainer::run() { impl_->train(); }
+RunEnd Trainer::run() { return impl_->train(); }
 
 }  // namespace dtrain

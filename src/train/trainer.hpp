@@ -1,5 +1,5 @@
 // The Trainer: epochs of steps over the prepared data, evaluation, checkpoints, resume, metrics
-// (course line per epoch, metrics.jsonl, TensorBoard, summary.json).
+// (course line per epoch, metrics.jsonl, TensorBoard, summary.json), and the stop before a job ends.
 #pragma once
 #include <functional>
 #include <memory>
@@ -13,6 +13,10 @@
 
 namespace dtrain {
 
+// How a run ended: its last step done, or stopped before its job ended (a signal, train.stop_before)
+// with a checkpoint to go on from.
+enum class RunEnd { finished, stopped_to_requeue };
+
 class Trainer {
  public:
   // Fresh run into run_dir, or, with resume, continue from run_dir's newest good checkpoint, or
@@ -21,7 +25,7 @@ class Trainer {
   // the OpenMP threads in effect (configure_threads).
   Trainer(RunConfig config, std::string run_dir, bool resume, World& world, const std::string& resume_checkpoint = "");
   ~Trainer();
-  void run();
+  RunEnd run();
 
  private:
   struct Impl;

@@ -2,12 +2,27 @@
 #include "train/checkpoint/checkpointer.hpp"
 
 #include <algorithm>
+#include <chrono>
 
 #include "core/phase_clock.hpp"
 
 namespace dtrain {
 
 void Checkpointer::save(const TrainerState& state, bool last) {
+  write(state, true);
+  if (last || !new_nodes_.asked()) return;
+  finish_background();                       // the checkpoint the job goes on from is whole on disk
+  throw StopForNewNodes(state.global_step);  // dtrun restarts the job with the nodes that wait to join
+}
+
+double Checkpointer::save_now(const TrainerState& state) {
+  const auto t0 = std::chrono::steady_clock::now();
+  if (!saved_at(state.global_step)) write(state, false);
+  finish_background();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+void Checkpointer::write(const TrainerState& state, bool may_background) {
   PhaseScope phase(Phase::checkpoint);
   // The epoch's loss so far is saved averaged over the ranks: a resumed run, at any size, then
   // prints the epoch loss the uninterrupted run would have.
@@ -20,12 +35,9 @@ void Checkpointer::save(const TrainerState& state, bool last) {
   if (shape_.data_sources) saved.data_sources = shape_.data_sources(saved.epoch, saved.samples_in_epoch);
   if (log_.is_open()) saved.logs = log_.marks();
   finish_background();  // one save at a time; the one in flight is logged as it lands
-  const RunSaver::Checkpoint c = saver_.checkpoint(saved);
+  const RunSaver::Checkpoint c = saver_.checkpoint(saved, may_background);
   last_step_ = state.global_step;
   log_.checkpoint(state.global_step, c.sharded, c.async, c.report.bytes, c.report.stall_seconds);
-  if (last || !new_nodes_.asked()) return;
-  finish_background();                       // the checkpoint the job goes on from is whole on disk
-  throw StopForNewNodes(state.global_step);  // dtrun restarts the job with the nodes that wait to join
 }
 
 void Checkpointer::weights(const std::string& name, const TrainerState& state) {

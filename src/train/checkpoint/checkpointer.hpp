@@ -33,6 +33,9 @@ class Checkpointer {
   // A resume checkpoint of `state`, logged. Every rank takes part. In an elastic job with nodes
   // waiting to join, every rank then stops (StopForNewNodes) unless the run ends here anyway (last).
   void save(const TrainerState& state, bool last = false);
+  // The checkpoint a run stops on before its job ends: written whole before it returns (never in the
+  // background), after any save in flight has landed. Returns the seconds it took. Collective.
+  double save_now(const TrainerState& state);
   // Weights only, RUN/NAME (model_best, model_final), after any save in flight. Collective.
   void weights(const std::string& name, const TrainerState& state);
   // Waits for the background save in flight (if any) and logs how long its writing took.
@@ -42,6 +45,7 @@ class Checkpointer {
   void resumed_at(int64_t step) { last_step_ = step; }
 
  private:
+  void write(const TrainerState& state, bool may_background);  // the checkpoint, logged
   RunSaver& saver_;
   World& world_;
   RunLog& log_;

@@ -8,6 +8,7 @@
 #include "core/input_file.hpp"
 #include "train/checkpoint/checkpoint.hpp"
 #include "train/checkpoint/history.hpp"
+#include "train/rank_agreement.hpp"
 
 namespace fs = std::filesystem;
 
@@ -114,6 +115,29 @@ ResumeTarget resume_target(const std::string& given, const std::string& run_dir,
   require(!run.empty(), "--resume " + what + " is a checkpoint outside a run dir: say where the run goes "
                         "on with --run-dir DIR");
   return {run, what, path, json_at(saved, "config", path)};
+}
+
+AutoResume auto_resume(const std::string& run_dir, const Json& config, int requeues) {
+  const std::string saved = run_dir + "/config.json";
+  if (!fs::exists(saved)) {
+    require(requeues == 0, "this job was requeued (SLURM_RESTART_COUNT=" + std::to_string(requeues) + ") but run dir " +
+                               run_dir + " holds no run: it was removed or moved, or RUN_DIR changed; restore it, "
+                               "or submit a new job to start afresh");
+    return AutoResume::start;
+  }
+  // Keys a requeued job may give otherwise: where the data lies, threads, the progress bar, how it
+  // resumes and stops; and a model key given as 0, which the run took from its data (the checkpoint's
+  // load compares the data itself).
+  const std::string diff = config_differences(config, read_config_json(saved), [&](const std::string& key) {
+    if (key == "train.resume" || key == "train.stop_before") return true;
+    const auto model = config.find("model");
+    if (key.rfind("model.", 0) != 0 || model == config.end()) return false;
+    const auto given = model->find(key.substr(6));
+    return given != model->end() && given->is_number() && given->get<double>() == 0.0;
+  });
+  require(diff.empty(), "run dir " + run_dir + " holds a run of another config (" + diff + "): give another "
+                        "--run-dir, or go on with that run as it was with `dtrain train --resume " + run_dir + "`");
+  return fs::exists(run_dir + "/summary.json") ? AutoResume::finished : AutoResume::go_on;
 }
 
 }  // namespace dtrain

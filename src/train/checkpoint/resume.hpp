@@ -27,6 +27,15 @@ struct ResumeTarget {
 };
 ResumeTarget resume_target(const std::string& what, const std::string& run_dir, bool restarted);
 
+// What `--resume auto` (train.resume = "auto") does with run dir `run_dir` for the run of `config`
+// (resolved): go on with the run it holds (from its newest good checkpoint, or from the start if it
+// has none yet), start one when it holds none, or nothing when its run is finished (summary.json).
+// Error, naming the fix, for a run dir holding a run of another config (keys a rank or a requeue may
+// set otherwise aside), and for a requeued job (requeues > 0: SLURM_RESTART_COUNT) whose run dir
+// holds no run: it was removed, or the batch script's RUN_DIR changed.
+enum class AutoResume { start, go_on, finished };
+AutoResume auto_resume(const std::string& run_dir, const Json& config, int requeues);
+
 // The checkpoints a run may go on from, newest first. resume: `dtrain train --resume`; restarted:
 // dtrun restarted the workers; from: a checkpoint folder the user named ("" none). Error for a run
 // dir that already holds a run (or another run) the call does not continue.

@@ -12,14 +12,14 @@ RunSaver::RunSaver(World& world, DeviceMesh& mesh, ParallelModel& par, const Run
     : world_(world), mesh_(mesh), par_(par), cfg_(cfg), run_dir_(std::move(run_dir)),
       kept_(std::move(kept)), writer_(world.all(), double(cfg.parallel.timeout_s)) {}
 
-RunSaver::Checkpoint RunSaver::checkpoint(const TrainerState& state) {
+RunSaver::Checkpoint RunSaver::checkpoint(const TrainerState& state, bool may_background) {
   char name[32];
   std::snprintf(name, sizeof name, "step_%09lld", (long long)state.global_step);
   const std::string& f = cfg_.train.checkpoint_format;
   Checkpoint c;
   c.dir = run_dir_ + "/checkpoints/" + name;
-  c.async = cfg_.train.checkpoint_async;
-  c.sharded = f == "sharded" || (f == "auto" && (world_.size() > 1 || c.async));
+  c.async = cfg_.train.checkpoint_async && may_background;
+  c.sharded = f == "sharded" || (f == "auto" && (world_.size() > 1 || cfg_.train.checkpoint_async));
   const int64_t keep = cfg_.train.keep_checkpoints;
   const std::string run_dir = run_dir_;
   c.report = save(c.dir, true, state, c.sharded, c.async, [run_dir, keep] { prune_checkpoints(run_dir, keep); });

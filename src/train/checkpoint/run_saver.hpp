@@ -26,8 +26,9 @@ class RunSaver {
   };
   // A resume checkpoint of `state` (RUN/checkpoints/step_N, N its step: sharded or full, see
   // train.checkpoint_format; written in the background with train.checkpoint_async), the older
-  // ones beyond train.keep_checkpoints pruned once it is in place. Collective.
-  Checkpoint checkpoint(const TrainerState& state);
+  // ones beyond train.keep_checkpoints pruned once it is in place; may_background false: written
+  // before it returns even so (in the format the setting chooses). Collective.
+  Checkpoint checkpoint(const TrainerState& state, bool may_background = true);
   // Weights only, RUN/NAME (model_best, model_final): the full format (one model.safetensors that
   // PyTorch, eval and generate read), sharded under pipeline parallelism. Collective.
   void weights(const std::string& name, const TrainerState& state);

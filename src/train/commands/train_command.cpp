@@ -1,25 +1,73 @@
-// `dtrain train`: a run from a config, or resumed (--resume: resume_target), on this process's World.
+// `dtrain train`: a run from a config, or resumed (--resume: resume_target; --resume auto:
+// auto_resume), on this process's World; exits kExitSavedForRequeue when it stopped before its job's end.
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 
 #include "comm/world.hpp"
+#include "core/job_exit.hpp"
 #include "train/checkpoint/resume.hpp"
 #include "train/commands/commands.hpp"
 #include "train/device_setup.hpp"
+#include "train/job_stop.hpp"
 #include "train/plan/fit_note.hpp"
+#include "train/report/run_dir.hpp"
 #include "train/setup.hpp"
 #include "train/threads.hpp"
 #include "train/trainer.hpp"
 
 namespace dtrain {
 
+namespace {
+
+int requeues_of_job() {
+  const char* v = std::getenv("SLURM_RESTART_COUNT");
+  return v && *v ? std::atoi(v) : 0;
+}
+
+// --resume auto, decided by rank 0 (the run dir is shared; a rank that looked after rank 0 wrote
+// config.json would decide otherwise) and told to every rank; each throws the same error.
+AutoResume agreed_auto_resume(World& world, const std::string& run_dir, const RunConfig& cfg) {
+  std::string said;
+  if (world.rank() == 0) {
+    try {
+      said = std::to_string(int(auto_resume(run_dir, cfg.to_json(), requeues_of_job())));
+    } catch (const Error& e) {
+      said = std::string("E") + e.what();
+    }
+  }
+  if (world.size() > 1) said = world.allgather_text(said, 1024)[0];
+  if (said[0] == 'E') throw ConfigError(said.substr(1));  // every restart would meet it again
+  return AutoResume(std::stoi(said));
+}
+
+// The run's trainer; a model that does not fit gets the planner's best layout of this world that fits.
+std::unique_ptr<Trainer> make_trainer(const RunConfig& cfg, const std::string& run_dir, bool resume, World& world,
+                                      const std::string& checkpoint) {
+  try {
+    return std::make_unique<Trainer>(cfg, run_dir, resume, world, checkpoint);
+  } catch (const ModelDoesNotFit& e) {
+    // a GPU's memory as the device says it, planned on the described profile of its kind (its rates
+    // rank the layouts; the memory decides which fit); the host's free memory shared by its ranks
+    const bool gpu = e.device_bytes > 0;
+    const double per_rank = gpu ? double(e.device_bytes)
+                                : double(available_host_bytes()) / std::max(1, world.env().local_world_size);
+    const std::string profile = !gpu ? "cpu" : e.device.find("A100") != std::string::npos ? "a100" : "h100";
+    throw Error(e.what() + fitting_layout_note(cfg, world.size(), per_rank, profile));
+  }
+}
+
+}  // namespace
+
 int train_command(int argc, char** argv) {
+  catch_stop_signals();  // a job's warning that comes during setup is kept for the first step
   CommandArgs a = parse_command_args(argc, argv, 2, {}, {"config", "set", "run-dir", "resume"});
   RunConfig cfg;
   const std::string resume = a.get("resume");
   std::string run_dir = a.get("run-dir"), checkpoint;
   const DistEnv env = detect_env();
-  if (!resume.empty()) {  // a run dir, a checkpoint folder, or (dtrun's restart) its run's checkpoint
+  bool automatic = resume == "auto";
+  if (!resume.empty() && !automatic) {  // a run dir, a checkpoint folder, or (dtrun's restart) its run's checkpoint
     const ResumeTarget target = resume_target(resume, run_dir, env.restart_count > 0);
     cfg.apply_json(target.config, target.config_source);
     run_dir = target.run_dir;
@@ -31,25 +79,28 @@ int train_command(int argc, char** argv) {
     apply_sets(cfg, a);
     cfg.validate();
   });
+  automatic = automatic || (resume.empty() && cfg.train.resume == "auto");
+  if (automatic) cfg.train.resume = "auto";
   if (run_dir.empty()) run_dir = "runs/latest";
+  if (env.rank == 0) warn_if_scratch(run_dir);
   same_on_every_rank([&] { configure_threads(cfg.train.threads); });  // before anything runs in parallel
   const CommBackend backend =
       same_on_every_rank([&] { return choose_comm_backend(cfg.parallel.backend, runs_on_gpu(cfg.train), env); });
   World world(env, Millis(cfg.parallel.timeout_s * 1000), backend);
-  std::unique_ptr<Trainer> t;
-  try {
-    t = std::make_unique<Trainer>(cfg, run_dir, !resume.empty(), world, checkpoint);
-  } catch (const ModelDoesNotFit& e) {  // the planner's best layout of this world that fits, named
-    // a GPU's memory as the device says it, planned on the described profile of its kind (its rates
-    // rank the layouts; the memory decides which fit); the host's free memory shared by its ranks
-    const bool gpu = e.device_bytes > 0;
-    const double per_rank =
-        gpu ? double(e.device_bytes) : double(available_host_bytes()) / std::max(1, env.local_world_size);
-    const std::string profile = !gpu ? "cpu" : e.device.find("A100") != std::string::npos ? "a100" : "h100";
-    throw Error(e.what() + fitting_layout_note(cfg, world.size(), per_rank, profile));
+  bool resuming = !resume.empty() && !automatic;
+  if (automatic) {
+    const AutoResume what = agreed_auto_resume(world, run_dir, cfg);
+    if (what == AutoResume::finished) {
+      if (world.rank() == 0) std::printf("run dir %s: its run is finished (summary.json): nothing to do\n", run_dir.c_str());
+      world.shutdown();
+      return 0;
+    }
+    resuming = what == AutoResume::go_on;
   }
-  t->run();
+  const std::unique_ptr<Trainer> t = make_trainer(cfg, run_dir, resuming, world, checkpoint);
+  const RunEnd end = t->run();
   world.shutdown();
+  if (end == RunEnd::stopped_to_requeue) return kExitSavedForRequeue;
   if (world.rank() == 0)
     std::printf("run dir: %s (metrics.jsonl, summary.json, model_best/, model_final/, checkpoints/)\n",
                 run_dir.c_str());

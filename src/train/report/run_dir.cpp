@@ -114,4 +114,30 @@ std::string rewind_logs(const std::string& run_dir, const LogMarks& marks) try {
               e.path1().string() + "): check the run dir's permissions");
 }
 
+std::string scratch_holding(const std::string& run_dir, const char* scratch_list) {
+  if (!scratch_list || !*scratch_list) return "";
+  std::error_code ec;
+  const fs::path run = fs::weakly_canonical(fs::absolute(run_dir, ec), ec);
+  const std::string list = scratch_list;
+  for (size_t at = 0; at <= list.size();) {
+    const size_t end = std::min(list.find(':', at), list.size());
+    const std::string folder = list.substr(at, end - at);
+    at = end + 1;
+    if (folder.empty()) continue;
+    const fs::path base = fs::weakly_canonical(fs::absolute(folder, ec), ec);
+    const fs::path rel = run.lexically_relative(base);
+    if (!rel.empty() && *rel.begin() != "..") return folder;
+  }
+  return "";
+}
+
+void warn_if_scratch(const std::string& run_dir) {
+  const std::string folder = scratch_holding(run_dir, std::getenv("DTRAIN_SCRATCH"));
+  if (folder.empty()) return;
+  std::fprintf(stderr, "dtrain: warning: run dir %s is under %s, which DTRAIN_SCRATCH marks as purged scratch: its "
+               "checkpoints may vanish before the run resumes; keep run dirs on a project or home file system "
+               "(docs/cluster.md)\n", run_dir.c_str(), folder.c_str());
+  std::fflush(stderr);
+}
+
 }  // namespace dtrain

@@ -1,5 +1,6 @@
 // The run directory's guard and history: one writer at a time (an exclusive lock held for the run's
-// life), one clear line when the folder cannot be used, and logs rewound to the checkpoint a run resumes.
+// life), one clear line when the folder cannot be used, logs rewound to the checkpoint a run resumes, and a
+// warning when the folder lies on purged scratch (DTRAIN_SCRATCH).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -36,5 +37,11 @@ struct LogMarks {
 // afresh: metrics.jsonl and every events file are removed. Returns the events file to continue ("":
 // start a new one).
 std::string rewind_logs(const std::string& run_dir, const LogMarks& marks);
+
+// The folder of DTRAIN_SCRATCH (folders separated by ':', the ones the site purges) that holds
+// run_dir, or "" (none set, or run_dir outside them).
+std::string scratch_holding(const std::string& run_dir, const char* scratch_list);
+// One warning line on stderr when run_dir lies under DTRAIN_SCRATCH.
+void warn_if_scratch(const std::string& run_dir);
 
 }  // namespace dtrain
