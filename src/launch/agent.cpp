@@ -30,6 +30,7 @@
 #include "core/job_exit.hpp"
 #include "comm/socket.hpp"
 #include "comm/tcp_store.hpp"
+#include "launch/endpoint.hpp"
 #include "launch/rendezvous.hpp"
 #include "launch/workers.hpp"
 
@@ -187,7 +188,7 @@ class Agent {
           std::to_string(r.index) + ", the workers resume from the newest checkpoint");
     } else if (!said_complete && server_ && r.members.size() > 1) {
       info("rendezvous '" + o_.rdzv_id + "' complete: " + std::to_string(r.members.size()) + " node(s), " +
-          std::to_string(world_of(r.members)) + " workers, store at " + host_ + ":" + std::to_string(port_));
+          std::to_string(world_of(r.members)) + " workers, store at " + host_port_text(host_, port_));
     }
   }
 
@@ -255,19 +256,20 @@ class Agent {
         say("note: DTRAIN_JOB_TOKEN is not set, so the job token comes from --rdzv-id and the endpoint; export a "
             "secret DTRAIN_JOB_TOKEN on every node to keep other jobs and users out");
     }
-    host_ = o_.rdzv_host;
     port_ = o_.rdzv_port;
     if (o_.standalone) {
       host_ = "127.0.0.1";
       server_ = std::make_unique<TcpStoreServer>(host_, 0, token_);
       port_ = server_->port();
-    } else if (hosts_store()) {
-      bool foreign = false;
-      server_ = std::make_unique<TcpStoreServer>(listen_address(host_, o_.nnodes == 1, "--rdzv-endpoint host", &foreign),
-                                                 port_, token_);
-      if (foreign)
-        say("note: --rdzv-endpoint host " + host_ + " is not an address of this machine, which hosts the store " +
-            "(node rank " + std::to_string(o_.node_rank) + "); listening on all its addresses");
+    } else {
+      const std::vector<NetInterface> interfaces = list_interfaces();
+      const bool hosting = hosts_store(interfaces);
+      const ResolvedHost resolved = resolve_rendezvous_host(o_.rdzv_host, hosting, interfaces);
+      host_ = resolved.address;  // from here on: a node that looked the name up again might get another
+      if (!resolved.how.empty())
+        info("rendezvous endpoint " + host_port_text(o_.rdzv_host, port_) + " = " + host_port_text(host_, port_) +
+             " (" + resolved.how + ")");
+      if (hosting) serve_store(resolved.how.rfind("interface ", 0) == 0);
     }
     // Hosting the store, this process is also the end that accepts its own connection.
     require_free_descriptors(server_ ? 2 : 1, "dtrun cannot connect to the rendezvous store");
@@ -275,8 +277,19 @@ class Agent {
     const Millis op(int64_t(o_.read_timeout_s > 0 ? o_.read_timeout_s : o_.rdzv_timeout_s) * 1000);
     client_ = std::make_shared<TcpStore>(host_, port_, token_, t, op, [] { return signalled(); });
     store_ = std::make_shared<PrefixStore>(client_, "dtrun/" + o_.rdzv_id + "/");
-    debug("rendezvous store at " + host_ + ":" + std::to_string(port_) + ", hosted by " +
+    debug("rendezvous store at " + host_port_text(host_, port_) + ", hosted by " +
           (server_ ? "this node" : "another node (" + std::string(o_.is_host ? "--rdzv-conf is_host" : "node rank 0") + ")"));
+  }
+
+  // Hosts the store on the endpoint's address (an interface's: exactly there), or on all addresses
+  // when the name is not this machine's or, with other nodes, resolves here to loopback only.
+  void serve_store(bool on_interface) {
+    bool foreign = false;
+    const std::string at = on_interface ? host_ : listen_address(o_.rdzv_host, o_.nnodes == 1, "--rdzv-endpoint host", &foreign);
+    server_ = std::make_unique<TcpStoreServer>(at, port_, token_);
+    if (foreign)
+      say("note: --rdzv-endpoint host " + o_.rdzv_host + " is not an address of this machine, which hosts the store " +
+          "(node rank " + std::to_string(o_.node_rank) + "); listening on all its addresses");
   }
 
   std::string key(int round, const std::string& rest) const { return "r" + std::to_string(round) + "/" + rest; }
@@ -293,19 +306,22 @@ class Agent {
 
   // Whether this node hosts the store: --rdzv-conf is_host, else node rank 0; an elastic job
   // without node ranks: the node the endpoint's address belongs to.
-  bool hosts_store() const {
+  bool hosts_store(const std::vector<NetInterface>& interfaces) const {
     if (o_.is_host) return *o_.is_host;
     if (o_.node_rank >= 0 || !o_.elastic()) return o_.node_rank == 0;
+    std::string probe = o_.rdzv_host;  // an interface name of this machine: its address
+    for (const NetInterface& i : interfaces)
+      if (i.name == o_.rdzv_host && !i.ipv4.empty()) probe = i.ipv4;
     bool foreign = true;
     try {
-      listen_address(o_.rdzv_host, false, "--rdzv-endpoint host", &foreign);
+      listen_address(probe, false, "--rdzv-endpoint host", &foreign);
     } catch (const Error&) {
     }
     if (foreign) return false;
     // The endpoint is this machine's, and nothing says which agent hosts: the first one there does;
     // an agent that finds the port already served joins that store (agents on one host).
     try {
-      tcp_connect(o_.rdzv_host, o_.rdzv_port, Millis(500));
+      tcp_connect(probe, o_.rdzv_port, Millis(500));
       return false;
     } catch (const std::exception&) {
       return true;
