@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # dtrun and signals, with stand-in workers (bash): SIGUSR1/SIGTERM are forwarded to every worker, which
 # saves for longer than --stop-timeout and exits 79, and dtrun waits, exits 79 without a restart with
-# its one line; workers that exit 79 unsignalled make it 79 too; in a rendezvous it exits 79 at once;
-# SIGINT still stops at once (130); --save-timeout stops a worker that never exits. Also --log-level
-# (quiet drops an info line, debug shows each worker's environment with the token hidden) and the
-# endpoint resolved once (lo, localhost; a name that is neither: one line).
+# its one line; workers that exit 79 unsignalled make it 79 too (on two nodes, both); in a rendezvous
+# it exits 79 at once; SIGINT still stops at once (130); --save-timeout stops a worker that never
+# exits. Also --log-level (quiet drops an info line, debug shows each worker's environment with the
+# token hidden) and the endpoint resolved once (lo, localhost; a name that is neither: one line).
 source "$2/tests/e2e/lib.sh" "$1" "$2" "to pick a free port"
 free_port() { "$py" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 started() { [ -f "$1" ] && [ "$(wc -l <"$1")" -ge "$2" ]; }  # FILE N: N workers wrote their line
@@ -52,6 +52,19 @@ rc=0
 [ $rc = 79 ] && grep -q "the workers saved a checkpoint" "$work/peer.out" && ! grep -q "error:" "$work/peer.out" ||
   { cat "$work/peer.out"; fail "workers exiting 79 and 0: dtrun exited $rc, expected 79 with its line"; }
 echo "ok  a worker exiting 79 unsignalled, the other 0: exit 79"
+
+# Two nodes (on loopback) whose workers exit 79 unsignalled, node 1's a second after node 0's: the
+# host waits for node 1 before ending the rendezvous, and both exit 79.
+port=$(free_port)
+two=(--nnodes 2 --nproc-per-node 1 --rdzv-endpoint "127.0.0.1:$port" --rdzv-timeout 30 --stop-timeout 1)
+"$bin/dtrun" "${two[@]}" --node-rank 0 bash -c 'sleep 1; exit 79' >"$work/node0.out" 2>&1 &
+host=$!; pids+=("$host")
+rc1=0; "$bin/dtrun" "${two[@]}" --node-rank 1 bash -c 'sleep 2; exit 79' >"$work/node1.out" 2>&1 || rc1=$?
+rc0=0; wait "$host" || rc0=$?
+[ "$rc0 $rc1" = "79 79" ] && grep -q "the workers saved a checkpoint" "$work/node0.out" &&
+  ! grep -q "error:" "$work/node0.out" "$work/node1.out" ||
+  { cat "$work/node0.out" "$work/node1.out"; fail "two nodes saving: exit $rc0 and $rc1, expected 79 and 79"; }
+echo "ok  two nodes whose workers exit 79: both exit 79"
 
 # 3. SIGUSR1 while waiting in the rendezvous for a node that never comes: 79 at once, nothing lost.
 port=$(free_port)
