@@ -245,17 +245,7 @@ class Agent {
   }
 
   void setup_store() {
-    const char* env_token = std::getenv("DTRAIN_JOB_TOKEN");
-    if (env_token && *env_token) {
-      token_ = env_token;
-    } else if (o_.standalone || o_.nnodes == 1) {
-      token_ = random_token();
-    } else {
-      token_ = "dtrun:" + o_.rdzv_id + "@" + o_.rdzv_host + ":" + std::to_string(o_.rdzv_port);
-      if (o_.node_rank == 0)
-        say("note: DTRAIN_JOB_TOKEN is not set, so the job token comes from --rdzv-id and the endpoint; export a "
-            "secret DTRAIN_JOB_TOKEN on every node to keep other jobs and users out");
-    }
+    choose_token();
     port_ = o_.rdzv_port;
     if (o_.standalone) {
       host_ = "127.0.0.1";
@@ -265,7 +255,7 @@ class Agent {
       const std::vector<NetInterface> interfaces = list_interfaces();
       const bool hosting = hosts_store(interfaces);
       const ResolvedHost resolved = resolve_rendezvous_host(o_.rdzv_host, hosting, interfaces);
-      host_ = resolved.address;  // from here on: a node that looked the name up again might get another
+      host_ = resolved.address;  // used from here on: a name looked up again later could give another
       if (!resolved.how.empty())
         info("rendezvous endpoint " + host_port_text(o_.rdzv_host, port_) + " = " + host_port_text(host_, port_) +
              " (" + resolved.how + ")");
@@ -279,6 +269,22 @@ class Agent {
     store_ = std::make_shared<PrefixStore>(client_, "dtrun/" + o_.rdzv_id + "/");
     debug("rendezvous store at " + host_port_text(host_, port_) + ", hosted by " +
           (server_ ? "this node" : "another node (" + std::string(o_.is_host ? "--rdzv-conf is_host" : "node rank 0") + ")"));
+  }
+
+  // DTRAIN_JOB_TOKEN, else a random one on one node, else one from the rendezvous id and endpoint
+  // as written (every node writes the same, whatever its name resolves to).
+  void choose_token() {
+    const char* env_token = std::getenv("DTRAIN_JOB_TOKEN");
+    if (env_token && *env_token) {
+      token_ = env_token;
+    } else if (o_.standalone || o_.nnodes == 1) {
+      token_ = random_token();
+    } else {
+      token_ = "dtrun:" + o_.rdzv_id + "@" + o_.rdzv_host + ":" + std::to_string(o_.rdzv_port);
+      if (o_.node_rank == 0)
+        say("note: DTRAIN_JOB_TOKEN is not set, so the job token comes from --rdzv-id and the endpoint; export a "
+            "secret DTRAIN_JOB_TOKEN on every node to keep other jobs and users out");
+    }
   }
 
   // Hosts the store on the endpoint's address (an interface's: exactly there), or on all addresses
