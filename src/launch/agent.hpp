@@ -6,7 +6,9 @@
 
 namespace dtrain {
 
-// Runs the job to its end; returns dtrun's exit status (0: every worker on every node succeeded).
+// Runs the job to its end; returns dtrun's exit status (0: every worker on every node succeeded;
+// kExitSavedForRequeue: they saved a checkpoint on SIGUSR1/SIGTERM, or none ran yet; 1: a failure;
+// 128 + the signal: SIGINT or SIGHUP stopped them).
 int run_agent(const LaunchOptions& options);
 
 }  // namespace dtrain

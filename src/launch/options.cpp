@@ -56,12 +56,19 @@ Running
   --max-restarts K          restart all workers up to K times after a failure    [0]
   --monitor-interval S      seconds between checks of the workers (decimals)     [0.1]
   --stop-timeout S          seconds between SIGTERM and SIGKILL when stopping    [5]
+  --save-timeout S          after SIGUSR1 or SIGTERM (forwarded to the workers, which save a
+                            checkpoint and exit 79), how long they may take; then stopped  [600]
   --bind none|cores         cores: pin each worker to its own equal share of the CPUs dtrun
                             may use (worker L gets the L-th share of its affinity mask)  [none]
   --role NAME               the workers' ROLE_NAME                               [default]
   --start-method spawn|fork|forkserver, --no-python
                             accepted; dtrun always starts PROGRAM with fork and exec
 Output
+  --log-level quiet|info|debug  what dtrun prints (else DTRAIN_LOG_LEVEL): quiet: errors, warnings
+                            and the outcome of a non-zero exit; info: also its progress; debug:
+                            also the rendezvous steps, each worker's command and environment
+                            (the job token hidden) and each worker's exit. The workers get it
+                            as DTRAIN_LOG_LEVEL                                  [info]
   --no-tag                  do not prefix worker output with "[rank]:"
   --only-ranks R[,R...]     forward only these ranks' output
   --local-ranks-filter L[,L...]  forward only these local ranks' output
@@ -70,6 +77,10 @@ Output
   --redirects, -r S         streams written to the log files instead of forwarded: 0 none,
                             1 stdout, 2 stderr, 3 both, or per local rank (0:3,1:2)  [0]
   --tee, -t S               streams written to the log files and forwarded (as --redirects)
+Signals: SIGUSR1 and SIGTERM (SLURM's warning before the time limit, preemption) are forwarded to
+the workers, which save a checkpoint and exit 79; dtrun waits for them (--save-timeout), does not
+restart them and exits 79 (requeue the job). SIGINT and SIGHUP stop the workers at once (exit
+128 + the signal).
 Refused: -m/--module and --run-path (dtrun runs a program: give its path), --local-addr (set
 DTRAIN_SOCKET_IFNAME), --rdzv-backend etcd.
 
@@ -126,6 +137,14 @@ StreamChoice streams(const std::string& opt, const std::string& v) {
     c.per_local_rank[lr] = to_int(opt + " streams", item.substr(colon + 1), 0, 3);
   }
   return c;
+}
+
+// --log-level or DTRAIN_LOG_LEVEL (named `what`).
+LogLevel log_level(const std::string& what, const std::string& v) {
+  for (LogLevel level : {LogLevel::quiet, LogLevel::info, LogLevel::debug})
+    if (v == log_level_name(level)) return level;
+  throw Error(what + " '" + v + "' is not quiet, info or debug (what dtrun prints: errors only, its progress, " +
+              "or also the rendezvous and each worker's environment)");
 }
 
 // torchrun reads "1, true, t, yes, y" and "0, false, f, no, n" (any case).
@@ -209,6 +228,15 @@ int interval_ms(const std::string& v) {
 
 }  // namespace
 
+const char* log_level_name(LogLevel level) {
+  switch (level) {
+    case LogLevel::quiet: return "quiet";
+    case LogLevel::info: return "info";
+    case LogLevel::debug: return "debug";
+  }
+  return "info";
+}
+
 LaunchHost LaunchHost::here() {
   return {usable_cpus, [](std::string* why) { return visible_gpus(why); },
           [](const char* name) -> const char* { return std::getenv(name); }};
@@ -220,7 +248,7 @@ namespace {
 struct Parse {
   const LaunchHost& host;
   LaunchOptions o;
-  bool endpoint_given = false, master_given = false;
+  bool endpoint_given = false, master_given = false, log_level_given = false;
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
 };
@@ -293,6 +321,8 @@ const OptionRule kOptionRules[] = {
      [](Parse& p, OptText opt, OptText v) { p.o.rdzv_timeout_s = to_int(opt, v, 1, kWeek); }},
     {"--stop-timeout", Takes::value,
      [](Parse& p, OptText opt, OptText v) { p.o.stop_timeout_s = to_int(opt, v, 0, 3600); }},
+    {"--save-timeout", Takes::value,
+     [](Parse& p, OptText opt, OptText v) { p.o.save_timeout_s = to_int(opt, v, 1, kWeek); }},
     {"--monitor-interval", Takes::value,
      [](Parse& p, OptText, OptText v) { p.o.monitor_interval_ms = interval_ms(v); }},
     {"--start-method", Takes::value,
@@ -313,6 +343,11 @@ const OptionRule kOptionRules[] = {
        require(!p.o.role.empty(), "--role needs a name");
      }},
     // Output
+    {"--log-level", Takes::value,
+     [](Parse& p, OptText opt, OptText v) {
+       p.o.log_level = log_level(opt, v);
+       p.log_level_given = true;
+     }},
     {"--no-tag", Takes::nothing, [](Parse& p, OptText, OptText) { p.o.output.tag = false; }},
     {"--only-ranks", Takes::value,
      [](Parse& p, OptText opt, OptText v) { p.o.output.only_ranks = int_list(opt, v, kMaxWorkers * kMaxNodes - 1); }},
@@ -447,6 +482,8 @@ LaunchOptions parse_launch_options(int argc, char** argv, const LaunchHost& host
   for (int i = *program; i < argc; ++i) p.o.command.push_back(argv[i]);
   require(!p.o.command.empty(), "no program to run: write e.g. `dtrun --nproc-per-node 4 dtrain train --config C`");
   settle_endpoint(p);
+  const char* level = host.getenv("DTRAIN_LOG_LEVEL");
+  if (!p.log_level_given && level && *level) p.o.log_level = log_level("DTRAIN_LOG_LEVEL", level);
   settle_node_rank(p.o, host);
   note_unused_elastic_keys(p.o);
   check_output(p.o);

@@ -10,6 +10,12 @@
 
 namespace dtrain {
 
+// What dtrun prints (--log-level, DTRAIN_LOG_LEVEL): quiet: errors, warnings and the outcome of a
+// non-zero exit; info: also its progress (the default); debug: also the rendezvous steps, each
+// worker's command and environment, and each worker's exit.
+enum class LogLevel { quiet, info, debug };
+const char* log_level_name(LogLevel level);
+
 struct LaunchOptions {
   int nproc_per_node = 1;
   int nnodes = 1;                // nodes in the job; an elastic job's most (--nnodes MIN:MAX's MAX)
@@ -31,10 +37,12 @@ struct LaunchOptions {
   int keep_alive_s = 5;          // seconds between an agent's heartbeats (keep_alive_interval; the host's rule)
   int keep_alive_attempts = 3;   // heartbeats missed before a node counts as lost (keep_alive_max_attempt)
   int stop_timeout_s = 5;        // SIGTERM → SIGKILL grace when stopping workers
+  int save_timeout_s = 600;      // after SIGUSR1/SIGTERM, how long the workers may take to save and exit
   int monitor_interval_ms = 100; // how often the workers are checked (--monitor-interval)
   std::string role = "default";  // the workers' ROLE_NAME (--role)
   std::string bind = "none";     // --bind: none, or cores (each worker its own share of the mask)
   OutputPlan output;             // tags, rank filters, log files (--redirects, --tee)
+  LogLevel log_level = LogLevel::info;  // --log-level, else DTRAIN_LOG_LEVEL; the workers get it too
   std::vector<std::string> notes;    // what was accepted but has no effect, said once at the start
   std::vector<std::string> elastic_keys;  // the --rdzv-conf keys given that only elastic jobs use
   std::vector<std::string> command;  // PROGRAM [ARGS...]
@@ -45,7 +53,7 @@ struct LaunchOptions {
 struct LaunchHost {
   std::function<int()> cpus;                       // --nproc-per-node cpu
   std::function<int(std::string* why_none)> gpus;  // --nproc-per-node gpu
-  std::function<const char*(const char*)> getenv;  // SLURM_NODEID
+  std::function<const char*(const char*)> getenv;  // SLURM_NODEID, DTRAIN_LOG_LEVEL
   static LaunchHost here();
 };
 

@@ -152,6 +152,8 @@ void WorkerGroup::start(Worker& w, const std::vector<std::string>& command) {
     ::dup2(err[1], 2);
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
+    signal(SIGHUP, SIG_DFL);
+    signal(SIGUSR1, SIG_DFL);
     signal(SIGPIPE, SIG_DFL);
     for (const auto& [k, v] : w.spec.env) ::setenv(k.c_str(), v.c_str(), 1);
     if (!w.spec.cpus.empty()) {
@@ -273,9 +275,13 @@ size_t WorkerGroup::running() const {
   return size_t(std::count_if(workers_.begin(), workers_.end(), [](const Worker& w) { return !w.exited; }));
 }
 
-void WorkerGroup::stop(int grace_s) {
+void WorkerGroup::send(int sig) {
   for (auto& w : workers_)
-    if (!w.exited) ::kill(-w.pid, SIGTERM);
+    if (!w.exited) ::kill(-w.pid, sig);
+}
+
+void WorkerGroup::stop(int grace_s) {
+  send(SIGTERM);
   const double until = now_s() + grace_s;
   while (!all_exited() && now_s() < until) poll(50);
   for (auto& w : workers_)

@@ -1,5 +1,5 @@
-// The worker processes of one node: spawn with an environment, forward output line by line with a
-// rank tag or into log files, watch for exits, stop them (SIGTERM, then SIGKILL after a grace period).
+// The worker processes of one node: spawn with an environment, forward output (rank tags, log files),
+// watch for exits, forward signals, stop them (SIGTERM, then SIGKILL after a grace period).
 #pragma once
 #include <sys/types.h>
 
@@ -62,6 +62,8 @@ class WorkerGroup {
   size_t running() const;
   // SIGTERM to every running worker, SIGKILL to what is left after `grace_s`; forwards output.
   void stop(int grace_s);
+  // `sig` to every running worker's process group (a signal forwarded to them, e.g. SIGUSR1).
+  void send(int sig);
   // The last lines the worker of `rank` printed that did not go to dtrun's output tagged with its
   // rank (filtered out, redirected to a file, or untagged), for a failure report: "" when every
   // one of them was just shown.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # dtrun: a worker killed with SIGKILL stops the others within seconds and dtrun exits non-zero
-# naming the rank; SIGTERM to dtrun stops every worker; with --max-restarts 1 the group restarts,
+# naming the rank; SIGINT to dtrun stops every worker; with --max-restarts 1 the group restarts,
 # resumes from the latest checkpoint and ends with the same weights as an uninterrupted run;
 # usage errors (a missing program too) are one line with status 2; a one-node run does not report
 # its rendezvous and a failed rank's lines are not printed twice; torchrun's log and rendezvous
@@ -32,16 +32,18 @@ grep -q "dtrun: error: rank 1 (local rank 1 on node 0, pid $victim) was killed b
   { cat "$work/kill.out"; fail "dtrun did not name the killed rank"; }
 for p in $others; do ! kill -0 "$p" 2>/dev/null || fail "worker $p still runs after dtrun exited"; done
 
-# 2. SIGTERM to dtrun stops the workers and is reported.
+# 2. SIGINT to dtrun stops the workers at once and is reported (SIGTERM and SIGUSR1, which let the
+#    workers save a checkpoint first: test_dtrun_signals.sh).
 "$bin/dtrun" --standalone --nproc-per-node 2 "$bin/dtrain" train "${common[@]}" --set train.max_steps=100000 \
   --set train.epochs=0 --run-dir "$work/term" >"$work/term.out" 2>&1 &
 agent=$!
 wait_for 60 lines "$work/term/metrics.jsonl" 2 || { cat "$work/term.out"; fail "training did not start"; }
 kids=$(pgrep -P "$agent")
-kill -TERM "$agent"
+kill -INT "$agent"
 rc=0; wait "$agent" || rc=$?
-[ "$rc" -eq 143 ] || { cat "$work/term.out"; fail "dtrun exited $rc after SIGTERM, expected 143"; }
-for p in $kids; do ! kill -0 "$p" 2>/dev/null || fail "worker $p still runs after SIGTERM to dtrun"; done
+[ "$rc" -eq 130 ] || { cat "$work/term.out"; fail "dtrun exited $rc after SIGINT, expected 130"; }
+grep -q "dtrun: stopped by signal 2 (SIGINT)" "$work/term.out" || { cat "$work/term.out"; fail "no signal report"; }
+for p in $kids; do ! kill -0 "$p" 2>/dev/null || fail "worker $p still runs after SIGINT to dtrun"; done
 
 # 3. --max-restarts 1: kill rank 1 after the step-20 checkpoint; the restarted group resumes and
 #    ends where an uninterrupted run ends.
@@ -105,4 +107,4 @@ grep -qx "\[1\]: rank 1 of 2 as trainer" "$work/host.out" && grep -qx "\[0\]: ra
 grep -q "rendezvous 'none' complete: 2 node(s), 2 workers, store at 127.0.0.1:$port" "$work/host.out" ||
   { cat "$work/host.out"; fail "is_host: the store's host did not report the rendezvous"; }
 grep -q "note: --rdzv-conf last_call_timeout has no meaning" "$work/guest.out" || { cat "$work/guest.out"; fail "no note"; }
-echo "PASS: kill, SIGTERM, restart with resume, usage errors, said once, torchrun's options"
+echo "PASS: kill, SIGINT, restart with resume, usage errors, said once, torchrun's options"

@@ -199,7 +199,27 @@ TEST(LaunchOptions, RunningOptions) {
   expect_refused({"--start-method", "thread", "p"}, "'thread' is not spawn, fork or forkserver");
   EXPECT_EQ(parse_on(machine(4, 0), {"--no-python", "p"}).command, std::vector<std::string>{"p"});
   EXPECT_EQ(parse_on(machine(4, 0), {"--role", "trainer", "p"}).role, "trainer");
+  EXPECT_EQ(parse_on(machine(4, 0), {"p"}).save_timeout_s, 600);
+  EXPECT_EQ(parse_on(machine(4, 0), {"--save_timeout=30", "p"}).save_timeout_s, 30);
+  expect_refused({"--save-timeout", "0", "p"}, "--save-timeout '0' is not a whole number from 1 to 604800");
   expect_refused({"--role=", "p"}, "--role needs a name");
+}
+
+// --log-level, else DTRAIN_LOG_LEVEL, else info; a bad value is one line naming the three.
+TEST(LaunchOptions, LogLevelFromTheOptionOrTheEnvironment) {
+  const auto with_env = [](const char* level) {
+    return LaunchHost{[] { return 4; }, [](std::string*) { return 0; },
+                      [=](const char* name) -> const char* { return std::string(name) == "DTRAIN_LOG_LEVEL" ? level : nullptr; }};
+  };
+  EXPECT_EQ(parse_on(machine(4, 0), {"p"}).log_level, LogLevel::info);
+  EXPECT_EQ(parse_on(machine(4, 0), {"--log-level", "quiet", "p"}).log_level, LogLevel::quiet);
+  EXPECT_EQ(parse_on(with_env("debug"), {"p"}).log_level, LogLevel::debug);
+  EXPECT_EQ(parse_on(with_env("debug"), {"--log_level=quiet", "p"}).log_level, LogLevel::quiet);
+  EXPECT_EQ(parse_on(with_env(""), {"p"}).log_level, LogLevel::info);
+  EXPECT_STREQ(log_level_name(LogLevel::debug), "debug");
+  const std::string bad_env = error_of([&] { parse_on(with_env("loud"), {"p"}); });
+  EXPECT_NE(bad_env.find("DTRAIN_LOG_LEVEL 'loud' is not quiet, info or debug"), std::string::npos) << bad_env;
+  expect_refused({"--log-level", "verbose", "p"}, "--log-level 'verbose' is not quiet, info or debug");
 }
 
 TEST(LaunchOptions, OutputFiltersAndLogFiles) {
