@@ -21,7 +21,7 @@ args=(--set data.dir="$work/data" --set model.dim=64 --set model.heads=4 --set m
   --set train.threads=2 --run-dir "$work/single" >"$work/single.out" 2>&1 || { cat "$work/single.out"; fail "single run failed"; }
 port=$("$py" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 
-export DTRAIN_BIN=$bin CONFIG=$src/configs/quickstart.toml OMP_NUM_THREADS=1 MASTER_PORT=$port RUN_DIR=$work/mpi
+export DTRAIN_BIN=$bin DTRAIN_SRC=$src CONFIG=$src/configs/quickstart.toml OMP_NUM_THREADS=1 MASTER_PORT=$port RUN_DIR=$work/mpi
 export EXTRA_ARGS="${args[*]} --set train.batch_size=8"
 slurm_run_batch "$cluster" "$src/examples/slurm/multi_node_mpi.sbatch" --nodes=1 --ntasks-per-node=2 ||
   { slurm_job_output "$cluster"; fail "the MPI batch job failed"; }

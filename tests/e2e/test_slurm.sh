@@ -9,7 +9,7 @@ cluster=$work/slurm
 trap 'slurm_stop "$cluster"; rm -rf "$work"' EXIT
 slurm_start "$cluster" 4 || fail "could not start the private SLURM cluster"
 
-export DTRAIN_BIN=$bin CONFIG=$src/configs/quickstart.toml OMP_NUM_THREADS=1
+export DTRAIN_BIN=$bin DTRAIN_SRC=$src CONFIG=$src/configs/quickstart.toml OMP_NUM_THREADS=1
 export EXTRA_ARGS="--set data.dir=$work/data --set model.dim=64 --set model.heads=4 --set model.layers=1
   --set model.ff_dim=128 --set model.seq_len=32 --set data.stride=32 --set train.max_steps=20
   --set train.batch_size=8 --set train.progress=false --set train.eval_max_batches=2 --set optim.name=sgd

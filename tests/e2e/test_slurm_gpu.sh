@@ -10,7 +10,7 @@ cluster=$work/slurm
 trap 'slurm_stop "$cluster"; rm -rf "$work"' EXIT
 TEST_SLURM_GPUS=4 slurm_start "$cluster" 4 || fail "could not start the private SLURM cluster"
 
-export DTRAIN_BIN=$bin CONFIG=$src/configs/quickstart.toml OMP_NUM_THREADS=1 DEVICE=cpu
+export DTRAIN_BIN=$bin DTRAIN_SRC=$src CONFIG=$src/configs/quickstart.toml OMP_NUM_THREADS=1 DEVICE=cpu
 export EXTRA_ARGS="--set data.dir=$work/data --set model.dim=32 --set model.heads=2 --set model.layers=1
   --set model.ff_dim=64 --set model.seq_len=16 --set data.stride=16 --set train.max_steps=5
   --set train.batch_size=8 --set train.progress=false --set train.eval_max_batches=1"
