@@ -141,10 +141,8 @@ StreamChoice streams(const std::string& opt, const std::string& v) {
 
 // --log-level or DTRAIN_LOG_LEVEL (named `what`).
 LogLevel log_level(const std::string& what, const std::string& v) {
-  for (LogLevel level : {LogLevel::quiet, LogLevel::info, LogLevel::debug})
-    if (v == log_level_name(level)) return level;
-  throw Error(what + " '" + v + "' is not quiet, info or debug (what dtrun prints: errors only, its progress, " +
-              "or also the rendezvous and each worker's environment)");
+  return parse_log_level(what, v, "what dtrun prints: errors only, its progress, or also the rendezvous and each "
+                                  "worker's environment");
 }
 
 // torchrun reads "1, true, t, yes, y" and "0, false, f, no, n" (any case).
@@ -227,15 +225,6 @@ int interval_ms(const std::string& v) {
 }
 
 }  // namespace
-
-const char* log_level_name(LogLevel level) {
-  switch (level) {
-    case LogLevel::quiet: return "quiet";
-    case LogLevel::info: return "info";
-    case LogLevel::debug: return "debug";
-  }
-  return "info";
-}
 
 LaunchHost LaunchHost::here() {
   return {usable_cpus, [](std::string* why) { return visible_gpus(why); },

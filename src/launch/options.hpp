@@ -6,15 +6,14 @@
 #include <string>
 #include <vector>
 
+#include "core/log_level.hpp"
 #include "launch/workers.hpp"
 
 namespace dtrain {
 
-// What dtrun prints (--log-level, DTRAIN_LOG_LEVEL): quiet: errors, warnings and the outcome of a
-// non-zero exit; info: also its progress (the default); debug: also the rendezvous steps, each
-// worker's command and environment, and each worker's exit.
-enum class LogLevel { quiet, info, debug };
-const char* log_level_name(LogLevel level);
+// What dtrun prints (--log-level, DTRAIN_LOG_LEVEL: core/log_level.hpp): quiet: errors, warnings and
+// the outcome of a non-zero exit; info: also its progress (the default); debug: also the rendezvous
+// steps, each worker's command and environment, and each worker's exit.
 
 struct LaunchOptions {
   int nproc_per_node = 1;

@@ -6,6 +6,7 @@
 
 #include "core/error.hpp"
 #include "core/host_name.hpp"
+#include "core/log_level.hpp"
 #include "kernels/gpu_placement.hpp"
 
 namespace dtrain {
@@ -47,7 +48,7 @@ bool runs_on_gpu(const TrainConfig& t) { return resolve_device(t.device).device 
 
 std::shared_ptr<ComputeDevice> open_device(const TrainConfig& t, World& world) {
   const DeviceResolution d = resolve_device(t.device);
-  const bool root = world.rank() == 0;
+  const bool root = world.rank() == 0 && logs_at(LogLevel::info);
   if (t.device == "cpu") {
     if (root) std::printf("device: cpu\n");
     return make_device("cpu", 0);

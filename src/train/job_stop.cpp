@@ -8,6 +8,7 @@
 #include <ctime>
 
 #include "core/error.hpp"
+#include "core/log_level.hpp"
 
 namespace dtrain {
 
@@ -108,7 +109,7 @@ JobStop::JobStop(World& world, double stop_before_minutes) : world_(world), stop
   if (end <= 0)
     std::printf("note: train.stop_before = %g is set, but %s: the run stops before its end only on SIGUSR1 or "
                 "SIGTERM\n", stop_before_minutes, why_not.c_str());
-  else
+  else if (logs_at(LogLevel::info))
     std::printf("train.stop_before = %g: the job ends at %s, so the run saves and stops after the first step that "
                 "ends past %s (in %.1f min)\n", stop_before_minutes, local_clock(end).c_str(),
                 local_clock(stop_at).c_str(), double(stop_at - now) / 60.0);

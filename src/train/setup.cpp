@@ -7,6 +7,7 @@
 #include "core/atomic_file.hpp"
 #include "core/cuda_backend.hpp"
 #include "core/limits.hpp"
+#include "core/log_level.hpp"
 #include "data/mix.hpp"
 #include "data/sampler.hpp"
 #include "models/registry.hpp"
@@ -93,7 +94,7 @@ RunParts TrainingParts::report_parts() {
 // The model fitted to the data (a language model's vocabulary), the config checked, the splits as
 // datasets of the model's samples.
 void TrainingParts::open_data() {
-  if (root && !data->note().empty()) std::printf("%s\n", data->note().c_str());
+  if (root && logs_at(LogLevel::info) && !data->note().empty()) std::printf("%s\n", data->note().c_str());
   kind.fit_to_data(cfg.model, data->facts(), data->dir());
   same_on_every_rank([&] {
     cfg.validate();
@@ -127,7 +128,7 @@ MeshShape TrainingParts::mesh_shape_of_config() {
       require_split_at_every_size(t.global_batch, env.elastic_min, env.elastic_max, env.local_world_size,
                                   shape.tp * shape.cp * shape.pp);
     });
-  if (root && t.global_batch > 0) std::printf("%s\n", batch_split.describe(dp).c_str());
+  if (root && logs_at(LogLevel::info) && t.global_batch > 0) std::printf("%s\n", batch_split.describe(dp).c_str());
   epoch_samples = train_set->size();
   rank_samples = train_sampler().size();
   return shape;
@@ -139,7 +140,7 @@ MeshShape TrainingParts::mesh_shape_of_config() {
 bool TrainingParts::start_from(bool& resume, const std::string& from) {
   const bool restarted = world.env().restart_count > 0;
   const ResumePlan plan = plan_resume(run_dir, resume, restarted, from);
-  if ((resume || restarted) && plan.candidates.empty() && root)
+  if ((resume || restarted) && plan.candidates.empty() && root && logs_at(LogLevel::info))
     std::printf("run dir %s has no checkpoint yet (its run stopped before the first one): starting it afresh\n",
                 run_dir.c_str());
   if (resume || restarted) {
@@ -157,8 +158,9 @@ bool TrainingParts::start_from(bool& resume, const std::string& from) {
       state.epoch_loss_sum *= double(place.batch_in_epoch) / double(state.batch_in_epoch);
     state.batch_in_epoch = place.batch_in_epoch;
     if (root) {
-      std::printf("resumed from %s (step %lld, epoch %lld)%s\n", ck.c_str(), (long long)state.global_step,
-                  (long long)state.epoch + 1, ck != plan.candidates.front() ? ": the newest good checkpoint" : "");
+      if (logs_at(LogLevel::info))
+        std::printf("resumed from %s (step %lld, epoch %lld)%s\n", ck.c_str(), (long long)state.global_step,
+                    (long long)state.epoch + 1, ck != plan.candidates.front() ? ": the newest good checkpoint" : "");
       if (!place.note.empty()) std::printf("%s\n", place.note.c_str());
       std::fflush(stdout);
     }

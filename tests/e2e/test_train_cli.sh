@@ -138,4 +138,23 @@ PYEOF
 else
   echo "NOTE: protoc not found, skipped decoding the event file with protoc --decode_raw"
 fi
+
+# DTRAIN_LOG_LEVEL: quiet keeps the course lines and the results only; debug adds where each rank
+# stands (stderr); a bad level is one line.
+small=(--config "$src/configs/quickstart.toml" --set data.dir="$work/data" --set model.dim=32 --set model.heads=2
+  --set model.layers=1 --set model.ff_dim=64 --set model.seq_len=16 --set train.max_steps=3 --set train.threads=1
+  --set train.progress=false)
+DTRAIN_LOG_LEVEL=quiet "$bin/dtrain" train "${small[@]}" --run-dir "$work/quiet" >"$work/quiet.out" 2>&1 ||
+  { cat "$work/quiet.out"; fail "a quiet run failed"; }
+grep -q "^\[1/[0-9]*\] Train loss" "$work/quiet.out" && grep -q "^Test loss" "$work/quiet.out" ||
+  { cat "$work/quiet.out"; fail "quiet: the course line or the test loss is missing"; }
+! grep -Eq "^(device|model|run dir|step time|memory of rank 0):" "$work/quiet.out" ||
+  { cat "$work/quiet.out"; fail "quiet: progress lines were printed"; }
+DTRAIN_LOG_LEVEL=debug "$bin/dtrain" train "${small[@]}" --run-dir "$work/debug" >"$work/debug.out" 2>"$work/debug.err" ||
+  { cat "$work/debug.out" "$work/debug.err"; fail "a debug run failed"; }
+grep -q "^dtrain: debug: rank 0 of 1 .* on $(hostname), pid [0-9]*; store .*; OpenMP threads 1 " "$work/debug.err" ||
+  { cat "$work/debug.err"; fail "debug: no line saying where the rank stands"; }
+grep -q "^model:" "$work/debug.out" || fail "debug: the info lines are missing"
+expect_one_error "bad DTRAIN_LOG_LEVEL" "DTRAIN_LOG_LEVEL 'loud' is not quiet, info or debug" \
+  env DTRAIN_LOG_LEVEL=loud "$bin/dtrain" train "${small[@]}" --run-dir "$work/loud"
 echo "PASS"

@@ -1,11 +1,17 @@
 // `dtrain train`: a run from a config, or resumed (--resume: resume_target; --resume auto:
 // auto_resume), on this process's World; exits kExitSavedForRequeue when it stopped before its job's end.
+#include <omp.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
 
 #include "comm/world.hpp"
+#include "core/cpu_share.hpp"
+#include "core/host_name.hpp"
 #include "core/job_exit.hpp"
+#include "core/log_level.hpp"
 #include "train/checkpoint/resume.hpp"
 #include "train/commands/commands.hpp"
 #include "train/device_setup.hpp"
@@ -23,6 +29,21 @@ namespace {
 int requeues_of_job() {
   const char* v = std::getenv("SLURM_RESTART_COUNT");
   return v && *v ? std::atoi(v) : 0;
+}
+
+// DTRAIN_LOG_LEVEL=debug: where this rank stands, one line from every rank (stderr, so it is kept apart).
+void say_placement(World& world) {
+  const DistEnv& env = world.env();
+  const char* why = std::getenv("DTRAIN_THREADS_WHY");
+  const char* job = std::getenv("SLURM_JOB_ID");
+  const std::string store = !env.store_dir.empty() ? "file store " + env.store_dir
+                                                   : "store " + env.master_addr + ":" + std::to_string(env.master_port);
+  std::fprintf(stderr, "dtrain: debug: %s on %s, pid %d; %s%s; %s; OpenMP threads %d (%s) on CPUs %s; restart %d%s%s\n",
+               env.describe().c_str(), host_name().c_str(), int(getpid()), store.c_str(),
+               env.store_prefix.empty() ? "" : (" under " + env.store_prefix).c_str(), world.describe_backend().c_str(),
+               omp_get_max_threads(), why && *why ? why : "train.threads, OMP_NUM_THREADS or the CPUs",
+               format_cpu_list(read_cpu_facts().mask).c_str(), env.restart_count, job ? ", SLURM job " : "",
+               job ? (std::string(job) + " requeued " + std::to_string(requeues_of_job()) + " times").c_str() : "");
 }
 
 // --resume auto, decided by rank 0 (the run dir is shared; a rank that looked after rank 0 wrote
@@ -61,6 +82,7 @@ std::unique_ptr<Trainer> make_trainer(const RunConfig& cfg, const std::string& r
 
 int train_command(int argc, char** argv) {
   catch_stop_signals();  // a job's warning that comes during setup is kept for the first step
+  process_log_level();   // a bad DTRAIN_LOG_LEVEL stops here, in one line
   CommandArgs a = parse_command_args(argc, argv, 2, {}, {"config", "set", "run-dir", "resume"});
   RunConfig cfg;
   const std::string resume = a.get("resume");
@@ -87,6 +109,7 @@ int train_command(int argc, char** argv) {
   const CommBackend backend =
       same_on_every_rank([&] { return choose_comm_backend(cfg.parallel.backend, runs_on_gpu(cfg.train), env); });
   World world(env, Millis(cfg.parallel.timeout_s * 1000), backend);
+  if (logs_at(LogLevel::debug)) say_placement(world);
   bool resuming = !resume.empty() && !automatic;
   if (automatic) {
     const AutoResume what = agreed_auto_resume(world, run_dir, cfg);
@@ -101,7 +124,7 @@ int train_command(int argc, char** argv) {
   const RunEnd end = t->run();
   world.shutdown();
   if (end == RunEnd::stopped_to_requeue) return kExitSavedForRequeue;
-  if (world.rank() == 0)
+  if (world.rank() == 0 && logs_at(LogLevel::info))
     std::printf("run dir: %s (metrics.jsonl, summary.json, model_best/, model_final/, checkpoints/)\n",
                 run_dir.c_str());
   return 0;

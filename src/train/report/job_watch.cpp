@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "core/log_level.hpp"
 #include "core/trace.hpp"
 #include "metrics/chrome_trace.hpp"
 #include "metrics/jsonl.hpp"
@@ -189,7 +190,7 @@ Json JobWatch::step_summary(double rows_per_step) {
   double slowest_seconds = 0.0;
   for (int r = 0; r < R; ++r) slowest_seconds = std::max(slowest_seconds, at(r, kPhases + 2));
   j["steady_rows_per_s"] = slowest_seconds > 0 ? rows_per_step * at(0, kPhases + 1) / slowest_seconds : 0.0;
-  if (world_.rank() == 0) {
+  if (world_.rank() == 0 && logs_at(LogLevel::info)) {
     std::printf("step time: %.1f ms, mean of %lld steps%s%s; timing them cost %.2g%% (%.0f phase changes per step)\n",
                 1e3 * at(0, 0), (long long)at(0, kPhases + 1), run_.steps > 0 ? " after the first" : "",
                 R > 1 ? " (rank 0; the slowest rank's in brackets)" : "", 100.0 * j["timing_overhead_share"].get<double>(),

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "core/limits.hpp"
+#include "core/log_level.hpp"
 #include "metrics/progress.hpp"
 #include "train/report/memory_account.hpp"
 #include "train/threads.hpp"
@@ -195,7 +196,7 @@ Json run_summary(const RunParts& r, const TrainerState& st, const EvalResult& te
 }
 
 void print_run_start(const RunParts& r, int64_t steps_per_epoch, int threads) {
-  const bool root = r.world.rank() == 0;
+  const bool root = r.world.rank() == 0 && logs_at(LogLevel::info);
   if (root) print_setup(r, steps_per_epoch, threads);
   if (r.dev.kind() == DeviceKind::cpu) {
     const std::string line = describe_threads(r.world);
@@ -218,6 +219,7 @@ void print_run_end(const RunParts& r, const TrainerState& st, const EvalResult& 
               test.loss, metric_name(metric).c_str(), metric_text(metric, test).c_str(), (long long)test.rows,
               unit.c_str(), (long long)st.global_step, tps, unit.c_str(), peaks.rss_mb(), of_rank.c_str(),
               peaks.device_mb() > 0 ? (", GPU " + std::to_string(int64_t(peaks.device_mb())) + " MiB").c_str() : "");
+  if (!logs_at(LogLevel::info)) return;
   print_parallel_figures(figures);
   std::printf("memory of rank 0: peak %.0f MiB resident, %.0f MiB of it accounted (%s), %.0f MiB not\n",
               peaks.rss_mb_of(0), peaks.accounted_mb_of(0), memory.describe().c_str(),
