@@ -35,7 +35,7 @@ int report_command(int argc, char** argv) {
     const SweepRanking ranking = rank_sweep(dir);
     std::vector<std::string> started;
     for (const SweepRow& row : ranking.rows)
-      if (row.state.kind != PointState::not_started)
+      if (row.state.has_records)
         started.push_back((std::filesystem::path(dir) / ranking.record.points[row.point].name).string());
     write_run_report(started, out, sweep_table_html(ranking, dir));
     std::fputs(sweep_table_text(ranking).c_str(), stdout);

@@ -157,6 +157,7 @@ PointState read_point_state(const std::string& sweep_dir, const std::string& poi
   std::error_code ec;
   if (fs::is_regular_file(fs::path(run_dir) / "metrics.jsonl", ec)) {
     const RunData run = load_run(run_dir);
+    s.has_records = true;
     read_best(run, s);
     s.steps = std::isfinite(json_number(run.summary, "steps")) ? int64_t(json_number(run.summary, "steps")) : -1;
     for (const Json& r : run.records)
@@ -236,10 +237,10 @@ std::string sweep_table_text(const SweepRanking& ranking) {
 
 std::string sweep_table_html(const SweepRanking& ranking, const std::string& sweep_dir) {
   size_t started = 0;
-  for (const SweepRow& row : ranking.rows) started += row.state.kind != PointState::not_started;
+  for (const SweepRow& row : ranking.rows) started += row.state.has_records;
   const std::string note = "The sweep in " + sweep_dir + ": " + ranking.record.describe() + ". " +
                            std::to_string(started) + " of " + std::to_string(ranking.rows.size()) +
-                           " points started; the charts below overlay them.";
+                           " points have records; the sections below overlay them.";
   return html_section("sweep", "Sweep", html_table(ranking.head, ranking.cells()) + html_note(note));
 }
 

@@ -45,6 +45,7 @@ struct PointState {
   int64_t steps = -1;   // optimizer steps done; -1 unknown
   double best_loss = 0.0, best_accuracy = 0.0;  // best validation loss and accuracy; NaN when none yet
   bool classifier = false;  // its records carry accuracy: ranked by it
+  bool has_records = false;  // its run dir holds metrics.jsonl (the report can overlay it)
   std::string describe() const;  // "finished", "failed (exit status 2)", …
 };
 // A run that wrote summary.json (its last act) is finished.
