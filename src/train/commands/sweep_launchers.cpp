@@ -83,7 +83,8 @@ int run_sweep_locally(const SweepPlan& plan, const std::vector<std::string>& lau
   const std::vector<SweepPointRecord>& points = plan.record.points;
   const std::string n = std::to_string(points.size());
   if (plan.dry_run) {
-    std::printf("dtrain sweep --dry-run: %s points would run one after another, each into its train.log:\n", n.c_str());
+    std::printf("dtrain sweep --dry-run: %s point%s would run one after another, each into its train.log:\n", n.c_str(),
+                points.size() == 1 ? "" : "s");
     for (const SweepPointRecord& p : points) {
       std::vector<std::string> argv = launcher;
       for (const std::string& w : point_train_args(plan, p, plan.run_dir(p))) argv.push_back(w);
@@ -143,8 +144,8 @@ std::string sbatch_script(const SweepPlan& plan, const std::vector<std::string>&
   s << "#!/bin/bash\n"
        "# A dtrain sweep as a job array, written by `dtrain sweep --launcher slurm` (docs/sweeps.md): task K\n"
        "# runs line K+1 of points.txt (the point's name, then its `dtrain train` arguments) with srun, and\n"
-       "# requeues itself when the run saved before the time limit (exit status 79); `dtrain report "
-    << dir << "` ranks the points.\n"
+       "# requeues itself when the run saved before the time limit (exit status 79). The points' ranking:\n"
+    << "#   dtrain report " << shell_word(dir) << "\n"
     << "#SBATCH --job-name=sweep-" << fs::path(dir).filename().string() << "\n"
     << "#SBATCH --array=0-" << plan.record.points.size() - 1 << "\n"
     << "#SBATCH --ntasks=1\n"
