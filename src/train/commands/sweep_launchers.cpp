@@ -44,6 +44,11 @@ std::string best_figure(const PointState& s) {
   return text;
 }
 
+// "1 point", "4 points".
+std::string count_of(size_t n, const std::string& thing) {
+  return std::to_string(n) + " " + thing + (n == 1 ? "" : "s");
+}
+
 void create_folder(const std::string& dir) {
   std::error_code ec;
   fs::create_directories(dir, ec);
@@ -83,8 +88,8 @@ int run_sweep_locally(const SweepPlan& plan, const std::vector<std::string>& lau
   const std::vector<SweepPointRecord>& points = plan.record.points;
   const std::string n = std::to_string(points.size());
   if (plan.dry_run) {
-    std::printf("dtrain sweep --dry-run: %s point%s would run one after another, each into its train.log:\n", n.c_str(),
-                points.size() == 1 ? "" : "s");
+    std::printf("dtrain sweep --dry-run: %s would run one after another, each into its train.log:\n",
+                count_of(points.size(), "point").c_str());
     for (const SweepPointRecord& p : points) {
       std::vector<std::string> argv = launcher;
       for (const std::string& w : point_train_args(plan, p, plan.run_dir(p))) argv.push_back(w);
@@ -94,7 +99,7 @@ int run_sweep_locally(const SweepPlan& plan, const std::vector<std::string>& lau
   }
   create_folder(plan.out + "/status");
   write_sweep_record(plan.out, plan.record);
-  std::printf("sweep of %s points into %s, one after another\n", n.c_str(), plan.out.c_str());
+  std::printf("sweep of %s into %s, one after another\n", count_of(points.size(), "point").c_str(), plan.out.c_str());
   std::vector<std::string> failed;
   size_t done = 0;
   for (size_t i = 0; i < points.size(); ++i) {
@@ -120,7 +125,9 @@ int run_sweep_locally(const SweepPlan& plan, const std::vector<std::string>& lau
     throw Error(std::to_string(failed.size()) + " of " + n + " points failed (" + names + "): see their train.log in " +
                 plan.out + "; run the same command again to retry them (finished points are skipped)");
   }
-  std::printf("sweep done: all %s points finished; `dtrain report %s` ranks them\n", n.c_str(), plan.out.c_str());
+  std::printf("sweep done: %s finished; `dtrain report %s` ranks %s\n",
+              points.size() == 1 ? "its point" : ("all " + n + " points").c_str(), plan.out.c_str(),
+              points.size() == 1 ? "it" : "them");
   return 0;
 }
 
@@ -183,6 +190,16 @@ exit "$rc"
   return s.str();
 }
 
+// The job id `sbatch --parsable` wrote ("ID" or "ID;CLUSTER", among any warnings), "" if none.
+std::string parsable_job_id(const std::string& log) {
+  std::ifstream in(log);
+  for (std::string line; std::getline(in, line);) {
+    const std::string id = line.substr(0, line.find(';'));
+    if (!id.empty() && id.find_first_not_of("0123456789") == std::string::npos) return id;
+  }
+  return "";
+}
+
 // Whether `program` is found on PATH.
 bool on_path(const std::string& program) {
   const char* path = std::getenv("PATH");
@@ -211,20 +228,20 @@ int submit_sweep_array(const SweepPlan& plan, const std::vector<std::string>& la
   write_file_atomic(dir + "/points.txt", points_file(plan, dir));
   write_file_atomic(dir + "/sweep.sbatch", sbatch_script(plan, launcher, dir));
   ::chmod((dir + "/sweep.sbatch").c_str(), 0755);
-  const std::string n = std::to_string(plan.record.points.size());
   if (plan.dry_run) {
-    std::printf("dtrain sweep --dry-run: wrote %s/sweep.sbatch (%s array tasks) and %s/points.txt; submit with:\n%s\n",
-                plan.out.c_str(), n.c_str(), plan.out.c_str(), shell_line(sbatch).c_str());
+    std::printf("dtrain sweep --dry-run: wrote %s/sweep.sbatch (%s) and %s/points.txt; submit with:\n%s\n",
+                plan.out.c_str(), count_of(plan.record.points.size(), "array task").c_str(), plan.out.c_str(),
+                shell_line(sbatch).c_str());
     return 0;
   }
   const std::string log = dir + "/logs/sbatch.out";
   const ChildEnd end = run_logged_to_end(sbatch, log, "check that sbatch runs");
-  const std::string said = last_log_line(log);
-  require(end.status == 0, "sbatch refused the sweep (" + end.how + "): " + said + "; fix --sbatch-args, or edit " +
-                               plan.out + "/sweep.sbatch and submit it yourself");
-  const std::string job = said.substr(0, said.find(';'));
-  std::printf("submitted job array %s (%s tasks, one per point) from %s/sweep.sbatch\n", job.c_str(), n.c_str(),
-              plan.out.c_str());
+  const std::string job = parsable_job_id(log);
+  require(end.status == 0 && !job.empty(), "sbatch refused the sweep (" + (end.status ? end.how : "no job id") + "): " +
+                                               last_log_line(log) + "; fix --sbatch-args, or edit " + plan.out +
+                                               "/sweep.sbatch and submit it yourself");
+  std::printf("submitted job array %s (%s, one per point) from %s/sweep.sbatch\n", job.c_str(),
+              count_of(plan.record.points.size(), "task").c_str(), plan.out.c_str());
   std::printf("watch it with `squeue -j %s`; outputs in %s/logs; `dtrain report %s` ranks the points\n", job.c_str(),
               plan.out.c_str(), plan.out.c_str());
   return 0;
