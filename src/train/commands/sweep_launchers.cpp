@@ -159,6 +159,7 @@ std::string sbatch_script(const SweepPlan& plan, const std::vector<std::string>&
     << "#SBATCH --cpus-per-task=" << plan.nproc << "\n"
     << "#SBATCH --time=02:00:00\n"
     << "#SBATCH --output=" << dir << "/logs/%A_%a.out\n"
+    << "#SBATCH --open-mode=append\n"  // a requeued task's output follows its earlier starts
     << "#SBATCH --requeue\n"
     << "#SBATCH --signal=B:USR1@120\n"
     << "set -uo pipefail\n"
