@@ -3,7 +3,9 @@
 # written; a 2×2 grid run here makes 4 run dirs named by their values, each trained with its point's
 # values and finished; the same command again skips them all; `dtrain report DIR` ranks them by their
 # summaries' best validation loss; a failed point does not stop the others, fails the sweep and shows
-# as failed; and on a private SLURM cluster the job array trains the same points to the same weights.
+# as failed; a point stopped by SIGTERM stops the sweep and the same command resumes it. On a private
+# SLURM cluster (skipped without SLURM or root) the job array trains the same points to the same
+# weights, and a task warned with SIGUSR1 saves, requeues itself and resumes to the uninterrupted weights.
 source "$2/tests/e2e/lib.sh" "$1" "$2" "to read sweep.json, configs and summaries"
 export OMP_NUM_THREADS=1
 cfg=$src/configs/quickstart.toml
@@ -99,6 +101,28 @@ grep -q "failed (exit status 2)" "$work/partly_report.out" && grep -q "^1 .* fin
   { cat "$work/partly_report.out"; fail "the report should rank the finished point and show the failed one"; }
 echo "ok  a failed point: the other runs, the sweep exits 2 naming it, the report shows it failed"
 
+# A point stopped here (SIGTERM to its run: it saves and exits 79) stops the sweep; the same command
+# again resumes it from its checkpoint to the weights of an uninterrupted run.
+long=(--grid "train.lr=3e-2" --set train.max_steps=3000)
+"$bin/dtrain" sweep "${small[@]}" "${long[@]}" --out "$work/straight" >"$work/straight.out" 2>&1 ||
+  { cat "$work/straight.out"; fail "the uninterrupted sweep failed"; }
+"$bin/dtrain" sweep "${small[@]}" "${long[@]}" --out "$work/stopped" >"$work/stopped.out" 2>"$work/stopped.err" &
+sweeper=$!
+pids+=("$sweeper")
+wait_for 60 grep -q '"type":"train"' "$work/stopped/lr=3e-2/metrics.jsonl" 2>/dev/null || fail "the point did not start"
+kill -TERM "$(pgrep -P "$sweeper")"
+rc=0; wait "$sweeper" || rc=$?
+[ $rc -eq 2 ] && grep -q "stopped after saving (exit status 79)" "$work/stopped.out" &&
+  grep -q "^dtrain: error: the sweep stopped at point lr=3e-2 (exit status 79), 0 of 1 points finished: run the same command again" \
+    "$work/stopped.err" || { cat "$work/stopped.out" "$work/stopped.err"; fail "a stopped point should stop the sweep (exit 2)"; }
+"$bin/dtrain" sweep "${small[@]}" "${long[@]}" --out "$work/stopped" >"$work/stopped2.out" 2>&1 ||
+  { cat "$work/stopped2.out"; fail "the stopped sweep did not go on"; }
+grep -q "lr=3e-2: resumed" "$work/stopped2.out" && grep -q "^resumed from .*step_" "$work/stopped/lr=3e-2/train.log" ||
+  { cat "$work/stopped2.out"; fail "the point was not resumed from its checkpoint"; }
+"$py" "$src/tests/python/compare_weights.py" "$work/straight/lr=3e-2/model_final" "$work/stopped/lr=3e-2/model_final" \
+  1e-6 "stopped and resumed vs straight" || fail "the resumed point ended with other weights than the uninterrupted one"
+echo "ok  a point stopped by SIGTERM stops the sweep; the same command resumes it to the uninterrupted weights"
+
 # The job array on a private SLURM cluster (skipped without SLURM or root): the same points, the same weights.
 source "$src/tests/e2e/slurm_lib.sh"
 cluster=$work/slurm
@@ -125,9 +149,6 @@ echo "ok  the job array ($job) trained the 4 points to the local sweep's weights
 # The array's time-limit path: SIGUSR1 to a task's script (SLURM's warning before the limit) reaches
 # the run, which saves and exits 79; the task requeues itself, goes on from the checkpoint
 # (--resume auto) and ends with the weights of an uninterrupted run (the same point swept here).
-long=(--grid "train.lr=3e-2" --set train.max_steps=3000)
-"$bin/dtrain" sweep "${small[@]}" "${long[@]}" --out "$work/straight" >"$work/straight.out" 2>&1 ||
-  { cat "$work/straight.out"; fail "the uninterrupted sweep failed"; }
 "$bin/dtrain" sweep "${small[@]}" "${long[@]}" --launcher slurm --out "$work/requeue" >"$work/requeue.out" 2>&1 ||
   { cat "$work/requeue.out"; fail "dtrain sweep --launcher slurm (requeue) failed"; }
 job=$(sed -n 's/^submitted job array \([0-9]*\) .*/\1/p' "$work/requeue.out")
