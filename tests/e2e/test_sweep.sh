@@ -128,16 +128,27 @@ source "$src/tests/e2e/slurm_lib.sh"
 cluster=$work/slurm
 trap 'slurm_stop "$cluster"; rm -rf "$work"' EXIT
 slurm_start "$cluster" 4 || fail "could not start the private SLURM cluster"
+# wait_array JOB: up to 120 s for the array's tasks to end; a requeued task, which SLURM holds back
+# a while (reason BeginTime), is let go at once.
+wait_array() {
+  local state
+  for _ in $(seq 600); do
+    state=$(squeue -h -j "$1" -o "%i %T %r" 2>/dev/null)
+    [ -n "$state" ] || return 0
+    while read -r task st reason; do
+      [ "$st:$reason" != PENDING:BeginTime ] || scontrol update JobId="$task" StartTime=now >/dev/null 2>&1 || true
+    done <<<"$state"
+    sleep 0.2
+  done
+  squeue -j "$1"; fail "job array $1 did not end within 120 s"
+}
 array=$work/array
 "$bin/dtrain" sweep "${small[@]}" --grid "$grid" --launcher slurm --out "$array" --sbatch-args "--time=00:10:00" \
   >"$work/array.out" 2>&1 || { cat "$work/array.out"; fail "dtrain sweep --launcher slurm failed"; }
 job=$(sed -n 's/^submitted job array \([0-9]*\) .*/\1/p' "$work/array.out")
 [ -n "$job" ] || { cat "$work/array.out"; fail "no job id printed"; }
 grep -q "squeue -j $job" "$work/array.out" || { cat "$work/array.out"; fail "no squeue line"; }
-for _ in $(seq 600); do
-  [ -z "$(squeue -h -j "$job" -o %i 2>/dev/null)" ] && break
-  sleep 0.2
-done
+wait_array "$job"
 for n in "${names[@]}"; do
   [ -f "$array/$n/summary.json" ] || { cat "$array"/logs/*.out; fail "array point $n did not finish"; }
   [ "$(cat "$array/status/$n")" = 0 ] || fail "array point $n: status $(cat "$array/status/$n")"
@@ -161,11 +172,7 @@ wait_for 60 test -e "$work/requeue/status/lr=3e-2" || { cat "$work"/requeue/logs
   { cat "$work"/requeue/logs/*.out; fail "the task recorded $(cat "$work/requeue/status/lr=3e-2"), not 79 (saved)"; }
 wait_for 30 sh -c "scontrol -o show job ${job}_0 | grep -q 'Restarts=1'" ||
   { scontrol -o show job "${job}_0"; cat "$work"/requeue/logs/*.out; fail "the task was not requeued"; }
-scontrol update JobId="${job}_0" StartTime=now  # SLURM holds a requeued job back a while: not here
-for _ in $(seq 600); do
-  [ -z "$(squeue -h -j "$job" -o %i 2>/dev/null)" ] && break
-  sleep 0.2
-done
+wait_array "$job"
 [ -f "$point/summary.json" ] && [ "$(cat "$work/requeue/status/lr=3e-2")" = 0 ] ||
   { cat "$work"/requeue/logs/*.out; fail "the requeued task did not finish its point"; }
 grep -q "saved before the time limit: requeued" "$work"/requeue/logs/*.out || fail "the task's output does not say it requeued"
