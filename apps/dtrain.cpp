@@ -1,5 +1,6 @@
-// dtrain: the command-line program (train, eval, generate, data, ckpt, debug, plan, report, scale). Thin: picks the
-// command (src/train/commands/) and turns what it throws into one line and an exit status.
+// dtrain: the command-line program (train, eval, generate, data, ckpt, debug, plan, report, scale,
+// sweep). Thin: picks the command (src/train/commands/) and turns what it throws into one line and an
+// exit status.
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -68,11 +69,19 @@ usage:
   dtrain report RUN [RUN ...] [--out FILE]   (one self-contained HTML page: losses, throughput, step phases,
               resources, checkpoints, config; several runs overlaid; default RUN/report.html, or
               ./report.html for several runs)
+  dtrain report SWEEP_DIR [--out FILE]   (a sweep's points overlaid and ranked by validation loss, or accuracy
+              for a classifier; the ranking printed too; default SWEEP_DIR/report.html)
   dtrain scale --config FILE --nproc 1,2,4,8 [--mode strong|weak] [--threads-per-rank T] [--steps N]
                [--set key=value ...] [--launcher dtrun|srun] --out DIR
               (a scaling study: --steps steps, 20 by default, at each worker count into DIR/nproc_N, then
               DIR/scaling.csv and DIR/scaling.html; strong keeps train.batch_size as the global batch, weak
               as the batch per rank; docs/watching.md)
+  dtrain sweep --config FILE --grid "KEY=V1,V2 KEY=V1,V2 ..." [--set key=value ...] [--out DIR]
+               [--launcher local|slurm] [--nproc N] [--sbatch-args "ARGS"] [--dry-run]
+              (hyper-parameter search: a `dtrain train` run per point of the grid's product, each in
+              DIR/NAME, e.g. DIR/lr=1e-3,dim=128, DIR runs/sweep-<config name> by default; local runs them
+              one after another (train.log in each), slurm submits a job array; run it again to go on;
+              docs/sweeps.md)
 
 Data parallel: start it with `dtrun --nproc-per-node N dtrain train ...` (see `dtrun --help`),
 `srun dtrain train ...` or `mpirun -np N dtrain train ...`; docs/distributed.md.
@@ -82,7 +91,7 @@ using Command = int (*)(int argc, char** argv);
 const std::pair<const char*, Command> kCommands[] = {
     {"train", train_command},   {"eval", eval_command},   {"generate", generate_command}, {"predict", predict_command},
     {"data", data_command},     {"debug", debug_command}, {"ckpt", ckpt_command},         {"plan", plan_command},
-    {"report", report_command}, {"scale", scale_command}, {"config", config_command}};
+    {"report", report_command}, {"scale", scale_command}, {"sweep", sweep_command},       {"config", config_command}};
 
 }  // namespace
 
@@ -105,7 +114,7 @@ int main(int argc, char** argv) {
     for (const auto& [name, run] : kCommands)
       if (cmd == name) return run(argc, argv);
     throw Error("unknown command `" + cmd +
-                "`: use train, eval, generate, predict, data, ckpt, debug, plan, report, scale or config (see --help)");
+                "`: use train, eval, generate, predict, data, ckpt, debug, plan, report, scale, sweep or config (see --help)");
   } catch (const StopForNewNodes& e) {
     // Every rank stopped at the same checkpoint; dtrun restarts the job with the waiting nodes.
     if (rank_or_zero() == 0)

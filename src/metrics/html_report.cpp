@@ -31,8 +31,9 @@ std::string run_line(const RunData& r) {
 
 }  // namespace
 
-std::string run_report_html(std::vector<RunData> runs) {
-  DT_ASSERT(!runs.empty());
+std::string run_report_html(std::vector<RunData> runs, const std::string& lead) {
+  DT_ASSERT(!runs.empty() || !lead.empty());
+  if (runs.empty()) return html_document("dtrain report", "<h1>dtrain report</h1>\n", lead);
   std::set<std::string> seen, shared;
   for (const RunData& r : runs)
     if (!seen.insert(r.label).second) shared.insert(r.label);
@@ -42,7 +43,7 @@ std::string run_report_html(std::vector<RunData> runs) {
   std::string header = "<h1>dtrain report</h1>\n";
   for (size_t i = 0; i < runs.size(); ++i)
     header += "<p><code>" + xml_escape(runs[i].dir) + "</code> — " + xml_escape(run_line(runs[i])) + "</p>\n";
-  std::string body = "<div class=\"pair\">\n" + report_overview(runs) + report_results(runs) + "</div>\n" +
+  std::string body = lead + "<div class=\"pair\">\n" + report_overview(runs) + report_results(runs) + "</div>\n" +
                      report_loss(runs) + report_experts(runs) + report_throughput(runs) +
                      report_phases(runs) + report_communication(runs) + report_resources(runs) +
                      report_checkpoints(runs) + report_config(runs);
@@ -56,12 +57,12 @@ std::string default_report_path(const std::vector<std::string>& run_dirs) {
   return "report.html";
 }
 
-void write_run_report(const std::vector<std::string>& run_dirs, const std::string& out) {
-  require(!run_dirs.empty(), "dtrain report needs a run dir: dtrain report RUN [RUN ...] [--out FILE]");
+void write_run_report(const std::vector<std::string>& run_dirs, const std::string& out, const std::string& lead) {
+  require(!run_dirs.empty() || !lead.empty(), "dtrain report needs a run dir: dtrain report RUN [RUN ...] [--out FILE]");
   check_output_file(out, "--out", {"report.html"});
   std::vector<RunData> runs;
   for (const std::string& d : run_dirs) runs.push_back(load_run(d));
-  write_file_atomic(out, run_report_html(std::move(runs)));
+  write_file_atomic(out, run_report_html(std::move(runs), lead));
 }
 
 }  // namespace dtrain

@@ -284,7 +284,7 @@ void RunConfig::set(const std::string& key_given, const std::string& value, cons
     throw Error("unknown config key '" + key + "' (" + origin + "): " +
                 (!near.empty() ? "did you mean " + near + "? (`dtrain config keys` lists every key)"
                  : same.empty() ? "sections are model, data, train, optim, parallel (`dtrain config keys` lists every key)"
-                                : "known keys here: " + same));
+                                : "known keys here: " + same + " (`dtrain config keys` lists every key)"));
   }
   try {
     (void)Json(value).dump();  // values are written into config.json and checkpoints: JSON text is UTF-8

@@ -18,6 +18,7 @@ int debug_command(int argc, char** argv);     // debug dump
 int plan_command(int argc, char** argv);      // plan (a pipeline schedule)
 int report_command(int argc, char** argv);    // report RUN [RUN ...]
 int scale_command(int argc, char** argv);     // scale (a scaling study)
+int sweep_command(int argc, char** argv);     // sweep (a grid of hyper-parameters, a run per point)
 int config_command(int argc, char** argv);    // config keys
 
 // This process's global rank (0 for a single process, or when the launcher's variables are bad).

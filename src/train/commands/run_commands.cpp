@@ -1,12 +1,14 @@
-// The smaller commands: `dtrain debug dump`, `report`, `scale` and `config keys`; and the rank a
+// The smaller commands: `dtrain debug dump`, `report` (of runs or a sweep), `scale` and `config keys`; and the rank a
 // message is said by.
 #include <cstdio>
+#include <filesystem>
 
 #include "comm/world.hpp"
 #include "metrics/html_report.hpp"
 #include "train/commands/commands.hpp"
 #include "train/commands/debug_dump.hpp"
 #include "train/commands/scaling_study.hpp"
+#include "train/report/sweep_report.hpp"
 #include "train/threads.hpp"
 
 namespace dtrain {
@@ -22,12 +24,24 @@ int debug_command(int argc, char** argv) {
   return 0;
 }
 
-// dtrain report: one HTML page about one run or several overlaid.
+// dtrain report: one HTML page about one run or several overlaid; or about a sweep's points
+// (DIR/sweep.json), ranked first, and the ranking printed too.
 int report_command(int argc, char** argv) {
   CommandArgs a = parse_command_args(argc, argv, 2, {}, {"out"});
   require(!a.positional.empty(), "dtrain report needs a run dir: dtrain report RUN [RUN ...] [--out FILE]");
   const std::string out = a.get("out", default_report_path(a.positional));
-  write_run_report(a.positional, out);
+  if (a.positional.size() == 1 && is_sweep_dir(a.positional[0])) {
+    const std::string& dir = a.positional[0];
+    const SweepRanking ranking = rank_sweep(dir);
+    std::vector<std::string> started;
+    for (const SweepRow& row : ranking.rows)
+      if (row.state.has_records)
+        started.push_back((std::filesystem::path(dir) / ranking.record.points[row.point].name).string());
+    write_run_report(started, out, sweep_table_html(ranking, dir));
+    std::fputs(sweep_table_text(ranking).c_str(), stdout);
+  } else {
+    write_run_report(a.positional, out);
+  }
   std::printf("wrote %s\n", out.c_str());
   return 0;
 }

@@ -30,15 +30,6 @@ struct Point {
   std::string run_dir, log;
 };
 
-// The folder of the running dtrain, where dtrun is built beside it.
-fs::path own_folder() {
-  std::error_code ec;
-  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
-  require(!ec, "cannot find the running dtrain (/proc/self/exe: " + ec.message() + "): run dtrain scale on Linux "
-               "with /proc mounted");
-  return self.parent_path();
-}
-
 int64_t gcd(int64_t a, int64_t b) { return b == 0 ? a : gcd(b, a % b); }
 
 // The smallest multiple of every worker count that is at least `batch` (a batch each count divides).
@@ -211,7 +202,8 @@ void run_scaling_study(const ScalingOptions& o, std::FILE* out) {
   check_output_folder(o.out, "dtrain scale", holds_only({"scaling.csv", "scaling.html", "nproc_*"}));
   std::vector<Point> points;
   for (int n : counts) points.push_back(plan_point(o, cfg, counts, n));
-  const std::string dtrain = (own_folder() / "dtrain").string(), dtrun = (own_folder() / "dtrun").string();
+  const std::string dtrain = program_beside_self("dtrain", "dtrain scale"),
+                    dtrun = program_beside_self("dtrun", "dtrain scale");
   const std::string fix = check_launcher(o, dtrun, counts.back());
   std::error_code ec;
   fs::create_directories(o.out, ec);
