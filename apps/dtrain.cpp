@@ -23,7 +23,10 @@ namespace {
 const char* kUsage = R"(dtrain — train models (model.kind; `dtrain config keys` lists the kinds), on one process or many
 
 usage:
-  dtrain train --config FILE [--set key=value ...] [--run-dir DIR]
+  dtrain train --config FILE [--set key=value ...] [--run-dir DIR] [--resume auto]
+              (--resume auto: go on with the run dir's run if it holds one, else start it; a finished run
+              is left alone. SIGUSR1, SIGTERM or train.stop_before: every rank saves and exits 79, for the
+              job to be requeued: docs/cluster.md. DTRAIN_LOG_LEVEL=quiet|info|debug: how much it prints)
   dtrain train --resume RUN_DIR|CHECKPOINT [--run-dir DIR] [--set key=value ...]
   dtrain eval --checkpoint DIR [--data DIR] [--split valid|test] [--batch-size N] [--threads N]
               [--precision f32|bf16]
