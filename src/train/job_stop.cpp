@@ -3,6 +3,7 @@
 
 #include <signal.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
@@ -14,19 +15,12 @@ namespace dtrain {
 
 namespace {
 
-volatile sig_atomic_t g_first_signal = 0;
-volatile sig_atomic_t g_signals = 0;
+// The signals caught, a bit each (lock-free atomics are signal-safe; signals that come together are
+// handled on several threads at once, in no order worth reporting).
+std::atomic<unsigned> g_caught{0};
+static_assert(std::atomic<unsigned>::is_always_lock_free);
 
-void on_stop_signal(int sig) {
-  if (g_first_signal == 0) g_first_signal = sig;
-  g_signals = g_signals + 1;
-}
-
-std::string signal_name(int sig) {
-  if (sig == SIGUSR1) return "SIGUSR1 (the warning before the job's time limit)";
-  if (sig == SIGTERM) return "SIGTERM (preemption, or the job's time limit)";
-  return "signal " + std::to_string(sig);
-}
+void on_stop_signal(int sig) { g_caught.fetch_or(1u << sig); }
 
 // "2026-11-28T16:04:12" (squeue's %e, local time) in seconds since the epoch; none if not a time.
 std::optional<int64_t> parse_local_time(const std::string& text) {
@@ -85,8 +79,16 @@ void catch_stop_signals() {
   sigaction(SIGTERM, &sa, nullptr);
 }
 
-int stop_signal_caught() { return g_first_signal; }
-int stop_signals_count() { return g_signals; }
+bool stop_signal_caught() { return g_caught.load() != 0; }
+
+std::string stop_signals_caught() {
+  const unsigned caught = g_caught.load();
+  std::string names;
+  if (caught & (1u << SIGUSR1)) names = "SIGUSR1 (the warning before the job's time limit)";
+  if (caught & (1u << SIGTERM))
+    names += std::string(names.empty() ? "" : " and ") + "SIGTERM (preemption, or the job's time limit)";
+  return names;
+}
 
 std::optional<int64_t> job_end_time(std::string* why_not) {
   if (auto t = positive_seconds(std::getenv("DTRAIN_JOB_END_TIME"))) return t;
@@ -125,7 +127,7 @@ JobStop::~JobStop() {
 }
 
 bool JobStop::wish() const {
-  return stop_signal_caught() != 0 || (deadline_ && std::chrono::steady_clock::now() >= *deadline_);
+  return stop_signal_caught() || (deadline_ && std::chrono::steady_clock::now() >= *deadline_);
 }
 
 void JobStop::start_step() {
@@ -148,7 +150,7 @@ bool JobStop::asked_before_start() {
 }
 
 std::string JobStop::reason() const {
-  if (const int sig = stop_signal_caught()) return signal_name(sig);
+  if (stop_signal_caught()) return stop_signals_caught();
   if (deadline_ && std::chrono::steady_clock::now() >= *deadline_) {
     char b[96];
     std::snprintf(b, sizeof b, "train.stop_before: %g min before the job's end", stop_before_minutes_);

@@ -14,9 +14,9 @@ namespace dtrain {
 // Catches SIGUSR1 and SIGTERM from now on: they are recorded (a second one changes nothing), never
 // fatal. Call before anything slow, so a signal during setup is kept for the first agreement.
 void catch_stop_signals();
-// The first stop signal caught (0: none) and how many came.
-int stop_signal_caught();
-int stop_signals_count();
+// Whether a stop signal was caught, and which ("SIGUSR1 (…) and SIGTERM (…)").
+bool stop_signal_caught();
+std::string stop_signals_caught();
 
 // The job's end time in seconds since the epoch, as its scheduler says: DTRAIN_JOB_END_TIME (any
 // scheduler), SLURM_JOB_END_TIME (SLURM 23.02 and later), else `squeue -h -j $SLURM_JOB_ID -o %e`.

@@ -175,7 +175,7 @@ wait_for 30 sh -c "scontrol -o show job ${job}_0 | grep -q 'Restarts=1'" ||
 wait_array "$job"
 [ -f "$point/summary.json" ] && [ "$(cat "$work/requeue/status/lr=3e-2")" = 0 ] ||
   { cat "$work"/requeue/logs/*.out; fail "the requeued task did not finish its point"; }
-grep -q "saved before the time limit: requeued" "$work"/requeue/logs/*.out || fail "the task's output does not say it requeued"
+grep -q "batch script: the run saved before the job's end; requeueing job ${job}_0" "$work"/requeue/logs/*.out || fail "the task's output does not say it requeued"
 grep -q "^resumed from $point/checkpoints/step_" "$work"/requeue/logs/*.out ||
   { cat "$work"/requeue/logs/*.out; fail "the requeued task did not go on from the saved checkpoint"; }
 "$py" "$src/tests/python/compare_weights.py" "$work/straight/lr=3e-2/model_final" "$point/model_final" 1e-6 \

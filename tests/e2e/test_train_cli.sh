@@ -155,6 +155,15 @@ DTRAIN_LOG_LEVEL=debug "$bin/dtrain" train "${small[@]}" --run-dir "$work/debug"
 grep -q "^dtrain: debug: rank 0 of 1 .* on $(hostname), pid [0-9]*; store .*; OpenMP threads 1 " "$work/debug.err" ||
   { cat "$work/debug.err"; fail "debug: no line saying where the rank stands"; }
 grep -q "^model:" "$work/debug.out" || fail "debug: the info lines are missing"
+# DTRAIN_SCRATCH: a run dir under a purged folder gets one warning; one beside it (a longer name) none.
+mkdir -p "$work/scratch" "$work/scratch2"
+DTRAIN_SCRATCH="/nonexistent:$work/scratch/" "$bin/dtrain" train "${small[@]}" --run-dir "$work/scratch/run" \
+  >"$work/scratch.out" 2>&1 || { cat "$work/scratch.out"; fail "a run under DTRAIN_SCRATCH failed"; }
+[ "$(grep -c "^dtrain: warning: run dir $work/scratch/run is under $work/scratch/, which DTRAIN_SCRATCH marks" \
+  "$work/scratch.out")" = 1 ] || { cat "$work/scratch.out"; fail "no single scratch warning"; }
+DTRAIN_SCRATCH="$work/scratch" "$bin/dtrain" train "${small[@]}" --run-dir "$work/scratch2/run" >"$work/beside.out" 2>&1 ||
+  fail "a run beside DTRAIN_SCRATCH failed"
+! grep -q "DTRAIN_SCRATCH" "$work/beside.out" || fail "a run dir beside the scratch folder was warned about"
 expect_one_error "bad DTRAIN_LOG_LEVEL" "DTRAIN_LOG_LEVEL 'loud' is not quiet, info or debug" \
   env DTRAIN_LOG_LEVEL=loud "$bin/dtrain" train "${small[@]}" --run-dir "$work/loud"
 echo "PASS"

@@ -16,6 +16,7 @@
 #include "core/job_exit.hpp"
 #include "train/commands/child_process.hpp"
 #include "train/commands/sweep_command.hpp"
+#include "requeue_script.hpp"  // generated from examples/slurm/requeue.sh
 
 namespace fs = std::filesystem;
 
@@ -151,7 +152,8 @@ std::string sbatch_script(const SweepPlan& plan, const std::vector<std::string>&
   s << "#!/bin/bash\n"
        "# A dtrain sweep as a job array, written by `dtrain sweep --launcher slurm` (docs/sweeps.md): task K\n"
        "# runs line K+1 of points.txt (the point's name, then its `dtrain train` arguments) with srun, and\n"
-       "# requeues itself when the run saved before the time limit (exit status 79). The points' ranking:\n"
+       "# requeues itself when the run saved before the time limit (exit status 79: requeue.sh, as in\n"
+       "# dtrain's examples/slurm/). The points' ranking:\n"
     << "#   dtrain report " << shell_word(dir) << "\n"
     << "#SBATCH --job-name=sweep-" << fs::path(dir).filename().string() << "\n"
     << "#SBATCH --array=0-" << plan.record.points.size() - 1 << "\n"
@@ -171,21 +173,12 @@ name=$1
 shift
 mkdir -p "$sweep_dir/status" && rm -f "$sweep_dir/status/$name"
 echo "sweep point $name: task $SLURM_ARRAY_TASK_ID of job $SLURM_ARRAY_JOB_ID (requeued ${SLURM_RESTART_COUNT:-0} times) on $(hostname)"
-srun --ntasks=1 )SH"
-    << shell_line(launcher) << R"SH( "$@" &
-child=$!
-trap 'kill -USR1 "$child" 2>/dev/null' USR1  # the time limit is near: the run saves and exits 79
-trap 'kill -TERM "$child" 2>/dev/null' TERM
+source "$sweep_dir/requeue.sh"  # run_requeued: passes the warning on, requeues the task on exit 79
 rc=0
-while kill -0 "$child" 2>/dev/null; do wait "$child"; rc=$?; done  # a trapped signal interrupts wait
-wait "$child" 2>/dev/null; last=$?
-[ "$last" -eq 127 ] || rc=$last  # the child ended during an interrupted wait: its status now
+run_requeued srun --ntasks=1 )SH"
+    << shell_line(launcher) << R"SH( "$@" || rc=$?
 echo "$rc" >"$sweep_dir/status/$name"
-if [ "$rc" -eq 79 ]; then
-  echo "sweep point $name saved before the time limit: requeued, it goes on from its checkpoint"
-  scontrol requeue "${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}"
-  exit 0
-fi
+[ "$rc" -ne 79 ] || exit 0  # requeued: it goes on from its checkpoint
 exit "$rc"
 )SH";
   return s.str();
@@ -227,6 +220,7 @@ int submit_sweep_array(const SweepPlan& plan, const std::vector<std::string>& la
   create_folder(dir + "/status");
   write_sweep_record(plan.out, plan.record);
   write_file_atomic(dir + "/points.txt", points_file(plan, dir));
+  write_file_atomic(dir + "/requeue.sh", kRequeueScript);
   write_file_atomic(dir + "/sweep.sbatch", sbatch_script(plan, launcher, dir));
   ::chmod((dir + "/sweep.sbatch").c_str(), 0755);
   if (plan.dry_run) {
