@@ -204,7 +204,8 @@ struct Trainer::Impl {
     }
     progress.clear();
     if (state.batch_in_epoch == 0) return true;
-    if (stopping && state.batch_in_epoch < plan.batches) return true;  // mid-epoch: saved where it stands
+    // stopped mid-epoch (not at the run's end): train() saves where it stands
+    if (stopping && state.global_step < plan.total && state.batch_in_epoch < plan.batches) return true;
     end_epoch(plan, clock);
     return stopping || state.global_step >= plan.total;
   }
