@@ -10,12 +10,10 @@
 
 #include <signal.h>
 #include <sys/wait.h>
-#include <sys/random.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
-#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -32,6 +30,7 @@
 #include "comm/tcp_store.hpp"
 #include "launch/endpoint.hpp"
 #include "launch/rendezvous.hpp"
+#include "launch/worker_env.hpp"
 #include "launch/workers.hpp"
 
 namespace dtrain {
@@ -65,37 +64,8 @@ std::string signal_name(int sig) {
   return "signal " + std::to_string(sig) + " (SIG" + (abbrev ? abbrev : "?") + ")";
 }
 
-// 128 random bits in hex (getrandom: no descriptor needed).
-std::string random_token() {
-  unsigned char b[16] = {0};
-  ssize_t got = -1;
-  do {
-    got = ::getrandom(b, sizeof b, 0);
-  } while (got < 0 && errno == EINTR);
-  require(got == ssize_t(sizeof b), std::string("cannot draw a random job token (getrandom: ") +
-                                        (got < 0 ? std::strerror(errno) : "short read") +
-                                        "): export DTRAIN_JOB_TOKEN with a secret of your own");
-  static const char* hex = "0123456789abcdef";
-  std::string s;
-  for (unsigned char c : b) {
-    s += hex[c >> 4];
-    s += hex[c & 15];
-  }
-  return s;
-}
 
 LogLevel g_level = LogLevel::info;  // --log-level
-
-// `s` as a shell reads it back: as it is when plain, else in single quotes.
-std::string shell_word(const std::string& s) {
-  const bool plain = !s.empty() && std::all_of(s.begin(), s.end(), [](unsigned char c) {
-    return std::isalnum(c) || std::strchr("_./:,=@%+-", c) != nullptr;
-  });
-  if (plain) return s;
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
 
 // dtrun's lines on stderr. say: errors, warnings (notes) and the outcome of a non-zero exit, at every
 // level; info: its progress, unless quiet; debug: the rendezvous and each worker's start and exit.
@@ -274,24 +244,22 @@ class Agent {
   // DTRAIN_JOB_TOKEN, else a random one on one node, else one from the rendezvous id and endpoint
   // as written (every node writes the same, whatever its name resolves to).
   void choose_token() {
-    const char* env_token = std::getenv("DTRAIN_JOB_TOKEN");
-    if (env_token && *env_token) {
-      token_ = env_token;
-    } else if (o_.standalone || o_.nnodes == 1) {
-      token_ = random_token();
-    } else {
-      token_ = "dtrun:" + o_.rdzv_id + "@" + o_.rdzv_host + ":" + std::to_string(o_.rdzv_port);
-      if (o_.node_rank == 0)
-        say("note: DTRAIN_JOB_TOKEN is not set, so the job token comes from --rdzv-id and the endpoint; export a "
-            "secret DTRAIN_JOB_TOKEN on every node to keep other jobs and users out");
-    }
+    bool derived = false;
+    token_ = job_token(o_, &derived);
+    if (derived && o_.node_rank == 0)
+      say("note: DTRAIN_JOB_TOKEN is not set, so the job token comes from --rdzv-id and the endpoint; export a "
+          "secret DTRAIN_JOB_TOKEN on every node to keep other jobs and users out");
   }
 
   // Hosts the store on the endpoint's address (an interface's: exactly there), or on all addresses
   // when the name is not this machine's or, with other nodes, resolves here to loopback only.
   void serve_store(bool on_interface) {
     bool foreign = false;
-    const std::string at = on_interface ? host_ : listen_address(o_.rdzv_host, o_.nnodes == 1, "--rdzv-endpoint host", &foreign);
+    std::string at = on_interface ? host_ : listen_address(o_.rdzv_host, o_.nnodes == 1, "--rdzv-endpoint host", &foreign);
+    // The name's own address comes in the resolver's order, which may be another family's than the one
+    // every client connects to (localhost: ::1 against 127.0.0.1): listen on that one when it is ours.
+    if (!at.empty() && at != host_ && listen_address(host_, true, "--rdzv-endpoint address", nullptr) == host_)
+      at = host_;
     server_ = std::make_unique<TcpStoreServer>(at, port_, token_);
     if (foreign)
       say("note: --rdzv-endpoint host " + o_.rdzv_host + " is not an address of this machine, which hosts the store " +
@@ -335,44 +303,18 @@ class Agent {
   }
 
   std::vector<WorkerSpec> specs(int round, const Rendezvous::Outcome& r) const {
-    const CpuFacts cpus = read_cpu_facts();
-    const CpuShare share = share_of(cpus, o_.nproc_per_node, /*shared=*/true);  // its workers share dtrun's mask
-    std::vector<WorkerSpec> out;
-    const int world = world_of(r.members);
-    for (int l = 0; l < o_.nproc_per_node; ++l) {
-      WorkerSpec s;
-      s.rank = first_rank_of(r.members, size_t(r.index)) + l;
-      s.local_rank = l;
-      s.env = {{"RANK", std::to_string(s.rank)},
-               {"LOCAL_RANK", std::to_string(l)},
-               {"WORLD_SIZE", std::to_string(world)},
-               {"LOCAL_WORLD_SIZE", std::to_string(o_.nproc_per_node)},
-               {"GROUP_RANK", std::to_string(r.index)},
-               {"ROLE_NAME", o_.role},
-               {"ROLE_RANK", std::to_string(s.rank)},
-               {"ROLE_WORLD_SIZE", std::to_string(world)},
-               {"MASTER_ADDR", host_},
-               {"MASTER_PORT", std::to_string(port_)},
-               {"DTRAIN_AGENT", "1"},
-               {"DTRAIN_JOB_TOKEN", token_},
-               {"DTRAIN_STORE_PREFIX", workers_prefix(round)},
-               {"DTRAIN_RESTART_COUNT", std::to_string(round)},
-               {"TORCHELASTIC_RESTART_COUNT", std::to_string(round)},
-               {"DTRAIN_NODES", std::to_string(r.members.size())},
-               {"DTRAIN_LOG_LEVEL", log_level_name(o_.log_level)}};
-      if (o_.elastic()) s.env["DTRAIN_ELASTIC"] = std::to_string(o_.min_nodes) + ":" + std::to_string(o_.nnodes);
-      if (!r.change.empty()) s.env["DTRAIN_MEMBERSHIP"] = r.change;
-      const char* have = std::getenv("OMP_NUM_THREADS");
-      if (o_.bind == "cores") s.cpus = cpus_of_worker(cpus.mask, l, o_.nproc_per_node);
-      if (!have || !*have) {
-        s.env["OMP_NUM_THREADS"] = std::to_string(s.cpus.empty() ? share.threads : int(s.cpus.size()));
-        s.env["DTRAIN_THREADS_WHY"] = s.cpus.empty() ? "set by dtrun: " + share.why
-                                                     : "set by dtrun --bind cores: CPUs " + format_cpu_list(s.cpus);
-      }
-      if (!std::getenv("OMP_WAIT_POLICY") && !std::getenv("GOMP_SPINCOUNT")) s.env["OMP_WAIT_POLICY"] = "PASSIVE";
-      out.push_back(std::move(s));
-    }
-    return out;
+    RoundPlace p;
+    p.round = round;
+    p.node = r.index;
+    p.nodes = int(r.members.size());
+    p.first_rank = first_rank_of(r.members, size_t(r.index));
+    p.world = world_of(r.members);
+    p.change = r.change;
+    p.store_host = host_;
+    p.store_port = port_;
+    p.token = token_;
+    p.store_prefix = workers_prefix(round);
+    return worker_specs(o_, p);
   }
 
   // What one round's watch has seen so far.
@@ -401,7 +343,7 @@ class Agent {
                              "dtrun cannot start " + std::to_string(o_.nproc_per_node) + " workers" +
                                  (server_ ? " and serve the store to " + std::to_string(world) + " ranks" : ""));
     std::vector<WorkerSpec> workers = specs(round, r);
-    for (const WorkerSpec& spec : workers) debug(describe_start(spec));
+    for (const WorkerSpec& spec : workers) debug(describe_worker_start(spec, o_.command));
     WorkerGroup group(o_.command, std::move(workers), output);
     RoundWatch w(round, r);
     for (;;) {
@@ -423,15 +365,6 @@ class Agent {
         return failure;
       }
     }
-  }
-
-  // "rank 1 (local rank 1) starts: DTRAIN_JOB_TOKEN=<secret> … RANK=1 … PROGRAM ARGS" (what dtrun sets).
-  std::string describe_start(const WorkerSpec& spec) const {
-    std::string s = "rank " + std::to_string(spec.rank) + " (local rank " + std::to_string(spec.local_rank) + ") starts:";
-    for (const auto& [name, value] : spec.env) s += " " + name + "=" + (name == "DTRAIN_JOB_TOKEN" ? "<secret>" : shell_word(value));
-    if (!spec.cpus.empty()) s += " (CPUs " + format_cpu_list(spec.cpus) + ")";
-    for (const std::string& arg : o_.command) s += " " + shell_word(arg);
-    return s;
   }
 
   // One worker's exit: "" when it is no failure (status 0, 75, 79, or killed by the signal forwarded

@@ -150,5 +150,16 @@ rc=0; out=$("$bin/dtrun" --rdzv-endpoint "ib9zz:$port" true 2>&1) || rc=$?
 [ $rc = 2 ] && [ "$(echo "$out" | wc -l)" = 1 ] &&
   [[ $out == "dtrun: error: --rdzv-endpoint host ib9zz does not resolve here"*"is no network interface of this machine"* ]] ||
   fail "--rdzv-endpoint ib9zz: exit $rc: $out"
+# A hosts file that lists ::1 for localhost first (Debian's default, a fresh root's): the store listens
+# where the clients connect (127.0.0.1, IPv4 first), not on the resolver's first address. Needs root.
+if [ "$(id -u)" = 0 ] && command -v unshare >/dev/null; then
+  printf '::1 localhost ip6-localhost\n127.0.0.1 localhost\n127.0.0.1 %s\n' "$(hostname)" >"$work/hosts"
+  port=$(free_port)
+  out=$(unshare -m sh -c 'mount --bind "$1" /etc/hosts && shift && exec "$@"' sh "$work/hosts" \
+    timeout 30 "$bin/dtrun" --rdzv-endpoint "localhost:$port" --rdzv-timeout 10 true 2>&1) ||
+    fail "localhost with ::1 listed first: $out"
+else
+  echo "note: not root, so localhost with ::1 listed first is not tried"
+fi
 echo "ok  endpoint lo and localhost resolved once; ib9zz: one line"
 echo "PASS: dtrun forwards SIGUSR1/SIGTERM and exits 79 after the save; SIGINT and --save-timeout stop; log levels; endpoints"
