@@ -131,6 +131,11 @@ slurm_start() {  # DIR NCPUS: starts the cluster, exports SLURM_CONF, waits unti
   slurm_start_munge "$dir" || return 1
   slurm_write_conf "$dir" "$ncpus" "$node"
   export SLURM_CONF=$dir/etc/slurm.conf
+  # The jobs' store ports (bare srun: MASTER_PORT, else 29500 + job id mod 1000; dtrun's scripts: PORT)
+  # would be the same in every private cluster, and two tests may run at once: free ones instead.
+  MASTER_PORT=${MASTER_PORT:-$(slurm_free_port)}
+  PORT=${PORT:-$(slurm_free_port "$MASTER_PORT")}
+  export MASTER_PORT PORT
   slurmctld -D -c -f "$SLURM_CONF" >>"$dir/log/slurmctld.stdout" 2>&1 &
   slurm_record "$dir" slurmctld $!
   slurmd -D -N "$node" -f "$SLURM_CONF" >>"$dir/log/slurmd.stdout" 2>&1 &
@@ -167,6 +172,21 @@ slurm_run_batch() {
   return 1
 }
 slurm_job_output() { cat "$1/job-$(cat "$1/run/last_job").out"; }  # DIR: the last job's output
+
+# slurm_release_requeued JOBID [FIELD=VALUE…]: a requeued job (or array task) that SLURM holds back
+# (reason BeginTime, about two minutes) starts now, with the fields given (e.g. TimeLimit=10), once
+# it is pending and its last run's step daemons are gone (started before that, its launch can fail).
+# Returns 1 if that does not happen within 60 s.
+slurm_release_requeued() {
+  local id=$1 i; shift
+  for i in $(seq 300); do
+    if [ "$(squeue -h -j "$id" -o %T 2>/dev/null)" = PENDING ] && ! pgrep -f "slurmstepd: \[${id%%_*}\." >/dev/null; then
+      scontrol update JobId="$id" StartTime=now "$@" >/dev/null 2>&1 && return 0
+    fi
+    sleep 0.2
+  done
+  return 1
+}
 
 slurm_pid_of() {  # DIR NAME: the recorded pid, if that process still runs that program (not a zombie)
   local pid

@@ -34,17 +34,21 @@ requeue_and_finish() {
     case $state in COMPLETED | FAILED | CANCELLED | TIMEOUT) cat "$cluster/$name.out"; fail "$name ended ($state) without a requeue" ;; esac
     sleep 0.2
   done
-  scontrol update JobId="$id" StartTime=now TimeLimit=10 || fail "could not release the requeued job $name"
+  slurm_release_requeued "$id" TimeLimit=10 || { scontrol show job "$id"; fail "could not release the requeued job $name"; }
   for i in $(seq 1500); do
     state=$(slurm_job_field "$id" JobState)
     case $state in COMPLETED | FAILED | CANCELLED | TIMEOUT) break ;; esac
     sleep 0.2
   done
-  [ "$state" = COMPLETED ] || { cat "$cluster/$name.out"; fail "$name's requeued run ended $state"; }
+  [ "$state" = COMPLETED ] || {
+    cat "$cluster/$name.out"; scontrol show job "$id"; tail -n 20 "$cluster"/log/slurm*.log
+    fail "$name's requeued run ended $state"
+  }
 }
 
 dtrun_job=$(submit dtrun one_node.sbatch --time=5 --export=ALL,NPROC=2) || fail "sbatch failed"
-srun_job=$(EXTRA_ARGS="$EXTRA_ARGS --set train.stop_before=1.95" submit srun multi_node_srun.sbatch --nodes=1 \
+# bare srun's store port is 29500 + job id mod 1000 by default: the same in every private cluster
+srun_job=$(MASTER_PORT=$("$py" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])') EXTRA_ARGS="$EXTRA_ARGS --set train.stop_before=1.95" submit srun multi_node_srun.sbatch --nodes=1 \
   --ntasks-per-node=2 --time=2) || fail "sbatch failed"
 wait_for 120 logged "$work/dtrun" 30 || { cat "$cluster/dtrun.out"; fail "the dtrun job did not get going"; }
 scancel --batch --signal=USR1 "$dtrun_job" || fail "scancel --signal=USR1 failed"

@@ -136,7 +136,7 @@ wait_array() {
     state=$(squeue -h -j "$1" -o "%i %T %r" 2>/dev/null)
     [ -n "$state" ] || return 0
     while read -r task st reason; do
-      [ "$st:$reason" != PENDING:BeginTime ] || scontrol update JobId="$task" StartTime=now >/dev/null 2>&1 || true
+      [ "$st:$reason" != PENDING:BeginTime ] || slurm_release_requeued "$task" || true
     done <<<"$state"
     sleep 0.2
   done
