@@ -3,7 +3,8 @@
 # the real cores; with TEST_SLURM_GPUS=N also N GPUs, /dev/null look-alikes). Without the programs
 # (or without root), says why and exits 77 (skipped).
 # Usage: slurm_start DIR NCPUS; slurm_run_batch DIR SCRIPT [sbatch args…] (returns the job's exit
-# code, output in DIR/job-<id>.out unless --output is given); slurm_job_output DIR; slurm_stop DIR
+# code, output in DIR/job-<id>.out unless --output is given); slurm_job_output DIR;
+# slurm_release_requeued JOBID [FIELD=VALUE…] (a requeued job started now); slurm_stop DIR
 # (trap-safe: ends only the daemons it started, by their recorded pids; leaves DIR for reading).
 
 slurm_need() {  # skips the test (exit 77) when the programs or root are missing
@@ -178,9 +179,10 @@ slurm_job_output() { cat "$1/job-$(cat "$1/run/last_job").out"; }  # DIR: the la
 # it is pending and its last run's step daemons are gone (started before that, its launch can fail).
 # Returns 1 if that does not happen within 60 s.
 slurm_release_requeued() {
-  local id=$1 i; shift
+  local id=$1 i state job; shift
   for i in $(seq 300); do
-    if [ "$(squeue -h -j "$id" -o %T 2>/dev/null)" = PENDING ] && ! pgrep -f "slurmstepd: \[${id%%_*}\." >/dev/null; then
+    read -r state job < <(squeue -h -j "$id" -o "%T %A" 2>/dev/null) || true  # %A: an array task's own job id
+    if [ "${state:-}" = PENDING ] && ! pgrep -f "slurmstepd: \[${job:-$id}\." >/dev/null; then
       scontrol update JobId="$id" StartTime=now "$@" >/dev/null 2>&1 && return 0
     fi
     sleep 0.2
