@@ -3,8 +3,6 @@
 
 #include <sys/random.h>
 
-#include <algorithm>
-#include <cctype>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -12,21 +10,11 @@
 #include "core/cpu_share.hpp"
 #include "core/error.hpp"
 #include "core/log_level.hpp"
+#include "core/shell_word.hpp"
 
 namespace dtrain {
 
 namespace {
-
-// `s` as a shell reads it back: as it is when plain, else in single quotes.
-std::string shell_word(const std::string& s) {
-  const bool plain = !s.empty() && std::all_of(s.begin(), s.end(), [](unsigned char c) {
-    return std::isalnum(c) || std::strchr("_./:,=@%+-", c) != nullptr;
-  });
-  if (plain) return s;
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
 
 // 128 random bits in hex (getrandom: no descriptor needed).
 std::string random_token() {

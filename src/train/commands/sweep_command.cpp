@@ -86,21 +86,6 @@ std::vector<std::string> point_train_args(const SweepPlan& plan, const SweepPoin
   return args;
 }
 
-std::string shell_word(const std::string& s) {
-  if (!s.empty() && s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.,/=:+@%") ==
-                        std::string::npos)
-    return s;
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
-std::string shell_line(const std::vector<std::string>& words) {
-  std::string line;
-  for (const std::string& w : words) line += (line.empty() ? "" : " ") + shell_word(w);
-  return line;
-}
-
 std::vector<std::string> point_launcher(const SweepPlan& plan) {
   const std::string dtrain = program_beside_self("dtrain", "dtrain sweep");
   if (plan.nproc == 1) return {dtrain};

@@ -30,11 +30,6 @@ std::vector<std::string> point_train_args(const SweepPlan& plan, const SweepPoin
 // The programs that start a point: dtrain, under `dtrun --standalone` when --nproc is above 1.
 std::vector<std::string> point_launcher(const SweepPlan& plan);
 
-// A word as a POSIX shell reads it back (quoted unless it holds only safe characters); words so
-// joined by spaces.
-std::string shell_word(const std::string& word);
-std::string shell_line(const std::vector<std::string>& words);
-
 // --launcher local: each point in turn, a status line per point on stdout; the exit status of the
 // sweep (Error when some point failed).
 int run_sweep_locally(const SweepPlan& plan, const std::vector<std::string>& launcher);

@@ -14,6 +14,7 @@
 
 #include "core/atomic_file.hpp"
 #include "core/job_exit.hpp"
+#include "core/shell_word.hpp"
 #include "train/commands/child_process.hpp"
 #include "train/commands/sweep_command.hpp"
 #include "requeue_script.hpp"  // generated from examples/slurm/requeue.sh
