@@ -176,13 +176,16 @@ slurm_job_output() { cat "$1/job-$(cat "$1/run/last_job").out"; }  # DIR: the la
 
 # slurm_release_requeued JOBID [FIELD=VALUE…]: a requeued job (or array task) that SLURM holds back
 # (reason BeginTime, about two minutes) starts now, with the fields given (e.g. TimeLimit=10), once
-# it is pending and its last run's step daemons are gone (started before that, its launch can fail).
+# it is pending and its last run's step daemons are gone (started before that, its launch can fail),
+# and 2 s later: slurmd revokes the job's credentials at the requeue, to the second, and refuses a
+# launch whose credential was made in that same second ("Job credential revoked", seen in CI).
 # Returns 1 if that does not happen within 60 s.
 slurm_release_requeued() {
   local id=$1 i state job; shift
   for i in $(seq 300); do
     read -r state job < <(squeue -h -j "$id" -o "%T %A" 2>/dev/null) || true  # %A: an array task's own job id
     if [ "${state:-}" = PENDING ] && ! pgrep -f "slurmstepd: \[${job:-$id}\." >/dev/null; then
+      sleep 2
       scontrol update JobId="$id" StartTime=now "$@" >/dev/null 2>&1 && return 0
     fi
     sleep 0.2
