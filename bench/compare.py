@@ -150,6 +150,24 @@ def run_json(cmd, env, timeout, what, idle_s=0):
     return out
 
 
+def print_profiles(results, top=8):
+    """Where each case's dtrain step goes: its kernel families by share of the profiled time, the products'
+    GFLOP/s, the rest summed (bench_train --profile, per timed step)."""
+    print("\nwhere dtrain's step goes (bench_train --profile: ms per step, share of the step's kernel time):")
+    for r in results:
+        prof = r.get("profile")
+        if not prof or not prof.get("ops"):
+            continue
+        ops = [o for o in prof["ops"] if "/" not in o["op"]]
+        shown = [f"{o['op']} {o['ms']:.1f} ({100 * o['share']:.0f}%"
+                 + (f", {1e3 * o['tflops']:.0f} GFLOP/s" if o["tflops"] else "") + ")" for o in ops[:top]]
+        rest = sum(o["ms"] for o in ops[top:])
+        if rest:
+            shown.append(f"{len(ops) - top} others {rest:.1f}")
+        print(f"  {r['preset']} {r['precision']} batch {r['batch']}: {prof['profiled_ms']:.1f} ms of kernels "
+              f"in a {prof['step_ms']:.1f} ms step: " + ", ".join(shown))
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description="dtrain vs PyTorch reference training throughput on this CPU")
     ap.add_argument("--bin", default=os.path.join(ROOT, "build", "bin"),
@@ -177,6 +195,9 @@ def main(argv=None):
                     help="OPENBLAS_NUM_THREADS for torch: auto = 1 for image models (OpenBLAS's own threads spin "
                          "beside torch's OpenMP threads there and slow torch's f32 steps; see bench/README.md), "
                          "--threads for the others (default auto)")
+    ap.add_argument("--profile", action="store_true",
+                    help="also run dtrain once more per case under bench_train --profile and print where its step "
+                         "goes: the time of each kernel family (the host's clock around every kernel call)")
     ap.add_argument("--json", metavar="FILE", help="also write every raw result here")
     ap.add_argument("--timeout", type=int, default=3600, help="seconds allowed per program run")
     ap.add_argument("--wait-idle", type=float, default=0, metavar="S",
@@ -283,6 +304,8 @@ def main(argv=None):
                       f"other processes used {100 * d['_others']:.0f}% / {100 * t['_others']:.0f}% of the CPUs; "
                       f"load {loadavg()}")
                 sys.stdout.flush()
+            profile = (run_json(dcmd + ["--profile"], dtrain_env, args.timeout, f"bench_train --profile {name} {prec}",
+                                args.wait_idle) if args.profile else None)
             if blas_seen is None:
                 blas_seen = (truns[0].get("torch"), truns[0].get("blas"))
             if cnn:  # dtrain's own figure (train_flops_per_sample, one loss row per image), checked
@@ -315,7 +338,7 @@ def main(argv=None):
                 "dtrain_peak_mb": max(x["peak_rss_mb"] for x in druns),
                 "torch_peak_mb": max(x["peak_rss_mb"] for x in truns),
                 "dtrain_loss": druns[-1]["loss"], "torch_loss": truns[-1]["loss"],
-                "dtrain_runs": druns, "torch_runs": truns,
+                "dtrain_runs": druns, "torch_runs": truns, "profile": profile,
             })
 
     # The peak once more at the end: the best of both measurements is the peak.
@@ -380,6 +403,8 @@ def main(argv=None):
             mark = "info" if ok is None else ("PASS" if ok else "FAIL")
             failed += ok is False
             print(f"  [{mark}] {label}: {what}: {val}")
+    if args.profile:
+        print_profiles(results)
     print(f"\nload average: {load_start} at start, {load_end} at end ({os.cpu_count()} CPUs)")
 
     if args.json:

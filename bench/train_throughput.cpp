@@ -43,8 +43,8 @@ const char* kUsage =
     "  --precision  f32 | bf16 (default: the preset's train.precision)\n"
     "  --steps      timed steps (default 10); --warmup untimed steps first (default 2)\n"
     "  --device     cpu (default) | cuda | cuda:N\n"
-    "  --profile    on a GPU, also the device time of each kernel family per timed step (\"ops\";\n"
-    "               DTRAIN_CUDA_PROFILE=1: events around every kernel call, which cost some speed)\n";
+    "  --profile    also the time of each kernel family per timed step (\"ops\"; DTRAIN_PROFILE=1:\n"
+    "               CUDA events on a GPU, the host's clock on the CPU, around every kernel call)\n";
 
 int64_t to_int(const std::string& flag, const std::string& v, int64_t min) {
   char* end = nullptr;
@@ -200,7 +200,7 @@ dtrain::Json result_json(const Options& o, const dtrain::RunConfig& cfg, const d
                       {"ms", r3(op.seconds * 1e3 / double(steps))},
                       {"share", r3(op.seconds / total_s)},
                       {"calls", op.calls / steps},
-                      {"tflops", op.flops > 0 ? r1(op.flops / op.seconds / 1e12) : 0.0}});
+                      {"tflops", op.flops > 0 ? r3(op.flops / op.seconds / 1e12) : 0.0}});
     out["ops"] = rows;
     out["profiled_ms"] = r3(total_s * 1e3 / double(steps));
   }
@@ -219,7 +219,7 @@ int main(int argc, char** argv) {
     const dtrain::RunConfig cfg = bench_config(o);
     const dtrain::ModelKind& kind = dtrain::kind_of(cfg.model);
     omp_set_num_threads(int(o.threads));
-    if (o.profile) setenv("DTRAIN_CUDA_PROFILE", "1", 1);  // read when the device is made
+    if (o.profile) setenv("DTRAIN_PROFILE", "1", 1);  // read when the device is made
     auto dev = dtrain::make_device(o.device_name, 0);
     // the trainer's model on one process: a mesh of one rank, the plan applied (nothing to split)
     dtrain::World world(dtrain::DistEnv{}, dtrain::Millis(60000));

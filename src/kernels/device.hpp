@@ -3,6 +3,7 @@
 // The CPU backend (kernels/cpu) and the CUDA backend (kernels/cuda) implement it, so model code is written once.
 #pragma once
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <optional>
 #include <string>
@@ -54,8 +55,9 @@ class ComputeDevice : public Memory {
   // How busy the device is and its memory in use, read now (NVML on a GPU); nullopt where the
   // device cannot say (a CPU, a GPU without NVML). Never throws; callable from any thread.
   virtual std::optional<DeviceUsage> usage() { return std::nullopt; }
-  // The device time of each kernel family since the last call, largest first, where the device
-  // measures it (a GPU with DTRAIN_CUDA_PROFILE=1); empty otherwise. Waits for the device.
+  // The time of each kernel family since the last call, largest first, where the device measures it
+  // (op_profile_requested() when it was made: CUDA events on a GPU, the host's clock on the CPU);
+  // empty otherwise. Waits for the device.
   virtual std::vector<OpTime> op_times() { return {}; }
 
   // Timing on the device's own clock (CUDA events on a GPU): timer_start() marks the queue;
@@ -186,6 +188,13 @@ class ComputeDevice : public Memory {
                 " has no ring-attention kernels: set train.device = cpu, or parallel.cp = 1");
   }
 };
+
+// Whether the devices made from now on time each kernel family (ComputeDevice::op_times): DTRAIN_PROFILE
+// set and not 0 (`bench_train --profile` sets it). Timing costs some speed; off, a branch per call.
+inline bool op_profile_requested() {
+  const char* v = std::getenv("DTRAIN_PROFILE");
+  return v && *v && std::string(v) != "0";
+}
 
 // The process's CPU device, and whether this CPU runs bf16 matmuls natively (avx512_bf16 or AMX; bf16
 // still works without, slower): both defined by the CPU backend (kernels/cpu/cpu_device.cpp).

@@ -23,6 +23,9 @@ struct MatmulArgs {
   Precision precision = Precision::f32;
 };
 
+// A product's floating-point operations (multiply and add counted apart).
+inline double matmul_flops(const MatmulArgs& a) { return 2.0 * double(a.M) * double(a.N) * double(a.K); }
+
 // The three products of a Linear layer with weights stored [out, in] as in PyTorch, as MatmulArgs
 // for any device's matmul (operands in the order given):
 // forward       y[rows, out] = x[rows, in] · Wᵀ + b            matmul(x, W, y, …)
@@ -108,6 +111,8 @@ struct AttentionShape {
   int64_t kv() const { return kv_heads ? kv_heads : H; }
   int64_t group() const { return H / kv(); }                // query heads per kv head
   int64_t row_width() const { return (H + 2 * kv()) * Dh; }  // of qkv and dqkv
+  // The products' operations (the causal mask not discounted): forward S = QKᵀ and PV, backward four.
+  double flops(bool backward) const { return (backward ? 8.0 : 4.0) * double(B * H) * double(T * T) * double(Dh); }
 };
 
 // ---- Attention over blocks of keys (context parallel's ring) ------------------------------------
@@ -238,6 +243,8 @@ struct ClassifierArgs {
   float* dx = nullptr;
   float* dW = nullptr;
   float* dbias = nullptr;
+  // The products' operations: the logits, and with dx the two gradient products.
+  double flops() const { return (dx ? 6.0 : 2.0) * double(N) * double(d) * double(V); }
 };
 
 // ---- Convolution and pooling --------------------------------------------------------------------

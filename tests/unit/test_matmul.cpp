@@ -1,5 +1,6 @@
-// Matmul: all transpose combinations, accumulate, bias and bf16 against a double reference; Linear backward against finite differences.
+// Matmul: all transpose combinations, accumulate, bias and bf16 against a double reference; Linear backward against finite differences; the CPU device's kernel profile.
 #include "kernel_test_util.hpp"
+#include "kernels/cpu/op_profile.hpp"
 #include "kernels/device.hpp"  // cpu_has_native_bf16
 
 TEST(Matmul, AllTransposeCombosMatchReference) {
@@ -101,4 +102,35 @@ TEST(Matmul, LinearBackwardMatchesFiniteDifferences) {
   DVec want(dx.size());
   for (size_t i = 0; i < want.size(); ++i) want[i] = double(dx_base[i]) + dx[i];
   expect_close(dx_acc, want, 1e-5, 1e-5, "dx accumulate");
+}
+
+// The CPU device's kernel profile (DTRAIN_PROFILE=1): time, FLOPs and calls summed per name, largest
+// first, emptied by each take; not asked for, it records nothing.
+TEST(HostOpProfile, SumsTimeFlopsAndCallsPerNameWhenAsked) {
+  setenv("DTRAIN_PROFILE", "1", 1);
+  HostOpProfile prof;
+  setenv("DTRAIN_PROFILE", "0", 1);
+  HostOpProfile off;
+  unsetenv("DTRAIN_PROFILE");
+  ASSERT_TRUE(prof.on());
+  ASSERT_FALSE(off.on());
+  const int64_t n = 96;
+  std::vector<float> A(n * n, 0.5f), B(n * n, 0.25f), C(n * n);
+  const MatmulArgs a{n, n, n};
+  for (int i = 0; i < 3; ++i) {
+    HostOpProfile::Scope s(prof, "matmul", matmul_flops(a));
+    HostOpProfile::Scope t(off, "matmul", matmul_flops(a));
+    matmul(A.data(), B.data(), C.data(), a);
+  }
+  { HostOpProfile::Scope s(prof, "zero"); }
+  const std::vector<OpTime> ops = prof.take();
+  ASSERT_EQ(ops.size(), 2u);
+  EXPECT_EQ(ops[0].name, "matmul");  // three products take longer than an empty scope
+  EXPECT_EQ(ops[0].calls, 3);
+  EXPECT_DOUBLE_EQ(ops[0].flops, 3 * 2.0 * n * n * n);
+  EXPECT_GT(ops[0].seconds, ops[1].seconds);
+  EXPECT_EQ(ops[1].name, "zero");
+  EXPECT_EQ(ops[1].calls, 1);
+  EXPECT_TRUE(prof.take().empty());
+  EXPECT_TRUE(off.take().empty());
 }

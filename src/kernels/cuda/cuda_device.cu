@@ -21,7 +21,7 @@ namespace {
 
 using namespace cuda;
 
-// Times the call it opens (DTRAIN_CUDA_PROFILE=1): the device's time of each kernel family.
+// Times the call it opens (DTRAIN_PROFILE=1): the device's time of each kernel family.
 #define DT_OP(name) OpProfile::Scope op_profile_scope_(*prof_, name)
 #define DT_OP_FLOPS(name, flops) OpProfile::Scope op_profile_scope_(*prof_, name, flops)
 // One part of a call, timed apart ("attention_forward/softmax") inside the call's own time.
@@ -192,7 +192,7 @@ class CudaDevice final : public ComputeDevice {
   }
 
   void matmul(const float* A, const float* B, float* C, const MatmulArgs& a) override {
-    DT_OP_FLOPS("matmul", 2.0 * double(a.M) * double(a.N) * double(a.K));
+    DT_OP_FLOPS("matmul", matmul_flops(a));
     lt_->run(A, B, C, a);
   }
   void colsum_accumulate(const float* x, float* out, int64_t rows, int64_t cols) override {
@@ -257,7 +257,7 @@ class CudaDevice final : public ComputeDevice {
   // sum the group's heads inside the product. With K = H these are multi-head attention's products.
   void attention_forward(const float* qkv, float* out, float* probs, const AttentionShape& s,
                          const DropoutSpec& drop) override {
-    DT_OP_FLOPS("attention_forward", 4.0 * double(s.B * s.H) * double(s.T * s.T) * double(s.Dh));
+    DT_OP_FLOPS("attention_forward", s.flops(false));
     DT_ASSERT(s.kv() > 0 && s.kv() <= s.H && s.H % s.kv() == 0);
     const int64_t T = s.T, Dh = s.Dh, K = s.kv(), GT = s.group() * T, BK = s.B * K;
     const int64_t n = s.B * s.H * T * Dh, nk = BK * T * Dh;
@@ -276,7 +276,7 @@ class CudaDevice final : public ComputeDevice {
   }
   void attention_backward(const float* dout, const float* qkv, const float* probs, float* dqkv,
                           const AttentionShape& s, const DropoutSpec& drop) override {
-    DT_OP_FLOPS("attention_backward", 8.0 * double(s.B * s.H) * double(s.T * s.T) * double(s.Dh));
+    DT_OP_FLOPS("attention_backward", s.flops(true));
     DT_ASSERT(s.kv() > 0 && s.kv() <= s.H && s.H % s.kv() == 0);
     const int64_t T = s.T, Dh = s.Dh, K = s.kv(), GT = s.group() * T, BK = s.B * K, TT = T * T;
     const int64_t n = s.B * s.H * T * Dh, nk = BK * T * Dh;
@@ -419,7 +419,7 @@ class CudaDevice final : public ComputeDevice {
   // Per chunk of rows (classifier_chunk): logits (bias fused), softmax rows (loss, and in place the
   // gradient), then dx and dW from two more products.
   void classifier_loss(const ClassifierArgs& a, float* per_row, double* loss_sum) override {
-    DT_OP_FLOPS("classifier_loss", (a.dx ? 6.0 : 2.0) * double(a.N) * double(a.d) * double(a.V));
+    DT_OP_FLOPS("classifier_loss", a.flops());
     if (a.N == 0) return;
     const int64_t chunk = classifier_chunk(a);
     float* logits = pool_.get(Scratch::classifier, chunk * a.V, stream_);
@@ -467,7 +467,7 @@ class CudaDevice final : public ComputeDevice {
   cudaEvent_t timer_start_ = nullptr, timer_stop_ = nullptr;
   std::unique_ptr<LtMatmul> lt_;
   std::unique_ptr<EventMarks> marks_;
-  std::unique_ptr<OpProfile> prof_;  // DTRAIN_CUDA_PROFILE
+  std::unique_ptr<OpProfile> prof_;  // DTRAIN_PROFILE
   ScratchPool pool_;
   std::unique_ptr<CudnnConv> cudnn_;  // after pool_: destroyed before it
   Staging staging_[kStaging];

@@ -3,15 +3,10 @@
 #include "kernels/cuda/op_profile.hpp"
 
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
 
 namespace dtrain::cuda {
 
-OpProfile::OpProfile(cudaStream_t stream) : stream_(stream) {
-  const char* v = std::getenv("DTRAIN_CUDA_PROFILE");
-  on_ = v && *v && std::strcmp(v, "0") != 0;
-}
+OpProfile::OpProfile(cudaStream_t stream) : stream_(stream), on_(op_profile_requested()) {}
 
 OpProfile::~OpProfile() {
   for (cudaEvent_t e : events_) cudaEventDestroy(e);

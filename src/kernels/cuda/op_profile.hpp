@@ -1,4 +1,4 @@
-// The device time of each kernel family (DTRAIN_CUDA_PROFILE=1): a pair of CUDA events around every
+// The device time of each kernel family (DTRAIN_PROFILE=1): a pair of CUDA events around every
 // ComputeDevice call, summed by the call's name when asked; parts of a call may be timed inside it
 // under names "call/part" (their time is also the call's). Off, it costs a branch per call.
 #pragma once
