@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # compare-builds.sh — proves that two builds of dtrain compute the same numbers, byte for byte.
 #
-# For each case (two models × six layouts) it trains with the OLD build's programs and with the
+# For each case (two language models × six layouts; DDP with a gradient clip; the CNN on one process
+# and under DDP) it trains with the OLD build's programs and with the
 # NEW build's, from the same data set (made once by the OLD build) and the same config, in separate
 # run dirs; exports the final weights (model_final) and the last checkpoint (weights + optimizer
 # state) with each build's own `dtrain ckpt export`, and compares the files with cmp. It also
@@ -152,6 +153,52 @@ EOF
   common_config
 } >"$WORK/pre.toml"
 
+# The course's CNN, small: seeded 28×28 images (a bright band per class, noise elsewhere), made by the
+# OLD build's `dtrain data prepare` like the text, read by both; its own [data] and [train].
+"${PYTHON:-python3}" - "$WORK/idx" <<'PY'
+import os, random, struct, sys
+out = sys.argv[1]
+os.makedirs(out)
+rng = random.Random(3)
+for split, n in (("train", 320), ("t10k", 64)):
+    labels = [rng.randrange(10) for _ in range(n)]
+    pixels = bytearray()
+    for k in labels:
+        pixels += bytes(255 if 2 * k <= p // 28 < 2 * k + 6 else rng.randrange(64) for p in range(784))
+    open(os.path.join(out, f"{split}-images-idx3-ubyte"), "wb").write(struct.pack(">IIII", 0x803, n, 28, 28) + pixels)
+    open(os.path.join(out, f"{split}-labels-idx1-ubyte"), "wb").write(struct.pack(">II", 0x801, n) + bytes(labels))
+PY
+if ! "$OLD_BIN/dtrain" data prepare --format idx --input "$WORK/idx" --out "$WORK/images" --valid-count 32 \
+      >"$WORK/images.log" 2>&1; then
+  tail -n 20 "$WORK/images.log" >&2
+  die "OLD 'dtrain data prepare --format idx' failed (log above)"
+fi
+cat >"$WORK/cnn.toml" <<EOF
+# the course's CNN, narrower: conv 1→16 3×3, ReLU, conv 16→32, ReLU, max-pool 2, dropout, linear, ReLU, dropout
+[model]
+kind = "cnn"
+channels = "16,32"
+kernel = "3"
+pool = 2
+hidden = "32"
+conv_dropout = 0.25
+dropout = 0.5
+
+[data]
+dir = "$WORK/images"
+
+[train]
+epochs = 1
+max_steps = $STEPS
+batch_size = 8
+seed = 1
+lr = 0.001
+threads = 1
+log_every = 1
+progress = false
+eval_max_batches = 4
+EOF
+
 # ---- the cases: name | config | ranks | settings ----
 # A tied head on another pipeline rank than its embedding is refused by design (1F1B puts them on
 # ranks 0 and 1), so that case trains the pre-norm model untied. ZB-V's V puts both on rank 0.
@@ -171,6 +218,9 @@ ALL_CASES=(
   "pre-tied-tp2-sp|pre|2|parallel.tp=2 parallel.tp_sequence=true"
   "pre-UNTIED-pp2-1f1b|pre|2|model.tied=false parallel.pp=2 parallel.pp_schedule=1f1b parallel.pp_split=3"
   "pre-tied-pp2-zbv|pre|2|parallel.pp=2 parallel.pp_schedule=zb-v parallel.pp_virtual=2"
+  "pre-tied-ddp2-clip|pre|2|parallel.dp=2 optim.grad_clip=0.5"
+  "cnn-1proc|cnn|1|"
+  "cnn-ddp2|cnn|2|parallel.dp=2"
 )
 CASE_LIST=()
 for c in "${ALL_CASES[@]}"; do

@@ -249,12 +249,23 @@ struct ClassifierArgs {
 
 // ---- Convolution and pooling --------------------------------------------------------------------
 
+// Where an image activation [N, C, H, W] lies in memory: NCHW, as the model and PyTorch see it, or
+// the device's own layout for it (the CPU: channels in blocks of 16, oneDNN's nChw16c, or of 8 without
+// AVX-512, when the block divides C, else NCHW; CUDA: NCHW), which spares the reorders between
+// convolutions and the pooling after them. Both take the same bytes. Element-wise kernels (activations,
+// ReLU's backward) may run on the device's layout; whatever reads positions (dropout's masks,
+// flattening, the linear layers) needs NCHW.
+enum class ImageLayout : uint8_t { nchw, device };
+
 // 2-D convolution over NCHW activations (OIHW weights, as PyTorch stores them):
 // x [N, C, H, W] * w [K, C, R, S] (+ bias [K]) → y [N, K, P, Q]; square stride and zero padding.
 struct ConvShape {
   int64_t N = 0, C = 0, H = 0, W = 0;  // batch, input channels, input height and width
   int64_t K = 0, R = 0, S = 0;         // output channels, kernel height and width
   int64_t stride = 1, pad = 0;
+  ImageLayout x_layout = ImageLayout::nchw;  // of x and dx
+  ImageLayout y_layout = ImageLayout::nchw;  // of y and dy
+  bool relu = false;                         // forward: y = ReLU(conv + bias), in the same pass
   int64_t P() const { return (H + 2 * pad - R) / stride + 1; }  // output height
   int64_t Q() const { return (W + 2 * pad - S) / stride + 1; }  // output width
   int64_t input_floats() const { return N * C * H * W; }
@@ -269,6 +280,7 @@ struct ConvShape {
 struct PoolShape {
   int64_t N = 0, C = 0, H = 0, W = 0;
   int64_t kernel = 2, stride = 2;
+  ImageLayout x_layout = ImageLayout::nchw;  // of x and dx; y and dy are NCHW
   int64_t P() const { return (H - kernel) / stride + 1; }
   int64_t Q() const { return (W - kernel) / stride + 1; }
   int64_t input_floats() const { return N * C * H * W; }

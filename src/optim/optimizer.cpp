@@ -29,8 +29,9 @@ void OptimizerConfig::validate() const {
 }
 
 Optimizer::Optimizer(const OptimizerConfig& c, std::vector<ParamShard> shards, ComputeDevice& device)
-    : c_(c), shards_(std::move(shards)), dev_(device), norm_sq_(device, sizeof(double)) {
+    : c_(c), shards_(std::move(shards)), dev_(device), norm_sq_(device, sizeof(double) * (shards_.size() + 1)) {
   c_.validate();
+  for (size_t i = 0; i < shards_.size(); ++i) all_.push_back(i);
   for (const auto& s : shards_) {
     m_.emplace_back(dev_, sizeof(float) * s.numel);
     if (c_.name == "adamw") v_.emplace_back(dev_, sizeof(float) * s.numel);
@@ -54,18 +55,30 @@ int64_t Optimizer::state_bytes() const {
   return n;
 }
 
-double Optimizer::grad_sumsq() {
-  std::vector<size_t> all(shards_.size());
-  for (size_t i = 0; i < all.size(); ++i) all[i] = i;
-  return grad_sumsq(all);
-}
+double Optimizer::grad_sumsq() { return grad_sumsq(all_); }
 
 double Optimizer::grad_sumsq(const std::vector<size_t>& only) {
-  double* acc = static_cast<double*>(norm_sq_.data());
+  double* acc = static_cast<double*>(norm_sq_.data()) + shards_.size();
   dev_.zero(acc, sizeof(double));
   for (size_t i : only) dev_.sumsq(shards_[i].grad, shards_[i].numel, acc);
   double s = 0;
   dev_.download(&s, acc, sizeof s);
+  return s;
+}
+
+void Optimizer::square_grads(const std::vector<size_t>& only) {
+  double* slots = static_cast<double*>(norm_sq_.data());
+  for (size_t i : only) {
+    dev_.zero(slots + i, sizeof(double));
+    dev_.sumsq(shards_[i].grad, shards_[i].numel, slots + i);
+  }
+}
+
+double Optimizer::squared_grads_total() {
+  squares_.resize(shards_.size());
+  dev_.download(squares_.data(), norm_sq_.data(), squares_.size() * sizeof(double));
+  double s = 0.0;
+  for (double x : squares_) s += x;
   return s;
 }
 
@@ -74,8 +87,12 @@ void Optimizer::scale_grads(float f) {
 }
 
 void Optimizer::step(float lr) {
-  ++step_;
-  for (size_t i = 0; i < shards_.size(); ++i) {
+  begin_step();
+  update(lr);
+}
+
+void Optimizer::update(float lr, const std::vector<size_t>& only) {
+  for (size_t i : only) {
     const auto& s = shards_[i];
     if (c_.name == "adamw")
       dev_.adamw_update(s.param, s.grad, m_[i].f32(), v_[i].f32(), s.numel,

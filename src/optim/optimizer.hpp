@@ -48,10 +48,18 @@ class Optimizer {
   double grad_sumsq(const std::vector<size_t>& only);
   // Bytes of optimizer state (momentum, second moments) this optimizer allocated.
   int64_t state_bytes() const;
+  // The sum of squared gradients of each shard `only` lists, kept apart (squared_grads_total adds them).
+  void square_grads(const std::vector<size_t>& only);
+  // The squares kept of every shard, added in shard order: grad_sumsq()'s sum, bit for bit on the CPU.
+  double squared_grads_total();
   // Multiplies every gradient by `factor` (a clip: the largest norm over the global norm).
   void scale_grads(float factor);
   // One update with learning rate lr.
   void step(float lr);
+  // The same in parts: begin_step(), then update() of every shard once, in any order and grouping.
+  void begin_step() { ++step_; }
+  void update(float lr, const std::vector<size_t>& only);
+  void update(float lr) { update(lr, all_); }
   int64_t steps_taken() const { return step_; }
   const OptimizerConfig& config() const { return c_; }
 
@@ -75,7 +83,9 @@ class Optimizer {
   ComputeDevice& dev_;
   std::vector<Buffer> m_, v_;
   std::vector<Buffer> host_m_, host_v_;  // host copies for checkpoints (devices other than the CPU)
-  Buffer norm_sq_;                       // one double on the device
+  Buffer norm_sq_;                       // doubles on the device: one per shard (square_grads), the last a sum
+  std::vector<size_t> all_;              // every shard's index
+  std::vector<double> squares_;          // the per-shard squares, read back (squared_grads_total)
   int64_t step_ = 0;
 };
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/phase_clock.hpp"
 #include "parallel/pp/stages.hpp"
 
 namespace dtrain {
@@ -274,6 +275,47 @@ void ParallelModel::finish_gradients() {
   if (ddp_) ddp_->finish_gradients();
   if (fsdp_) fsdp_->finish_gradients();
   if (tp_grads_) tp_grads_->finish_gradients();
+  if (ep_) {
+    for (size_t k : expert_shards_) {
+      const ParamShard& s = opt_->shards()[k];
+      model_->device().scale(s.grad, 1.0f / float(ep_->ranks()), s.numel);
+    }
+  }
+  take_step_figures();
+}
+
+double ParallelModel::finish_and_update(float lr, double grad_clip) {
+  if (!updates_per_bucket()) {
+    {
+      PhaseScope phase(Phase::backward);  // the gradients' last reductions (their waits: comm)
+      finish_gradients();
+    }
+    PhaseScope phase(Phase::optimizer);
+    double norm = 0.0;
+    if (grad_clip > 0) {
+      norm = grad_norm();
+      if (norm > grad_clip) opt_->scale_grads(float(grad_clip / (norm + 1e-6)));
+    }
+    opt_->step(lr);
+    return norm;
+  }
+  PhaseScope phase(Phase::optimizer);  // interleaved with the last buckets' waits (comm)
+  set_sync(true);
+  opt_->begin_step();
+  double norm = 0.0;
+  if (grad_clip > 0) {  // replicated gradients: the norm is this rank's sum, taken bucket by bucket
+    ddp_->finish_gradients([&](const std::vector<size_t>& units) { opt_->square_grads(units); });
+    norm = std::sqrt(opt_->squared_grads_total());
+    if (norm > grad_clip) opt_->scale_grads(float(grad_clip / (norm + 1e-6)));
+    opt_->update(lr);
+  } else {  // a unit's shard is the unit's index (unit_shards)
+    ddp_->finish_gradients([&](const std::vector<size_t>& units) { opt_->update(lr, units); });
+  }
+  take_step_figures();
+  return norm;
+}
+
+void ParallelModel::take_step_figures() {
   if (regions_) {
     tp_train_ += regions_->stats();
     ++tp_steps_;
@@ -283,10 +325,6 @@ void ParallelModel::finish_gradients() {
     ++cp_steps_;
   }
   if (ep_) {
-    for (size_t k : expert_shards_) {
-      const ParamShard& s = opt_->shards()[k];
-      model_->device().scale(s.grad, 1.0f / float(ep_->ranks()), s.numel);
-    }
     ep_train_ += ep_->take_stats();
     ++ep_steps_;
   }

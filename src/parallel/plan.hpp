@@ -147,6 +147,13 @@ class ParallelModel {
   void finish_gradients();
   // The global gradient norm (collective over the shard, tp, pp and, replicated, ep ranks).
   double grad_norm();
+  // The step's end: finish_gradients(), then the optimizer's update at rate lr (Phase::optimizer),
+  // the gradients first clipped to grad_clip by their global norm when grad_clip > 0; returns that
+  // norm (0 when not clipping). Under plain DDP the update of each bucket's parameters starts as soon
+  // as its average is in, while the buckets launched after it are still on the wire; clipping needs
+  // every bucket, so then each bucket's sum of squares is taken as it comes and the update follows
+  // the last (the same norm, added in the same order as grad_norm()).
+  double finish_and_update(float lr, double grad_clip);
   // After the run: what each strategy moved in training steps and how much of it the computation hid,
   // as summary.json's keys (ddp_*, tp_*, pp_*, fsdp_*; the caller prints them). host_timing: the
   // collectives ran on the host's clock (Gloo), so DDP's overlap measured there means something.
@@ -157,6 +164,9 @@ class ParallelModel {
   void gather_pipeline_costs();
 
  private:
+  // Plain DDP (no strategy that touches the gradients after it): the update can follow each bucket.
+  bool updates_per_bucket() const { return ddp_ && !fsdp_ && !tp_grads_ && !ep_ && !pipeline_; }
+  void take_step_figures();  // the strategies' traffic of the step just finished
   // An evaluation pass over this rank's rows (its share of the positions under context parallel).
   EvalSums eval_pass(const BatchView& batch, const StepContext& ctx);
   // Off: the gradients a backward completes are kept locally (not reduced yet).

@@ -4,8 +4,6 @@
 #include <cmath>
 #include <string>
 
-#include "core/phase_clock.hpp"
-
 namespace dtrain {
 
 StepResult train_step(ParallelModel& model, const StepSpec& spec, const NextBatch& next_batch) {
@@ -26,21 +24,11 @@ StepResult train_step(ParallelModel& model, const StepSpec& spec, const NextBatc
     }
     if (!batch.filler) own_rows += batch.samples;
   }
-  {
-    PhaseScope phase(Phase::backward);  // the gradients' last reductions (their waits: comm)
-    model.finish_gradients();
-  }
-  // clip the gradient to optim.grad_clip by its global norm, then the update at the step's rate
+  // the gradients' last reductions, clipped to optim.grad_clip by their global norm, and the update
+  // at the step's rate (under DDP each bucket's as soon as it is in)
   StepResult r;
-  {
-    PhaseScope phase(Phase::optimizer);
-    if (spec.grad_clip > 0) {
-      r.norm = model.grad_norm();
-      if (r.norm > spec.grad_clip) opt.scale_grads(float(spec.grad_clip / (r.norm + 1e-6)));
-    }
-    r.lr = opt.lr_at(spec.step, spec.total_steps);
-    opt.step(r.lr);
-  }
+  r.lr = opt.lr_at(spec.step, spec.total_steps);
+  r.norm = model.finish_and_update(r.lr, spec.grad_clip);
   // the step's loss, read only now: nothing waits inside the step
   r.loss_sum = spec.uneven ? uneven_loss : uneven_loss + model.take_loss() / double(spec.micro_batch * T);
   require(std::isfinite(r.loss_sum), "training diverged at step " + std::to_string(spec.step) +

@@ -1,7 +1,8 @@
 // Convolution and max pooling (kernels/cpu/conv, oneDNN): forward, the input gradient and the
 // accumulated weight and bias gradients against direct double-precision loops, in f32 and bf16, for
 // MNIST's shapes and for stride, padding and odd sizes; max pooling routes each window's gradient to
-// its maximum.
+// its maximum; the chain conv → ReLU → conv → ReLU → pooling in the device's layout, ReLU fused, computes
+// what the NCHW chain computes.
 #include <gtest/gtest.h>
 
 #include "kernel_test_util.hpp"
@@ -127,4 +128,72 @@ TEST(Conv, MaxPoolingRoutesEachWindowsGradientToItsMaximum) {
         }
     EXPECT_EQ(dx, dx_ref) << H << "×" << W << " pool " << k;
   }
+}
+
+namespace {
+
+// conv → ReLU → conv → ReLU → max pooling, forward and backward (ReLU's from its output), with every
+// activation between the pixels and the pooled output in `layout`: the ReLUs fused into the
+// convolutions in the device's layout, run apart on NCHW. Returns the pooled output, the pixels' convolution's
+// gradients and the second convolution's.
+struct ChainResult {
+  Vec pooled, dw1, db1, dw2, db2;
+};
+ChainResult run_chain(ImageLayout layout, ConvShape c1, ConvShape c2, PoolShape ps, const Vec& x, const Vec& w1,
+                      const Vec& b1, const Vec& w2, const Vec& b2, const Vec& dpooled, Precision prec) {
+  const bool device = layout == ImageLayout::device;
+  c1.y_layout = c2.x_layout = c2.y_layout = ps.x_layout = layout;
+  c1.relu = c2.relu = device;
+  auto relu = [](Vec& v) {
+    for (float& f : v) f = f > 0.0f ? f : 0.0f;
+  };
+  auto relu_backward = [](const Vec& y, Vec& dy) {  // element by element: any layout
+    for (size_t i = 0; i < y.size(); ++i) dy[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+  };
+  Vec y1(size_t(c1.output_floats())), y2(size_t(c2.output_floats()));
+  ChainResult r{Vec(size_t(ps.output_floats())), Vec(w1.size()), Vec(b1.size()), Vec(w2.size()), Vec(b2.size())};
+  conv2d_forward(x.data(), w1.data(), b1.data(), y1.data(), c1, prec);
+  if (!device) relu(y1);
+  conv2d_forward(y1.data(), w2.data(), b2.data(), y2.data(), c2, prec);
+  if (!device) relu(y2);
+  std::vector<uint8_t> ws(maxpool_workspace_bytes(ps));
+  maxpool_forward(y2.data(), r.pooled.data(), ws.data(), ps);
+  Vec d2(y2.size()), d1(y1.size());
+  maxpool_backward(y2.data(), r.pooled.data(), dpooled.data(), d2.data(), ws.data(), ps);
+  relu_backward(y2, d2);
+  conv2d_backward_input(d2.data(), w2.data(), d1.data(), c2, prec);
+  conv2d_backward_weight(y1.data(), d2.data(), r.dw2.data(), r.db2.data(), c2, prec);
+  relu_backward(y1, d1);
+  conv2d_backward_weight(x.data(), d1.data(), r.dw1.data(), r.db1.data(), c1, prec);
+  return r;
+}
+
+}  // namespace
+
+// The course network's chain kept in the device's layout from the first convolution's output through
+// pooling, ReLU inside the convolutions, computes what the NCHW chain with ReLU apart computes: the
+// same numbers (the same kernels run; the layouts only save reorders). Channels the CPU's block does
+// not divide (6) stay NCHW.
+TEST(Conv, DeviceLayoutThroughPoolingMatchesTheNchwChain) {
+  std::mt19937 g(11);
+  for (const auto& [K1, K2] : {std::pair{32, 64}, std::pair{6, 16}})
+    for (Precision prec : {Precision::f32, Precision::bf16}) {
+      const ConvShape c1 = shape(3, 1, 14, 14, K1, 3, 3, 1, 0), c2 = shape(3, K1, 12, 12, K2, 3, 3, 1, 0);
+      PoolShape ps;
+      ps.N = 3, ps.C = K2, ps.H = ps.W = 10, ps.kernel = ps.stride = 2;
+      const Vec x = randu(size_t(c1.input_floats()), g), w1 = randu(size_t(c1.weight_floats()), g),
+                b1 = randu(size_t(K1), g), w2 = randu(size_t(c2.weight_floats()), g), b2 = randu(size_t(K2), g),
+                dp = randu(size_t(ps.output_floats()), g);
+      const ChainResult a = run_chain(ImageLayout::nchw, c1, c2, ps, x, w1, b1, w2, b2, dp, prec);
+      const ChainResult b = run_chain(ImageLayout::device, c1, c2, ps, x, w1, b1, w2, b2, dp, prec);
+      const std::string what = std::to_string(K1) + "/" + std::to_string(K2) + (prec == Precision::bf16 ? " bf16" : " f32");
+      EXPECT_EQ(a.pooled, b.pooled) << what;
+      EXPECT_EQ(a.dw2, b.dw2) << what;
+      EXPECT_EQ(a.db2, b.db2) << what;
+      EXPECT_EQ(a.dw1, b.dw1) << what;
+      EXPECT_EQ(a.db1, b.db1) << what;
+      double nonzero = 0;
+      for (float v : a.dw1) nonzero += v != 0.0f;
+      EXPECT_GT(nonzero, 0.9 * double(a.dw1.size())) << what;  // the gradients reached the first convolution
+    }
 }

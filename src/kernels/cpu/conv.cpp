@@ -1,7 +1,9 @@
 // Convolution and max pooling through oneDNN (see conv.hpp): primitives made once per shape and
-// kept. A convolution runs in the layouts oneDNN picks for speed (blocked channels), its operands
-// reordered from and to the model's NCHW buffers around it (bf16: converted by the same reorders); a
-// CPU without bf16 convolutions computes in f32 from then on. Pooling runs on NCHW as it is.
+// kept. A convolution runs in blocked-channel layouts: an operand in the device's layout (ImageLayout)
+// is read and written where it is; one in NCHW is reordered from and to the caller's buffer around
+// the call (bf16: converted by the same reorders); ReLU runs inside the forward pass (a post-op). A
+// CPU without bf16 convolutions computes in f32 from then on. Pooling runs on its input's layout, its
+// small output reordered to NCHW.
 #include "kernels/cpu/conv.hpp"
 
 #include <cstdio>
@@ -41,10 +43,13 @@ struct ConvPrimitives {
   Operand wgt_x, wgt_dy, wgt_dw;      // the weight gradient
 };
 
+// Max pooling in its input's layout; its output (and the output's gradient) reordered from and to
+// the caller's NCHW when that layout is blocked.
 struct PoolPrimitives {
   dnnl::pooling_forward::primitive_desc forward_pd;
   dnnl::pooling_forward forward;
   dnnl::pooling_backward backward;
+  Operand y, dy;
 };
 
 struct ConvRuntime {
@@ -103,22 +108,58 @@ void finish(const Operand& o, memory& m, void* user) {
 
 memory::data_type input_type(bool bf16) { return bf16 ? memory::data_type::bf16 : memory::data_type::f32; }
 
-// The primitives are made with layouts left to oneDNN (`any`): it picks blocked layouts with fast
-// kernels, where the caller's plain NCHW would get its slower gemm-based convolution.
+// The device's layout of an activation with C channels (ImageLayout): channels blocked by the vector
+// width when the block divides C (no padding: the bytes of NCHW), else NCHW itself.
+Tag layout_tag(ImageLayout layout, int64_t C) {
+  if (layout == ImageLayout::nchw) return Tag::nchw;
+  const int64_t block = __builtin_cpu_supports("avx512f") ? 16 : 8;
+  if (C % block) return Tag::nchw;
+  return block == 16 ? Tag::nChw16c : Tag::nChw8c;
+}
+
+// Whether a convolution's primitive takes its operands in the device's layout as they are: when its
+// input channels are blocked too, or few (oneDNN's first-convolution kernels read plain NCHW pixels
+// into blocked outputs). Otherwise (say 6 input channels into 16) a blocked output beside a plain
+// input would get oneDNN's reference kernels: its own pick runs, reordered from and to the caller's.
+bool takes_device_layout(const ConvShape& s) {
+  return layout_tag(ImageLayout::device, s.C) != Tag::nchw || s.C <= 4;
+}
+
+// The primitive's layout of an activation: the device's where the caller holds it so and it is
+// blocked (read and written in place, f32; bf16 inputs converted in that layout), else oneDNN's pick
+// (`any`, reordered from and to the caller's buffer).
+memory::desc primitive_desc_of(const Dims& d, memory::data_type t, ImageLayout layout, int64_t C, bool as_is) {
+  const Tag tag = layout_tag(layout, C);
+  return memory::desc(d, t, tag == Tag::nchw || !as_is ? Tag::any : tag);
+}
+
+// The primitives are made with the NCHW operands' layouts left to oneDNN (`any`): it picks blocked
+// layouts with fast kernels, where plain NCHW would get its slower gemm-based convolution.
 ConvPrimitives& conv_primitives(const ConvShape& s, bool bf16) {
   ConvRuntime& rt = conv_runtime();
-  const std::vector<int64_t> key{s.N, s.C, s.H, s.W, s.K, s.R, s.S, s.stride, s.pad, int64_t(bf16)};
+  const std::vector<int64_t> key{s.N,         s.C,           s.H,   s.W, s.K, s.R, s.S, s.stride, s.pad, int64_t(bf16),
+                                 int64_t(s.x_layout), int64_t(s.y_layout), int64_t(s.relu)};
   auto it = rt.convs.find(key);
   if (it != rt.convs.end()) return it->second;
   const auto in = input_type(bf16), f32 = memory::data_type::f32;
   const Dims xd{s.N, s.C, s.H, s.W}, wd{s.K, s.C, s.R, s.S}, yd{s.N, s.K, s.P(), s.Q()};
-  const memory::desc x(xd, in, Tag::any), w(wd, in, Tag::any), y(yd, f32, Tag::any), b({s.K}, f32, Tag::x);
-  const memory::desc dx(xd, f32, Tag::any), dw(wd, f32, Tag::any), dy(yd, in, Tag::any);
-  const memory::desc ux(xd, f32, Tag::nchw), uw(wd, f32, Tag::oihw), uy(yd, f32, Tag::nchw);  // the caller's
+  const bool as_is = takes_device_layout(s);
+  const memory::desc x = primitive_desc_of(xd, in, s.x_layout, s.C, as_is), w(wd, in, Tag::any),
+                     y = primitive_desc_of(yd, f32, s.y_layout, s.K, as_is), b({s.K}, f32, Tag::x);
+  const memory::desc dx = primitive_desc_of(xd, f32, s.x_layout, s.C, as_is), dw(wd, f32, Tag::any),
+                     dy = primitive_desc_of(yd, in, s.y_layout, s.K, as_is);
+  const memory::desc ux(xd, f32, layout_tag(s.x_layout, s.C)), uw(wd, f32, Tag::oihw),
+      uy(yd, f32, layout_tag(s.y_layout, s.K));  // the caller's
   const Dims strides{s.stride, s.stride}, pad{s.pad, s.pad};
   const auto algo = dnnl::algorithm::convolution_direct;
-  const dnnl::convolution_forward::primitive_desc fwd({dnnl::prop_kind::forward_training, algo, x, w, b, y, strides, pad, pad},
-                                                      rt.engine);
+  dnnl::primitive_attr attr;
+  if (s.relu) {
+    dnnl::post_ops relu;
+    relu.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+    attr.set_post_ops(relu);
+  }
+  const dnnl::convolution_forward::primitive_desc fwd(
+      {dnnl::prop_kind::forward_training, algo, x, w, b, y, strides, pad, pad}, attr, rt.engine);
   const dnnl::convolution_backward_data::primitive_desc bwd({algo, dx, w, dy, strides, pad, pad}, rt.engine, fwd);
   const dnnl::convolution_backward_weights::primitive_desc wgt({algo, x, dw, b, dy, strides, pad, pad}, rt.engine, fwd);
   ConvPrimitives c{dnnl::convolution_forward(fwd), dnnl::convolution_backward_data(bwd),
@@ -158,17 +199,21 @@ DT_SIMD void add_into(float* dst, const float* src, int64_t n) {
 
 PoolPrimitives& pool_primitives(const PoolShape& s) {
   ConvRuntime& rt = conv_runtime();
-  const std::vector<int64_t> key{s.N, s.C, s.H, s.W, s.kernel, s.stride};
+  const std::vector<int64_t> key{s.N, s.C, s.H, s.W, s.kernel, s.stride, int64_t(s.x_layout)};
   auto it = rt.pools.find(key);
   if (it != rt.pools.end()) return it->second;
   const auto f32 = memory::data_type::f32;
-  const memory::desc x({s.N, s.C, s.H, s.W}, f32, Tag::nchw), y({s.N, s.C, s.P(), s.Q()}, f32, Tag::nchw);
+  const Tag tag = layout_tag(s.x_layout, s.C);
+  const Dims yd{s.N, s.C, s.P(), s.Q()};
+  const memory::desc x({s.N, s.C, s.H, s.W}, f32, tag), y(yd, f32, tag), uy(yd, f32, Tag::nchw);
   const Dims kernel{s.kernel, s.kernel}, strides{s.stride, s.stride}, pad{0, 0};
   const dnnl::pooling_forward::primitive_desc fwd(
       {dnnl::prop_kind::forward_training, dnnl::algorithm::pooling_max, x, y, strides, kernel, pad, pad}, rt.engine);
   const dnnl::pooling_backward::primitive_desc bwd({dnnl::algorithm::pooling_max, x, y, strides, kernel, pad, pad},
                                                    rt.engine, fwd);
-  return rt.pools.emplace(key, PoolPrimitives{fwd, dnnl::pooling_forward(fwd), dnnl::pooling_backward(bwd)})
+  return rt.pools
+      .emplace(key, PoolPrimitives{fwd, dnnl::pooling_forward(fwd), dnnl::pooling_backward(bwd),
+                                   operand(uy, y, false, 2), operand(uy, y, true, 0)})
       .first->second;
 }
 
@@ -240,9 +285,11 @@ void maxpool_forward(const float* x, float* y, void* workspace, const PoolShape&
   if (s.N == 0) return;
   ConvRuntime& rt = conv_runtime();
   PoolPrimitives& prim = pool_primitives(s);
+  memory out = output(prim.y, y);
   prim.forward.execute(rt.stream, {{DNNL_ARG_SRC, mem(prim.forward_pd.src_desc(), x)},
-                                   {DNNL_ARG_DST, mem(prim.forward_pd.dst_desc(), y)},
+                                   {DNNL_ARG_DST, out},
                                    {DNNL_ARG_WORKSPACE, mem(prim.forward_pd.workspace_desc(), workspace)}});
+  finish(prim.y, out, y);
   rt.stream.wait();
 } catch (const dnnl::error& e) {
   rethrow_onednn_error(e, "oneDNN's max pooling");
@@ -253,7 +300,7 @@ void maxpool_backward(const float*, const float*, const float* dy, float* dx, co
   if (s.N == 0) return;
   ConvRuntime& rt = conv_runtime();
   PoolPrimitives& prim = pool_primitives(s);
-  prim.backward.execute(rt.stream, {{DNNL_ARG_DIFF_DST, mem(prim.forward_pd.dst_desc(), dy)},
+  prim.backward.execute(rt.stream, {{DNNL_ARG_DIFF_DST, input(prim.dy, dy)},
                                     {DNNL_ARG_DIFF_SRC, mem(prim.forward_pd.src_desc(), dx)},
                                     {DNNL_ARG_WORKSPACE, mem(prim.forward_pd.workspace_desc(), workspace)}});
   rt.stream.wait();

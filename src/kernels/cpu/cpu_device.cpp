@@ -228,16 +228,16 @@ class CpuDevice final : public ComputeDevice {
   }
   void conv2d_forward(const float* x, const float* w, const float* bias, float* y, const ConvShape& s,
                       Precision p) override {
-    DT_CPU_OP("conv2d_forward");
+    DT_CPU_OP("conv2d_forward", 2.0 * s.macs());
     dtrain::conv2d_forward(x, w, bias, y, s, p);
   }
   void conv2d_backward_input(const float* dy, const float* w, float* dx, const ConvShape& s, Precision p) override {
-    DT_CPU_OP("conv2d_backward_input");
+    DT_CPU_OP("conv2d_backward_input", 2.0 * s.macs());
     dtrain::conv2d_backward_input(dy, w, dx, s, p);
   }
   void conv2d_backward_weight(const float* x, const float* dy, float* dw, float* dbias, const ConvShape& s,
                               Precision p) override {
-    DT_CPU_OP("conv2d_backward_weight");
+    DT_CPU_OP("conv2d_backward_weight", 2.0 * s.macs());
     dtrain::conv2d_backward_weight(x, dy, dw, dbias, s, p);
   }
   size_t maxpool_workspace_bytes(const PoolShape& s) override { return dtrain::maxpool_workspace_bytes(s); }

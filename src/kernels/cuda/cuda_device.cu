@@ -393,16 +393,18 @@ class CudaDevice final : public ComputeDevice {
   }
   void conv2d_forward(const float* x, const float* w, const float* bias, float* y, const ConvShape& s,
                       Precision p) override {
-    DT_OP("conv2d_forward");
-    if (s.N > 0) cudnn().forward(x, w, bias, y, s, p);
+    DT_OP_FLOPS("conv2d_forward", 2.0 * s.macs());
+    if (s.N == 0) return;
+    cudnn().forward(x, w, bias, y, s, p);  // the device's image layout is NCHW (ImageLayout)
+    if (s.relu) cuda::activation_forward(Activation::relu, y, y, s.output_floats(), stream_);
   }
   void conv2d_backward_input(const float* dy, const float* w, float* dx, const ConvShape& s, Precision p) override {
-    DT_OP("conv2d_backward_input");
+    DT_OP_FLOPS("conv2d_backward_input", 2.0 * s.macs());
     if (s.N > 0) cudnn().backward_input(dy, w, dx, s, p);
   }
   void conv2d_backward_weight(const float* x, const float* dy, float* dw, float* dbias, const ConvShape& s,
                               Precision p) override {
-    DT_OP("conv2d_backward_weight");
+    DT_OP_FLOPS("conv2d_backward_weight", 2.0 * s.macs());
     if (s.N > 0) cudnn().backward_weight(x, dy, dw, dbias, s, p);
   }
   // cuDNN's backward finds each window's maximum again from x and y: no record is kept.

@@ -24,6 +24,13 @@ ConvUnit::ConvUnit(ComputeDevice& dev, const CnnConfig& c, int i)
   pooled_ = s.pooled && last;
   if (pooled_) pool_ = MaxPool2d(dev, s.pool.C, s.pool.H, s.pool.W, s.pool.kernel);
   if (!last) dropout_ = 0.0f;  // dropout follows the last convolution (and its pooling) only
+  // From the first convolution's output through pooling the activations stay in the device's layout
+  // (the next convolution and pooling read it as it is); the pixels, and what pooling (or a last
+  // convolution without it) passes on, are NCHW. ReLU runs inside the convolution.
+  if (!input_unit()) conv_.shape.x_layout = ImageLayout::device;
+  if (!last || pooled_) conv_.shape.y_layout = ImageLayout::device;
+  pool_.shape.x_layout = ImageLayout::device;
+  conv_.shape.relu = act_ == Activation::relu;
   if (input_unit()) unit().set_backward_reads_params(false);  // no input gradient: only dW, from x and dy
 }
 
@@ -61,7 +68,7 @@ void ConvUnit::forward(const float* x, const UnitPass& p) {
   const Saved& s = saved_[size_t(p.slot)];
   const float* in = input_unit() ? static_cast<const float*>(p.inputs) : x;
   conv_.forward(in, s.a, ctx.B, ctx.precision);
-  dev_.activation_forward(act_, s.a, s.y, ctx.B * conv_.out_floats());
+  if (!conv_.shape.relu) dev_.activation_forward(act_, s.a, s.y, ctx.B * conv_.out_floats());
   if (pooled_) pool_.forward(s.y, s.pooled, ctx.B, p.slot);
   if (s.out != before_dropout(s)) dev_.dropout_forward(before_dropout(s), s.out, ctx.B, out_floats(), drop(ctx));
 }
@@ -77,7 +84,15 @@ void ConvUnit::backward(const float* x, float* dy, float* dx, const UnitPass& p,
   }
   DT_ASSERT(!p.weight_grads || p.weight_grads->empty());  // a split backward's W ran before this slot was reused
   const int64_t B = ctx.B, n = B * conv_.out_floats();
-  if (s.out != before_dropout(s)) dev_.dropout_backward(dy, dy, B, out_floats(), drop(ctx));
+  if (s.out != before_dropout(s)) {
+    // ReLU: out = ReLU'd (and pooled) values · mask · scale, so its gradient is dy · scale where out > 0;
+    // where out is 0 but kept, the value was 0 and ReLU's backward below zeroes it anyway: no mask is drawn
+    const DropoutSpec d = drop(ctx);
+    if (act_ == Activation::relu)
+      dev_.relu_backward_from_output(s.out, dy, dy, B * out_floats(), d.active() ? d.scale() : 1.0f);
+    else
+      dev_.dropout_backward(dy, dy, B, out_floats(), d);
+  }
   float* dconv = dy;  // the gradient of the convolution's output, the activation's and pooling's undone
   if (pooled_) {
     dconv = p.scratch;

@@ -2,7 +2,8 @@
 // GELU; after the last one the max pooling and dropout) and DenseUnit (a hidden linear layer, the
 // activation and dropout). ReLU's backward reads its output, GELU's its input (kept then). Rows are
 // samples; a unit's output is its activation [N, C, H, W] read as N rows, which the next unit takes as
-// it is (flattening costs nothing). The loss unit is the shared ClassifierHead (no norm, one row per sample).
+// it is (flattening costs nothing): NCHW after pooling, the device's image layout between convolutions.
+// The loss unit is the shared ClassifierHead (no norm, one row per sample).
 #pragma once
 #include <vector>
 

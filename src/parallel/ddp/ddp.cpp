@@ -41,6 +41,7 @@ DataParallel::DataParallel(const std::vector<Unit*>& units, ProcessGroup& group,
     if (cur.numel >= (buckets_.empty() ? first_cap : cap)) close();
   }
   close();
+  launched_.reserve(buckets_.size());
   for (auto& b : buckets_)
     if (b.group->size() > 1) stats_.bytes += int64_t(b.numel * sizeof(float));
 }
@@ -59,6 +60,7 @@ bool DataParallel::reduces() const { return group_.size() > 1 || experts_->size(
 void DataParallel::launch(Bucket& b) {
   if (b.group->size() > 1) b.work = b.group->allreduce_async(b.data, b.numel, ElemType::f32, ReduceOp::avg);
   b.launched = true;
+  launched_.push_back(size_t(&b - buckets_.data()));
 }
 
 void DataParallel::post_backward(Unit& u) {
@@ -69,6 +71,7 @@ void DataParallel::post_backward(Unit& u) {
       b.work.reset();
       b.launched = false;
     }
+    launched_.clear();
     armed_ = true;
   }
   size_t k = 0;
@@ -79,21 +82,28 @@ void DataParallel::post_backward(Unit& u) {
   if (--b.pending == 0) launch(b);
 }
 
-void DataParallel::finish_gradients() {
-  if (!sync_ || !reduces()) return;
+void DataParallel::finish_gradients(const std::function<void(const std::vector<size_t>&)>& arrived) {
+  if (!sync_ || !reduces()) {
+    if (arrived)
+      for (const auto& b : buckets_) arrived(b.units);
+    return;
+  }
   DT_ASSERT(armed_);
-  const auto t0 = std::chrono::steady_clock::now();
   for (auto& b : buckets_) {
     if (!b.launched) launch(b);  // a unit without a backward this step
   }
-  double comm = 0.0;
-  for (auto& b : buckets_) {
+  double comm = 0.0, waited = 0.0;
+  for (size_t i : launched_) {
+    Bucket& b = buckets_[i];
     if (b.work) {
+      const auto t0 = std::chrono::steady_clock::now();
       b.work->wait();
+      waited += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       comm += b.work->seconds();
     }
+    if (arrived) arrived(b.units);
   }
-  stats_.exposed_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  stats_.exposed_seconds += waited;
   stats_.comm_seconds += comm;
   stats_.steps++;
   armed_ = false;

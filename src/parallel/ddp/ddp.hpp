@@ -3,6 +3,7 @@
 // at once, asynchronously, so communication overlaps the rest of backward. Expert units
 // (Unit::experts) are reduced over the ranks that hold the same experts, in buckets of their own.
 #pragma once
+#include <functional>
 #include <vector>
 
 #include "comm/process_group.hpp"
@@ -13,7 +14,7 @@ namespace dtrain {
 struct DdpStats {
   int64_t steps = 0;
   double comm_seconds = 0.0;     // time the allreduces took on the communication thread
-  double exposed_seconds = 0.0;  // time the step waited for them after backward
+  double exposed_seconds = 0.0;  // time the step waited for them after backward (the waits alone)
   int64_t bytes = 0;             // gradient bytes reduced per step
 };
 
@@ -34,7 +35,10 @@ class DataParallel : public UnitHooks {
   // Off: gradients only accumulate locally (non-final micro-steps of gradient accumulation).
   void set_sync(bool on) { sync_ = on; }
   // Launches what is left and waits for every bucket: gradients are then the average over ranks.
-  void finish_gradients();
+  // `arrived`, when given, is called with each bucket's unit indices as soon as that bucket's average
+  // is in, the buckets taken in the order they were launched (the order they complete), so that work
+  // on those units (the optimizer's update) runs while the buckets after it are still being reduced.
+  void finish_gradients(const std::function<void(const std::vector<size_t>& units)>& arrived = {});
 
   void post_backward(Unit& u) override;
   size_t num_buckets() const { return buckets_.size(); }
@@ -57,6 +61,7 @@ class DataParallel : public UnitHooks {
   ProcessGroup& group_;
   ProcessGroup* experts_;
   std::vector<Bucket> buckets_;
+  std::vector<size_t> launched_;   // this step's buckets in launch order
   std::vector<size_t> bucket_of_;  // unit index → bucket
   size_t bucket_bytes_ = 0;
   bool sync_ = true;
