@@ -1,6 +1,7 @@
 // Fused classifier + cross-entropy (see cross_entropy.hpp). Rows are processed in chunks of
 // kChunk: logits chunk → row statistics (combined across vocabulary slices) → in-place softmax
-// gradient → dx and dW contributions by two matmuls.
+// gradient → dx and dW contributions by two matmuls. In bf16 each operand is rounded once: the
+// weights per call, a chunk's inputs and its logits' gradient per chunk (not once per product).
 #include "kernels/cpu/cross_entropy.hpp"
 
 #include <algorithm>
@@ -113,8 +114,31 @@ void classifier_logits(const float* x, const float* W, const float* bias, float*
 int64_t classifier_chunk_rows(const ClassifierArgs& a) { return std::min(kChunk, a.N); }
 int64_t classifier_scratch_floats(const ClassifierArgs& a) { return classifier_chunk_rows(a) * a.V + 5 * kChunk; }
 
+namespace {
+// The chunk's products in bf16 from copies made once: the weights once per call (Bf16Copy::b), the
+// chunk's inputs (c) once for the logits and dW, the logits' gradient (a) once for dx and dW.
+void chunk_logits_bf16(const ClassifierArgs& a, const uint16_t* W, const float* xc, float* logits, int64_t n,
+                       const uint16_t** x) {
+  *x = matmul_bf16_copy(Bf16Copy::c, xc, n * a.d);
+  matmul_bf16(*x, W, logits, linear_forward_args(n, a.d, a.V, a.bias, a.precision));
+}
+void chunk_gradients_bf16(const ClassifierArgs& a, const uint16_t* W, const uint16_t* x, const float* dlogits,
+                          float* dx, int64_t n) {
+  const uint16_t* g = matmul_bf16_copy(Bf16Copy::a, dlogits, n * a.V);
+  matmul_bf16(g, W, dx, linear_backward_input_args(n, a.d, a.V, false, a.precision));
+  matmul_bf16(g, x, a.dW, linear_backward_weight_args(n, a.d, a.V, a.precision));
+}
+}  // namespace
+
+bool classifier_converts_once(const ClassifierArgs& a) {
+  return matmul_copies_to_bf16(linear_forward_args(classifier_chunk_rows(a), a.d, a.V, a.bias, a.precision));
+}
+
 double classifier_cross_entropy(const ClassifierArgs& a, float* per_row) {
   const int64_t chunk = classifier_chunk_rows(a);
+  const bool bf16 = classifier_converts_once(a);
+  const uint16_t* Wb = bf16 ? matmul_bf16_copy(Bf16Copy::b, a.W, a.V * a.d) : nullptr;
+  const uint16_t* xb = nullptr;
   float* logits = scratch(ScratchSlot::classifier, classifier_scratch_floats(a));
   float* losses = logits + chunk * a.V;
   float* mx = losses + kChunk;
@@ -124,7 +148,10 @@ double classifier_cross_entropy(const ClassifierArgs& a, float* per_row) {
   for (int64_t r0 = 0; r0 < a.N; r0 += chunk) {
     const int64_t n = std::min(chunk, a.N - r0);
     const float* xc = a.x + r0 * a.d;
-    linear_forward(xc, a.W, a.bias, logits, n, a.d, a.V, a.precision);
+    if (bf16)
+      chunk_logits_bf16(a, Wb, xc, logits, n, &xb);
+    else
+      linear_forward(xc, a.W, a.bias, logits, n, a.d, a.V, a.precision);
     const RowGeometry g{a.V, a.words >= 0 ? a.words : a.V, a.vocab_begin};
     softmax_rows(logits, a.targets + r0, mx, st, first, losses, n, g, a.dx != nullptr, a.grad_scale, a.combine);
     for (int64_t r = 0; r < n; ++r) {
@@ -134,8 +161,12 @@ double classifier_cross_entropy(const ClassifierArgs& a, float* per_row) {
     if (a.correct)
       for (int64_t r = 0; r < n; ++r) *a.correct += first[r] == float(a.targets[r0 + r]) ? 1.0 : 0.0;
     if (a.dx) {
-      linear_backward_input(logits, a.W, a.dx + r0 * a.d, n, a.d, a.V, false, a.precision);
-      linear_backward_weight(logits, xc, a.dW, n, a.d, a.V, a.precision);
+      if (bf16) {
+        chunk_gradients_bf16(a, Wb, xb, logits, a.dx + r0 * a.d, n);
+      } else {
+        linear_backward_input(logits, a.W, a.dx + r0 * a.d, n, a.d, a.V, false, a.precision);
+        linear_backward_weight(logits, xc, a.dW, n, a.d, a.V, a.precision);
+      }
       if (a.dbias) colsum_accumulate(logits, a.dbias, n, a.V);
     }
   }

@@ -15,6 +15,9 @@ double classifier_cross_entropy(const ClassifierArgs& a, float* per_row = nullpt
 // chunk's logits and its rows' statistics).
 int64_t classifier_chunk_rows(const ClassifierArgs& a);
 int64_t classifier_scratch_floats(const ClassifierArgs& a);
+// Whether its products run in bf16 from operands rounded once (matmul_bf16_copy): the weights [V, d]
+// per call, a chunk's inputs [rows, d] and, training, its logits' gradient [rows, V] per chunk.
+bool classifier_converts_once(const ClassifierArgs& a);
 
 // Plain logits for the last `rows` rows (generation, parity checks): out [rows, V].
 void classifier_logits(const float* x, const float* W, const float* bias, float* out, int64_t rows,

@@ -1,5 +1,6 @@
 // oneDNN matmul with a primitive cache keyed by shape, layout and precision; bf16 inputs are
-// converted from f32 into reused scratch buffers (mixed precision: bf16 multiply, f32 accumulate).
+// converted from f32 into reused scratch buffers (mixed precision: bf16 multiply, f32 accumulate),
+// or given already converted by a caller that uses one conversion for several products.
 #include "kernels/cpu/matmul.hpp"
 
 #include <cstdio>
@@ -21,8 +22,9 @@ struct MatmulRuntime {
   dnnl::engine& engine = onednn_engine();
   dnnl::stream& stream = onednn_stream();
   std::map<std::vector<int64_t>, dnnl::matmul> cache;  // by Problem::key()
-  std::vector<uint16_t> scratch_a, scratch_b;
+  std::vector<uint16_t> scratch_a, scratch_b, scratch_c;  // c: only matmul_bf16_copy's
   bool bf16_unavailable = false;
+  bool bf16_probed = false;
 };
 
 MatmulRuntime& runtime() {
@@ -96,11 +98,44 @@ std::vector<int64_t> strides_2d(int64_t rows, int64_t cols, bool trans) {
 
 int64_t matmul_scratch_bytes() {
   const MatmulRuntime& rt = runtime();
-  return int64_t((rt.scratch_a.capacity() + rt.scratch_b.capacity()) * sizeof(uint16_t));
+  return int64_t((rt.scratch_a.capacity() + rt.scratch_b.capacity() + rt.scratch_c.capacity()) * sizeof(uint16_t));
 }
 
+namespace {
+// Whether this CPU (and oneDNN build) runs bf16 matmuls: a small one is made once to see; if it
+// cannot be, computing in f32 from now on is said once.
+bool bf16_matmul_available() {
+  MatmulRuntime& rt = runtime();
+  if (rt.bf16_probed) return !rt.bf16_unavailable;
+  rt.bf16_probed = true;
+  try {
+    Problem p{{16, 16}, strides_2d(16, 16, false), {16, 16}, strides_2d(16, 16, false), {16, 16}, strides_2d(16, 16, false)};
+    p.bf16 = true;
+    p.make(rt.engine);
+  } catch (const dnnl::error& e) {
+    if (e.status == dnnl_out_of_memory) rethrow_onednn_error(e, "oneDNN's matrix product (its kernels and scratch)");
+    std::fprintf(stderr, "dtrain: warning: this CPU has no bf16 matmul support; computing in f32\n");
+    rt.bf16_unavailable = true;
+  }
+  return !rt.bf16_unavailable;
+}
+}  // namespace
+
 bool matmul_copies_to_bf16(const MatmulArgs& a) {
-  return a.M != 0 && a.N != 0 && a.precision == Precision::bf16 && !runtime().bf16_unavailable;
+  return a.M != 0 && a.N != 0 && a.precision == Precision::bf16 && bf16_matmul_available();
+}
+
+const uint16_t* matmul_bf16_copy(Bf16Copy which, const float* src, int64_t n) {
+  MatmulRuntime& rt = runtime();
+  return round_to_bf16(src, n, which == Bf16Copy::a ? rt.scratch_a : which == Bf16Copy::b ? rt.scratch_b : rt.scratch_c);
+}
+
+void matmul_bf16(const uint16_t* A, const uint16_t* B, float* C, const MatmulArgs& a) {
+  DT_ASSERT(!(a.accumulate && a.bias) && matmul_copies_to_bf16(a));
+  Problem p{{a.M, a.K}, strides_2d(a.M, a.K, a.trans_a), {a.K, a.N}, strides_2d(a.K, a.N, a.trans_b),
+            {a.M, a.N},  strides_2d(a.M, a.N, false),      true,       a.bias != nullptr,
+            a.accumulate};
+  run(p, A, B, a.bias, C);
 }
 
 void matmul(const float* A, const float* B, float* C, const MatmulArgs& a) {
@@ -112,15 +147,7 @@ void matmul(const float* A, const float* B, float* C, const MatmulArgs& a) {
             a.accumulate};
   p.bf16 = matmul_copies_to_bf16(a);
   if (!p.bf16) return run(p, A, B, a.bias, C);
-  try {
-    run(p, round_to_bf16(A, a.M * a.K, rt.scratch_a), round_to_bf16(B, a.K * a.N, rt.scratch_b), a.bias, C);
-  } catch (const dnnl::error&) {
-    // This CPU (or oneDNN build) has no bf16 matmul: compute in f32 from now on, and say so once.
-    std::fprintf(stderr, "dtrain: warning: this CPU has no bf16 matmul support; computing in f32\n");
-    rt.bf16_unavailable = true;
-    p.bf16 = false;
-    run(p, A, B, a.bias, C);
-  }
+  run(p, round_to_bf16(A, a.M * a.K, rt.scratch_a), round_to_bf16(B, a.K * a.N, rt.scratch_b), a.bias, C);
 }
 
 void matmul_batched(const float* A, Strided4 sa, const float* B, Strided4 sb, float* C, Strided4 sc, int64_t d0,

@@ -15,6 +15,15 @@ bool matmul_copies_to_bf16(const MatmulArgs& a);
 
 void matmul(const float* A, const float* B, float* C, const MatmulArgs& args);
 
+// For a caller that reads the same f32 operand in several bf16 products (the classifier's weights,
+// its logits' gradient): the operand rounded to bf16 once, into one of three grow-only buffers (a
+// and b are those matmul() converts into: a later matmul() call may overwrite them), then the
+// products of such copies. matmul_bf16 only where matmul_copies_to_bf16(args); the result is
+// matmul()'s to the bit.
+enum class Bf16Copy { a, b, c };
+const uint16_t* matmul_bf16_copy(Bf16Copy which, const float* src, int64_t n);
+void matmul_bf16(const uint16_t* A, const uint16_t* B, float* C, const MatmulArgs& args);
+
 // A 4-D operand [d0, d1, rows, cols] given by element strides (any layout: a head's slice of a
 // row-major activation, a transposed view, ...).
 struct Strided4 {

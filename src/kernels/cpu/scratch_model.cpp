@@ -43,12 +43,18 @@ class CpuScratchModel final : public ScratchModel {
   void rope(const RopeShape& s) override {
     if (s.B * s.T > 0) take(ScratchSlot::rope, rope_scratch_floats(s));
   }
-  // its slot, and (bf16) its three products of a chunk of rows as linear_forward and its two
-  // backward products make them
+  // its slot, and (bf16) the copies of its operands: made once (classifier_converts_once) or by its
+  // three products of a chunk of rows, as linear_forward and its two backward products make them
   void classifier_loss(const ClassifierArgs& a) override {
     take(ScratchSlot::classifier, classifier_scratch_floats(a));
     const int64_t rows = classifier_chunk_rows(a);
     if (rows == 0) return;
+    if (classifier_converts_once(a)) {
+      bf16_b_ = std::max(bf16_b_, a.V * a.d);
+      bf16_c_ = std::max(bf16_c_, rows * a.d);
+      if (a.dx) bf16_a_ = std::max(bf16_a_, rows * a.V);
+      return;
+    }
     matmul(linear_forward_args(rows, a.d, a.V, a.bias, a.precision));
     if (!a.dx) return;
     matmul(linear_backward_input_args(rows, a.d, a.V, false, a.precision));
@@ -57,14 +63,14 @@ class CpuScratchModel final : public ScratchModel {
   size_t bytes() const override {
     int64_t floats = 0;
     for (int64_t n : slots_) floats += n;
-    return size_t(floats) * sizeof(float) + size_t(bf16_a_ + bf16_b_) * sizeof(uint16_t);
+    return size_t(floats) * sizeof(float) + size_t(bf16_a_ + bf16_b_ + bf16_c_) * sizeof(uint16_t);
   }
 
  private:
   void take(ScratchSlot slot, int64_t floats) { slots_[int(slot)] = std::max(slots_[int(slot)], floats); }
 
   int64_t slots_[int(ScratchSlot::count)] = {};
-  int64_t bf16_a_ = 0, bf16_b_ = 0;
+  int64_t bf16_a_ = 0, bf16_b_ = 0, bf16_c_ = 0;  // matmul.cpp's three copy buffers
 };
 
 }  // namespace
