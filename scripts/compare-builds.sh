@@ -155,19 +155,8 @@ EOF
 
 # The course's CNN, small: seeded 28×28 images (a bright band per class, noise elsewhere), made by the
 # OLD build's `dtrain data prepare` like the text, read by both; its own [data] and [train].
-"${PYTHON:-python3}" - "$WORK/idx" <<'PY'
-import os, random, struct, sys
-out = sys.argv[1]
-os.makedirs(out)
-rng = random.Random(3)
-for split, n in (("train", 320), ("t10k", 64)):
-    labels = [rng.randrange(10) for _ in range(n)]
-    pixels = bytearray()
-    for k in labels:
-        pixels += bytes(255 if 2 * k <= p // 28 < 2 * k + 6 else rng.randrange(64) for p in range(784))
-    open(os.path.join(out, f"{split}-images-idx3-ubyte"), "wb").write(struct.pack(">IIII", 0x803, n, 28, 28) + pixels)
-    open(os.path.join(out, f"{split}-labels-idx1-ubyte"), "wb").write(struct.pack(">II", 0x801, n) + bytes(labels))
-PY
+"${PYTHON:-python3}" "$(dirname "$0")/../tests/python/seeded_images.py" "$WORK/idx" 320 64 ||
+  die "could not write the image files (tests/python/seeded_images.py)"
 if ! "$OLD_BIN/dtrain" data prepare --format idx --input "$WORK/idx" --out "$WORK/images" --valid-count 32 \
       >"$WORK/images.log" 2>&1; then
   tail -n 20 "$WORK/images.log" >&2

@@ -9,19 +9,7 @@ source "$2/tests/e2e/lib.sh" "$1" "$2" "to write IDX files and compare weights"
 source "$src/tests/e2e/slurm_lib.sh"
 
 # 600 train and 100 test images of 28×28, labels 0-9 (a seeded pattern a CNN can learn a little of)
-"$py" - "$work/idx" <<'PY'
-import os, random, struct, sys
-out = sys.argv[1]
-os.makedirs(out)
-rng = random.Random(3)
-for split, n in (("train", 600), ("t10k", 100)):
-    labels = [rng.randrange(10) for _ in range(n)]
-    pixels = bytearray()
-    for k in labels:  # class k: a bright band at rows 2k..2k+5, noise elsewhere
-        pixels += bytes(255 if 2 * k <= p // 28 < 2 * k + 6 else rng.randrange(64) for p in range(784))
-    open(os.path.join(out, f"{split}-images-idx3-ubyte"), "wb").write(struct.pack(">IIII", 0x803, n, 28, 28) + pixels)
-    open(os.path.join(out, f"{split}-labels-idx1-ubyte"), "wb").write(struct.pack(">II", 0x801, n) + bytes(labels))
-PY
+"$py" "$src/tests/python/seeded_images.py" "$work/idx" 600 100 || fail "could not write the IDX files"
 "$bin/dtrain" data prepare --format idx --input "$work/idx" --out "$work/mnist" --valid-count 100 >/dev/null ||
   fail "could not prepare the IDX files"
 
