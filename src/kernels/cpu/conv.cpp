@@ -137,7 +137,7 @@ memory::desc primitive_desc_of(const Dims& d, memory::data_type t, ImageLayout l
 // layouts with fast kernels, where plain NCHW would get its slower gemm-based convolution.
 ConvPrimitives& conv_primitives(const ConvShape& s, bool bf16) {
   ConvRuntime& rt = conv_runtime();
-  const std::vector<int64_t> key{s.N,         s.C,           s.H,   s.W, s.K, s.R, s.S, s.stride, s.pad, int64_t(bf16),
+  const std::vector<int64_t> key{s.N, s.C, s.H, s.W, s.K, s.R, s.S, s.stride, s.pad, int64_t(bf16),
                                  int64_t(s.x_layout), int64_t(s.y_layout), int64_t(s.relu)};
   auto it = rt.convs.find(key);
   if (it != rt.convs.end()) return it->second;
