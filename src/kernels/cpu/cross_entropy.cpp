@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "kernels/cpu/matmul.hpp"
+#include "kernels/cpu/onednn.hpp"
 #include "kernels/cpu/reduce.hpp"
 #include "kernels/cpu/scratch.hpp"
 #include "kernels/cpu/simd.hpp"
@@ -52,14 +53,20 @@ DT_SIMD inline void row_sums(float* l, int64_t t, float m, float* st, const RowG
 }
 
 // 3. with the sums combined: the loss log(sum) + max - target logit; with grad, l becomes the loss
-// gradient grad_scale * (softmax - onehot(target)) (all zero when grad_scale is 0)
+// gradient grad_scale * (softmax - onehot(target)) (all zero when grad_scale is 0), and l16 (when
+// given) its bf16 copy, written while the row is in cache
 DT_SIMD inline float row_loss(float* l, int64_t t, float m, const float* st, const RowGeometry& g, bool grad,
-                              float grad_scale) {
+                              float grad_scale, uint16_t* l16) {
   if (grad) {
     const float k = grad_scale / st[0];
 #pragma omp simd
     for (int64_t v = 0; v < g.V; ++v) l[v] *= k;
     if (t >= 0 && t < g.W) l[t] -= grad_scale;
+    if (l16) {
+      const uint32_t* bits = reinterpret_cast<const uint32_t*>(l);
+#pragma omp simd
+      for (int64_t v = 0; v < g.V; ++v) l16[v] = bf16_bits_of(bits[v]);
+    }
   }
   return std::log(st[0]) + m - st[1];
 }
@@ -74,10 +81,13 @@ inline float first_at(const float* l, float m, const RowGeometry& g) {
 
 // The rows of a chunk: one pass per row while it is in cache; with other vocabulary slices, each
 // step over every row, their statistics combined between the steps. first (when given): each row's
-// predicted word, the first with the highest logit (as argmax), combined across slices.
+// predicted word, the first with the highest logit (as argmax), combined across slices. g16 (when
+// given, with grad): the gradient's bf16 copy, [n, V].
 void softmax_rows(float* logits, const int32_t* targets, float* mx, float* st, float* first, float* losses,
-                  int64_t n, const RowGeometry& g, bool grad, float grad_scale, RowStatsCombiner* combine) {
+                  int64_t n, const RowGeometry& g, bool grad, float grad_scale, RowStatsCombiner* combine,
+                  uint16_t* g16) {
   auto row = [&](int64_t r) { return logits + r * g.V; };
+  auto row16 = [&](int64_t r) { return g16 ? g16 + r * g.V : nullptr; };
   auto target = [&](int64_t r) { return int64_t(targets[r]) - g.v0; };
   if (!combine) {
 #pragma omp parallel for schedule(static)
@@ -85,7 +95,7 @@ void softmax_rows(float* logits, const int32_t* targets, float* mx, float* st, f
       mx[r] = row_max(row(r), g);
       if (first) first[r] = first_at(row(r), mx[r], g);
       row_sums(row(r), target(r), mx[r], st + 2 * r, g, grad);
-      losses[r] = row_loss(row(r), target(r), mx[r], st + 2 * r, g, grad, grad_scale);
+      losses[r] = row_loss(row(r), target(r), mx[r], st + 2 * r, g, grad, grad_scale, row16(r));
     }
     return;
   }
@@ -102,7 +112,8 @@ void softmax_rows(float* logits, const int32_t* targets, float* mx, float* st, f
   for (int64_t r = 0; r < n; ++r) row_sums(row(r), target(r), mx[r], st + 2 * r, g, grad);
   combine->sum(st, 2 * n);
 #pragma omp parallel for schedule(static)
-  for (int64_t r = 0; r < n; ++r) losses[r] = row_loss(row(r), target(r), mx[r], st + 2 * r, g, grad, grad_scale);
+  for (int64_t r = 0; r < n; ++r)
+    losses[r] = row_loss(row(r), target(r), mx[r], st + 2 * r, g, grad, grad_scale, row16(r));
 }
 }  // namespace
 
@@ -116,15 +127,15 @@ int64_t classifier_scratch_floats(const ClassifierArgs& a) { return classifier_c
 
 namespace {
 // The chunk's products in bf16 from copies made once: the weights once per call (Bf16Copy::b), the
-// chunk's inputs (c) once for the logits and dW, the logits' gradient (a) once for dx and dW.
+// chunk's inputs (c) once for the logits and dW, the logits' gradient (a, written by softmax_rows)
+// once for dx and dW.
 void chunk_logits_bf16(const ClassifierArgs& a, const uint16_t* W, const float* xc, float* logits, int64_t n,
                        const uint16_t** x) {
   *x = matmul_bf16_copy(Bf16Copy::c, xc, n * a.d);
   matmul_bf16(*x, W, logits, linear_forward_args(n, a.d, a.V, a.bias, a.precision));
 }
-void chunk_gradients_bf16(const ClassifierArgs& a, const uint16_t* W, const uint16_t* x, const float* dlogits,
+void chunk_gradients_bf16(const ClassifierArgs& a, const uint16_t* W, const uint16_t* x, const uint16_t* g,
                           float* dx, int64_t n) {
-  const uint16_t* g = matmul_bf16_copy(Bf16Copy::a, dlogits, n * a.V);
   matmul_bf16(g, W, dx, linear_backward_input_args(n, a.d, a.V, false, a.precision));
   matmul_bf16(g, x, a.dW, linear_backward_weight_args(n, a.d, a.V, a.precision));
 }
@@ -139,6 +150,7 @@ double classifier_cross_entropy(const ClassifierArgs& a, float* per_row) {
   const bool bf16 = classifier_converts_once(a);
   const uint16_t* Wb = bf16 ? matmul_bf16_copy(Bf16Copy::b, a.W, a.V * a.d) : nullptr;
   const uint16_t* xb = nullptr;
+  uint16_t* g16 = bf16 && a.dx ? matmul_bf16_buffer(Bf16Copy::a, chunk * a.V) : nullptr;
   float* logits = scratch(ScratchSlot::classifier, classifier_scratch_floats(a));
   float* losses = logits + chunk * a.V;
   float* mx = losses + kChunk;
@@ -153,7 +165,7 @@ double classifier_cross_entropy(const ClassifierArgs& a, float* per_row) {
     else
       linear_forward(xc, a.W, a.bias, logits, n, a.d, a.V, a.precision);
     const RowGeometry g{a.V, a.words >= 0 ? a.words : a.V, a.vocab_begin};
-    softmax_rows(logits, a.targets + r0, mx, st, first, losses, n, g, a.dx != nullptr, a.grad_scale, a.combine);
+    softmax_rows(logits, a.targets + r0, mx, st, first, losses, n, g, a.dx != nullptr, a.grad_scale, a.combine, g16);
     for (int64_t r = 0; r < n; ++r) {
       total += losses[r];
       if (per_row) per_row[r0 + r] = losses[r];
@@ -162,7 +174,7 @@ double classifier_cross_entropy(const ClassifierArgs& a, float* per_row) {
       for (int64_t r = 0; r < n; ++r) *a.correct += first[r] == float(a.targets[r0 + r]) ? 1.0 : 0.0;
     if (a.dx) {
       if (bf16) {
-        chunk_gradients_bf16(a, Wb, xb, logits, a.dx + r0 * a.d, n);
+        chunk_gradients_bf16(a, Wb, xb, g16, a.dx + r0 * a.d, n);
       } else {
         linear_backward_input(logits, a.W, a.dx + r0 * a.d, n, a.d, a.V, false, a.precision);
         linear_backward_weight(logits, xc, a.dW, n, a.d, a.V, a.precision);

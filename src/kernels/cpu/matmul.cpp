@@ -125,9 +125,21 @@ bool matmul_copies_to_bf16(const MatmulArgs& a) {
   return a.M != 0 && a.N != 0 && a.precision == Precision::bf16 && bf16_matmul_available();
 }
 
-const uint16_t* matmul_bf16_copy(Bf16Copy which, const float* src, int64_t n) {
+namespace {
+std::vector<uint16_t>& copy_buffer(Bf16Copy which) {
   MatmulRuntime& rt = runtime();
-  return round_to_bf16(src, n, which == Bf16Copy::a ? rt.scratch_a : which == Bf16Copy::b ? rt.scratch_b : rt.scratch_c);
+  return which == Bf16Copy::a ? rt.scratch_a : which == Bf16Copy::b ? rt.scratch_b : rt.scratch_c;
+}
+}  // namespace
+
+const uint16_t* matmul_bf16_copy(Bf16Copy which, const float* src, int64_t n) {
+  return round_to_bf16(src, n, copy_buffer(which));
+}
+
+uint16_t* matmul_bf16_buffer(Bf16Copy which, int64_t n) {
+  std::vector<uint16_t>& b = copy_buffer(which);
+  if (int64_t(b.size()) < n) b = std::vector<uint16_t>(size_t(n));  // exactly n, as round_to_bf16 grows it
+  return b.data();
 }
 
 void matmul_bf16(const uint16_t* A, const uint16_t* B, float* C, const MatmulArgs& a) {

@@ -30,7 +30,7 @@ DT_SIMD const uint16_t* round_to_bf16(const float* src, int64_t n, std::vector<u
   uint16_t* out = dst.data();
   const uint32_t* in = reinterpret_cast<const uint32_t*>(src);
 #pragma omp parallel for simd schedule(static)
-  for (int64_t i = 0; i < n; ++i) out[i] = uint16_t((in[i] + 0x7fffu + ((in[i] >> 16) & 1u)) >> 16);
+  for (int64_t i = 0; i < n; ++i) out[i] = bf16_bits_of(in[i]);
   return out;
 }
 

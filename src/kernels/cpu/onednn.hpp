@@ -17,4 +17,10 @@ dnnl::stream& onednn_stream();
 // dst[0..n) = src rounded to bf16 (to nearest even), as its 16 bits; dst grows when too small.
 const uint16_t* round_to_bf16(const float* src, int64_t n, std::vector<uint16_t>& dst);
 
+// One f32's bits rounded to bf16 (to nearest even), as round_to_bf16 rounds: for a kernel that
+// writes a bf16 copy of what it computes while it is in cache.
+inline uint16_t bf16_bits_of(uint32_t f32_bits) {
+  return uint16_t((f32_bits + 0x7fffu + ((f32_bits >> 16) & 1u)) >> 16);
+}
+
 }  // namespace dtrain
