@@ -12,8 +12,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <algorithm>
-#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -21,7 +19,6 @@
 #include <optional>
 #include <thread>
 
-#include "core/cpu_share.hpp"
 #include "core/descriptors.hpp"
 #include "core/error.hpp"
 #include "core/host_name.hpp"
@@ -63,7 +60,6 @@ std::string signal_name(int sig) {
   const char* abbrev = sigabbrev_np(sig);
   return "signal " + std::to_string(sig) + " (SIG" + (abbrev ? abbrev : "?") + ")";
 }
-
 
 LogLevel g_level = LogLevel::info;  // --log-level
 

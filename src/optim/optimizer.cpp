@@ -1,6 +1,7 @@
 // Optimizer state, schedules and updates (see optimizer.hpp); update math in kernels/cpu/optimizer.
 #include "optim/optimizer.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/error.hpp"
@@ -29,7 +30,8 @@ void OptimizerConfig::validate() const {
 }
 
 Optimizer::Optimizer(const OptimizerConfig& c, std::vector<ParamShard> shards, ComputeDevice& device)
-    : c_(c), shards_(std::move(shards)), dev_(device), norm_sq_(device, sizeof(double) * (shards_.size() + 1)) {
+    : c_(c), shards_(std::move(shards)), dev_(device), norm_sq_(device, sizeof(double) * std::max<size_t>(shards_.size(), 1)),
+      squares_(shards_.size()) {
   c_.validate();
   for (size_t i = 0; i < shards_.size(); ++i) all_.push_back(i);
   for (const auto& s : shards_) {
@@ -58,12 +60,8 @@ int64_t Optimizer::state_bytes() const {
 double Optimizer::grad_sumsq() { return grad_sumsq(all_); }
 
 double Optimizer::grad_sumsq(const std::vector<size_t>& only) {
-  double* acc = static_cast<double*>(norm_sq_.data()) + shards_.size();
-  dev_.zero(acc, sizeof(double));
-  for (size_t i : only) dev_.sumsq(shards_[i].grad, shards_[i].numel, acc);
-  double s = 0;
-  dev_.download(&s, acc, sizeof s);
-  return s;
+  square_grads(only);
+  return squared_grads_total(only);
 }
 
 void Optimizer::square_grads(const std::vector<size_t>& only) {
@@ -74,11 +72,10 @@ void Optimizer::square_grads(const std::vector<size_t>& only) {
   }
 }
 
-double Optimizer::squared_grads_total() {
-  squares_.resize(shards_.size());
+double Optimizer::squared_grads_total(const std::vector<size_t>& only) {
   dev_.download(squares_.data(), norm_sq_.data(), squares_.size() * sizeof(double));
   double s = 0.0;
-  for (double x : squares_) s += x;
+  for (size_t i : only) s += squares_[i];
   return s;
 }
 

@@ -48,10 +48,12 @@ class Optimizer {
   double grad_sumsq(const std::vector<size_t>& only);
   // Bytes of optimizer state (momentum, second moments) this optimizer allocated.
   int64_t state_bytes() const;
-  // The sum of squared gradients of each shard `only` lists, kept apart (squared_grads_total adds them).
+  // The sum of squared gradients of each shard `only` lists, kept apart (squared_grads_total adds
+  // them): a caller may square the shards as their gradients become final, in any order.
   void square_grads(const std::vector<size_t>& only);
-  // The squares kept of every shard, added in shard order: grad_sumsq()'s sum, bit for bit on the CPU.
-  double squared_grads_total();
+  // The squares kept of the shards `only` lists (all of them: every shard), added in that order.
+  double squared_grads_total(const std::vector<size_t>& only);
+  double squared_grads_total() { return squared_grads_total(all_); }
   // Multiplies every gradient by `factor` (a clip: the largest norm over the global norm).
   void scale_grads(float factor);
   // One update with learning rate lr.
@@ -83,7 +85,7 @@ class Optimizer {
   ComputeDevice& dev_;
   std::vector<Buffer> m_, v_;
   std::vector<Buffer> host_m_, host_v_;  // host copies for checkpoints (devices other than the CPU)
-  Buffer norm_sq_;                       // doubles on the device: one per shard (square_grads), the last a sum
+  Buffer norm_sq_;                       // doubles on the device: each shard's sum of squares (square_grads)
   std::vector<size_t> all_;              // every shard's index
   std::vector<double> squares_;          // the per-shard squares, read back (squared_grads_total)
   int64_t step_ = 0;

@@ -285,17 +285,17 @@ void ParallelModel::finish_gradients() {
 }
 
 double ParallelModel::finish_and_update(float lr, double grad_clip) {
+  auto clip = [&](double norm) {  // the gradients scaled down to grad_clip when their norm is above it
+    if (norm > grad_clip) opt_->scale_grads(float(grad_clip / (norm + 1e-6)));
+    return norm;
+  };
   if (!updates_per_bucket()) {
     {
       PhaseScope phase(Phase::backward);  // the gradients' last reductions (their waits: comm)
       finish_gradients();
     }
     PhaseScope phase(Phase::optimizer);
-    double norm = 0.0;
-    if (grad_clip > 0) {
-      norm = grad_norm();
-      if (norm > grad_clip) opt_->scale_grads(float(grad_clip / (norm + 1e-6)));
-    }
+    const double norm = grad_clip > 0 ? clip(grad_norm()) : 0.0;
     opt_->step(lr);
     return norm;
   }
@@ -305,8 +305,7 @@ double ParallelModel::finish_and_update(float lr, double grad_clip) {
   double norm = 0.0;
   if (grad_clip > 0) {  // replicated gradients: the norm is this rank's sum, taken bucket by bucket
     ddp_->finish_gradients([&](const std::vector<size_t>& units) { opt_->square_grads(units); });
-    norm = std::sqrt(opt_->squared_grads_total());
-    if (norm > grad_clip) opt_->scale_grads(float(grad_clip / (norm + 1e-6)));
+    norm = clip(std::sqrt(opt_->squared_grads_total()));
     opt_->update(lr);
   } else {  // a unit's shard is the unit's index (unit_shards)
     ddp_->finish_gradients([&](const std::vector<size_t>& units) { opt_->update(lr, units); });

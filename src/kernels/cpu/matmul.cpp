@@ -94,14 +94,13 @@ std::vector<int64_t> strides_2d(int64_t rows, int64_t cols, bool trans) {
   return trans ? std::vector<int64_t>{1, rows} : std::vector<int64_t>{cols, 1};
 }
 
-}  // namespace
-
-int64_t matmul_scratch_bytes() {
-  const MatmulRuntime& rt = runtime();
-  return int64_t((rt.scratch_a.capacity() + rt.scratch_b.capacity() + rt.scratch_c.capacity()) * sizeof(uint16_t));
+// A row-major product of the arguments, its operands f32 or bf16.
+Problem problem_of(const MatmulArgs& a, bool bf16) {
+  return Problem{{a.M, a.K}, strides_2d(a.M, a.K, a.trans_a), {a.K, a.N}, strides_2d(a.K, a.N, a.trans_b),
+                 {a.M, a.N}, strides_2d(a.M, a.N, false),     bf16,       a.bias != nullptr,
+                 a.accumulate};
 }
 
-namespace {
 // Whether this CPU (and oneDNN build) runs bf16 matmuls: a small one is made once to see; if it
 // cannot be, computing in f32 from now on is said once.
 bool bf16_matmul_available() {
@@ -109,9 +108,7 @@ bool bf16_matmul_available() {
   if (rt.bf16_probed) return !rt.bf16_unavailable;
   rt.bf16_probed = true;
   try {
-    Problem p{{16, 16}, strides_2d(16, 16, false), {16, 16}, strides_2d(16, 16, false), {16, 16}, strides_2d(16, 16, false)};
-    p.bf16 = true;
-    p.make(rt.engine);
+    problem_of({16, 16, 16}, true).make(rt.engine);
   } catch (const dnnl::error& e) {
     if (e.status == dnnl_out_of_memory) rethrow_onednn_error(e, "oneDNN's matrix product (its kernels and scratch)");
     std::fprintf(stderr, "dtrain: warning: this CPU has no bf16 matmul support; computing in f32\n");
@@ -119,47 +116,42 @@ bool bf16_matmul_available() {
   }
   return !rt.bf16_unavailable;
 }
-}  // namespace
 
-bool matmul_copies_to_bf16(const MatmulArgs& a) {
-  return a.M != 0 && a.N != 0 && a.precision == Precision::bf16 && bf16_matmul_available();
-}
-
-namespace {
+// The buffer a bf16 copy of that kind goes into.
 std::vector<uint16_t>& copy_buffer(Bf16Copy which) {
   MatmulRuntime& rt = runtime();
   return which == Bf16Copy::a ? rt.scratch_a : which == Bf16Copy::b ? rt.scratch_b : rt.scratch_c;
 }
 }  // namespace
 
+int64_t matmul_scratch_bytes() {
+  const MatmulRuntime& rt = runtime();
+  return int64_t((rt.scratch_a.capacity() + rt.scratch_b.capacity() + rt.scratch_c.capacity()) * sizeof(uint16_t));
+}
+
+bool matmul_copies_to_bf16(const MatmulArgs& a) {
+  return a.M != 0 && a.N != 0 && a.precision == Precision::bf16 && bf16_matmul_available();
+}
+
 const uint16_t* matmul_bf16_copy(Bf16Copy which, const float* src, int64_t n) {
   return round_to_bf16(src, n, copy_buffer(which));
 }
 
-uint16_t* matmul_bf16_buffer(Bf16Copy which, int64_t n) {
-  std::vector<uint16_t>& b = copy_buffer(which);
-  if (int64_t(b.size()) < n) b = std::vector<uint16_t>(size_t(n));  // exactly n, as round_to_bf16 grows it
-  return b.data();
-}
+uint16_t* matmul_bf16_buffer(Bf16Copy which, int64_t n) { return bf16_buffer(copy_buffer(which), n); }
 
 void matmul_bf16(const uint16_t* A, const uint16_t* B, float* C, const MatmulArgs& a) {
-  DT_ASSERT(!(a.accumulate && a.bias) && matmul_copies_to_bf16(a));
-  Problem p{{a.M, a.K}, strides_2d(a.M, a.K, a.trans_a), {a.K, a.N}, strides_2d(a.K, a.N, a.trans_b),
-            {a.M, a.N},  strides_2d(a.M, a.N, false),      true,       a.bias != nullptr,
-            a.accumulate};
-  run(p, A, B, a.bias, C);
+  DT_ASSERT(!(a.accumulate && a.bias));
+  if (a.M == 0 || a.N == 0) return;
+  DT_ASSERT(matmul_copies_to_bf16(a));
+  run(problem_of(a, true), A, B, a.bias, C);
 }
 
 void matmul(const float* A, const float* B, float* C, const MatmulArgs& a) {
   DT_ASSERT(!(a.accumulate && a.bias));
   if (a.M == 0 || a.N == 0) return;
-  MatmulRuntime& rt = runtime();
-  Problem p{{a.M, a.K}, strides_2d(a.M, a.K, a.trans_a), {a.K, a.N}, strides_2d(a.K, a.N, a.trans_b),
-            {a.M, a.N},  strides_2d(a.M, a.N, false),      false,      a.bias != nullptr,
-            a.accumulate};
-  p.bf16 = matmul_copies_to_bf16(a);
-  if (!p.bf16) return run(p, A, B, a.bias, C);
-  run(p, round_to_bf16(A, a.M * a.K, rt.scratch_a), round_to_bf16(B, a.K * a.N, rt.scratch_b), a.bias, C);
+  if (!matmul_copies_to_bf16(a)) return run(problem_of(a, false), A, B, a.bias, C);
+  run(problem_of(a, true), matmul_bf16_copy(Bf16Copy::a, A, a.M * a.K), matmul_bf16_copy(Bf16Copy::b, B, a.K * a.N),
+      a.bias, C);
 }
 
 void matmul_batched(const float* A, Strided4 sa, const float* B, Strided4 sb, float* C, Strided4 sc, int64_t d0,

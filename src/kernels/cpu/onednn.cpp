@@ -25,9 +25,13 @@ void rethrow_onednn_error(const dnnl::error& e, const char* what) {
   throw;
 }
 
+uint16_t* bf16_buffer(std::vector<uint16_t>& dst, int64_t n) {
+  if (int64_t(dst.size()) < n) dst = std::vector<uint16_t>(size_t(n));
+  return dst.data();
+}
+
 DT_SIMD const uint16_t* round_to_bf16(const float* src, int64_t n, std::vector<uint16_t>& dst) {
-  if (int64_t(dst.size()) < n) dst = std::vector<uint16_t>(size_t(n));  // exactly n (the planner counts it)
-  uint16_t* out = dst.data();
+  uint16_t* out = bf16_buffer(dst, n);
   const uint32_t* in = reinterpret_cast<const uint32_t*>(src);
 #pragma omp parallel for simd schedule(static)
   for (int64_t i = 0; i < n; ++i) out[i] = bf16_bits_of(in[i]);

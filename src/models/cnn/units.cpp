@@ -13,6 +13,13 @@ DropoutSpec with_rate(DropoutSpec s, float rate) {
   if (s.active()) s.p = rate;
   return s;
 }
+
+// The gradient through dropout after a ReLU, from out = ReLU'd values · mask · scale: dy · scale where
+// out > 0, else 0 (dropped, or the value was 0 and ReLU's gradient is 0 there anyway), in place. No
+// mask is drawn.
+void relu_dropout_backward(ComputeDevice& dev, const float* out, float* dy, int64_t n, const DropoutSpec& d) {
+  dev.relu_backward_from_output(out, dy, dy, n, d.active() ? d.scale() : 1.0f);
+}
 }  // namespace
 
 ConvUnit::ConvUnit(ComputeDevice& dev, const CnnConfig& c, int i)
@@ -85,11 +92,10 @@ void ConvUnit::backward(const float* x, float* dy, float* dx, const UnitPass& p,
   DT_ASSERT(!p.weight_grads || p.weight_grads->empty());  // a split backward's W ran before this slot was reused
   const int64_t B = ctx.B, n = B * conv_.out_floats();
   if (s.out != before_dropout(s)) {
-    // ReLU: out = ReLU'd (and pooled) values · mask · scale, so its gradient is dy · scale where out > 0;
-    // where out is 0 but kept, the value was 0 and ReLU's backward below zeroes it anyway: no mask is drawn
+    // ReLU (pooling keeps its outputs' signs): ReLU's backward below zeroes what out > 0 does not keep
     const DropoutSpec d = drop(ctx);
     if (act_ == Activation::relu)
-      dev_.relu_backward_from_output(s.out, dy, dy, B * out_floats(), d.active() ? d.scale() : 1.0f);
+      relu_dropout_backward(dev_, s.out, dy, B * out_floats(), d);
     else
       dev_.dropout_backward(dy, dy, B, out_floats(), d);
   }
@@ -149,7 +155,7 @@ void DenseUnit::backward(const float* x, float* dy, float* dx, const UnitPass& p
   // gradient at once. GELU: dropout's, then GELU's from h.
   const DropoutSpec d = drop(ctx);
   if (act_ == Activation::relu) {
-    dev_.relu_backward_from_output(s.out, dy, dy, ctx.B * fc_.out, d.active() ? d.scale() : 1.0f);
+    relu_dropout_backward(dev_, s.out, dy, ctx.B * fc_.out, d);
   } else {
     dev_.dropout_backward(dy, dy, ctx.B, fc_.out, d);
     dev_.activation_backward(act_, s.h, dy, dy, ctx.B * fc_.out);
