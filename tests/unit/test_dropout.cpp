@@ -159,3 +159,35 @@ TEST(Dropout, SequenceShardDrawsTheWholeSequencesMaskAtItsPositions) {
     }
   }
 }
+
+// The mask is its definition (dropout.hpp): element e kept when half (e & 1) of word (e >> 1) & 3 of
+// Philox block e >> 3 is at least the threshold; the AVX-512 kernel (where this CPU has it) and the
+// portable one both give it, for windows at any offset and of any length, at the thresholds' edges.
+TEST(Dropout, BothMaskKernelsDrawTheStreamsDefinition) {
+  if (!dropout_vectorised()) std::printf("note: no AVX-512 here: the best kernel is the portable one\n");
+  std::mt19937 g(24);
+  const RandomStream st = dropout_stream(0x123456789abcull, 5, 7, 2, 11);
+  auto defined = [&](int64_t e, uint32_t thr) -> uint8_t {
+    return ((st.bits(uint64_t(e) >> 1) >> ((e & 1) * 16)) & 0xffffu) >= thr;
+  };
+  for (uint32_t thr : {0u, 1u, 6554u, 32768u, 65535u, 65536u}) {
+    for (int trial = 0; trial < 20; ++trial) {
+      const int64_t first = int64_t(g() % 100000), n = 1 + int64_t(g() % 9000);
+      for (MaskKernel k : {MaskKernel::best, MaskKernel::portable}) {
+        std::vector<uint8_t> keep(static_cast<size_t>(n));
+        dropout_mask(st, thr, first, n, keep.data(), k);
+        for (int64_t i = 0; i < n; ++i)
+          ASSERT_EQ(keep[size_t(i)], defined(first + i, thr))
+              << "threshold " << thr << " element " << first + i << (k == MaskKernel::best ? " best" : " portable");
+      }
+      // the scaled run: x * scale where kept, else 0, by both kernels, in place too
+      Vec x = randu(n, g), y(static_cast<size_t>(n)), z = x;
+      dropout_scale_run(st, thr, 1.25f, first, n, x.data(), y.data(), MaskKernel::best);
+      dropout_scale_run(st, thr, 1.25f, first, n, z.data(), z.data(), MaskKernel::portable);
+      for (int64_t i = 0; i < n; ++i) {
+        ASSERT_EQ(y[size_t(i)], defined(first + i, thr) ? x[size_t(i)] * 1.25f : 0.0f) << first + i;
+        ASSERT_EQ(z[size_t(i)], y[size_t(i)]) << first + i;
+      }
+    }
+  }
+}

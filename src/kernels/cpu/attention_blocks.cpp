@@ -109,14 +109,7 @@ int64_t scores_size(const AttentionShape& s, const Pair* p, int n) {
 
 // x[0, n) *= the dropout mask · scale of elements first, first + 1, ... of sample b's stream.
 void drop_row(float* x, int64_t n, const DropoutSpec& drop, int64_t b, int64_t first) {
-  const RandomStream st = drop.stream(b);
-  const float scale = drop.scale();
-  uint8_t keep[kPiece];
-  for (int64_t j0 = 0; j0 < n; j0 += kPiece) {
-    const int64_t len = std::min(kPiece, n - j0);
-    dropout_mask(st, drop.threshold(), first + j0, len, keep);
-    for (int64_t j = 0; j < len; ++j) x[j0 + j] = keep[j] ? x[j0 + j] * scale : 0.0f;
-  }
+  dropout_scale_run(drop.stream(b), drop.threshold(), drop.scale(), first, n, x, x);
 }
 
 // m = -inf, l = 0, out = 0 for every row.

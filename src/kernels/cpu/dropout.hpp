@@ -1,4 +1,6 @@
 // Dropout on the CPU, with the counter-based masks and tile geometry of DropoutSpec (kernels/types.hpp).
+// Element e of a stream is kept when half (e & 1) of word ((e >> 1) & 3) of Philox block e >> 3,
+// as a 16-bit number, is at least the threshold.
 #pragma once
 #include <cstdint>
 
@@ -7,8 +9,18 @@
 
 namespace dtrain {
 
+// Which code draws the masks: the fastest this CPU has (AVX-512 intrinsics where it has them), or
+// the portable loop (tests check that both give the same bits).
+enum class MaskKernel { best, portable };
+// Whether MaskKernel::best is the AVX-512 one on this CPU.
+bool dropout_vectorised();
+
 // Fills keep[0..n) with the mask of elements [first, first+n) of `stream` (1 keep, 0 drop).
-void dropout_mask(const RandomStream& stream, uint32_t threshold, int64_t first, int64_t n, uint8_t* keep);
+void dropout_mask(const RandomStream& stream, uint32_t threshold, int64_t first, int64_t n, uint8_t* keep,
+                  MaskKernel k = MaskKernel::best);
+// y[i] = x[i] * scale where element first + i of `stream` is kept, else 0, for i < n (in place allowed).
+void dropout_scale_run(const RandomStream& stream, uint32_t threshold, float scale, int64_t first, int64_t n,
+                       const float* x, float* y, MaskKernel k = MaskKernel::best);
 
 // y = x * mask * scale on a [rows, cols] tile (in place allowed); see DropoutSpec's geometry.
 void dropout_forward(const float* x, float* y, int64_t rows, int64_t cols, const DropoutSpec& s);
