@@ -71,6 +71,15 @@ class ComputeDevice : public Memory {
   // Kernels: each does what the CPU kernel of the same name does (its header in kernels/cpu says what
   // that is; the CUDA kernels match it).
   virtual void matmul(const float* A, const float* B, float* C, const MatmulArgs& a) = 0;
+  // A Linear layer's two backward products from its output gradient dy [rows, out]: dW [out, in] +=
+  // dyᵀ·x, then dx [rows, in] = dy·W (added with accumulate_dx), as matmul with
+  // linear_backward_weight_args and linear_backward_input_args computes them. A device may share work
+  // between the two (the CPU rounds dy to bf16 once for both). dx overlaps neither dy nor x.
+  virtual void linear_backward(const float* x, const float* dy, const float* W, float* dW, float* dx, int64_t rows,
+                               int64_t in, int64_t out, bool accumulate_dx, Precision p) {
+    matmul(dy, x, dW, linear_backward_weight_args(rows, in, out, p));
+    matmul(dy, W, dx, linear_backward_input_args(rows, in, out, accumulate_dx, p));
+  }
   virtual void colsum_accumulate(const float* x, float* out, int64_t rows, int64_t cols) = 0;
   virtual void add(const float* a, const float* b, float* out, int64_t n) = 0;  // out = a + b
   virtual void scale(float* x, float f, int64_t n) = 0;

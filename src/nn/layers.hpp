@@ -45,8 +45,9 @@ struct Linear {
   // Accumulates dW, db; writes (or adds to) dx unless dx is null.
   void backward(const float* x, const float* dy, float* dx, int64_t rows, bool accumulate_dx,
                 Precision p) const {
-    backward_weight(x, dy, rows, p);
-    if (dx) backward_input(dy, dx, rows, accumulate_dx, p);
+    if (!dx) return backward_weight(x, dy, rows, p);
+    if (has_bias) dev->colsum_accumulate(dy, b.grad(), rows, out);
+    dev->linear_backward(x, dy, w.data(), w.grad(), dx, rows, in, out, accumulate_dx, p);
   }
   // The two halves of backward, which zero-bubble pipeline schedules run apart (I, then W).
   void backward_input(const float* dy, float* dx, int64_t rows, bool accumulate_dx, Precision p) const {

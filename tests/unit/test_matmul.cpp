@@ -1,4 +1,4 @@
-// Matmul: all transpose combinations, accumulate, bias and bf16 against a double reference; Linear backward against finite differences; the CPU device's kernel profile.
+// Matmul: all transpose combinations, accumulate, bias and bf16 against a double reference; Linear backward against finite differences, and its fused form against its two products; the CPU device's kernel profile.
 #include "kernel_test_util.hpp"
 #include "kernels/cpu/op_profile.hpp"
 #include "kernels/device.hpp"  // cpu_has_native_bf16
@@ -106,6 +106,25 @@ TEST(Matmul, LinearBackwardMatchesFiniteDifferences) {
 
 // The CPU device's kernel profile (DTRAIN_PROFILE=1): time, FLOPs and calls summed per name, largest
 // first, emptied by each take; not asked for, it records nothing.
+// linear_backward (dy rounded to bf16 once for both products) gives the two products' bits exactly, in
+// f32 and bf16, writing dx or adding to it.
+TEST(Matmul, LinearBackwardIsItsTwoProductsToTheBit) {
+  std::mt19937 g(5);
+  const int64_t rows = 37, in = 24, out = 40;
+  const Vec x = randu(rows * in, g), dy = randu(rows * out, g), W = randu(out * in, g), dW0 = randu(out * in, g),
+            dx0 = randu(rows * in, g);
+  for (Precision p : {Precision::f32, Precision::bf16})
+    for (bool accumulate : {false, true}) {
+      Vec dW1 = dW0, dx1 = dx0, dW2 = dW0, dx2 = dx0;
+      linear_backward_weight(dy.data(), x.data(), dW1.data(), rows, in, out, p);
+      linear_backward_input(dy.data(), W.data(), dx1.data(), rows, in, out, accumulate, p);
+      linear_backward(x.data(), dy.data(), W.data(), dW2.data(), dx2.data(), rows, in, out, accumulate, p);
+      EXPECT_EQ(dW2, dW1) << (p == Precision::bf16 ? "bf16" : "f32") << " accumulate " << accumulate;
+      EXPECT_EQ(dx2, dx1) << (p == Precision::bf16 ? "bf16" : "f32") << " accumulate " << accumulate;
+      EXPECT_NE(dW2, dW0);
+    }
+}
+
 TEST(HostOpProfile, SumsTimeFlopsAndCallsPerNameWhenAsked) {
   setenv("DTRAIN_PROFILE", "1", 1);
   HostOpProfile prof;

@@ -71,6 +71,11 @@ class CpuDevice final : public ComputeDevice {
     DT_CPU_OP("matmul", matmul_flops(a));
     dtrain::matmul(A, B, C, a);
   }
+  void linear_backward(const float* x, const float* dy, const float* W, float* dW, float* dx, int64_t rows, int64_t in,
+                       int64_t out, bool accumulate_dx, Precision p) override {
+    DT_CPU_OP("matmul", 2.0 * matmul_flops(linear_backward_input_args(rows, in, out, accumulate_dx, p)));
+    dtrain::linear_backward(x, dy, W, dW, dx, rows, in, out, accumulate_dx, p);
+  }
   void colsum_accumulate(const float* x, float* out, int64_t rows, int64_t cols) override {
     DT_CPU_OP("colsum_accumulate");
     dtrain::colsum_accumulate(x, out, rows, cols);

@@ -72,8 +72,10 @@ DT_SIMD void group_bits_portable(const RandomStream& st, uint32_t thr, int64_t g
 #if defined(__x86_64__)
 #define DT_AVX512 __attribute__((target("avx512f,avx512bw,bmi2")))
 // GCC 12 warns of the "undefined" vectors its own intrinsics' headers start from (not our code).
+#if !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 // hi and lo 32 bits of m * c, lane by lane.
 DT_AVX512 inline void mul_hi_lo(__m512i m, __m512i c, __m512i* hi, __m512i* lo) {
@@ -117,8 +119,11 @@ DT_AVX512 void group_bits_avx512(const RandomStream& st, uint32_t thr, int64_t g
   }
 }
 
-// apply_bits with masked AVX-512 multiplies, 16 elements a step.
-DT_AVX512 void apply_bits_avx512(const float* x, float* y, int64_t n, const uint8_t* bits, int64_t pos, float scale) {
+// apply_bits with masked AVX-512 multiplies, 16 elements a step (x86 is little-endian: bit k of
+// the words is bit k & 7 of byte k >> 3).
+DT_AVX512 void apply_bits_avx512(const float* x, float* y, int64_t n, const uint64_t* words, int64_t pos,
+                                 float scale) {
+  const uint8_t* bits = reinterpret_cast<const uint8_t*>(words);
   const __m512 s = _mm512_set1_ps(scale);
   for (int64_t i = 0; i < n; i += 16) {
     const int64_t at = pos + i;
@@ -131,7 +136,9 @@ DT_AVX512 void apply_bits_avx512(const float* x, float* y, int64_t n, const uint
   }
 }
 
+#if !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
 
 bool has_avx512_masks() {
   static const bool ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
@@ -142,7 +149,7 @@ bool has_avx512_masks() {
 bool has_avx512_masks() { return false; }
 #endif
 
-bool use_vector(MaskKernel k) { return k == MaskKernel::best && has_avx512_masks(); }
+[[maybe_unused]] bool use_vector(MaskKernel k) { return k == MaskKernel::best && has_avx512_masks(); }
 
 void group_bits(const RandomStream& st, uint32_t thr, int64_t g0, int64_t groups, uint64_t* bits, MaskKernel k) {
 #if defined(__x86_64__)
@@ -151,16 +158,17 @@ void group_bits(const RandomStream& st, uint32_t thr, int64_t g0, int64_t groups
   group_bits_portable(st, thr, g0, groups, bits);
 }
 
-DT_SIMD void apply_bits_portable(const float* x, float* y, int64_t n, const uint8_t* bits, int64_t pos, float scale) {
+DT_SIMD void apply_bits_portable(const float* x, float* y, int64_t n, const uint64_t* bits, int64_t pos,
+                                 float scale) {
   for (int64_t i = 0; i < n; ++i) {
     const int64_t at = pos + i;
-    y[i] = (bits[at >> 3] >> (at & 7)) & 1 ? x[i] * scale : 0.0f;
+    y[i] = (bits[at >> 6] >> (at & 63)) & 1 ? x[i] * scale : 0.0f;
   }
 }
 
-// y[i] = x[i] * scale where bit pos + i of `bits` is set, else 0 (in place allowed). bits: readable
-// 8 bytes past the last bit used.
-void apply_bits(const float* x, float* y, int64_t n, const uint8_t* bits, int64_t pos, float scale, MaskKernel k) {
+// y[i] = x[i] * scale where bit pos + i of `bits` (bit k: bit k & 63 of word k >> 6) is set, else 0
+// (in place allowed). bits: readable a word past the last bit used.
+void apply_bits(const float* x, float* y, int64_t n, const uint64_t* bits, int64_t pos, float scale, MaskKernel k) {
 #if defined(__x86_64__)
   if (use_vector(k)) return apply_bits_avx512(x, y, n, bits, pos, scale);
 #endif
@@ -169,6 +177,7 @@ void apply_bits(const float* x, float* y, int64_t n, const uint8_t* bits, int64_
 
 constexpr int64_t kMaskPiece = 4096;  // elements masked from one bits buffer
 constexpr int64_t kMaskPieceWords = 2 * (kMaskPiece / kGroup + 1) + 1;  // its groups' bits, and a word to read past
+static_assert(kMaskPiece % kGroup == 0, "a piece at any offset spans at most kMaskPiece / kGroup + 1 groups");
 
 // The bits of elements [first, first + n) (n <= kMaskPiece) into `bits`; returns where element `first` is.
 int64_t draw_bits(const RandomStream& st, uint32_t thr, int64_t first, int64_t n, uint64_t* bits, MaskKernel k) {
@@ -196,7 +205,7 @@ void dropout_scale_run(const RandomStream& st, uint32_t threshold, float scale, 
   for (int64_t at = 0; at < n; at += kMaskPiece) {
     const int64_t len = std::min(kMaskPiece, n - at);
     const int64_t pos = draw_bits(st, threshold, first + at, len, bits, k);
-    apply_bits(x + at, y + at, len, reinterpret_cast<const uint8_t*>(bits), pos, scale, k);
+    apply_bits(x + at, y + at, len, bits, pos, scale, k);
   }
 }
 

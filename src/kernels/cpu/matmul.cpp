@@ -154,6 +154,20 @@ void matmul(const float* A, const float* B, float* C, const MatmulArgs& a) {
       a.bias, C);
 }
 
+void linear_backward(const float* x, const float* dy, const float* W, float* dW, float* dx, int64_t rows, int64_t in,
+                     int64_t out, bool accumulate_dx, Precision p) {
+  const MatmulArgs wa = linear_backward_weight_args(rows, in, out, p),
+                   ia = linear_backward_input_args(rows, in, out, accumulate_dx, p);
+  if (!matmul_copies_to_bf16(wa) || !matmul_copies_to_bf16(ia)) {
+    matmul(dy, x, dW, wa);
+    matmul(dy, W, dx, ia);
+    return;
+  }
+  const uint16_t* g = matmul_bf16_copy(Bf16Copy::a, dy, rows * out);
+  matmul_bf16(g, matmul_bf16_copy(Bf16Copy::b, x, rows * in), dW, wa);
+  matmul_bf16(g, matmul_bf16_copy(Bf16Copy::b, W, out * in), dx, ia);
+}
+
 void matmul_batched(const float* A, Strided4 sa, const float* B, Strided4 sb, float* C, Strided4 sc, int64_t d0,
                     int64_t d1, int64_t M, int64_t N, int64_t K, float alpha, bool accumulate) {
   if (d0 * d1 * M * N == 0) return;

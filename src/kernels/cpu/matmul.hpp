@@ -50,5 +50,9 @@ inline void linear_backward_weight(const float* dy, const float* x, float* dW, i
                                    int64_t in, int64_t out, Precision p) {
   matmul(dy, x, dW, linear_backward_weight_args(rows, in, out, p));
 }
+// Both: dW += dyᵀ·x, then dx (+)= dy·W, the same bits as the two calls above; in bf16 dy is rounded
+// once for both products (in the copy buffers a and b that matmul() uses: dy in a, x then W in b).
+void linear_backward(const float* x, const float* dy, const float* W, float* dW, float* dx, int64_t rows, int64_t in,
+                     int64_t out, bool accumulate_dx, Precision p);
 
 }  // namespace dtrain
