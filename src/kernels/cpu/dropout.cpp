@@ -136,6 +136,16 @@ DT_AVX512 void apply_bits_avx512(const float* x, float* y, int64_t n, const uint
   }
 }
 
+// bytes_of_bits with 64 bytes a step.
+DT_AVX512 void bytes_of_bits_avx512(const uint64_t* bits, int64_t pos, int64_t n, uint8_t* keep) {
+  const __m512i one = _mm512_set1_epi8(1);
+  for (int64_t i = 0; i < n; i += 64) {
+    const int64_t at = pos + i, shift = at & 63;
+    const uint64_t lo = bits[at >> 6], word = shift ? (lo >> shift) | (bits[(at >> 6) + 1] << (64 - shift)) : lo;
+    const __mmask64 tail = n - i >= 64 ? ~__mmask64(0) : (__mmask64(1) << (n - i)) - 1;
+    _mm512_mask_storeu_epi8(keep + i, tail, _mm512_maskz_mov_epi8(__mmask64(word), one));
+  }
+}
 #if !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
@@ -175,6 +185,14 @@ void apply_bits(const float* x, float* y, int64_t n, const uint64_t* bits, int64
   apply_bits_portable(x, y, n, bits, pos, scale);
 }
 
+// keep[i] = bit pos + i of bits (0 or 1), for i < n; bits: readable a word past the last bit used.
+void bytes_of_bits(const uint64_t* bits, int64_t pos, int64_t n, uint8_t* keep, MaskKernel k) {
+#if defined(__x86_64__)
+  if (use_vector(k)) return bytes_of_bits_avx512(bits, pos, n, keep);
+#endif
+  for (int64_t i = 0; i < n; ++i) keep[i] = (bits[(pos + i) >> 6] >> ((pos + i) & 63)) & 1;
+}
+
 constexpr int64_t kMaskPiece = 4096;  // elements masked from one bits buffer
 constexpr int64_t kMaskPieceWords = 2 * (kMaskPiece / kGroup + 1) + 1;  // its groups' bits, and a word to read past
 static_assert(kMaskPiece % kGroup == 0, "a piece at any offset spans at most kMaskPiece / kGroup + 1 groups");
@@ -195,7 +213,7 @@ void dropout_mask(const RandomStream& st, uint32_t threshold, int64_t first, int
   for (int64_t at = 0; at < n; at += kMaskPiece) {
     const int64_t len = std::min(kMaskPiece, n - at);
     const int64_t pos = draw_bits(st, threshold, first + at, len, bits, k);
-    for (int64_t i = 0; i < len; ++i) keep[at + i] = (bits[(pos + i) >> 6] >> ((pos + i) & 63)) & 1;
+    bytes_of_bits(bits, pos, len, keep + at, k);
   }
 }
 
