@@ -7,13 +7,16 @@
 # f32 run shows too is the run's own sensitivity, not bf16's.
 # usage: bench/bf16_curve.sh [--bin DIR] [--preset FILE] [--steps 500] [--batch 512] [--window 25]
 #                            [--threads 2] [--keep DIR] [--set key=value ...]
-# --keep DIR: the runs' metrics.jsonl are copied there (f32.jsonl, f32_split.jsonl, bf16.jsonl).
+# --keep DIR: a new folder (refused if it exists) that gets the runs' metrics.jsonl (f32.jsonl,
+# f32_split.jsonl, bf16.jsonl).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 bin=$here/../build/bin preset=$here/../configs/seed-wikitext.toml steps=500 batch=512 window=25 threads=2 keep= sets=()
 source "$here/lib.sh"
 bench_options "--preset preset --steps steps --batch batch --window window --threads threads --keep keep --set sets+" "$@"
 [ $((batch % 2)) -eq 0 ] || { echo "bf16_curve: --batch must be even (the perturbed run splits it in two)" >&2; exit 2; }
+[ -z "$keep" ] || [ ! -e "$keep" ] ||
+  { echo "bf16_curve: --keep $keep exists; name a new folder (the script replaces nothing it did not make)" >&2; exit 2; }
 bench_work
 bench_data
 echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -33,7 +36,7 @@ run f32_split --set train.precision=f32 --set train.global_batch="$batch" --set 
 run bf16 --set train.precision=bf16
 echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"
 if [ -n "$keep" ]; then
-  mkdir -p "$keep"
+  mkdir "$keep"
   for name in f32 f32_split bf16; do cp "$work/$name/metrics.jsonl" "$keep/$name.jsonl"; done
 fi
 /usr/bin/python3 "$here/bf16_curve.py" "$work/f32/metrics.jsonl" "$work/f32_split/metrics.jsonl" \

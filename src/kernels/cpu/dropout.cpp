@@ -204,31 +204,36 @@ int64_t draw_bits(const RandomStream& st, uint32_t thr, int64_t first, int64_t n
   bits[2 * groups] = 0;
   return first - g0 * kGroup;
 }
+
+// Calls use(at, len, bits, pos) for the pieces [at, at + len) of elements [first, first + n) of the
+// stream, their mask bits drawn into `bits` with element first + at at bit pos.
+template <class F>
+void for_each_piece(const RandomStream& st, uint32_t thr, int64_t first, int64_t n, MaskKernel k, F&& use) {
+  uint64_t bits[kMaskPieceWords];
+  for (int64_t at = 0; at < n; at += kMaskPiece) {
+    const int64_t len = std::min(kMaskPiece, n - at);
+    use(at, len, bits, draw_bits(st, thr, first + at, len, bits, k));
+  }
+}
 }  // namespace
 
 bool dropout_vectorised() { return has_avx512_masks(); }
 
 void dropout_mask(const RandomStream& st, uint32_t threshold, int64_t first, int64_t n, uint8_t* keep, MaskKernel k) {
-  uint64_t bits[kMaskPieceWords];
-  for (int64_t at = 0; at < n; at += kMaskPiece) {
-    const int64_t len = std::min(kMaskPiece, n - at);
-    const int64_t pos = draw_bits(st, threshold, first + at, len, bits, k);
+  for_each_piece(st, threshold, first, n, k, [&](int64_t at, int64_t len, const uint64_t* bits, int64_t pos) {
     bytes_of_bits(bits, pos, len, keep + at, k);
-  }
+  });
 }
 
 void dropout_scale_run(const RandomStream& st, uint32_t threshold, float scale, int64_t first, int64_t n,
                        const float* x, float* y, MaskKernel k) {
-  uint64_t bits[kMaskPieceWords];
-  for (int64_t at = 0; at < n; at += kMaskPiece) {
-    const int64_t len = std::min(kMaskPiece, n - at);
-    const int64_t pos = draw_bits(st, threshold, first + at, len, bits, k);
+  for_each_piece(st, threshold, first, n, k, [&](int64_t at, int64_t len, const uint64_t* bits, int64_t pos) {
     apply_bits(x + at, y + at, len, bits, pos, scale, k);
-  }
+  });
 }
 
 namespace {
-// Calls apply(local offset, n, first element) over the tile in pieces of at most kMaskPiece elements,
+// Calls apply(sample, local offset, n, first element) over the tile in pieces of at most kMaskPiece elements,
 // each within one sample's contiguous run: where the tile has whole rows (cols == global cols)
 // consecutive rows of a sample are one run (context parallel: of one of the shard's runs of
 // positions), otherwise each row is one.
