@@ -26,6 +26,7 @@
 #include "models/registry.hpp"
 #include "parallel/plan.hpp"
 #include "train/config.hpp"
+#include "train/model_plan.hpp"
 #include "train/train_step.hpp"
 
 namespace {
@@ -229,7 +230,9 @@ int main(int argc, char** argv) {
                                           dtrain::SequenceAttention* sequence, dtrain::ExpertExchange* experts) {
       return kind.units(cfg.model, *dev, slice, regions, sequence, experts);
     };
-    dtrain::ParallelModel parallel(units, B, *dev, mesh, {}, cfg.optim, cfg.train.seed);
+    // the trainer's plan for one process (bf16: activations that only products read kept in bf16)
+    const dtrain::ParallelPlan plan = dtrain::parallel_plan_of(cfg, cfg.train.compute_precision(), 1, {B});
+    dtrain::ParallelModel parallel(units, B, *dev, mesh, plan, cfg.optim, cfg.train.seed);
     const dtrain::SampleShape sample = parallel.model().sample_shape();
     std::vector<dtrain::Batch> batches = random_batches(sample, B, parallel.model().outputs(), total, uint64_t(o.seed));
 

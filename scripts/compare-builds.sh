@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # compare-builds.sh — proves that two builds of dtrain compute the same numbers, byte for byte.
 #
-# For each case (two language models × six layouts; DDP with a gradient clip; the CNN on one process
-# and under DDP) it trains with the OLD build's programs and with the
+# For each case (two Transformer language models × six layouts; DDP with a gradient clip; a
+# Llama-style model on one process, under TP with sequence parallel and under ZB-V with selective
+# recompute; the CNN on one process and under DDP) it trains with the OLD build's programs and with the
 # NEW build's, from the same data set (made once by the OLD build) and the same config, in separate
 # run dirs; exports the final weights (model_final) and the last checkpoint (weights + optimizer
 # state) with each build's own `dtrain ckpt export`, and compares the files with cmp. It also
@@ -152,6 +153,23 @@ dropout = 0.1
 EOF
   common_config
 } >"$WORK/pre.toml"
+{
+  cat <<'EOF'
+# Llama-style: RMSNorm, rotary positions, grouped-query attention, SwiGLU, no biases
+[model]
+kind = "llama"
+seq_len = 16
+dim = 32
+heads = 4
+kv_heads = 2
+layers = 4
+ff_dim = 64
+tied = false
+dropout = 0.1
+
+EOF
+  common_config
+} >"$WORK/llama.toml"
 
 # The course's CNN, small: seeded 28×28 images (a bright band per class, noise elsewhere), made by the
 # OLD build's `dtrain data prepare` like the text, read by both; its own [data] and [train].
@@ -208,6 +226,9 @@ ALL_CASES=(
   "pre-UNTIED-pp2-1f1b|pre|2|model.tied=false parallel.pp=2 parallel.pp_schedule=1f1b parallel.pp_split=3"
   "pre-tied-pp2-zbv|pre|2|parallel.pp=2 parallel.pp_schedule=zb-v parallel.pp_virtual=2"
   "pre-tied-ddp2-clip|pre|2|parallel.dp=2 optim.grad_clip=0.5"
+  "llama-1proc|llama|1|"
+  "llama-tp2-sp|llama|2|parallel.tp=2 parallel.tp_sequence=true"
+  "llama-pp2-zbv-selective|llama|2|parallel.pp=2 parallel.pp_schedule=zb-v parallel.pp_virtual=2 train.recompute=selective"
   "cnn-1proc|cnn|1|"
   "cnn-ddp2|cnn|2|parallel.dp=2"
 )

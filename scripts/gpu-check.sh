@@ -18,7 +18,7 @@
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 stage=$repo/.gpu-check
-STEPS="env unit_kernels unit_model unit_nccl unit_variant e2e_train e2e_layouts clients bench"
+STEPS="env unit_kernels unit_bf16 unit_model unit_nccl unit_variant e2e_train e2e_layouts clients bench"
 die() { echo "gpu-check: error: $*" >&2; exit 2; }
 
 usage() { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; }
@@ -274,6 +274,7 @@ there() {
   ((dry)) && gpu=0
   ((gpu)) || export CUDA_VISIBLE_DEVICES=""  # the dry run: the plugin sees no GPU even if the machine has one
   run_step unit_kernels 150 "$bdir/bin/test_cuda_kernels" --gtest_color=no
+  run_step unit_bf16 60 "$bdir/bin/test_cuda_bf16" --gtest_color=no
   run_step unit_model 120 "$bdir/bin/test_cuda_model" --gtest_color=no
   run_step unit_nccl 60 "$bdir/bin/test_nccl" --gtest_color=no
   local v

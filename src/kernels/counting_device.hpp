@@ -30,7 +30,8 @@ struct KernelWork {
 class ScratchModel {
  public:
   virtual ~ScratchModel() = default;
-  virtual void matmul(const MatmulArgs& a) = 0;
+  // a_bf16, b_bf16: the operand is stored in bf16 (Operand)
+  virtual void matmul(const MatmulArgs& a, bool a_bf16 = false, bool b_bf16 = false) = 0;
   virtual void norm_backward(bool rms, int64_t rows, int64_t dim) = 0;
   virtual void attention(const AttentionShape& s, const DropoutSpec& d, bool backward) = 0;
   virtual void attention_block(const AttentionBlocks& a, const SequenceShard& keys, bool backward) = 0;
@@ -73,10 +74,12 @@ class CountingDevice final : public ComputeDevice {
   size_t kernel_scratch_bytes() const override { return scratch_ ? scratch_->bytes() : 0; }
 
   // Kernels run nothing; each tells the planner's cost model what it would do (on_kernel, when set).
-  void matmul(const float*, const float*, float*, const MatmulArgs& a) override {
-    if (scratch_) scratch_->matmul(a);
-    work({"matmul", "matmul", 2.0 * double(a.M) * double(a.N) * double(a.K), 4.0 * double(a.M * a.K + a.K * a.N + a.M * a.N),
-          a.M, a.N, a.K, a.precision, a.trans_a, a.trans_b});
+  void matmul(Operand A, Operand B, float*, const MatmulArgs& a) override {
+    if (scratch_) scratch_->matmul(a, A.bf16, B.bf16);
+    const Precision p = A.bf16 || B.bf16 ? Precision::bf16 : a.precision;
+    work({"matmul", "matmul", 2.0 * double(a.M) * double(a.N) * double(a.K),
+          double(A.bytes(a.M * a.K) + B.bytes(a.K * a.N)) + 4.0 * double(a.M * a.N), a.M, a.N, a.K, p, a.trans_a,
+          a.trans_b});
   }
   void colsum_accumulate(const float*, float*, int64_t rows, int64_t cols) override { stream("colsum_accumulate", 4.0 * rows * cols); }
   void add(const float*, const float*, float*, int64_t n) override { stream("add", 12.0 * n); }
@@ -144,13 +147,17 @@ class CountingDevice final : public ComputeDevice {
     stream(a == Activation::relu ? "relu_forward" : "gelu_forward", 8.0 * n);
   }
   void activation_backward(Activation, const float*, const float*, float*, int64_t n) override { stream("activation_backward", 12.0 * n); }
-  void relu_backward_from_output(const float*, const float*, float*, int64_t n, float) override { stream("relu_backward_from_output", 12.0 * n); }
-  void swiglu_forward(const float*, float*, int64_t rows, int64_t f) override { stream("swiglu_forward", 12.0 * rows * f); }
+  void relu_backward_from_output(Operand y, const float*, float*, int64_t n, float) override {
+    stream("relu_backward_from_output", 8.0 * n + double(y.bytes(n)));
+  }
+  void swiglu_forward(const float*, ActBuffer y, int64_t rows, int64_t f) override {
+    stream("swiglu_forward", 8.0 * rows * f + double(Operand(y).bytes(rows * f)));
+  }
   void swiglu_backward(const float*, const float*, float*, int64_t rows, int64_t f) override {
     stream("swiglu_backward", 20.0 * rows * f);
   }
-  void dropout_forward(const float*, float*, int64_t rows, int64_t cols, const DropoutSpec& s) override {
-    if (s.p > 0) stream("dropout_forward", 8.0 * rows * cols);
+  void dropout_forward(const float*, ActBuffer y, int64_t rows, int64_t cols, const DropoutSpec& s) override {
+    if (s.p > 0 || y.bf16) stream("dropout_forward", 4.0 * rows * cols + double(Operand(y).bytes(rows * cols)));
   }
   void dropout_backward(const float*, float*, int64_t rows, int64_t cols, const DropoutSpec& s) override {
     if (s.p > 0) stream("dropout_backward", 8.0 * rows * cols);

@@ -70,12 +70,14 @@ class ComputeDevice : public Memory {
 
   // Kernels: each does what the CPU kernel of the same name does (its header in kernels/cpu says what
   // that is; the CUDA kernels match it).
-  virtual void matmul(const float* A, const float* B, float* C, const MatmulArgs& a) = 0;
+  // Either operand may be stored in bf16 (Operand): the product is then a bf16 one.
+  virtual void matmul(Operand A, Operand B, float* C, const MatmulArgs& a) = 0;
   // A Linear layer's two backward products from its output gradient dy [rows, out]: dW [out, in] +=
   // dyᵀ·x, then dx [rows, in] = dy·W (added with accumulate_dx), as matmul with
   // linear_backward_weight_args and linear_backward_input_args computes them. A device may share work
-  // between the two (the CPU rounds dy to bf16 once for both). dx overlaps neither dy nor x.
-  virtual void linear_backward(const float* x, const float* dy, const float* W, float* dW, float* dx, int64_t rows,
+  // between the two (the CPU rounds dy to bf16 once for both). dx overlaps neither dy nor x; x may be
+  // stored in bf16.
+  virtual void linear_backward(Operand x, const float* dy, const float* W, float* dW, float* dx, int64_t rows,
                                int64_t in, int64_t out, bool accumulate_dx, Precision p) {
     matmul(dy, x, dW, linear_backward_weight_args(rows, in, out, p));
     matmul(dy, W, dx, linear_backward_input_args(rows, in, out, accumulate_dx, p));
@@ -161,11 +163,12 @@ class ComputeDevice : public Memory {
   virtual void rope_backward(float* dqkv, const RopeShape& s) = 0;
   virtual void activation_forward(Activation a, const float* x, float* y, int64_t n) = 0;
   virtual void activation_backward(Activation a, const float* x, const float* dy, float* dx, int64_t n) = 0;
-  virtual void relu_backward_from_output(const float* y, const float* dy, float* dx, int64_t n, float scale) = 0;
-  virtual void swiglu_forward(const float* a, float* y, int64_t rows, int64_t f) = 0;
+  virtual void relu_backward_from_output(Operand y, const float* dy, float* dx, int64_t n, float scale) = 0;
+  virtual void swiglu_forward(const float* a, ActBuffer y, int64_t rows, int64_t f) = 0;
   virtual void swiglu_backward(const float* a, const float* dy, float* da, int64_t rows, int64_t f) = 0;
-  // A [rows, cols] tile of an activation, placed by the spec's geometry.
-  virtual void dropout_forward(const float* x, float* y, int64_t rows, int64_t cols, const DropoutSpec& s) = 0;
+  // A [rows, cols] tile of an activation, placed by the spec's geometry; y may be stored in bf16
+  // (then written even when dropout is off).
+  virtual void dropout_forward(const float* x, ActBuffer y, int64_t rows, int64_t cols, const DropoutSpec& s) = 0;
   virtual void dropout_backward(const float* dy, float* dx, int64_t rows, int64_t cols, const DropoutSpec& s) = 0;
   virtual void embedding_forward(const int32_t* tokens, const float* wte, const float* pos, float* out, int64_t B,
                                  int64_t T, int64_t d, VocabRange range) = 0;

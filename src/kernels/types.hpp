@@ -2,11 +2,60 @@
 // code that calls the kernels through ComputeDevice (kernels/device.hpp): no backend's code is here.
 #pragma once
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 
+#include "core/error.hpp"
 #include "core/philox.hpp"
 
 namespace dtrain {
+
+// ---- Activations as stored ----------------------------------------------------------------------
+
+// An operand a kernel reads as it is stored: f32, or bf16 (its 16 bits), where a run keeps activations
+// in bf16 (train.precision = bf16). A product with a bf16 operand is a bf16 product (the other operand
+// rounded to bf16, as Precision::bf16 rounds both).
+struct Operand {
+  const void* data = nullptr;
+  bool bf16 = false;
+  Operand() = default;
+  Operand(std::nullptr_t) {}            // NOLINT
+  Operand(const float* p) : data(p) {}  // NOLINT: f32 operands convert implicitly
+  Operand(const uint16_t* p) : data(p), bf16(true) {}
+  const float* f32() const {
+    DT_ASSERT(!bf16);
+    return static_cast<const float*>(data);
+  }
+  const uint16_t* b16() const {
+    DT_ASSERT(bf16);
+    return static_cast<const uint16_t*>(data);
+  }
+  // The operand from element `n` on.
+  Operand at(int64_t n) const {
+    return bf16 ? Operand(static_cast<const uint16_t*>(data) + n) : Operand(static_cast<const float*>(data) + n);
+  }
+  size_t bytes(int64_t n) const { return size_t(n) * (bf16 ? 2 : 4); }
+};
+
+// Where a kernel writes an activation: f32, or bf16 rounded to nearest even from the f32 it computes.
+struct ActBuffer {
+  void* data = nullptr;
+  bool bf16 = false;
+  ActBuffer() = default;
+  ActBuffer(float* p) : data(p) {}  // NOLINT: f32 buffers convert implicitly
+  ActBuffer(uint16_t* p) : data(p), bf16(true) {}
+  operator Operand() const {  // NOLINT: what was written is read
+    return bf16 ? Operand(static_cast<const uint16_t*>(data)) : Operand(static_cast<const float*>(data));
+  }
+  float* f32() const {
+    DT_ASSERT(!bf16);
+    return static_cast<float*>(data);
+  }
+  uint16_t* b16() const {
+    DT_ASSERT(bf16);
+    return static_cast<uint16_t*>(data);
+  }
+};
 
 // ---- Matrix products (matmul) -------------------------------------------------------------------
 

@@ -38,12 +38,13 @@ struct Linear {
   }
   int64_t in_floats() const { return in; }  // per row
   int64_t out_floats() const { return out; }
-  void forward(const float* x, float* y, int64_t rows, Precision p) const {
+  // x may be stored in bf16 (an activation kept in bf16): the products are then bf16 ones.
+  void forward(Operand x, float* y, int64_t rows, Precision p) const {
     const float* bias = has_bias && bias_in_forward ? b.data() : nullptr;
     dev->matmul(x, w.data(), y, linear_forward_args(rows, in, out, bias, p));
   }
   // Accumulates dW, db; writes (or adds to) dx unless dx is null.
-  void backward(const float* x, const float* dy, float* dx, int64_t rows, bool accumulate_dx,
+  void backward(Operand x, const float* dy, float* dx, int64_t rows, bool accumulate_dx,
                 Precision p) const {
     if (!dx) return backward_weight(x, dy, rows, p);
     if (has_bias) dev->colsum_accumulate(dy, b.grad(), rows, out);
@@ -53,7 +54,7 @@ struct Linear {
   void backward_input(const float* dy, float* dx, int64_t rows, bool accumulate_dx, Precision p) const {
     dev->matmul(dy, w.data(), dx, linear_backward_input_args(rows, in, out, accumulate_dx, p));
   }
-  void backward_weight(const float* x, const float* dy, int64_t rows, Precision p) const {
+  void backward_weight(Operand x, const float* dy, int64_t rows, Precision p) const {
     dev->matmul(dy, x, w.grad(), linear_backward_weight_args(rows, in, out, p));
     if (has_bias) dev->colsum_accumulate(dy, b.grad(), rows, out);
   }

@@ -192,7 +192,8 @@ void Model::plan(Arena& arena) {
 
 void Model::plan_units(Arena& arena, const StepContext& largest, const std::vector<int>& held) {
   const int n = int(modules_.size()), S = plan_.slots;
-  const KeepPlan keep{S, plan_.recompute == Recompute::selective}, once{1, false};
+  const KeepPlan keep{S, plan_.recompute == Recompute::selective, plan_.bf16_activations},
+      once{1, false, plan_.bf16_activations};
   // The region the units recomputed in full share: one unit is recomputed (or run forward) at a time.
   size_t shared = 0;
   for (int i : held)

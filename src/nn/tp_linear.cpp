@@ -10,14 +10,14 @@ void column_parallel_forward(TpRegions& regions, const Linear& l, const float* x
   });
 }
 
-float* row_parallel_forward(TpRegions& regions, const Linear& l, const float* x, float* partial, float* local,
+float* row_parallel_forward(TpRegions& regions, const Linear& l, Operand x, float* partial, float* local,
                             int64_t rows, Precision p) {
   return regions.sum_partials_of(partial, local, rows, l.out, [&](int64_t r0, int64_t n) {
-    l.forward(x + r0 * l.in, partial + r0 * l.out, n, p);
+    l.forward(x.at(r0 * l.in), partial + r0 * l.out, n, p);
   });
 }
 
-void LinearBackward::operator()(const Linear& l, const float* x, bool x_lives, const float* dy, float* dx, int64_t rows,
+void LinearBackward::operator()(const Linear& l, Operand x, bool x_lives, const float* dy, float* dx, int64_t rows,
                                 bool accumulate, Precision p) const {
   if (part == BackwardPart::all) {
     l.backward(x, dy, dx, rows, accumulate, p);
@@ -27,7 +27,7 @@ void LinearBackward::operator()(const Linear& l, const float* x, bool x_lives, c
   store->add(l, x, x_lives, dy, rows, p);
 }
 
-void LinearBackward::weight(const Linear& l, const float* x, bool x_lives, const float* dy, int64_t rows,
+void LinearBackward::weight(const Linear& l, Operand x, bool x_lives, const float* dy, int64_t rows,
                             Precision p) const {
   if (part == BackwardPart::all)
     l.backward_weight(x, dy, rows, p);

@@ -21,7 +21,7 @@ void column_parallel_forward(TpRegions& regions, const Linear& l, const float* x
 // The slices' sum of l(x) [rows, l.out] (x [rows, l.in]: all rows), computed into `partial` and
 // summed in place, or reduce-scattered into `local` (this slice's rows) under sequence parallel.
 // Returns the sum.
-float* row_parallel_forward(TpRegions& regions, const Linear& l, const float* x, float* partial, float* local,
+float* row_parallel_forward(TpRegions& regions, const Linear& l, Operand x, float* partial, float* local,
                             int64_t rows, Precision p);
 
 // A unit's Linear backward for the running backward call: part all computes both halves now;
@@ -31,10 +31,10 @@ struct LinearBackward {
   BackwardPart part = BackwardPart::all;
   WeightGradStore* store = nullptr;
   // dx (+)= the input gradient (accumulate), and the weight gradient now or kept.
-  void operator()(const Linear& l, const float* x, bool x_lives, const float* dy, float* dx, int64_t rows,
+  void operator()(const Linear& l, Operand x, bool x_lives, const float* dy, float* dx, int64_t rows,
                   bool accumulate, Precision p) const;
   // The weight half alone, now or kept.
-  void weight(const Linear& l, const float* x, bool x_lives, const float* dy, int64_t rows, Precision p) const;
+  void weight(const Linear& l, Operand x, bool x_lives, const float* dy, int64_t rows, Precision p) const;
 };
 
 // A column-parallel Linear's backward from its output gradient dy [rows, l.out] (all rows) and

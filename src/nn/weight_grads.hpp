@@ -2,7 +2,7 @@
 // unit's input gradient (I) first and its layers' weight gradients (W) afterwards. Per layer (a
 // Linear, a Conv2d: anything with in_floats(), out_floats() per row and backward_weight) it keeps the
 // layer's input and its output's gradient, copied into storage planned up front unless the input is
-// a saved activation that lives until W anyway. The model plans one per unit and micro-batch in
+// a saved activation that lives until W anyway. A layer input stored in bf16 is kept in bf16. The model plans one per unit and micro-batch in
 // flight (Module::weight_grad_floats) and hands it over in UnitPass::weight_grads.
 #pragma once
 #include <vector>
@@ -23,12 +23,12 @@ class WeightGradStore {
   // Keeps layer's weight gradient from x [rows, in_floats()] and dy [rows, out_floats()] for run(); x
   // is kept as is when x_lives (it stays unchanged until run), else copied, like dy.
   template <class Layer>
-  void add(const Layer& layer, const float* x, bool x_lives, const float* dy, int64_t rows, Precision p) {
-    const float* xs = x_lives && !copy_inputs_ ? x : keep(x, rows * layer.in_floats());
-    auto run = [](const void* l, const float* x, const float* dy, int64_t rows, Precision p) {
+  void add(const Layer& layer, Operand x, bool x_lives, const float* dy, int64_t rows, Precision p) {
+    const Operand xs = x_lives && !copy_inputs_ ? x : keep(x, rows * layer.in_floats());
+    auto run = [](const void* l, Operand x, const float* dy, int64_t rows, Precision p) {
       static_cast<const Layer*>(l)->backward_weight(x, dy, rows, p);
     };
-    entries_.push_back({&layer, run, xs, keep(dy, rows * layer.out_floats()), rows, p});
+    entries_.push_back({&layer, run, xs, keep(dy, rows * layer.out_floats()).f32(), rows, p});
   }
   // Accumulates every kept weight gradient, then forgets them.
   void run() {
@@ -41,18 +41,20 @@ class WeightGradStore {
  private:
   struct Entry {
     const void* layer;
-    void (*run)(const void* layer, const float* x, const float* dy, int64_t rows, Precision p);
-    const float* x;
+    void (*run)(const void* layer, Operand x, const float* dy, int64_t rows, Precision p);
+    Operand x;
     const float* dy;
     int64_t rows;
     Precision p;
   };
-  const float* keep(const float* src, int64_t n) {
-    DT_ASSERT(used_ + n <= cap_ && "weight-gradient store planned too small");
+  // A copy of n elements of src, in its type, in floats of the storage (bf16: two to a float).
+  Operand keep(Operand src, int64_t n) {
+    const int64_t floats = src.bf16 ? (n + 1) / 2 : n;
+    DT_ASSERT(used_ + floats <= cap_ && "weight-gradient store planned too small");
     float* dst = base_ + used_;
-    dev_->copy(dst, src, sizeof(float) * size_t(n));
-    used_ += n;
-    return dst;
+    dev_->copy(dst, src.data, src.bytes(n));
+    used_ += floats;
+    return src.bf16 ? Operand(reinterpret_cast<const uint16_t*>(dst)) : Operand(dst);
   }
   ComputeDevice* dev_ = nullptr;
   float* base_ = nullptr;

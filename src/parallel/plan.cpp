@@ -114,6 +114,7 @@ ParallelModel::ParallelModel(const UnitFactory& make_units, int64_t max_batch, C
     }
   });
   stages.recompute = plan.recompute;
+  stages.bf16_activations = plan.bf16_activations;
   stages.sequence_parts = shape.cp;
   if (shape.pp > 1) {
     const int64_t rows = micro_batch_rows(max_batch, lists.back().microbatches);  // each slot holds one micro-batch

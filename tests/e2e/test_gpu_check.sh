@@ -10,7 +10,7 @@ source "$2/tests/e2e/lib.sh" "$1" "$2" "to read the results"
 check=$src/scripts/gpu-check.sh
 b=$work/pack/dtrain-test-linux-x86_64
 mkdir -p "$b/bin" "$b/lib"
-for p in dtrain dtrun test_cuda_kernels test_cuda_model test_nccl bench_train; do cp "$bin/$p" "$b/bin/"; done
+for p in dtrain dtrun test_cuda_kernels test_cuda_bf16 test_cuda_model test_nccl bench_train; do cp "$bin/$p" "$b/bin/"; done
 cp "$bin/../lib/libdtrain_cuda.so" "$b/lib/"
 echo test >"$b/VERSION"
 echo "libcudart.so.13 libcublasLt.so.13 libcudnn.so.9 libnccl.so.2" >"$b/NODE_LIBS"
@@ -37,12 +37,12 @@ bash "$check" --bundle "$work/dtrain-test-linux-x86_64.tar.xz" --stage "$work/st
 # the dry run: every step skipped (no GPU), the three result files, the table last
 OUT=$work/out bash "$check" --dry-run --stage "$work/stage" >"$work/dry.out" 2>&1 || { cat "$work/dry.out"; fail "the dry run failed"; }
 for f in gpu-check.log gpu-check.json artifacts.tar.gz; do [ -s "$work/out/$f" ] || fail "no $f"; done
-tail -n1 "$work/dry.out" | grep -q "^gpu-check: 7 steps in .* s: none failed" || fail "no final line: $(tail -n3 "$work/dry.out")"
+tail -n1 "$work/dry.out" | grep -q "^gpu-check: 8 steps in .* s: none failed" || fail "no final line: $(tail -n3 "$work/dry.out")"
 "$py" - "$work/out/gpu-check.json" <<'PY' || fail "the dry run's results are not what it should find"
 import json, sys
 r = json.load(open(sys.argv[1]))
 names = [s["step"] for s in r["steps"]]
-want = ["unit_kernels", "unit_model", "unit_nccl", "e2e_train", "e2e_layouts", "clients", "bench"]
+want = ["unit_kernels", "unit_bf16", "unit_model", "unit_nccl", "e2e_train", "e2e_layouts", "clients", "bench"]
 assert names == want, names
 for s in r["steps"]:
     assert s["status"] == "skip", s
@@ -63,7 +63,7 @@ OUT=$work/out2 bash "$check" --dry-run --stage "$work/stage" --step-limit 0.05 -
 grep -Eq '^e2e_train +timeout' "$work/limit.out" || fail "no timeout row: $(tail -n6 "$work/limit.out")"
 OUT=$work/out3 bash "$check" --dry-run --stage "$work/stage" --budget 0 >"$work/budget.out" 2>&1 ||
   fail "a spent budget is no failure"
-[ "$(grep -c 'no time left in the budget' "$work/budget.out")" -eq 7 ] || fail "every step skipped: $(cat "$work/budget.out")"
+[ "$(grep -c 'no time left in the budget' "$work/budget.out")" -eq 8 ] || fail "every step skipped: $(cat "$work/budget.out")"
 echo "ok  a step limit times out, a spent budget skips"
 rc=0; bash "$check" --only nothing >"$work/bad.out" 2>&1 || rc=$?
 [ $rc -eq 2 ] && [ "$(wc -l <"$work/bad.out")" -eq 1 ] && grep -q "gpu-check: error: --only: no step 'nothing'" "$work/bad.out" ||

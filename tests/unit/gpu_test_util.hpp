@@ -1,11 +1,13 @@
-// Helpers of the GPU tests: the GPU device (or a skip saying why there is none), copies between
-// host vectors and device buffers, and closeness relative to the largest reference value.
+// Helpers of the GPU tests: the GPU device (or a skip saying why there is none), seeded random
+// vectors, copies between host vectors and device buffers, and closeness relative to the largest
+// reference value.
 #pragma once
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -31,6 +33,15 @@ inline std::shared_ptr<ComputeDevice> gpu() {
   auto gpu_dev = gpu_test::gpu();                            \
   if (!gpu_dev) GTEST_SKIP() << gpu_test::no_gpu_reason();   \
   [[maybe_unused]] ComputeDevice& G = *gpu_dev
+
+// n uniform values in [lo, hi) from a seeded generator.
+inline std::vector<float> rand_vec(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
+  std::mt19937 g(seed);
+  std::uniform_real_distribution<float> u(lo, hi);
+  std::vector<float> v(n);
+  for (auto& x : v) x = u(g);
+  return v;
+}
 
 // A device copy of a host vector.
 template <class T>

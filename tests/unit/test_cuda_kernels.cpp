@@ -13,16 +13,9 @@
 using namespace dtrain;
 using gpu_test::expect_close;
 using gpu_test::OnDevice;
+using gpu_test::rand_vec;
 
 namespace {
-
-std::vector<float> rand_vec(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
-  std::mt19937 g(seed);
-  std::uniform_real_distribution<float> u(lo, hi);
-  std::vector<float> v(n);
-  for (auto& x : v) x = u(g);
-  return v;
-}
 
 DropoutSpec spec(float p, uint32_t unit, uint32_t site) {
   DropoutSpec s;

@@ -5,7 +5,9 @@
 // order (a unit's I and W with other F and I between), the model one stage or two; full runs the
 // hooks as none does (the same calls in the same order), and a recomputed forward reads parameters
 // only inside its unit's backward window (what FSDP gathers); and the plan shrinks: full keeps less
-// than selective, selective less than none.
+// than selective, selective less than none. Activations kept in bf16 (train.precision = bf16: what
+// only products read) keep the bits of bf16 products on activations kept in f32, under each recompute
+// and split backward, and the plan shrinks by what they keep.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -17,6 +19,7 @@
 #include <vector>
 
 #include "model_test_util.hpp"
+#include "kernels/cpu/matmul.hpp"
 #include "models/cnn/kind.hpp"
 #include "models/llama/kind.hpp"
 #include "models/transformer/kind.hpp"
@@ -110,8 +113,9 @@ class Windows : public UnitHooks {
   std::vector<std::string>& log_;
 };
 
-StepContext context(const SampleShape& s, int mb) {
+StepContext context(const SampleShape& s, int mb, Precision precision = Precision::f32) {
   StepContext ctx;
+  ctx.precision = precision;
   ctx.B = kRows;
   ctx.T = s.targets;
   ctx.training = true;
@@ -125,9 +129,10 @@ StepContext context(const SampleShape& s, int mb) {
 
 // Trains one step of kMicro micro-batches on a model of `stages` (one model holding them all, as a
 // rank of a V schedule holds two), in a zero-bubble order when split: F0 F1 I0 F2 I1 W0 I2 W1 W2
-// (whole backwards B in the places of I, and no W, otherwise).
+// (whole backwards B in the places of I, and no W, otherwise). `precision` of the products; bf16_kept:
+// the activations only products read kept in bf16.
 Result run(const Case& c, Recompute recompute, bool split, const std::vector<std::pair<int, int>>& stages,
-           bool windows = false) {
+           bool windows = false, Precision precision = Precision::f32, bool bf16_kept = false) {
   std::mt19937 g(7);
   std::uniform_int_distribution<int32_t> label(0, c.classes - 1);
   std::normal_distribution<float> pixel(0.0f, 1.0f);
@@ -140,6 +145,7 @@ Result run(const Case& c, Recompute recompute, bool split, const std::vector<std
   const bool images = c.sample.input == InputKind::images;
 
   StagePlan plan{stages, kMicro, split, recompute};
+  plan.bf16_activations = bf16_kept;
   UnitList units = c.units();
   Result r;
   r.planned = Model::planned_bytes(units, kRows, plan);
@@ -158,16 +164,16 @@ Result run(const Case& c, Recompute recompute, bool split, const std::vector<std
     for (int k = 0; k < K; ++k) {
       if (k > 0)
         std::memcpy(m.stage_input(k, mb), m.stage_output(k - 1, mb),
-                    sizeof(float) * size_t(m.stage_input_floats(k, context(c.sample, mb))));
-      m.stage_forward(k, mb, batch(mb), context(c.sample, mb), true, hooks.get());
+                    sizeof(float) * size_t(m.stage_input_floats(k, context(c.sample, mb, precision))));
+      m.stage_forward(k, mb, batch(mb), context(c.sample, mb, precision), true, hooks.get());
     }
   };
   auto backward = [&](int mb, BackwardPart part) {
     for (int k = K; k-- > 0;) {
       if (k + 1 < K && part != BackwardPart::weight)
         std::memcpy(m.stage_output_grad(k, mb), m.stage_input_grad(k + 1, mb),
-                    sizeof(float) * size_t(m.stage_output_floats(k, context(c.sample, mb))));
-      m.stage_backward(k, mb, context(c.sample, mb), part, hooks.get());
+                    sizeof(float) * size_t(m.stage_output_floats(k, context(c.sample, mb, precision))));
+      m.stage_backward(k, mb, context(c.sample, mb, precision), part, hooks.get());
     }
   };
   const BackwardPart first = split ? BackwardPart::input : BackwardPart::all;
@@ -274,4 +280,45 @@ TEST(Recompute, FullKeepsOneSetForAllBlocksNotOnePerBlockAndSlot) {
     EXPECT_EQ(bytes(6, Recompute::full, slots) - bytes(3, Recompute::full, slots), size_t(3 * slots) * output);
     EXPECT_GT(bytes(6, Recompute::none, slots) - bytes(3, Recompute::none, slots), size_t(3 * slots) * 8 * output);
   }
+}
+
+// Where this CPU has bf16 products (else a product with a bf16 operand widens it to f32, and bf16
+// products on f32 activations compute in f32: the two differ by the rounding).
+bool bf16_products() {
+  return matmul_copies_to_bf16(linear_forward_args(16, 16, 16, nullptr, Precision::bf16));
+}
+
+TEST(Bf16Activations, KeepTheBitsOfBf16ProductsOnF32Activations) {
+  if (!bf16_products()) GTEST_SKIP() << "this CPU has no bf16 matrix products (oneDNN computes them in f32 here)";
+  for (const Case& c : {transformer_case(false), transformer_case(true), llama_case()})
+    for (bool split : {false, true}) {
+      const Result want = run(c, Recompute::none, split, {}, false, Precision::bf16, false);
+      ASSERT_GT(want.loss, 0.0);
+      for (Recompute r : {Recompute::none, Recompute::selective, Recompute::full}) {
+        const Result got = run(c, r, split, {}, false, Precision::bf16, true);
+        EXPECT_EQ(got.loss, want.loss);
+        for (const auto& [param, g] : want.grads)
+          EXPECT_EQ(std::memcmp(got.grads.at(param).data(), g.data(), sizeof(float) * g.size()), 0)
+              << param << " differs with activations kept in bf16 (recompute " << int(r) << (split ? ", split" : "")
+              << ")";
+      }
+    }
+}
+
+TEST(Bf16Activations, ThePlanKeepsHalfTheBytesOfWhatProductsRead) {
+  auto bytes = [](const Case& c, bool bf16, Recompute r = Recompute::none) {
+    UnitList units = c.units();
+    StagePlan plan{{}, 2, false, r};
+    plan.bf16_activations = bf16;
+    return Model::planned_bytes(units, 4, plan);
+  };
+  // post-norm ReLU: each block's activation [rows, ff] per slot, half of its f32 bytes
+  const TransformerConfig t = transformer(false);
+  const size_t relu_f32 = size_t(2 * 4 * t.seq_len * t.ff_dim) * sizeof(float);  // 2 slots, 64-byte multiples
+  EXPECT_EQ(bytes(transformer_case(false), false) - bytes(transformer_case(false), true), size_t(t.layers) * relu_f32 / 2);
+  // pre-norm GELU keeps fc1's output (its backward reads it): nothing changes
+  EXPECT_EQ(bytes(transformer_case(true), true), bytes(transformer_case(true), false));
+  // Llama: SwiGLU's output, unless selective recompute makes it again in backward
+  EXPECT_LT(bytes(llama_case(), true), bytes(llama_case(), false));
+  EXPECT_EQ(bytes(llama_case(), true, Recompute::selective), bytes(llama_case(), false, Recompute::selective));
 }

@@ -1,5 +1,7 @@
 // ReLU and tanh-GELU kernels (see activation.hpp).
 #include "kernels/cpu/activation.hpp"
+
+#include "core/bf16.hpp"
 #include "kernels/cpu/simd.hpp"
 
 #include <cmath>
@@ -46,9 +48,22 @@ DT_SIMD void activation_backward(Activation a, const float* x, const float* dy, 
   }
 }
 
-DT_SIMD void relu_backward_from_output(const float* y, const float* dy, float* dx, int64_t n, float scale) {
+namespace {
+DT_SIMD void relu_backward_from_f32(const float* y, const float* dy, float* dx, int64_t n, float scale) {
 #pragma omp parallel for simd schedule(static)
   for (int64_t i = 0; i < n; ++i) dx[i] = y[i] > 0.0f ? dy[i] * scale : 0.0f;
+}
+DT_SIMD void relu_backward_from_bf16(const uint16_t* y, const float* dy, float* dx, int64_t n, float scale) {
+#pragma omp parallel for simd schedule(static)
+  for (int64_t i = 0; i < n; ++i) dx[i] = to_f32(bf16{y[i]}) > 0.0f ? dy[i] * scale : 0.0f;
+}
+}  // namespace
+
+void relu_backward_from_output(Operand y, const float* dy, float* dx, int64_t n, float scale) {
+  if (y.bf16)
+    relu_backward_from_bf16(y.b16(), dy, dx, n, scale);
+  else
+    relu_backward_from_f32(y.f32(), dy, dx, n, scale);
 }
 
 }  // namespace dtrain

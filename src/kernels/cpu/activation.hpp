@@ -13,6 +13,7 @@ void activation_backward(Activation a, const float* x, const float* dy, float* d
 
 // ReLU backward from its (possibly dropped-out and scaled) output y: dx = dy * scale where y > 0.
 // With y = relu(x) * mask * scale this is exactly the gradient of dropout(relu(x)) (dx may alias dy).
-void relu_backward_from_output(const float* y, const float* dy, float* dx, int64_t n, float scale);
+// y may be stored in bf16 (the values rounded: the same signs, but for f32 values below bf16's least).
+void relu_backward_from_output(Operand y, const float* dy, float* dx, int64_t n, float scale);
 
 }  // namespace dtrain

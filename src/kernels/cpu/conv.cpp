@@ -25,7 +25,7 @@ using Tag = memory::format_tag;
 // One operand of a primitive: the caller's memory (f32, NCHW / OIHW) and the layout and type the
 // primitive chose (a blocked layout such as nChw16c, bf16), with the reorder between them when they
 // differ (an input: the caller's into the primitive's; an output: back).
-struct Operand {
+struct ConvOperand {
   memory::desc user, prim;
   bool same = true;
   dnnl::reorder reorder;
@@ -38,9 +38,9 @@ struct ConvPrimitives {
   dnnl::convolution_backward_data backward_data;
   dnnl::convolution_backward_weights backward_weights;
   memory::desc bias;                  // [K] f32, the bias and its gradient
-  Operand fwd_x, fwd_w, fwd_y;        // forward
-  Operand bwd_dy, bwd_w, bwd_dx;      // the input gradient
-  Operand wgt_x, wgt_dy, wgt_dw;      // the weight gradient
+  ConvOperand fwd_x, fwd_w, fwd_y;        // forward
+  ConvOperand bwd_dy, bwd_w, bwd_dx;      // the input gradient
+  ConvOperand wgt_x, wgt_dy, wgt_dw;      // the weight gradient
 };
 
 // Max pooling in its input's layout; its output (and the output's gradient) reordered from and to
@@ -49,7 +49,7 @@ struct PoolPrimitives {
   dnnl::pooling_forward::primitive_desc forward_pd;
   dnnl::pooling_forward forward;
   dnnl::pooling_backward backward;
-  Operand y, dy;
+  ConvOperand y, dy;
 };
 
 struct ConvRuntime {
@@ -70,8 +70,8 @@ ConvRuntime& conv_runtime() {
 
 memory mem(const memory::desc& d, const void* p) { return memory(d, conv_runtime().engine, const_cast<void*>(p)); }
 
-Operand operand(const memory::desc& user, const memory::desc& prim, bool input, int buffer) {
-  Operand o{user, prim, user == prim, {}, buffer};
+ConvOperand operand(const memory::desc& user, const memory::desc& prim, bool input, int buffer) {
+  ConvOperand o{user, prim, user == prim, {}, buffer};
   if (!o.same) {
     const dnnl::engine& e = conv_runtime().engine;
     o.reorder = input ? dnnl::reorder(dnnl::reorder::primitive_desc(e, user, e, prim))
@@ -81,7 +81,7 @@ Operand operand(const memory::desc& user, const memory::desc& prim, bool input, 
 }
 
 // The memory the primitive reads for an input: the caller's, or it reordered (and converted to bf16).
-memory input(const Operand& o, const void* user) {
+memory input(const ConvOperand& o, const void* user) {
   ConvRuntime& rt = conv_runtime();
   if (o.same) return mem(o.user, user);
   std::vector<uint8_t>& buf = rt.buffers[o.buffer];
@@ -93,14 +93,14 @@ memory input(const Operand& o, const void* user) {
 }
 
 // The memory the primitive writes an output into; finish() then brings it to the caller's layout.
-memory output(const Operand& o, void* user) {
+memory output(const ConvOperand& o, void* user) {
   ConvRuntime& rt = conv_runtime();
   if (o.same) return mem(o.user, user);
   std::vector<uint8_t>& buf = rt.buffers[o.buffer];
   if (buf.size() < o.prim.get_size()) buf.resize(o.prim.get_size());
   return mem(o.prim, buf.data());
 }
-void finish(const Operand& o, memory& m, void* user) {
+void finish(const ConvOperand& o, memory& m, void* user) {
   if (o.same) return;
   memory u = mem(o.user, user);
   o.reorder.execute(conv_runtime().stream, m, u);

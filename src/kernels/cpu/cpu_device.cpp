@@ -67,11 +67,11 @@ class CpuDevice final : public ComputeDevice {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - mark_).count();
   }
 
-  void matmul(const float* A, const float* B, float* C, const MatmulArgs& a) override {
+  void matmul(Operand A, Operand B, float* C, const MatmulArgs& a) override {
     DT_CPU_OP("matmul", matmul_flops(a));
     dtrain::matmul(A, B, C, a);
   }
-  void linear_backward(const float* x, const float* dy, const float* W, float* dW, float* dx, int64_t rows, int64_t in,
+  void linear_backward(Operand x, const float* dy, const float* W, float* dW, float* dx, int64_t rows, int64_t in,
                        int64_t out, bool accumulate_dx, Precision p) override {
     DT_CPU_OP("matmul", 2.0 * matmul_flops(linear_backward_input_args(rows, in, out, accumulate_dx, p)));
     dtrain::linear_backward(x, dy, W, dW, dx, rows, in, out, accumulate_dx, p);
@@ -201,11 +201,11 @@ class CpuDevice final : public ComputeDevice {
     DT_CPU_OP("activation_backward");
     dtrain::activation_backward(a, x, dy, dx, n);
   }
-  void relu_backward_from_output(const float* y, const float* dy, float* dx, int64_t n, float scale) override {
+  void relu_backward_from_output(Operand y, const float* dy, float* dx, int64_t n, float scale) override {
     DT_CPU_OP("relu_backward_from_output");
     dtrain::relu_backward_from_output(y, dy, dx, n, scale);
   }
-  void swiglu_forward(const float* a, float* y, int64_t rows, int64_t f) override {
+  void swiglu_forward(const float* a, ActBuffer y, int64_t rows, int64_t f) override {
     DT_CPU_OP("swiglu_forward");
     dtrain::swiglu_forward(a, y, rows, f);
   }
@@ -213,7 +213,7 @@ class CpuDevice final : public ComputeDevice {
     DT_CPU_OP("swiglu_backward");
     dtrain::swiglu_backward(a, dy, da, rows, f);
   }
-  void dropout_forward(const float* x, float* y, int64_t rows, int64_t cols, const DropoutSpec& s) override {
+  void dropout_forward(const float* x, ActBuffer y, int64_t rows, int64_t cols, const DropoutSpec& s) override {
     DT_CPU_OP("dropout_forward");
     dtrain::dropout_forward(x, y, rows, cols, s);
   }

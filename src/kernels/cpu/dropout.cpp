@@ -12,6 +12,7 @@
 #endif
 
 #include "core/error.hpp"
+#include "kernels/cpu/onednn.hpp"
 #include "kernels/cpu/simd.hpp"
 
 namespace dtrain {
@@ -269,15 +270,28 @@ void for_each_run(int64_t rows, int64_t cols, const DropoutSpec& s, F&& apply) {
 }
 }  // namespace
 
-void dropout_forward(const float* x, float* y, int64_t rows, int64_t cols, const DropoutSpec& s) {
+void dropout_forward(const float* x, ActBuffer y, int64_t rows, int64_t cols, const DropoutSpec& s) {
   if (!s.active()) {
-    if (x != y) std::memcpy(y, x, sizeof(float) * rows * cols);
+    if (y.bf16)
+      round_into_bf16_parallel(x, rows * cols, y.b16());
+    else if (x != y.data)
+      std::memcpy(y.data, x, sizeof(float) * rows * cols);
     return;
   }
   const float scale = s.scale();
   const uint32_t thr = s.threshold();
+  if (!y.bf16) {
+    float* out = y.f32();
+    for_each_run(rows, cols, s, [&](int64_t sample, int64_t off, int64_t n, int64_t elem) {
+      dropout_scale_run(s.stream(sample), thr, scale, elem, n, x + off, out + off);
+    });
+    return;
+  }
+  uint16_t* out = y.b16();  // each run scaled into a tile of f32 while in cache, then rounded
   for_each_run(rows, cols, s, [&](int64_t sample, int64_t off, int64_t n, int64_t elem) {
-    dropout_scale_run(s.stream(sample), thr, scale, elem, n, x + off, y + off);
+    alignas(64) float tile[kMaskPiece];
+    dropout_scale_run(s.stream(sample), thr, scale, elem, n, x + off, tile);
+    round_into_bf16(tile, n, out + off);
   });
 }
 

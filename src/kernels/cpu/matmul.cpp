@@ -1,6 +1,7 @@
-// oneDNN matmul with a primitive cache keyed by shape, layout and precision; bf16 inputs are
-// converted from f32 into reused scratch buffers (mixed precision: bf16 multiply, f32 accumulate),
-// or given already converted by a caller that uses one conversion for several products.
+// oneDNN matmul with a primitive cache keyed by shape, layout and precision; f32 inputs of bf16 products
+// are converted into reused scratch buffers (mixed precision: bf16 multiply, f32 accumulate), bf16
+// inputs (activations kept in bf16) read as they are, or given already converted by a caller that uses
+// one conversion for several products.
 #include "kernels/cpu/matmul.hpp"
 
 #include <cstdio>
@@ -23,6 +24,7 @@ struct MatmulRuntime {
   dnnl::stream& stream = onednn_stream();
   std::map<std::vector<int64_t>, dnnl::matmul> cache;  // by Problem::key()
   std::vector<uint16_t> scratch_a, scratch_b, scratch_c;  // c: only matmul_bf16_copy's
+  std::vector<float> wide_a, wide_b;  // bf16 operands widened, where bf16 products are not available
   bool bf16_unavailable = false;
   bool bf16_probed = false;
 };
@@ -126,7 +128,14 @@ std::vector<uint16_t>& copy_buffer(Bf16Copy which) {
 
 int64_t matmul_scratch_bytes() {
   const MatmulRuntime& rt = runtime();
-  return int64_t((rt.scratch_a.capacity() + rt.scratch_b.capacity() + rt.scratch_c.capacity()) * sizeof(uint16_t));
+  return int64_t((rt.scratch_a.capacity() + rt.scratch_b.capacity() + rt.scratch_c.capacity()) * sizeof(uint16_t) +
+                 (rt.wide_a.capacity() + rt.wide_b.capacity()) * sizeof(float));
+}
+
+MatmulArgs matmul_args_for(const MatmulArgs& a, Operand A, Operand B) {
+  MatmulArgs e = a;
+  if (A.bf16 || B.bf16) e.precision = Precision::bf16;
+  return e;
 }
 
 bool matmul_copies_to_bf16(const MatmulArgs& a) {
@@ -146,17 +155,43 @@ void matmul_bf16(const uint16_t* A, const uint16_t* B, float* C, const MatmulArg
   run(problem_of(a, true), A, B, a.bias, C);
 }
 
-void matmul(const float* A, const float* B, float* C, const MatmulArgs& a) {
-  DT_ASSERT(!(a.accumulate && a.bias));
-  if (a.M == 0 || a.N == 0) return;
-  if (!matmul_copies_to_bf16(a)) return run(problem_of(a, false), A, B, a.bias, C);
-  run(problem_of(a, true), matmul_bf16_copy(Bf16Copy::a, A, a.M * a.K), matmul_bf16_copy(Bf16Copy::b, B, a.K * a.N),
-      a.bias, C);
+namespace {
+// n elements of an operand as a bf16 product reads them: as stored, or copied into buffer `which`.
+const uint16_t* bf16_operand(Operand x, Bf16Copy which, int64_t n) {
+  return x.bf16 ? x.b16() : matmul_bf16_copy(which, x.f32(), n);
 }
 
-void linear_backward(const float* x, const float* dy, const float* W, float* dW, float* dx, int64_t rows, int64_t in,
+// ... and as an f32 product reads them: as stored, or (bf16, where bf16 products are not available)
+// widened into `wide`, grown to exactly n when smaller (the planner's scratch model counts n).
+const float* f32_operand(Operand x, std::vector<float>& wide, int64_t n) {
+  if (!x.bf16) return x.f32();
+  if (wide.size() < size_t(n)) {
+    wide.clear();
+    wide.shrink_to_fit();
+    wide.resize(size_t(n));
+  }
+  const uint16_t* in = x.b16();
+  float* out = wide.data();
+#pragma omp parallel for simd schedule(static)
+  for (int64_t i = 0; i < n; ++i) out[i] = to_f32(bf16{in[i]});
+  return out;
+}
+}  // namespace
+
+void matmul(Operand A, Operand B, float* C, const MatmulArgs& args) {
+  const MatmulArgs a = matmul_args_for(args, A, B);
+  DT_ASSERT(!(a.accumulate && a.bias));
+  if (a.M == 0 || a.N == 0) return;
+  MatmulRuntime& rt = runtime();
+  if (!matmul_copies_to_bf16(a))
+    return run(problem_of(a, false), f32_operand(A, rt.wide_a, a.M * a.K), f32_operand(B, rt.wide_b, a.K * a.N), a.bias,
+               C);
+  run(problem_of(a, true), bf16_operand(A, Bf16Copy::a, a.M * a.K), bf16_operand(B, Bf16Copy::b, a.K * a.N), a.bias, C);
+}
+
+void linear_backward(Operand x, const float* dy, const float* W, float* dW, float* dx, int64_t rows, int64_t in,
                      int64_t out, bool accumulate_dx, Precision p) {
-  const MatmulArgs wa = linear_backward_weight_args(rows, in, out, p),
+  const MatmulArgs wa = matmul_args_for(linear_backward_weight_args(rows, in, out, p), dy, x),
                    ia = linear_backward_input_args(rows, in, out, accumulate_dx, p);
   if (!matmul_copies_to_bf16(wa) || !matmul_copies_to_bf16(ia)) {
     matmul(dy, x, dW, wa);
@@ -164,7 +199,7 @@ void linear_backward(const float* x, const float* dy, const float* W, float* dW,
     return;
   }
   const uint16_t* g = matmul_bf16_copy(Bf16Copy::a, dy, rows * out);
-  matmul_bf16(g, matmul_bf16_copy(Bf16Copy::b, x, rows * in), dW, wa);
+  matmul_bf16(g, bf16_operand(x, Bf16Copy::b, rows * in), dW, wa);
   matmul_bf16(g, matmul_bf16_copy(Bf16Copy::b, W, out * in), dx, ia);
 }
 

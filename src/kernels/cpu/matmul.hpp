@@ -11,9 +11,13 @@ namespace dtrain {
 int64_t matmul_scratch_bytes();
 // Whether a product of these arguments computes in bf16, from bf16 copies of its operands
 // (M·K and K·N of them: what it keeps).
+// A bf16 operand makes a product bf16 (its f32 operand is then copied to bf16, the bf16 one read as it
+// is); where bf16 products are not available, bf16 operands are widened to f32 copies instead.
 bool matmul_copies_to_bf16(const MatmulArgs& a);
+// The arguments with the precision a product of these operands runs in.
+MatmulArgs matmul_args_for(const MatmulArgs& a, Operand A, Operand B);
 
-void matmul(const float* A, const float* B, float* C, const MatmulArgs& args);
+void matmul(Operand A, Operand B, float* C, const MatmulArgs& args);
 
 // For a caller that reads the same f32 operand in several bf16 products (the classifier's weights,
 // its logits' gradient): the operand rounded to bf16 once, into one of three grow-only buffers (a
@@ -51,8 +55,9 @@ inline void linear_backward_weight(const float* dy, const float* x, float* dW, i
   matmul(dy, x, dW, linear_backward_weight_args(rows, in, out, p));
 }
 // Both: dW += dyᵀ·x, then dx (+)= dy·W, the same bits as the two calls above; in bf16 dy is rounded
-// once for both products (in the copy buffers a and b that matmul() uses: dy in a, x then W in b).
-void linear_backward(const float* x, const float* dy, const float* W, float* dW, float* dx, int64_t rows, int64_t in,
+// once for both products (in the copy buffers a and b that matmul() uses: dy in a, x then W in b; x
+// stored in bf16 is read as it is).
+void linear_backward(Operand x, const float* dy, const float* W, float* dW, float* dx, int64_t rows, int64_t in,
                      int64_t out, bool accumulate_dx, Precision p);
 
 }  // namespace dtrain

@@ -1,6 +1,8 @@
 // The shared oneDNN engine and stream, and bf16 rounding (see onednn.hpp).
 #include "kernels/cpu/onednn.hpp"
 
+#include <algorithm>
+
 #include "core/limits.hpp"
 #include "kernels/cpu/simd.hpp"
 
@@ -36,6 +38,18 @@ DT_SIMD const uint16_t* round_to_bf16(const float* src, int64_t n, std::vector<u
 #pragma omp parallel for simd schedule(static)
   for (int64_t i = 0; i < n; ++i) out[i] = bf16_bits_of(in[i]);
   return out;
+}
+
+DT_SIMD void round_into_bf16(const float* src, int64_t n, uint16_t* dst) {
+  const uint32_t* in = reinterpret_cast<const uint32_t*>(src);
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) dst[i] = bf16_bits_of(in[i]);
+}
+
+void round_into_bf16_parallel(const float* src, int64_t n, uint16_t* dst) {
+  constexpr int64_t kPiece = 16384;
+#pragma omp parallel for schedule(static)
+  for (int64_t at = 0; at < n; at += kPiece) round_into_bf16(src + at, std::min(kPiece, n - at), dst + at);
 }
 
 }  // namespace dtrain

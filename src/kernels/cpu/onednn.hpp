@@ -16,6 +16,10 @@ dnnl::stream& onednn_stream();
 
 // dst[0..n) = src rounded to bf16 (to nearest even), as its 16 bits; dst grows when too small.
 const uint16_t* round_to_bf16(const float* src, int64_t n, std::vector<uint16_t>& dst);
+// dst[0..n) = src rounded to bf16 (to nearest even), by the calling thread alone (for a kernel's tile).
+void round_into_bf16(const float* src, int64_t n, uint16_t* dst);
+// The same over all threads (for a whole activation).
+void round_into_bf16_parallel(const float* src, int64_t n, uint16_t* dst);
 // dst's data, dst grown first to exactly n when smaller (the planner's scratch model counts n).
 uint16_t* bf16_buffer(std::vector<uint16_t>& dst, int64_t n);
 

@@ -19,10 +19,17 @@ namespace {
 
 class CpuScratchModel final : public ScratchModel {
  public:
-  void matmul(const MatmulArgs& a) override {
-    if (!matmul_copies_to_bf16(a)) return;
-    bf16_a_ = std::max(bf16_a_, a.M * a.K);
-    bf16_b_ = std::max(bf16_b_, a.K * a.N);
+  // as matmul.cpp takes them: copies of the f32 operands of a bf16 product, or (no bf16 products
+  // here) widened copies of the bf16 ones
+  void matmul(const MatmulArgs& args, bool a_bf16 = false, bool b_bf16 = false) override {
+    if (args.M == 0 || args.N == 0) return;
+    MatmulArgs a = args;
+    if (a_bf16 || b_bf16) a.precision = Precision::bf16;
+    const bool copies = matmul_copies_to_bf16(a);
+    int64_t& at_a = copies ? bf16_a_ : wide_a_;
+    int64_t& at_b = copies ? bf16_b_ : wide_b_;
+    if (copies != a_bf16) at_a = std::max(at_a, a.M * a.K);
+    if (copies != b_bf16) at_b = std::max(at_b, a.K * a.N);
   }
   void norm_backward(bool rms, int64_t rows, int64_t dim) override {
     if (rows <= 0 || dim <= 0) return;
@@ -63,7 +70,7 @@ class CpuScratchModel final : public ScratchModel {
   size_t bytes() const override {
     int64_t floats = 0;
     for (int64_t n : slots_) floats += n;
-    return size_t(floats) * sizeof(float) + size_t(bf16_a_ + bf16_b_ + bf16_c_) * sizeof(uint16_t);
+    return size_t(floats + wide_a_ + wide_b_) * sizeof(float) + size_t(bf16_a_ + bf16_b_ + bf16_c_) * sizeof(uint16_t);
   }
 
  private:
@@ -71,6 +78,7 @@ class CpuScratchModel final : public ScratchModel {
 
   int64_t slots_[int(ScratchSlot::count)] = {};
   int64_t bf16_a_ = 0, bf16_b_ = 0, bf16_c_ = 0;  // matmul.cpp's three copy buffers
+  int64_t wide_a_ = 0, wide_b_ = 0;               // and its two widening buffers
 };
 
 }  // namespace

@@ -4,7 +4,10 @@
 #include "kernels/cpu/swiglu.hpp"
 #include "kernels/cpu/simd.hpp"
 
+#include <bit>
 #include <cmath>
+
+#include "kernels/cpu/onednn.hpp"
 
 namespace dtrain {
 
@@ -21,19 +24,41 @@ inline void swiglu_sigmoid(float g, float& s, float& one_minus_s) {
 }
 }  // namespace
 
-DT_SIMD void swiglu_forward(const float* a, float* y, int64_t rows, int64_t f) {
+namespace {
+inline float silu_times(float g, float u) {
+  float s, sm;
+  swiglu_sigmoid(g, s, sm);
+  return g * s * u;
+}
+
+DT_SIMD void swiglu_forward_f32(const float* a, float* y, int64_t rows, int64_t f) {
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < rows; ++r) {
     const float* gate = a + r * 2 * f;
     const float* up = gate + f;
     float* yr = y + r * f;
 #pragma omp simd
-    for (int64_t j = 0; j < f; ++j) {
-      float s, sm;
-      swiglu_sigmoid(gate[j], s, sm);
-      yr[j] = gate[j] * s * up[j];
-    }
+    for (int64_t j = 0; j < f; ++j) yr[j] = silu_times(gate[j], up[j]);
   }
+}
+
+DT_SIMD void swiglu_forward_bf16(const float* a, uint16_t* y, int64_t rows, int64_t f) {
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* gate = a + r * 2 * f;
+    const float* up = gate + f;
+    uint16_t* yr = y + r * f;
+#pragma omp simd
+    for (int64_t j = 0; j < f; ++j) yr[j] = bf16_bits_of(std::bit_cast<uint32_t>(silu_times(gate[j], up[j])));
+  }
+}
+}  // namespace
+
+void swiglu_forward(const float* a, ActBuffer y, int64_t rows, int64_t f) {
+  if (y.bf16)
+    swiglu_forward_bf16(a, y.b16(), rows, f);
+  else
+    swiglu_forward_f32(a, y.f32(), rows, f);
 }
 
 // silu'(g) = s + g·s·(1 - s) = s · (1 + g·(1 - s)).

@@ -3,10 +3,13 @@
 #pragma once
 #include <cstdint>
 
+#include "kernels/types.hpp"
+
 namespace dtrain {
 
-// a: [rows, 2f], each row [gate | up]; y: [rows, f] = silu(gate) * up, silu(g) = g * sigmoid(g).
-void swiglu_forward(const float* a, float* y, int64_t rows, int64_t f);
+// a: [rows, 2f], each row [gate | up]; y: [rows, f] = silu(gate) * up, silu(g) = g * sigmoid(g)
+// (stored in bf16: rounded to nearest even).
+void swiglu_forward(const float* a, ActBuffer y, int64_t rows, int64_t f);
 // From dy [rows, f]: da [rows, 2f] = [dy * up * silu'(gate) | dy * silu(gate)] (written, not accumulated).
 // da may be a itself (each gate and up pair is read before it is overwritten).
 void swiglu_backward(const float* a, const float* dy, float* da, int64_t rows, int64_t f);

@@ -191,7 +191,7 @@ class CudaDevice final : public ComputeDevice {
     return double(ms) / 1000.0;
   }
 
-  void matmul(const float* A, const float* B, float* C, const MatmulArgs& a) override {
+  void matmul(Operand A, Operand B, float* C, const MatmulArgs& a) override {
     DT_OP_FLOPS("matmul", matmul_flops(a));
     lt_->run(A, B, C, a);
   }
@@ -322,11 +322,11 @@ class CudaDevice final : public ComputeDevice {
     DT_OP("activation_backward");
     cuda::activation_backward(a, x, dy, dx, n, stream_);
   }
-  void relu_backward_from_output(const float* y, const float* dy, float* dx, int64_t n, float scale) override {
+  void relu_backward_from_output(Operand y, const float* dy, float* dx, int64_t n, float scale) override {
     DT_OP("relu_backward_from_output");
     cuda::relu_backward_from_output(y, dy, dx, n, scale, stream_);
   }
-  void swiglu_forward(const float* a, float* y, int64_t rows, int64_t f) override {
+  void swiglu_forward(const float* a, ActBuffer y, int64_t rows, int64_t f) override {
     DT_OP("swiglu_forward");
     cuda::swiglu_forward(a, y, rows, f, stream_);
   }
@@ -334,7 +334,7 @@ class CudaDevice final : public ComputeDevice {
     DT_OP("swiglu_backward");
     cuda::swiglu_backward(a, dy, da, rows, f, stream_);
   }
-  void dropout_forward(const float* x, float* y, int64_t rows, int64_t cols, const DropoutSpec& s) override {
+  void dropout_forward(const float* x, ActBuffer y, int64_t rows, int64_t cols, const DropoutSpec& s) override {
     DT_OP("dropout_forward");
     cuda::dropout(x, y, rows, cols, s, stream_);
   }

@@ -50,9 +50,16 @@ __global__ void act_backward_kernel(bool relu, const float* x, const float* dy, 
   const float du = kSqrt2OverPi * (1.0f + 3.0f * kGeluC * v * v);
   dx[i] = dy[i] * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du);
 }
-__global__ void relu_from_output_kernel(const float* y, const float* dy, float* dx, int64_t n, float scale) {
+// An activation's element as stored (f32, or bf16 rounded to nearest even), written and read.
+__device__ inline void store(float* p, float v) { *p = v; }
+__device__ inline void store(uint16_t* p, float v) { *p = __bfloat16_as_ushort(__float2bfloat16_rn(v)); }
+__device__ inline float load(const float* p) { return *p; }
+__device__ inline float load(const uint16_t* p) { return __bfloat162float(__ushort_as_bfloat16(*p)); }
+
+template <class In>
+__global__ void relu_from_output_kernel(const In* y, const float* dy, float* dx, int64_t n, float scale) {
   const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
-  if (i < n) dx[i] = y[i] > 0.0f ? dy[i] * scale : 0.0f;
+  if (i < n) dx[i] = load(y + i) > 0.0f ? dy[i] * scale : 0.0f;
 }
 
 // sigmoid(g) and 1 - sigmoid(g) from e = exp(-|g|) ≤ 1, as kernels/cpu/swiglu.cpp forms them: no
@@ -65,14 +72,15 @@ __device__ inline void swiglu_sigmoid(float g, float& s, float& one_minus_s) {
   one_minus_s = g >= 0.0f ? ed : d;
 }
 // One thread per output element i = r·f + j: gate a[r·2f + j], up a[r·2f + f + j].
-__global__ void swiglu_forward_kernel(const float* a, float* y, int64_t rows, int64_t f) {
+template <class Out>
+__global__ void swiglu_forward_kernel(const float* a, Out* y, int64_t rows, int64_t f) {
   const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   if (i >= rows * f) return;
   const int64_t r = i / f, j = i - r * f;
   const float g = a[r * 2 * f + j], u = a[r * 2 * f + f + j];
   float s, sm;
   swiglu_sigmoid(g, s, sm);
-  y[i] = g * s * u;
+  store(y + i, g * s * u);
 }
 // silu'(g) = s · (1 + g·(1 - s)); each thread reads its gate and up before writing them (da may be a).
 __global__ void swiglu_backward_kernel(const float* a, const float* dy, float* da, int64_t rows, int64_t f) {
@@ -108,7 +116,8 @@ inline int64_t dropout_blocks_per_row(int64_t cols) { return (cols + 7 + 7) / 8;
 // row g % rows_per_sample of sample g / rows_per_sample; its column c keys element
 // e = (g % rows_per_sample) * global_cols + col_offset + c, which uses half (e & 1) of word
 // ((e >> 1) & 3) of block e >> 3 of the sample's stream, as kernels/cpu/dropout.cpp does.
-__global__ void dropout_kernel(const float* x, float* y, int64_t rows, int64_t cols, int64_t blocks_per_row,
+template <class Out>
+__global__ void dropout_kernel(const float* x, Out* y, int64_t rows, int64_t cols, int64_t blocks_per_row,
                                DropoutKey k) {
   const int64_t job = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   if (job >= rows * blocks_per_row) return;
@@ -126,7 +135,7 @@ __global__ void dropout_kernel(const float* x, float* y, int64_t rows, int64_t c
   for (int64_t e = first; e < end; ++e) {
     const int j = int(e & 7);
     const uint32_t bits = (c[j >> 1] >> ((j & 1) * 16)) & 0xffffu;
-    y[at + e] = bits >= k.threshold ? x[at + e] * k.scale : 0.0f;
+    store(y + at + e, bits >= k.threshold ? x[at + e] * k.scale : 0.0f);
   }
 }
 
@@ -191,14 +200,20 @@ void activation_backward(Activation a, const float* x, const float* dy, float* d
   act_backward_kernel<<<blocks_for(n), kThreads, 0, s>>>(a == Activation::relu, x, dy, dx, n);
   DT_CUDA_LAUNCHED();
 }
-void relu_backward_from_output(const float* y, const float* dy, float* dx, int64_t n, float scale, cudaStream_t s) {
+void relu_backward_from_output(Operand y, const float* dy, float* dx, int64_t n, float scale, cudaStream_t s) {
   if (n == 0) return;
-  relu_from_output_kernel<<<blocks_for(n), kThreads, 0, s>>>(y, dy, dx, n, scale);
+  if (y.bf16)
+    relu_from_output_kernel<<<blocks_for(n), kThreads, 0, s>>>(y.b16(), dy, dx, n, scale);
+  else
+    relu_from_output_kernel<<<blocks_for(n), kThreads, 0, s>>>(y.f32(), dy, dx, n, scale);
   DT_CUDA_LAUNCHED();
 }
-void swiglu_forward(const float* a, float* y, int64_t rows, int64_t f, cudaStream_t s) {
+void swiglu_forward(const float* a, ActBuffer y, int64_t rows, int64_t f, cudaStream_t s) {
   if (rows * f == 0) return;
-  swiglu_forward_kernel<<<blocks_for(rows * f), kThreads, 0, s>>>(a, y, rows, f);
+  if (y.bf16)
+    swiglu_forward_kernel<<<blocks_for(rows * f), kThreads, 0, s>>>(a, y.b16(), rows, f);
+  else
+    swiglu_forward_kernel<<<blocks_for(rows * f), kThreads, 0, s>>>(a, y.f32(), rows, f);
   DT_CUDA_LAUNCHED();
 }
 void swiglu_backward(const float* a, const float* dy, float* da, int64_t rows, int64_t f, cudaStream_t s) {
@@ -206,15 +221,21 @@ void swiglu_backward(const float* a, const float* dy, float* da, int64_t rows, i
   swiglu_backward_kernel<<<blocks_for(rows * f), kThreads, 0, s>>>(a, dy, da, rows, f);
   DT_CUDA_LAUNCHED();
 }
-void dropout(const float* x, float* y, int64_t rows, int64_t cols, const DropoutSpec& d, cudaStream_t s) {
+void dropout(const float* x, ActBuffer y, int64_t rows, int64_t cols, const DropoutSpec& d, cudaStream_t s) {
   if (rows * cols == 0) return;
   if (!d.active()) {
-    if (x != y) DT_CUDA(cudaMemcpyAsync(y, x, sizeof(float) * rows * cols, cudaMemcpyDeviceToDevice, s));
+    if (y.bf16)
+      to_bf16(x, y.b16(), rows * cols, s);
+    else if (x != y.data)
+      DT_CUDA(cudaMemcpyAsync(y.data, x, sizeof(float) * rows * cols, cudaMemcpyDeviceToDevice, s));
     return;
   }
   const int64_t blocks_per_row = dropout_blocks_per_row(cols);
-  dropout_kernel<<<blocks_for(rows * blocks_per_row), kThreads, 0, s>>>(x, y, rows, cols, blocks_per_row,
-                                                                        dropout_key(d, cols));
+  const unsigned blocks = blocks_for(rows * blocks_per_row);
+  if (y.bf16)
+    dropout_kernel<<<blocks, kThreads, 0, s>>>(x, y.b16(), rows, cols, blocks_per_row, dropout_key(d, cols));
+  else
+    dropout_kernel<<<blocks, kThreads, 0, s>>>(x, y.f32(), rows, cols, blocks_per_row, dropout_key(d, cols));
   DT_CUDA_LAUNCHED();
 }
 void adamw(float* p, const float* g, float* m, float* v, int64_t n, const AdamWHyper& h, cudaStream_t s) {

@@ -91,7 +91,7 @@ LtMatmul::Plan& LtMatmul::plan(const Key& k) {
   return plans_.emplace(k, p).first->second;
 }
 
-void LtMatmul::run(const float* A, const float* B, float* C, const MatmulArgs& a, int64_t batch, int64_t stride_a,
+void LtMatmul::run(Operand A, Operand B, float* C, const MatmulArgs& a, int64_t batch, int64_t stride_a,
                    int64_t stride_b, int64_t stride_c, float alpha) {
   if (a.M == 0 || a.N == 0 || batch == 0) return;
   DT_ASSERT(!(a.bias && a.accumulate));
@@ -99,12 +99,13 @@ void LtMatmul::run(const float* A, const float* B, float* C, const MatmulArgs& a
     if (!a.accumulate) DT_CUDA(cudaMemsetAsync(C, 0, sizeof(float) * size_t(a.M * a.N * batch), stream_));
     return;
   }
-  const bool bf16_in = convert_bf16_ && a.precision == Precision::bf16 && (batch == 1 || convert_batched_);
-  const void* a_in = A;
-  const void* b_in = B;
-  if (bf16_in) {  // each operand's whole extent, batches and the gaps between them included
-    a_in = bf16_copy(A, (batch - 1) * stride_a + a.M * a.K, 0);
-    b_in = bf16_copy(B, (batch - 1) * stride_b + a.K * a.N, 1);
+  const bool bf16_in = A.bf16 || B.bf16 ||
+                       (convert_bf16_ && a.precision == Precision::bf16 && (batch == 1 || convert_batched_));
+  const void* a_in = A.data;
+  const void* b_in = B.data;
+  if (bf16_in) {  // each f32 operand's whole extent, batches and the gaps between them included
+    if (!A.bf16) a_in = bf16_copy(A.f32(), (batch - 1) * stride_a + a.M * a.K, 0);
+    if (!B.bf16) b_in = bf16_copy(B.f32(), (batch - 1) * stride_b + a.K * a.N, 1);
   }
   const int eb = bf16_in ? 2 : 4;
   const Key k{a.M, a.N, a.K, a.trans_a, a.trans_b, a.bias != nullptr, a.accumulate, int(a.precision), batch,

@@ -23,8 +23,9 @@ class LtMatmul {
   LtMatmul(const LtMatmul&) = delete;
 
   // C[M,N] (+)= alpha * op(A)·op(B) (+ bias[N]) as MatmulArgs says, for `batch` products whose
-  // operands lie stride_a, stride_b, stride_c elements apart.
-  void run(const float* A, const float* B, float* C, const MatmulArgs& a, int64_t batch = 1, int64_t stride_a = 0,
+  // operands lie stride_a, stride_b, stride_c elements apart. An operand stored in bf16 makes the
+  // product a bf16 one of bf16 inputs (the other operand copied to bf16 first).
+  void run(Operand A, Operand B, float* C, const MatmulArgs& a, int64_t batch = 1, int64_t stride_a = 0,
            int64_t stride_b = 0, int64_t stride_c = 0, float alpha = 1.0f);
 
  private:

@@ -108,6 +108,7 @@ void LlamaBlock::plan(Arena& arena, const StepContext& largest, const KeepPlan& 
   norm1_.plan(arena, Rn, keep.slots);
   norm2_.plan(arena, Rn, keep.slots);
   selective_ = keep.selective;
+  bf16_act_ = keep.bf16;
   saved_.assign(size_t(keep.slots), Saved{});
   for (Saved& s : saved_) {
     s.n1 = arena.f32(Rn * d);
@@ -119,7 +120,7 @@ void LlamaBlock::plan(Arena& arena, const StepContext& largest, const KeepPlan& 
     s.n2 = arena.f32(Rn * d);
     s.r2 = arena.f32(Rn * d);
     s.ff = arena.f32(R * 2 * ff_);
-    s.act = selective_ ? nullptr : arena.f32(R * ff_);
+    s.act = selective_ ? ActBuffer() : keep.product_input(arena, R * ff_);
   }
   if (moe_) moe_->plan(arena, Rn, keep.slots);
   s_ = &saved_[0];
@@ -175,7 +176,7 @@ void LlamaBlock::forward(const float* x, const UnitPass& p) {
   s_ = &saved_[size_t(p.slot)];
   if (selective_) {  // for this call only
     s_->probs = w.probs;
-    s_->act = w.act;
+    s_->act = scratch_act(w.act);
   }
   const int64_t rows = ctx.rows(), n = slice_.local_rows(rows), d = c_.dim;
   norm1_.forward(x, s_->n1, n, p.slot);
@@ -240,7 +241,7 @@ void LlamaBlock::ff_backward(const float* u, const float* df, float* du, const S
     if (ff_ == 0) return;  // no shared expert, whose input gradient adds to the experts'
   }
   if (selective_) {  // SwiGLU's output again, from gate and up kept
-    s_->act = w.act;
+    s_->act = scratch_act(w.act);
     dev_.swiglu_forward(s_->ff, s_->act, rows, ff_);
   }
   grads()(down_, s_->act, !selective_, regions_.all_rows(df, w.full1, rows, c_.dim), w.grad_act, rows, false,

@@ -84,13 +84,19 @@ class LlamaBlock : public Module {
   int64_t sparse_layer_ = 0, sparse_layers_ = 0;
   int slot_ = 0;                     // the running backward's
   struct Saved {
-    float *n1, *r1, *qkv, *ctx, *probs, *n2, *r2, *ff, *act;  // probs, act: in the scratch under selective
+    float *n1, *r1, *qkv, *ctx, *probs, *n2, *r2, *ff;  // probs: in the scratch under selective
+    ActBuffer act;  // SwiGLU's output (bf16 where the plan keeps product inputs so; in the scratch under selective)
     float* attn;  // context parallel: what its attention keeps (probs are then null)
   };
   std::vector<Saved> saved_;
   Saved* s_ = nullptr;
   WeightGradStore* store_ = nullptr;  // split backward: what W needs, of the running backward's micro-batch
   bool selective_ = false;            // probs and act not kept: recomputed in backward
+  bool bf16_act_ = false;             // act in bf16 (KeepPlan::bf16)
+  // SwiGLU's output in the scratch (selective), in the type the plan keeps it in.
+  ActBuffer scratch_act(float* at) const {
+    return bf16_act_ ? ActBuffer(reinterpret_cast<uint16_t*>(at)) : ActBuffer(at);
+  }
   BackwardPart part_ = BackwardPart::all;
 };
 

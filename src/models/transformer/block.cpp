@@ -47,7 +47,7 @@ void Block::plan(Arena& arena, const StepContext& largest, const KeepPlan& keep)
     if (sequence_) v.attn = arena.f32(sequence_->saved_floats(attention_shape(largest)));
     v.ln2_out = arena.f32(Rn * d);
     v.r2 = arena.f32(Rn * d);
-    v.ff = arena.f32(R * ff_);
+    v.ff = relu() ? keep.product_input(arena, R * ff_) : ActBuffer(arena.f32(R * ff_));
   }
   s_ = &saved_[0];
 }
@@ -128,20 +128,22 @@ static DropoutSpec drop_ff(const StepContext& ctx, uint32_t unit, int64_t ff_all
   return s;
 }
 
-// The feed-forward's saved activation: for ReLU, a = drop(relu(fc1(u))) itself, from which both
-// fc2's weight gradient and the ReLU+dropout backward follow (nothing recomputed, no mask
-// redrawn); for GELU, the pre-activation fc1(u), from which a is recomputed in backward.
-const float* Block::ff_activation(const StepContext& ctx, const Workspace& ws) {
+// The feed-forward's activation a = drop(act(fc1(u))), from fc1(u) in ff_pre(). Saved for ReLU: a
+// itself (its values rounded to bf16 where the plan keeps product inputs so), from which both fc2's
+// weight gradient and the ReLU+dropout backward follow (nothing recomputed, no mask redrawn). For GELU
+// the pre-activation fc1(u) is saved, and a, in the workspace, recomputed in backward.
+Operand Block::ff_activation(const StepContext& ctx, const Workspace& ws) {
   const int64_t n = ctx.rows() * ff_;
-  float* a = relu() ? s_->ff : ws.ff_act;
-  dev_.activation_forward(c_.activation, s_->ff, a, n);
-  dev_.dropout_forward(a, a, ctx.rows(), ff_, drop_ff(ctx, id_, c_.ff_dim, ff_, slice_.index));
+  float* act = relu() ? ff_pre(ws) : ws.ff_act;  // act(fc1(u)) in f32 (ReLU: in place)
+  const ActBuffer a = relu() ? s_->ff : ActBuffer(ws.ff_act);
+  dev_.activation_forward(c_.activation, ff_pre(ws), act, n);
+  dev_.dropout_forward(act, a, ctx.rows(), ff_, drop_ff(ctx, id_, c_.ff_dim, ff_, slice_.index));
   return a;
 }
 
 float* Block::ff_forward(const float* u, const StepContext& ctx, const Workspace& ws) {
   const int64_t rows = ctx.rows();
-  column_parallel_forward(regions_, fc1_, u, ws.full2, s_->ff, rows, ctx.precision);
+  column_parallel_forward(regions_, fc1_, u, ws.full2, ff_pre(ws), rows, ctx.precision);
   return row_parallel_forward(regions_, fc2_, ff_activation(ctx, ws), ws.tmp1, ws.tmp2, rows, ctx.precision);
 }
 
@@ -149,13 +151,13 @@ void Block::ff_backward(const float* u, const float* df, float* du, bool accumul
                         const StepContext& ctx, const Workspace& ws) {
   const int64_t rows = ctx.rows(), n = rows * ff_;
   const DropoutSpec drop = drop_ff(ctx, id_, c_.ff_dim, ff_, slice_.index);
-  const float* a = relu() ? s_->ff : ff_activation(ctx, ws);
+  const Operand a = relu() ? Operand(s_->ff) : ff_activation(ctx, ws);
   grads()(fc2_, a, relu(), regions_.all_rows(df, ws.full1, rows, c_.dim), ws.grad_ff, rows, false, ctx.precision);
   if (relu()) {
     dev_.relu_backward_from_output(a, ws.grad_ff, ws.grad_ff, n, drop.active() ? drop.scale() : 1.0f);
   } else {
     dev_.dropout_backward(ws.grad_ff, ws.grad_ff, rows, ff_, drop);
-    dev_.activation_backward(c_.activation, s_->ff, ws.grad_ff, ws.grad_ff, n);
+    dev_.activation_backward(c_.activation, s_->ff.f32(), ws.grad_ff, ws.grad_ff, n);
   }
   // (df, in tmp1, and its gathered rows are spent)
   column_parallel_backward(regions_, slice_, grads(), fc1_, u, ws.full1, ws.grad_ff, ws.full2, ws.tmp1, du, accumulate,

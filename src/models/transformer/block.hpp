@@ -46,7 +46,9 @@ class Block : public Module {
   // parameter grads; du (+)= the input's gradient (this slice's rows).
   void ff_backward(const float* u, const float* df, float* du, bool accumulate, const StepContext& ctx,
                    const Workspace& ws);
-  const float* ff_activation(const StepContext& ctx, const Workspace& ws);
+  Operand ff_activation(const StepContext& ctx, const Workspace& ws);
+  // Where fc1 writes its output: the ReLU activation's own buffer, or the workspace when that is kept in bf16.
+  float* ff_pre(const Workspace& ws) const { return s_->ff.bf16 ? ws.ff_act : s_->ff.f32(); }
   bool relu() const { return c_.activation == Activation::relu; }
   float* attn_forward(const float* u, const StepContext& ctx, const Workspace& ws);  // as ff_forward
   void attn_backward(const float* u, const float* da, float* du, bool accumulate, const StepContext& ctx,
@@ -70,7 +72,8 @@ class Block : public Module {
   Norm ln1_, ln2_;
   // What one micro-batch's backward needs.
   struct Saved {
-    float *ln1_out, *r1, *qkv, *ctx, *probs, *ln2_out, *r2, *ff;
+    float *ln1_out, *r1, *qkv, *ctx, *probs, *ln2_out, *r2;
+    ActBuffer ff;  // ReLU: its activation (bf16 where the plan keeps product inputs so); GELU: fc1's output
     float* attn = nullptr;  // context parallel: what its attention keeps (probs are then null)
     // The attention's and feed-forward's inputs (this slice's rows): sequence parallel gathers them
     // again in backward rather than keeping all rows of them (Megatron's choice).

@@ -1,0 +1,127 @@
+// Kernels on activations kept in bf16 (train.precision = bf16): a kernel that writes one gives the bits
+// of its f32 result rounded to nearest even; one that reads one gives the bits of its f32 form on the
+// rounded values; a product with a bf16 operand is the bf16 product of the f32 operands.
+#include "kernel_test_util.hpp"
+#include "kernels/cpu/swiglu.hpp"
+
+namespace {
+
+std::vector<uint16_t> rounded(const Vec& x) {
+  std::vector<uint16_t> r(x.size());
+  for (size_t i = 0; i < x.size(); ++i) r[i] = to_bf16(x[i]).bits;
+  return r;
+}
+
+Vec widened(const std::vector<uint16_t>& x) {
+  Vec r(x.size());
+  for (size_t i = 0; i < x.size(); ++i) r[i] = to_f32(bf16{x[i]});
+  return r;
+}
+
+DropoutSpec spec() {
+  DropoutSpec s;
+  s.p = 0.3f;
+  s.seed = 17;
+  s.step = 4;
+  s.unit = 2;
+  s.site = 3;
+  s.sample_offset = 7;
+  return s;
+}
+
+}  // namespace
+
+TEST(Bf16Kernels, DropoutWritesItsF32ResultRounded) {
+  std::mt19937 g(3);
+  const int64_t samples = 3, per = 9000;  // several 4096-element pieces per sample
+  const Vec x = randu(samples * per, g, -3.0f, 3.0f);
+  for (DropoutSpec s : {spec(), DropoutSpec{}}) {
+    Vec y(x.size());
+    std::vector<uint16_t> h(x.size(), 0xffff);
+    dropout_forward(x.data(), y.data(), samples, per, s);
+    dropout_forward(x.data(), h.data(), samples, per, s);
+    EXPECT_EQ(h, rounded(y)) << (s.active() ? "dropout on" : "dropout off");
+  }
+  // a tensor-parallel tile: columns [100, 1100) of rows that are 3000 wide
+  DropoutSpec s = spec();
+  s.global_cols = 3000;
+  s.col_offset = 100;
+  Vec y(samples * 1000);
+  std::vector<uint16_t> h(y.size());
+  dropout_forward(x.data(), y.data(), samples, 1000, s);
+  dropout_forward(x.data(), h.data(), samples, 1000, s);
+  EXPECT_EQ(h, rounded(y));
+  EXPECT_NE(std::count(y.begin(), y.end(), 0.0f), 0);  // the mask dropped some
+}
+
+TEST(Bf16Kernels, SwigluWritesItsF32ResultRounded) {
+  std::mt19937 g(4);
+  const int64_t rows = 37, f = 300;
+  const Vec a = randu(rows * 2 * f, g, -6.0f, 6.0f);
+  Vec y(rows * f);
+  std::vector<uint16_t> h(y.size());
+  swiglu_forward(a.data(), y.data(), rows, f);
+  swiglu_forward(a.data(), h.data(), rows, f);
+  EXPECT_EQ(h, rounded(y));
+}
+
+TEST(Bf16Kernels, ReluBackwardReadsTheRoundedOutputsSigns) {
+  std::mt19937 g(5);
+  const int64_t n = 5000;
+  Vec y = randu(n, g, -2.0f, 2.0f);
+  for (int64_t i = 0; i < n; i += 7) y[i] = 0.0f;  // dropped
+  const std::vector<uint16_t> h = rounded(y);
+  const Vec dy = randu(n, g);
+  Vec want(n), got(n);
+  relu_backward_from_output(widened(h).data(), dy.data(), want.data(), n, 1.25f);
+  relu_backward_from_output(h.data(), dy.data(), got.data(), n, 1.25f);
+  EXPECT_EQ(got, want);
+  EXPECT_NE(std::count(got.begin(), got.end(), 0.0f), 0);
+}
+
+// A bf16 operand makes the product bf16 (also when the arguments say f32): the bits of the bf16 product
+// of the f32 operands it was rounded from. Where this CPU has no bf16 products, the bits of the f32
+// product of the rounded values.
+TEST(Bf16Kernels, AProductWithABf16OperandIsTheBf16Product) {
+  std::mt19937 g(6);
+  const int64_t M = 33, N = 20, K = 47;
+  const Vec A = randu(M * K, g), B = randu(K * N, g), bias = randu(N, g);
+  const std::vector<uint16_t> A16 = rounded(A), B16 = rounded(B);
+  const bool native = matmul_copies_to_bf16(linear_forward_args(M, K, N, nullptr, Precision::bf16));
+  for (Precision p : {Precision::f32, Precision::bf16}) {
+    const MatmulArgs args = linear_forward_args(M, K, N, bias.data(), p);
+    MatmulArgs ref = args;
+    ref.precision = Precision::bf16;
+    Vec want(M * N);
+    if (native)
+      matmul(A.data(), B.data(), want.data(), ref);
+    else
+      matmul(widened(A16).data(), widened(B16).data(), want.data(), linear_forward_args(M, K, N, bias.data(), Precision::f32));
+    for (int which = 0; which < 3; ++which) {
+      Vec got(M * N);
+      const Operand a = which != 1 ? Operand(A16.data()) : Operand(native ? A.data() : widened(A16).data());
+      const Operand b = which != 0 ? Operand(B16.data()) : Operand(native ? B.data() : widened(B16).data());
+      matmul(a, b, got.data(), args);
+      EXPECT_EQ(got, want) << "operands kept in bf16: " << (which == 0 ? "A" : which == 1 ? "B" : "both")
+                           << ", arguments " << (p == Precision::bf16 ? "bf16" : "f32");
+    }
+  }
+}
+
+// linear_backward with its input x kept in bf16: the bits of the bf16 backward from the f32 x.
+TEST(Bf16Kernels, LinearBackwardReadsItsInputInBf16) {
+  if (!matmul_copies_to_bf16(linear_forward_args(16, 16, 16, nullptr, Precision::bf16)))
+    GTEST_SKIP() << "this CPU has no bf16 matrix products (oneDNN computes them in f32 here)";
+  std::mt19937 g(7);
+  const int64_t rows = 29, in = 24, out = 40;
+  const Vec x = randu(rows * in, g), dy = randu(rows * out, g), W = randu(out * in, g), dW0 = randu(out * in, g);
+  const std::vector<uint16_t> x16 = rounded(x);
+  for (bool accumulate : {false, true}) {
+    Vec dW1 = dW0, dx1(rows * in, 0.5f), dW2 = dW0, dx2(rows * in, 0.5f);
+    linear_backward(x.data(), dy.data(), W.data(), dW1.data(), dx1.data(), rows, in, out, accumulate, Precision::bf16);
+    linear_backward(x16.data(), dy.data(), W.data(), dW2.data(), dx2.data(), rows, in, out, accumulate, Precision::bf16);
+    EXPECT_EQ(dW2, dW1) << "accumulate " << accumulate;
+    EXPECT_EQ(dx2, dx1) << "accumulate " << accumulate;
+    EXPECT_NE(dW2, dW0);
+  }
+}

@@ -1,0 +1,109 @@
+// The CUDA kernels on activations kept in bf16 (train.precision = bf16) against the CPU's, through the
+// one ComputeDevice interface: dropout and SwiGLU writing bf16 (the same 16 bits, or one bf16 step
+// apart where the f32 values differ in their last bits), ReLU's backward reading bf16, and products
+// with a bf16 operand within bf16 tolerance of the f32 ones. Without a GPU each test says skipped.
+#include <random>
+
+#include "core/bf16.hpp"
+#include "gpu_test_util.hpp"
+
+using namespace dtrain;
+using gpu_test::expect_close;
+using gpu_test::OnDevice;
+using gpu_test::rand_vec;
+
+namespace {
+
+std::vector<float> widened(const std::vector<uint16_t>& x) {
+  std::vector<float> r(x.size());
+  for (size_t i = 0; i < x.size(); ++i) r[i] = to_f32(bf16{x[i]});
+  return r;
+}
+
+std::vector<uint16_t> rounded(const std::vector<float>& x) {
+  std::vector<uint16_t> r(x.size());
+  for (size_t i = 0; i < x.size(); ++i) r[i] = to_bf16(x[i]).bits;
+  return r;
+}
+
+}  // namespace
+
+TEST(CudaBf16, DropoutWritesTheCpusBits) {
+  NEED_GPU();
+  ComputeDevice& C = cpu_device();
+  const int64_t samples = 5, per = 4099;
+  const auto x = rand_vec(samples * per, 12, -2.0f, 2.0f);
+  DropoutSpec s;
+  s.p = 0.3f;
+  s.seed = 99;
+  s.step = 2;
+  s.unit = 3;
+  s.site = 3;
+  for (DropoutSpec d : {s, DropoutSpec{}}) {
+    std::vector<uint16_t> y(x.size()), none(x.size(), 0xffff);
+    OnDevice<float> X(G, x);
+    OnDevice<uint16_t> Y(G, none);
+    C.dropout_forward(x.data(), y.data(), samples, per, d);
+    G.dropout_forward(X.p(), Y.p(), samples, per, d);
+    EXPECT_EQ(Y.host(), y) << (d.active() ? "dropout on" : "dropout off");  // a product and a rounding alike
+  }
+}
+
+TEST(CudaBf16, SwigluWritesItsF32ResultRounded) {
+  NEED_GPU();
+  ComputeDevice& C = cpu_device();
+  const int64_t rows = 97, f = 301;
+  const auto a = rand_vec(rows * 2 * f, 34, -6, 6);
+  std::vector<float> y(rows * f);
+  std::vector<uint16_t> none(rows * f, 0xffff);
+  OnDevice<float> A(G, a), Y32(G, y);
+  OnDevice<uint16_t> Y(G, none);
+  C.swiglu_forward(a.data(), y.data(), rows, f);
+  G.swiglu_forward(A.p(), Y.p(), rows, f);
+  G.swiglu_forward(A.p(), Y32.p(), rows, f);
+  EXPECT_EQ(Y.host(), rounded(Y32.host()));   // the GPU's own f32 result, rounded
+  expect_close(y, widened(Y.host()), 8e-3, "swiglu bf16 against the CPU's f32");
+}
+
+TEST(CudaBf16, ReluBackwardReadsBf16) {
+  NEED_GPU();
+  ComputeDevice& C = cpu_device();
+  const int64_t n = 5003;
+  auto yf = rand_vec(n, 40, -2, 2);
+  for (int64_t i = 0; i < n; i += 5) yf[i] = 0.0f;
+  const std::vector<uint16_t> y = rounded(yf);
+  const auto dy = rand_vec(n, 41);
+  std::vector<float> dx(n);
+  OnDevice<uint16_t> Y(G, y);
+  OnDevice<float> DY(G, dy), DX(G, dx);
+  C.relu_backward_from_output(y.data(), dy.data(), dx.data(), n, 1.25f);
+  G.relu_backward_from_output(Y.p(), DY.p(), DX.p(), n, 1.25f);
+  expect_close(dx, DX.host(), 0.0, "relu backward from bf16");
+}
+
+TEST(CudaBf16, ProductsWithABf16Operand) {
+  NEED_GPU();
+  ComputeDevice& C = cpu_device();
+  const int64_t M = 37, N = 53, K = 129;
+  const auto A = rand_vec(M * K, 1), B = rand_vec(K * N, 2), bias = rand_vec(N, 3);
+  const std::vector<uint16_t> A16 = rounded(A);
+  const MatmulArgs args = linear_forward_args(M, K, N, nullptr, Precision::bf16);
+  std::vector<float> ref(M * N), out(M * N);
+  C.matmul(A.data(), B.data(), ref.data(), linear_forward_args(M, K, N, nullptr, Precision::f32));
+  OnDevice<uint16_t> dA(G, A16);
+  OnDevice<float> dB(G, B), dC(G, out);
+  G.matmul(dA.p(), dB.p(), dC.p(), args);
+  expect_close(ref, dC.host(), 2e-2, "matmul, A kept in bf16");
+  // and the CPU's product of the same bf16 operand: both bf16 products of the same values
+  C.matmul(A16.data(), B.data(), out.data(), args);
+  expect_close(out, dC.host(), 1e-5, "matmul, A kept in bf16, against the CPU's bf16 product");
+  // a Linear's backward with its input kept in bf16
+  const int64_t rows = M, in = K, outf = N;
+  const auto dy = rand_vec(rows * outf, 5), W = rand_vec(outf * in, 6);
+  std::vector<float> dW(outf * in, 0.0f), dx(rows * in), dWc = dW, dxc = dx;
+  OnDevice<float> DY(G, dy), W_(G, W), DW(G, dW), DX(G, dx);
+  C.linear_backward(A16.data(), dy.data(), W.data(), dWc.data(), dxc.data(), rows, in, outf, false, Precision::bf16);
+  G.linear_backward(dA.p(), DY.p(), W_.p(), DW.p(), DX.p(), rows, in, outf, false, Precision::bf16);
+  expect_close(dWc, DW.host(), 1e-5, "linear backward dW, x kept in bf16");
+  expect_close(dxc, DX.host(), 1e-2, "linear backward dx");
+}
