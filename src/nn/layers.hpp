@@ -92,12 +92,17 @@ struct Norm {
     if (kind == NormKind::layer) mean = arena.f32(max_rows * slots);
     rstd = arena.f32(max_rows * slots);
   }
-  void forward(const float* x, float* y, int64_t rows, int slot = 0) const {
+  // y [rows, dim]; kept in bf16 (only products read it), computed into `staging` [rows, dim] first
+  // and rounded.
+  void forward(const float* x, ActBuffer y, int64_t rows, int slot = 0, float* staging = nullptr) const {
     const int64_t at = slot * max_rows;
+    float* out = y.bf16 ? staging : y.f32();
+    DT_ASSERT(out);
     if (kind == NormKind::rms)
-      dev->rmsnorm_forward(x, w.data(), y, rstd + at, rows, dim, eps);
+      dev->rmsnorm_forward(x, w.data(), out, rstd + at, rows, dim, eps);
     else
-      dev->layernorm_forward(x, w.data(), b.data(), y, mean + at, rstd + at, rows, dim, eps);
+      dev->layernorm_forward(x, w.data(), b.data(), out, mean + at, rstd + at, rows, dim, eps);
+    if (y.bf16) dev->to_bf16(out, y.b16(), rows * dim);
   }
   void backward(const float* x, const float* dy, float* dx, int64_t rows, bool accumulate_dx, int slot = 0) const {
     const int64_t at = slot * max_rows;

@@ -3,9 +3,9 @@
 
 namespace dtrain {
 
-void column_parallel_forward(TpRegions& regions, const Linear& l, const float* x_local, float* gathered, float* y,
+void column_parallel_forward(TpRegions& regions, const Linear& l, Operand x_local, void* gathered, float* y,
                              int64_t rows, Precision p) {
-  regions.all_rows_then(x_local, gathered, rows, l.in, [&](int64_t r0, int64_t n, const float* x) {
+  regions.all_rows_then(x_local, gathered, rows, l.in, [&](int64_t r0, int64_t n, Operand x) {
     l.forward(x, y + r0 * l.out, n, p);
   });
 }
@@ -36,9 +36,9 @@ void LinearBackward::weight(const Linear& l, Operand x, bool x_lives, const floa
 }
 
 void column_parallel_backward(TpRegions& regions, const TpSlice& slice, const LinearBackward& grads, const Linear& l,
-                              const float* x_local, float* gathered, const float* dy, float* partial, float* spare,
+                              Operand x_local, void* gathered, const float* dy, float* partial, float* spare,
                               float* du, bool accumulate, int64_t rows, Precision p) {
-  const float* x = regions.all_rows(x_local, gathered, rows, l.in);
+  const Operand x = regions.all_rows(x_local, gathered, rows, l.in);
   const bool x_lives = !slice.splits_rows();  // else gathered into the workspace
   if (slice.count == 1) {
     grads(l, x, x_lives, dy, du, rows, accumulate, p);

@@ -14,8 +14,8 @@
 namespace dtrain {
 
 // y [rows, l.out] = l(x) for all `rows`, x given as this slice's rows `x_local` (all of them but
-// under sequence parallel, where the others are gathered into `gathered` [rows, l.in]).
-void column_parallel_forward(TpRegions& regions, const Linear& l, const float* x_local, float* gathered, float* y,
+// under sequence parallel, where the others are gathered into `gathered` [rows, l.in], in x's type).
+void column_parallel_forward(TpRegions& regions, const Linear& l, Operand x_local, void* gathered, float* y,
                              int64_t rows, Precision p);
 
 // The slices' sum of l(x) [rows, l.out] (x [rows, l.in]: all rows), computed into `partial` and
@@ -45,7 +45,7 @@ struct LinearBackward {
 // is reduce-scattered into `spare` (this slice's rows), which must alias nothing the weight half
 // reads. In one process: grads() of the whole.
 void column_parallel_backward(TpRegions& regions, const TpSlice& slice, const LinearBackward& grads, const Linear& l,
-                              const float* x_local, float* gathered, const float* dy, float* partial, float* spare,
+                              Operand x_local, void* gathered, const float* dy, float* partial, float* spare,
                               float* du, bool accumulate, int64_t rows, Precision p);
 
 }  // namespace dtrain

@@ -29,13 +29,16 @@ class PendingSum {
 class TpRegions : public RowStatsCombiner {
  public:
   using RowChunk = std::function<void(int64_t r0, int64_t n)>;
-  using RowsReady = std::function<void(int64_t r0, int64_t n, const float* x)>;
+  using RowsReady = std::function<void(int64_t r0, int64_t n, Operand x)>;
 
   // Before a column-parallel matmul (and in backward, after a row-parallel one's output gradient):
   // all `rows` rows of an activation of which this slice holds its share (sequence parallel: an
   // all-gather into `full`, which is returned); otherwise `local` is whole already and is returned.
-  virtual const float* all_rows(const float* local, float* /*full*/, int64_t /*rows*/, int64_t /*cols*/) {
-    return local;
+  // An activation kept in bf16 is gathered in bf16 (`full` holds rows·cols of its type).
+  virtual Operand all_rows(Operand local, void* /*full*/, int64_t /*rows*/, int64_t /*cols*/) { return local; }
+  // The same for f32 (an output gradient).
+  const float* all_rows(const float* local, float* full, int64_t rows, int64_t cols) {
+    return all_rows(Operand(local), static_cast<void*>(full), rows, cols).f32();
   }
   // After a row-parallel matmul (and in backward, the input gradient of a column-parallel one): the
   // slices' partial sums [rows, cols] added up; returned is this slice's rows of the total (sequence
@@ -58,7 +61,7 @@ class TpRegions : public RowStatsCombiner {
   // A column-parallel matmul's input rows as they arrive: consume(r0, n, x) reads rows [r0, r0 + n)
   // of all `rows` (x points at row r0). Under sequence parallel this slice's own rows come first,
   // while the other slices' are gathered into `full`; otherwise `local` holds them all.
-  virtual void all_rows_then(const float* local, float* /*full*/, int64_t rows, int64_t /*cols*/,
+  virtual void all_rows_then(Operand local, void* /*full*/, int64_t rows, int64_t /*cols*/,
                              const RowsReady& consume) {
     consume(0, rows, local);
   }

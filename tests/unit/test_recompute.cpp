@@ -316,9 +316,15 @@ TEST(Bf16Activations, ThePlanKeepsHalfTheBytesOfWhatProductsRead) {
   const TransformerConfig t = transformer(false);
   const size_t relu_f32 = size_t(2 * 4 * t.seq_len * t.ff_dim) * sizeof(float);  // 2 slots, 64-byte multiples
   EXPECT_EQ(bytes(transformer_case(false), false) - bytes(transformer_case(false), true), size_t(t.layers) * relu_f32 / 2);
-  // pre-norm GELU keeps fc1's output (its backward reads it): nothing changes
-  EXPECT_EQ(bytes(transformer_case(true), true), bytes(transformer_case(true), false));
-  // Llama: SwiGLU's output, unless selective recompute makes it again in backward
-  EXPECT_LT(bytes(llama_case(), true), bytes(llama_case(), false));
-  EXPECT_EQ(bytes(llama_case(), true, Recompute::selective), bytes(llama_case(), false, Recompute::selective));
+  // pre-norm GELU: the two norms' outputs [rows, d] (GELU's backward reads fc1's output: kept in f32)
+  const TransformerConfig pre = transformer(true);
+  const size_t norm_f32 = size_t(2 * 4 * pre.seq_len * pre.dim) * sizeof(float);
+  EXPECT_EQ(bytes(transformer_case(true), false) - bytes(transformer_case(true), true),
+            size_t(pre.layers) * 2 * norm_f32 / 2);
+  // Llama: the norms' outputs and SwiGLU's output (not kept under selective recompute)
+  for (Recompute r : {Recompute::none, Recompute::selective})
+    EXPECT_LT(bytes(llama_case(), true, r), bytes(llama_case(), false, r));
+  EXPECT_GT(bytes(llama_case(), false, Recompute::none) - bytes(llama_case(), true, Recompute::none),
+            bytes(llama_case(), false, Recompute::selective) - bytes(llama_case(), true, Recompute::selective))
+      << "without recompute the SwiGLU output is halved too";
 }

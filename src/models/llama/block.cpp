@@ -111,13 +111,13 @@ void LlamaBlock::plan(Arena& arena, const StepContext& largest, const KeepPlan& 
   bf16_act_ = keep.bf16;
   saved_.assign(size_t(keep.slots), Saved{});
   for (Saved& s : saved_) {
-    s.n1 = arena.f32(Rn * d);
+    s.n1 = keep.product_input(arena, Rn * d);
     s.r1 = arena.f32(Rn * d);
     s.qkv = arena.f32(R * qkv);
     s.ctx = arena.f32(R * heads_ * hd);
     s.probs = selective_ || sequence_ ? nullptr : arena.f32(R * heads_ * c_.seq_len);
     s.attn = sequence_ ? arena.f32(sequence_->saved_floats(attention_shape(largest))) : nullptr;
-    s.n2 = arena.f32(Rn * d);
+    s.n2 = moe_ ? ActBuffer(arena.f32(Rn * d)) : keep.product_input(arena, Rn * d);
     s.r2 = arena.f32(Rn * d);
     s.ff = arena.f32(R * 2 * ff_);
     s.act = selective_ ? ActBuffer() : keep.product_input(arena, R * ff_);
@@ -179,7 +179,7 @@ void LlamaBlock::forward(const float* x, const UnitPass& p) {
     s_->act = scratch_act(w.act);
   }
   const int64_t rows = ctx.rows(), n = slice_.local_rows(rows), d = c_.dim;
-  norm1_.forward(x, s_->n1, n, p.slot);
+  norm1_.forward(x, s_->n1, n, p.slot, w.tmp1);  // (tmp1: staging, when kept in bf16)
   column_parallel_forward(regions_, qkv_, s_->n1, w.full2, s_->qkv, rows, ctx.precision);
   dev_.rope_forward(s_->qkv, rope_shape(ctx));
   if (sequence_)
@@ -189,7 +189,7 @@ void LlamaBlock::forward(const float* x, const UnitPass& p) {
   float* a = row_parallel_forward(regions_, o_, s_->ctx, w.tmp1, w.tmp2, rows, ctx.precision);
   dev_.dropout_forward(a, a, n, d, drop_rows(ctx, kAttnOut));
   dev_.add(x, a, s_->r1, n * d);
-  norm2_.forward(s_->r1, s_->n2, n, p.slot);
+  norm2_.forward(s_->r1, s_->n2, n, p.slot, w.tmp1);
   float* f = w.tmp1;
   if (ff_ > 0) {  // the dense feed-forward, or a mixture of experts' shared expert
     column_parallel_forward(regions_, gate_up_, s_->n2, w.full2, s_->ff, rows, ctx.precision);
@@ -198,7 +198,7 @@ void LlamaBlock::forward(const float* x, const UnitPass& p) {
   }
   if (moe_) {  // the routed experts' output, added to the shared expert's
     float* routed = ff_ > 0 && f == w.tmp1 ? w.tmp2 : w.tmp1;
-    moe_->forward(s_->n2, routed, rows, ctx.T, ctx.sequence, p.slot, w.moe, ctx.precision);
+    moe_->forward(s_->n2.f32(), routed, rows, ctx.T, ctx.sequence, p.slot, w.moe, ctx.precision);
     routed = regions_.sum_partials(routed, routed, rows, d);  // the slices' shares of the experts' widths
     if (ff_ > 0)
       dev_.add(f, routed, f, n * d);
@@ -209,7 +209,7 @@ void LlamaBlock::forward(const float* x, const UnitPass& p) {
   dev_.add(s_->r1, f, s_->r2, n * d);
 }
 
-void LlamaBlock::attn_backward(const float* u, const float* da, float* du, const StepContext& ctx, const Work& w) {
+void LlamaBlock::attn_backward(Operand u, const float* da, float* du, const StepContext& ctx, const Work& w) {
   const int64_t rows = ctx.rows();
   const float* da_all = regions_.all_rows(da, w.full1, rows, c_.dim);
   grads()(o_, s_->ctx, true, da_all, w.tmp2, rows, false, ctx.precision);
@@ -229,13 +229,13 @@ void LlamaBlock::attn_backward(const float* u, const float* da, float* du, const
                            ctx.precision);
 }
 
-void LlamaBlock::ff_backward(const float* u, const float* df, float* du, const StepContext& ctx, const Work& w) {
+void LlamaBlock::ff_backward(Operand u, const float* df, float* du, const StepContext& ctx, const Work& w) {
   const int64_t rows = ctx.rows();
   if (moe_) {  // its weight gradients now, also in a split backward's input half
     // the balance loss weighs per whole sample what its rows weigh together (context parallel: every
     // share computes the whole sample's gradient for its rows, and the shares' gradients are averaged)
     const float aux_scale = balance_weight_ * ctx.loss_scale * float(ctx.sequence.global_length(ctx.T));
-    moe_->backward(u, df, du, rows, aux_scale, slot_, w.moe, ctx.precision,
+    moe_->backward(u.f32(), df, du, rows, aux_scale, slot_, w.moe, ctx.precision,
                    ctx.loss_scale > 0.0f);  // (a data-parallel filler batch weighs nothing)
     regions_.sum_partials(du, du, rows, c_.dim);  // the slices' shares (no rows split: in place)
     if (ff_ == 0) return;  // no shared expert, whose input gradient adds to the experts'

@@ -65,8 +65,8 @@ class LlamaBlock : public Module {
   DropoutSpec drop_rows(const StepContext& ctx, uint32_t site) const {
     return ctx.drop_rows(id_, site, slice_.first_row(ctx.rows()));
   }
-  void attn_backward(const float* u, const float* da, float* du, const StepContext& ctx, const Work& w);
-  void ff_backward(const float* u, const float* df, float* du, const StepContext& ctx, const Work& w);
+  void attn_backward(Operand u, const float* da, float* du, const StepContext& ctx, const Work& w);
+  void ff_backward(Operand u, const float* df, float* du, const StepContext& ctx, const Work& w);
   // The running backward call's Linear backward: whole, or (part = input) the weight half kept.
   LinearBackward grads() const { return {part_, store_}; }
 
@@ -84,7 +84,10 @@ class LlamaBlock : public Module {
   int64_t sparse_layer_ = 0, sparse_layers_ = 0;
   int slot_ = 0;                     // the running backward's
   struct Saved {
-    float *n1, *r1, *qkv, *ctx, *probs, *n2, *r2, *ff;  // probs: in the scratch under selective
+    // the norms' outputs, the sublayers' inputs: bf16 where the plan keeps product inputs so (n2 not
+    // under a mixture of experts, whose routing reads it in f32)
+    ActBuffer n1, n2;
+    float *r1, *qkv, *ctx, *probs, *r2, *ff;  // probs: in the scratch under selective
     ActBuffer act;  // SwiGLU's output (bf16 where the plan keeps product inputs so; in the scratch under selective)
     float* attn;  // context parallel: what its attention keeps (probs are then null)
   };

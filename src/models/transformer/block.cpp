@@ -39,13 +39,13 @@ void Block::plan(Arena& arena, const StepContext& largest, const KeepPlan& keep)
   selective_ = keep.selective && !sequence_;  // context parallel keeps no probabilities to recompute
   saved_.assign(size_t(keep.slots), Saved{});
   for (Saved& v : saved_) {
-    v.ln1_out = arena.f32(Rn * d);
+    v.ln1_out = c_.pre_norm ? keep.product_input(arena, Rn * d) : ActBuffer(arena.f32(Rn * d));
     v.r1 = arena.f32(Rn * d);
     v.qkv = arena.f32(R * 3 * dl);
     v.ctx = arena.f32(R * dl);
     v.probs = selective_ || sequence_ ? nullptr : arena.f32(R * heads_ * c_.seq_len);
     if (sequence_) v.attn = arena.f32(sequence_->saved_floats(attention_shape(largest)));
-    v.ln2_out = arena.f32(Rn * d);
+    v.ln2_out = c_.pre_norm ? keep.product_input(arena, Rn * d) : ActBuffer(arena.f32(Rn * d));
     v.r2 = arena.f32(Rn * d);
     v.ff = relu() ? keep.product_input(arena, R * ff_) : ActBuffer(arena.f32(R * ff_));
   }
@@ -90,7 +90,7 @@ DropoutSpec Block::drop_probs(const StepContext& ctx) const {
   return s;
 }
 
-float* Block::attn_forward(const float* u, const StepContext& ctx, const Workspace& ws) {
+float* Block::attn_forward(Operand u, const StepContext& ctx, const Workspace& ws) {
   const int64_t rows = ctx.rows();
   column_parallel_forward(regions_, qkv_, u, ws.full2, s_->qkv, rows, ctx.precision);
   if (sequence_)
@@ -100,7 +100,7 @@ float* Block::attn_forward(const float* u, const StepContext& ctx, const Workspa
   return row_parallel_forward(regions_, out_, s_->ctx, ws.tmp1, ws.tmp2, rows, ctx.precision);
 }
 
-void Block::attn_backward(const float* u, const float* da, float* du, bool accumulate,
+void Block::attn_backward(Operand u, const float* da, float* du, bool accumulate,
                           const StepContext& ctx, const Workspace& ws) {
   const int64_t rows = ctx.rows();
   const float* da_all = regions_.all_rows(da, ws.full1, rows, c_.dim);
@@ -141,13 +141,13 @@ Operand Block::ff_activation(const StepContext& ctx, const Workspace& ws) {
   return a;
 }
 
-float* Block::ff_forward(const float* u, const StepContext& ctx, const Workspace& ws) {
+float* Block::ff_forward(Operand u, const StepContext& ctx, const Workspace& ws) {
   const int64_t rows = ctx.rows();
   column_parallel_forward(regions_, fc1_, u, ws.full2, ff_pre(ws), rows, ctx.precision);
   return row_parallel_forward(regions_, fc2_, ff_activation(ctx, ws), ws.tmp1, ws.tmp2, rows, ctx.precision);
 }
 
-void Block::ff_backward(const float* u, const float* df, float* du, bool accumulate,
+void Block::ff_backward(Operand u, const float* df, float* du, bool accumulate,
                         const StepContext& ctx, const Workspace& ws) {
   const int64_t rows = ctx.rows(), n = rows * ff_;
   const DropoutSpec drop = drop_ff(ctx, id_, c_.ff_dim, ff_, slice_.index);
@@ -180,13 +180,13 @@ void Block::forward(const float* x, const UnitPass& p) {
   const int64_t rows = ctx.rows(), n = slice_.local_rows(rows), d = c_.dim;
   const bool pre = c_.pre_norm;
   if (selective_) s_->probs = ws.probs;  // for this call only
-  if (pre) ln1_.forward(x, s_->ln1_out, n, slot_);
-  s_->u1 = pre ? s_->ln1_out : x;
+  if (pre) ln1_.forward(x, s_->ln1_out, n, slot_, ws.tmp1);  // (tmp1: staging, when kept in bf16)
+  s_->u1 = pre ? Operand(s_->ln1_out) : Operand(x);
   residual_dropout(dev_, x, attn_forward(s_->u1, ctx, ws), s_->r1, n, d, drop_rows(ctx, kDropAttnOut));
   if (!pre) ln1_.forward(s_->r1, s_->ln1_out, n, slot_);
-  const float* y1 = pre ? s_->r1 : s_->ln1_out;
-  if (pre) ln2_.forward(y1, s_->ln2_out, n, slot_);
-  s_->u2 = pre ? s_->ln2_out : y1;
+  const float* y1 = pre ? s_->r1 : s_->ln1_out.f32();
+  if (pre) ln2_.forward(y1, s_->ln2_out, n, slot_, ws.tmp1);
+  s_->u2 = pre ? Operand(s_->ln2_out) : Operand(y1);
   residual_dropout(dev_, y1, ff_forward(s_->u2, ctx, ws), s_->r2, n, d, drop_rows(ctx, kDropFfOut));
   if (!pre) ln2_.forward(s_->r2, s_->ln2_out, n, slot_);
 }

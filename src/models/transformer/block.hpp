@@ -31,7 +31,7 @@ class Block : public Module {
   // x [rows, d] → output(slot) [rows, d]; x must stay unchanged until the slot's backward is done.
   // Under sequence parallel, rows are this slice's share of ctx.rows().
   void forward(const float* x, const UnitPass& p) override;
-  const float* output(int slot) const override { return c_.pre_norm ? saved_[slot].r2 : saved_[slot].ln2_out; }
+  const float* output(int slot) const override { return c_.pre_norm ? saved_[slot].r2 : saved_[slot].ln2_out.f32(); }
   // dout [rows, d] → dx [rows, d] (distinct buffers); accumulates parameter gradients. part = input
   // computes dx (and the norms' gradients) and keeps what part = weight, later, needs for the
   // Linear layers' weight gradients (x, dout and dx are then unused).
@@ -41,17 +41,17 @@ class Block : public Module {
   Workspace workspace(const UnitPass& p) const;
   // The feed-forward of u (this slice's rows) summed over the slices (tmp1, or tmp2 under sequence
   // parallel: this slice's rows).
-  float* ff_forward(const float* u, const StepContext& ctx, const Workspace& ws);
+  float* ff_forward(Operand u, const StepContext& ctx, const Workspace& ws);
   // From the gradient df of the ff output (this slice's rows; u: its input, this slice's rows):
   // parameter grads; du (+)= the input's gradient (this slice's rows).
-  void ff_backward(const float* u, const float* df, float* du, bool accumulate, const StepContext& ctx,
+  void ff_backward(Operand u, const float* df, float* du, bool accumulate, const StepContext& ctx,
                    const Workspace& ws);
   Operand ff_activation(const StepContext& ctx, const Workspace& ws);
   // Where fc1 writes its output: the ReLU activation's own buffer, or the workspace when that is kept in bf16.
   float* ff_pre(const Workspace& ws) const { return s_->ff.bf16 ? ws.ff_act : s_->ff.f32(); }
   bool relu() const { return c_.activation == Activation::relu; }
-  float* attn_forward(const float* u, const StepContext& ctx, const Workspace& ws);  // as ff_forward
-  void attn_backward(const float* u, const float* da, float* du, bool accumulate, const StepContext& ctx,
+  float* attn_forward(Operand u, const StepContext& ctx, const Workspace& ws);  // as ff_forward
+  void attn_backward(Operand u, const float* da, float* du, bool accumulate, const StepContext& ctx,
                      const Workspace& ws);
   DropoutSpec drop_rows(const StepContext& ctx, uint32_t site) const {
     return ctx.drop_rows(id_, site, slice_.first_row(ctx.rows()));
@@ -72,12 +72,15 @@ class Block : public Module {
   Norm ln1_, ln2_;
   // What one micro-batch's backward needs.
   struct Saved {
-    float *ln1_out, *r1, *qkv, *ctx, *probs, *ln2_out, *r2;
+    // the norms' outputs: pre-norm, the sublayers' inputs (bf16 where the plan keeps product inputs
+    // so); post-norm, the block's residual stream (f32)
+    ActBuffer ln1_out, ln2_out;
+    float *r1, *qkv, *ctx, *probs, *r2;
     ActBuffer ff;  // ReLU: its activation (bf16 where the plan keeps product inputs so); GELU: fc1's output
     float* attn = nullptr;  // context parallel: what its attention keeps (probs are then null)
     // The attention's and feed-forward's inputs (this slice's rows): sequence parallel gathers them
     // again in backward rather than keeping all rows of them (Megatron's choice).
-    const float *u1 = nullptr, *u2 = nullptr;
+    Operand u1, u2;
   };
   std::vector<Saved> saved_;  // one per slot
   Saved* s_ = nullptr;        // the slot of the running forward or backward

@@ -87,7 +87,15 @@ float* TensorParallelRegions::sum_partials_of(float* partial, float* local, int6
   return partial;
 }
 
-void TensorParallelRegions::all_rows_then(const float* local, float* full, int64_t rows, int64_t cols,
+namespace {
+ElemType elem_of(Operand x) { return x.bf16 ? ElemType::bf16 : ElemType::f32; }
+// `full` read as rows of local's type, from element n on.
+Operand rows_of(Operand local, const void* full, int64_t n) {
+  return local.bf16 ? Operand(static_cast<const uint16_t*>(full) + n) : Operand(static_cast<const float*>(full) + n);
+}
+}  // namespace
+
+void TensorParallelRegions::all_rows_then(Operand local, void* full, int64_t rows, int64_t cols,
                                           const RowsReady& consume) {
   if (!sequence_) {
     consume(0, rows, local);
@@ -101,21 +109,21 @@ void TensorParallelRegions::all_rows_then(const float* local, float* full, int64
     return;
   }
   const std::vector<size_t> counts(size_t(S), size_t(n * cols));
-  WorkPtr w = started(stats_.allgather_bytes, n * cols * int64_t(sizeof(float)),
-                      group_.allgather_async(local, full, counts, ElemType::f32));
+  WorkPtr w = started(stats_.allgather_bytes, int64_t(local.bytes(n * cols)),
+                      group_.allgather_async(local.data, full, counts, elem_of(local)));
   consume(me * n, n, local);  // this slice's rows, while the others' arrive
   wait(w);
   for (int s = 0; s < S; ++s)
-    if (s != me) consume(s * n, n, full + s * n * cols);
+    if (s != me) consume(s * n, n, rows_of(local, full, s * n * cols));
 }
 
-const float* TensorParallelRegions::all_rows(const float* local, float* full, int64_t rows, int64_t cols) {
+Operand TensorParallelRegions::all_rows(Operand local, void* full, int64_t rows, int64_t cols) {
   if (!sequence_) return local;
   const int64_t n = rows / group_.size();
   DT_ASSERT(n * group_.size() == rows);
-  timed(stats_.allgather_bytes, n * cols * int64_t(sizeof(float)),
-        [&] { group_.allgather(local, full, size_t(n * cols), ElemType::f32); });
-  return full;
+  timed(stats_.allgather_bytes, int64_t(local.bytes(n * cols)),
+        [&] { group_.allgather(local.data, full, size_t(n * cols), elem_of(local)); });
+  return rows_of(local, full, 0);
 }
 
 float* TensorParallelRegions::sum_partials(float* partial, float* local, int64_t rows, int64_t cols) {

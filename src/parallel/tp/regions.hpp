@@ -37,11 +37,12 @@ class TensorParallelRegions : public TpRegions {
   // sum_partials_of in up to `chunks` row chunks), else each blocks where it is called.
   TensorParallelRegions(ProcessGroup& group, bool sequence, bool overlap = true, int chunks = 1);
 
-  const float* all_rows(const float* local, float* full, int64_t rows, int64_t cols) override;
+  using TpRegions::all_rows;  // the f32 form
+  Operand all_rows(Operand local, void* full, int64_t rows, int64_t cols) override;
   float* sum_partials(float* partial, float* local, int64_t rows, int64_t cols) override;
   PendingSum sum_partials_begin(float* partial, float* local, int64_t rows, int64_t cols) override;
   float* sum_partials_of(float* partial, float* local, int64_t rows, int64_t cols, const RowChunk& produce) override;
-  void all_rows_then(const float* local, float* full, int64_t rows, int64_t cols, const RowsReady& consume) override;
+  void all_rows_then(Operand local, void* full, int64_t rows, int64_t cols, const RowsReady& consume) override;
   void all_columns(const float* local, float* full, int64_t rows, int64_t cols, int64_t full_cols) override;
   void max(float* v, int64_t n) override;
   void sum(float* v, int64_t n) override;
