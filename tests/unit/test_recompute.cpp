@@ -312,16 +312,17 @@ TEST(Bf16Activations, ThePlanKeepsHalfTheBytesOfWhatProductsRead) {
     plan.bf16_activations = bf16;
     return Model::planned_bytes(units, 4, plan);
   };
-  // post-norm ReLU: each block's activation [rows, ff] per slot, half of its f32 bytes
+  // per block and slot (2 slots of 4 samples; every size here a 64-byte multiple), half the f32 bytes
+  // of: post-norm ReLU, its activation [rows, ff] and the attention's context [rows, d]; pre-norm
+  // GELU, the two norms' outputs and the context (GELU's backward reads fc1's output: kept in f32)
   const TransformerConfig t = transformer(false);
-  const size_t relu_f32 = size_t(2 * 4 * t.seq_len * t.ff_dim) * sizeof(float);  // 2 slots, 64-byte multiples
-  EXPECT_EQ(bytes(transformer_case(false), false) - bytes(transformer_case(false), true), size_t(t.layers) * relu_f32 / 2);
-  // pre-norm GELU: the two norms' outputs [rows, d] (GELU's backward reads fc1's output: kept in f32)
+  const size_t rows_f32 = size_t(2 * 4 * t.seq_len) * sizeof(float);
+  EXPECT_EQ(bytes(transformer_case(false), false) - bytes(transformer_case(false), true),
+            size_t(t.layers) * rows_f32 * size_t(t.ff_dim + t.dim) / 2);
   const TransformerConfig pre = transformer(true);
-  const size_t norm_f32 = size_t(2 * 4 * pre.seq_len * pre.dim) * sizeof(float);
   EXPECT_EQ(bytes(transformer_case(true), false) - bytes(transformer_case(true), true),
-            size_t(pre.layers) * 2 * norm_f32 / 2);
-  // Llama: the norms' outputs and SwiGLU's output (not kept under selective recompute)
+            size_t(pre.layers) * rows_f32 * size_t(3 * pre.dim) / 2);
+  // Llama: the norms' outputs, the context and SwiGLU's output (not kept under selective recompute)
   for (Recompute r : {Recompute::none, Recompute::selective})
     EXPECT_LT(bytes(llama_case(), true, r), bytes(llama_case(), false, r));
   EXPECT_GT(bytes(llama_case(), false, Recompute::none) - bytes(llama_case(), true, Recompute::none),

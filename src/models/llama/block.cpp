@@ -114,7 +114,7 @@ void LlamaBlock::plan(Arena& arena, const StepContext& largest, const KeepPlan& 
     s.n1 = keep.product_input(arena, Rn * d);
     s.r1 = arena.f32(Rn * d);
     s.qkv = arena.f32(R * qkv);
-    s.ctx = arena.f32(R * heads_ * hd);
+    s.ctx = sequence_ ? ActBuffer(arena.f32(R * heads_ * hd)) : keep.product_input(arena, R * heads_ * hd);
     s.probs = selective_ || sequence_ ? nullptr : arena.f32(R * heads_ * c_.seq_len);
     s.attn = sequence_ ? arena.f32(sequence_->saved_floats(attention_shape(largest))) : nullptr;
     s.n2 = moe_ ? ActBuffer(arena.f32(Rn * d)) : keep.product_input(arena, Rn * d);
@@ -182,10 +182,8 @@ void LlamaBlock::forward(const float* x, const UnitPass& p) {
   norm1_.forward(x, s_->n1, n, p.slot, w.tmp1);  // (tmp1: staging, when kept in bf16)
   column_parallel_forward(regions_, qkv_, s_->n1, w.full2, s_->qkv, rows, ctx.precision);
   dev_.rope_forward(s_->qkv, rope_shape(ctx));
-  if (sequence_)
-    sequence_->forward(s_->qkv, s_->ctx, s_->attn, attention_shape(ctx), drop_probs(ctx), ctx.sequence);
-  else
-    dev_.attention_forward(s_->qkv, s_->ctx, s_->probs, attention_shape(ctx), drop_probs(ctx));
+  attention_context(dev_, sequence_, s_->qkv, s_->ctx, s_->probs, s_->attn, attention_shape(ctx), drop_probs(ctx),
+                    ctx.sequence, w.tmp2);  // (tmp2: staging, when kept in bf16)
   float* a = row_parallel_forward(regions_, o_, s_->ctx, w.tmp1, w.tmp2, rows, ctx.precision);
   dev_.dropout_forward(a, a, n, d, drop_rows(ctx, kAttnOut));
   dev_.add(x, a, s_->r1, n * d);
@@ -214,7 +212,7 @@ void LlamaBlock::attn_backward(Operand u, const float* da, float* du, const Step
   const float* da_all = regions_.all_rows(da, w.full1, rows, c_.dim);
   grads()(o_, s_->ctx, true, da_all, w.tmp2, rows, false, ctx.precision);
   if (sequence_) {
-    sequence_->backward(w.tmp2, s_->qkv, s_->ctx, s_->attn, w.grad_qkv, attention_shape(ctx), drop_probs(ctx),
+    sequence_->backward(w.tmp2, s_->qkv, s_->ctx.f32(), s_->attn, w.grad_qkv, attention_shape(ctx), drop_probs(ctx),
                         ctx.sequence);
   } else {
     if (selective_) {  // the probabilities again, from the q and k kept (RoPE applied)

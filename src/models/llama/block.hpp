@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "models/llama/config.hpp"
+#include "nn/attention_core.hpp"
 #include "nn/moe_layer.hpp"
 #include "nn/layers.hpp"
 #include "nn/module.hpp"
@@ -87,7 +88,8 @@ class LlamaBlock : public Module {
     // the norms' outputs, the sublayers' inputs: bf16 where the plan keeps product inputs so (n2 not
     // under a mixture of experts, whose routing reads it in f32)
     ActBuffer n1, n2;
-    float *r1, *qkv, *ctx, *probs, *r2, *ff;  // probs: in the scratch under selective
+    float *r1, *qkv, *probs, *r2, *ff;  // probs: in the scratch under selective
+    ActBuffer ctx;  // the attention's context (bf16 where the plan keeps product inputs so; f32 under CP)
     ActBuffer act;  // SwiGLU's output (bf16 where the plan keeps product inputs so; in the scratch under selective)
     float* attn;  // context parallel: what its attention keeps (probs are then null)
   };

@@ -42,7 +42,7 @@ void Block::plan(Arena& arena, const StepContext& largest, const KeepPlan& keep)
     v.ln1_out = c_.pre_norm ? keep.product_input(arena, Rn * d) : ActBuffer(arena.f32(Rn * d));
     v.r1 = arena.f32(Rn * d);
     v.qkv = arena.f32(R * 3 * dl);
-    v.ctx = arena.f32(R * dl);
+    v.ctx = sequence_ ? ActBuffer(arena.f32(R * dl)) : keep.product_input(arena, R * dl);
     v.probs = selective_ || sequence_ ? nullptr : arena.f32(R * heads_ * c_.seq_len);
     if (sequence_) v.attn = arena.f32(sequence_->saved_floats(attention_shape(largest)));
     v.ln2_out = c_.pre_norm ? keep.product_input(arena, Rn * d) : ActBuffer(arena.f32(Rn * d));
@@ -93,10 +93,8 @@ DropoutSpec Block::drop_probs(const StepContext& ctx) const {
 float* Block::attn_forward(Operand u, const StepContext& ctx, const Workspace& ws) {
   const int64_t rows = ctx.rows();
   column_parallel_forward(regions_, qkv_, u, ws.full2, s_->qkv, rows, ctx.precision);
-  if (sequence_)
-    sequence_->forward(s_->qkv, s_->ctx, s_->attn, attention_shape(ctx), drop_probs(ctx), ctx.sequence);
-  else
-    dev_.attention_forward(s_->qkv, s_->ctx, s_->probs, attention_shape(ctx), drop_probs(ctx));
+  attention_context(dev_, sequence_, s_->qkv, s_->ctx, s_->probs, s_->attn, attention_shape(ctx), drop_probs(ctx),
+                    ctx.sequence, ws.tmp2);  // (tmp2: staging, when kept in bf16)
   return row_parallel_forward(regions_, out_, s_->ctx, ws.tmp1, ws.tmp2, rows, ctx.precision);
 }
 
@@ -106,7 +104,7 @@ void Block::attn_backward(Operand u, const float* da, float* du, bool accumulate
   const float* da_all = regions_.all_rows(da, ws.full1, rows, c_.dim);
   grads()(out_, s_->ctx, true, da_all, ws.tmp2, rows, false, ctx.precision);
   if (sequence_) {
-    sequence_->backward(ws.tmp2, s_->qkv, s_->ctx, s_->attn, ws.grad_qkv, attention_shape(ctx), drop_probs(ctx),
+    sequence_->backward(ws.tmp2, s_->qkv, s_->ctx.f32(), s_->attn, ws.grad_qkv, attention_shape(ctx), drop_probs(ctx),
                         ctx.sequence);
   } else {
     if (selective_) {  // the probabilities again, from the q and k kept

@@ -6,6 +6,7 @@
 #pragma once
 #include "models/transformer/config.hpp"
 #include "models/transformer/workspace.hpp"
+#include "nn/attention_core.hpp"
 #include "nn/layers.hpp"
 #include "nn/module.hpp"
 #include "nn/tp_linear.hpp"
@@ -75,7 +76,8 @@ class Block : public Module {
     // the norms' outputs: pre-norm, the sublayers' inputs (bf16 where the plan keeps product inputs
     // so); post-norm, the block's residual stream (f32)
     ActBuffer ln1_out, ln2_out;
-    float *r1, *qkv, *ctx, *probs, *r2;
+    float *r1, *qkv, *probs, *r2;
+    ActBuffer ctx;  // the attention's context (bf16 where the plan keeps product inputs so; f32 under CP)
     ActBuffer ff;  // ReLU: its activation (bf16 where the plan keeps product inputs so); GELU: fc1's output
     float* attn = nullptr;  // context parallel: what its attention keeps (probs are then null)
     // The attention's and feed-forward's inputs (this slice's rows): sequence parallel gathers them

@@ -1,0 +1,27 @@
+// A block's attention core, shared by the model kinds: the context of a pass's queries, by the
+// device's kernel over whole sequences or (context parallel) by SequenceAttention, written in the
+// type the block keeps it in.
+#pragma once
+
+#include "kernels/device.hpp"
+#include "nn/sequence_attention.hpp"
+
+namespace dtrain {
+
+// ctx [rows, H·Dh] = attention(qkv); probs: what the device's kernel keeps for backward, saved:
+// what context parallel's keeps. A context kept in bf16 (only the output projection reads it) is
+// computed into `staging` [rows, H·Dh] first and rounded; under context parallel it must be f32
+// (its backward reads it).
+inline void attention_context(ComputeDevice& dev, SequenceAttention* sequence, const float* qkv, ActBuffer ctx,
+                              float* probs, float* saved, const AttentionShape& s, const DropoutSpec& drop,
+                              const SequenceShard& shard, float* staging) {
+  if (sequence) {
+    sequence->forward(qkv, ctx.f32(), saved, s, drop, shard);
+    return;
+  }
+  float* out = ctx.bf16 ? staging : ctx.f32();
+  dev.attention_forward(qkv, out, probs, s, drop);
+  if (ctx.bf16) dev.to_bf16(out, ctx.b16(), s.B * s.T * s.H * s.Dh);
+}
+
+}  // namespace dtrain
