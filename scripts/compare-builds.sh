@@ -2,8 +2,8 @@
 # compare-builds.sh — proves that two builds of dtrain compute the same numbers, byte for byte.
 #
 # For each case (two Transformer language models × six layouts; DDP with a gradient clip; a
-# Llama-style model on one process, under TP with sequence parallel and under ZB-V with selective
-# recompute; the CNN on one process and under DDP) it trains with the OLD build's programs and with the
+# Llama-style model on one process, under TP with sequence parallel, under ZB-V with selective
+# recompute and under CP; a mixture of experts under EP; the CNN on one process and under DDP) it trains with the OLD build's programs and with the
 # NEW build's, from the same data set (made once by the OLD build) and the same config, in separate
 # run dirs; exports the final weights (model_final) and the last checkpoint (weights + optimizer
 # state) with each build's own `dtrain ckpt export`, and compares the files with cmp. It also
@@ -170,6 +170,25 @@ dropout = 0.1
 EOF
   common_config
 } >"$WORK/llama.toml"
+{
+  cat <<'EOF'
+# a mixture of experts: the Llama-style decoder with 4 SwiGLU experts per block, top 2
+[model]
+kind = "moe"
+seq_len = 16
+dim = 32
+heads = 4
+kv_heads = 2
+layers = 2
+experts = 4
+top_k = 2
+expert_ff = 32
+tied = false
+dropout = 0.1
+
+EOF
+  common_config
+} >"$WORK/moe.toml"
 
 # The course's CNN, small: seeded 28×28 images (a bright band per class, noise elsewhere), made by the
 # OLD build's `dtrain data prepare` like the text, read by both; its own [data] and [train].
@@ -229,6 +248,8 @@ ALL_CASES=(
   "llama-1proc|llama|1|"
   "llama-tp2-sp|llama|2|parallel.tp=2 parallel.tp_sequence=true"
   "llama-pp2-zbv-selective|llama|2|parallel.pp=2 parallel.pp_schedule=zb-v parallel.pp_virtual=2 train.recompute=selective"
+  "llama-cp2|llama|2|parallel.cp=2"
+  "moe-ep2|moe|2|parallel.dp_shard=2 parallel.ep=2"
   "cnn-1proc|cnn|1|"
   "cnn-ddp2|cnn|2|parallel.dp=2"
 )
