@@ -3,8 +3,8 @@
 #
 # For each case (two Transformer language models × six layouts; DDP with a gradient clip; a
 # Llama-style model on one process, under TP with sequence parallel, under ZB-V with selective
-# recompute and under CP; a mixture of experts under EP; the CNN on one process and under DDP) it trains with the OLD build's programs and with the
-# NEW build's, from the same data set (made once by the OLD build) and the same config, in separate
+# recompute and under CP; a mixture of experts under EP; the CNN on one process and under DDP) it
+# trains with the OLD build's programs and with the NEW build's, from the same data set (made once by the OLD build) and the same config, in separate
 # run dirs; exports the final weights (model_final) and the last checkpoint (weights + optimizer
 # state) with each build's own `dtrain ckpt export`, and compares the files with cmp. It also
 # compares the loss-like fields of metrics.jsonl and summary.json (timings are left out).

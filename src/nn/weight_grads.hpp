@@ -2,8 +2,9 @@
 // unit's input gradient (I) first and its layers' weight gradients (W) afterwards. Per layer (a
 // Linear, a Conv2d: anything with in_floats(), out_floats() per row and backward_weight) it keeps the
 // layer's input and its output's gradient, copied into storage planned up front unless the input is
-// a saved activation that lives until W anyway. A layer input stored in bf16 is kept in bf16. The model plans one per unit and micro-batch in
-// flight (Module::weight_grad_floats) and hands it over in UnitPass::weight_grads.
+// a saved activation that lives until W anyway; an input stored in bf16 is kept in bf16. The model
+// plans one per unit and micro-batch in flight (Module::weight_grad_floats) and hands it over in
+// UnitPass::weight_grads.
 #pragma once
 #include <vector>
 

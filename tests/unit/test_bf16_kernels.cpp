@@ -96,7 +96,8 @@ TEST(Bf16Kernels, AProductWithABf16OperandIsTheBf16Product) {
     if (native)
       matmul(A.data(), B.data(), want.data(), ref);
     else
-      matmul(widened(A16).data(), widened(B16).data(), want.data(), linear_forward_args(M, K, N, bias.data(), Precision::f32));
+      matmul(widened(A16).data(), widened(B16).data(), want.data(),
+             linear_forward_args(M, K, N, bias.data(), Precision::f32));
     for (int which = 0; which < 3; ++which) {
       Vec got(M * N);
       const Operand a = which != 1 ? Operand(A16.data()) : Operand(native ? A.data() : widened(A16).data());
@@ -118,8 +119,9 @@ TEST(Bf16Kernels, LinearBackwardReadsItsInputInBf16) {
   const std::vector<uint16_t> x16 = rounded(x);
   for (bool accumulate : {false, true}) {
     Vec dW1 = dW0, dx1(rows * in, 0.5f), dW2 = dW0, dx2(rows * in, 0.5f);
-    linear_backward(x.data(), dy.data(), W.data(), dW1.data(), dx1.data(), rows, in, out, accumulate, Precision::bf16);
-    linear_backward(x16.data(), dy.data(), W.data(), dW2.data(), dx2.data(), rows, in, out, accumulate, Precision::bf16);
+    const Precision p = Precision::bf16;
+    linear_backward(x.data(), dy.data(), W.data(), dW1.data(), dx1.data(), rows, in, out, accumulate, p);
+    linear_backward(x16.data(), dy.data(), W.data(), dW2.data(), dx2.data(), rows, in, out, accumulate, p);
     EXPECT_EQ(dW2, dW1) << "accumulate " << accumulate;
     EXPECT_EQ(dx2, dx1) << "accumulate " << accumulate;
     EXPECT_NE(dW2, dW0);

@@ -37,6 +37,7 @@ void Block::plan(Arena& arena, const StepContext& largest, const KeepPlan& keep)
   ln1_.plan(arena, Rn, keep.slots);
   ln2_.plan(arena, Rn, keep.slots);
   selective_ = keep.selective && !sequence_;  // context parallel keeps no probabilities to recompute
+  bf16_ = keep.bf16;
   saved_.assign(size_t(keep.slots), Saved{});
   for (Saved& v : saved_) {
     v.ln1_out = c_.pre_norm ? keep.product_input(arena, Rn * d) : ActBuffer(arena.f32(Rn * d));
@@ -129,11 +130,14 @@ static DropoutSpec drop_ff(const StepContext& ctx, uint32_t unit, int64_t ff_all
 // The feed-forward's activation a = drop(act(fc1(u))), from fc1(u) in ff_pre(). Saved for ReLU: a
 // itself (its values rounded to bf16 where the plan keeps product inputs so), from which both fc2's
 // weight gradient and the ReLU+dropout backward follow (nothing recomputed, no mask redrawn). For GELU
-// the pre-activation fc1(u) is saved, and a, in the workspace, recomputed in backward.
+// the pre-activation fc1(u) is saved, and a, in the workspace (in bf16 where the plan keeps product
+// inputs so, GELU's f32 output staged in grad_ff, free until fc2's backward writes it), recomputed in
+// backward.
 Operand Block::ff_activation(const StepContext& ctx, const Workspace& ws) {
   const int64_t n = ctx.rows() * ff_;
-  float* act = relu() ? ff_pre(ws) : ws.ff_act;  // act(fc1(u)) in f32 (ReLU: in place)
-  const ActBuffer a = relu() ? s_->ff : ActBuffer(ws.ff_act);
+  float* act = relu() ? ff_pre(ws) : bf16_ ? ws.grad_ff : ws.ff_act;  // act(fc1(u)) in f32 (ReLU: in place)
+  const ActBuffer a = relu() ? s_->ff : bf16_ ? ActBuffer(reinterpret_cast<uint16_t*>(ws.ff_act))
+                                               : ActBuffer(ws.ff_act);
   dev_.activation_forward(c_.activation, ff_pre(ws), act, n);
   dev_.dropout_forward(act, a, ctx.rows(), ff_, drop_ff(ctx, id_, c_.ff_dim, ff_, slice_.index));
   return a;

@@ -88,6 +88,7 @@ class Block : public Module {
   Saved* s_ = nullptr;        // the slot of the running forward or backward
   WeightGradStore* store_ = nullptr;  // split backward: what W needs, of the running backward's micro-batch
   bool selective_ = false;            // probs: not kept, in the scratch for one call (recompute = selective)
+  bool bf16_ = false;                 // product inputs kept in bf16 (KeepPlan::bf16)
   int slot_ = 0;
   BackwardPart part_ = BackwardPart::all;
 };
