@@ -72,6 +72,9 @@ class ComputeDevice : public Memory {
   // that is; the CUDA kernels match it).
   // Either operand may be stored in bf16 (Operand): the product is then a bf16 one.
   virtual void matmul(Operand A, Operand B, float* C, const MatmulArgs& a) = 0;
+  // Whether its products run in bf16 when asked (a CPU without bf16 support computes them in f32:
+  // activations are then not kept in bf16, which would change its numbers).
+  virtual bool bf16_products() const { return true; }
   // A Linear layer's two backward products from its output gradient dy [rows, out]: dW [out, in] +=
   // dyᵀ·x, then dx [rows, in] = dy·W (added with accumulate_dx), as matmul with
   // linear_backward_weight_args and linear_backward_input_args computes them. A device may share work
@@ -167,7 +170,7 @@ class ComputeDevice : public Memory {
   virtual void swiglu_forward(const float* a, ActBuffer y, int64_t rows, int64_t f) = 0;
   virtual void swiglu_backward(const float* a, const float* dy, float* da, int64_t rows, int64_t f) = 0;
   // A [rows, cols] tile of an activation, placed by the spec's geometry; y may be stored in bf16
-  // (then written even when dropout is off).
+  // (then not over x, and written even when dropout is off).
   virtual void dropout_forward(const float* x, ActBuffer y, int64_t rows, int64_t cols, const DropoutSpec& s) = 0;
   virtual void dropout_backward(const float* dy, float* dx, int64_t rows, int64_t cols, const DropoutSpec& s) = 0;
   virtual void embedding_forward(const int32_t* tokens, const float* wte, const float* pos, float* out, int64_t B,

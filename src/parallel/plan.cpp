@@ -114,7 +114,8 @@ ParallelModel::ParallelModel(const UnitFactory& make_units, int64_t max_batch, C
     }
   });
   stages.recompute = plan.recompute;
-  stages.bf16_activations = plan.bf16_activations;
+  // (a tp group, whose gathers carry such activations, lives within a node: one kind of CPU or GPU, one answer)
+  stages.bf16_activations = plan.bf16_activations && device.bf16_products();
   stages.sequence_parts = shape.cp;
   if (shape.pp > 1) {
     const int64_t rows = micro_batch_rows(max_batch, lists.back().microbatches);  // each slot holds one micro-batch

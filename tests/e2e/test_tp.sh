@@ -6,7 +6,7 @@
 # not divide, across an epoch end with a short last step) with the weights of one process with the same global batch under SGD-momentum
 # (relative 1e-5), and with its validation and test losses; AdamW's loss trajectory agrees within
 # 1e-5, bf16's within bf16 tolerance; a pre-norm tied GELU model with learned positions and clipping
-# agrees under sequence parallel. Checkpoints reshard across tp degrees: TP 2
+# agrees under sequence parallel, also in bf16 (its norm outputs gathered in bf16). Checkpoints reshard across tp degrees: TP 2
 # → 1 process → TP 2 × FSDP 2 keeps weights and optimizer state bit for bit, and TP 2's mid-run
 # checkpoint resumed at TP 4 with sequence parallel ends on the uninterrupted trajectory. The joined
 # model_final generates text in one process; a tp that does not divide the heads is named.
@@ -45,10 +45,15 @@ pre=(--set model.tied=true --set model.norm=pre --set model.positions=learned --
   --set train.lr=0.02 --set optim.grad_clip=0.5)
 one single_pre "${pre[@]}"
 ranks tp2_sp_pre 2 --set train.batch_size=16 "${tp2[@]}" --set parallel.tp_sequence=true "${pre[@]}"
+# bf16 keeps a pre-norm block's norm outputs in bf16: sequence parallel gathers them so
+one single_pre_bf16 "${pre[@]}" --set train.precision=bf16
+ranks tp2_sp_pre_bf16 2 --set train.batch_size=16 "${tp2[@]}" --set parallel.tp_sequence=true "${pre[@]}" \
+  --set train.precision=bf16
  
 same_weights single_pre tp2_sp_pre 1e-5
 "$py" "$src/tests/python/compare_losses.py" "$work" "$steps" single:tp2:1e-5 single:tp2_fsdp2:1e-5 \
-  single_adamw:tp2_adamw:1e-5 single_pre:tp2_sp_pre:1e-5 single_bf16:tp2_bf16:2e-3 ||
+  single_adamw:tp2_adamw:1e-5 single_pre:tp2_sp_pre:1e-5 single_bf16:tp2_bf16:2e-3 \
+  single_pre_bf16:tp2_sp_pre_bf16:2e-3 ||
   fail "a tensor-parallel run's losses differ"
 
 "$py" - "$work" <<'PYEOF'
@@ -66,10 +71,18 @@ sp, plain = (json.load(open(f"{work}/{r}/summary.json")) for r in ("tp2_sp", "tp
 if not (sp["tp_allgather_bytes_per_step"] > 0 and plain["tp_allgather_bytes_per_step"] == 0
         and sp["tp_allreduce_bytes_per_step"] < plain["tp_allreduce_bytes_per_step"] / 10):
     sys.exit(f"FAIL: sequence parallel's traffic {sp} is not gathers and scatters")
+# in bf16 the norm outputs travel in bf16: per full step, 2 layers × 4 gathers (2 in forward, 2 again
+# in backward) of this rank's 256 rows × 64 columns, 2 bytes each fewer than in f32 (the mean over the
+# steps is a little less: the epoch's short last step gathers fewer rows)
+f32, bf16 = (json.load(open(f"{work}/{r}/summary.json")) for r in ("tp2_sp_pre", "tp2_sp_pre_bf16"))
+saved, full = f32["tp_allgather_bytes_per_step"] - bf16["tp_allgather_bytes_per_step"], 2 * 4 * 256 * 64 * 2
+if not 0.95 * full <= saved <= full:
+    sys.exit(f"FAIL: bf16 gathered {saved} bytes per step fewer than f32 under sequence parallel, not about {full}")
 clip = [json.loads(l) for l in open(f"{work}/tp2_sp_pre/metrics.jsonl")]
 if not any(r.get("grad_norm", 0) > 0.5 for r in clip if r["type"] == "train"):
     sys.exit("FAIL: the clipping run never had a gradient norm above optim.grad_clip: it tested nothing")
-print("ok  test losses equal one process's; sequence parallel gathers and scatters; clipping engaged")
+print("ok  test losses equal one process's; sequence parallel gathers and scatters (bf16 norm outputs in bf16); "
+      "clipping engaged")
 PYEOF
 
 # --- Checkpoints across tp degrees. Round trip at step 50: TP 2 → 1 process → TP 2 × FSDP 2.

@@ -67,6 +67,7 @@ class CpuDevice final : public ComputeDevice {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - mark_).count();
   }
 
+  bool bf16_products() const override { return matmul_bf16_available(); }
   void matmul(Operand A, Operand B, float* C, const MatmulArgs& a) override {
     DT_CPU_OP("matmul", matmul_flops(a));
     dtrain::matmul(A, B, C, a);

@@ -22,8 +22,8 @@ void dropout_mask(const RandomStream& stream, uint32_t threshold, int64_t first,
 void dropout_scale_run(const RandomStream& stream, uint32_t threshold, float scale, int64_t first, int64_t n,
                        const float* x, float* y, MaskKernel k = MaskKernel::best);
 
-// y = x * mask * scale on a [rows, cols] tile (in place allowed); see DropoutSpec's geometry. y stored
-// in bf16: the f32 result rounded to nearest even (written also when dropout is off).
+// y = x * mask * scale on a [rows, cols] tile (in place allowed in f32); see DropoutSpec's geometry. y
+// stored in bf16 (not over x): the f32 result rounded to nearest even (written also when dropout is off).
 void dropout_forward(const float* x, ActBuffer y, int64_t rows, int64_t cols, const DropoutSpec& s);
 // dx = dy * mask * scale (in place allowed).
 void dropout_backward(const float* dy, float* dx, int64_t rows, int64_t cols, const DropoutSpec& s);

@@ -126,6 +126,8 @@ std::vector<uint16_t>& copy_buffer(Bf16Copy which) {
 }
 }  // namespace
 
+bool matmul_bf16_available() { return bf16_matmul_available(); }
+
 int64_t matmul_scratch_bytes() {
   const MatmulRuntime& rt = runtime();
   return int64_t((rt.scratch_a.capacity() + rt.scratch_b.capacity() + rt.scratch_c.capacity()) * sizeof(uint16_t) +

@@ -7,6 +7,8 @@
 
 namespace dtrain {
 
+// Whether this CPU (and oneDNN build) runs bf16 products; where not, they compute in f32 (said once).
+bool matmul_bf16_available();
 // Host bytes the matmuls keep between calls (bf16 copies of their inputs, grow-only).
 int64_t matmul_scratch_bytes();
 // Whether a product of these arguments computes in bf16, from bf16 copies of its operands

@@ -37,8 +37,8 @@ void relu_backward_from_output(Operand y, const float* dy, float* dx, int64_t n,
 // a [rows, 2f] = [gate | up] rows; da may be a itself.
 void swiglu_forward(const float* a, ActBuffer y, int64_t rows, int64_t f, cudaStream_t s);
 void swiglu_backward(const float* a, const float* dy, float* da, int64_t rows, int64_t f, cudaStream_t s);
-// A [rows, cols] tile placed by the spec's geometry (DropoutSpec, kernels/types.hpp); in place allowed;
-// y may be stored in bf16 (written also when dropout is off).
+// A [rows, cols] tile placed by the spec's geometry (DropoutSpec, kernels/types.hpp); in place allowed
+// in f32; y may be stored in bf16 (not over x; written also when dropout is off).
 void dropout(const float* x, ActBuffer y, int64_t rows, int64_t cols, const DropoutSpec& d, cudaStream_t s);
 void adamw(float* p, const float* g, float* m, float* v, int64_t n, const AdamWHyper& h, cudaStream_t s);
 void sgd(float* p, const float* g, float* buf, int64_t n, const SgdHyper& h, cudaStream_t s);
