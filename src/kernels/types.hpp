@@ -55,6 +55,10 @@ struct ActBuffer {
     DT_ASSERT(bf16);
     return static_cast<uint16_t*>(data);
   }
+  // The buffer from element `n` on.
+  ActBuffer at(int64_t n) const {
+    return bf16 ? ActBuffer(static_cast<uint16_t*>(data) + n) : ActBuffer(static_cast<float*>(data) + n);
+  }
 };
 
 // ---- Matrix products (matmul) -------------------------------------------------------------------

@@ -53,7 +53,7 @@ int64_t MoeLayer::at_experts_rows(int64_t rows) const {
   return int64_t(exchange_->ranks()) * rows * std::min(spec_.top_k, held_);
 }
 
-void MoeLayer::plan(Arena& arena, int64_t rows, int slots) {
+void MoeLayer::plan(Arena& arena, int64_t rows, int slots, bool bf16_act) {
   const int64_t d = spec_.dim, f = ff_, E = spec_.experts, n = rows * spec_.top_k;
   const int64_t m = at_experts_rows(rows), P = exchange_ ? exchange_->ranks() : 1;
   saved_.assign(size_t(slots), Saved{});
@@ -66,7 +66,8 @@ void MoeLayer::plan(Arena& arena, int64_t rows, int slots) {
     s.out = arena.f32(n * d);
     s.expert_x = exchange_ ? arena.f32(m * d) : s.grouped;
     s.hidden = arena.f32(m * 2 * f);
-    s.act = arena.f32(m * f);
+    s.act = bf16_act ? ActBuffer(static_cast<uint16_t*>(arena.alloc(m * f, DType::bf16)))
+                     : ActBuffer(arena.f32(m * f));
     s.chosen = static_cast<int32_t*>(arena.alloc(n, DType::i32));
     s.row_of = static_cast<int32_t*>(arena.alloc(n, DType::i32));
     s.pos = static_cast<int32_t*>(arena.alloc(n, DType::i32));
@@ -189,14 +190,15 @@ void MoeLayer::forward(const float* x, float* y, int64_t rows, int64_t T, const 
   if (exchange_) dispatch(s, s.grouped, w.stage, s.expert_x, d);
   float* expert_y = exchange_ ? w.expert_y : s.out;
   each_expert(s, [&](int64_t e, int64_t at, int64_t n) {
-    float *x_e = s.expert_x + at * d, *h = s.hidden + at * 2 * f, *a = s.act + at * f, *y_e = expert_y + at * d;
+    float *x_e = s.expert_x + at * d, *h = s.hidden + at * 2 * f, *y_e = expert_y + at * d;
+    const ActBuffer a = s.act.at(at * f);
     const float *w_gu = gate_up_[size_t(e)].data(), *w_down = down_[size_t(e)].data();
     moe_row_pieces(n, [&](int64_t r, int64_t m) {
       dev_->matmul(x_e + r * d, w_gu, h + r * 2 * f, linear_forward_args(m, d, 2 * f, nullptr, p));
     });
     dev_->swiglu_forward(h, a, n, f);
     moe_row_pieces(n, [&](int64_t r, int64_t m) {
-      dev_->matmul(a + r * f, w_down, y_e + r * d, linear_forward_args(m, f, d, nullptr, p));
+      dev_->matmul(Operand(a).at(r * f), w_down, y_e + r * d, linear_forward_args(m, f, d, nullptr, p));
     });
   });
   if (exchange_) combine_back(s, expert_y, w.stage, s.out, d);
@@ -212,14 +214,15 @@ void MoeLayer::backward(const float* x, const float* dy, float* dx, int64_t rows
   dev_->moe_combine_backward(dy, s.out, s.pos, s.weights, w.dgrouped, w.dweights, r, d);
   if (exchange_) dispatch(s, w.dgrouped, w.stage, w.dexpert, d);
   each_expert(s, [&](int64_t e, int64_t at, int64_t n) {
-    const float *h = s.hidden + at * 2 * f, *act = s.act + at * f, *xg = s.expert_x + at * d;
+    const float *h = s.hidden + at * 2 * f, *xg = s.expert_x + at * d;
+    const Operand act = Operand(s.act).at(at * f);
     float *g = w.dexpert + at * d, *da = w.dact + at * f, *dh = w.dhidden + at * 2 * f;
     const ParamRef &gu = gate_up_[size_t(e)], &down = down_[size_t(e)];
     moe_row_pieces(n, [&](int64_t r, int64_t m) {  // each product over every piece before the next product
       dev_->matmul(g + r * d, down.data(), da + r * f, linear_backward_input_args(m, f, d, false, p));
     });
     moe_row_pieces(n, [&](int64_t r, int64_t m) {
-      dev_->matmul(g + r * d, act + r * f, down.grad(), linear_backward_weight_args(m, f, d, p));
+      dev_->matmul(g + r * d, act.at(r * f), down.grad(), linear_backward_weight_args(m, f, d, p));
     });
     dev_->swiglu_backward(h, da, dh, n, f);
     moe_row_pieces(n, [&](int64_t r, int64_t m) {

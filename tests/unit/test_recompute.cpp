@@ -62,6 +62,31 @@ Case llama_case() {
   return {[c] { return llama_units(c); }, {InputKind::tokens, c.seq_len, c.seq_len}, int32_t(c.vocab_size)};
 }
 
+// Llama with a mixture of experts in every block (4 experts, top 2)
+Case moe_case() {
+  Case c = llama_case();
+  LlamaConfig l;
+  l.vocab_size = 21;
+  l.seq_len = 8;
+  l.dim = 16;
+  l.heads = 4;
+  l.kv_heads = 2;
+  l.layers = 3;
+  l.ff_dim = 32;
+  l.dropout = 0.2f;
+  c.units = [l] {
+    return llama_units(l, cpu_device(), {}, no_tp_regions(), nullptr, [](int block) {
+      SparseFeedForward f;
+      f.spec = MoeSpec{16, 4, 2, 16};
+      f.balance_weight = 0.01f;
+      f.layer = block;
+      f.layers = 3;
+      return std::optional<SparseFeedForward>(f);
+    });
+  };
+  return c;
+}
+
 Case cnn_case(const std::string& activation) {
   CnnConfig c;
   c.in_channels = 1;
@@ -302,6 +327,18 @@ TEST(Bf16Activations, KeepTheBitsOfBf16ProductsOnF32Activations) {
     }
 }
 
+TEST(Bf16Activations, AMixtureOfExpertsKeepsItsBits) {
+  if (!cpu_device().bf16_products()) GTEST_SKIP() << "this CPU has no bf16 matrix products";
+  for (bool split : {false, true}) {
+    const Result want = run(moe_case(), Recompute::none, split, {}, false, Precision::bf16, false);
+    const Result got = run(moe_case(), Recompute::none, split, {}, false, Precision::bf16, true);
+    ASSERT_GT(want.loss, 0.0);
+    EXPECT_EQ(got.loss, want.loss);
+    for (const auto& [param, g] : want.grads)
+      EXPECT_EQ(std::memcmp(got.grads.at(param).data(), g.data(), sizeof(float) * g.size()), 0) << param;
+  }
+}
+
 TEST(Bf16Activations, ThePlanKeepsHalfTheBytesOfWhatProductsRead) {
   auto bytes = [](const Case& c, bool bf16, Recompute r = Recompute::none) {
     UnitList units = c.units();
@@ -319,6 +356,8 @@ TEST(Bf16Activations, ThePlanKeepsHalfTheBytesOfWhatProductsRead) {
   const TransformerConfig pre = transformer(true);
   EXPECT_EQ(bytes(transformer_case(true), false) - bytes(transformer_case(true), true),
             size_t(pre.layers) * rows_f32 * size_t(3 * pre.dim) / 2);
+  // a mixture of experts: its experts' SwiGLU outputs too
+  EXPECT_LT(bytes(moe_case(), true), bytes(moe_case(), false));
   // Llama: the norms' outputs, the context and SwiGLU's output (not kept under selective recompute)
   for (Recompute r : {Recompute::none, Recompute::selective})
     EXPECT_LT(bytes(llama_case(), true, r), bytes(llama_case(), false, r));

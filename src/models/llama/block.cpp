@@ -122,7 +122,7 @@ void LlamaBlock::plan(Arena& arena, const StepContext& largest, const KeepPlan& 
     s.ff = arena.f32(R * 2 * ff_);
     s.act = selective_ ? ActBuffer() : keep.product_input(arena, R * ff_);
   }
-  if (moe_) moe_->plan(arena, Rn, keep.slots);
+  if (moe_) moe_->plan(arena, Rn, keep.slots, keep.bf16);
   s_ = &saved_[0];
 }
 
