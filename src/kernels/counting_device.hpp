@@ -76,7 +76,7 @@ class CountingDevice final : public ComputeDevice {
   // Kernels run nothing; each tells the planner's cost model what it would do (on_kernel, when set).
   void matmul(Operand A, Operand B, float*, const MatmulArgs& a) override {
     if (scratch_) scratch_->matmul(a, A.bf16, B.bf16);
-    const Precision p = A.bf16 || B.bf16 ? Precision::bf16 : a.precision;
+    const Precision p = matmul_args_for(a, A.bf16, B.bf16).precision;
     work({"matmul", "matmul", 2.0 * double(a.M) * double(a.N) * double(a.K),
           double(A.bytes(a.M * a.K) + B.bytes(a.K * a.N)) + 4.0 * double(a.M * a.N), a.M, a.N, a.K, p, a.trans_a,
           a.trans_b});

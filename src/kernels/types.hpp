@@ -30,10 +30,12 @@ struct Operand {
     DT_ASSERT(bf16);
     return static_cast<const uint16_t*>(data);
   }
-  // The operand from element `n` on.
-  Operand at(int64_t n) const {
-    return bf16 ? Operand(static_cast<const uint16_t*>(data) + n) : Operand(static_cast<const float*>(data) + n);
+  // An operand of this one's type over other memory (a copy of it, rows gathered with it).
+  Operand like(const void* p) const {
+    return bf16 ? Operand(static_cast<const uint16_t*>(p)) : Operand(static_cast<const float*>(p));
   }
+  // The operand from element `n` on.
+  Operand at(int64_t n) const { return like(static_cast<const char*>(data) + bytes(n)); }
   size_t bytes(int64_t n) const { return size_t(n) * (bf16 ? 2 : 4); }
 };
 
@@ -44,6 +46,10 @@ struct ActBuffer {
   ActBuffer() = default;
   ActBuffer(float* p) : data(p) {}  // NOLINT: f32 buffers convert implicitly
   ActBuffer(uint16_t* p) : data(p), bf16(true) {}
+  // Memory at p taken as f32, or as bf16.
+  static ActBuffer of(void* p, bool bf16) {
+    return bf16 ? ActBuffer(static_cast<uint16_t*>(p)) : ActBuffer(static_cast<float*>(p));
+  }
   operator Operand() const {  // NOLINT: what was written is read
     return bf16 ? Operand(static_cast<const uint16_t*>(data)) : Operand(static_cast<const float*>(data));
   }
@@ -56,9 +62,7 @@ struct ActBuffer {
     return static_cast<uint16_t*>(data);
   }
   // The buffer from element `n` on.
-  ActBuffer at(int64_t n) const {
-    return bf16 ? ActBuffer(static_cast<uint16_t*>(data) + n) : ActBuffer(static_cast<float*>(data) + n);
-  }
+  ActBuffer at(int64_t n) const { return of(static_cast<char*>(data) + n * (bf16 ? 2 : 4), bf16); }
 };
 
 // ---- Matrix products (matmul) -------------------------------------------------------------------
@@ -75,6 +79,14 @@ struct MatmulArgs {
   const float* bias = nullptr;  // [N], added to every row (not with accumulate)
   Precision precision = Precision::f32;
 };
+
+// The arguments a product runs with when its operands are stored so: a bf16 operand makes it a bf16
+// product (Operand).
+inline MatmulArgs matmul_args_for(const MatmulArgs& a, bool a_bf16, bool b_bf16) {
+  MatmulArgs e = a;
+  if (a_bf16 || b_bf16) e.precision = Precision::bf16;
+  return e;
+}
 
 // A product's floating-point operations (multiply and add counted apart).
 inline double matmul_flops(const MatmulArgs& a) { return 2.0 * double(a.M) * double(a.N) * double(a.K); }

@@ -4,14 +4,15 @@
 #pragma once
 
 #include "kernels/device.hpp"
+#include "nn/layers.hpp"
 #include "nn/sequence_attention.hpp"
 
 namespace dtrain {
 
 // ctx [rows, H·Dh] = attention(qkv); probs: what the device's kernel keeps for backward, saved:
-// what context parallel's keeps. A context kept in bf16 (only the output projection reads it) is
-// computed into `staging` [rows, H·Dh] first and rounded; under context parallel it must be f32
-// (its backward reads it).
+// what context parallel's keeps. A context kept in bf16 (only the output projection reads it) goes
+// through `staging` [rows, H·Dh] (write_activation); under context parallel it must be f32 (its
+// backward reads it).
 inline void attention_context(ComputeDevice& dev, SequenceAttention* sequence, const float* qkv, ActBuffer ctx,
                               float* probs, float* saved, const AttentionShape& s, const DropoutSpec& drop,
                               const SequenceShard& shard, float* staging) {
@@ -19,9 +20,8 @@ inline void attention_context(ComputeDevice& dev, SequenceAttention* sequence, c
     sequence->forward(qkv, ctx.f32(), saved, s, drop, shard);
     return;
   }
-  float* out = ctx.bf16 ? staging : ctx.f32();
-  dev.attention_forward(qkv, out, probs, s, drop);
-  if (ctx.bf16) dev.to_bf16(out, ctx.b16(), s.B * s.T * s.H * s.Dh);
+  write_activation(dev, ctx, staging, s.B * s.T * s.H * s.Dh,
+                   [&](float* out) { dev.attention_forward(qkv, out, probs, s, drop); });
 }
 
 }  // namespace dtrain

@@ -11,6 +11,16 @@
 
 namespace dtrain {
 
+// y = the n floats compute(out) writes: into y itself, or (y kept in bf16: only products read it) into
+// `staging` [n] first, then rounded. A norm's output, the attention's context.
+template <class F>
+void write_activation(ComputeDevice& dev, ActBuffer y, float* staging, int64_t n, F&& compute) {
+  float* out = y.bf16 ? staging : y.f32();
+  DT_ASSERT(out);
+  compute(out);
+  if (y.bf16) dev.to_bf16(out, y.b16(), n);
+}
+
 // none: whole; columns: a slice of the outputs (of each of `blocks` output blocks); rows: a slice of
 // the inputs.
 enum class LinearCut { none, columns, rows };
@@ -92,17 +102,15 @@ struct Norm {
     if (kind == NormKind::layer) mean = arena.f32(max_rows * slots);
     rstd = arena.f32(max_rows * slots);
   }
-  // y [rows, dim]; kept in bf16 (only products read it), computed into `staging` [rows, dim] first
-  // and rounded.
+  // y [rows, dim]; kept in bf16, through `staging` [rows, dim] (write_activation).
   void forward(const float* x, ActBuffer y, int64_t rows, int slot = 0, float* staging = nullptr) const {
     const int64_t at = slot * max_rows;
-    float* out = y.bf16 ? staging : y.f32();
-    DT_ASSERT(out);
-    if (kind == NormKind::rms)
-      dev->rmsnorm_forward(x, w.data(), out, rstd + at, rows, dim, eps);
-    else
-      dev->layernorm_forward(x, w.data(), b.data(), out, mean + at, rstd + at, rows, dim, eps);
-    if (y.bf16) dev->to_bf16(out, y.b16(), rows * dim);
+    write_activation(*dev, y, staging, rows * dim, [&](float* out) {
+      if (kind == NormKind::rms)
+        dev->rmsnorm_forward(x, w.data(), out, rstd + at, rows, dim, eps);
+      else
+        dev->layernorm_forward(x, w.data(), b.data(), out, mean + at, rstd + at, rows, dim, eps);
+    });
   }
   void backward(const float* x, const float* dy, float* dx, int64_t rows, bool accumulate_dx, int slot = 0) const {
     const int64_t at = slot * max_rows;

@@ -35,8 +35,7 @@ struct KeepPlan {
   bool bf16 = false;
   // Such an activation of n elements, from the arena, in the type the plan keeps them in.
   ActBuffer product_input(Arena& arena, int64_t n) const {
-    if (bf16) return static_cast<uint16_t*>(arena.alloc(n, DType::bf16));
-    return arena.f32(n);
+    return ActBuffer::of(arena.alloc(n, bf16 ? DType::bf16 : DType::f32), bf16);
   }
 };
 

@@ -66,8 +66,7 @@ void MoeLayer::plan(Arena& arena, int64_t rows, int slots, bool bf16_act) {
     s.out = arena.f32(n * d);
     s.expert_x = exchange_ ? arena.f32(m * d) : s.grouped;
     s.hidden = arena.f32(m * 2 * f);
-    s.act = bf16_act ? ActBuffer(static_cast<uint16_t*>(arena.alloc(m * f, DType::bf16)))
-                     : ActBuffer(arena.f32(m * f));
+    s.act = ActBuffer::of(arena.alloc(m * f, bf16_act ? DType::bf16 : DType::f32), bf16_act);
     s.chosen = static_cast<int32_t*>(arena.alloc(n, DType::i32));
     s.row_of = static_cast<int32_t*>(arena.alloc(n, DType::i32));
     s.pos = static_cast<int32_t*>(arena.alloc(n, DType::i32));

@@ -55,7 +55,7 @@ class WeightGradStore {
     float* dst = base_ + used_;
     dev_->copy(dst, src.data, src.bytes(n));
     used_ += floats;
-    return src.bf16 ? Operand(reinterpret_cast<const uint16_t*>(dst)) : Operand(dst);
+    return src.like(dst);
   }
   ComputeDevice* dev_ = nullptr;
   float* base_ = nullptr;

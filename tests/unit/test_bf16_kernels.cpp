@@ -1,22 +1,11 @@
 // Kernels on activations kept in bf16 (train.precision = bf16): a kernel that writes one gives the bits
 // of its f32 result rounded to nearest even; one that reads one gives the bits of its f32 form on the
 // rounded values; a product with a bf16 operand is the bf16 product of the f32 operands.
+#include "bf16_test_util.hpp"
 #include "kernel_test_util.hpp"
 #include "kernels/cpu/swiglu.hpp"
 
 namespace {
-
-std::vector<uint16_t> rounded(const Vec& x) {
-  std::vector<uint16_t> r(x.size());
-  for (size_t i = 0; i < x.size(); ++i) r[i] = to_bf16(x[i]).bits;
-  return r;
-}
-
-Vec widened(const std::vector<uint16_t>& x) {
-  Vec r(x.size());
-  for (size_t i = 0; i < x.size(); ++i) r[i] = to_f32(bf16{x[i]});
-  return r;
-}
 
 DropoutSpec spec() {
   DropoutSpec s;

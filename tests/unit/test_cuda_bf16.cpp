@@ -2,31 +2,14 @@
 // one ComputeDevice interface: dropout and SwiGLU writing bf16 (the same 16 bits, or one bf16 step
 // apart where the f32 values differ in their last bits), ReLU's backward reading bf16, and products
 // with a bf16 operand within bf16 tolerance of the f32 ones. Without a GPU each test says skipped.
-#include <random>
 
-#include "core/bf16.hpp"
+#include "bf16_test_util.hpp"
 #include "gpu_test_util.hpp"
 
 using namespace dtrain;
 using gpu_test::expect_close;
 using gpu_test::OnDevice;
 using gpu_test::rand_vec;
-
-namespace {
-
-std::vector<float> widened(const std::vector<uint16_t>& x) {
-  std::vector<float> r(x.size());
-  for (size_t i = 0; i < x.size(); ++i) r[i] = to_f32(bf16{x[i]});
-  return r;
-}
-
-std::vector<uint16_t> rounded(const std::vector<float>& x) {
-  std::vector<uint16_t> r(x.size());
-  for (size_t i = 0; i < x.size(); ++i) r[i] = to_bf16(x[i]).bits;
-  return r;
-}
-
-}  // namespace
 
 TEST(CudaBf16, DropoutWritesTheCpusBits) {
   NEED_GPU();

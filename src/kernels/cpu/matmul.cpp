@@ -134,11 +134,6 @@ int64_t matmul_scratch_bytes() {
                  (rt.wide_a.capacity() + rt.wide_b.capacity()) * sizeof(float));
 }
 
-MatmulArgs matmul_args_for(const MatmulArgs& a, Operand A, Operand B) {
-  MatmulArgs e = a;
-  if (A.bf16 || B.bf16) e.precision = Precision::bf16;
-  return e;
-}
 
 bool matmul_copies_to_bf16(const MatmulArgs& a) {
   return a.M != 0 && a.N != 0 && a.precision == Precision::bf16 && bf16_matmul_available();
@@ -181,7 +176,7 @@ const float* f32_operand(Operand x, std::vector<float>& wide, int64_t n) {
 }  // namespace
 
 void matmul(Operand A, Operand B, float* C, const MatmulArgs& args) {
-  const MatmulArgs a = matmul_args_for(args, A, B);
+  const MatmulArgs a = matmul_args_for(args, A.bf16, B.bf16);
   DT_ASSERT(!(a.accumulate && a.bias));
   if (a.M == 0 || a.N == 0) return;
   MatmulRuntime& rt = runtime();
@@ -193,7 +188,7 @@ void matmul(Operand A, Operand B, float* C, const MatmulArgs& args) {
 
 void linear_backward(Operand x, const float* dy, const float* W, float* dW, float* dx, int64_t rows, int64_t in,
                      int64_t out, bool accumulate_dx, Precision p) {
-  const MatmulArgs wa = matmul_args_for(linear_backward_weight_args(rows, in, out, p), dy, x),
+  const MatmulArgs wa = matmul_args_for(linear_backward_weight_args(rows, in, out, p), false, x.bf16),
                    ia = linear_backward_input_args(rows, in, out, accumulate_dx, p);
   if (!matmul_copies_to_bf16(wa) || !matmul_copies_to_bf16(ia)) {
     matmul(dy, x, dW, wa);

@@ -16,8 +16,6 @@ int64_t matmul_scratch_bytes();
 // A bf16 operand makes a product bf16 (its f32 operand is then copied to bf16, the bf16 one read as it
 // is); where bf16 products are not available, bf16 operands are widened to f32 copies instead.
 bool matmul_copies_to_bf16(const MatmulArgs& a);
-// The arguments with the precision a product of these operands runs in.
-MatmulArgs matmul_args_for(const MatmulArgs& a, Operand A, Operand B);
 
 void matmul(Operand A, Operand B, float* C, const MatmulArgs& args);
 

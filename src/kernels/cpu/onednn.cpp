@@ -32,11 +32,9 @@ uint16_t* bf16_buffer(std::vector<uint16_t>& dst, int64_t n) {
   return dst.data();
 }
 
-DT_SIMD const uint16_t* round_to_bf16(const float* src, int64_t n, std::vector<uint16_t>& dst) {
+const uint16_t* round_to_bf16(const float* src, int64_t n, std::vector<uint16_t>& dst) {
   uint16_t* out = bf16_buffer(dst, n);
-  const uint32_t* in = reinterpret_cast<const uint32_t*>(src);
-#pragma omp parallel for simd schedule(static)
-  for (int64_t i = 0; i < n; ++i) out[i] = bf16_bits_of(in[i]);
+  round_into_bf16_parallel(src, n, out);
   return out;
 }
 

@@ -23,8 +23,7 @@ class CpuScratchModel final : public ScratchModel {
   // here) widened copies of the bf16 ones
   void matmul(const MatmulArgs& args, bool a_bf16 = false, bool b_bf16 = false) override {
     if (args.M == 0 || args.N == 0) return;
-    MatmulArgs a = args;
-    if (a_bf16 || b_bf16) a.precision = Precision::bf16;
+    const MatmulArgs a = matmul_args_for(args, a_bf16, b_bf16);
     const bool copies = matmul_copies_to_bf16(a);
     int64_t& at_a = copies ? bf16_a_ : wide_a_;
     int64_t& at_b = copies ? bf16_b_ : wide_b_;

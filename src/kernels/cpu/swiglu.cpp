@@ -31,6 +31,9 @@ inline float silu_times(float g, float u) {
   return g * s * u;
 }
 
+// Two loops, one per output type, on purpose: folded into one template, the f32 values came out
+// different in their last bits (the compiler's code for the loop changed), which compare-builds
+// caught as a bf16 run's changed loss.
 DT_SIMD void swiglu_forward_f32(const float* a, float* y, int64_t rows, int64_t f) {
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < rows; ++r) {

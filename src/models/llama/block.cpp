@@ -176,7 +176,7 @@ void LlamaBlock::forward(const float* x, const UnitPass& p) {
   s_ = &saved_[size_t(p.slot)];
   if (selective_) {  // for this call only
     s_->probs = w.probs;
-    s_->act = scratch_act(w.act);
+    s_->act = ActBuffer::of(w.act, bf16_act_);
   }
   const int64_t rows = ctx.rows(), n = slice_.local_rows(rows), d = c_.dim;
   norm1_.forward(x, s_->n1, n, p.slot, w.tmp1);  // (tmp1: staging, when kept in bf16)
@@ -239,7 +239,7 @@ void LlamaBlock::ff_backward(Operand u, const float* df, float* du, const StepCo
     if (ff_ == 0) return;  // no shared expert, whose input gradient adds to the experts'
   }
   if (selective_) {  // SwiGLU's output again, from gate and up kept
-    s_->act = scratch_act(w.act);
+    s_->act = ActBuffer::of(w.act, bf16_act_);
     dev_.swiglu_forward(s_->ff, s_->act, rows, ff_);
   }
   grads()(down_, s_->act, !selective_, regions_.all_rows(df, w.full1, rows, c_.dim), w.grad_act, rows, false,

@@ -97,11 +97,7 @@ class LlamaBlock : public Module {
   Saved* s_ = nullptr;
   WeightGradStore* store_ = nullptr;  // split backward: what W needs, of the running backward's micro-batch
   bool selective_ = false;            // probs and act not kept: recomputed in backward
-  bool bf16_act_ = false;             // act in bf16 (KeepPlan::bf16)
-  // SwiGLU's output in the scratch (selective), in the type the plan keeps it in.
-  ActBuffer scratch_act(float* at) const {
-    return bf16_act_ ? ActBuffer(reinterpret_cast<uint16_t*>(at)) : ActBuffer(at);
-  }
+  bool bf16_act_ = false;             // act in bf16 (KeepPlan::bf16), also in the scratch (selective)
   BackwardPart part_ = BackwardPart::all;
 };
 

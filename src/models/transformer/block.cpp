@@ -136,8 +136,7 @@ static DropoutSpec drop_ff(const StepContext& ctx, uint32_t unit, int64_t ff_all
 Operand Block::ff_activation(const StepContext& ctx, const Workspace& ws) {
   const int64_t n = ctx.rows() * ff_;
   float* act = relu() ? ff_pre(ws) : bf16_ ? ws.grad_ff : ws.ff_act;  // act(fc1(u)) in f32 (ReLU: in place)
-  const ActBuffer a = relu() ? s_->ff : bf16_ ? ActBuffer(reinterpret_cast<uint16_t*>(ws.ff_act))
-                                               : ActBuffer(ws.ff_act);
+  const ActBuffer a = relu() ? s_->ff : ActBuffer::of(ws.ff_act, bf16_);
   dev_.activation_forward(c_.activation, ff_pre(ws), act, n);
   dev_.dropout_forward(act, a, ctx.rows(), ff_, drop_ff(ctx, id_, c_.ff_dim, ff_, slice_.index));
   return a;

@@ -89,10 +89,6 @@ float* TensorParallelRegions::sum_partials_of(float* partial, float* local, int6
 
 namespace {
 ElemType elem_of(Operand x) { return x.bf16 ? ElemType::bf16 : ElemType::f32; }
-// `full` read as rows of local's type, from element n on.
-Operand rows_of(Operand local, const void* full, int64_t n) {
-  return local.bf16 ? Operand(static_cast<const uint16_t*>(full) + n) : Operand(static_cast<const float*>(full) + n);
-}
 }  // namespace
 
 void TensorParallelRegions::all_rows_then(Operand local, void* full, int64_t rows, int64_t cols,
@@ -114,7 +110,7 @@ void TensorParallelRegions::all_rows_then(Operand local, void* full, int64_t row
   consume(me * n, n, local);  // this slice's rows, while the others' arrive
   wait(w);
   for (int s = 0; s < S; ++s)
-    if (s != me) consume(s * n, n, rows_of(local, full, s * n * cols));
+    if (s != me) consume(s * n, n, local.like(full).at(s * n * cols));
 }
 
 Operand TensorParallelRegions::all_rows(Operand local, void* full, int64_t rows, int64_t cols) {
@@ -123,7 +119,7 @@ Operand TensorParallelRegions::all_rows(Operand local, void* full, int64_t rows,
   DT_ASSERT(n * group_.size() == rows);
   timed(stats_.allgather_bytes, int64_t(local.bytes(n * cols)),
         [&] { group_.allgather(local.data, full, size_t(n * cols), elem_of(local)); });
-  return rows_of(local, full, 0);
+  return local.like(full);
 }
 
 float* TensorParallelRegions::sum_partials(float* partial, float* local, int64_t rows, int64_t cols) {
