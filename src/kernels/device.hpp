@@ -102,10 +102,11 @@ class ComputeDevice : public Memory {
                                float eps) = 0;
   virtual void rmsnorm_backward(const float* dy, const float* x, const float* w, const float* rstd, float* dx,
                                 float* dw, int64_t rows, int64_t dim, bool accumulate_dx) = 0;
-  // out null: the probabilities only (kernels/cpu/attention.hpp).
-  virtual void attention_forward(const float* qkv, float* out, float* probs, const AttentionShape& s,
+  // out null: the probabilities only (kernels/cpu/attention.hpp). qkv and probs may be stored in
+  // bf16 only when s.precision = bf16 and bf16_products().
+  virtual void attention_forward(Operand qkv, float* out, ActBuffer probs, const AttentionShape& s,
                                  const DropoutSpec& drop) = 0;
-  virtual void attention_backward(const float* dout, const float* qkv, const float* probs, float* dqkv,
+  virtual void attention_backward(const float* dout, Operand qkv, Operand probs, float* dqkv,
                                   const AttentionShape& s, const DropoutSpec& drop) = 0;
   // Ring attention (context parallel): attention over blocks of keys merged as they come, for
   // AttentionBlocks (kernels/types.hpp; the CPU kernels' header kernels/cpu/attention_blocks.hpp says

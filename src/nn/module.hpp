@@ -29,12 +29,13 @@ struct KeepPlan {
   // in a region every such unit shares: overwritten by any of them between two of its calls).
   int slots = 1;
   bool selective = false;  // keep nothing the unit can recompute cheaply in backward (recomputes_selectively)
-  // Activations that only matrix products read (activation functions' outputs, the attention's
-  // context, pre-norm norm outputs) kept in bf16: the products round them to bf16 anyway
-  // (train.precision = bf16, where the device runs bf16 products), so keeping them so changes no number.
+  // Under train.precision = bf16, where the device runs bf16 products: activations kept in bf16.
+  // Those only matrix products read (activation functions' outputs, the attention's qkv and context,
+  // pre-norm norm outputs), which the products round to bf16 anyway: keeping them so changes no
+  // number. And the attention's probabilities, whose softmax backward then reads them rounded.
   bool bf16 = false;
   // Such an activation of n elements, from the arena, in the type the plan keeps them in.
-  ActBuffer product_input(Arena& arena, int64_t n) const {
+  ActBuffer activation(Arena& arena, int64_t n) const {
     return ActBuffer::of(arena.alloc(n, bf16 ? DType::bf16 : DType::f32), bf16);
   }
 };

@@ -116,3 +116,48 @@ TEST(Bf16Kernels, LinearBackwardReadsItsInputInBf16) {
     EXPECT_NE(dW2, dW0);
   }
 }
+
+// Attention in bf16 (bf16 products, f32 softmax): qkv kept in bf16 gives the bits of qkv kept in f32
+// (the products round it either way); probabilities kept in bf16 are the f32 ones rounded, and what
+// follows from them (the output through dropout, every gradient) lies within bf16 tolerance of the
+// f32-kept run, which lies within it of f32 attention. A forward for the probabilities only gives
+// the same bits (selective recompute).
+TEST(Bf16Kernels, AttentionKeepsQkvAndProbabilitiesInBf16) {
+  if (!matmul_copies_to_bf16(linear_forward_args(16, 16, 16, nullptr, Precision::bf16)))
+    GTEST_SKIP() << "this CPU has no bf16 matrix products (oneDNN computes them in f32 here)";
+  std::mt19937 g(8);
+  AttentionShape s{2, 24, 4, 8, true, Precision::bf16, 2};
+  const int64_t rows = s.B * s.T, np = attention_scores_floats(s);
+  const Vec qkv = randu(rows * s.row_width(), g, -2.0f, 2.0f), dout = randu(rows * s.H * s.Dh, g);
+  const std::vector<uint16_t> qkv16 = rounded(qkv);
+  DropoutSpec drop = spec();
+  drop.p = 0.2f;
+  struct Run {
+    Vec out, probs, dqkv;
+    std::vector<uint16_t> probs16;
+  };
+  auto run = [&](Operand x, bool probs_bf16, Precision p) {
+    AttentionShape sp = s;
+    sp.precision = p;
+    Run r{Vec(rows * s.H * s.Dh), Vec(np), Vec(rows * s.row_width()), std::vector<uint16_t>(np)};
+    const ActBuffer probs = probs_bf16 ? ActBuffer(r.probs16.data()) : ActBuffer(r.probs.data());
+    attention_forward(x, r.out.data(), probs, sp, drop);
+    attention_backward(dout.data(), x, probs, r.dqkv.data(), sp, drop);
+    return r;
+  };
+  const Run f32 = run(qkv.data(), false, Precision::f32), want = run(qkv.data(), false, Precision::bf16);
+  expect_close(want.out, f32.out, 2e-2, 2e-2, "bf16 attention's output against f32");
+  expect_close(want.dqkv, f32.dqkv, 3e-2, 3e-2, "bf16 attention's dqkv against f32");
+  const Run kept16 = run(qkv16.data(), false, Precision::f32);  // a bf16 operand makes it bf16
+  EXPECT_EQ(kept16.out, want.out);
+  EXPECT_EQ(kept16.probs, want.probs);
+  EXPECT_EQ(kept16.dqkv, want.dqkv);
+  const Run both = run(qkv16.data(), true, Precision::bf16);
+  EXPECT_EQ(both.probs16, rounded(want.probs));
+  expect_close(both.out, want.out, 1e-2, 1e-2, "output, probabilities kept in bf16");
+  expect_close(both.dqkv, want.dqkv, 2e-2, 2e-2, "dqkv, probabilities kept in bf16");
+  EXPECT_NE(both.dqkv, want.dqkv);  // softmax's backward read the rounded probabilities
+  std::vector<uint16_t> again(np);
+  attention_forward(qkv16.data(), nullptr, again.data(), s, drop);
+  EXPECT_EQ(again, both.probs16);
+}

@@ -1,7 +1,8 @@
 // The CUDA kernels on activations kept in bf16 (train.precision = bf16) against the CPU's, through the
 // one ComputeDevice interface: dropout and SwiGLU writing bf16 (the same 16 bits, or one bf16 step
-// apart where the f32 values differ in their last bits), ReLU's backward reading bf16, and products
-// with a bf16 operand within bf16 tolerance of the f32 ones. Without a GPU each test says skipped.
+// apart where the f32 values differ in their last bits), ReLU's backward reading bf16, products
+// with a bf16 operand within bf16 tolerance of the f32 ones, and attention with its qkv and
+// probabilities kept in bf16. Without a GPU each test says skipped.
 
 #include "bf16_test_util.hpp"
 #include "gpu_test_util.hpp"
@@ -90,4 +91,37 @@ TEST(CudaBf16, ProductsWithABf16Operand) {
   G.linear_backward(dA.p(), DY.p(), W_.p(), DW.p(), DX.p(), rows, in, outf, false, Precision::bf16);
   expect_close(dWc, DW.host(), 1e-5, "linear backward dW, x kept in bf16");
   expect_close(dxc, DX.host(), 1e-2, "linear backward dx");
+}
+
+// Attention with qkv and probabilities kept in bf16: the stored probabilities are the GPU's own f32
+// ones rounded; the output and dqkv lie within bf16 tolerance of those of f32 storage (the same bf16
+// products), and of the CPU's bf16 attention on the same bf16 storage.
+TEST(CudaBf16, AttentionKeepsQkvAndProbabilitiesInBf16) {
+  NEED_GPU();
+  ComputeDevice& C = cpu_device();
+  const AttentionShape s{3, 17, 4, 8, true, Precision::bf16, 2};
+  const int64_t rows = s.B * s.T, np = s.B * s.H * s.T * s.T, d = s.H * s.Dh;
+  const auto qkv = rand_vec(rows * s.row_width(), 21, -2, 2), dout = rand_vec(rows * d, 22);
+  const std::vector<uint16_t> qkv16 = rounded(qkv);
+  DropoutSpec drop;
+  drop.p = 0.2f;
+  drop.seed = 5;
+  drop.site = 1;
+  std::vector<float> out(rows * d), probs(np), dqkv(rows * s.row_width());
+  std::vector<uint16_t> none(np, 0xffff);
+  OnDevice<float> QKV(G, qkv), OUT(G, out), P(G, probs), DOUT(G, dout), DQKV(G, dqkv), OUT16(G, out), DQKV16(G, dqkv);
+  OnDevice<uint16_t> QKV16(G, qkv16), P16(G, none);
+  G.attention_forward(QKV16.p(), OUT.p(), P.p(), s, drop);  // qkv kept in bf16, probabilities in f32
+  G.attention_backward(DOUT.p(), QKV16.p(), P.p(), DQKV.p(), s, drop);
+  G.attention_forward(QKV16.p(), OUT16.p(), P16.p(), s, drop);  // both in bf16
+  G.attention_backward(DOUT.p(), QKV16.p(), P16.p(), DQKV16.p(), s, drop);
+  EXPECT_EQ(P16.host(), rounded(P.host()));
+  expect_close(OUT.host(), OUT16.host(), 2e-2, "attention out, probabilities kept in bf16");
+  expect_close(DQKV.host(), DQKV16.host(), 3e-2, "attention dqkv, probabilities kept in bf16");
+  if (!C.bf16_products()) return;  // no bf16 reference on this CPU
+  std::vector<uint16_t> p16(np);
+  C.attention_forward(qkv16.data(), out.data(), p16.data(), s, drop);
+  C.attention_backward(dout.data(), qkv16.data(), p16.data(), dqkv.data(), s, drop);
+  expect_close(out, OUT16.host(), 2e-2, "attention out against the CPU's, both kept in bf16");
+  expect_close(dqkv, DQKV16.host(), 3e-2, "attention dqkv against the CPU's, both kept in bf16");
 }

@@ -203,7 +203,7 @@ TEST(CudaKernels, AttentionForwardAndBackwardWithDropout) {
       OnDevice<float> QKV(G, qkv), OUT(G, out), P(G, probs), DOUT(G, dout), DQKV(G, dqkv);
       const DropoutSpec drop = spec(0.2f, 2, kDropAttnProbs);
       AttentionShape cpu_shape = s;
-      cpu_shape.precision = Precision::f32;  // the CPU runs attention products in f32
+      cpu_shape.precision = Precision::f32;  // the reference: f32 products
       C.attention_forward(qkv.data(), out.data(), probs.data(), cpu_shape, drop);
       G.attention_forward(QKV.p(), OUT.p(), P.p(), s, drop);
       const double tol = p == Precision::f32 ? 1e-5 : 2e-2;

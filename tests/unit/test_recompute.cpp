@@ -5,9 +5,10 @@
 // order (a unit's I and W with other F and I between), the model one stage or two; full runs the
 // hooks as none does (the same calls in the same order), and a recomputed forward reads parameters
 // only inside its unit's backward window (what FSDP gathers); and the plan shrinks: full keeps less
-// than selective, selective less than none. Activations kept in bf16 (train.precision = bf16: what
-// only products read) keep the bits of bf16 products on activations kept in f32, under each recompute
-// and split backward, and the plan shrinks by what they keep.
+// than selective, selective less than none. Activations kept in bf16 (train.precision = bf16) give
+// the same bits under each recompute and split backward, lie close to bf16 products on activations
+// kept in f32 (the bits of those but for the attention's probabilities), and the plan shrinks by half
+// of what they keep.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -307,39 +308,55 @@ TEST(Recompute, FullKeepsOneSetForAllBlocksNotOnePerBlockAndSlot) {
   }
 }
 
-// (Where this CPU has no bf16 products, a product with a bf16 operand widens it to f32, and bf16
-// products on f32 activations compute in f32: the two differ by the rounding; the trainer keeps no
-// activation in bf16 there.)
-TEST(Bf16Activations, KeepTheBitsOfBf16ProductsOnF32Activations) {
-  if (!cpu_device().bf16_products()) GTEST_SKIP() << "this CPU has no bf16 matrix products (oneDNN computes them in f32 here)";
-  for (const Case& c : {transformer_case(false), transformer_case(true), llama_case()})
-    for (bool split : {false, true}) {
-      const Result want = run(c, Recompute::none, split, {}, false, Precision::bf16, false);
-      ASSERT_GT(want.loss, 0.0);
-      for (Recompute r : {Recompute::none, Recompute::selective, Recompute::full}) {
-        const Result got = run(c, r, split, {}, false, Precision::bf16, true);
-        EXPECT_EQ(got.loss, want.loss);
-        for (const auto& [param, g] : want.grads)
-          EXPECT_EQ(std::memcmp(got.grads.at(param).data(), g.data(), sizeof(float) * g.size()), 0)
-              << param << " differs with activations kept in bf16 (recompute " << int(r) << (split ? ", split" : "")
-              << ")";
-      }
+// ||a − b|| / ||b|| over one gradient.
+double relative_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  double d = 0.0, n = 0.0;
+  for (size_t i = 0; i < b.size(); ++i) {
+    d += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+    n += double(b[i]) * b[i];
+  }
+  return n > 0.0 ? std::sqrt(d / n) : std::sqrt(d);
+}
+
+// Activations kept in bf16: the same bits under every recompute and split backward; and, since the
+// attention's probabilities are then read rounded by softmax's backward (everything else kept in bf16
+// only products read, which round it anyway), close to bf16 products on activations kept in f32:
+// the loss within 1e-3 (relative), each gradient within 5e-2 (measured: 1.3–2.6 %, about as far as
+// bf16 products on f32 activations lie from f32, 1.5–3.8 %).
+void bf16_kept_holds(const Case& c, const char* name, const std::vector<Recompute>& recomputes) {
+  const Result want = run(c, Recompute::none, false, {}, false, Precision::bf16, true);
+  const Result f32_kept = run(c, Recompute::none, false, {}, false, Precision::bf16, false);
+  ASSERT_GT(want.loss, 0.0);
+  EXPECT_NEAR(want.loss, f32_kept.loss, 1e-3 * f32_kept.loss) << name;
+  for (const auto& [param, g] : f32_kept.grads)
+    EXPECT_LT(relative_difference(want.grads.at(param), g), 5e-2) << name << ": " << param;
+  for (bool split : {false, true})
+    for (Recompute r : recomputes) {
+      const Result got = run(c, r, split, {}, false, Precision::bf16, true);
+      EXPECT_EQ(got.loss, want.loss) << name;
+      for (const auto& [param, g] : want.grads)
+        EXPECT_EQ(std::memcmp(got.grads.at(param).data(), g.data(), sizeof(float) * g.size()), 0)
+            << name << ": " << param << " differs (recompute " << int(r) << (split ? ", split" : "") << ")";
     }
 }
 
-TEST(Bf16Activations, AMixtureOfExpertsKeepsItsBits) {
-  if (!cpu_device().bf16_products()) GTEST_SKIP() << "this CPU has no bf16 matrix products";
-  for (bool split : {false, true}) {
-    const Result want = run(moe_case(), Recompute::none, split, {}, false, Precision::bf16, false);
-    const Result got = run(moe_case(), Recompute::none, split, {}, false, Precision::bf16, true);
-    ASSERT_GT(want.loss, 0.0);
-    EXPECT_EQ(got.loss, want.loss);
-    for (const auto& [param, g] : want.grads)
-      EXPECT_EQ(std::memcmp(got.grads.at(param).data(), g.data(), sizeof(float) * g.size()), 0) << param;
-  }
+// (Where this CPU has no bf16 products, a product with a bf16 operand widens it to f32, and bf16
+// products on f32 activations compute in f32: the two differ by the rounding; the trainer keeps no
+// activation in bf16 there.)
+TEST(Bf16Activations, TheSameBitsUnderEveryRecomputeAndCloseToF32Activations) {
+  if (!cpu_device().bf16_products()) GTEST_SKIP() << "this CPU has no bf16 matrix products (oneDNN computes them in f32 here)";
+  const std::vector<Recompute> all{Recompute::none, Recompute::selective, Recompute::full};
+  bf16_kept_holds(transformer_case(false), "post-norm ReLU", all);
+  bf16_kept_holds(transformer_case(true), "pre-norm GELU", all);
+  bf16_kept_holds(llama_case(), "Llama", all);
 }
 
-TEST(Bf16Activations, ThePlanKeepsHalfTheBytesOfWhatProductsRead) {
+TEST(Bf16Activations, AMixtureOfExperts) {
+  if (!cpu_device().bf16_products()) GTEST_SKIP() << "this CPU has no bf16 matrix products";
+  bf16_kept_holds(moe_case(), "mixture of experts", {Recompute::none});
+}
+
+TEST(Bf16Activations, ThePlanKeepsHalfTheBytesOfWhatItKeepsInBf16) {
   auto bytes = [](const Case& c, bool bf16, Recompute r = Recompute::none) {
     UnitList units = c.units();
     StagePlan plan{{}, 2, false, r};
@@ -347,21 +364,24 @@ TEST(Bf16Activations, ThePlanKeepsHalfTheBytesOfWhatProductsRead) {
     return Model::planned_bytes(units, 4, plan);
   };
   // per block and slot (2 slots of 4 samples; every size here a 64-byte multiple), half the f32 bytes
-  // of: post-norm ReLU, its activation [rows, ff] and the attention's context [rows, d]; pre-norm
-  // GELU, the two norms' outputs and the context (GELU's backward reads fc1's output: kept in f32)
+  // of the attention's qkv [rows, 3d], probabilities [rows, heads·T] and context [rows, d], and of:
+  // post-norm ReLU, its activation [rows, ff]; pre-norm GELU, the two norms' outputs (GELU's backward
+  // reads fc1's output: kept in f32)
   const TransformerConfig t = transformer(false);
   const size_t rows_f32 = size_t(2 * 4 * t.seq_len) * sizeof(float);
+  const size_t attention = size_t(4 * t.dim + t.heads * t.seq_len);
   EXPECT_EQ(bytes(transformer_case(false), false) - bytes(transformer_case(false), true),
-            size_t(t.layers) * rows_f32 * size_t(t.ff_dim + t.dim) / 2);
+            size_t(t.layers) * rows_f32 * (size_t(t.ff_dim) + attention) / 2);
   const TransformerConfig pre = transformer(true);
   EXPECT_EQ(bytes(transformer_case(true), false) - bytes(transformer_case(true), true),
-            size_t(pre.layers) * rows_f32 * size_t(3 * pre.dim) / 2);
+            size_t(pre.layers) * rows_f32 * (size_t(2 * pre.dim) + attention) / 2);
   // a mixture of experts: its experts' SwiGLU outputs too
   EXPECT_LT(bytes(moe_case(), true), bytes(moe_case(), false));
-  // Llama: the norms' outputs, the context and SwiGLU's output (not kept under selective recompute)
+  // Llama: the norms' outputs, the attention's, and SwiGLU's output (the last two not kept under
+  // selective recompute but for qkv and the context)
   for (Recompute r : {Recompute::none, Recompute::selective})
     EXPECT_LT(bytes(llama_case(), true, r), bytes(llama_case(), false, r));
   EXPECT_GT(bytes(llama_case(), false, Recompute::none) - bytes(llama_case(), true, Recompute::none),
             bytes(llama_case(), false, Recompute::selective) - bytes(llama_case(), true, Recompute::selective))
-      << "without recompute the SwiGLU output is halved too";
+      << "without recompute the probabilities and the SwiGLU output are halved too";
 }

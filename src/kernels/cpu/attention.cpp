@@ -1,14 +1,18 @@
 // Attention kernels (see attention.hpp). The four products per head (Q·Kᵀ, P·V and their
 // gradients) run as batched matmuls over strided views of the qkv rows; softmax, causal mask and
 // dropout are row kernels in between. The causal mask does not save matmul work (a full T x T
-// product is cheaper through a GEMM than a triangular loop at these sizes).
+// product is cheaper through a GEMM than a triangular loop at these sizes). In bf16 the products
+// read bf16 operands (qkv, the dropped probabilities, dO and dS rounded once each, or kept so) and
+// accumulate in f32; softmax and its backward compute in f32.
 #include "kernels/cpu/attention.hpp"
 
 #include <cmath>
 
+#include "core/bf16.hpp"
 #include "core/error.hpp"
 #include "kernels/cpu/dropout.hpp"
 #include "kernels/cpu/matmul.hpp"
+#include "kernels/cpu/onednn.hpp"
 #include "kernels/cpu/scratch.hpp"
 #include "kernels/cpu/simd.hpp"
 
@@ -43,13 +47,15 @@ void check_shape(const AttentionShape& s) {
   DT_ASSERT(s.kv() > 0 && s.kv() <= s.H && s.H % s.kv() == 0);
 }
 
-// In place on the scores of every (b, h, t) row: causal mask, softmax.
-DT_SIMD void softmax_rows(float* P, const AttentionShape& s) {
+// Every (b, h, t) row of the scores S: causal mask, softmax, in f32 in place; P stored in bf16 gets
+// each row rounded while it is in cache (P over S itself when f32).
+DT_SIMD void softmax_rows(float* S, ActBuffer P, const AttentionShape& s) {
   const int64_t T = s.T;
+  DT_ASSERT(P.bf16 || P.data == S);
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < s.B * s.H * T; ++r) {
     const int64_t t = r % T, n = s.causal ? t + 1 : T;
-    float* pr = P + r * T;
+    float* pr = S + r * T;
     float mx = pr[0];
     for (int64_t j = 1; j < n; ++j) mx = pr[j] > mx ? pr[j] : mx;
     float sum = 0.0f;
@@ -62,71 +68,125 @@ DT_SIMD void softmax_rows(float* P, const AttentionShape& s) {
 #pragma omp simd
     for (int64_t j = 0; j < n; ++j) pr[j] *= inv;
     for (int64_t j = n; j < T; ++j) pr[j] = 0.0f;
+    if (P.bf16) round_into_bf16(pr, T, P.b16() + r * T);
   }
 }
 
-// dS = P * (dP - rowsum(P * dP)), in place on dP (rows of T).
-DT_SIMD void softmax_backward_rows(const float* P, float* dP, const AttentionShape& s) {
+// A probability as f32, stored so.
+inline float widened(float p) { return p; }
+inline float widened(uint16_t p) { return to_f32(bf16{p}); }
+
+// dS = P * (dP - rowsum(P * dP)) for rows of T: over dP in f32, or into dS in bf16 (each row rounded).
+template <class Prob>
+DT_SIMD void softmax_backward_rows(const Prob* P, float* dP, ActBuffer dS, const AttentionShape& s) {
   const int64_t T = s.T;
+  DT_ASSERT(dS.bf16 || dS.data == dP);
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < s.B * s.H * T; ++r) {
-    const float* pr = P + r * T;
+    const Prob* pr = P + r * T;
     float* g = dP + r * T;
     float dot = 0.0f;
 #pragma omp simd reduction(+ : dot)
-    for (int64_t j = 0; j < T; ++j) dot += pr[j] * g[j];
+    for (int64_t j = 0; j < T; ++j) dot += widened(pr[j]) * g[j];
 #pragma omp simd
-    for (int64_t j = 0; j < T; ++j) g[j] = pr[j] * (g[j] - dot);
+    for (int64_t j = 0; j < T; ++j) g[j] = widened(pr[j]) * (g[j] - dot);
+    if (dS.bf16) round_into_bf16(g, T, dS.b16() + r * T);
   }
+}
+
+void softmax_backward_rows(Operand P, float* dP, ActBuffer dS, const AttentionShape& s) {
+  if (P.bf16)
+    softmax_backward_rows(P.b16(), dP, dS, s);
+  else
+    softmax_backward_rows(P.f32(), dP, dS, s);
+}
+
+// qkv as the bf16 products read it: as stored, or rounded once (matmul's copy buffer a).
+Operand bf16_qkv(Operand qkv, const AttentionShape& s) {
+  return qkv.bf16 ? qkv : Operand(matmul_bf16_copy(Bf16Copy::a, qkv.f32(), s.B * s.T * s.row_width()));
+}
+
+// A bf16 buffer of n elements in a float scratch slot.
+uint16_t* bf16_scratch(ScratchSlot slot, int64_t n) { return reinterpret_cast<uint16_t*>(scratch(slot, (n + 1) / 2)); }
+
+// The probabilities after dropout, as a bf16 product reads them: P itself (stored in bf16, dropout
+// off), or dropped (and rounded) into `into`.
+const uint16_t* dropped_bf16(Operand P, uint16_t* into, const AttentionShape& s, const DropoutSpec& drop) {
+  const int64_t cols = s.H * s.T * s.T;  // mask element (h*T + t)*T + j of sample b
+  if (P.bf16 && !drop.active()) return P.b16();
+  if (P.bf16)
+    dropout_forward(P.b16(), into, s.B, cols, drop);
+  else
+    dropout_forward(P.f32(), ActBuffer(into), s.B, cols, drop);
+  return into;
 }
 
 }  // namespace
 
-void attention_forward(const float* qkv, float* out, float* probs, const AttentionShape& s, const DropoutSpec& drop) {
+bool attention_in_bf16(const AttentionShape& s, bool qkv_bf16, bool probs_bf16) {
+  const bool stored = qkv_bf16 || probs_bf16;
+  DT_ASSERT(!stored || matmul_bf16_available());
+  return stored || (s.precision == Precision::bf16 && matmul_bf16_available());
+}
+
+void attention_forward(Operand qkv_in, float* out, ActBuffer probs, const AttentionShape& s, const DropoutSpec& drop) {
   check_shape(s);
+  const bool bf16 = attention_in_bf16(s, qkv_in.bf16, probs.bf16);
   const int64_t K = s.kv(), G = s.group(), TT = s.T * s.T, n = attention_scores_floats(s);
   const Views w = views(s);
   const float scale = 1.0f / std::sqrt(float(s.Dh));
+  const Operand qkv = bf16 ? bf16_qkv(qkv_in, s) : qkv_in;
+  float* S = probs.bf16 ? scratch(ScratchSlot::attention, n) : probs.f32();
   for (int64_t g = 0; g < G; ++g)  // S = scale·Q·Kᵀ
-    matmul_batched(qkv + g * s.Dh, w.q, qkv + w.k_at, w.kt, probs + g * TT, w.p, s.B, K, s.T, s.T, s.Dh, scale);
-  softmax_rows(probs, s);
+    matmul_batched(qkv.at(g * s.Dh), w.q, qkv.at(w.k_at), w.kt, S + g * TT, w.p, s.B, K, s.T, s.T, s.Dh, scale);
+  softmax_rows(S, probs, s);
   if (!out) return;  // the probabilities only (recomputed for a backward)
-  const float* P = probs;
-  if (drop.active()) {
+  Operand P = probs;
+  if (bf16) {
+    P = dropped_bf16(probs, bf16_scratch(ScratchSlot::attention_grad, n), s, drop);
+  } else if (drop.active()) {
     float* Pd = scratch(ScratchSlot::attention, n);
-    dropout_forward(probs, Pd, s.B, s.H * TT, drop);  // mask element (h*T + t)*T + j of sample b
+    dropout_forward(probs.f32(), Pd, s.B, s.H * TT, drop);  // mask element (h*T + t)*T + j of sample b
     P = Pd;
   }
   for (int64_t g = 0; g < G; ++g)  // O = P·V
-    matmul_batched(P + g * TT, w.p, qkv + w.v_at, w.v, out + g * s.Dh, w.o, s.B, K, s.T, s.Dh, s.T, 1.0f);
+    matmul_batched(P.at(g * TT), w.p, qkv.at(w.v_at), w.v, out + g * s.Dh, w.o, s.B, K, s.T, s.Dh, s.T, 1.0f);
 }
 
 // A kv head's dK and dV sum its group's G products: the first writes, the others add, in the
 // order of g (a fixed order: the same result for any thread count).
-void attention_backward(const float* dout, const float* qkv, const float* probs, float* dqkv, const AttentionShape& s,
+void attention_backward(const float* dout, Operand qkv_in, Operand probs, float* dqkv, const AttentionShape& s,
                         const DropoutSpec& drop) {
   check_shape(s);
+  const bool bf16 = attention_in_bf16(s, qkv_in.bf16, probs.bf16);
   const int64_t K = s.kv(), G = s.group(), Dh = s.Dh, TT = s.T * s.T, n = attention_scores_floats(s);
   const Views w = views(s);
   const float scale = 1.0f / std::sqrt(float(Dh));
-  const float* P = probs;
-  if (drop.active()) {
+  const Operand qkv = bf16 ? bf16_qkv(qkv_in, s) : qkv_in;
+  const Operand dO = bf16 ? Operand(matmul_bf16_copy(Bf16Copy::b, dout, s.B * s.T * s.H * Dh)) : Operand(dout);
+  uint16_t* bf16_rows = bf16 ? bf16_scratch(ScratchSlot::attention, n) : nullptr;  // Pd, then dS
+  Operand P = probs;
+  if (bf16) {
+    P = dropped_bf16(probs, bf16_rows, s, drop);
+  } else if (drop.active()) {
     float* Pd = scratch(ScratchSlot::attention, n);
-    dropout_forward(probs, Pd, s.B, s.H * TT, drop);
+    dropout_forward(probs.f32(), Pd, s.B, s.H * TT, drop);
     P = Pd;
   }
   float* dP = scratch(ScratchSlot::attention_grad, n);
   for (int64_t g = 0; g < G; ++g) {
-    matmul_batched(dout + g * Dh, w.o, qkv + w.v_at, w.vt, dP + g * TT, w.p, s.B, K, s.T, s.T, Dh, 1.0f);  // dPd = dO·Vᵀ
-    matmul_batched(P + g * TT, w.pt, dout + g * Dh, w.o, dqkv + w.v_at, w.v, s.B, K, s.T, Dh, s.T, 1.0f,
-                   g > 0);                                                                                // dV += Pdᵀ·dO
+    matmul_batched(dO.at(g * Dh), w.o, qkv.at(w.v_at), w.vt, dP + g * TT, w.p, s.B, K, s.T, s.T, Dh, 1.0f);  // dPd = dO·Vᵀ
+    matmul_batched(P.at(g * TT), w.pt, dO.at(g * Dh), w.o, dqkv + w.v_at, w.v, s.B, K, s.T, Dh, s.T, 1.0f,
+                   g > 0);                                                                                  // dV += Pdᵀ·dO
   }
   dropout_backward(dP, dP, s.B, s.H * TT, drop);  // dP = dPd·mask
-  softmax_backward_rows(probs, dP, s);            // dS
+  const ActBuffer dS_out = bf16 ? ActBuffer(bf16_rows) : ActBuffer(dP);  // (Pd is spent)
+  softmax_backward_rows(probs, dP, dS_out, s);                           // dS
+  const Operand dS = dS_out;
   for (int64_t g = 0; g < G; ++g) {
-    matmul_batched(dP + g * TT, w.p, qkv + w.k_at, w.k, dqkv + g * Dh, w.q, s.B, K, s.T, Dh, s.T, scale);  // dQ = dS·K
-    matmul_batched(dP + g * TT, w.pt, qkv + g * Dh, w.q, dqkv + w.k_at, w.k, s.B, K, s.T, Dh, s.T, scale,
-                   g > 0);                                                                                 // dK += dSᵀ·Q
+    matmul_batched(dS.at(g * TT), w.p, qkv.at(w.k_at), w.k, dqkv + g * Dh, w.q, s.B, K, s.T, Dh, s.T, scale);  // dQ = dS·K
+    matmul_batched(dS.at(g * TT), w.pt, qkv.at(g * Dh), w.q, dqkv + w.k_at, w.k, s.B, K, s.T, Dh, s.T, scale,
+                   g > 0);                                                                                    // dK += dSᵀ·Q
   }
 }
 

@@ -125,12 +125,12 @@ class CpuDevice final : public ComputeDevice {
     DT_CPU_OP("rmsnorm_backward");
     dtrain::rmsnorm_backward(dy, x, w, rstd, dx, dw, rows, dim, acc);
   }
-  void attention_forward(const float* qkv, float* out, float* probs, const AttentionShape& s,
+  void attention_forward(Operand qkv, float* out, ActBuffer probs, const AttentionShape& s,
                          const DropoutSpec& drop) override {
     DT_CPU_OP("attention_forward", s.flops(false));
     dtrain::attention_forward(qkv, out, probs, s, drop);
   }
-  void attention_backward(const float* dout, const float* qkv, const float* probs, float* dqkv,
+  void attention_backward(const float* dout, Operand qkv, Operand probs, float* dqkv,
                           const AttentionShape& s, const DropoutSpec& drop) override {
     DT_CPU_OP("attention_backward", s.flops(true));
     dtrain::attention_backward(dout, qkv, probs, dqkv, s, drop);

@@ -11,6 +11,7 @@
 #include <immintrin.h>
 #endif
 
+#include "core/bf16.hpp"
 #include "core/error.hpp"
 #include "kernels/cpu/onednn.hpp"
 #include "kernels/cpu/simd.hpp"
@@ -292,6 +293,22 @@ void dropout_forward(const float* x, ActBuffer y, int64_t rows, int64_t cols, co
     alignas(64) float tile[kMaskPiece];
     dropout_scale_run(s.stream(sample), thr, scale, elem, n, x + off, tile);
     round_into_bf16(tile, n, out + off);
+  });
+}
+
+void dropout_forward(const uint16_t* x, uint16_t* y, int64_t rows, int64_t cols, const DropoutSpec& s) {
+  DT_ASSERT(x != y);
+  if (!s.active()) {
+    std::memcpy(y, x, sizeof(uint16_t) * rows * cols);
+    return;
+  }
+  const float scale = s.scale();
+  const uint32_t thr = s.threshold();
+  for_each_run(rows, cols, s, [&](int64_t sample, int64_t off, int64_t n, int64_t elem) {
+    alignas(64) float tile[kMaskPiece];
+    for (int64_t i = 0; i < n; ++i) tile[i] = to_f32(bf16{x[off + i]});
+    dropout_scale_run(s.stream(sample), thr, scale, elem, n, tile, tile);
+    round_into_bf16(tile, n, y + off);
   });
 }
 

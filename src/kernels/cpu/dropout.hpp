@@ -25,6 +25,9 @@ void dropout_scale_run(const RandomStream& stream, uint32_t threshold, float sca
 // y = x * mask * scale on a [rows, cols] tile (in place allowed in f32); see DropoutSpec's geometry. y
 // stored in bf16 (not over x): the f32 result rounded to nearest even (written also when dropout is off).
 void dropout_forward(const float* x, ActBuffer y, int64_t rows, int64_t cols, const DropoutSpec& s);
+// The same from x stored in bf16 into y in bf16 (not in place): each value widened, scaled and
+// rounded again (a dropped-out copy of probabilities kept in bf16; dropout off: a copy).
+void dropout_forward(const uint16_t* x, uint16_t* y, int64_t rows, int64_t cols, const DropoutSpec& s);
 // dx = dy * mask * scale (in place allowed).
 void dropout_backward(const float* dy, float* dx, int64_t rows, int64_t cols, const DropoutSpec& s);
 

@@ -200,14 +200,16 @@ void linear_backward(Operand x, const float* dy, const float* W, float* dW, floa
   matmul_bf16(g, matmul_bf16_copy(Bf16Copy::b, W, out * in), dx, ia);
 }
 
-void matmul_batched(const float* A, Strided4 sa, const float* B, Strided4 sb, float* C, Strided4 sc, int64_t d0,
-                    int64_t d1, int64_t M, int64_t N, int64_t K, float alpha, bool accumulate) {
+void matmul_batched(Operand A, Strided4 sa, Operand B, Strided4 sb, float* C, Strided4 sc, int64_t d0, int64_t d1,
+                    int64_t M, int64_t N, int64_t K, float alpha, bool accumulate) {
   if (d0 * d1 * M * N == 0) return;
+  DT_ASSERT(A.bf16 == B.bf16 && (!A.bf16 || bf16_matmul_available()));
   auto strides = [](const Strided4& s) { return std::vector<int64_t>(s.stride, s.stride + 4); };
   Problem p{{d0, d1, M, K}, strides(sa), {d0, d1, K, N}, strides(sb), {d0, d1, M, N}, strides(sc)};
+  p.bf16 = A.bf16;
   p.alpha = alpha;
   p.accumulate = accumulate;
-  run(p, A, B, nullptr, C);
+  run(p, A.data, B.data, nullptr, C);
 }
 
 }  // namespace dtrain

@@ -36,10 +36,11 @@ struct Strided4 {
   int64_t stride[4];
 };
 
-// Batched over (d0, d1), f32: C[i,j] (+)= alpha * A[i,j] (M x K) · B[i,j] (K x N) for all i < d0,
-// j < d1; with accumulate the product is added to C, else it replaces C.
-void matmul_batched(const float* A, Strided4 a, const float* B, Strided4 b, float* C, Strided4 c, int64_t d0,
-                    int64_t d1, int64_t M, int64_t N, int64_t K, float alpha, bool accumulate = false);
+// Batched over (d0, d1): C[i,j] (+)= alpha * A[i,j] (M x K) · B[i,j] (K x N) for all i < d0, j < d1;
+// with accumulate the product is added to C, else it replaces C. A and B both f32 (an f32 product) or
+// both bf16 (a bf16 product, f32 accumulation and output; only where matmul_bf16_available()).
+void matmul_batched(Operand A, Strided4 a, Operand B, Strided4 b, float* C, Strided4 c, int64_t d0, int64_t d1,
+                    int64_t M, int64_t N, int64_t K, float alpha, bool accumulate = false);
 
 // The three products of a Linear layer (linear_forward_args and the others of kernels/types.hpp) on the CPU.
 inline void linear_forward(const float* x, const float* W, const float* b, float* y, int64_t rows,

@@ -37,9 +37,24 @@ class CpuScratchModel final : public ScratchModel {
     else
       take(ScratchSlot::layernorm, layernorm_backward_scratch_floats(rows, dim));
   }
-  void attention(const AttentionShape& s, const DropoutSpec& d, bool backward) override {
-    if (d.active()) take(ScratchSlot::attention, attention_scores_floats(s));
-    if (backward) take(ScratchSlot::attention_grad, attention_scores_floats(s));
+  // as attention.cpp takes them (a forward without an output, for probabilities only, as one with)
+  void attention(const AttentionShape& s, const DropoutSpec& d, bool backward, bool qkv_bf16,
+                 bool probs_bf16) override {
+    const int64_t n = attention_scores_floats(s), half = (n + 1) / 2;
+    if (!attention_in_bf16(s, qkv_bf16, probs_bf16)) {
+      if (d.active()) take(ScratchSlot::attention, n);
+      if (backward) take(ScratchSlot::attention_grad, n);
+      return;
+    }
+    if (!qkv_bf16) bf16_a_ = std::max(bf16_a_, s.B * s.T * s.row_width());
+    if (backward) {
+      take(ScratchSlot::attention, half);  // the dropped probabilities, then dS
+      take(ScratchSlot::attention_grad, n);
+      bf16_b_ = std::max(bf16_b_, s.B * s.T * s.H * s.Dh);  // dO
+      return;
+    }
+    if (probs_bf16) take(ScratchSlot::attention, n);  // the scores
+    if (d.active() || !probs_bf16) take(ScratchSlot::attention_grad, half);
   }
   void attention_block(const AttentionBlocks& a, const SequenceShard& keys, bool backward) override {
     const int64_t n = attention_block_scores_floats(a, keys);

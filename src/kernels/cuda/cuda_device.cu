@@ -249,13 +249,33 @@ class CudaDevice final : public ComputeDevice {
     return pd;
   }
 
+  // qkv as f32 (stored in bf16: widened into the scratch).
+  const float* qkv_f32(Operand qkv, const AttentionShape& s) {
+    if (!qkv.bf16) return qkv.f32();
+    const int64_t n = s.B * s.T * s.row_width();
+    float* wide = pool_.get(Scratch::attention_qkv, n, stream_);
+    cuda::from_bf16(qkv.b16(), wide, n, stream_);
+    return wide;
+  }
+  // The probabilities stored in bf16, widened for the f32 kernels below.
+  const float* probs_f32(Operand probs, const AttentionShape& s) {
+    if (!probs.bf16) return probs.f32();
+    const int64_t n = s.B * s.H * s.T * s.T;
+    float* wide = pool_.get(Scratch::attention_scores, n, stream_);
+    cuda::from_bf16(probs.b16(), wide, n, stream_);
+    return wide;
+  }
+
   // Our own attention: heads to contiguous blocks, S = scale·Q·Kᵀ, causal softmax (kept for
   // backward as `probs`, [B, H, T, T] like the CPU's), dropout with the CPU's masks, O = P·V.
   // Grouped-query attention (K = s.kv() kv heads, G = H / K query heads each): the G query heads
   // of kv head j are adjacent blocks of q [B, H, T, Dh] = [B, K, G·T, Dh], so each product is one
   // strided batch over (b, j) with G·T query rows, and dK, dV (a contraction over the G·T rows)
   // sum the group's heads inside the product. With K = H these are multi-head attention's products.
-  void attention_forward(const float* qkv, float* out, float* probs, const AttentionShape& s,
+  // qkv stored in bf16 is widened first; probabilities stored in bf16 are computed in f32, rounded
+  // (what dropout and P·V then read, as backward will) and stored. (A kernel reading and writing bf16
+  // directly would save that traffic: GPU work, unmeasured.)
+  void attention_forward(Operand qkv_in, float* out, ActBuffer probs_out, const AttentionShape& s,
                          const DropoutSpec& drop) override {
     DT_OP_FLOPS("attention_forward", s.flops(false));
     DT_ASSERT(s.kv() > 0 && s.kv() <= s.H && s.H % s.kv() == 0);
@@ -263,10 +283,16 @@ class CudaDevice final : public ComputeDevice {
     const int64_t n = s.B * s.H * T * Dh, nk = BK * T * Dh;
     float *q = pool_.get(Scratch::attention_q, n, stream_), *k = pool_.get(Scratch::attention_k, nk, stream_),
           *v = pool_.get(Scratch::attention_v, nk, stream_), *o = pool_.get(Scratch::attention_o, n, stream_);
+    const float* qkv = qkv_f32(qkv_in, s);
+    float* probs = probs_out.bf16 ? pool_.get(Scratch::attention_scores, s.B * s.H * T * T, stream_) : probs_out.f32();
     DT_PART("attention_forward/split", split_heads(qkv, q, k, v, s.B, T, s.H, K, Dh, stream_));
     DT_PART("attention_forward/scores", lt_->run(q, k, probs, {GT, T, Dh, false, true, false, nullptr, s.precision}, BK,
                                                  GT * Dh, T * Dh, GT * T, 1.0f / std::sqrt(float(Dh))));
     DT_PART("attention_forward/softmax", softmax_rows(probs, s.B * s.H * T, T, s.causal, stream_));
+    if (probs_out.bf16) {
+      cuda::to_bf16(probs, probs_out.b16(), s.B * s.H * T * T, stream_);
+      cuda::round_to_bf16(probs, probs, s.B * s.H * T * T, stream_);
+    }
     if (!out) return;  // the probabilities only (recomputed for a backward)
     const float* P = nullptr;
     DT_PART("attention_forward/dropout", P = dropped_probs(probs, s, drop));
@@ -274,7 +300,7 @@ class CudaDevice final : public ComputeDevice {
                                              GT * T, T * Dh, GT * Dh));
     DT_PART("attention_forward/merge", heads_to_rows(o, out, s.B, T, s.H, Dh, stream_));
   }
-  void attention_backward(const float* dout, const float* qkv, const float* probs, float* dqkv,
+  void attention_backward(const float* dout, Operand qkv_in, Operand probs_in, float* dqkv,
                           const AttentionShape& s, const DropoutSpec& drop) override {
     DT_OP_FLOPS("attention_backward", s.flops(true));
     DT_ASSERT(s.kv() > 0 && s.kv() <= s.H && s.H % s.kv() == 0);
@@ -286,6 +312,7 @@ class CudaDevice final : public ComputeDevice {
     float* dq = pool_.get(Scratch::attention_dqkv, n + 2 * nk, stream_);
     float *dk = dq + n, *dv = dk + nk;
     float* dP = pool_.get(Scratch::attention_dp, s.B * s.H * TT, stream_);
+    const float *qkv = qkv_f32(qkv_in, s), *probs = probs_f32(probs_in, s);
     // q, k, v again (other blocks have used the buffers since) and dO in head blocks
     DT_PART("attention_backward/split", split_heads(qkv, q, k, v, s.B, T, s.H, K, Dh, stream_);
             rows_to_heads(dout, dO, s.B, T, s.H, Dh, stream_));

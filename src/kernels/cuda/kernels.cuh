@@ -12,7 +12,7 @@ namespace dtrain::cuda {
 
 // Grow-only device scratch for kernels that need temporary space (sized on the first step).
 enum class Scratch { reduce, layernorm, rmsnorm, colsum, attention_q, attention_k, attention_v, attention_o, attention_p, attention_dqkv,
-                     attention_dp, classifier, row_loss, row_stats, conv_a, conv_b, conv_workspace, count };
+                     attention_dp, attention_qkv, attention_scores, classifier, row_loss, row_stats, conv_a, conv_b, conv_workspace, count };
 class ScratchPool {
  public:
   ~ScratchPool();

@@ -111,16 +111,16 @@ void LlamaBlock::plan(Arena& arena, const StepContext& largest, const KeepPlan& 
   bf16_act_ = keep.bf16;
   saved_.assign(size_t(keep.slots), Saved{});
   for (Saved& s : saved_) {
-    s.n1 = keep.product_input(arena, Rn * d);
+    s.n1 = keep.activation(arena, Rn * d);
     s.r1 = arena.f32(Rn * d);
-    s.qkv = arena.f32(R * qkv);
-    s.ctx = sequence_ ? ActBuffer(arena.f32(R * heads_ * hd)) : keep.product_input(arena, R * heads_ * hd);
-    s.probs = selective_ || sequence_ ? nullptr : arena.f32(R * heads_ * c_.seq_len);
+    s.qkv = sequence_ ? ActBuffer(arena.f32(R * qkv)) : keep.activation(arena, R * qkv);
+    s.ctx = sequence_ ? ActBuffer(arena.f32(R * heads_ * hd)) : keep.activation(arena, R * heads_ * hd);
+    s.probs = selective_ || sequence_ ? ActBuffer() : keep.activation(arena, R * heads_ * c_.seq_len);
     s.attn = sequence_ ? arena.f32(sequence_->saved_floats(attention_shape(largest))) : nullptr;
-    s.n2 = moe_ ? ActBuffer(arena.f32(Rn * d)) : keep.product_input(arena, Rn * d);
+    s.n2 = moe_ ? ActBuffer(arena.f32(Rn * d)) : keep.activation(arena, Rn * d);
     s.r2 = arena.f32(Rn * d);
     s.ff = arena.f32(R * 2 * ff_);
-    s.act = selective_ ? ActBuffer() : keep.product_input(arena, R * ff_);
+    s.act = selective_ ? ActBuffer() : keep.activation(arena, R * ff_);
   }
   if (moe_) moe_->plan(arena, Rn, keep.slots, keep.bf16);
   s_ = &saved_[0];
@@ -175,13 +175,15 @@ void LlamaBlock::forward(const float* x, const UnitPass& p) {
   const Work w = work(p.scratch, ctx.rows());
   s_ = &saved_[size_t(p.slot)];
   if (selective_) {  // for this call only
-    s_->probs = w.probs;
+    s_->probs = ActBuffer::of(w.probs, bf16_act_);
     s_->act = ActBuffer::of(w.act, bf16_act_);
   }
   const int64_t rows = ctx.rows(), n = slice_.local_rows(rows), d = c_.dim;
   norm1_.forward(x, s_->n1, n, p.slot, w.tmp1);  // (tmp1: staging, when kept in bf16)
-  column_parallel_forward(regions_, qkv_, s_->n1, w.full2, s_->qkv, rows, ctx.precision);
-  dev_.rope_forward(s_->qkv, rope_shape(ctx));
+  write_activation(dev_, s_->qkv, w.grad_qkv, rows * (heads_ + 2 * kv_heads_) * c_.head_dim(), [&](float* out) {
+    column_parallel_forward(regions_, qkv_, s_->n1, w.full2, out, rows, ctx.precision);
+    dev_.rope_forward(out, rope_shape(ctx));
+  });  // (grad_qkv: staging, when kept in bf16)
   attention_context(dev_, sequence_, s_->qkv, s_->ctx, s_->probs, s_->attn, attention_shape(ctx), drop_probs(ctx),
                     ctx.sequence, w.tmp2);  // (tmp2: staging, when kept in bf16)
   float* a = row_parallel_forward(regions_, o_, s_->ctx, w.tmp1, w.tmp2, rows, ctx.precision);
@@ -212,11 +214,11 @@ void LlamaBlock::attn_backward(Operand u, const float* da, float* du, const Step
   const float* da_all = regions_.all_rows(da, w.full1, rows, c_.dim);
   grads()(o_, s_->ctx, true, da_all, w.tmp2, rows, false, ctx.precision);
   if (sequence_) {
-    sequence_->backward(w.tmp2, s_->qkv, s_->ctx.f32(), s_->attn, w.grad_qkv, attention_shape(ctx), drop_probs(ctx),
+    sequence_->backward(w.tmp2, s_->qkv.f32(), s_->ctx.f32(), s_->attn, w.grad_qkv, attention_shape(ctx), drop_probs(ctx),
                         ctx.sequence);
   } else {
     if (selective_) {  // the probabilities again, from the q and k kept (RoPE applied)
-      s_->probs = w.probs;
+      s_->probs = ActBuffer::of(w.probs, bf16_act_);
       dev_.attention_forward(s_->qkv, nullptr, s_->probs, attention_shape(ctx), drop_probs(ctx));
     }
     dev_.attention_backward(w.tmp2, s_->qkv, s_->probs, w.grad_qkv, attention_shape(ctx), drop_probs(ctx));

@@ -85,19 +85,21 @@ class LlamaBlock : public Module {
   int64_t sparse_layer_ = 0, sparse_layers_ = 0;
   int slot_ = 0;                     // the running backward's
   struct Saved {
-    // the norms' outputs, the sublayers' inputs: bf16 where the plan keeps product inputs so (n2 not
+    // the norms' outputs, the sublayers' inputs: bf16 where the plan keeps activations so (n2 not
     // under a mixture of experts, whose routing reads it in f32)
     ActBuffer n1, n2;
-    float *r1, *qkv, *probs, *r2, *ff;  // probs: in the scratch under selective
-    ActBuffer ctx;  // the attention's context (bf16 where the plan keeps product inputs so; f32 under CP)
-    ActBuffer act;  // SwiGLU's output (bf16 where the plan keeps product inputs so; in the scratch under selective)
+    float *r1, *r2, *ff;
+    // the attention's qkv (RoPE applied), probabilities and context: bf16 where the plan keeps
+    // activations so (f32 under CP, which keeps no probabilities; probs in the scratch under selective)
+    ActBuffer qkv, probs, ctx;
+    ActBuffer act;  // SwiGLU's output (bf16 where the plan keeps activations so; in the scratch under selective)
     float* attn;  // context parallel: what its attention keeps (probs are then null)
   };
   std::vector<Saved> saved_;
   Saved* s_ = nullptr;
   WeightGradStore* store_ = nullptr;  // split backward: what W needs, of the running backward's micro-batch
   bool selective_ = false;            // probs and act not kept: recomputed in backward
-  bool bf16_act_ = false;             // act in bf16 (KeepPlan::bf16), also in the scratch (selective)
+  bool bf16_act_ = false;             // activations in bf16 (KeepPlan::bf16), also in the scratch (selective)
   BackwardPart part_ = BackwardPart::all;
 };
 

@@ -40,15 +40,15 @@ void Block::plan(Arena& arena, const StepContext& largest, const KeepPlan& keep)
   bf16_ = keep.bf16;
   saved_.assign(size_t(keep.slots), Saved{});
   for (Saved& v : saved_) {
-    v.ln1_out = c_.pre_norm ? keep.product_input(arena, Rn * d) : ActBuffer(arena.f32(Rn * d));
+    v.ln1_out = c_.pre_norm ? keep.activation(arena, Rn * d) : ActBuffer(arena.f32(Rn * d));
     v.r1 = arena.f32(Rn * d);
-    v.qkv = arena.f32(R * 3 * dl);
-    v.ctx = sequence_ ? ActBuffer(arena.f32(R * dl)) : keep.product_input(arena, R * dl);
-    v.probs = selective_ || sequence_ ? nullptr : arena.f32(R * heads_ * c_.seq_len);
+    v.qkv = sequence_ ? ActBuffer(arena.f32(R * 3 * dl)) : keep.activation(arena, R * 3 * dl);
+    v.ctx = sequence_ ? ActBuffer(arena.f32(R * dl)) : keep.activation(arena, R * dl);
+    v.probs = selective_ || sequence_ ? ActBuffer() : keep.activation(arena, R * heads_ * c_.seq_len);
     if (sequence_) v.attn = arena.f32(sequence_->saved_floats(attention_shape(largest)));
-    v.ln2_out = c_.pre_norm ? keep.product_input(arena, Rn * d) : ActBuffer(arena.f32(Rn * d));
+    v.ln2_out = c_.pre_norm ? keep.activation(arena, Rn * d) : ActBuffer(arena.f32(Rn * d));
     v.r2 = arena.f32(Rn * d);
-    v.ff = relu() ? keep.product_input(arena, R * ff_) : ActBuffer(arena.f32(R * ff_));
+    v.ff = relu() ? keep.activation(arena, R * ff_) : ActBuffer(arena.f32(R * ff_));
   }
   s_ = &saved_[0];
 }
@@ -93,7 +93,9 @@ DropoutSpec Block::drop_probs(const StepContext& ctx) const {
 
 float* Block::attn_forward(Operand u, const StepContext& ctx, const Workspace& ws) {
   const int64_t rows = ctx.rows();
-  column_parallel_forward(regions_, qkv_, u, ws.full2, s_->qkv, rows, ctx.precision);
+  write_activation(dev_, s_->qkv, ws.grad_qkv, rows * 3 * heads_ * (c_.dim / c_.heads), [&](float* out) {
+    column_parallel_forward(regions_, qkv_, u, ws.full2, out, rows, ctx.precision);
+  });  // (grad_qkv: staging, when kept in bf16)
   attention_context(dev_, sequence_, s_->qkv, s_->ctx, s_->probs, s_->attn, attention_shape(ctx), drop_probs(ctx),
                     ctx.sequence, ws.tmp2);  // (tmp2: staging, when kept in bf16)
   return row_parallel_forward(regions_, out_, s_->ctx, ws.tmp1, ws.tmp2, rows, ctx.precision);
@@ -105,11 +107,11 @@ void Block::attn_backward(Operand u, const float* da, float* du, bool accumulate
   const float* da_all = regions_.all_rows(da, ws.full1, rows, c_.dim);
   grads()(out_, s_->ctx, true, da_all, ws.tmp2, rows, false, ctx.precision);
   if (sequence_) {
-    sequence_->backward(ws.tmp2, s_->qkv, s_->ctx.f32(), s_->attn, ws.grad_qkv, attention_shape(ctx), drop_probs(ctx),
+    sequence_->backward(ws.tmp2, s_->qkv.f32(), s_->ctx.f32(), s_->attn, ws.grad_qkv, attention_shape(ctx), drop_probs(ctx),
                         ctx.sequence);
   } else {
     if (selective_) {  // the probabilities again, from the q and k kept
-      s_->probs = ws.probs;
+      s_->probs = probs_scratch(ws);
       dev_.attention_forward(s_->qkv, nullptr, s_->probs, attention_shape(ctx), drop_probs(ctx));
     }
     dev_.attention_backward(ws.tmp2, s_->qkv, s_->probs, ws.grad_qkv, attention_shape(ctx), drop_probs(ctx));
@@ -180,7 +182,7 @@ void Block::forward(const float* x, const UnitPass& p) {
   slot_ = slot;
   const int64_t rows = ctx.rows(), n = slice_.local_rows(rows), d = c_.dim;
   const bool pre = c_.pre_norm;
-  if (selective_) s_->probs = ws.probs;  // for this call only
+  if (selective_) s_->probs = probs_scratch(ws);  // for this call only
   if (pre) ln1_.forward(x, s_->ln1_out, n, slot_, ws.tmp1);  // (tmp1: staging, when kept in bf16)
   s_->u1 = pre ? Operand(s_->ln1_out) : Operand(x);
   residual_dropout(dev_, x, attn_forward(s_->u1, ctx, ws), s_->r1, n, d, drop_rows(ctx, kDropAttnOut));

@@ -58,6 +58,8 @@ class Block : public Module {
     return ctx.drop_rows(id_, site, slice_.first_row(ctx.rows()));
   }
   AttentionShape attention_shape(const StepContext& ctx) const;
+  // Under selective recompute: the probabilities of one call, in the type they would be kept in.
+  ActBuffer probs_scratch(const Workspace& ws) const { return ActBuffer::of(ws.probs, bf16_); }
   DropoutSpec drop_probs(const StepContext& ctx) const;
   // The running backward call's Linear backward: whole, or (part = input) the weight half kept.
   LinearBackward grads() const { return {part_, store_}; }
@@ -76,9 +78,11 @@ class Block : public Module {
     // the norms' outputs: pre-norm, the sublayers' inputs (bf16 where the plan keeps product inputs
     // so); post-norm, the block's residual stream (f32)
     ActBuffer ln1_out, ln2_out;
-    float *r1, *qkv, *probs, *r2;
-    ActBuffer ctx;  // the attention's context (bf16 where the plan keeps product inputs so; f32 under CP)
-    ActBuffer ff;  // ReLU: its activation (bf16 where the plan keeps product inputs so); GELU: fc1's output
+    float *r1, *r2;
+    // The attention's qkv, probabilities and context (bf16 where the plan keeps activations so; f32
+    // under CP; probs in the scratch under selective recompute, none under CP)
+    ActBuffer qkv, probs, ctx;
+    ActBuffer ff;  // ReLU: its activation (bf16 where the plan keeps activations so); GELU: fc1's output
     float* attn = nullptr;  // context parallel: what its attention keeps (probs are then null)
     // The attention's and feed-forward's inputs (this slice's rows): sequence parallel gathers them
     // again in backward rather than keeping all rows of them (Megatron's choice).
@@ -88,7 +92,7 @@ class Block : public Module {
   Saved* s_ = nullptr;        // the slot of the running forward or backward
   WeightGradStore* store_ = nullptr;  // split backward: what W needs, of the running backward's micro-batch
   bool selective_ = false;            // probs: not kept, in the scratch for one call (recompute = selective)
-  bool bf16_ = false;                 // product inputs kept in bf16 (KeepPlan::bf16)
+  bool bf16_ = false;                 // activations kept in bf16 (KeepPlan::bf16)
   int slot_ = 0;
   BackwardPart part_ = BackwardPart::all;
 };
