@@ -24,4 +24,9 @@ inline float to_f32(bf16 h) {
   return f;
 }
 
+// An element of an activation stored in f32 or in bf16 (its 16 bits) as f32, for kernels written once
+// for both storage types.
+inline float as_f32(float x) { return x; }
+inline float as_f32(uint16_t bits) { return to_f32(bf16{bits}); }
+
 }  // namespace dtrain

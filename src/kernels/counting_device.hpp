@@ -145,18 +145,20 @@ class CountingDevice final : public ComputeDevice {
     if (scratch_) scratch_->rope(s);
     stream("rope_backward", 8.0 * s.B * s.T * (s.heads + s.kv()) * s.head_dim);
   }
-  void activation_forward(Activation a, const float*, float*, int64_t n) override {
-    stream(a == Activation::relu ? "relu_forward" : "gelu_forward", 8.0 * n);
+  void activation_forward(Activation a, Operand x, float*, int64_t n) override {
+    stream(a == Activation::relu ? "relu_forward" : "gelu_forward", 4.0 * n + double(x.bytes(n)));
   }
-  void activation_backward(Activation, const float*, const float*, float*, int64_t n) override { stream("activation_backward", 12.0 * n); }
+  void activation_backward(Activation, Operand x, const float*, float*, int64_t n) override {
+    stream("activation_backward", 8.0 * n + double(x.bytes(n)));
+  }
   void relu_backward_from_output(Operand y, const float*, float*, int64_t n, float) override {
     stream("relu_backward_from_output", 8.0 * n + double(y.bytes(n)));
   }
-  void swiglu_forward(const float*, ActBuffer y, int64_t rows, int64_t f) override {
-    stream("swiglu_forward", 8.0 * rows * f + double(Operand(y).bytes(rows * f)));
+  void swiglu_forward(Operand a, ActBuffer y, int64_t rows, int64_t f) override {
+    stream("swiglu_forward", double(a.bytes(2 * rows * f)) + double(Operand(y).bytes(rows * f)));
   }
-  void swiglu_backward(const float*, const float*, float*, int64_t rows, int64_t f) override {
-    stream("swiglu_backward", 20.0 * rows * f);
+  void swiglu_backward(Operand a, const float*, float*, int64_t rows, int64_t f) override {
+    stream("swiglu_backward", 12.0 * rows * f + double(a.bytes(2 * rows * f)));
   }
   void dropout_forward(const float*, ActBuffer y, int64_t rows, int64_t cols, const DropoutSpec& s) override {
     if (s.p > 0 || y.bf16) stream("dropout_forward", 4.0 * rows * cols + double(Operand(y).bytes(rows * cols)));

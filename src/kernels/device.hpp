@@ -165,11 +165,12 @@ class ComputeDevice : public Memory {
   // Rotary position embedding, in place on the q and k heads of packed qkv (or their gradient).
   virtual void rope_forward(float* qkv, const RopeShape& s) = 0;
   virtual void rope_backward(float* dqkv, const RopeShape& s) = 0;
-  virtual void activation_forward(Activation a, const float* x, float* y, int64_t n) = 0;
-  virtual void activation_backward(Activation a, const float* x, const float* dy, float* dx, int64_t n) = 0;
+  // The activations' inputs (x; SwiGLU's a) may be stored in bf16 (kept so: read as their values).
+  virtual void activation_forward(Activation a, Operand x, float* y, int64_t n) = 0;
+  virtual void activation_backward(Activation a, Operand x, const float* dy, float* dx, int64_t n) = 0;
   virtual void relu_backward_from_output(Operand y, const float* dy, float* dx, int64_t n, float scale) = 0;
-  virtual void swiglu_forward(const float* a, ActBuffer y, int64_t rows, int64_t f) = 0;
-  virtual void swiglu_backward(const float* a, const float* dy, float* da, int64_t rows, int64_t f) = 0;
+  virtual void swiglu_forward(Operand a, ActBuffer y, int64_t rows, int64_t f) = 0;
+  virtual void swiglu_backward(Operand a, const float* dy, float* da, int64_t rows, int64_t f) = 0;
   // A [rows, cols] tile of an activation, placed by the spec's geometry; y may be stored in bf16
   // (then not over x, and written even when dropout is off).
   virtual void dropout_forward(const float* x, ActBuffer y, int64_t rows, int64_t cols, const DropoutSpec& s) = 0;

@@ -11,7 +11,7 @@
 
 namespace dtrain {
 
-// y = the n floats compute(out) writes: into y itself, or (y kept in bf16: only products read it) into
+// y = the n floats compute(out) writes: into y itself, or (y kept in bf16) into
 // `staging` [n] first, then rounded. A norm's output, the attention's context.
 template <class F>
 void write_activation(ComputeDevice& dev, ActBuffer y, float* staging, int64_t n, F&& compute) {

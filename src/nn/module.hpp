@@ -32,7 +32,8 @@ struct KeepPlan {
   // Under train.precision = bf16, where the device runs bf16 products: activations kept in bf16.
   // Those only matrix products read (activation functions' outputs, the attention's qkv and context,
   // pre-norm norm outputs), which the products round to bf16 anyway: keeping them so changes no
-  // number. And the attention's probabilities, whose softmax backward then reads them rounded.
+  // number. And those element-wise kernels read (the attention's probabilities, GELU's input,
+  // SwiGLU's gate and up), which then read them rounded, in forward as in backward.
   bool bf16 = false;
   // Such an activation of n elements, from the arena, in the type the plan keeps them in.
   ActBuffer activation(Arena& arena, int64_t n) const {

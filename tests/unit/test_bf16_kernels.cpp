@@ -161,3 +161,32 @@ TEST(Bf16Kernels, AttentionKeepsQkvAndProbabilitiesInBf16) {
   attention_forward(qkv16.data(), nullptr, again.data(), s, drop);
   EXPECT_EQ(again, both.probs16);
 }
+
+// GELU (forward and backward) and SwiGLU (forward and backward) reading inputs kept in bf16: the bits
+// of their f32 forms on the widened values.
+TEST(Bf16Kernels, ActivationsReadTheirInputsInBf16) {
+  std::mt19937 g(9);
+  const int64_t rows = 41, f = 300, n = rows * f;
+  const std::vector<uint16_t> x16 = rounded(randu(n, g, -5.0f, 5.0f)), a16 = rounded(randu(2 * n, g, -6.0f, 6.0f));
+  const Vec x = widened(x16), a = widened(a16), dy = randu(n, g);
+  for (Activation act : {Activation::gelu, Activation::relu}) {
+    Vec want(n), got(n);
+    activation_forward(act, x.data(), want.data(), n);
+    activation_forward(act, x16.data(), got.data(), n);
+    EXPECT_EQ(got, want) << "forward";
+    activation_backward(act, x.data(), dy.data(), want.data(), n);
+    activation_backward(act, x16.data(), dy.data(), got.data(), n);
+    EXPECT_EQ(got, want) << "backward";
+  }
+  Vec y(n), y_got(n), da(2 * n), da_got(2 * n);
+  std::vector<uint16_t> y16(n), y16_got(n);
+  swiglu_forward(a.data(), y.data(), rows, f);
+  swiglu_forward(a16.data(), y_got.data(), rows, f);
+  EXPECT_EQ(y_got, y);
+  swiglu_forward(a.data(), y16.data(), rows, f);
+  swiglu_forward(a16.data(), y16_got.data(), rows, f);
+  EXPECT_EQ(y16_got, y16);
+  swiglu_backward(a.data(), dy.data(), da.data(), rows, f);
+  swiglu_backward(a16.data(), dy.data(), da_got.data(), rows, f);
+  EXPECT_EQ(da_got, da);
+}

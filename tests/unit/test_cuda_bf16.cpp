@@ -1,8 +1,9 @@
 // The CUDA kernels on activations kept in bf16 (train.precision = bf16) against the CPU's, through the
 // one ComputeDevice interface: dropout and SwiGLU writing bf16 (the same 16 bits, or one bf16 step
 // apart where the f32 values differ in their last bits), ReLU's backward reading bf16, products
-// with a bf16 operand within bf16 tolerance of the f32 ones, and attention with its qkv and
-// probabilities kept in bf16. Without a GPU each test says skipped.
+// with a bf16 operand within bf16 tolerance of the f32 ones, attention with its qkv and
+// probabilities kept in bf16, and GELU and SwiGLU reading bf16 inputs. Without a GPU each test says
+// skipped.
 
 #include "bf16_test_util.hpp"
 #include "gpu_test_util.hpp"
@@ -124,4 +125,26 @@ TEST(CudaBf16, AttentionKeepsQkvAndProbabilitiesInBf16) {
   C.attention_backward(dout.data(), qkv16.data(), p16.data(), dqkv.data(), s, drop);
   expect_close(out, OUT16.host(), 2e-2, "attention out against the CPU's, both kept in bf16");
   expect_close(dqkv, DQKV16.host(), 3e-2, "attention dqkv against the CPU's, both kept in bf16");
+}
+
+// GELU and SwiGLU reading inputs kept in bf16: the GPU's own f32 kernels' bits on the widened values.
+TEST(CudaBf16, ActivationsReadTheirInputsInBf16) {
+  NEED_GPU();
+  const int64_t rows = 53, f = 301, n = rows * f;
+  const std::vector<uint16_t> x16 = rounded(rand_vec(n, 50, -5, 5)), a16 = rounded(rand_vec(2 * n, 51, -6, 6));
+  const std::vector<float> x = widened(x16), a = widened(a16), dy = rand_vec(n, 52), zero(2 * n, 0.0f);
+  OnDevice<uint16_t> X16(G, x16), A16(G, a16);
+  OnDevice<float> X(G, x), A(G, a), DY(G, dy), WANT(G, zero), GOT(G, zero);
+  G.activation_forward(Activation::gelu, X.p(), WANT.p(), n);
+  G.activation_forward(Activation::gelu, X16.p(), GOT.p(), n);
+  EXPECT_EQ(GOT.host(), WANT.host()) << "gelu forward";
+  G.activation_backward(Activation::gelu, X.p(), DY.p(), WANT.p(), n);
+  G.activation_backward(Activation::gelu, X16.p(), DY.p(), GOT.p(), n);
+  EXPECT_EQ(GOT.host(), WANT.host()) << "gelu backward";
+  G.swiglu_forward(A.p(), WANT.p(), rows, f);
+  G.swiglu_forward(A16.p(), GOT.p(), rows, f);
+  EXPECT_EQ(GOT.host(), WANT.host()) << "swiglu forward";
+  G.swiglu_backward(A.p(), DY.p(), WANT.p(), rows, f);
+  G.swiglu_backward(A16.p(), DY.p(), GOT.p(), rows, f);
+  EXPECT_EQ(GOT.host(), WANT.host()) << "swiglu backward";
 }

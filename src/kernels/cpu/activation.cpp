@@ -19,27 +19,30 @@ inline float fast_tanh(float u) {
 }
 }  // namespace
 
-DT_SIMD void activation_forward(Activation a, const float* x, float* y, int64_t n) {
+namespace {
+template <class In>
+DT_SIMD void activation_forward_from(Activation a, const In* x, float* y, int64_t n) {
   if (a == Activation::relu) {
 #pragma omp parallel for simd schedule(static)
-    for (int64_t i = 0; i < n; ++i) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+    for (int64_t i = 0; i < n; ++i) y[i] = as_f32(x[i]) > 0.0f ? as_f32(x[i]) : 0.0f;
   } else {
 #pragma omp parallel for simd schedule(static)
     for (int64_t i = 0; i < n; ++i) {
-      float v = x[i];
+      float v = as_f32(x[i]);
       y[i] = 0.5f * v * (1.0f + fast_tanh(kSqrt2OverPi * (v + kGeluC * v * v * v)));
     }
   }
 }
 
-DT_SIMD void activation_backward(Activation a, const float* x, const float* dy, float* dx, int64_t n) {
+template <class In>
+DT_SIMD void activation_backward_from(Activation a, const In* x, const float* dy, float* dx, int64_t n) {
   if (a == Activation::relu) {
 #pragma omp parallel for simd schedule(static)
-    for (int64_t i = 0; i < n; ++i) dx[i] = x[i] > 0.0f ? dy[i] : 0.0f;
+    for (int64_t i = 0; i < n; ++i) dx[i] = as_f32(x[i]) > 0.0f ? dy[i] : 0.0f;
   } else {
 #pragma omp parallel for simd schedule(static)
     for (int64_t i = 0; i < n; ++i) {
-      float v = x[i];
+      float v = as_f32(x[i]);
       float u = kSqrt2OverPi * (v + kGeluC * v * v * v);
       float t = fast_tanh(u);
       float du = kSqrt2OverPi * (1.0f + 3.0f * kGeluC * v * v);
@@ -48,22 +51,32 @@ DT_SIMD void activation_backward(Activation a, const float* x, const float* dy, 
   }
 }
 
-namespace {
-DT_SIMD void relu_backward_from_f32(const float* y, const float* dy, float* dx, int64_t n, float scale) {
+template <class In>
+DT_SIMD void relu_backward_from(const In* y, const float* dy, float* dx, int64_t n, float scale) {
 #pragma omp parallel for simd schedule(static)
-  for (int64_t i = 0; i < n; ++i) dx[i] = y[i] > 0.0f ? dy[i] * scale : 0.0f;
-}
-DT_SIMD void relu_backward_from_bf16(const uint16_t* y, const float* dy, float* dx, int64_t n, float scale) {
-#pragma omp parallel for simd schedule(static)
-  for (int64_t i = 0; i < n; ++i) dx[i] = to_f32(bf16{y[i]}) > 0.0f ? dy[i] * scale : 0.0f;
+  for (int64_t i = 0; i < n; ++i) dx[i] = as_f32(y[i]) > 0.0f ? dy[i] * scale : 0.0f;
 }
 }  // namespace
 
+void activation_forward(Activation a, Operand x, float* y, int64_t n) {
+  if (x.bf16)
+    activation_forward_from(a, x.b16(), y, n);
+  else
+    activation_forward_from(a, x.f32(), y, n);
+}
+
+void activation_backward(Activation a, Operand x, const float* dy, float* dx, int64_t n) {
+  if (x.bf16)
+    activation_backward_from(a, x.b16(), dy, dx, n);
+  else
+    activation_backward_from(a, x.f32(), dy, dx, n);
+}
+
 void relu_backward_from_output(Operand y, const float* dy, float* dx, int64_t n, float scale) {
   if (y.bf16)
-    relu_backward_from_bf16(y.b16(), dy, dx, n, scale);
+    relu_backward_from(y.b16(), dy, dx, n, scale);
   else
-    relu_backward_from_f32(y.f32(), dy, dx, n, scale);
+    relu_backward_from(y.f32(), dy, dx, n, scale);
 }
 
 }  // namespace dtrain

@@ -6,10 +6,10 @@
 
 namespace dtrain {
 
-// y = act(x) (in place allowed)
-void activation_forward(Activation a, const float* x, float* y, int64_t n);
-// dx = dy * act'(x), x the activation's input (dx may alias dy)
-void activation_backward(Activation a, const float* x, const float* dy, float* dx, int64_t n);
+// y = act(x) (in place allowed in f32); x may be stored in bf16 (read as its values).
+void activation_forward(Activation a, Operand x, float* y, int64_t n);
+// dx = dy * act'(x), x the activation's input, f32 or bf16 (dx may alias dy)
+void activation_backward(Activation a, Operand x, const float* dy, float* dx, int64_t n);
 
 // ReLU backward from its (possibly dropped-out and scaled) output y: dx = dy * scale where y > 0.
 // With y = relu(x) * mask * scale this is exactly the gradient of dropout(relu(x)) (dx may alias dy).

@@ -72,33 +72,48 @@ DT_SIMD void softmax_rows(float* S, ActBuffer P, const AttentionShape& s) {
   }
 }
 
-// A probability as f32, stored so.
-inline float widened(float p) { return p; }
-inline float widened(uint16_t p) { return to_f32(bf16{p}); }
-
-// dS = P * (dP - rowsum(P * dP)) for rows of T: over dP in f32, or into dS in bf16 (each row rounded).
-template <class Prob>
-DT_SIMD void softmax_backward_rows(const Prob* P, float* dP, ActBuffer dS, const AttentionShape& s) {
+// dS = P * (dP - rowsum(P * dP)), in place on dP (rows of T). (The f32 runs' loop, as it was: a loop
+// shared with the one below could be compiled into other sums.)
+DT_SIMD void softmax_backward_rows(const float* P, float* dP, const AttentionShape& s) {
   const int64_t T = s.T;
-  DT_ASSERT(dS.bf16 || dS.data == dP);
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < s.B * s.H * T; ++r) {
+    const float* pr = P + r * T;
+    float* g = dP + r * T;
+    float dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
+    for (int64_t j = 0; j < T; ++j) dot += pr[j] * g[j];
+#pragma omp simd
+    for (int64_t j = 0; j < T; ++j) g[j] = pr[j] * (g[j] - dot);
+  }
+}
+
+// The same for bf16 products: P kept in bf16 (or f32), dS rounded into a bf16 buffer row by row (dP
+// is overwritten too).
+template <class Prob>
+DT_SIMD void softmax_backward_rows_to_bf16(const Prob* P, float* dP, uint16_t* dS, const AttentionShape& s) {
+  const int64_t T = s.T;
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < s.B * s.H * T; ++r) {
     const Prob* pr = P + r * T;
     float* g = dP + r * T;
     float dot = 0.0f;
 #pragma omp simd reduction(+ : dot)
-    for (int64_t j = 0; j < T; ++j) dot += widened(pr[j]) * g[j];
+    for (int64_t j = 0; j < T; ++j) dot += as_f32(pr[j]) * g[j];
 #pragma omp simd
-    for (int64_t j = 0; j < T; ++j) g[j] = widened(pr[j]) * (g[j] - dot);
-    if (dS.bf16) round_into_bf16(g, T, dS.b16() + r * T);
+    for (int64_t j = 0; j < T; ++j) g[j] = as_f32(pr[j]) * (g[j] - dot);
+    round_into_bf16(g, T, dS + r * T);
   }
 }
 
-void softmax_backward_rows(Operand P, float* dP, ActBuffer dS, const AttentionShape& s) {
-  if (P.bf16)
-    softmax_backward_rows(P.b16(), dP, dS, s);
+// dS from dP: in place in f32, or into `dS16` for bf16 products.
+void softmax_backward(Operand P, float* dP, uint16_t* dS16, const AttentionShape& s) {
+  if (!dS16)
+    softmax_backward_rows(P.f32(), dP, s);
+  else if (P.bf16)
+    softmax_backward_rows_to_bf16(P.b16(), dP, dS16, s);
   else
-    softmax_backward_rows(P.f32(), dP, dS, s);
+    softmax_backward_rows_to_bf16(P.f32(), dP, dS16, s);
 }
 
 // qkv as the bf16 products read it: as stored, or rounded once (matmul's copy buffer a).
@@ -180,9 +195,8 @@ void attention_backward(const float* dout, Operand qkv_in, Operand probs, float*
                    g > 0);                                                                                  // dV += Pdᵀ·dO
   }
   dropout_backward(dP, dP, s.B, s.H * TT, drop);  // dP = dPd·mask
-  const ActBuffer dS_out = bf16 ? ActBuffer(bf16_rows) : ActBuffer(dP);  // (Pd is spent)
-  softmax_backward_rows(probs, dP, dS_out, s);                           // dS
-  const Operand dS = dS_out;
+  softmax_backward(probs, dP, bf16_rows, s);  // dS (in bf16: over Pd, spent)
+  const Operand dS = bf16 ? Operand(bf16_rows) : Operand(dP);
   for (int64_t g = 0; g < G; ++g) {
     matmul_batched(dS.at(g * TT), w.p, qkv.at(w.k_at), w.k, dqkv + g * Dh, w.q, s.B, K, s.T, Dh, s.T, scale);  // dQ = dS·K
     matmul_batched(dS.at(g * TT), w.pt, qkv.at(g * Dh), w.q, dqkv + w.k_at, w.k, s.B, K, s.T, Dh, s.T, scale,

@@ -194,11 +194,11 @@ class CpuDevice final : public ComputeDevice {
     DT_CPU_OP("rope_backward");
     dtrain::rope_backward(dqkv, s);
   }
-  void activation_forward(Activation a, const float* x, float* y, int64_t n) override {
+  void activation_forward(Activation a, Operand x, float* y, int64_t n) override {
     DT_CPU_OP("activation_forward");
     dtrain::activation_forward(a, x, y, n);
   }
-  void activation_backward(Activation a, const float* x, const float* dy, float* dx, int64_t n) override {
+  void activation_backward(Activation a, Operand x, const float* dy, float* dx, int64_t n) override {
     DT_CPU_OP("activation_backward");
     dtrain::activation_backward(a, x, dy, dx, n);
   }
@@ -206,11 +206,11 @@ class CpuDevice final : public ComputeDevice {
     DT_CPU_OP("relu_backward_from_output");
     dtrain::relu_backward_from_output(y, dy, dx, n, scale);
   }
-  void swiglu_forward(const float* a, ActBuffer y, int64_t rows, int64_t f) override {
+  void swiglu_forward(Operand a, ActBuffer y, int64_t rows, int64_t f) override {
     DT_CPU_OP("swiglu_forward");
     dtrain::swiglu_forward(a, y, rows, f);
   }
-  void swiglu_backward(const float* a, const float* dy, float* da, int64_t rows, int64_t f) override {
+  void swiglu_backward(Operand a, const float* dy, float* da, int64_t rows, int64_t f) override {
     DT_CPU_OP("swiglu_backward");
     dtrain::swiglu_backward(a, dy, da, rows, f);
   }

@@ -7,6 +7,7 @@
 #include <bit>
 #include <cmath>
 
+#include "core/bf16.hpp"
 #include "kernels/cpu/onednn.hpp"
 
 namespace dtrain {
@@ -57,31 +58,60 @@ DT_SIMD void swiglu_forward_bf16(const float* a, uint16_t* y, int64_t rows, int6
 }
 }  // namespace
 
-void swiglu_forward(const float* a, ActBuffer y, int64_t rows, int64_t f) {
-  if (y.bf16)
-    swiglu_forward_bf16(a, y.b16(), rows, f);
-  else
-    swiglu_forward_f32(a, y.f32(), rows, f);
-}
-
-// silu'(g) = s + g·s·(1 - s) = s · (1 + g·(1 - s)).
-DT_SIMD void swiglu_backward(const float* a, const float* dy, float* da, int64_t rows, int64_t f) {
+namespace {
+// From gate and up kept in bf16 (a run whose activations are kept in bf16 keeps SwiGLU's output so).
+inline void store_as(float* y, float v) { *y = v; }
+inline void store_as(uint16_t* y, float v) { *y = bf16_bits_of(std::bit_cast<uint32_t>(v)); }
+template <class Out>
+DT_SIMD void swiglu_forward_from_bf16(const uint16_t* a, Out* y, int64_t rows, int64_t f) {
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < rows; ++r) {
-    const float* gate = a + r * 2 * f;
-    const float* up = gate + f;
+    const uint16_t* gate = a + r * 2 * f;
+    const uint16_t* up = gate + f;
+    Out* yr = y + r * f;
+#pragma omp simd
+    for (int64_t j = 0; j < f; ++j) store_as(yr + j, silu_times(as_f32(gate[j]), as_f32(up[j])));
+  }
+}
+}  // namespace
+
+void swiglu_forward(Operand a, ActBuffer y, int64_t rows, int64_t f) {
+  if (a.bf16 && y.bf16)
+    swiglu_forward_from_bf16(a.b16(), y.b16(), rows, f);
+  else if (a.bf16)
+    swiglu_forward_from_bf16(a.b16(), y.f32(), rows, f);
+  else if (y.bf16)
+    swiglu_forward_bf16(a.f32(), y.b16(), rows, f);
+  else
+    swiglu_forward_f32(a.f32(), y.f32(), rows, f);
+}
+
+// silu'(g) = s + g·s·(1 - s) = s · (1 + g·(1 - s)). In is float or uint16_t (bf16 bits).
+template <class In>
+DT_SIMD void swiglu_backward_from(const In* a, const float* dy, float* da, int64_t rows, int64_t f) {
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    const In* gate = a + r * 2 * f;
+    const In* up = gate + f;
     const float* dyr = dy + r * f;
     float* dgate = da + r * 2 * f;
     float* dup = dgate + f;
 #pragma omp simd
     for (int64_t j = 0; j < f; ++j) {
-      const float g = gate[j], u = up[j];
+      const float g = as_f32(gate[j]), u = as_f32(up[j]);
       float s, sm;
       swiglu_sigmoid(g, s, sm);
       dgate[j] = dyr[j] * u * (s * (1.0f + g * sm));
       dup[j] = dyr[j] * (g * s);
     }
   }
+}
+
+void swiglu_backward(Operand a, const float* dy, float* da, int64_t rows, int64_t f) {
+  if (a.bf16)
+    swiglu_backward_from(a.b16(), dy, da, rows, f);
+  else
+    swiglu_backward_from(a.f32(), dy, da, rows, f);
 }
 
 }  // namespace dtrain

@@ -7,11 +7,11 @@
 
 namespace dtrain {
 
-// a: [rows, 2f], each row [gate | up]; y: [rows, f] = silu(gate) * up, silu(g) = g * sigmoid(g)
-// (stored in bf16: rounded to nearest even).
-void swiglu_forward(const float* a, ActBuffer y, int64_t rows, int64_t f);
+// a: [rows, 2f], each row [gate | up], f32 or bf16; y: [rows, f] = silu(gate) * up, silu(g) = g *
+// sigmoid(g) (stored in bf16: rounded to nearest even).
+void swiglu_forward(Operand a, ActBuffer y, int64_t rows, int64_t f);
 // From dy [rows, f]: da [rows, 2f] = [dy * up * silu'(gate) | dy * silu(gate)] (written, not accumulated).
-// da may be a itself (each gate and up pair is read before it is overwritten).
-void swiglu_backward(const float* a, const float* dy, float* da, int64_t rows, int64_t f);
+// da may be a itself in f32 (each gate and up pair is read before it is overwritten).
+void swiglu_backward(Operand a, const float* dy, float* da, int64_t rows, int64_t f);
 
 }  // namespace dtrain

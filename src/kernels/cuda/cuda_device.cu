@@ -341,11 +341,11 @@ class CudaDevice final : public ComputeDevice {
     DT_OP("rope_backward");
     cuda::rope(dqkv, s, true, stream_);
   }
-  void activation_forward(Activation a, const float* x, float* y, int64_t n) override {
+  void activation_forward(Activation a, Operand x, float* y, int64_t n) override {
     DT_OP("activation_forward");
     cuda::activation_forward(a, x, y, n, stream_);
   }
-  void activation_backward(Activation a, const float* x, const float* dy, float* dx, int64_t n) override {
+  void activation_backward(Activation a, Operand x, const float* dy, float* dx, int64_t n) override {
     DT_OP("activation_backward");
     cuda::activation_backward(a, x, dy, dx, n, stream_);
   }
@@ -353,11 +353,11 @@ class CudaDevice final : public ComputeDevice {
     DT_OP("relu_backward_from_output");
     cuda::relu_backward_from_output(y, dy, dx, n, scale, stream_);
   }
-  void swiglu_forward(const float* a, ActBuffer y, int64_t rows, int64_t f) override {
+  void swiglu_forward(Operand a, ActBuffer y, int64_t rows, int64_t f) override {
     DT_OP("swiglu_forward");
     cuda::swiglu_forward(a, y, rows, f, stream_);
   }
-  void swiglu_backward(const float* a, const float* dy, float* da, int64_t rows, int64_t f) override {
+  void swiglu_backward(Operand a, const float* dy, float* da, int64_t rows, int64_t f) override {
     DT_OP("swiglu_backward");
     cuda::swiglu_backward(a, dy, da, rows, f, stream_);
   }

@@ -32,16 +32,23 @@ __global__ void round_to_bf16_kernel(const float* x, float* y, int64_t n) {
   const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   if (i < n) y[i] = __bfloat162float(__float2bfloat16_rn(x[i]));
 }
-__global__ void act_forward_kernel(bool relu, const float* x, float* y, int64_t n) {
+// An activation's element as stored (f32, or bf16 rounded to nearest even), written and read.
+__device__ inline void store(float* p, float v) { *p = v; }
+__device__ inline void store(uint16_t* p, float v) { *p = __bfloat16_as_ushort(__float2bfloat16_rn(v)); }
+__device__ inline float load(const float* p) { return *p; }
+__device__ inline float load(const uint16_t* p) { return __bfloat162float(__ushort_as_bfloat16(*p)); }
+template <class In>
+__global__ void act_forward_kernel(bool relu, const In* x, float* y, int64_t n) {
   const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   if (i >= n) return;
-  const float v = x[i];
+  const float v = load(x + i);
   y[i] = relu ? (v > 0.0f ? v : 0.0f) : 0.5f * v * (1.0f + tanhf(kSqrt2OverPi * (v + kGeluC * v * v * v)));
 }
-__global__ void act_backward_kernel(bool relu, const float* x, const float* dy, float* dx, int64_t n) {
+template <class In>
+__global__ void act_backward_kernel(bool relu, const In* x, const float* dy, float* dx, int64_t n) {
   const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   if (i >= n) return;
-  const float v = x[i];
+  const float v = load(x + i);
   if (relu) {
     dx[i] = v > 0.0f ? dy[i] : 0.0f;
     return;
@@ -50,11 +57,6 @@ __global__ void act_backward_kernel(bool relu, const float* x, const float* dy, 
   const float du = kSqrt2OverPi * (1.0f + 3.0f * kGeluC * v * v);
   dx[i] = dy[i] * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du);
 }
-// An activation's element as stored (f32, or bf16 rounded to nearest even), written and read.
-__device__ inline void store(float* p, float v) { *p = v; }
-__device__ inline void store(uint16_t* p, float v) { *p = __bfloat16_as_ushort(__float2bfloat16_rn(v)); }
-__device__ inline float load(const float* p) { return *p; }
-__device__ inline float load(const uint16_t* p) { return __bfloat162float(__ushort_as_bfloat16(*p)); }
 
 template <class In>
 __global__ void relu_from_output_kernel(const In* y, const float* dy, float* dx, int64_t n, float scale) {
@@ -72,22 +74,23 @@ __device__ inline void swiglu_sigmoid(float g, float& s, float& one_minus_s) {
   one_minus_s = g >= 0.0f ? ed : d;
 }
 // One thread per output element i = r·f + j: gate a[r·2f + j], up a[r·2f + f + j].
-template <class Out>
-__global__ void swiglu_forward_kernel(const float* a, Out* y, int64_t rows, int64_t f) {
+template <class In, class Out>
+__global__ void swiglu_forward_kernel(const In* a, Out* y, int64_t rows, int64_t f) {
   const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   if (i >= rows * f) return;
   const int64_t r = i / f, j = i - r * f;
-  const float g = a[r * 2 * f + j], u = a[r * 2 * f + f + j];
+  const float g = load(a + r * 2 * f + j), u = load(a + r * 2 * f + f + j);
   float s, sm;
   swiglu_sigmoid(g, s, sm);
   store(y + i, g * s * u);
 }
 // silu'(g) = s · (1 + g·(1 - s)); each thread reads its gate and up before writing them (da may be a).
-__global__ void swiglu_backward_kernel(const float* a, const float* dy, float* da, int64_t rows, int64_t f) {
+template <class In>
+__global__ void swiglu_backward_kernel(const In* a, const float* dy, float* da, int64_t rows, int64_t f) {
   const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   if (i >= rows * f) return;
   const int64_t r = i / f, j = i - r * f;
-  const float g = a[r * 2 * f + j], u = a[r * 2 * f + f + j], d = dy[i];
+  const float g = load(a + r * 2 * f + j), u = load(a + r * 2 * f + f + j), d = dy[i];
   float s, sm;
   swiglu_sigmoid(g, s, sm);
   da[r * 2 * f + j] = d * u * (s * (1.0f + g * sm));
@@ -190,14 +193,20 @@ void round_to_bf16(const float* x, float* y, int64_t n, cudaStream_t s) {
   round_to_bf16_kernel<<<blocks_for(n), kThreads, 0, s>>>(x, y, n);
   DT_CUDA_LAUNCHED();
 }
-void activation_forward(Activation a, const float* x, float* y, int64_t n, cudaStream_t s) {
+void activation_forward(Activation a, Operand x, float* y, int64_t n, cudaStream_t s) {
   if (n == 0) return;
-  act_forward_kernel<<<blocks_for(n), kThreads, 0, s>>>(a == Activation::relu, x, y, n);
+  if (x.bf16)
+    act_forward_kernel<<<blocks_for(n), kThreads, 0, s>>>(a == Activation::relu, x.b16(), y, n);
+  else
+    act_forward_kernel<<<blocks_for(n), kThreads, 0, s>>>(a == Activation::relu, x.f32(), y, n);
   DT_CUDA_LAUNCHED();
 }
-void activation_backward(Activation a, const float* x, const float* dy, float* dx, int64_t n, cudaStream_t s) {
+void activation_backward(Activation a, Operand x, const float* dy, float* dx, int64_t n, cudaStream_t s) {
   if (n == 0) return;
-  act_backward_kernel<<<blocks_for(n), kThreads, 0, s>>>(a == Activation::relu, x, dy, dx, n);
+  if (x.bf16)
+    act_backward_kernel<<<blocks_for(n), kThreads, 0, s>>>(a == Activation::relu, x.b16(), dy, dx, n);
+  else
+    act_backward_kernel<<<blocks_for(n), kThreads, 0, s>>>(a == Activation::relu, x.f32(), dy, dx, n);
   DT_CUDA_LAUNCHED();
 }
 void relu_backward_from_output(Operand y, const float* dy, float* dx, int64_t n, float scale, cudaStream_t s) {
@@ -208,17 +217,27 @@ void relu_backward_from_output(Operand y, const float* dy, float* dx, int64_t n,
     relu_from_output_kernel<<<blocks_for(n), kThreads, 0, s>>>(y.f32(), dy, dx, n, scale);
   DT_CUDA_LAUNCHED();
 }
-void swiglu_forward(const float* a, ActBuffer y, int64_t rows, int64_t f, cudaStream_t s) {
-  if (rows * f == 0) return;
+template <class In>
+void swiglu_forward_from(const In* a, ActBuffer y, int64_t rows, int64_t f, cudaStream_t s) {
   if (y.bf16)
     swiglu_forward_kernel<<<blocks_for(rows * f), kThreads, 0, s>>>(a, y.b16(), rows, f);
   else
     swiglu_forward_kernel<<<blocks_for(rows * f), kThreads, 0, s>>>(a, y.f32(), rows, f);
+}
+void swiglu_forward(Operand a, ActBuffer y, int64_t rows, int64_t f, cudaStream_t s) {
+  if (rows * f == 0) return;
+  if (a.bf16)
+    swiglu_forward_from(a.b16(), y, rows, f, s);
+  else
+    swiglu_forward_from(a.f32(), y, rows, f, s);
   DT_CUDA_LAUNCHED();
 }
-void swiglu_backward(const float* a, const float* dy, float* da, int64_t rows, int64_t f, cudaStream_t s) {
+void swiglu_backward(Operand a, const float* dy, float* da, int64_t rows, int64_t f, cudaStream_t s) {
   if (rows * f == 0) return;
-  swiglu_backward_kernel<<<blocks_for(rows * f), kThreads, 0, s>>>(a, dy, da, rows, f);
+  if (a.bf16)
+    swiglu_backward_kernel<<<blocks_for(rows * f), kThreads, 0, s>>>(a.b16(), dy, da, rows, f);
+  else
+    swiglu_backward_kernel<<<blocks_for(rows * f), kThreads, 0, s>>>(a.f32(), dy, da, rows, f);
   DT_CUDA_LAUNCHED();
 }
 void dropout(const float* x, ActBuffer y, int64_t rows, int64_t cols, const DropoutSpec& d, cudaStream_t s) {

@@ -31,12 +31,13 @@ void to_bf16(const float* x, uint16_t* y, int64_t n, cudaStream_t s);
 void from_bf16(const uint16_t* x, float* y, int64_t n, cudaStream_t s);
 // y = x rounded to the nearest bf16 (ties to even), kept as f32.
 void round_to_bf16(const float* x, float* y, int64_t n, cudaStream_t s);
-void activation_forward(Activation a, const float* x, float* y, int64_t n, cudaStream_t s);
-void activation_backward(Activation a, const float* x, const float* dy, float* dx, int64_t n, cudaStream_t s);
+// x may be stored in bf16 (an activation's input kept so)
+void activation_forward(Activation a, Operand x, float* y, int64_t n, cudaStream_t s);
+void activation_backward(Activation a, Operand x, const float* dy, float* dx, int64_t n, cudaStream_t s);
 void relu_backward_from_output(Operand y, const float* dy, float* dx, int64_t n, float scale, cudaStream_t s);
-// a [rows, 2f] = [gate | up] rows; da may be a itself.
-void swiglu_forward(const float* a, ActBuffer y, int64_t rows, int64_t f, cudaStream_t s);
-void swiglu_backward(const float* a, const float* dy, float* da, int64_t rows, int64_t f, cudaStream_t s);
+// a [rows, 2f] = [gate | up] rows, f32 or bf16; da may be a itself (f32).
+void swiglu_forward(Operand a, ActBuffer y, int64_t rows, int64_t f, cudaStream_t s);
+void swiglu_backward(Operand a, const float* dy, float* da, int64_t rows, int64_t f, cudaStream_t s);
 // A [rows, cols] tile placed by the spec's geometry (DropoutSpec, kernels/types.hpp); in place allowed
 // in f32; y may be stored in bf16 (not over x; written also when dropout is off).
 void dropout(const float* x, ActBuffer y, int64_t rows, int64_t cols, const DropoutSpec& d, cudaStream_t s);

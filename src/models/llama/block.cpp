@@ -119,7 +119,7 @@ void LlamaBlock::plan(Arena& arena, const StepContext& largest, const KeepPlan& 
     s.attn = sequence_ ? arena.f32(sequence_->saved_floats(attention_shape(largest))) : nullptr;
     s.n2 = moe_ ? ActBuffer(arena.f32(Rn * d)) : keep.activation(arena, Rn * d);
     s.r2 = arena.f32(Rn * d);
-    s.ff = arena.f32(R * 2 * ff_);
+    s.ff = keep.activation(arena, R * 2 * ff_);
     s.act = selective_ ? ActBuffer() : keep.activation(arena, R * ff_);
   }
   if (moe_) moe_->plan(arena, Rn, keep.slots, keep.bf16);
@@ -192,7 +192,9 @@ void LlamaBlock::forward(const float* x, const UnitPass& p) {
   norm2_.forward(s_->r1, s_->n2, n, p.slot, w.tmp1);
   float* f = w.tmp1;
   if (ff_ > 0) {  // the dense feed-forward, or a mixture of experts' shared expert
-    column_parallel_forward(regions_, gate_up_, s_->n2, w.full2, s_->ff, rows, ctx.precision);
+    write_activation(dev_, s_->ff, w.grad_ff, rows * 2 * ff_, [&](float* out) {
+      column_parallel_forward(regions_, gate_up_, s_->n2, w.full2, out, rows, ctx.precision);
+    });  // (grad_ff: staging, when kept in bf16)
     dev_.swiglu_forward(s_->ff, s_->act, rows, ff_);
     f = row_parallel_forward(regions_, down_, s_->act, w.tmp1, w.tmp2, rows, ctx.precision);
   }

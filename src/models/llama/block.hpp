@@ -88,7 +88,8 @@ class LlamaBlock : public Module {
     // the norms' outputs, the sublayers' inputs: bf16 where the plan keeps activations so (n2 not
     // under a mixture of experts, whose routing reads it in f32)
     ActBuffer n1, n2;
-    float *r1, *r2, *ff;
+    float *r1, *r2;
+    ActBuffer ff;  // gate and up [rows, 2f] (bf16 where the plan keeps activations so)
     // the attention's qkv (RoPE applied), probabilities and context: bf16 where the plan keeps
     // activations so (f32 under CP, which keeps no probabilities; probs in the scratch under selective)
     ActBuffer qkv, probs, ctx;

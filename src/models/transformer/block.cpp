@@ -48,7 +48,7 @@ void Block::plan(Arena& arena, const StepContext& largest, const KeepPlan& keep)
     if (sequence_) v.attn = arena.f32(sequence_->saved_floats(attention_shape(largest)));
     v.ln2_out = c_.pre_norm ? keep.activation(arena, Rn * d) : ActBuffer(arena.f32(Rn * d));
     v.r2 = arena.f32(Rn * d);
-    v.ff = relu() ? keep.activation(arena, R * ff_) : ActBuffer(arena.f32(R * ff_));
+    v.ff = keep.activation(arena, R * ff_);
   }
   s_ = &saved_[0];
 }
@@ -129,24 +129,29 @@ static DropoutSpec drop_ff(const StepContext& ctx, uint32_t unit, int64_t ff_all
   return s;
 }
 
-// The feed-forward's activation a = drop(act(fc1(u))), from fc1(u) in ff_pre(). Saved for ReLU: a
-// itself (its values rounded to bf16 where the plan keeps product inputs so), from which both fc2's
-// weight gradient and the ReLU+dropout backward follow (nothing recomputed, no mask redrawn). For GELU
-// the pre-activation fc1(u) is saved, and a, in the workspace (in bf16 where the plan keeps product
-// inputs so, GELU's f32 output staged in grad_ff, free until fc2's backward writes it), recomputed in
-// backward.
+// The feed-forward's activation a = drop(act(fc1(u))). Saved for ReLU: a itself (its values rounded
+// to bf16 where the plan keeps activations so), from which both fc2's weight gradient and the
+// ReLU+dropout backward follow (nothing recomputed, no mask redrawn); fc1(u) in relu_input(). For GELU
+// the pre-activation fc1(u) is saved (in bf16 where the plan keeps activations so: GELU then reads
+// it rounded, in forward as in backward), and a, in the workspace (in bf16 where the plan keeps
+// activations so, GELU's f32 output staged in grad_ff, free until fc2's backward writes it),
+// recomputed in backward.
 Operand Block::ff_activation(const StepContext& ctx, const Workspace& ws) {
   const int64_t n = ctx.rows() * ff_;
-  float* act = relu() ? ff_pre(ws) : bf16_ ? ws.grad_ff : ws.ff_act;  // act(fc1(u)) in f32 (ReLU: in place)
+  float* act = relu() ? relu_input(ws) : bf16_ ? ws.grad_ff : ws.ff_act;  // act(fc1(u)) in f32 (ReLU: in place)
   const ActBuffer a = relu() ? s_->ff : ActBuffer::of(ws.ff_act, bf16_);
-  dev_.activation_forward(c_.activation, ff_pre(ws), act, n);
+  dev_.activation_forward(c_.activation, relu() ? Operand(relu_input(ws)) : Operand(s_->ff), act, n);
   dev_.dropout_forward(act, a, ctx.rows(), ff_, drop_ff(ctx, id_, c_.ff_dim, ff_, slice_.index));
   return a;
 }
 
 float* Block::ff_forward(Operand u, const StepContext& ctx, const Workspace& ws) {
   const int64_t rows = ctx.rows();
-  column_parallel_forward(regions_, fc1_, u, ws.full2, ff_pre(ws), rows, ctx.precision);
+  if (relu())
+    column_parallel_forward(regions_, fc1_, u, ws.full2, relu_input(ws), rows, ctx.precision);
+  else  // (grad_ff: staging, when kept in bf16)
+    write_activation(dev_, s_->ff, ws.grad_ff, rows * ff_,
+                     [&](float* out) { column_parallel_forward(regions_, fc1_, u, ws.full2, out, rows, ctx.precision); });
   return row_parallel_forward(regions_, fc2_, ff_activation(ctx, ws), ws.tmp1, ws.tmp2, rows, ctx.precision);
 }
 
@@ -160,7 +165,7 @@ void Block::ff_backward(Operand u, const float* df, float* du, bool accumulate,
     dev_.relu_backward_from_output(a, ws.grad_ff, ws.grad_ff, n, drop.active() ? drop.scale() : 1.0f);
   } else {
     dev_.dropout_backward(ws.grad_ff, ws.grad_ff, rows, ff_, drop);
-    dev_.activation_backward(c_.activation, s_->ff.f32(), ws.grad_ff, ws.grad_ff, n);
+    dev_.activation_backward(c_.activation, s_->ff, ws.grad_ff, ws.grad_ff, n);
   }
   // (df, in tmp1, and its gathered rows are spent)
   column_parallel_backward(regions_, slice_, grads(), fc1_, u, ws.full1, ws.grad_ff, ws.full2, ws.tmp1, du, accumulate,

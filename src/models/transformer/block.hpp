@@ -48,8 +48,8 @@ class Block : public Module {
   void ff_backward(Operand u, const float* df, float* du, bool accumulate, const StepContext& ctx,
                    const Workspace& ws);
   Operand ff_activation(const StepContext& ctx, const Workspace& ws);
-  // Where fc1 writes its output: the ReLU activation's own buffer, or the workspace when that is kept in bf16.
-  float* ff_pre(const Workspace& ws) const { return s_->ff.bf16 ? ws.ff_act : s_->ff.f32(); }
+  // ReLU: where fc1 writes its output, the activation's own buffer, or the workspace when that is kept in bf16.
+  float* relu_input(const Workspace& ws) const { return s_->ff.bf16 ? ws.ff_act : s_->ff.f32(); }
   bool relu() const { return c_.activation == Activation::relu; }
   float* attn_forward(Operand u, const StepContext& ctx, const Workspace& ws);  // as ff_forward
   void attn_backward(Operand u, const float* da, float* du, bool accumulate, const StepContext& ctx,
@@ -82,7 +82,7 @@ class Block : public Module {
     // The attention's qkv, probabilities and context (bf16 where the plan keeps activations so; f32
     // under CP; probs in the scratch under selective recompute, none under CP)
     ActBuffer qkv, probs, ctx;
-    ActBuffer ff;  // ReLU: its activation (bf16 where the plan keeps activations so); GELU: fc1's output
+    ActBuffer ff;  // ReLU: its activation; GELU: fc1's output (either in bf16 where the plan keeps activations so)
     float* attn = nullptr;  // context parallel: what its attention keeps (probs are then null)
     // The attention's and feed-forward's inputs (this slice's rows): sequence parallel gathers them
     // again in backward rather than keeping all rows of them (Megatron's choice).
