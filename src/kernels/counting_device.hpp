@@ -34,7 +34,8 @@ class ScratchModel {
   virtual void matmul(const MatmulArgs& a, bool a_bf16 = false, bool b_bf16 = false) = 0;
   virtual void norm_backward(bool rms, int64_t rows, int64_t dim) = 0;
   // qkv_bf16, probs_bf16: stored in bf16
-  virtual void attention(const AttentionShape& s, const DropoutSpec& d, bool backward, bool qkv_bf16,
+  enum class AttentionPass { probabilities, forward, backward };  // (probabilities: a forward without output)
+  virtual void attention(const AttentionShape& s, const DropoutSpec& d, AttentionPass pass, bool qkv_bf16,
                          bool probs_bf16) = 0;
   virtual void attention_block(const AttentionBlocks& a, const SequenceShard& keys, bool backward) = 0;
   virtual void rope(const RopeShape& s) = 0;
@@ -108,12 +109,14 @@ class CountingDevice final : public ComputeDevice {
   }
   // (".dropout": with dropout on its probabilities, which a kernel may make apart: the CPU's does)
   void attention_forward(Operand qkv, float* out, ActBuffer probs, const AttentionShape& s, const DropoutSpec& d) override {
-    if (scratch_) scratch_->attention(s, d, false, qkv.bf16, probs.bf16);
+    if (scratch_)
+      scratch_->attention(s, d, out ? ScratchModel::AttentionPass::forward : ScratchModel::AttentionPass::probabilities,
+                          qkv.bf16, probs.bf16);
     attention(d.active() ? "attention_forward.dropout" : "attention_forward", s, s.T, 1.0);
   }
   void attention_backward(const float*, Operand qkv, Operand probs, float*, const AttentionShape& s,
                           const DropoutSpec& d) override {
-    if (scratch_) scratch_->attention(s, d, true, qkv.bf16, probs.bf16);
+    if (scratch_) scratch_->attention(s, d, ScratchModel::AttentionPass::backward, qkv.bf16, probs.bf16);
     attention(d.active() ? "attention_backward.dropout" : "attention_backward", s, s.T, 2.0);
   }
   void kv_block_pack(const float*, float*, const AttentionShape& s) override { stream("kv_block_pack", 16.0 * s.B * s.T * s.kv() * s.Dh); }

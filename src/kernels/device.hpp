@@ -103,7 +103,7 @@ class ComputeDevice : public Memory {
   virtual void rmsnorm_backward(const float* dy, const float* x, const float* w, const float* rstd, float* dx,
                                 float* dw, int64_t rows, int64_t dim, bool accumulate_dx) = 0;
   // out null: the probabilities only (kernels/cpu/attention.hpp). qkv and probs may be stored in
-  // bf16 only when s.precision = bf16 and bf16_products().
+  // bf16 only where bf16_products(); then the products are bf16 ones whatever s.precision says.
   virtual void attention_forward(Operand qkv, float* out, ActBuffer probs, const AttentionShape& s,
                                  const DropoutSpec& drop) = 0;
   virtual void attention_backward(const float* dout, Operand qkv, Operand probs, float* dqkv,

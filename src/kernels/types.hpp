@@ -171,7 +171,7 @@ struct DropoutSpec {
 struct AttentionShape {
   int64_t B, T, H, Dh;
   bool causal = true;
-  Precision precision = Precision::f32;  // of the score and value products (the CPU runs them in f32)
+  Precision precision = Precision::f32;  // of the score and value products (softmax is f32)
   int64_t kv_heads = 0;                  // 0: = H. Otherwise K, 0 < K <= H, K divides H
   int64_t kv() const { return kv_heads ? kv_heads : H; }
   int64_t group() const { return H / kv(); }                // query heads per kv head

@@ -44,7 +44,7 @@ struct StagePlan {
   // Context parallel: a pass holds 1/sequence_parts of each sample's positions (StepContext::sequence),
   // so the activations are planned for that many rows per sample.
   int sequence_parts = 1;
-  // Activations only matrix products read kept in bf16 (KeepPlan::bf16; train.precision = bf16).
+  // Activations kept in bf16 (KeepPlan::bf16 says which; train.precision = bf16).
   bool bf16_activations = false;
 };
 

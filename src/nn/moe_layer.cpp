@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "core/error.hpp"
+#include "nn/layers.hpp"
 
 namespace dtrain {
 
@@ -65,7 +66,7 @@ void MoeLayer::plan(Arena& arena, int64_t rows, int slots, bool bf16_act) {
     s.grouped = arena.f32(n * d);
     s.out = arena.f32(n * d);
     s.expert_x = exchange_ ? arena.f32(m * d) : s.grouped;
-    s.hidden = arena.f32(m * 2 * f);
+    s.hidden = ActBuffer::of(arena.alloc(m * 2 * f, bf16_act ? DType::bf16 : DType::f32), bf16_act);
     s.act = ActBuffer::of(arena.alloc(m * f, bf16_act ? DType::bf16 : DType::f32), bf16_act);
     s.chosen = static_cast<int32_t*>(arena.alloc(n, DType::i32));
     s.row_of = static_cast<int32_t*>(arena.alloc(n, DType::i32));
@@ -80,7 +81,8 @@ void MoeLayer::plan(Arena& arena, int64_t rows, int slots, bool bf16_act) {
   }
 }
 
-// Forward: stage and expert_y [m, d] (expert parallel only). Backward: dgrouped [n, d], dweights [n],
+// Forward: stage and expert_y [m, d] (expert parallel only), and dhidden (gate and up staged when kept
+// in bf16; it lies past expert_y). Backward: dgrouped [n, d], dweights [n],
 // dexpert [m, d] (one process: dgrouped itself), dact [m, f], dhidden [m, 2f], dscores and dlogits
 // [rows, E], and stage [m, d] (expert parallel). Each 16-float aligned; n = rows·k, m = at_experts_rows.
 MoeLayer::Work MoeLayer::carve(float* scratch, int64_t rows) const {
@@ -189,11 +191,13 @@ void MoeLayer::forward(const float* x, float* y, int64_t rows, int64_t T, const 
   if (exchange_) dispatch(s, s.grouped, w.stage, s.expert_x, d);
   float* expert_y = exchange_ ? w.expert_y : s.out;
   each_expert(s, [&](int64_t e, int64_t at, int64_t n) {
-    float *x_e = s.expert_x + at * d, *h = s.hidden + at * 2 * f, *y_e = expert_y + at * d;
-    const ActBuffer a = s.act.at(at * f);
+    float *x_e = s.expert_x + at * d, *y_e = expert_y + at * d;
+    const ActBuffer h = s.hidden.at(at * 2 * f), a = s.act.at(at * f);
     const float *w_gu = gate_up_[size_t(e)].data(), *w_down = down_[size_t(e)].data();
-    moe_row_pieces(n, [&](int64_t r, int64_t m) {
-      dev_->matmul(x_e + r * d, w_gu, h + r * 2 * f, linear_forward_args(m, d, 2 * f, nullptr, p));
+    write_activation(*dev_, h, w.dhidden, n * 2 * f, [&](float* out) {  // (dhidden: staging, when kept in bf16)
+      moe_row_pieces(n, [&](int64_t r, int64_t m) {
+        dev_->matmul(x_e + r * d, w_gu, out + r * 2 * f, linear_forward_args(m, d, 2 * f, nullptr, p));
+      });
     });
     dev_->swiglu_forward(h, a, n, f);
     moe_row_pieces(n, [&](int64_t r, int64_t m) {
@@ -213,8 +217,8 @@ void MoeLayer::backward(const float* x, const float* dy, float* dx, int64_t rows
   dev_->moe_combine_backward(dy, s.out, s.pos, s.weights, w.dgrouped, w.dweights, r, d);
   if (exchange_) dispatch(s, w.dgrouped, w.stage, w.dexpert, d);
   each_expert(s, [&](int64_t e, int64_t at, int64_t n) {
-    const float *h = s.hidden + at * 2 * f, *xg = s.expert_x + at * d;
-    const Operand act = Operand(s.act).at(at * f);
+    const float* xg = s.expert_x + at * d;
+    const Operand h = Operand(s.hidden).at(at * 2 * f), act = Operand(s.act).at(at * f);
     float *g = w.dexpert + at * d, *da = w.dact + at * f, *dh = w.dhidden + at * 2 * f;
     const ParamRef &gu = gate_up_[size_t(e)], &down = down_[size_t(e)];
     moe_row_pieces(n, [&](int64_t r, int64_t m) {  // each product over every piece before the next product

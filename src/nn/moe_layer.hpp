@@ -55,8 +55,8 @@ class MoeLayer {
   MoeLayer(ComputeDevice& dev, Unit& u, Unit& experts, const std::string& prefix, const MoeSpec& spec,
            ExpertExchange* exchange = nullptr, TpSlice slice = {}, SequenceAttention* sequence = nullptr);
   const MoeSpec& spec() const { return spec_; }
-  // What forward keeps for `slots` micro-batches of up to `rows` tokens (the experts' SwiGLU output,
-  // which only products read, in bf16 with bf16_act).
+  // What forward keeps for `slots` micro-batches of up to `rows` tokens (the experts' gate and up, and
+  // their SwiGLU output, in bf16 with bf16_act: KeepPlan::bf16).
   void plan(Arena& arena, int64_t rows, int slots, bool bf16_act = false);
   int64_t scratch_floats(int64_t rows) const;  // forward's or backward's, whichever is more
   // y [rows, d] (written) from x [rows, d], samples of T rows each (context parallel: the positions
@@ -83,8 +83,8 @@ class MoeLayer {
   // rank's copies routed to them, grouped by expert, then by the rank they came from: expert_x,
   // hidden, act), which in one process are the grouped rows themselves.
   struct Saved {
-    float *scores, *weights, *grouped, *out, *expert_x, *hidden;
-    ActBuffer act;
+    float *scores, *weights, *grouped, *out, *expert_x;
+    ActBuffer hidden, act;  // the experts' gate and up, SwiGLU's output (bf16 with bf16_act)
     int32_t *chosen, *row_of, *pos;
     int64_t rows = 0, T = 0, T_whole = 0;  // of the pass: rows, a sample's rows here and its whole length
     std::vector<float> sample_counts;      // [sample · E + e]: its copies routed to e (count_samples)
@@ -96,7 +96,7 @@ class MoeLayer {
   };
   // Scratch of one call (see scratch_floats): the exchanges' staging and backward's gradients.
   struct Work {
-    float *stage, *expert_y;                     // forward
+    float *stage, *expert_y;                     // forward (and dhidden: gate and up staged, kept in bf16)
     float *dgrouped, *dweights, *dexpert, *dact, *dhidden, *dscores, *dlogits;  // backward
   };
   Work carve(float* scratch, int64_t rows) const;

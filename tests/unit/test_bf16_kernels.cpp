@@ -41,6 +41,15 @@ TEST(Bf16Kernels, DropoutWritesItsF32ResultRounded) {
   dropout_forward(x.data(), h.data(), samples, 1000, s);
   EXPECT_EQ(h, rounded(y));
   EXPECT_NE(std::count(y.begin(), y.end(), 0.0f), 0);  // the mask dropped some
+  // from x kept in bf16 (probabilities): the f32 dropout of the widened values, rounded
+  const std::vector<uint16_t> x16 = rounded(x);
+  for (DropoutSpec t : {s, DropoutSpec{}}) {
+    Vec want(samples * 1000);
+    std::vector<uint16_t> got(want.size());
+    dropout_forward(widened(x16).data(), want.data(), samples, 1000, t);
+    dropout_forward(x16.data(), got.data(), samples, 1000, t);
+    EXPECT_EQ(got, rounded(want)) << "from bf16, " << (t.active() ? "a tile" : "dropout off");
+  }
 }
 
 TEST(Bf16Kernels, SwigluWritesItsF32ResultRounded) {
@@ -160,6 +169,11 @@ TEST(Bf16Kernels, AttentionKeepsQkvAndProbabilitiesInBf16) {
   std::vector<uint16_t> again(np);
   attention_forward(qkv16.data(), nullptr, again.data(), s, drop);
   EXPECT_EQ(again, both.probs16);
+  drop.p = 0.0f;  // dropout off: the products read the probabilities kept in bf16 as they are
+  const Run plain = run(qkv.data(), false, Precision::bf16), plain16 = run(qkv16.data(), true, Precision::bf16);
+  EXPECT_EQ(plain16.probs16, rounded(plain.probs));
+  expect_close(plain16.out, plain.out, 1e-2, 1e-2, "output, probabilities kept in bf16, no dropout");
+  expect_close(plain16.dqkv, plain.dqkv, 2e-2, 2e-2, "dqkv, probabilities kept in bf16, no dropout");
 }
 
 // GELU (forward and backward) and SwiGLU (forward and backward) reading inputs kept in bf16: the bits

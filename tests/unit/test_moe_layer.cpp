@@ -21,8 +21,11 @@ struct Fixture {
   std::vector<float> params, grads, scratch;
   Arena arena;
   int64_t rows, T;  // T: each sample's rows
+  Precision precision;
 
-  Fixture(const MoeSpec& s, int64_t rows_, uint32_t seed) : spec(s), rows(rows_), T(rows_) {
+  // bf16_kept: the experts' gate, up and SwiGLU output kept in bf16 (forward then in bf16 products)
+  Fixture(const MoeSpec& s, int64_t rows_, uint32_t seed, bool bf16_kept = false)
+      : spec(s), rows(rows_), T(rows_), precision(bf16_kept ? Precision::bf16 : Precision::f32) {
     layer = MoeLayer(cpu_device(), unit, unit, "mlp.", s);  // the router and the experts in one unit
     params.resize(size_t(unit.numel()));
     grads.assign(params.size(), 0.0f);
@@ -30,12 +33,12 @@ struct Fixture {
     std::uniform_real_distribution<float> u(-0.6f, 0.6f);
     for (float& p : params) p = u(g);
     unit.bind(params.data(), grads.data());
-    layer.plan(arena, rows, 1);
+    layer.plan(arena, rows, 1, bf16_kept);
     scratch.resize(size_t(layer.scratch_floats(rows)));
   }
   std::vector<float> forward(const std::vector<float>& x) {
     std::vector<float> y(x.size());
-    layer.forward(x.data(), y.data(), rows, T, SequenceShard{}, 0, scratch.data(), Precision::f32);
+    layer.forward(x.data(), y.data(), rows, T, SequenceShard{}, 0, scratch.data(), precision);
     return y;
   }
 };
@@ -171,4 +174,35 @@ TEST(MoeLayer, BackwardMatchesDifferences) {
     const std::vector<float> analytic = f.grads;
     check(f.params, analytic, "d parameters");
   }
+}
+
+// The experts' gate, up and SwiGLU output kept in bf16 (train.precision = bf16): the same routing (the
+// router reads its input in f32), and y, dx and every gradient within bf16's tolerance of bf16 products
+// on f32 storage.
+TEST(MoeLayer, KeptInBf16CloseToBf16ProductsOnF32) {
+  if (!cpu_device().bf16_products()) GTEST_SKIP() << "this CPU has no bf16 matrix products";
+  const int64_t rows = 40;
+  Fixture kept(spec(false), rows, 95, true), plain(spec(false), rows, 95, false);
+  plain.precision = Precision::bf16;
+  std::mt19937 g(96);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> x(size_t(rows * kept.spec.dim)), dy(x.size()), dx_kept(x.size()), dx_plain(x.size());
+  for (float& v : x) v = u(g);
+  for (float& v : dy) v = u(g);
+  const std::vector<float> y_kept = kept.forward(x), y_plain = plain.forward(x);
+  EXPECT_EQ(kept.layer.tokens_per_expert(0), plain.layer.tokens_per_expert(0));
+  kept.layer.backward(x.data(), dy.data(), dx_kept.data(), rows, 0.0f, 0, kept.scratch.data(), Precision::bf16);
+  plain.layer.backward(x.data(), dy.data(), dx_plain.data(), rows, 0.0f, 0, plain.scratch.data(), Precision::bf16);
+  auto rel = [](const std::vector<float>& a, const std::vector<float>& b) {
+    double d = 0.0, n = 0.0;
+    for (size_t i = 0; i < a.size(); ++i) {
+      d += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+      n += double(b[i]) * b[i];
+    }
+    return std::sqrt(d / n);
+  };
+  EXPECT_LT(rel(y_kept, y_plain), 1e-2);
+  EXPECT_GT(rel(y_kept, y_plain), 0.0);  // SwiGLU read the rounded gate and up
+  EXPECT_LT(rel(dx_kept, dx_plain), 2e-2);
+  EXPECT_LT(rel(kept.grads, plain.grads), 2e-2);
 }

@@ -47,11 +47,33 @@ void check_shape(const AttentionShape& s) {
   DT_ASSERT(s.kv() > 0 && s.kv() <= s.H && s.H % s.kv() == 0);
 }
 
-// Every (b, h, t) row of the scores S: causal mask, softmax, in f32 in place; P stored in bf16 gets
-// each row rounded while it is in cache (P over S itself when f32).
-DT_SIMD void softmax_rows(float* S, ActBuffer P, const AttentionShape& s) {
+// In place on the scores of every (b, h, t) row: causal mask, softmax. (The f32 runs' loop, as it was:
+// the bf16 variant below beside it in one function summed differently at some lengths.)
+DT_SIMD void softmax_rows(float* P, const AttentionShape& s) {
   const int64_t T = s.T;
-  DT_ASSERT(P.bf16 || P.data == S);
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < s.B * s.H * T; ++r) {
+    const int64_t t = r % T, n = s.causal ? t + 1 : T;
+    float* pr = P + r * T;
+    float mx = pr[0];
+    for (int64_t j = 1; j < n; ++j) mx = pr[j] > mx ? pr[j] : mx;
+    float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+    for (int64_t j = 0; j < n; ++j) {
+      pr[j] = fast_exp(pr[j] - mx);
+      sum += pr[j];
+    }
+    const float inv = 1.0f / sum;
+#pragma omp simd
+    for (int64_t j = 0; j < n; ++j) pr[j] *= inv;
+    for (int64_t j = n; j < T; ++j) pr[j] = 0.0f;
+  }
+}
+
+// The same over scores S into P stored in bf16: each row computed in f32 in S, then rounded while it
+// is in cache.
+DT_SIMD void softmax_rows_to_bf16(float* S, uint16_t* P, const AttentionShape& s) {
+  const int64_t T = s.T;
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < s.B * s.H * T; ++r) {
     const int64_t t = r % T, n = s.causal ? t + 1 : T;
@@ -68,7 +90,7 @@ DT_SIMD void softmax_rows(float* S, ActBuffer P, const AttentionShape& s) {
 #pragma omp simd
     for (int64_t j = 0; j < n; ++j) pr[j] *= inv;
     for (int64_t j = n; j < T; ++j) pr[j] = 0.0f;
-    if (P.bf16) round_into_bf16(pr, T, P.b16() + r * T);
+    round_into_bf16(pr, T, P + r * T);
   }
 }
 
@@ -124,11 +146,21 @@ Operand bf16_qkv(Operand qkv, const AttentionShape& s) {
 // A bf16 buffer of n elements in a float scratch slot.
 uint16_t* bf16_scratch(ScratchSlot slot, int64_t n) { return reinterpret_cast<uint16_t*>(scratch(slot, (n + 1) / 2)); }
 
+// Whether these kernels run in bf16 (a CPU without bf16 products keeps nothing in bf16: the plan
+// asks ComputeDevice::bf16_products()).
+bool bf16_call(const AttentionShape& s, Operand qkv, Operand probs) {
+  DT_ASSERT(!(qkv.bf16 || probs.bf16) || matmul_bf16_available());
+  return attention_in_bf16(s, qkv.bf16, probs.bf16);
+}
+
+// Whether a bf16 call takes a buffer for the dropped probabilities (not for P kept in bf16 without dropout).
+bool drops_into_scratch(Operand P, const DropoutSpec& drop) { return !P.bf16 || drop.active(); }
+
 // The probabilities after dropout, as a bf16 product reads them: P itself (stored in bf16, dropout
 // off), or dropped (and rounded) into `into`.
 const uint16_t* dropped_bf16(Operand P, uint16_t* into, const AttentionShape& s, const DropoutSpec& drop) {
   const int64_t cols = s.H * s.T * s.T;  // mask element (h*T + t)*T + j of sample b
-  if (P.bf16 && !drop.active()) return P.b16();
+  if (!drops_into_scratch(P, drop)) return P.b16();
   if (P.bf16)
     dropout_forward(P.b16(), into, s.B, cols, drop);
   else
@@ -139,14 +171,12 @@ const uint16_t* dropped_bf16(Operand P, uint16_t* into, const AttentionShape& s,
 }  // namespace
 
 bool attention_in_bf16(const AttentionShape& s, bool qkv_bf16, bool probs_bf16) {
-  const bool stored = qkv_bf16 || probs_bf16;
-  DT_ASSERT(!stored || matmul_bf16_available());
-  return stored || (s.precision == Precision::bf16 && matmul_bf16_available());
+  return qkv_bf16 || probs_bf16 || (s.precision == Precision::bf16 && matmul_bf16_available());
 }
 
 void attention_forward(Operand qkv_in, float* out, ActBuffer probs, const AttentionShape& s, const DropoutSpec& drop) {
   check_shape(s);
-  const bool bf16 = attention_in_bf16(s, qkv_in.bf16, probs.bf16);
+  const bool bf16 = bf16_call(s, qkv_in, probs);
   const int64_t K = s.kv(), G = s.group(), TT = s.T * s.T, n = attention_scores_floats(s);
   const Views w = views(s);
   const float scale = 1.0f / std::sqrt(float(s.Dh));
@@ -154,11 +184,15 @@ void attention_forward(Operand qkv_in, float* out, ActBuffer probs, const Attent
   float* S = probs.bf16 ? scratch(ScratchSlot::attention, n) : probs.f32();
   for (int64_t g = 0; g < G; ++g)  // S = scale·Q·Kᵀ
     matmul_batched(qkv.at(g * s.Dh), w.q, qkv.at(w.k_at), w.kt, S + g * TT, w.p, s.B, K, s.T, s.T, s.Dh, scale);
-  softmax_rows(S, probs, s);
+  if (probs.bf16)
+    softmax_rows_to_bf16(S, probs.b16(), s);
+  else
+    softmax_rows(S, s);
   if (!out) return;  // the probabilities only (recomputed for a backward)
   Operand P = probs;
   if (bf16) {
-    P = dropped_bf16(probs, bf16_scratch(ScratchSlot::attention_grad, n), s, drop);
+    P = dropped_bf16(probs, drops_into_scratch(probs, drop) ? bf16_scratch(ScratchSlot::attention_grad, n) : nullptr,
+                     s, drop);
   } else if (drop.active()) {
     float* Pd = scratch(ScratchSlot::attention, n);
     dropout_forward(probs.f32(), Pd, s.B, s.H * TT, drop);  // mask element (h*T + t)*T + j of sample b
@@ -173,13 +207,13 @@ void attention_forward(Operand qkv_in, float* out, ActBuffer probs, const Attent
 void attention_backward(const float* dout, Operand qkv_in, Operand probs, float* dqkv, const AttentionShape& s,
                         const DropoutSpec& drop) {
   check_shape(s);
-  const bool bf16 = attention_in_bf16(s, qkv_in.bf16, probs.bf16);
+  const bool bf16 = bf16_call(s, qkv_in, probs);
   const int64_t K = s.kv(), G = s.group(), Dh = s.Dh, TT = s.T * s.T, n = attention_scores_floats(s);
   const Views w = views(s);
   const float scale = 1.0f / std::sqrt(float(Dh));
   const Operand qkv = bf16 ? bf16_qkv(qkv_in, s) : qkv_in;
   const Operand dO = bf16 ? Operand(matmul_bf16_copy(Bf16Copy::b, dout, s.B * s.T * s.H * Dh)) : Operand(dout);
-  uint16_t* bf16_rows = bf16 ? bf16_scratch(ScratchSlot::attention, n) : nullptr;  // Pd, then dS
+  uint16_t* bf16_rows = bf16 ? bf16_scratch(ScratchSlot::attention, n) : nullptr;  // Pd (if any), then dS
   Operand P = probs;
   if (bf16) {
     P = dropped_bf16(probs, bf16_rows, s, drop);

@@ -37,12 +37,13 @@ class CpuScratchModel final : public ScratchModel {
     else
       take(ScratchSlot::layernorm, layernorm_backward_scratch_floats(rows, dim));
   }
-  // as attention.cpp takes them (a forward without an output, for probabilities only, as one with)
-  void attention(const AttentionShape& s, const DropoutSpec& d, bool backward, bool qkv_bf16,
+  // as attention.cpp takes them
+  void attention(const AttentionShape& s, const DropoutSpec& d, AttentionPass pass, bool qkv_bf16,
                  bool probs_bf16) override {
     const int64_t n = attention_scores_floats(s), half = (n + 1) / 2;
+    const bool backward = pass == AttentionPass::backward, output = pass == AttentionPass::forward;
     if (!attention_in_bf16(s, qkv_bf16, probs_bf16)) {
-      if (d.active()) take(ScratchSlot::attention, n);
+      if (d.active() && pass != AttentionPass::probabilities) take(ScratchSlot::attention, n);
       if (backward) take(ScratchSlot::attention_grad, n);
       return;
     }
@@ -54,7 +55,7 @@ class CpuScratchModel final : public ScratchModel {
       return;
     }
     if (probs_bf16) take(ScratchSlot::attention, n);  // the scores
-    if (d.active() || !probs_bf16) take(ScratchSlot::attention_grad, half);
+    if (output && (d.active() || !probs_bf16)) take(ScratchSlot::attention_grad, half);  // the dropped probabilities
   }
   void attention_block(const AttentionBlocks& a, const SequenceShard& keys, bool backward) override {
     const int64_t n = attention_block_scores_floats(a, keys);

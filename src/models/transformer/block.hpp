@@ -75,7 +75,7 @@ class Block : public Module {
   Norm ln1_, ln2_;
   // What one micro-batch's backward needs.
   struct Saved {
-    // the norms' outputs: pre-norm, the sublayers' inputs (bf16 where the plan keeps product inputs
+    // the norms' outputs: pre-norm, the sublayers' inputs (bf16 where the plan keeps activations
     // so); post-norm, the block's residual stream (f32)
     ActBuffer ln1_out, ln2_out;
     float *r1, *r2;
