@@ -283,16 +283,16 @@ class CudaDevice final : public ComputeDevice {
     const int64_t n = s.B * s.H * T * Dh, nk = BK * T * Dh;
     float *q = pool_.get(Scratch::attention_q, n, stream_), *k = pool_.get(Scratch::attention_k, nk, stream_),
           *v = pool_.get(Scratch::attention_v, nk, stream_), *o = pool_.get(Scratch::attention_o, n, stream_);
-    const float* qkv = qkv_f32(qkv_in, s);
+    const float* qkv = nullptr;
+    DT_PART("attention_forward/widen", qkv = qkv_f32(qkv_in, s));
     float* probs = probs_out.bf16 ? pool_.get(Scratch::attention_scores, s.B * s.H * T * T, stream_) : probs_out.f32();
     DT_PART("attention_forward/split", split_heads(qkv, q, k, v, s.B, T, s.H, K, Dh, stream_));
     DT_PART("attention_forward/scores", lt_->run(q, k, probs, {GT, T, Dh, false, true, false, nullptr, s.precision}, BK,
                                                  GT * Dh, T * Dh, GT * T, 1.0f / std::sqrt(float(Dh))));
     DT_PART("attention_forward/softmax", softmax_rows(probs, s.B * s.H * T, T, s.causal, stream_));
-    if (probs_out.bf16) {
-      cuda::to_bf16(probs, probs_out.b16(), s.B * s.H * T * T, stream_);
-      cuda::round_to_bf16(probs, probs, s.B * s.H * T * T, stream_);
-    }
+    if (probs_out.bf16)
+      DT_PART("attention_forward/round", cuda::to_bf16(probs, probs_out.b16(), s.B * s.H * T * T, stream_);
+              cuda::round_to_bf16(probs, probs, s.B * s.H * T * T, stream_));
     if (!out) return;  // the probabilities only (recomputed for a backward)
     const float* P = nullptr;
     DT_PART("attention_forward/dropout", P = dropped_probs(probs, s, drop));
@@ -312,7 +312,8 @@ class CudaDevice final : public ComputeDevice {
     float* dq = pool_.get(Scratch::attention_dqkv, n + 2 * nk, stream_);
     float *dk = dq + n, *dv = dk + nk;
     float* dP = pool_.get(Scratch::attention_dp, s.B * s.H * TT, stream_);
-    const float *qkv = qkv_f32(qkv_in, s), *probs = probs_f32(probs_in, s);
+    const float *qkv = nullptr, *probs = nullptr;
+    DT_PART("attention_backward/widen", qkv = qkv_f32(qkv_in, s); probs = probs_f32(probs_in, s));
     // q, k, v again (other blocks have used the buffers since) and dO in head blocks
     DT_PART("attention_backward/split", split_heads(qkv, q, k, v, s.B, T, s.H, K, Dh, stream_);
             rows_to_heads(dout, dO, s.B, T, s.H, Dh, stream_));
