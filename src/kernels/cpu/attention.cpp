@@ -47,84 +47,66 @@ void check_shape(const AttentionShape& s) {
   DT_ASSERT(s.kv() > 0 && s.kv() <= s.H && s.H % s.kv() == 0);
 }
 
-// In place on the scores of every (b, h, t) row: causal mask, softmax. (The f32 runs' loop, as it was:
-// the bf16 variant below beside it in one function summed differently at some lengths.)
+// One (b, h, t) row of T scores in place: causal mask (n of them seen), softmax.
+inline void softmax_row(float* pr, int64_t n, int64_t T) {
+  float mx = pr[0];
+  for (int64_t j = 1; j < n; ++j) mx = pr[j] > mx ? pr[j] : mx;
+  float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t j = 0; j < n; ++j) {
+    pr[j] = fast_exp(pr[j] - mx);
+    sum += pr[j];
+  }
+  const float inv = 1.0f / sum;
+#pragma omp simd
+  for (int64_t j = 0; j < n; ++j) pr[j] *= inv;
+  for (int64_t j = n; j < T; ++j) pr[j] = 0.0f;
+}
+
+// Every row in place. (Two functions, not one with a branch on the output type: with the rounding
+// in the same loop the compiler summed the f32 rows differently at some lengths.)
 DT_SIMD void softmax_rows(float* P, const AttentionShape& s) {
   const int64_t T = s.T;
 #pragma omp parallel for schedule(static)
-  for (int64_t r = 0; r < s.B * s.H * T; ++r) {
-    const int64_t t = r % T, n = s.causal ? t + 1 : T;
-    float* pr = P + r * T;
-    float mx = pr[0];
-    for (int64_t j = 1; j < n; ++j) mx = pr[j] > mx ? pr[j] : mx;
-    float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-    for (int64_t j = 0; j < n; ++j) {
-      pr[j] = fast_exp(pr[j] - mx);
-      sum += pr[j];
-    }
-    const float inv = 1.0f / sum;
-#pragma omp simd
-    for (int64_t j = 0; j < n; ++j) pr[j] *= inv;
-    for (int64_t j = n; j < T; ++j) pr[j] = 0.0f;
-  }
+  for (int64_t r = 0; r < s.B * s.H * T; ++r) softmax_row(P + r * T, s.causal ? r % T + 1 : T, T);
 }
 
-// The same over scores S into P stored in bf16: each row computed in f32 in S, then rounded while it
-// is in cache.
+// Every row of the scores S in place, then rounded into P stored in bf16 while it is in cache.
 DT_SIMD void softmax_rows_to_bf16(float* S, uint16_t* P, const AttentionShape& s) {
   const int64_t T = s.T;
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < s.B * s.H * T; ++r) {
-    const int64_t t = r % T, n = s.causal ? t + 1 : T;
-    float* pr = S + r * T;
-    float mx = pr[0];
-    for (int64_t j = 1; j < n; ++j) mx = pr[j] > mx ? pr[j] : mx;
-    float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-    for (int64_t j = 0; j < n; ++j) {
-      pr[j] = fast_exp(pr[j] - mx);
-      sum += pr[j];
-    }
-    const float inv = 1.0f / sum;
-#pragma omp simd
-    for (int64_t j = 0; j < n; ++j) pr[j] *= inv;
-    for (int64_t j = n; j < T; ++j) pr[j] = 0.0f;
-    round_into_bf16(pr, T, P + r * T);
+    softmax_row(S + r * T, s.causal ? r % T + 1 : T, T);
+    round_into_bf16(S + r * T, T, P + r * T);
   }
 }
 
-// dS = P * (dP - rowsum(P * dP)), in place on dP (rows of T). (The f32 runs' loop, as it was: a loop
-// shared with the one below could be compiled into other sums.)
+// dS = P * (dP - rowsum(P * dP)) on one row of T, in place on g = dP's row; P f32 or bf16 (its bits).
+template <class Prob>
+inline void softmax_backward_row(const Prob* pr, float* g, int64_t T) {
+  float dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
+  for (int64_t j = 0; j < T; ++j) dot += as_f32(pr[j]) * g[j];
+#pragma omp simd
+  for (int64_t j = 0; j < T; ++j) g[j] = as_f32(pr[j]) * (g[j] - dot);
+}
+
+// Every row, in place on dP (f32 products).
 DT_SIMD void softmax_backward_rows(const float* P, float* dP, const AttentionShape& s) {
   const int64_t T = s.T;
 #pragma omp parallel for schedule(static)
-  for (int64_t r = 0; r < s.B * s.H * T; ++r) {
-    const float* pr = P + r * T;
-    float* g = dP + r * T;
-    float dot = 0.0f;
-#pragma omp simd reduction(+ : dot)
-    for (int64_t j = 0; j < T; ++j) dot += pr[j] * g[j];
-#pragma omp simd
-    for (int64_t j = 0; j < T; ++j) g[j] = pr[j] * (g[j] - dot);
-  }
+  for (int64_t r = 0; r < s.B * s.H * T; ++r) softmax_backward_row(P + r * T, dP + r * T, T);
 }
 
-// The same for bf16 products: P kept in bf16 (or f32), dS rounded into a bf16 buffer row by row (dP
+// Every row for bf16 products: P kept in bf16 (or f32), dS rounded into a bf16 buffer row by row (dP
 // is overwritten too).
 template <class Prob>
 DT_SIMD void softmax_backward_rows_to_bf16(const Prob* P, float* dP, uint16_t* dS, const AttentionShape& s) {
   const int64_t T = s.T;
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < s.B * s.H * T; ++r) {
-    const Prob* pr = P + r * T;
-    float* g = dP + r * T;
-    float dot = 0.0f;
-#pragma omp simd reduction(+ : dot)
-    for (int64_t j = 0; j < T; ++j) dot += as_f32(pr[j]) * g[j];
-#pragma omp simd
-    for (int64_t j = 0; j < T; ++j) g[j] = as_f32(pr[j]) * (g[j] - dot);
-    round_into_bf16(g, T, dS + r * T);
+    softmax_backward_row(P + r * T, dP + r * T, T);
+    round_into_bf16(dP + r * T, T, dS + r * T);
   }
 }
 

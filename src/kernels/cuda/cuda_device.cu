@@ -290,10 +290,10 @@ class CudaDevice final : public ComputeDevice {
     DT_PART("attention_forward/scores", lt_->run(q, k, probs, {GT, T, Dh, false, true, false, nullptr, s.precision}, BK,
                                                  GT * Dh, T * Dh, GT * T, 1.0f / std::sqrt(float(Dh))));
     DT_PART("attention_forward/softmax", softmax_rows(probs, s.B * s.H * T, T, s.causal, stream_));
-    if (probs_out.bf16)
-      DT_PART("attention_forward/round", cuda::to_bf16(probs, probs_out.b16(), s.B * s.H * T * T, stream_);
-              cuda::round_to_bf16(probs, probs, s.B * s.H * T * T, stream_));
+    if (probs_out.bf16) DT_PART("attention_forward/round", cuda::to_bf16(probs, probs_out.b16(), s.B * s.H * T * T, stream_));
     if (!out) return;  // the probabilities only (recomputed for a backward)
+    if (probs_out.bf16)  // what dropout and P·V read: the rounded values, as backward will
+      DT_PART("attention_forward/round", cuda::round_to_bf16(probs, probs, s.B * s.H * T * T, stream_));
     const float* P = nullptr;
     DT_PART("attention_forward/dropout", P = dropped_probs(probs, s, drop));
     DT_PART("attention_forward/pv", lt_->run(P, v, o, {GT, Dh, T, false, false, false, nullptr, s.precision}, BK,
