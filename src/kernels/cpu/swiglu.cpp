@@ -32,58 +32,33 @@ inline float silu_times(float g, float u) {
   return g * s * u;
 }
 
-// Two loops, one per output type, on purpose: folded into one template, the f32 values came out
-// different in their last bits (the compiler's code for the loop changed), which compare-builds
-// caught as a bf16 run's changed loss.
-DT_SIMD void swiglu_forward_f32(const float* a, float* y, int64_t rows, int64_t f) {
-#pragma omp parallel for schedule(static)
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* gate = a + r * 2 * f;
-    const float* up = gate + f;
-    float* yr = y + r * f;
-#pragma omp simd
-    for (int64_t j = 0; j < f; ++j) yr[j] = silu_times(gate[j], up[j]);
-  }
-}
-
-DT_SIMD void swiglu_forward_bf16(const float* a, uint16_t* y, int64_t rows, int64_t f) {
-#pragma omp parallel for schedule(static)
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* gate = a + r * 2 * f;
-    const float* up = gate + f;
-    uint16_t* yr = y + r * f;
-#pragma omp simd
-    for (int64_t j = 0; j < f; ++j) yr[j] = bf16_bits_of(std::bit_cast<uint32_t>(silu_times(gate[j], up[j])));
-  }
-}
-}  // namespace
-
-namespace {
-// From gate and up kept in bf16 (a run whose activations are kept in bf16 keeps SwiGLU's output so).
+// An element as stored: f32, or bf16 rounded to nearest even.
 inline void store_as(float* y, float v) { *y = v; }
 inline void store_as(uint16_t* y, float v) { *y = bf16_bits_of(std::bit_cast<uint32_t>(v)); }
-template <class Out>
-DT_SIMD void swiglu_forward_from_bf16(const uint16_t* a, Out* y, int64_t rows, int64_t f) {
-#pragma omp parallel for schedule(static)
-  for (int64_t r = 0; r < rows; ++r) {
-    const uint16_t* gate = a + r * 2 * f;
-    const uint16_t* up = gate + f;
-    Out* yr = y + r * f;
+
+// One row: y[j] = silu(gate[j]) * up[j], the inputs f32 or bf16 (their bits), the output either.
+template <class In, class Out>
+inline void swiglu_row(const In* gate, const In* up, Out* y, int64_t f) {
 #pragma omp simd
-    for (int64_t j = 0; j < f; ++j) store_as(yr + j, silu_times(as_f32(gate[j]), as_f32(up[j])));
-  }
+  for (int64_t j = 0; j < f; ++j) store_as(y + j, silu_times(as_f32(gate[j]), as_f32(up[j])));
+}
+
+template <class In, class Out>
+DT_SIMD void swiglu_forward_rows(const In* a, Out* y, int64_t rows, int64_t f) {
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r) swiglu_row(a + r * 2 * f, a + r * 2 * f + f, y + r * f, f);
 }
 }  // namespace
 
 void swiglu_forward(Operand a, ActBuffer y, int64_t rows, int64_t f) {
   if (a.bf16 && y.bf16)
-    swiglu_forward_from_bf16(a.b16(), y.b16(), rows, f);
+    swiglu_forward_rows(a.b16(), y.b16(), rows, f);
   else if (a.bf16)
-    swiglu_forward_from_bf16(a.b16(), y.f32(), rows, f);
+    swiglu_forward_rows(a.b16(), y.f32(), rows, f);
   else if (y.bf16)
-    swiglu_forward_bf16(a.f32(), y.b16(), rows, f);
+    swiglu_forward_rows(a.f32(), y.b16(), rows, f);
   else
-    swiglu_forward_f32(a.f32(), y.f32(), rows, f);
+    swiglu_forward_rows(a.f32(), y.f32(), rows, f);
 }
 
 // silu'(g) = s + g·s·(1 - s) = s · (1 + g·(1 - s)). In is float or uint16_t (bf16 bits).
