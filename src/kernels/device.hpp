@@ -75,12 +75,16 @@ class ComputeDevice : public Memory {
   // Whether its products run in bf16 when asked (a CPU without bf16 support computes them in f32:
   // activations are then not kept in bf16, which would change its numbers).
   virtual bool bf16_products() const { return true; }
+  // Whether its bf16 products copy an f32 operand to bf16 first (the CPU: oneDNN multiplies bf16
+  // inputs). One that reads f32 operands as they are (CUDA's FAST_16BF) answers false: a weight's bf16
+  // copy then pays only where the other operand is bf16 too (nn/layers.hpp: weight_operand).
+  virtual bool bf16_products_copy_f32_operands() const { return true; }
   // A Linear layer's two backward products from its output gradient dy [rows, out]: dW [out, in] +=
   // dyᵀ·x, then dx [rows, in] = dy·W (added with accumulate_dx), as matmul with
   // linear_backward_weight_args and linear_backward_input_args computes them. A device may share work
   // between the two (the CPU rounds dy to bf16 once for both). dx overlaps neither dy nor x; x may be
   // stored in bf16.
-  virtual void linear_backward(Operand x, const float* dy, const float* W, float* dW, float* dx, int64_t rows,
+  virtual void linear_backward(Operand x, const float* dy, Operand W, float* dW, float* dx, int64_t rows,
                                int64_t in, int64_t out, bool accumulate_dx, Precision p) {
     matmul(dy, x, dW, linear_backward_weight_args(rows, in, out, p));
     matmul(dy, W, dx, linear_backward_input_args(rows, in, out, accumulate_dx, p));

@@ -286,7 +286,7 @@ struct RowStatsCombiner {
 // through a RowStatsCombiner (never the logits).
 struct ClassifierArgs {
   const float* x;        // [N, d] final hidden states
-  const float* W;        // [V, d]
+  Operand W;             // [V, d]: f32, or its bf16 copy (then the products are bf16 ones)
   const float* bias;     // [V] or null
   const int32_t* targets;  // [N]
   int64_t N, d, V;  // V: the classifier rows held (the vocabulary slice's size)

@@ -23,6 +23,7 @@ ClassifierHead::ClassifierHead(ComputeDevice& dev, const EmbedHeadShape& c, cons
     tied_ = *tied;
     u.add_read(tied->unit);
   }
+  (tied ? *tied->unit : u).set_read_by_products();
 }
 
 void ClassifierHead::plan(Arena& arena, const StepContext& largest, const KeepPlan& keep) {
@@ -57,8 +58,9 @@ ClassifierArgs ClassifierHead::classifier_args(const float* h, const UnitPass& p
   const int64_t rows = p.ctx.rows();
   const VocabRange v = vocab_range();
   float* gathered = slice_.count > 1 ? p.scratch + aligned(rows * c_.dim) : nullptr;
-  ClassifierArgs a{regions_.all_rows(h, gathered, rows, c_.dim), weight(), c_.head_bias ? b_.data() : nullptr,
-                   p.targets, rows, c_.dim, v.count, p.ctx.precision};
+  const float* bias = c_.head_bias ? b_.data() : nullptr;
+  ClassifierArgs a{regions_.all_rows(h, gathered, rows, c_.dim), weight(p.ctx.precision), bias, p.targets, rows,
+                   c_.dim, v.count, p.ctx.precision};
   a.vocab_begin = v.begin;
   a.words = std::clamp<int64_t>(c_.vocab_size - v.begin, 0, v.count);  // a padded last slice holds fewer
   a.combine = slice_.count > 1 ? &regions_ : nullptr;
@@ -103,7 +105,8 @@ void ClassifierHead::predict(const float* x, const UnitPass& p, float* out) {
   if (!dev_.host_accessible()) on_device = Buffer(dev_, bytes);
   if (slice_.count > 1) slice = Buffer(host_memory(), bytes);
   float* y = on_device.data() ? on_device.f32() : slice.data() ? slice.f32() : out;
-  dev_.matmul(h, weight(), y, linear_forward_args(rows, c_.dim, V, c_.head_bias ? b_.data() : nullptr, p.ctx.precision));
+  const float* bias = c_.head_bias ? b_.data() : nullptr;
+  dev_.matmul(h, weight(p.ctx.precision), y, linear_forward_args(rows, c_.dim, V, bias, p.ctx.precision));
   if (on_device.data()) dev_.download(slice.data() ? slice.f32() : out, y, bytes);
   if (slice.data()) regions_.all_columns(slice.f32(), out, rows, V, c_.vocab_size);
 }

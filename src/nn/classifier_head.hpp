@@ -32,7 +32,8 @@ class ClassifierHead : public Module {
   int64_t outputs() const override { return c_.vocab_size; }
 
  private:
-  const float* weight() const { return tied_.unit ? tied_.data() : w_.data(); }
+  // The classifier's weight as its products (with f32 hidden states) read it (weight_operand).
+  Operand weight(Precision p) const { return weight_operand(dev_, tied_.unit ? tied_ : w_, Operand{}, p); }
   float* weight_grad() const { return tied_.unit ? tied_.grad() : w_.grad(); }
   VocabRange vocab_range() const;
   bool has_norm() const { return c_.final_norm != EmbedHeadShape::FinalNorm::none; }

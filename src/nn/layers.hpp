@@ -21,6 +21,13 @@ void write_activation(ComputeDevice& dev, ActBuffer y, float* staging, int64_t n
   if (y.bf16) dev.to_bf16(out, y.b16(), n);
 }
 
+// The weight w as a product with `other` reads it: its bf16 copy (ParamRef::operand) where the product
+// takes bf16 inputs anyway (the other operand is bf16, or the device copies f32 operands to bf16),
+// otherwise its f32 values, which such a device's bf16 product reads as they are.
+inline Operand weight_operand(const ComputeDevice& dev, const ParamRef& w, Operand other, Precision p) {
+  return other.bf16 || dev.bf16_products_copy_f32_operands() ? w.operand(p) : Operand(w.data());
+}
+
 // none: whole; columns: a slice of the outputs (of each of `blocks` output blocks); rows: a slice of
 // the inputs.
 enum class LinearCut { none, columns, rows };
@@ -41,6 +48,7 @@ struct Linear {
                                   : cut == LinearCut::rows  ? TpSplit{1, 1}
                                                             : none;
     w = u.add(name + ".weight", {out_, in_}, weight_init, in_, w_split, slice);
+    u.set_read_by_products();
     if (bias) b = u.add(name + ".bias", {out_}, bias_init, in_, cut == LinearCut::columns ? w_split : none, slice);
     out = w.info().shape[0];
     in = w.info().shape[1];
@@ -48,21 +56,22 @@ struct Linear {
   }
   int64_t in_floats() const { return in; }  // per row
   int64_t out_floats() const { return out; }
-  // x may be stored in bf16 (an activation kept in bf16): the products are then bf16 ones.
+  // x may be stored in bf16 (an activation kept in bf16): the products are then bf16 ones. They read
+  // the weight's bf16 copy where the unit has one (weight_operand).
   void forward(Operand x, float* y, int64_t rows, Precision p) const {
     const float* bias = has_bias && bias_in_forward ? b.data() : nullptr;
-    dev->matmul(x, w.data(), y, linear_forward_args(rows, in, out, bias, p));
+    dev->matmul(x, weight_operand(*dev, w, x, p), y, linear_forward_args(rows, in, out, bias, p));
   }
   // Accumulates dW, db; writes (or adds to) dx unless dx is null.
   void backward(Operand x, const float* dy, float* dx, int64_t rows, bool accumulate_dx,
                 Precision p) const {
     if (!dx) return backward_weight(x, dy, rows, p);
     if (has_bias) dev->colsum_accumulate(dy, b.grad(), rows, out);
-    dev->linear_backward(x, dy, w.data(), w.grad(), dx, rows, in, out, accumulate_dx, p);
+    dev->linear_backward(x, dy, weight_operand(*dev, w, dy, p), w.grad(), dx, rows, in, out, accumulate_dx, p);
   }
   // The two halves of backward, which zero-bubble pipeline schedules run apart (I, then W).
   void backward_input(const float* dy, float* dx, int64_t rows, bool accumulate_dx, Precision p) const {
-    dev->matmul(dy, w.data(), dx, linear_backward_input_args(rows, in, out, accumulate_dx, p));
+    dev->matmul(dy, weight_operand(*dev, w, dy, p), dx, linear_backward_input_args(rows, in, out, accumulate_dx, p));
   }
   void backward_weight(Operand x, const float* dy, int64_t rows, Precision p) const {
     dev->matmul(dy, x, w.grad(), linear_backward_weight_args(rows, in, out, p));

@@ -113,6 +113,7 @@ Model::Model(UnitList units, int64_t max_batch, ComputeDevice& device, ParamStor
       u->bind(params_.f32() + off, grads_.f32() + off);
       off += u->numel();
     }
+    if (plan_.bf16_weights) bind_bf16_weights();
   }
   dev_.zero(loss_sum_, 2 * sizeof(double));
   dev_.synchronize();  // constants the modules uploaded while planning
@@ -256,9 +257,27 @@ float* Model::host_params() {
 }
 
 void Model::upload_host_params() {
-  if (dev_.host_accessible()) return;
-  dev_.upload(params_.data(), host_params_.data(), params_.size());
+  if (!dev_.host_accessible()) dev_.upload(params_.data(), host_params_.data(), params_.size());
+  refresh_bf16_weights();
   dev_.synchronize();
+}
+
+void Model::bind_bf16_weights() {
+  int64_t total = 0;
+  for (const Unit* u : units_) total += u->read_by_products() ? u->numel() : 0;
+  if (total == 0) return;
+  params_bf16_ = Buffer(dev_, sizeof(uint16_t) * size_t(total));
+  uint16_t* at = static_cast<uint16_t*>(params_bf16_.data());
+  for (Unit* u : units_)
+    if (u->read_by_products()) {
+      u->bind_bf16(at);
+      at += u->numel();
+    }
+}
+
+void Model::refresh_bf16_weights() {
+  for (const Unit* u : units_)
+    if (u->param_bf16()) dev_.to_bf16(u->param_data(), u->param_bf16(), u->numel());
 }
 
 void Model::init_weights(uint64_t seed) {

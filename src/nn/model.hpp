@@ -46,6 +46,9 @@ struct StagePlan {
   int sequence_parts = 1;
   // Activations kept in bf16 (KeepPlan::bf16 says which; train.precision = bf16).
   bool bf16_activations = false;
+  // The parameters' bf16 copy that bf16 products read (Unit::bind_bf16), rounded once per update
+  // rather than by every product: owned storage keeps one for the units products read.
+  bool bf16_weights = false;
 };
 
 // Who provides the units' parameter and gradient storage: the model (one buffer each for all
@@ -107,6 +110,11 @@ class Model {
   // On the CPU it is the model's own buffer. Owned storage only.
   float* host_params();
   void upload_host_params();
+  // Rounds the parameters into their bf16 copy (where the model keeps one: owned storage,
+  // StagePlan::bf16_weights). upload_host_params() and the optimizer's updates do; whoever writes
+  // the parameters otherwise (a broadcast) calls it after.
+  void refresh_bf16_weights();
+  int64_t bf16_weight_bytes() const { return int64_t(params_bf16_.size()); }
   // Offset of a unit's parameters within that array.
   int64_t offset_of(const Unit& u) const;
 
@@ -185,6 +193,8 @@ class Model {
     std::vector<float*> gout;  // per slot (not for the loss unit's stage)
   };
   void plan(Arena& arena);
+  // The bf16 copy of the parameters of the held units products read (StagePlan::bf16_weights).
+  void bind_bf16_weights();
   // Plans the held units' activations (recomputed ones in one shared region), their kept outputs
   // and, for a split backward, their weight-gradient stores.
   void plan_units(Arena& arena, const StepContext& largest, const std::vector<int>& held);
@@ -211,6 +221,7 @@ class Model {
   double flops_per_sample_ = 0.0;
   Arena arena_;
   Buffer params_, grads_, host_params_;
+  Buffer params_bf16_;  // StagePlan::bf16_weights, owned storage: the parameters products read, rounded
   std::vector<Unit*> units_;
   std::vector<Stage> stages_;
   std::vector<char> recomputed_;                         // per unit (model-wide): recomputed in full

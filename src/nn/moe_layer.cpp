@@ -21,6 +21,8 @@ MoeLayer::MoeLayer(ComputeDevice& dev, Unit& u, Unit& experts, const std::string
   held_ = spec.experts / P;
   first_ = exchange_ ? exchange_->rank() * held_ : 0;
   router_ = u.add(prefix + "gate.weight", {spec.experts, d}, Init::xavier);
+  u.set_read_by_products();
+  experts.set_read_by_products();
   if (slice.count > 1) u.set_partial_grad(router_);  // each slice's share of the experts' widths reaches it
   const int64_t per_expert = 3 * d * f;  // gate_proj, up_proj, down_proj
   experts.skip(3 * first_, first_ * per_expert);
@@ -183,7 +185,7 @@ void MoeLayer::forward(const float* x, float* y, int64_t rows, int64_t T, const 
   const Work w = carve(scratch, rows);
   float* logits = s.out;  // [rows, E] fits in out [rows·k, d]: spent before the experts write it
   DT_ASSERT(E <= spec_.top_k * d);
-  dev_->matmul(x, router_.data(), logits, linear_forward_args(rows, d, E, nullptr, p));
+  dev_->matmul(x, weight_operand(*dev_, router_, x, p), logits, linear_forward_args(rows, d, E, nullptr, p));
   dev_->moe_route(logits, s.scores, s.chosen, s.weights, s.counts.data(), s.offsets.data(), s.row_of, s.pos, r);
   dev_->moe_gather(x, s.row_of, s.grouped, s.offsets[size_t(E)], d);  // the copies kept
   count_samples(s);
@@ -193,7 +195,8 @@ void MoeLayer::forward(const float* x, float* y, int64_t rows, int64_t T, const 
   each_expert(s, [&](int64_t e, int64_t at, int64_t n) {
     float *x_e = s.expert_x + at * d, *y_e = expert_y + at * d;
     const ActBuffer h = s.hidden.at(at * 2 * f), a = s.act.at(at * f);
-    const float *w_gu = gate_up_[size_t(e)].data(), *w_down = down_[size_t(e)].data();
+    const Operand w_gu = weight_operand(*dev_, gate_up_[size_t(e)], x_e, p),
+                  w_down = weight_operand(*dev_, down_[size_t(e)], a, p);
     write_activation(*dev_, h, w.dhidden, n * 2 * f, [&](float* out) {  // (dhidden: staging, when kept in bf16)
       moe_row_pieces(n, [&](int64_t r, int64_t m) {
         dev_->matmul(x_e + r * d, w_gu, out + r * 2 * f, linear_forward_args(m, d, 2 * f, nullptr, p));
@@ -222,7 +225,8 @@ void MoeLayer::backward(const float* x, const float* dy, float* dx, int64_t rows
     float *g = w.dexpert + at * d, *da = w.dact + at * f, *dh = w.dhidden + at * 2 * f;
     const ParamRef &gu = gate_up_[size_t(e)], &down = down_[size_t(e)];
     moe_row_pieces(n, [&](int64_t r, int64_t m) {  // each product over every piece before the next product
-      dev_->matmul(g + r * d, down.data(), da + r * f, linear_backward_input_args(m, f, d, false, p));
+      dev_->matmul(g + r * d, weight_operand(*dev_, down, g, p), da + r * f,
+                   linear_backward_input_args(m, f, d, false, p));
     });
     moe_row_pieces(n, [&](int64_t r, int64_t m) {
       dev_->matmul(g + r * d, act.at(r * f), down.grad(), linear_backward_weight_args(m, f, d, p));
@@ -232,7 +236,8 @@ void MoeLayer::backward(const float* x, const float* dy, float* dx, int64_t rows
       dev_->matmul(dh + r * 2 * f, xg + r * d, gu.grad(), linear_backward_weight_args(m, d, 2 * f, p));
     });
     moe_row_pieces(n, [&](int64_t r, int64_t m) {  // g = d x rows (g spent above)
-      dev_->matmul(dh + r * 2 * f, gu.data(), g + r * d, linear_backward_input_args(m, d, 2 * f, false, p));
+      dev_->matmul(dh + r * 2 * f, weight_operand(*dev_, gu, dh, p), g + r * d,
+                   linear_backward_input_args(m, d, 2 * f, false, p));
     });
   });
   if (exchange_) combine_back(s, w.dexpert, w.stage, w.dgrouped, d);
@@ -241,7 +246,8 @@ void MoeLayer::backward(const float* x, const float* dy, float* dx, int64_t rows
   if (counted) note_load(s, slot);
   dev_->moe_route_backward(s.scores, s.chosen, w.dweights, w.dscores, w.dlogits, r);
   dev_->matmul(w.dlogits, x, router_.grad(), linear_backward_weight_args(rows, d, E, p));
-  dev_->matmul(w.dlogits, router_.data(), dx, linear_backward_input_args(rows, d, E, true, p));
+  dev_->matmul(w.dlogits, weight_operand(*dev_, router_, w.dlogits, p), dx,
+               linear_backward_input_args(rows, d, E, true, p));
 }
 
 // Per sample (T rows of this pass, of a sequence of T_whole): its copies routed to each expert over the

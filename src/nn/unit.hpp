@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/types.hpp"
 #include "tensor/arena.hpp"
 
 namespace dtrain {
@@ -63,6 +64,9 @@ struct ParamRef {
   float* data() const;
   float* grad() const;
   const ParamInfo& info() const;
+  // The weight as a product of precision p reads it: in a bf16 product, the unit's bf16 copy where it
+  // has one (Unit::bind_bf16); otherwise the f32 values (which a bf16 product then rounds itself).
+  Operand operand(Precision p) const;
 };
 
 class Unit {
@@ -95,6 +99,16 @@ class Unit {
   }
   float* param_data() const { return param_; }
   float* grad_data() const { return grad_; }
+  // Its parameters rounded to bf16 (numel() of them), which bf16 products read instead of rounding the
+  // f32 values on every call (train.precision = bf16); null: none. Whoever binds it keeps it equal to
+  // the parameters rounded after every write (the model after init and load, the optimizer after
+  // each update, FSDP at each gather): a stale copy would be a silent wrong result.
+  void bind_bf16(uint16_t* params) { param_bf16_ = params; }
+  uint16_t* param_bf16() const { return param_bf16_; }
+  // Whether matrix products read some of its parameters (a Linear's weight, a tied head's table):
+  // only such a unit is given a bf16 copy (an untied embedding's table is only looked up).
+  void set_read_by_products() { read_by_products_ = true; }
+  bool read_by_products() const { return read_by_products_; }
   // Units whose parameters this unit's forward also reads, and whose gradients it writes (a tied
   // head reads the embedding's weight): whoever binds storage binds theirs for this unit's window.
   void add_read(Unit* other) { reads_.push_back(other); }
@@ -117,6 +131,8 @@ class Unit {
   int64_t numel_ = 0;
   float* param_ = nullptr;
   float* grad_ = nullptr;
+  uint16_t* param_bf16_ = nullptr;
+  bool read_by_products_ = false;
   std::vector<Unit*> reads_;
   bool backward_reads_params_ = true;
   uint32_t first_index_ = 0;
@@ -126,6 +142,10 @@ inline void Unit::set_partial_grad(const ParamRef& p) { params_[p.index].partial
 inline float* ParamRef::data() const { return unit->param_data() + info().offset; }
 inline float* ParamRef::grad() const { return unit->grad_data() + info().offset; }
 inline const ParamInfo& ParamRef::info() const { return unit->params()[index]; }
+inline Operand ParamRef::operand(Precision p) const {
+  if (p == Precision::bf16 && unit->param_bf16()) return Operand(unit->param_bf16() + info().offset);
+  return data();
+}
 
 // Fills every parameter of the units with its seeded initial values (docs/model.md).
 void init_parameters(const std::vector<Unit*>& units, uint64_t seed);

@@ -10,7 +10,7 @@ namespace dtrain {
 
 std::vector<ParamShard> unit_shards(const std::vector<Unit*>& units) {
   std::vector<ParamShard> s;
-  for (Unit* u : units) s.push_back({u->param_data(), u->grad_data(), u->numel()});
+  for (Unit* u : units) s.push_back({u->param_data(), u->grad_data(), u->numel(), u->param_bf16()});
   return s;
 }
 
@@ -96,6 +96,7 @@ void Optimizer::update(float lr, const std::vector<size_t>& only) {
                    {lr, c_.beta1, c_.beta2, c_.eps, c_.weight_decay, step_});
     else
       dev_.sgd_update(s.param, s.grad, m_[i].f32(), s.numel, {lr, c_.momentum, c_.weight_decay, step_ == 1});
+    if (s.bf16) dev_.to_bf16(s.param, s.bf16, s.numel);
   }
 }
 

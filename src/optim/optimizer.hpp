@@ -11,14 +11,16 @@
 
 namespace dtrain {
 
-// A contiguous run of parameters with its gradient (a unit's buffer, or a shard of it).
+// A contiguous run of parameters with its gradient (a unit's buffer, or a shard of it), and the
+// parameters' bf16 copy where bf16 products read one (Unit::bind_bf16): every update rounds into it.
 struct ParamShard {
   float* param;
   float* grad;
   int64_t numel;
+  uint16_t* bf16 = nullptr;
 };
 
-// One shard per unit: everything, as a single process owns it.
+// One shard per unit: everything, as a single process owns it (with the units' bf16 copies).
 std::vector<ParamShard> unit_shards(const std::vector<Unit*>& units);
 
 struct OptimizerConfig {

@@ -116,6 +116,7 @@ ParallelModel::ParallelModel(const UnitFactory& make_units, int64_t max_batch, C
   stages.recompute = plan.recompute;
   // (a tp group, whose gathers carry such activations, lives within a node: one kind of CPU or GPU, one answer)
   stages.bf16_activations = plan.bf16_activations && device.bf16_products();
+  stages.bf16_weights = plan.bf16_weights && device.bf16_products();
   stages.sequence_parts = shape.cp;
   if (shape.pp > 1) {
     const int64_t rows = micro_batch_rows(max_batch, lists.back().microbatches);  // each slot holds one micro-batch
@@ -132,6 +133,7 @@ ParallelModel::ParallelModel(const UnitFactory& make_units, int64_t max_batch, C
     ProcessGroup* replicas = shape.dp_replicate > 1 ? &mesh.group(MeshDim::dp_replicate) : nullptr;
     FsdpOptions fsdp = plan.fsdp;
     fsdp.keep_for_step = shape.pp > 1;  // gathered once per step, not once per micro-batch
+    fsdp.bf16_weights = stages.bf16_weights;
     fsdp_ = std::make_unique<FullyShardedDataParallel>(model_->units(), mesh.shard(), replicas, device, fsdp,
                                                        &mesh.expert_shard());
     if (plan.draw_weights) fsdp_->init_parameters(seed);
@@ -160,7 +162,9 @@ ParallelModel::ParallelModel(const UnitFactory& make_units, int64_t max_batch, C
 }
 
 void ParallelModel::broadcast_parameters() {
-  if (ddp_) ddp_->broadcast_parameters();
+  if (!ddp_) return;
+  ddp_->broadcast_parameters();
+  model_->refresh_bf16_weights();
 }
 
 UnitHooks* ParallelModel::hooks() { return fsdp_ ? static_cast<UnitHooks*>(fsdp_.get()) : ddp_.get(); }

@@ -47,6 +47,7 @@ struct ParallelPlan {
   int tp_overlap_chunks = 1;           // tensor parallel: row chunks of a row-parallel matmul
   Recompute recompute = Recompute::none;  // what the model keeps of its activations (train.recompute)
   bool bf16_activations = false;          // and in which type (StagePlan::bf16_activations)
+  bool bf16_weights = false;              // products read the weights' bf16 copy (StagePlan::bf16_weights)
   bool tp_sequence = false;            // tensor parallel: rows of norms, dropout, residuals split too
   FsdpOptions fsdp;                    // dp_shard > 1
   size_t ddp_bucket_bytes = 0;         // dp > 1 without sharding; 0: DataParallel's automatic size

@@ -16,6 +16,7 @@ ParallelPlan parallel_plan_of(const RunConfig& cfg, Precision precision, int64_t
   plan.fsdp.accumulate = accum > 1;
   plan.fsdp.gather_bf16 = precision == Precision::bf16;  // master shards and optimizer state stay f32
   plan.bf16_activations = precision == Precision::bf16;
+  plan.bf16_weights = precision == Precision::bf16;
   plan.fsdp.reduce_bf16 = cfg.parallel.fsdp_reduce_dtype == "bf16";
   plan.ddp_bucket_bytes = size_t(cfg.parallel.bucket_mb * (1 << 20));
   plan.pp.schedule = cfg.parallel.pp_schedule;

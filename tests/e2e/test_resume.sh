@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Exact resume: 2k steps straight == k steps + `train --resume` to 2k (dropout on), bit for bit, for a
-# resume point mid-epoch and one at an epoch boundary; resuming a run dir without checkpoints starts afresh.
+# resume point mid-epoch and one at an epoch boundary, and in bf16 (whose products read the weights'
+# bf16 copy, which a load must refresh); resuming a run dir without checkpoints starts afresh.
 source "$2/tests/e2e/lib.sh" "$1" "$2" "to compare metrics and tensors"
 # 129 windows of 16 tokens, batch 16: 9 steps per epoch, the last one a partial batch of 1 row.
 common=(--config "$src/configs/quickstart.toml" --set data.dir="$work/data" --set model.dim=32
@@ -31,9 +32,10 @@ EOF
 }
 
 per_epoch=""
-check_case() {  # $1 = name, $2 = k
+check_case() {  # $1 = name, $2 = k, then settings of both runs
   local name=$1 k=$2 a="$work/$1_A" b="$work/$1_B"
   local n=$((2 * k))
+  local common=("${common[@]}" "${@:3}")
   "$bin/dtrain" train "${common[@]}" --set train.max_steps=$n --set train.checkpoint_every=$k --run-dir "$a" \
     >"$a.out" 2>&1 || { cat "$a.out"; fail "$name: straight run of $n steps failed"; }
   "$bin/dtrain" train "${common[@]}" --set train.max_steps=$k --set train.checkpoint_every=$k --run-dir "$b" \
@@ -98,6 +100,7 @@ grep -q "^\[1/10\] Train loss: .*(partial epoch)" "$work/midepoch_B.out" ||
 check_case boundary "$per_epoch"   # resume exactly at the end of epoch 1; 18 steps = 2 epochs
 grep -q "(step $per_epoch, epoch 2)" "$work/boundary_B.resume.out" ||
   fail "resume at the epoch boundary should continue in epoch 2, saw: $(head -1 "$work/boundary_B.resume.out")"
+check_case bf16 4 --set train.precision=bf16   # the weights' bf16 copy refreshed by the load
 
 # A run dir without checkpoints (config.json only, as a run killed before its first checkpoint
 # leaves; then also a leftover staging folder): --resume starts it afresh and says so.

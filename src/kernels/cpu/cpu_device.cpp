@@ -72,7 +72,7 @@ class CpuDevice final : public ComputeDevice {
     DT_CPU_OP("matmul", matmul_flops(a));
     dtrain::matmul(A, B, C, a);
   }
-  void linear_backward(Operand x, const float* dy, const float* W, float* dW, float* dx, int64_t rows, int64_t in,
+  void linear_backward(Operand x, const float* dy, Operand W, float* dW, float* dx, int64_t rows, int64_t in,
                        int64_t out, bool accumulate_dx, Precision p) override {
     DT_CPU_OP("matmul", 2.0 * matmul_flops(linear_backward_input_args(rows, in, out, accumulate_dx, p)));
     dtrain::linear_backward(x, dy, W, dW, dx, rows, in, out, accumulate_dx, p);

@@ -1,7 +1,8 @@
 // Fused classifier + cross-entropy (see cross_entropy.hpp). Rows are processed in chunks of
 // kChunk: logits chunk → row statistics (combined across vocabulary slices) → in-place softmax
 // gradient → dx and dW contributions by two matmuls. In bf16 each operand is rounded once: the
-// weights per call, a chunk's inputs and its logits' gradient per chunk (not once per product).
+// weights per call (none where given in bf16), a chunk's inputs and its logits' gradient per chunk
+// (not once per product).
 #include "kernels/cpu/cross_entropy.hpp"
 
 #include <algorithm>
@@ -148,7 +149,7 @@ bool classifier_converts_once(const ClassifierArgs& a) {
 double classifier_cross_entropy(const ClassifierArgs& a, float* per_row) {
   const int64_t chunk = classifier_chunk_rows(a);
   const bool bf16 = classifier_converts_once(a);
-  const uint16_t* Wb = bf16 ? matmul_bf16_copy(Bf16Copy::b, a.W, a.V * a.d) : nullptr;
+  const uint16_t* Wb = !bf16 ? nullptr : a.W.bf16 ? a.W.b16() : matmul_bf16_copy(Bf16Copy::b, a.W.f32(), a.V * a.d);
   const uint16_t* xb = nullptr;
   uint16_t* g16 = bf16 && a.dx ? matmul_bf16_buffer(Bf16Copy::a, chunk * a.V) : nullptr;
   float* logits = scratch(ScratchSlot::classifier, classifier_scratch_floats(a));
@@ -163,7 +164,7 @@ double classifier_cross_entropy(const ClassifierArgs& a, float* per_row) {
     if (bf16)
       chunk_logits_bf16(a, Wb, xc, logits, n, &xb);
     else
-      linear_forward(xc, a.W, a.bias, logits, n, a.d, a.V, a.precision);
+      matmul(xc, a.W, logits, linear_forward_args(n, a.d, a.V, a.bias, a.precision));
     const RowGeometry g{a.V, a.words >= 0 ? a.words : a.V, a.vocab_begin};
     softmax_rows(logits, a.targets + r0, mx, st, first, losses, n, g, a.dx != nullptr, a.grad_scale, a.combine, g16);
     for (int64_t r = 0; r < n; ++r) {
@@ -176,7 +177,7 @@ double classifier_cross_entropy(const ClassifierArgs& a, float* per_row) {
       if (bf16) {
         chunk_gradients_bf16(a, Wb, xb, g16, a.dx + r0 * a.d, n);
       } else {
-        linear_backward_input(logits, a.W, a.dx + r0 * a.d, n, a.d, a.V, false, a.precision);
+        matmul(logits, a.W, a.dx + r0 * a.d, linear_backward_input_args(n, a.d, a.V, false, a.precision));
         linear_backward_weight(logits, xc, a.dW, n, a.d, a.V, a.precision);
       }
       if (a.dbias) colsum_accumulate(logits, a.dbias, n, a.V);

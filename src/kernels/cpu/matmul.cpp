@@ -186,10 +186,10 @@ void matmul(Operand A, Operand B, float* C, const MatmulArgs& args) {
   run(problem_of(a, true), bf16_operand(A, Bf16Copy::a, a.M * a.K), bf16_operand(B, Bf16Copy::b, a.K * a.N), a.bias, C);
 }
 
-void linear_backward(Operand x, const float* dy, const float* W, float* dW, float* dx, int64_t rows, int64_t in,
+void linear_backward(Operand x, const float* dy, Operand W, float* dW, float* dx, int64_t rows, int64_t in,
                      int64_t out, bool accumulate_dx, Precision p) {
   const MatmulArgs wa = matmul_args_for(linear_backward_weight_args(rows, in, out, p), false, x.bf16),
-                   ia = linear_backward_input_args(rows, in, out, accumulate_dx, p);
+                   ia = matmul_args_for(linear_backward_input_args(rows, in, out, accumulate_dx, p), false, W.bf16);
   if (!matmul_copies_to_bf16(wa) || !matmul_copies_to_bf16(ia)) {
     matmul(dy, x, dW, wa);
     matmul(dy, W, dx, ia);
@@ -197,7 +197,7 @@ void linear_backward(Operand x, const float* dy, const float* W, float* dW, floa
   }
   const uint16_t* g = matmul_bf16_copy(Bf16Copy::a, dy, rows * out);
   matmul_bf16(g, bf16_operand(x, Bf16Copy::b, rows * in), dW, wa);
-  matmul_bf16(g, matmul_bf16_copy(Bf16Copy::b, W, out * in), dx, ia);
+  matmul_bf16(g, bf16_operand(W, Bf16Copy::b, out * in), dx, ia);
 }
 
 void matmul_batched(Operand A, Strided4 sa, Operand B, Strided4 sb, float* C, Strided4 sc, int64_t d0, int64_t d1,

@@ -57,8 +57,8 @@ inline void linear_backward_weight(const float* dy, const float* x, float* dW, i
 }
 // Both: dW += dyᵀ·x, then dx (+)= dy·W, the same bits as the two calls above; in bf16 dy is rounded
 // once for both products (in the copy buffers a and b that matmul() uses: dy in a, x then W in b; x
-// stored in bf16 is read as it is).
-void linear_backward(Operand x, const float* dy, const float* W, float* dW, float* dx, int64_t rows, int64_t in,
+// and W stored in bf16 are read as they are).
+void linear_backward(Operand x, const float* dy, Operand W, float* dW, float* dx, int64_t rows, int64_t in,
                      int64_t out, bool accumulate_dx, Precision p);
 
 }  // namespace dtrain

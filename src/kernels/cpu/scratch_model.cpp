@@ -65,21 +65,21 @@ class CpuScratchModel final : public ScratchModel {
   void rope(const RopeShape& s) override {
     if (s.B * s.T > 0) take(ScratchSlot::rope, rope_scratch_floats(s));
   }
-  // its slot, and (bf16) the copies of its operands: made once (classifier_converts_once) or by its
-  // three products of a chunk of rows, as linear_forward and its two backward products make them
+  // its slot, and (bf16) the copies of its operands: made once (classifier_converts_once; none of
+  // weights given in bf16) or by its three products of a chunk of rows, as matmul() makes them
   void classifier_loss(const ClassifierArgs& a) override {
     take(ScratchSlot::classifier, classifier_scratch_floats(a));
     const int64_t rows = classifier_chunk_rows(a);
     if (rows == 0) return;
     if (classifier_converts_once(a)) {
-      bf16_b_ = std::max(bf16_b_, a.V * a.d);
+      if (!a.W.bf16) bf16_b_ = std::max(bf16_b_, a.V * a.d);
       bf16_c_ = std::max(bf16_c_, rows * a.d);
       if (a.dx) bf16_a_ = std::max(bf16_a_, rows * a.V);
       return;
     }
-    matmul(linear_forward_args(rows, a.d, a.V, a.bias, a.precision));
+    matmul(linear_forward_args(rows, a.d, a.V, a.bias, a.precision), false, a.W.bf16);
     if (!a.dx) return;
-    matmul(linear_backward_input_args(rows, a.d, a.V, false, a.precision));
+    matmul(linear_backward_input_args(rows, a.d, a.V, false, a.precision), false, a.W.bf16);
     matmul(linear_backward_weight_args(rows, a.d, a.V, a.precision));
   }
   size_t bytes() const override {

@@ -191,6 +191,7 @@ class CudaDevice final : public ComputeDevice {
     return double(ms) / 1000.0;
   }
 
+  bool bf16_products_copy_f32_operands() const override { return lt_->converts_bf16(); }
   void matmul(Operand A, Operand B, float* C, const MatmulArgs& a) override {
     DT_OP_FLOPS("matmul", matmul_flops(a));
     lt_->run(A, B, C, a);

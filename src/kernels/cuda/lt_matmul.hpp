@@ -27,6 +27,8 @@ class LtMatmul {
   // product a bf16 one of bf16 inputs (the other operand copied to bf16 first).
   void run(Operand A, Operand B, float* C, const MatmulArgs& a, int64_t batch = 1, int64_t stride_a = 0,
            int64_t stride_b = 0, int64_t stride_c = 0, float alpha = 1.0f);
+  // Whether bf16 products of f32 operands copy them to bf16 (DTRAIN_CUDA_BF16=convert), not FAST_16BF.
+  bool converts_bf16() const { return convert_bf16_; }
 
  private:
   using Key = std::tuple<int64_t, int64_t, int64_t, bool, bool, bool, bool, int, int64_t, int64_t, int64_t, int64_t,

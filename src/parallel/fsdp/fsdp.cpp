@@ -193,6 +193,7 @@ void FullyShardedDataParallel::ensure_gathered(size_t k) {
     if (o_.gather_bf16) dev_.from_bf16(static_cast<const uint16_t*>(slot.half.data()), slot.buf.f32(), padded(k));
   }
   s.unit->bind(slot.buf.f32(), s.full_grad);
+  if (o_.gather_bf16 && o_.bf16_weights) s.unit->bind_bf16(static_cast<uint16_t*>(slot.half.data()));
 }
 
 void FullyShardedDataParallel::release_params(size_t k) {
@@ -208,6 +209,7 @@ void FullyShardedDataParallel::release_params(size_t k) {
   --gathered_units_;
   gathered_bytes_ -= padded(k) * int64_t(sizeof(float));
   s.unit->bind(nullptr, s.full_grad);
+  s.unit->bind_bf16(nullptr);
 }
 
 void FullyShardedDataParallel::bind_grad(size_t k) {

@@ -18,6 +18,9 @@ struct FsdpOptions {
   bool reshard_after_forward = true;  // false: SHARD_GRAD_OP (parameters kept from forward to backward)
   bool accumulate = false;            // gradient accumulation: full gradients kept across micro-steps
   bool gather_bf16 = false;           // gather parameters as bf16 (half the bytes); shards stay f32
+  // With gather_bf16: bf16 products read the gathered bf16 parameters (Unit::bind_bf16), the same
+  // values they would round the widened ones to.
+  bool bf16_weights = false;
   bool reduce_bf16 = false;           // reduce gradients in bf16 instead of f32
   // Pipeline parallel: a unit runs once per micro-batch, so its parameters stay gathered (and its
   // full gradient accumulates) from its first forward of a step to its last backward, gathered

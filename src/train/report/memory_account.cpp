@@ -13,7 +13,8 @@ MemoryAccount model_memory(ParallelModel& par) {
   const FullyShardedDataParallel* fsdp = par.fsdp();
   MemoryAccount a;
   a.model_state =
-      (fsdp ? fsdp->shard_bytes() : 2 * held_floats(model) * int64_t(sizeof(float))) + par.optimizer().state_bytes();
+      (fsdp ? fsdp->shard_bytes() : 2 * held_floats(model) * int64_t(sizeof(float)) + model.bf16_weight_bytes()) +
+      par.optimizer().state_bytes();
   a.gather_buffers = fsdp ? fsdp->pool_bytes() + fsdp->grad_pool_bytes() : 0;
   a.activations = int64_t(model.activation_bytes());
   if (ContextParallel* cp = par.context_parallel()) a.context_buffers = int64_t(cp->buffer_bytes());

@@ -11,7 +11,8 @@
 namespace dtrain {
 
 struct MemoryAccount {
-  int64_t model_state = 0;     // parameters, gradients, optimizer state (this rank's shards under FSDP)
+  // parameters (and their bf16 copy), gradients, optimizer state (this rank's shards under FSDP)
+  int64_t model_state = 0;
   int64_t gather_buffers = 0;  // FSDP's gather and gradient pools
   int64_t activations = 0;     // the model's planned block: activations, stage buffers, scratch, the batch
   int64_t kernel_scratch = 0;  // what the kernels keep between calls (sized by the first step's shapes)
