@@ -74,6 +74,10 @@ class CountingDevice final : public ComputeDevice {
   // The scratch the backend `model` describes would keep after the kernels called so far (none
   // without one: a backend whose kernels keep none, or one not modelled, as CUDA's workspaces).
   void plan_scratch(std::unique_ptr<ScratchModel> model) { scratch_ = std::move(model); }
+  // Whether the modelled backend's bf16 products copy f32 operands (the CPU's do; CUDA's read them):
+  // what ComputeDevice::bf16_products_copy_f32_operands answers, so the model reads what it would.
+  void set_bf16_products_copy_f32_operands(bool b) { copies_f32_operands_ = b; }
+  bool bf16_products_copy_f32_operands() const override { return copies_f32_operands_; }
   size_t kernel_scratch_bytes() const override { return scratch_ ? scratch_->bytes() : 0; }
 
   // Kernels run nothing; each tells the planner's cost model what it would do (on_kernel, when set).
@@ -84,7 +88,9 @@ class CountingDevice final : public ComputeDevice {
           double(A.bytes(a.M * a.K) + B.bytes(a.K * a.N)) + 4.0 * double(a.M * a.N), a.M, a.N, a.K, p, a.trans_a,
           a.trans_b});
   }
-  void colsum_accumulate(const float*, float*, int64_t rows, int64_t cols) override { stream("colsum_accumulate", 4.0 * rows * cols); }
+  void colsum_accumulate(Operand x, float*, int64_t rows, int64_t cols) override {
+    stream("colsum_accumulate", double(x.bytes(rows * cols)));
+  }
   void add(const float*, const float*, float*, int64_t n) override { stream("add", 12.0 * n); }
   void scale(float*, float, int64_t n) override { stream("scale", 8.0 * n); }
   void to_bf16(const float*, uint16_t*, int64_t n) override { stream("to_bf16", 6.0 * n); }
@@ -151,17 +157,17 @@ class CountingDevice final : public ComputeDevice {
   void activation_forward(Activation a, Operand x, float*, int64_t n) override {
     stream(a == Activation::relu ? "relu_forward" : "gelu_forward", 4.0 * n + double(x.bytes(n)));
   }
-  void activation_backward(Activation, Operand x, const float*, float*, int64_t n) override {
-    stream("activation_backward", 8.0 * n + double(x.bytes(n)));
+  void activation_backward(Activation, Operand x, const float*, ActBuffer dx, int64_t n) override {
+    stream("activation_backward", 4.0 * n + double(x.bytes(n)) + double(Operand(dx).bytes(n)));
   }
-  void relu_backward_from_output(Operand y, const float*, float*, int64_t n, float) override {
-    stream("relu_backward_from_output", 8.0 * n + double(y.bytes(n)));
+  void relu_backward_from_output(Operand y, const float*, ActBuffer dx, int64_t n, float) override {
+    stream("relu_backward_from_output", 4.0 * n + double(y.bytes(n)) + double(Operand(dx).bytes(n)));
   }
   void swiglu_forward(Operand a, ActBuffer y, int64_t rows, int64_t f) override {
     stream("swiglu_forward", double(a.bytes(2 * rows * f)) + double(Operand(y).bytes(rows * f)));
   }
-  void swiglu_backward(Operand a, const float*, float*, int64_t rows, int64_t f) override {
-    stream("swiglu_backward", 12.0 * rows * f + double(a.bytes(2 * rows * f)));
+  void swiglu_backward(Operand a, const float*, ActBuffer da, int64_t rows, int64_t f) override {
+    stream("swiglu_backward", 4.0 * rows * f + double(a.bytes(2 * rows * f)) + double(Operand(da).bytes(2 * rows * f)));
   }
   void dropout_forward(const float*, ActBuffer y, int64_t rows, int64_t cols, const DropoutSpec& s) override {
     if (s.p > 0 || y.bf16) stream("dropout_forward", 4.0 * rows * cols + double(Operand(y).bytes(rows * cols)));
@@ -249,6 +255,7 @@ class CountingDevice final : public ComputeDevice {
   std::unique_ptr<ScratchModel> scratch_;
 
   std::string describe_;
+  bool copies_f32_operands_ = true;
   std::multimap<void*, size_t> live_;
   void* slot_ = nullptr;  // its share of the reserved range (taken at the first block)
   size_t next_ = 0;       // where the next block starts in it

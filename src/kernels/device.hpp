@@ -82,14 +82,14 @@ class ComputeDevice : public Memory {
   // A Linear layer's two backward products from its output gradient dy [rows, out]: dW [out, in] +=
   // dyᵀ·x, then dx [rows, in] = dy·W (added with accumulate_dx), as matmul with
   // linear_backward_weight_args and linear_backward_input_args computes them. A device may share work
-  // between the two (the CPU rounds dy to bf16 once for both). dx overlaps neither dy nor x; x may be
-  // stored in bf16.
-  virtual void linear_backward(Operand x, const float* dy, Operand W, float* dW, float* dx, int64_t rows,
+  // between the two (the CPU rounds dy to bf16 once for both). dx overlaps neither dy nor x; x, dy
+  // (a gradient kept for products) and W (its bf16 copy) may be stored in bf16.
+  virtual void linear_backward(Operand x, Operand dy, Operand W, float* dW, float* dx, int64_t rows,
                                int64_t in, int64_t out, bool accumulate_dx, Precision p) {
     matmul(dy, x, dW, linear_backward_weight_args(rows, in, out, p));
     matmul(dy, W, dx, linear_backward_input_args(rows, in, out, accumulate_dx, p));
   }
-  virtual void colsum_accumulate(const float* x, float* out, int64_t rows, int64_t cols) = 0;
+  virtual void colsum_accumulate(Operand x, float* out, int64_t rows, int64_t cols) = 0;
   virtual void add(const float* a, const float* b, float* out, int64_t n) = 0;  // out = a + b
   virtual void scale(float* x, float f, int64_t n) = 0;
   // bf16 (as its 16 bits) from f32, rounding to nearest even, and back (FSDP's bf16 gathers and reductions).
@@ -171,10 +171,10 @@ class ComputeDevice : public Memory {
   virtual void rope_backward(float* dqkv, const RopeShape& s) = 0;
   // The activations' inputs (x; SwiGLU's a) may be stored in bf16 (kept so: read as their values).
   virtual void activation_forward(Activation a, Operand x, float* y, int64_t n) = 0;
-  virtual void activation_backward(Activation a, Operand x, const float* dy, float* dx, int64_t n) = 0;
-  virtual void relu_backward_from_output(Operand y, const float* dy, float* dx, int64_t n, float scale) = 0;
+  virtual void activation_backward(Activation a, Operand x, const float* dy, ActBuffer dx, int64_t n) = 0;
+  virtual void relu_backward_from_output(Operand y, const float* dy, ActBuffer dx, int64_t n, float scale) = 0;
   virtual void swiglu_forward(Operand a, ActBuffer y, int64_t rows, int64_t f) = 0;
-  virtual void swiglu_backward(Operand a, const float* dy, float* da, int64_t rows, int64_t f) = 0;
+  virtual void swiglu_backward(Operand a, const float* dy, ActBuffer da, int64_t rows, int64_t f) = 0;
   // A [rows, cols] tile of an activation, placed by the spec's geometry; y may be stored in bf16
   // (then not over x, and written even when dropout is off).
   virtual void dropout_forward(const float* x, ActBuffer y, int64_t rows, int64_t cols, const DropoutSpec& s) = 0;

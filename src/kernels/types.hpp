@@ -65,6 +65,20 @@ struct ActBuffer {
   ActBuffer at(int64_t n) const { return of(static_cast<char*>(data) + n * (bf16 ? 2 : 4), bf16); }
 };
 
+// f(in, out) with an element-wise kernel's input and output as stored: float* or uint16_t* (bf16
+// bits) each, for a kernel written once as a template over both.
+template <class F>
+void with_stored_types(Operand in, ActBuffer out, F&& f) {
+  if (in.bf16 && out.bf16)
+    f(in.b16(), out.b16());
+  else if (in.bf16)
+    f(in.b16(), out.f32());
+  else if (out.bf16)
+    f(in.f32(), out.b16());
+  else
+    f(in.f32(), out.f32());
+}
+
 // ---- Matrix products (matmul) -------------------------------------------------------------------
 
 // The multiply's compute precision: bf16 rounds the operands to bf16, f32 accumulation and output.

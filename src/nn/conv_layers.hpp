@@ -45,8 +45,8 @@ struct Conv2d {
     dev->conv2d_backward_input(dy, w.data(), dx, batch(rows), p);
   }
   // x: f32 (a convolution's input is never kept in bf16; the Operand is WeightGradStore's)
-  void backward_weight(Operand x, const float* dy, int64_t rows, Precision p) const {
-    dev->conv2d_backward_weight(x.f32(), dy, w.grad(), b.grad(), batch(rows), p);
+  void backward_weight(Operand x, Operand dy, int64_t rows, Precision p) const {
+    dev->conv2d_backward_weight(x.f32(), dy.f32(), w.grad(), b.grad(), batch(rows), p);
   }
 };
 

@@ -62,18 +62,19 @@ struct Linear {
     const float* bias = has_bias && bias_in_forward ? b.data() : nullptr;
     dev->matmul(x, weight_operand(*dev, w, x, p), y, linear_forward_args(rows, in, out, bias, p));
   }
-  // Accumulates dW, db; writes (or adds to) dx unless dx is null.
-  void backward(Operand x, const float* dy, float* dx, int64_t rows, bool accumulate_dx,
+  // Accumulates dW, db; writes (or adds to) dx unless dx is null. dy may be stored in bf16 (a gradient
+  // kept for products: the bias gradient sums its rounded values).
+  void backward(Operand x, Operand dy, float* dx, int64_t rows, bool accumulate_dx,
                 Precision p) const {
     if (!dx) return backward_weight(x, dy, rows, p);
     if (has_bias) dev->colsum_accumulate(dy, b.grad(), rows, out);
     dev->linear_backward(x, dy, weight_operand(*dev, w, dy, p), w.grad(), dx, rows, in, out, accumulate_dx, p);
   }
   // The two halves of backward, which zero-bubble pipeline schedules run apart (I, then W).
-  void backward_input(const float* dy, float* dx, int64_t rows, bool accumulate_dx, Precision p) const {
+  void backward_input(Operand dy, float* dx, int64_t rows, bool accumulate_dx, Precision p) const {
     dev->matmul(dy, weight_operand(*dev, w, dy, p), dx, linear_backward_input_args(rows, in, out, accumulate_dx, p));
   }
-  void backward_weight(Operand x, const float* dy, int64_t rows, Precision p) const {
+  void backward_weight(Operand x, Operand dy, int64_t rows, Precision p) const {
     dev->matmul(dy, x, w.grad(), linear_backward_weight_args(rows, in, out, p));
     if (has_bias) dev->colsum_accumulate(dy, b.grad(), rows, out);
   }

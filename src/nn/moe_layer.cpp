@@ -222,7 +222,9 @@ void MoeLayer::backward(const float* x, const float* dy, float* dx, int64_t rows
   each_expert(s, [&](int64_t e, int64_t at, int64_t n) {
     const float* xg = s.expert_x + at * d;
     const Operand h = Operand(s.hidden).at(at * 2 * f), act = Operand(s.act).at(at * f);
-    float *g = w.dexpert + at * d, *da = w.dact + at * f, *dh = w.dhidden + at * 2 * f;
+    float *g = w.dexpert + at * d, *da = w.dact + at * f;
+    // gate and up's gradient, which only products read: in bf16 where they are kept so
+    const ActBuffer dh = ActBuffer::of(w.dhidden, s.hidden.bf16).at(at * 2 * f);
     const ParamRef &gu = gate_up_[size_t(e)], &down = down_[size_t(e)];
     moe_row_pieces(n, [&](int64_t r, int64_t m) {  // each product over every piece before the next product
       dev_->matmul(g + r * d, weight_operand(*dev_, down, g, p), da + r * f,
@@ -233,10 +235,10 @@ void MoeLayer::backward(const float* x, const float* dy, float* dx, int64_t rows
     });
     dev_->swiglu_backward(h, da, dh, n, f);
     moe_row_pieces(n, [&](int64_t r, int64_t m) {
-      dev_->matmul(dh + r * 2 * f, xg + r * d, gu.grad(), linear_backward_weight_args(m, d, 2 * f, p));
+      dev_->matmul(Operand(dh).at(r * 2 * f), xg + r * d, gu.grad(), linear_backward_weight_args(m, d, 2 * f, p));
     });
     moe_row_pieces(n, [&](int64_t r, int64_t m) {  // g = d x rows (g spent above)
-      dev_->matmul(dh + r * 2 * f, weight_operand(*dev_, gu, dh, p), g + r * d,
+      dev_->matmul(Operand(dh).at(r * 2 * f), weight_operand(*dev_, gu, dh, p), g + r * d,
                    linear_backward_input_args(m, d, 2 * f, false, p));
     });
   });

@@ -17,7 +17,7 @@ float* row_parallel_forward(TpRegions& regions, const Linear& l, Operand x, floa
   });
 }
 
-void LinearBackward::operator()(const Linear& l, Operand x, bool x_lives, const float* dy, float* dx, int64_t rows,
+void LinearBackward::operator()(const Linear& l, Operand x, bool x_lives, Operand dy, float* dx, int64_t rows,
                                 bool accumulate, Precision p) const {
   if (part == BackwardPart::all) {
     l.backward(x, dy, dx, rows, accumulate, p);
@@ -27,7 +27,7 @@ void LinearBackward::operator()(const Linear& l, Operand x, bool x_lives, const 
   store->add(l, x, x_lives, dy, rows, p);
 }
 
-void LinearBackward::weight(const Linear& l, Operand x, bool x_lives, const float* dy, int64_t rows,
+void LinearBackward::weight(const Linear& l, Operand x, bool x_lives, Operand dy, int64_t rows,
                             Precision p) const {
   if (part == BackwardPart::all)
     l.backward_weight(x, dy, rows, p);
@@ -36,7 +36,7 @@ void LinearBackward::weight(const Linear& l, Operand x, bool x_lives, const floa
 }
 
 void column_parallel_backward(TpRegions& regions, const TpSlice& slice, const LinearBackward& grads, const Linear& l,
-                              Operand x_local, void* gathered, const float* dy, float* partial, float* spare,
+                              Operand x_local, void* gathered, Operand dy, float* partial, float* spare,
                               float* du, bool accumulate, int64_t rows, Precision p) {
   const Operand x = regions.all_rows(x_local, gathered, rows, l.in);
   const bool x_lives = !slice.splits_rows();  // else gathered into the workspace

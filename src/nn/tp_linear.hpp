@@ -31,10 +31,11 @@ struct LinearBackward {
   BackwardPart part = BackwardPart::all;
   WeightGradStore* store = nullptr;
   // dx (+)= the input gradient (accumulate), and the weight gradient now or kept.
-  void operator()(const Linear& l, Operand x, bool x_lives, const float* dy, float* dx, int64_t rows,
+  // dy may be stored in bf16 (a gradient kept for products).
+  void operator()(const Linear& l, Operand x, bool x_lives, Operand dy, float* dx, int64_t rows,
                   bool accumulate, Precision p) const;
   // The weight half alone, now or kept.
-  void weight(const Linear& l, Operand x, bool x_lives, const float* dy, int64_t rows, Precision p) const;
+  void weight(const Linear& l, Operand x, bool x_lives, Operand dy, int64_t rows, Precision p) const;
 };
 
 // A column-parallel Linear's backward from its output gradient dy [rows, l.out] (all rows) and
@@ -45,7 +46,7 @@ struct LinearBackward {
 // is reduce-scattered into `spare` (this slice's rows), which must alias nothing the weight half
 // reads. In one process: grads() of the whole.
 void column_parallel_backward(TpRegions& regions, const TpSlice& slice, const LinearBackward& grads, const Linear& l,
-                              Operand x_local, void* gathered, const float* dy, float* partial, float* spare,
+                              Operand x_local, void* gathered, Operand dy, float* partial, float* spare,
                               float* du, bool accumulate, int64_t rows, Precision p);
 
 }  // namespace dtrain

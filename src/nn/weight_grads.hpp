@@ -2,7 +2,7 @@
 // unit's input gradient (I) first and its layers' weight gradients (W) afterwards. Per layer (a
 // Linear, a Conv2d: anything with in_floats(), out_floats() per row and backward_weight) it keeps the
 // layer's input and its output's gradient, copied into storage planned up front unless the input is
-// a saved activation that lives until W anyway; an input stored in bf16 is kept in bf16. The model
+// a saved activation that lives until W anyway; an input or gradient stored in bf16 is kept in bf16. The model
 // plans one per unit and micro-batch in flight (Module::weight_grad_floats) and hands it over in
 // UnitPass::weight_grads.
 #pragma once
@@ -24,12 +24,12 @@ class WeightGradStore {
   // Keeps layer's weight gradient from x [rows, in_floats()] and dy [rows, out_floats()] for run(); x
   // is kept as is when x_lives (it stays unchanged until run), else copied, like dy.
   template <class Layer>
-  void add(const Layer& layer, Operand x, bool x_lives, const float* dy, int64_t rows, Precision p) {
+  void add(const Layer& layer, Operand x, bool x_lives, Operand dy, int64_t rows, Precision p) {
     const Operand xs = x_lives && !copy_inputs_ ? x : keep(x, rows * layer.in_floats());
-    auto run = [](const void* l, Operand x, const float* dy, int64_t rows, Precision p) {
+    auto run = [](const void* l, Operand x, Operand dy, int64_t rows, Precision p) {
       static_cast<const Layer*>(l)->backward_weight(x, dy, rows, p);
     };
-    entries_.push_back({&layer, run, xs, keep(dy, rows * layer.out_floats()).f32(), rows, p});
+    entries_.push_back({&layer, run, xs, keep(dy, rows * layer.out_floats()), rows, p});
   }
   // Accumulates every kept weight gradient, then forgets them.
   void run() {
@@ -42,9 +42,9 @@ class WeightGradStore {
  private:
   struct Entry {
     const void* layer;
-    void (*run)(const void* layer, Operand x, const float* dy, int64_t rows, Precision p);
+    void (*run)(const void* layer, Operand x, Operand dy, int64_t rows, Precision p);
     Operand x;
-    const float* dy;
+    Operand dy;
     int64_t rows;
     Precision p;
   };

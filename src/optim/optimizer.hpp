@@ -20,7 +20,8 @@ struct ParamShard {
   uint16_t* bf16 = nullptr;
 };
 
-// One shard per unit: everything, as a single process owns it (with the units' bf16 copies).
+// One shard per unit: everything, as a single process owns it (with the units' bf16 copies, which
+// must be bound before: the optimizer refreshes the copies it was given).
 std::vector<ParamShard> unit_shards(const std::vector<Unit*>& units);
 
 struct OptimizerConfig {

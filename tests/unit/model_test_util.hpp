@@ -1,7 +1,8 @@
-// Helpers for tests that drive a Transformer directly: tiny models, and token arrays as the batches
-// a model reads.
+// Helpers for tests that drive a Transformer or a Llama directly: tiny models, and token arrays as the
+// batches a model reads.
 #pragma once
 #include "data/batch.hpp"
+#include "models/llama/kind.hpp"
 #include "models/transformer/kind.hpp"
 #include "nn/model.hpp"
 
@@ -30,6 +31,20 @@ inline TransformerConfig tiny_transformer(const TinyTransformer& t) {
   c.activation = t.activation;
   c.tied = t.tied;
   c.head_bias = t.head_bias;
+  return c;
+}
+
+// A tiny Llama: vocabulary 21, 8 positions, width 16, 4 heads over 2 kv heads, feed-forward 32.
+inline LlamaConfig tiny_llama(int64_t layers, float dropout) {
+  LlamaConfig c;
+  c.vocab_size = 21;
+  c.seq_len = 8;
+  c.dim = 16;
+  c.heads = 4;
+  c.kv_heads = 2;
+  c.layers = layers;
+  c.ff_dim = 32;
+  c.dropout = dropout;
   return c;
 }
 

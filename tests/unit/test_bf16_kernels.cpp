@@ -123,7 +123,43 @@ TEST(Bf16Kernels, LinearBackwardReadsItsInputInBf16) {
     EXPECT_EQ(dW2, dW1) << "accumulate " << accumulate;
     EXPECT_EQ(dx2, dx1) << "accumulate " << accumulate;
     EXPECT_NE(dW2, dW0);
+    // the output gradient kept in bf16 and the weights' bf16 copy: the same products, the same bits
+    Vec dW3 = dW0, dx3(rows * in, 0.5f);
+    const std::vector<uint16_t> dy16 = rounded(dy), W16 = rounded(W);
+    linear_backward(x16.data(), dy16.data(), W16.data(), dW3.data(), dx3.data(), rows, in, out, accumulate, p);
+    EXPECT_EQ(dW3, dW1) << "accumulate " << accumulate;
+    EXPECT_EQ(dx3, dx1) << "accumulate " << accumulate;
   }
+}
+
+// Gradients kept in bf16 (those only products and a bias sum read): each element-wise backward
+// writes its f32 result rounded, and the bias sum of a bf16 gradient is the f32 sum of its values.
+TEST(Bf16Kernels, GradientsKeptInBf16AreTheF32ResultRounded) {
+  std::mt19937 g(11);
+  const int64_t rows = 37, f = 260, n = rows * f;
+  const std::vector<uint16_t> x16 = rounded(randu(n, g, -5.0f, 5.0f)), a16 = rounded(randu(2 * n, g, -6.0f, 6.0f));
+  const Vec dy = randu(n, g);
+  for (Activation act : {Activation::gelu, Activation::relu}) {
+    Vec want(n);
+    std::vector<uint16_t> got(n);
+    activation_backward(act, x16.data(), dy.data(), want.data(), n);
+    activation_backward(act, x16.data(), dy.data(), got.data(), n);
+    EXPECT_EQ(got, rounded(want)) << "activation backward";
+    relu_backward_from_output(x16.data(), dy.data(), want.data(), n, 1.25f);
+    relu_backward_from_output(x16.data(), dy.data(), got.data(), n, 1.25f);
+    EXPECT_EQ(got, rounded(want)) << "ReLU backward from its output";
+  }
+  Vec da(2 * n);
+  std::vector<uint16_t> da16(2 * n);
+  swiglu_backward(a16.data(), dy.data(), da.data(), rows, f);
+  swiglu_backward(a16.data(), dy.data(), da16.data(), rows, f);
+  EXPECT_EQ(da16, rounded(da)) << "SwiGLU backward";
+  const Vec wide = widened(da16), bias0 = randu(2 * f, g);
+  Vec from_f32 = bias0, from_bf16 = bias0;
+  colsum_accumulate(wide.data(), from_f32.data(), rows, 2 * f);
+  colsum_accumulate(da16.data(), from_bf16.data(), rows, 2 * f);
+  EXPECT_EQ(from_bf16, from_f32) << "bias sum";
+  EXPECT_NE(from_bf16, bias0);
 }
 
 // Attention in bf16 (bf16 products, f32 softmax): qkv kept in bf16 gives the bits of qkv kept in f32

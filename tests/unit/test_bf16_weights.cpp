@@ -33,25 +33,12 @@ struct Case {
   int32_t vocab;
 };
 
-LlamaConfig llama() {
-  LlamaConfig c;
-  c.vocab_size = 21;
-  c.seq_len = 8;
-  c.dim = 16;
-  c.heads = 4;
-  c.kv_heads = 2;
-  c.layers = 2;
-  c.ff_dim = 32;
-  c.dropout = 0.1f;
-  return c;
-}
-
 std::vector<Case> cases() {
   const TransformerConfig t = tiny_transformer(
       {.vocab = 19, .seq_len = 8, .dim = 16, .heads = 2, .layers = 2, .ff_dim = 24, .dropout = 0.1f}),
                           tied = tiny_transformer({.vocab = 19, .seq_len = 8, .dim = 16, .heads = 2, .layers = 2,
                                                    .ff_dim = 24, .dropout = 0.1f, .pre_norm = true, .tied = true});
-  const LlamaConfig l = llama();
+  const LlamaConfig l = tiny_llama(2, 0.1f);
   auto moe = [l] {
     return llama_units(l, cpu_device(), {}, no_tp_regions(), nullptr, [](int block) {
       SparseFeedForward f;

@@ -148,3 +148,29 @@ TEST(CudaBf16, ActivationsReadTheirInputsInBf16) {
   G.swiglu_backward(A16.p(), DY.p(), GOT.p(), rows, f);
   EXPECT_EQ(GOT.host(), WANT.host()) << "swiglu backward";
 }
+
+// Gradients kept in bf16: each element-wise backward writes its f32 result rounded, and the bias sum
+// of a bf16 gradient is the f32 sum of its values.
+TEST(CudaBf16, GradientsKeptInBf16AreTheF32ResultRounded) {
+  NEED_GPU();
+  const int64_t rows = 47, f = 263, n = rows * f;
+  const std::vector<uint16_t> x16 = rounded(rand_vec(n, 60, -5, 5)), a16 = rounded(rand_vec(2 * n, 61, -6, 6));
+  const std::vector<float> dy = rand_vec(n, 62), zero(2 * n, 0.0f), bias0 = rand_vec(2 * f, 63);
+  const std::vector<uint16_t> zero16(2 * n, 0);
+  OnDevice<uint16_t> X16(G, x16), A16(G, a16), GOT(G, zero16);
+  OnDevice<float> DY(G, dy), WANT(G, zero);
+  auto rounded_want = [&] { return rounded(WANT.host()); };
+  G.activation_backward(Activation::gelu, X16.p(), DY.p(), WANT.p(), n);
+  G.activation_backward(Activation::gelu, X16.p(), DY.p(), GOT.p(), n);
+  EXPECT_EQ(GOT.host(), rounded_want()) << "gelu backward";
+  G.relu_backward_from_output(X16.p(), DY.p(), WANT.p(), n, 1.25f);
+  G.relu_backward_from_output(X16.p(), DY.p(), GOT.p(), n, 1.25f);
+  EXPECT_EQ(GOT.host(), rounded_want()) << "ReLU backward from its output";
+  G.swiglu_backward(A16.p(), DY.p(), WANT.p(), rows, f);
+  G.swiglu_backward(A16.p(), DY.p(), GOT.p(), rows, f);
+  EXPECT_EQ(GOT.host(), rounded_want()) << "swiglu backward";
+  OnDevice<float> WIDE(G, widened(GOT.host())), FROM_F32(G, bias0), FROM_BF16(G, bias0);
+  G.colsum_accumulate(WIDE.p(), FROM_F32.p(), rows, 2 * f);
+  G.colsum_accumulate(GOT.p(), FROM_BF16.p(), rows, 2 * f);
+  EXPECT_EQ(FROM_BF16.host(), FROM_F32.host()) << "bias sum";
+}

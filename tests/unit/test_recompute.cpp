@@ -5,10 +5,10 @@
 // order (a unit's I and W with other F and I between), the model one stage or two; full runs the
 // hooks as none does (the same calls in the same order), and a recomputed forward reads parameters
 // only inside its unit's backward window (what FSDP gathers); and the plan shrinks: full keeps less
-// than selective, selective less than none. Activations kept in bf16 (train.precision = bf16) give
-// the same bits under each recompute and split backward, lie close to bf16 products on activations
-// kept in f32 (the bits of those but for the attention's probabilities), and the plan shrinks by half
-// of what they keep.
+// than selective, selective less than none. Activations kept in bf16 (train.precision = bf16), and
+// with them the gradients only products read, give the same bits under each recompute and split
+// backward, lie close to bf16 products on activations kept in f32 (the bits of those but for the
+// attention's probabilities and fc1's bias gradient), and the plan shrinks by half of what they keep.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -51,30 +51,14 @@ Case transformer_case(bool pre_norm) {
 }
 
 Case llama_case() {
-  LlamaConfig c;
-  c.vocab_size = 21;
-  c.seq_len = 8;
-  c.dim = 16;
-  c.heads = 4;
-  c.kv_heads = 2;
-  c.layers = 3;
-  c.ff_dim = 32;
-  c.dropout = 0.2f;
+  const LlamaConfig c = tiny_llama(3, 0.2f);
   return {[c] { return llama_units(c); }, {InputKind::tokens, c.seq_len, c.seq_len}, int32_t(c.vocab_size)};
 }
 
 // Llama with a mixture of experts in every block (4 experts, top 2)
 Case moe_case() {
   Case c = llama_case();
-  LlamaConfig l;
-  l.vocab_size = 21;
-  l.seq_len = 8;
-  l.dim = 16;
-  l.heads = 4;
-  l.kv_heads = 2;
-  l.layers = 3;
-  l.ff_dim = 32;
-  l.dropout = 0.2f;
+  const LlamaConfig l = tiny_llama(3, 0.2f);
   c.units = [l] {
     return llama_units(l, cpu_device(), {}, no_tp_regions(), nullptr, [](int block) {
       SparseFeedForward f;

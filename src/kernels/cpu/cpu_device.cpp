@@ -72,12 +72,12 @@ class CpuDevice final : public ComputeDevice {
     DT_CPU_OP("matmul", matmul_flops(a));
     dtrain::matmul(A, B, C, a);
   }
-  void linear_backward(Operand x, const float* dy, Operand W, float* dW, float* dx, int64_t rows, int64_t in,
+  void linear_backward(Operand x, Operand dy, Operand W, float* dW, float* dx, int64_t rows, int64_t in,
                        int64_t out, bool accumulate_dx, Precision p) override {
     DT_CPU_OP("matmul", 2.0 * matmul_flops(linear_backward_input_args(rows, in, out, accumulate_dx, p)));
     dtrain::linear_backward(x, dy, W, dW, dx, rows, in, out, accumulate_dx, p);
   }
-  void colsum_accumulate(const float* x, float* out, int64_t rows, int64_t cols) override {
+  void colsum_accumulate(Operand x, float* out, int64_t rows, int64_t cols) override {
     DT_CPU_OP("colsum_accumulate");
     dtrain::colsum_accumulate(x, out, rows, cols);
   }
@@ -198,11 +198,11 @@ class CpuDevice final : public ComputeDevice {
     DT_CPU_OP("activation_forward");
     dtrain::activation_forward(a, x, y, n);
   }
-  void activation_backward(Activation a, Operand x, const float* dy, float* dx, int64_t n) override {
+  void activation_backward(Activation a, Operand x, const float* dy, ActBuffer dx, int64_t n) override {
     DT_CPU_OP("activation_backward");
     dtrain::activation_backward(a, x, dy, dx, n);
   }
-  void relu_backward_from_output(Operand y, const float* dy, float* dx, int64_t n, float scale) override {
+  void relu_backward_from_output(Operand y, const float* dy, ActBuffer dx, int64_t n, float scale) override {
     DT_CPU_OP("relu_backward_from_output");
     dtrain::relu_backward_from_output(y, dy, dx, n, scale);
   }
@@ -210,7 +210,7 @@ class CpuDevice final : public ComputeDevice {
     DT_CPU_OP("swiglu_forward");
     dtrain::swiglu_forward(a, y, rows, f);
   }
-  void swiglu_backward(Operand a, const float* dy, float* da, int64_t rows, int64_t f) override {
+  void swiglu_backward(Operand a, const float* dy, ActBuffer da, int64_t rows, int64_t f) override {
     DT_CPU_OP("swiglu_backward");
     dtrain::swiglu_backward(a, dy, da, rows, f);
   }

@@ -186,16 +186,16 @@ void matmul(Operand A, Operand B, float* C, const MatmulArgs& args) {
   run(problem_of(a, true), bf16_operand(A, Bf16Copy::a, a.M * a.K), bf16_operand(B, Bf16Copy::b, a.K * a.N), a.bias, C);
 }
 
-void linear_backward(Operand x, const float* dy, Operand W, float* dW, float* dx, int64_t rows, int64_t in,
+void linear_backward(Operand x, Operand dy, Operand W, float* dW, float* dx, int64_t rows, int64_t in,
                      int64_t out, bool accumulate_dx, Precision p) {
-  const MatmulArgs wa = matmul_args_for(linear_backward_weight_args(rows, in, out, p), false, x.bf16),
-                   ia = matmul_args_for(linear_backward_input_args(rows, in, out, accumulate_dx, p), false, W.bf16);
+  const MatmulArgs wa = matmul_args_for(linear_backward_weight_args(rows, in, out, p), dy.bf16, x.bf16),
+                   ia = matmul_args_for(linear_backward_input_args(rows, in, out, accumulate_dx, p), dy.bf16, W.bf16);
   if (!matmul_copies_to_bf16(wa) || !matmul_copies_to_bf16(ia)) {
     matmul(dy, x, dW, wa);
     matmul(dy, W, dx, ia);
     return;
   }
-  const uint16_t* g = matmul_bf16_copy(Bf16Copy::a, dy, rows * out);
+  const uint16_t* g = bf16_operand(dy, Bf16Copy::a, rows * out);
   matmul_bf16(g, bf16_operand(x, Bf16Copy::b, rows * in), dW, wa);
   matmul_bf16(g, bf16_operand(W, Bf16Copy::b, out * in), dx, ia);
 }

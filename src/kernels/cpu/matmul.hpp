@@ -58,7 +58,7 @@ inline void linear_backward_weight(const float* dy, const float* x, float* dW, i
 // Both: dW += dyᵀ·x, then dx (+)= dy·W, the same bits as the two calls above; in bf16 dy is rounded
 // once for both products (in the copy buffers a and b that matmul() uses: dy in a, x then W in b; x
 // and W stored in bf16 are read as they are).
-void linear_backward(Operand x, const float* dy, Operand W, float* dW, float* dx, int64_t rows, int64_t in,
+void linear_backward(Operand x, Operand dy, Operand W, float* dW, float* dx, int64_t rows, int64_t in,
                      int64_t out, bool accumulate_dx, Precision p);
 
 }  // namespace dtrain

@@ -1,6 +1,7 @@
 // What the kernels that call oneDNN share (matmul, convolution, pooling): the process's CPU engine
 // and stream, its out-of-memory error made dtrain's, and f32 → bf16 rounding into a reused buffer.
 #pragma once
+#include <bit>
 #include <cstdint>
 #include <dnnl.hpp>
 #include <vector>
@@ -28,5 +29,10 @@ uint16_t* bf16_buffer(std::vector<uint16_t>& dst, int64_t n);
 inline uint16_t bf16_bits_of(uint32_t f32_bits) {
   return uint16_t((f32_bits + 0x7fffu + ((f32_bits >> 16) & 1u)) >> 16);
 }
+
+// An element written as stored: f32, or bf16 rounded to nearest even (for kernels written once for
+// both output types).
+inline void store_as(float* y, float v) { *y = v; }
+inline void store_as(uint16_t* y, float v) { *y = bf16_bits_of(std::bit_cast<uint32_t>(v)); }
 
 }  // namespace dtrain

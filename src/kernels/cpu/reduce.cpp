@@ -2,6 +2,8 @@
 #include "kernels/cpu/reduce.hpp"
 #include "kernels/cpu/simd.hpp"
 
+#include "core/bf16.hpp"
+
 #include <algorithm>
 #include <vector>
 
@@ -12,7 +14,9 @@ constexpr int64_t kRowBlock = 256;
 constexpr int64_t kBlock = 1 << 14;
 }  // namespace
 
-DT_SIMD void colsum_accumulate(const float* x, float* out, int64_t rows, int64_t cols) {
+namespace {
+template <class In>
+DT_SIMD void colsum_accumulate_from(const In* x, float* out, int64_t rows, int64_t cols) {
   const int64_t blocks = (rows + kRowBlock - 1) / kRowBlock;
   // Column tiles in parallel; within a tile, row blocks summed in order.
   constexpr int64_t kColTile = 64;
@@ -25,14 +29,22 @@ DT_SIMD void colsum_accumulate(const float* x, float* out, int64_t rows, int64_t
       float part[kColTile] = {};
       const int64_t r1 = std::min(rows, (b + 1) * kRowBlock);
       for (int64_t r = b * kRowBlock; r < r1; ++r) {
-        const float* row = x + r * cols;
+        const In* row = x + r * cols;
 #pragma omp simd
-        for (int64_t c = c0; c < c1; ++c) part[c - c0] += row[c];
+        for (int64_t c = c0; c < c1; ++c) part[c - c0] += as_f32(row[c]);
       }
       for (int64_t c = c0; c < c1; ++c) total[c - c0] += part[c - c0];
     }
     for (int64_t c = c0; c < c1; ++c) out[c] += total[c - c0];
   }
+}
+}  // namespace
+
+void colsum_accumulate(Operand x, float* out, int64_t rows, int64_t cols) {
+  if (x.bf16)
+    colsum_accumulate_from(x.b16(), out, rows, cols);
+  else
+    colsum_accumulate_from(x.f32(), out, rows, cols);
 }
 
 template <bool kSquare>

@@ -32,10 +32,6 @@ inline float silu_times(float g, float u) {
   return g * s * u;
 }
 
-// An element as stored: f32, or bf16 rounded to nearest even.
-inline void store_as(float* y, float v) { *y = v; }
-inline void store_as(uint16_t* y, float v) { *y = bf16_bits_of(std::bit_cast<uint32_t>(v)); }
-
 // One row: y[j] = silu(gate[j]) * up[j], the inputs f32 or bf16 (their bits), the output either.
 template <class In, class Out>
 inline void swiglu_row(const In* gate, const In* up, Out* y, int64_t f) {
@@ -51,42 +47,32 @@ DT_SIMD void swiglu_forward_rows(const In* a, Out* y, int64_t rows, int64_t f) {
 }  // namespace
 
 void swiglu_forward(Operand a, ActBuffer y, int64_t rows, int64_t f) {
-  if (a.bf16 && y.bf16)
-    swiglu_forward_rows(a.b16(), y.b16(), rows, f);
-  else if (a.bf16)
-    swiglu_forward_rows(a.b16(), y.f32(), rows, f);
-  else if (y.bf16)
-    swiglu_forward_rows(a.f32(), y.b16(), rows, f);
-  else
-    swiglu_forward_rows(a.f32(), y.f32(), rows, f);
+  with_stored_types(a, y, [&](auto in, auto out) { swiglu_forward_rows(in, out, rows, f); });
 }
 
 // silu'(g) = s + g·s·(1 - s) = s · (1 + g·(1 - s)). In is float or uint16_t (bf16 bits).
-template <class In>
-DT_SIMD void swiglu_backward_from(const In* a, const float* dy, float* da, int64_t rows, int64_t f) {
+template <class In, class Out>
+DT_SIMD void swiglu_backward_from(const In* a, const float* dy, Out* da, int64_t rows, int64_t f) {
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < rows; ++r) {
     const In* gate = a + r * 2 * f;
     const In* up = gate + f;
     const float* dyr = dy + r * f;
-    float* dgate = da + r * 2 * f;
-    float* dup = dgate + f;
+    Out* dgate = da + r * 2 * f;
+    Out* dup = dgate + f;
 #pragma omp simd
     for (int64_t j = 0; j < f; ++j) {
       const float g = as_f32(gate[j]), u = as_f32(up[j]);
       float s, sm;
       swiglu_sigmoid(g, s, sm);
-      dgate[j] = dyr[j] * u * (s * (1.0f + g * sm));
-      dup[j] = dyr[j] * (g * s);
+      store_as(dgate + j, dyr[j] * u * (s * (1.0f + g * sm)));
+      store_as(dup + j, dyr[j] * (g * s));
     }
   }
 }
 
-void swiglu_backward(Operand a, const float* dy, float* da, int64_t rows, int64_t f) {
-  if (a.bf16)
-    swiglu_backward_from(a.b16(), dy, da, rows, f);
-  else
-    swiglu_backward_from(a.f32(), dy, da, rows, f);
+void swiglu_backward(Operand a, const float* dy, ActBuffer da, int64_t rows, int64_t f) {
+  with_stored_types(a, da, [&](auto in, auto out) { swiglu_backward_from(in, dy, out, rows, f); });
 }
 
 }  // namespace dtrain

@@ -196,7 +196,7 @@ class CudaDevice final : public ComputeDevice {
     DT_OP_FLOPS("matmul", matmul_flops(a));
     lt_->run(A, B, C, a);
   }
-  void colsum_accumulate(const float* x, float* out, int64_t rows, int64_t cols) override {
+  void colsum_accumulate(Operand x, float* out, int64_t rows, int64_t cols) override {
     DT_OP("colsum_accumulate");
     cuda::colsum_accumulate(x, out, rows, cols, pool_, stream_);
   }
@@ -347,11 +347,11 @@ class CudaDevice final : public ComputeDevice {
     DT_OP("activation_forward");
     cuda::activation_forward(a, x, y, n, stream_);
   }
-  void activation_backward(Activation a, Operand x, const float* dy, float* dx, int64_t n) override {
+  void activation_backward(Activation a, Operand x, const float* dy, ActBuffer dx, int64_t n) override {
     DT_OP("activation_backward");
     cuda::activation_backward(a, x, dy, dx, n, stream_);
   }
-  void relu_backward_from_output(Operand y, const float* dy, float* dx, int64_t n, float scale) override {
+  void relu_backward_from_output(Operand y, const float* dy, ActBuffer dx, int64_t n, float scale) override {
     DT_OP("relu_backward_from_output");
     cuda::relu_backward_from_output(y, dy, dx, n, scale, stream_);
   }
@@ -359,7 +359,7 @@ class CudaDevice final : public ComputeDevice {
     DT_OP("swiglu_forward");
     cuda::swiglu_forward(a, y, rows, f, stream_);
   }
-  void swiglu_backward(Operand a, const float* dy, float* da, int64_t rows, int64_t f) override {
+  void swiglu_backward(Operand a, const float* dy, ActBuffer da, int64_t rows, int64_t f) override {
     DT_OP("swiglu_backward");
     cuda::swiglu_backward(a, dy, da, rows, f, stream_);
   }

@@ -44,24 +44,24 @@ __global__ void act_forward_kernel(bool relu, const In* x, float* y, int64_t n) 
   const float v = load(x + i);
   y[i] = relu ? (v > 0.0f ? v : 0.0f) : 0.5f * v * (1.0f + tanhf(kSqrt2OverPi * (v + kGeluC * v * v * v)));
 }
-template <class In>
-__global__ void act_backward_kernel(bool relu, const In* x, const float* dy, float* dx, int64_t n) {
+template <class In, class Out>
+__global__ void act_backward_kernel(bool relu, const In* x, const float* dy, Out* dx, int64_t n) {
   const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   if (i >= n) return;
   const float v = load(x + i);
   if (relu) {
-    dx[i] = v > 0.0f ? dy[i] : 0.0f;
+    store(dx + i, v > 0.0f ? dy[i] : 0.0f);
     return;
   }
   const float t = tanhf(kSqrt2OverPi * (v + kGeluC * v * v * v));
   const float du = kSqrt2OverPi * (1.0f + 3.0f * kGeluC * v * v);
-  dx[i] = dy[i] * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du);
+  store(dx + i, dy[i] * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du));
 }
 
-template <class In>
-__global__ void relu_from_output_kernel(const In* y, const float* dy, float* dx, int64_t n, float scale) {
+template <class In, class Out>
+__global__ void relu_from_output_kernel(const In* y, const float* dy, Out* dx, int64_t n, float scale) {
   const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
-  if (i < n) dx[i] = load(y + i) > 0.0f ? dy[i] * scale : 0.0f;
+  if (i < n) store(dx + i, load(y + i) > 0.0f ? dy[i] * scale : 0.0f);
 }
 
 // sigmoid(g) and 1 - sigmoid(g) from e = exp(-|g|) ≤ 1, as kernels/cpu/swiglu.cpp forms them: no
@@ -85,16 +85,16 @@ __global__ void swiglu_forward_kernel(const In* a, Out* y, int64_t rows, int64_t
   store(y + i, g * s * u);
 }
 // silu'(g) = s · (1 + g·(1 - s)); each thread reads its gate and up before writing them (da may be a).
-template <class In>
-__global__ void swiglu_backward_kernel(const In* a, const float* dy, float* da, int64_t rows, int64_t f) {
+template <class In, class Out>
+__global__ void swiglu_backward_kernel(const In* a, const float* dy, Out* da, int64_t rows, int64_t f) {
   const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   if (i >= rows * f) return;
   const int64_t r = i / f, j = i - r * f;
   const float g = load(a + r * 2 * f + j), u = load(a + r * 2 * f + f + j), d = dy[i];
   float s, sm;
   swiglu_sigmoid(g, s, sm);
-  da[r * 2 * f + j] = d * u * (s * (1.0f + g * sm));
-  da[r * 2 * f + f + j] = d * (g * s);
+  store(da + r * 2 * f + j, d * u * (s * (1.0f + g * sm)));
+  store(da + r * 2 * f + f + j, d * (g * s));
 }
 
 // What a dropout kernel needs of a DropoutSpec: the stream's key and the tile's geometry.
@@ -201,43 +201,32 @@ void activation_forward(Activation a, Operand x, float* y, int64_t n, cudaStream
     act_forward_kernel<<<blocks_for(n), kThreads, 0, s>>>(a == Activation::relu, x.f32(), y, n);
   DT_CUDA_LAUNCHED();
 }
-void activation_backward(Activation a, Operand x, const float* dy, float* dx, int64_t n, cudaStream_t s) {
+void activation_backward(Activation a, Operand x, const float* dy, ActBuffer dx, int64_t n, cudaStream_t s) {
   if (n == 0) return;
-  if (x.bf16)
-    act_backward_kernel<<<blocks_for(n), kThreads, 0, s>>>(a == Activation::relu, x.b16(), dy, dx, n);
-  else
-    act_backward_kernel<<<blocks_for(n), kThreads, 0, s>>>(a == Activation::relu, x.f32(), dy, dx, n);
+  with_stored_types(x, dx, [&](auto in, auto out) {
+    act_backward_kernel<<<blocks_for(n), kThreads, 0, s>>>(a == Activation::relu, in, dy, out, n);
+  });
   DT_CUDA_LAUNCHED();
 }
-void relu_backward_from_output(Operand y, const float* dy, float* dx, int64_t n, float scale, cudaStream_t s) {
+void relu_backward_from_output(Operand y, const float* dy, ActBuffer dx, int64_t n, float scale, cudaStream_t s) {
   if (n == 0) return;
-  if (y.bf16)
-    relu_from_output_kernel<<<blocks_for(n), kThreads, 0, s>>>(y.b16(), dy, dx, n, scale);
-  else
-    relu_from_output_kernel<<<blocks_for(n), kThreads, 0, s>>>(y.f32(), dy, dx, n, scale);
+  with_stored_types(y, dx, [&](auto in, auto out) {
+    relu_from_output_kernel<<<blocks_for(n), kThreads, 0, s>>>(in, dy, out, n, scale);
+  });
   DT_CUDA_LAUNCHED();
-}
-template <class In>
-void swiglu_forward_from(const In* a, ActBuffer y, int64_t rows, int64_t f, cudaStream_t s) {
-  if (y.bf16)
-    swiglu_forward_kernel<<<blocks_for(rows * f), kThreads, 0, s>>>(a, y.b16(), rows, f);
-  else
-    swiglu_forward_kernel<<<blocks_for(rows * f), kThreads, 0, s>>>(a, y.f32(), rows, f);
 }
 void swiglu_forward(Operand a, ActBuffer y, int64_t rows, int64_t f, cudaStream_t s) {
   if (rows * f == 0) return;
-  if (a.bf16)
-    swiglu_forward_from(a.b16(), y, rows, f, s);
-  else
-    swiglu_forward_from(a.f32(), y, rows, f, s);
+  with_stored_types(a, y, [&](auto in, auto out) {
+    swiglu_forward_kernel<<<blocks_for(rows * f), kThreads, 0, s>>>(in, out, rows, f);
+  });
   DT_CUDA_LAUNCHED();
 }
-void swiglu_backward(Operand a, const float* dy, float* da, int64_t rows, int64_t f, cudaStream_t s) {
+void swiglu_backward(Operand a, const float* dy, ActBuffer da, int64_t rows, int64_t f, cudaStream_t s) {
   if (rows * f == 0) return;
-  if (a.bf16)
-    swiglu_backward_kernel<<<blocks_for(rows * f), kThreads, 0, s>>>(a.b16(), dy, da, rows, f);
-  else
-    swiglu_backward_kernel<<<blocks_for(rows * f), kThreads, 0, s>>>(a.f32(), dy, da, rows, f);
+  with_stored_types(a, da, [&](auto in, auto out) {
+    swiglu_backward_kernel<<<blocks_for(rows * f), kThreads, 0, s>>>(in, dy, out, rows, f);
+  });
   DT_CUDA_LAUNCHED();
 }
 void dropout(const float* x, ActBuffer y, int64_t rows, int64_t cols, const DropoutSpec& d, cudaStream_t s) {

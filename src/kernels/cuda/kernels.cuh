@@ -33,11 +33,12 @@ void from_bf16(const uint16_t* x, float* y, int64_t n, cudaStream_t s);
 void round_to_bf16(const float* x, float* y, int64_t n, cudaStream_t s);
 // x may be stored in bf16 (an activation's input kept so)
 void activation_forward(Activation a, Operand x, float* y, int64_t n, cudaStream_t s);
-void activation_backward(Activation a, Operand x, const float* dy, float* dx, int64_t n, cudaStream_t s);
-void relu_backward_from_output(Operand y, const float* dy, float* dx, int64_t n, float scale, cudaStream_t s);
+// dx f32 (may alias dy) or bf16 (a gradient kept for products, rounded; over neither x nor dy)
+void activation_backward(Activation a, Operand x, const float* dy, ActBuffer dx, int64_t n, cudaStream_t s);
+void relu_backward_from_output(Operand y, const float* dy, ActBuffer dx, int64_t n, float scale, cudaStream_t s);
 // a [rows, 2f] = [gate | up] rows, f32 or bf16; da may be a itself (f32).
 void swiglu_forward(Operand a, ActBuffer y, int64_t rows, int64_t f, cudaStream_t s);
-void swiglu_backward(Operand a, const float* dy, float* da, int64_t rows, int64_t f, cudaStream_t s);
+void swiglu_backward(Operand a, const float* dy, ActBuffer da, int64_t rows, int64_t f, cudaStream_t s);
 // A [rows, cols] tile placed by the spec's geometry (DropoutSpec, kernels/types.hpp); in place allowed
 // in f32; y may be stored in bf16 (not over x; written also when dropout is off).
 void dropout(const float* x, ActBuffer y, int64_t rows, int64_t cols, const DropoutSpec& d, cudaStream_t s);
@@ -47,7 +48,8 @@ void sgd(float* p, const float* g, float* buf, int64_t n, const SgdHyper& h, cud
 // reduce.cu: fixed-order reductions (the same result every run).
 void sumsq(const float* x, int64_t n, double* out, ScratchPool& pool, cudaStream_t s);
 void sum_into(const float* x, int64_t n, double* out, ScratchPool& pool, cudaStream_t s);
-void colsum_accumulate(const float* x, float* out, int64_t rows, int64_t cols, ScratchPool& pool, cudaStream_t s);
+// x f32 or bf16 (a gradient kept so), summed in f32
+void colsum_accumulate(Operand x, float* out, int64_t rows, int64_t cols, ScratchPool& pool, cudaStream_t s);
 
 // layernorm.cu
 void layernorm_forward(const float* x, const float* gamma, const float* beta, float* y, float* mean, float* rstd,

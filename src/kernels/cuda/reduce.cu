@@ -1,5 +1,7 @@
 // Fixed-order reductions on the GPU (sums of squares, sums, column sums) and the scratch pool: the
 // grid shape does not depend on timing, so a result is the same every run.
+#include <cuda_bf16.h>
+
 #include "core/limits.hpp"
 #include "kernels/cuda/check.cuh"
 #include "kernels/cuda/kernels.cuh"
@@ -67,11 +69,14 @@ __global__ void finish_sum_kernel(const double* part, int n, double* out) {
   *out += s;
 }
 
-// x[r, c] of a [rows, cols] matrix, as colsum_rows' term.
+// x[r, c] of a [rows, cols] matrix, f32 or bf16 (its bits), as colsum_rows' term.
+__device__ inline float as_f32(float v) { return v; }
+__device__ inline float as_f32(uint16_t b) { return __bfloat162float(__ushort_as_bfloat16(b)); }
+template <class T>
 struct Element {
-  const float* x;
+  const T* x;
   int64_t cols;
-  __device__ float operator()(int64_t r, int64_t c) const { return x[r * cols + c]; }
+  __device__ float operator()(int64_t r, int64_t c) const { return as_f32(x[r * cols + c]); }
 };
 
 __global__ void colsum_finish_kernel(const float* part, int64_t blocks, int64_t cols, float* out) {
@@ -105,9 +110,12 @@ void colsum_finish(const float* part, int64_t blocks, int64_t cols, float* out, 
   DT_CUDA_LAUNCHED();
 }
 
-void colsum_accumulate(const float* x, float* out, int64_t rows, int64_t cols, ScratchPool& pool, cudaStream_t s) {
+void colsum_accumulate(Operand x, float* out, int64_t rows, int64_t cols, ScratchPool& pool, cudaStream_t s) {
   if (rows == 0 || cols == 0) return;
-  colsum_rows<kColsumRows>(Element{x, cols}, rows, cols, out, pool, Scratch::colsum, s);
+  if (x.bf16)
+    colsum_rows<kColsumRows>(Element<uint16_t>{x.b16(), cols}, rows, cols, out, pool, Scratch::colsum, s);
+  else
+    colsum_rows<kColsumRows>(Element<float>{x.f32(), cols}, rows, cols, out, pool, Scratch::colsum, s);
 }
 
 }  // namespace dtrain::cuda

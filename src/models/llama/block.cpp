@@ -248,9 +248,10 @@ void LlamaBlock::ff_backward(Operand u, const float* df, float* du, const StepCo
   }
   grads()(down_, s_->act, !selective_, regions_.all_rows(df, w.full1, rows, c_.dim), w.grad_act, rows, false,
           ctx.precision);
-  dev_.swiglu_backward(s_->ff, w.grad_act, w.grad_ff, rows, ff_);
+  const ActBuffer dff = ActBuffer::of(w.grad_ff, bf16_act_);  // only gate_up's products read it: bf16 with activations
+  dev_.swiglu_backward(s_->ff, w.grad_act, dff, rows, ff_);
   // (df, in tmp1, and its gathered rows are spent)
-  column_parallel_backward(regions_, slice_, grads(), gate_up_, u, w.full1, w.grad_ff, w.full2, w.tmp1, du, moe_.has_value(),
+  column_parallel_backward(regions_, slice_, grads(), gate_up_, u, w.full1, dff, w.full2, w.tmp1, du, moe_.has_value(),
                            rows, ctx.precision);
 }
 

@@ -161,15 +161,18 @@ void Block::ff_backward(Operand u, const float* df, float* du, bool accumulate,
   const DropoutSpec drop = drop_ff(ctx, id_, c_.ff_dim, ff_, slice_.index);
   const Operand a = relu() ? Operand(s_->ff) : ff_activation(ctx, ws);
   grads()(fc2_, a, relu(), regions_.all_rows(df, ws.full1, rows, c_.dim), ws.grad_ff, rows, false, ctx.precision);
+  // fc1's output gradient, which only its products and bias sum read: in bf16 where activations are
+  // kept so, into ff_act (a, the GELU's there, is spent), else in place
+  const ActBuffer dh = bf16_ ? ActBuffer(reinterpret_cast<uint16_t*>(ws.ff_act)) : ActBuffer(ws.grad_ff);
   if (relu()) {
-    dev_.relu_backward_from_output(a, ws.grad_ff, ws.grad_ff, n, drop.active() ? drop.scale() : 1.0f);
+    dev_.relu_backward_from_output(a, ws.grad_ff, dh, n, drop.active() ? drop.scale() : 1.0f);
   } else {
     dev_.dropout_backward(ws.grad_ff, ws.grad_ff, rows, ff_, drop);
-    dev_.activation_backward(c_.activation, s_->ff, ws.grad_ff, ws.grad_ff, n);
+    dev_.activation_backward(c_.activation, s_->ff, ws.grad_ff, dh, n);
   }
   // (df, in tmp1, and its gathered rows are spent)
-  column_parallel_backward(regions_, slice_, grads(), fc1_, u, ws.full1, ws.grad_ff, ws.full2, ws.tmp1, du, accumulate,
-                           rows, ctx.precision);
+  column_parallel_backward(regions_, slice_, grads(), fc1_, u, ws.full1, dh, ws.full2, ws.tmp1, du, accumulate, rows,
+                           ctx.precision);
 }
 
 // r = x + drop(a)  (a is overwritten); rows: this slice's
