@@ -25,9 +25,11 @@ void round_into_bf16_parallel(const float* src, int64_t n, uint16_t* dst);
 uint16_t* bf16_buffer(std::vector<uint16_t>& dst, int64_t n);
 
 // One f32's bits rounded to bf16 (to nearest even), as round_to_bf16 rounds: for a kernel that
-// writes a bf16 copy of what it computes while it is in cache.
+// writes a bf16 copy of what it computes while it is in cache. A NaN stays a (quiet) NaN, as
+// core/bf16.hpp's to_bf16 keeps it (rounding its bits could carry it into an infinity or a zero).
 inline uint16_t bf16_bits_of(uint32_t f32_bits) {
-  return uint16_t((f32_bits + 0x7fffu + ((f32_bits >> 16) & 1u)) >> 16);
+  const uint16_t rounded = uint16_t((f32_bits + 0x7fffu + ((f32_bits >> 16) & 1u)) >> 16);
+  return (f32_bits & 0x7fffffffu) > 0x7f800000u ? uint16_t((f32_bits >> 16) | 0x40u) : rounded;
 }
 
 // An element written as stored: f32, or bf16 rounded to nearest even (for kernels written once for
