@@ -48,6 +48,18 @@ inline LlamaConfig tiny_llama(int64_t layers, float dropout) {
   return c;
 }
 
+// The units of Llama `l` with a mixture of experts in every block (4 experts of width 16, top 2).
+inline UnitList tiny_moe_units(const LlamaConfig& l) {
+  return llama_units(l, cpu_device(), {}, no_tp_regions(), nullptr, [l](int block) {
+    SparseFeedForward f;
+    f.spec = MoeSpec{l.dim, 4, 2, 16};
+    f.balance_weight = 0.01f;
+    f.layer = block;
+    f.layers = l.layers;
+    return std::optional<SparseFeedForward>(f);
+  });
+}
+
 // ctx.B windows of ctx.T tokens (targets may be null: a prediction).
 inline BatchView token_batch(const int32_t* inputs, const int32_t* targets, const StepContext& ctx) {
   return {{InputKind::tokens, ctx.T, ctx.T}, ctx.B, inputs, targets};

@@ -39,16 +39,7 @@ std::vector<Case> cases() {
                           tied = tiny_transformer({.vocab = 19, .seq_len = 8, .dim = 16, .heads = 2, .layers = 2,
                                                    .ff_dim = 24, .dropout = 0.1f, .pre_norm = true, .tied = true});
   const LlamaConfig l = tiny_llama(2, 0.1f);
-  auto moe = [l] {
-    return llama_units(l, cpu_device(), {}, no_tp_regions(), nullptr, [](int block) {
-      SparseFeedForward f;
-      f.spec = MoeSpec{16, 4, 2, 16};
-      f.balance_weight = 0.01f;
-      f.layer = block;
-      f.layers = 2;
-      return std::optional<SparseFeedForward>(f);
-    });
-  };
+  auto moe = [l] { return tiny_moe_units(l); };
   return {{"transformer", [t] { return transformer_units(t); }, t.seq_len, int32_t(t.vocab_size)},
           {"transformer, tied head", [tied] { return transformer_units(tied); }, t.seq_len, int32_t(t.vocab_size)},
           {"llama", [l] { return llama_units(l); }, l.seq_len, int32_t(l.vocab_size)},

@@ -59,16 +59,7 @@ Case llama_case() {
 Case moe_case() {
   Case c = llama_case();
   const LlamaConfig l = tiny_llama(3, 0.2f);
-  c.units = [l] {
-    return llama_units(l, cpu_device(), {}, no_tp_regions(), nullptr, [](int block) {
-      SparseFeedForward f;
-      f.spec = MoeSpec{16, 4, 2, 16};
-      f.balance_weight = 0.01f;
-      f.layer = block;
-      f.layers = 3;
-      return std::optional<SparseFeedForward>(f);
-    });
-  };
+  c.units = [l] { return tiny_moe_units(l); };
   return c;
 }
 
