@@ -149,7 +149,7 @@ bool classifier_converts_once(const ClassifierArgs& a) {
 double classifier_cross_entropy(const ClassifierArgs& a, float* per_row) {
   const int64_t chunk = classifier_chunk_rows(a);
   const bool bf16 = classifier_converts_once(a);
-  const uint16_t* Wb = !bf16 ? nullptr : a.W.bf16 ? a.W.b16() : matmul_bf16_copy(Bf16Copy::b, a.W.f32(), a.V * a.d);
+  const uint16_t* Wb = bf16 ? bf16_operand(a.W, Bf16Copy::b, a.V * a.d) : nullptr;
   const uint16_t* xb = nullptr;
   uint16_t* g16 = bf16 && a.dx ? matmul_bf16_buffer(Bf16Copy::a, chunk * a.V) : nullptr;
   float* logits = scratch(ScratchSlot::classifier, classifier_scratch_floats(a));

@@ -16,7 +16,8 @@ double classifier_cross_entropy(const ClassifierArgs& a, float* per_row = nullpt
 int64_t classifier_chunk_rows(const ClassifierArgs& a);
 int64_t classifier_scratch_floats(const ClassifierArgs& a);
 // Whether its products run in bf16 from operands rounded once (matmul_bf16_copy): the weights [V, d]
-// per call (unless given in bf16), a chunk's inputs [rows, d] and, training, its logits' gradient [rows, V] per chunk.
+// per call (unless given in bf16), a chunk's inputs [rows, d] and, training, its logits' gradient
+// [rows, V] per chunk.
 bool classifier_converts_once(const ClassifierArgs& a);
 
 // Plain logits for the last `rows` rows (generation, parity checks): out [rows, V].

@@ -152,13 +152,13 @@ void matmul_bf16(const uint16_t* A, const uint16_t* B, float* C, const MatmulArg
   run(problem_of(a, true), A, B, a.bias, C);
 }
 
-namespace {
-// n elements of an operand as a bf16 product reads them: as stored, or copied into buffer `which`.
 const uint16_t* bf16_operand(Operand x, Bf16Copy which, int64_t n) {
   return x.bf16 ? x.b16() : matmul_bf16_copy(which, x.f32(), n);
 }
 
-// ... and as an f32 product reads them: as stored, or (bf16, where bf16 products are not available)
+namespace {
+
+// n elements of an operand as an f32 product reads them: as stored, or (bf16, where bf16 products are not available)
 // widened into `wide`, grown to exactly n when smaller (the planner's scratch model counts n).
 const float* f32_operand(Operand x, std::vector<float>& wide, int64_t n) {
   if (!x.bf16) return x.f32();

@@ -28,6 +28,8 @@ enum class Bf16Copy { a, b, c };
 const uint16_t* matmul_bf16_copy(Bf16Copy which, const float* src, int64_t n);
 // The buffer itself (at least n), for a caller that writes the bf16 copy as it computes the values.
 uint16_t* matmul_bf16_buffer(Bf16Copy which, int64_t n);
+// n elements of an operand as a bf16 product reads them: as stored, or copied into buffer `which`.
+const uint16_t* bf16_operand(Operand x, Bf16Copy which, int64_t n);
 void matmul_bf16(const uint16_t* A, const uint16_t* B, float* C, const MatmulArgs& args);
 
 // A 4-D operand [d0, d1, rows, cols] given by element strides (any layout: a head's slice of a
