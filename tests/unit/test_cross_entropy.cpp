@@ -105,7 +105,8 @@ TEST(CrossEntropy, NoBiasAndLargeLogits) {
   expect_close(dW, r.dW, 1e-4, 1e-5, "dW");
 }
 
-// More rows than one 512-row chunk: every chunk's loss, dx rows and dW/dbias contributions.
+// More rows than one 512-row chunk (and ragged pieces of a chunk): every chunk's loss, dx rows and
+// dW/dbias contributions, in f32 and in bf16 (its products round the inputs, weights and gradient).
 TEST(CrossEntropy, ChunkedRows) {
   std::mt19937 g(62);
   const int64_t N = 700, d = 6, V = 13;
@@ -113,21 +114,26 @@ TEST(CrossEntropy, ChunkedRows) {
   Vec x = randu(N * d, g, -2.0f, 2.0f), W = randu(V * d, g), bias = randu(V, g);
   auto tgt = rand_targets(N, V, g);
   const CeRef r = ref_ce(x, W, &bias, tgt, N, d, V, scale);
-  Vec per_row(N, -1.0f), dx(N * d), dW(V * d), db(V);
-  ClassifierArgs a{x.data(), W.data(), bias.data(), tgt.data(), N, d, V};
-  a.grad_scale = scale;
-  a.dx = dx.data();
-  a.dW = dW.data();
-  a.dbias = db.data();
-  const double loss = classifier_cross_entropy(a, per_row.data());
-  EXPECT_NEAR(loss, r.loss, 1e-5 * r.loss);
-  expect_close(per_row, r.per_row, 1e-5, 1e-6, "per_row");
-  expect_close(dx, r.dx, 1e-4, 1e-7, "dx");
-  expect_close(dW, r.dW, 1e-4, 1e-6, "dW");
-  expect_close(db, r.db, 1e-4, 1e-6, "dbias");
-  // evaluation (no gradient) over the same rows gives the same loss
-  ClassifierArgs e{x.data(), W.data(), bias.data(), tgt.data(), N, d, V};
-  EXPECT_NEAR(classifier_cross_entropy(e), loss, 1e-9 * loss);
+  for (const Precision p : {Precision::f32, Precision::bf16}) {
+    SCOPED_TRACE(p == Precision::bf16 ? "bf16" : "f32");
+    const double tol = p == Precision::bf16 ? 2e-2 : 1e-5;  // bf16: 8 bits of mantissa
+    const double grad_tol = p == Precision::bf16 ? 2e-2 : 1e-4;  // relative, and of the largest element
+    Vec per_row(N, -1.0f), dx(N * d), dW(V * d), db(V);
+    ClassifierArgs a{x.data(), W.data(), bias.data(), tgt.data(), N, d, V, p};
+    a.grad_scale = scale;
+    a.dx = dx.data();
+    a.dW = dW.data();
+    a.dbias = db.data();
+    const double loss = classifier_cross_entropy(a, per_row.data());
+    EXPECT_NEAR(loss, r.loss, tol * r.loss);
+    expect_close(per_row, r.per_row, tol, tol * 0.1, "per_row");
+    expect_close(dx, r.dx, grad_tol, grad_tol * max_abs(r.dx), "dx");
+    expect_close(dW, r.dW, grad_tol, grad_tol * max_abs(r.dW), "dW");
+    expect_close(db, r.db, grad_tol, grad_tol * max_abs(r.db), "dbias");
+    // evaluation (no gradient) over the same rows gives the same loss
+    ClassifierArgs e{x.data(), W.data(), bias.data(), tgt.data(), N, d, V, p};
+    EXPECT_NEAR(classifier_cross_entropy(e), loss, 1e-9 * loss);
+  }
 }
 
 // A zero gradient scale means zero gradients (not garbage from the unconverted logits).

@@ -83,6 +83,30 @@ TEST(Reduce, ColsumMatchesReferenceAndIsThreadCountIndependent) {
   EXPECT_EQ(o1, o2);
 }
 
+// Rows added a few at a time (the fused classifier's pieces), in two rounds of rows (its chunks): the
+// bits of one colsum_accumulate per round, whatever the pieces and the thread count.
+TEST(Reduce, ColumnSumsInPiecesAreColsumToTheBit) {
+  std::mt19937 g(82);
+  const int64_t rows = 1000, cols = 150, first_round = 600;
+  Vec x = randu(rows * cols, g), init = randu(cols, g);
+  Vec want = init;
+  colsum_accumulate(x.data(), want.data(), first_round, cols);
+  colsum_accumulate(x.data() + first_round * cols, want.data(), rows - first_round, cols);
+  for (const int64_t piece : {1, 7, 128, 256, 300}) {
+    for (const int threads : {1, 2}) {
+      Threads t(threads);
+      std::vector<float> part(cols, 0.0f), total(cols, 0.0f);
+      ColumnSums sums{part.data(), total.data(), cols};
+      Vec got = init;
+      for (const auto& [r0, r1] : {std::pair<int64_t, int64_t>{0, first_round}, {first_round, rows}}) {
+        for (int64_t r = r0; r < r1; r += piece) sums.add(x.data() + r * cols, std::min(piece, r1 - r));
+        sums.add_to(got.data());
+      }
+      EXPECT_EQ(got, want) << "pieces of " << piece << " rows, " << threads << " threads";
+    }
+  }
+}
+
 TEST(Reduce, SumDeterministicIsThreadCountIndependent) {
   std::mt19937 g(81);
   const int64_t n = 100003;  // several 16384-element blocks, ragged end

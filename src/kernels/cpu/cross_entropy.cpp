@@ -1,8 +1,8 @@
-// Fused classifier + cross-entropy (see cross_entropy.hpp). Rows are processed in chunks of
-// kChunk: logits chunk → row statistics (combined across vocabulary slices) → in-place softmax
-// gradient → dx and dW contributions by two matmuls. In bf16 each operand is rounded once: the
-// weights per call (none where given in bf16), a chunk's inputs and its logits' gradient per chunk
-// (not once per product).
+// Fused classifier + cross-entropy (see cross_entropy.hpp). Rows are processed in chunks of kChunk,
+// a chunk in pieces of kPieceRows: a piece's logits → row statistics (combined across vocabulary slices)
+// → in-place softmax gradient → its bias sums, while the piece is in cache; then the chunk's dx and
+// dW by two matmuls. In bf16 each operand is rounded once: the weights per call (none where given in
+// bf16), a chunk's inputs per chunk, the logits' gradient as softmax writes it (not once per product).
 #include "kernels/cpu/cross_entropy.hpp"
 
 #include <algorithm>
@@ -18,7 +18,8 @@
 namespace dtrain {
 
 namespace {
-constexpr int64_t kChunk = 512;
+constexpr int64_t kChunk = 512;  // rows of the gradient products (dx's M, dW's K)
+constexpr int64_t kPieceRows = 128;  // rows whose logits are made into losses and gradients at once, in cache
 
 // The three steps on one row l of a chunk of logits (vocabulary slice [v0, v0 + V), of which the
 // first W are words and the rest pad the slice). t: the target's column in the slice.
@@ -60,14 +61,19 @@ DT_SIMD inline float row_loss(float* l, int64_t t, float m, const float* st, con
                               float grad_scale, uint16_t* l16) {
   if (grad) {
     const float k = grad_scale / st[0];
-#pragma omp simd
-    for (int64_t v = 0; v < g.V; ++v) l[v] *= k;
-    if (t >= 0 && t < g.W) l[t] -= grad_scale;
+    const bool hit = t >= 0 && t < g.W;
     if (l16) {
-      const uint32_t* bits = reinterpret_cast<const uint32_t*>(l);
 #pragma omp simd
-      for (int64_t v = 0; v < g.V; ++v) l16[v] = bf16_bits_of(bits[v]);
+      for (int64_t v = 0; v < g.V; ++v) {
+        l[v] *= k;
+        store_as(l16 + v, l[v]);
+      }
+    } else {
+#pragma omp simd
+      for (int64_t v = 0; v < g.V; ++v) l[v] *= k;
     }
+    if (hit) l[t] -= grad_scale;
+    if (hit && l16) store_as(l16 + t, l[t]);
   }
   return std::log(st[0]) + m - st[1];
 }
@@ -124,64 +130,108 @@ void classifier_logits(const float* x, const float* W, const float* bias, float*
 }
 
 int64_t classifier_chunk_rows(const ClassifierArgs& a) { return std::min(kChunk, a.N); }
-int64_t classifier_scratch_floats(const ClassifierArgs& a) { return classifier_chunk_rows(a) * a.V + 5 * kChunk; }
-
-namespace {
-// The chunk's products in bf16 from copies made once: the weights once per call (Bf16Copy::b), the
-// chunk's inputs (c) once for the logits and dW, the logits' gradient (a, written by softmax_rows)
-// once for dx and dW.
-void chunk_logits_bf16(const ClassifierArgs& a, const uint16_t* W, const float* xc, float* logits, int64_t n,
-                       const uint16_t** x) {
-  *x = matmul_bf16_copy(Bf16Copy::c, xc, n * a.d);
-  matmul_bf16(*x, W, logits, linear_forward_args(n, a.d, a.V, a.bias, a.precision));
-}
-void chunk_gradients_bf16(const ClassifierArgs& a, const uint16_t* W, const uint16_t* x, const uint16_t* g,
-                          float* dx, int64_t n) {
-  matmul_bf16(g, W, dx, linear_backward_input_args(n, a.d, a.V, false, a.precision));
-  matmul_bf16(g, x, a.dW, linear_backward_weight_args(n, a.d, a.V, a.precision));
-}
-}  // namespace
 
 bool classifier_converts_once(const ClassifierArgs& a) {
   return matmul_copies_to_bf16(linear_forward_args(classifier_chunk_rows(a), a.d, a.V, a.bias, a.precision));
 }
 
-double classifier_cross_entropy(const ClassifierArgs& a, float* per_row) {
-  const int64_t chunk = classifier_chunk_rows(a);
-  const bool bf16 = classifier_converts_once(a);
-  const uint16_t* Wb = bf16 ? bf16_operand(a.W, Bf16Copy::b, a.V * a.d) : nullptr;
-  const uint16_t* xb = nullptr;
-  uint16_t* g16 = bf16 && a.dx ? matmul_bf16_buffer(Bf16Copy::a, chunk * a.V) : nullptr;
+namespace {
+// The rows of a piece: kPieceRows, or the whole chunk where the rows' statistics are combined with other
+// vocabulary slices (a piece at a time would multiply the collectives).
+int64_t piece_rows(const ClassifierArgs& a) { return std::min(a.combine ? kChunk : kPieceRows, classifier_chunk_rows(a)); }
+// Rows of logits the scratch holds: a piece in bf16 (the products read the gradient's bf16 copy), the
+// chunk in f32 (they read the f32 gradient).
+int64_t logits_rows(const ClassifierArgs& a) {
+  return classifier_converts_once(a) ? piece_rows(a) : classifier_chunk_rows(a);
+}
+}  // namespace
+
+int64_t classifier_scratch_floats(const ClassifierArgs& a) { return logits_rows(a) * a.V + 5 * kChunk + 2 * a.V; }
+
+namespace {
+// The classifier's scratch: the logits, the row statistics of a piece, the bias gradient's sums.
+struct ChunkScratch {
+  float *logits, *losses, *mx, *st, *first;  // st: 2 per row; first: only when counting right predictions
+  ColumnSums bias;
+};
+ChunkScratch chunk_scratch(const ClassifierArgs& a) {
   float* logits = scratch(ScratchSlot::classifier, classifier_scratch_floats(a));
-  float* losses = logits + chunk * a.V;
+  float* losses = logits + logits_rows(a) * a.V;
   float* mx = losses + kChunk;
-  float* st = mx + kChunk;  // 2 per row
-  float* first = a.correct ? st + 2 * kChunk : nullptr;
+  float* st = mx + kChunk;
+  float* sums = st + 3 * kChunk;
+  std::fill(sums, sums + 2 * a.V, 0.0f);
+  return {logits, losses, mx, st, a.correct ? st + 2 * kChunk : nullptr, ColumnSums{sums, sums + a.V, a.V}};
+}
+
+// The operands of a chunk's products: f32 (x and W as given, the f32 gradient in the logits
+// scratch) or bf16 copies made once (W per call unless given in bf16; a chunk's inputs per chunk; its
+// logits' gradient, written by softmax_rows a piece at a time).
+struct ChunkOperands {
+  const float* x;
+  const uint16_t *W16, *x16;
+  uint16_t* g16;
+};
+
+// Logits of the piece of m rows at row p0 of the chunk, into `logits`.
+void piece_logits(const ClassifierArgs& a, const ChunkOperands& o, int64_t p0, int64_t m, float* logits) {
+  const MatmulArgs args = linear_forward_args(m, a.d, a.V, a.bias, a.precision);
+  if (o.W16)
+    matmul_bf16(o.x16 + p0 * a.d, o.W16, logits, args);
+  else
+    matmul(o.x + p0 * a.d, a.W, logits, args);
+}
+
+// dx (overwritten) and dW (accumulated) from the chunk's n rows of logits' gradient.
+void chunk_gradients(const ClassifierArgs& a, const ChunkOperands& o, const float* g, float* dx, int64_t n) {
+  if (o.W16) {
+    matmul_bf16(o.g16, o.W16, dx, linear_backward_input_args(n, a.d, a.V, false, a.precision));
+    matmul_bf16(o.g16, o.x16, a.dW, linear_backward_weight_args(n, a.d, a.V, a.precision));
+  } else {
+    matmul(g, a.W, dx, linear_backward_input_args(n, a.d, a.V, false, a.precision));
+    linear_backward_weight(g, o.x, a.dW, n, a.d, a.V, a.precision);
+  }
+}
+
+// The loss of the chunk's rows [p0, p0 + m) (the piece just done): their sum, per_row and the count
+// of right predictions updated.
+double tally_piece(const ClassifierArgs& a, const ChunkScratch& s, int64_t row0, int64_t m, float* per_row) {
+  double total = 0.0;
+  for (int64_t r = 0; r < m; ++r) {
+    total += s.losses[r];
+    if (per_row) per_row[row0 + r] = s.losses[r];
+    if (a.correct) *a.correct += s.first[r] == float(a.targets[row0 + r]) ? 1.0 : 0.0;
+  }
+  return total;
+}
+}  // namespace
+
+// Chunk by chunk; within a chunk, piece by piece: the piece's logits, its softmax (and gradient) and
+// its bias sums while it is in cache; then the chunk's two gradient products.
+double classifier_cross_entropy(const ClassifierArgs& a, float* per_row) {
+  const int64_t chunk = classifier_chunk_rows(a), piece = piece_rows(a);
+  const bool bf16 = classifier_converts_once(a), grad = a.dx != nullptr;
+  ChunkScratch s = chunk_scratch(a);
+  ChunkOperands o{nullptr, bf16 ? bf16_operand(a.W, Bf16Copy::b, a.V * a.d) : nullptr, nullptr,
+                  bf16 && grad ? matmul_bf16_buffer(Bf16Copy::a, chunk * a.V) : nullptr};
+  const RowGeometry g{a.V, a.words >= 0 ? a.words : a.V, a.vocab_begin};
   double total = 0.0;
   for (int64_t r0 = 0; r0 < a.N; r0 += chunk) {
     const int64_t n = std::min(chunk, a.N - r0);
-    const float* xc = a.x + r0 * a.d;
-    if (bf16)
-      chunk_logits_bf16(a, Wb, xc, logits, n, &xb);
-    else
-      matmul(xc, a.W, logits, linear_forward_args(n, a.d, a.V, a.bias, a.precision));
-    const RowGeometry g{a.V, a.words >= 0 ? a.words : a.V, a.vocab_begin};
-    softmax_rows(logits, a.targets + r0, mx, st, first, losses, n, g, a.dx != nullptr, a.grad_scale, a.combine, g16);
-    for (int64_t r = 0; r < n; ++r) {
-      total += losses[r];
-      if (per_row) per_row[r0 + r] = losses[r];
+    o.x = a.x + r0 * a.d;
+    if (bf16) o.x16 = matmul_bf16_copy(Bf16Copy::c, o.x, n * a.d);
+    for (int64_t p0 = 0; p0 < n; p0 += piece) {
+      const int64_t m = std::min(piece, n - p0);
+      float* logits = bf16 ? s.logits : s.logits + p0 * a.V;
+      piece_logits(a, o, p0, m, logits);
+      softmax_rows(logits, a.targets + r0 + p0, s.mx, s.st, s.first, s.losses, m, g, grad, a.grad_scale, a.combine,
+                   o.g16 ? o.g16 + p0 * a.V : nullptr);
+      total += tally_piece(a, s, r0 + p0, m, per_row);
+      if (grad && a.dbias) s.bias.add(logits, m);
     }
-    if (a.correct)
-      for (int64_t r = 0; r < n; ++r) *a.correct += first[r] == float(a.targets[r0 + r]) ? 1.0 : 0.0;
-    if (a.dx) {
-      if (bf16) {
-        chunk_gradients_bf16(a, Wb, xb, g16, a.dx + r0 * a.d, n);
-      } else {
-        matmul(logits, a.W, a.dx + r0 * a.d, linear_backward_input_args(n, a.d, a.V, false, a.precision));
-        linear_backward_weight(logits, xc, a.dW, n, a.d, a.V, a.precision);
-      }
-      if (a.dbias) colsum_accumulate(logits, a.dbias, n, a.V);
-    }
+    if (!grad) continue;
+    chunk_gradients(a, o, s.logits, a.dx + r0 * a.d, n);
+    if (a.dbias) s.bias.add_to(a.dbias);
   }
   return total;
 }
