@@ -92,6 +92,7 @@ struct MatmulArgs {
   bool accumulate = false;  // C += result, else C = result
   const float* bias = nullptr;  // [N], added to every row (not with accumulate)
   Precision precision = Precision::f32;
+  bool relu = false;  // C = ReLU(result + bias), in the same pass (not with accumulate)
 };
 
 // The arguments a product runs with when its operands are stored so: a bf16 operand makes it a bf16

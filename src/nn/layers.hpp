@@ -57,10 +57,13 @@ struct Linear {
   int64_t in_floats() const { return in; }  // per row
   int64_t out_floats() const { return out; }
   // x may be stored in bf16 (an activation kept in bf16): the products are then bf16 ones. They read
-  // the weight's bf16 copy where the unit has one (weight_operand).
-  void forward(Operand x, float* y, int64_t rows, Precision p) const {
+  // the weight's bf16 copy where the unit has one (weight_operand). relu: y = ReLU(x Wᵀ + b), in the
+  // product's pass.
+  void forward(Operand x, float* y, int64_t rows, Precision p, bool relu = false) const {
     const float* bias = has_bias && bias_in_forward ? b.data() : nullptr;
-    dev->matmul(x, weight_operand(*dev, w, x, p), y, linear_forward_args(rows, in, out, bias, p));
+    MatmulArgs args = linear_forward_args(rows, in, out, bias, p);
+    args.relu = relu;
+    dev->matmul(x, weight_operand(*dev, w, x, p), y, args);
   }
   // Accumulates dW, db; writes (or adds to) dx unless dx is null. dy may be stored in bf16 (a gradient
   // kept for products: the bias gradient sums its rounded values).

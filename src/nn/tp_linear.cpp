@@ -4,9 +4,9 @@
 namespace dtrain {
 
 void column_parallel_forward(TpRegions& regions, const Linear& l, Operand x_local, void* gathered, float* y,
-                             int64_t rows, Precision p) {
+                             int64_t rows, Precision p, bool relu) {
   regions.all_rows_then(x_local, gathered, rows, l.in, [&](int64_t r0, int64_t n, Operand x) {
-    l.forward(x, y + r0 * l.out, n, p);
+    l.forward(x, y + r0 * l.out, n, p, relu);
   });
 }
 

@@ -15,8 +15,9 @@ namespace dtrain {
 
 // y [rows, l.out] = l(x) for all `rows`, x given as this slice's rows `x_local` (all of them but
 // under sequence parallel, where the others are gathered into `gathered` [rows, l.in], in x's type).
+// relu: y = ReLU(l(x)) (Linear::forward's).
 void column_parallel_forward(TpRegions& regions, const Linear& l, Operand x_local, void* gathered, float* y,
-                             int64_t rows, Precision p);
+                             int64_t rows, Precision p, bool relu = false);
 
 // The slices' sum of l(x) [rows, l.out] (x [rows, l.in]: all rows), computed into `partial` and
 // summed in place, or reduce-scattered into `local` (this slice's rows) under sequence parallel.

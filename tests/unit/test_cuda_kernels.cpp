@@ -44,15 +44,15 @@ TEST(CudaKernels, MatmulEveryLayoutF32AndBf16) {
   const int64_t M = 37, N = 53, K = 129;
   for (int ta = 0; ta < 2; ++ta)
     for (int tb = 0; tb < 2; ++tb)
-      for (int mode = 0; mode < 3; ++mode)  // plain, bias, accumulate
+      for (int mode = 0; mode < 4; ++mode)  // plain, bias, accumulate, bias then ReLU
         for (Precision p : {Precision::f32, Precision::bf16}) {
           const auto A = rand_vec(M * K, 1), B = rand_vec(K * N, 2), bias = rand_vec(N, 3), C0 = rand_vec(M * N, 4);
-          MatmulArgs a{M, N, K, bool(ta), bool(tb), mode == 2, nullptr, p};
+          MatmulArgs a{M, N, K, bool(ta), bool(tb), mode == 2, nullptr, p, mode == 3};
           auto ref = C0;
-          a.bias = mode == 1 ? bias.data() : nullptr;
+          a.bias = mode == 1 || mode == 3 ? bias.data() : nullptr;
           C.matmul(A.data(), B.data(), ref.data(), a);
           OnDevice<float> dA(G, A), dB(G, B), dbias(G, bias), dC(G, C0);
-          a.bias = mode == 1 ? dbias.p() : nullptr;
+          a.bias = mode == 1 || mode == 3 ? dbias.p() : nullptr;
           G.matmul(dA.p(), dB.p(), dC.p(), a);
           expect_close(ref, dC.host(), p == Precision::f32 ? 1e-5 : 2e-2,
                        "matmul ta=" + std::to_string(ta) + " tb=" + std::to_string(tb) + " mode=" +

@@ -1,4 +1,5 @@
-// Matmul: all transpose combinations, accumulate, bias and bf16 against a double reference; Linear backward against finite differences, and its fused form against its two products; the CPU device's kernel profile.
+// Matmul: all transpose combinations, accumulate, bias and bf16 against a double reference; ReLU in the product; Linear backward against finite differences, and its fused form against its two products; the CPU device's kernel profile.
+#include "bf16_test_util.hpp"
 #include "kernel_test_util.hpp"
 #include "kernels/cpu/op_profile.hpp"
 #include "kernels/device.hpp"  // cpu_has_native_bf16
@@ -122,6 +123,33 @@ TEST(Matmul, LinearBackwardIsItsTwoProductsToTheBit) {
       EXPECT_EQ(dW2, dW1) << (p == Precision::bf16 ? "bf16" : "f32") << " accumulate " << accumulate;
       EXPECT_EQ(dx2, dx1) << (p == Precision::bf16 ? "bf16" : "f32") << " accumulate " << accumulate;
       EXPECT_NE(dW2, dW0);
+    }
+}
+
+// relu: the product's own pass gives ReLU of the product plus bias to the bit, in f32 and bf16, with
+// operands given in f32 or in bf16 (some products negative, so the ReLU has work to do).
+TEST(Matmul, ReluInTheProductIsReluOfTheProduct) {
+  std::mt19937 g(6);
+  const int64_t M = 33, N = 40, K = 24;
+  const Vec A = randu(M * K, g), B = randu(N * K, g), bias = randu(N, g);
+  const std::vector<uint16_t> A16 = rounded(A), B16 = rounded(B);
+  for (Precision p : {Precision::f32, Precision::bf16})
+    for (bool given_bf16 : {false, true}) {
+      SCOPED_TRACE(std::string(p == Precision::bf16 ? "bf16" : "f32") + (given_bf16 ? ", bf16 operands" : ""));
+      const Operand a = given_bf16 ? Operand(A16.data()) : Operand(A.data());
+      const Operand b = given_bf16 ? Operand(B16.data()) : Operand(B.data());
+      MatmulArgs args = linear_forward_args(M, K, N, bias.data(), p);
+      Vec want(M * N), got(M * N, 7.0f);
+      matmul(a, b, want.data(), args);
+      int64_t negative = 0;
+      for (float& v : want) {
+        negative += v < 0.0f;
+        v = v > 0.0f ? v : 0.0f;
+      }
+      args.relu = true;
+      matmul(a, b, got.data(), args);
+      ASSERT_GT(negative, M * N / 10);
+      for (int64_t i = 0; i < M * N; ++i) ASSERT_EQ(got[i], want[i]) << "element " << i;  // (-0 == 0)
     }
 }
 

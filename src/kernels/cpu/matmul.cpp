@@ -37,7 +37,7 @@ MatmulRuntime& runtime() {
 // One matmul as oneDNN sees it: operand layouts, element type of A and B, and the epilogue.
 struct Problem {
   std::vector<int64_t> a_dims, a_strides, b_dims, b_strides, c_dims, c_strides;
-  bool bf16 = false, bias = false, accumulate = false;
+  bool bf16 = false, bias = false, accumulate = false, relu = false;
   float alpha = 1.0f;
 
   memory::desc desc(const std::vector<int64_t>& dims, const std::vector<int64_t>& strides, bool input) const {
@@ -57,16 +57,15 @@ struct Problem {
     }
     int32_t alpha_bits;
     std::memcpy(&alpha_bits, &alpha, 4);
-    k.insert(k.end(), {int64_t(bf16), int64_t(bias), int64_t(accumulate), alpha_bits});
+    k.insert(k.end(), {int64_t(bf16), int64_t(bias), int64_t(accumulate), int64_t(relu), alpha_bits});
     return k;
   }
   dnnl::matmul make(const dnnl::engine& engine) const {
     dnnl::primitive_attr attr;
-    if (accumulate) {
-      dnnl::post_ops po;
-      po.append_sum(1.0f);
-      attr.set_post_ops(po);
-    }
+    dnnl::post_ops po;
+    if (accumulate) po.append_sum(1.0f);
+    if (relu) po.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+    if (accumulate || relu) attr.set_post_ops(po);
     if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
     const auto a = desc(a_dims, a_strides, true), b = desc(b_dims, b_strides, true), c = desc(c_dims, c_strides, false);
     auto d = bias ? dnnl::matmul::desc(a, b, bias_desc(), c) : dnnl::matmul::desc(a, b, c);
@@ -100,7 +99,7 @@ std::vector<int64_t> strides_2d(int64_t rows, int64_t cols, bool trans) {
 Problem problem_of(const MatmulArgs& a, bool bf16) {
   return Problem{{a.M, a.K}, strides_2d(a.M, a.K, a.trans_a), {a.K, a.N}, strides_2d(a.K, a.N, a.trans_b),
                  {a.M, a.N}, strides_2d(a.M, a.N, false),     bf16,       a.bias != nullptr,
-                 a.accumulate};
+                 a.accumulate, a.relu};
 }
 
 // Whether this CPU (and oneDNN build) runs bf16 matmuls: a small one is made once to see; if it
@@ -146,7 +145,7 @@ const uint16_t* matmul_bf16_copy(Bf16Copy which, const float* src, int64_t n) {
 uint16_t* matmul_bf16_buffer(Bf16Copy which, int64_t n) { return bf16_buffer(copy_buffer(which), n); }
 
 void matmul_bf16(const uint16_t* A, const uint16_t* B, float* C, const MatmulArgs& a) {
-  DT_ASSERT(!(a.accumulate && a.bias));
+  DT_ASSERT(!(a.accumulate && (a.bias || a.relu)));
   if (a.M == 0 || a.N == 0) return;
   DT_ASSERT(matmul_copies_to_bf16(a));
   run(problem_of(a, true), A, B, a.bias, C);
@@ -177,7 +176,7 @@ const float* f32_operand(Operand x, std::vector<float>& wide, int64_t n) {
 
 void matmul(Operand A, Operand B, float* C, const MatmulArgs& args) {
   const MatmulArgs a = matmul_args_for(args, A.bf16, B.bf16);
-  DT_ASSERT(!(a.accumulate && a.bias));
+  DT_ASSERT(!(a.accumulate && (a.bias || a.relu)));
   if (a.M == 0 || a.N == 0) return;
   MatmulRuntime& rt = runtime();
   if (!matmul_copies_to_bf16(a))

@@ -195,6 +195,7 @@ class CudaDevice final : public ComputeDevice {
   void matmul(Operand A, Operand B, float* C, const MatmulArgs& a) override {
     DT_OP_FLOPS("matmul", matmul_flops(a));
     lt_->run(A, B, C, a);
+    if (a.relu) cuda::activation_forward(Activation::relu, C, C, a.M * a.N, stream_);
   }
   void colsum_accumulate(Operand x, float* out, int64_t rows, int64_t cols) override {
     DT_OP("colsum_accumulate");

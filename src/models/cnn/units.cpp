@@ -138,8 +138,9 @@ void DenseUnit::forward(const float* x, const UnitPass& p) {
   const Saved& s = saved_[size_t(p.slot)];
   float* out = s.out;
   float* h = s.h ? s.h : out;
-  fc_.forward(x, h, ctx.B, ctx.precision);
-  dev_.activation_forward(act_, h, out, ctx.B * fc_.out);
+  const bool relu = act_ == Activation::relu;  // in the product's pass (h is out)
+  fc_.forward(x, h, ctx.B, ctx.precision, relu);
+  if (!relu) dev_.activation_forward(act_, h, out, ctx.B * fc_.out);
   dev_.dropout_forward(out, out, ctx.B, fc_.out, drop(ctx));
 }
 

@@ -131,24 +131,29 @@ static DropoutSpec drop_ff(const StepContext& ctx, uint32_t unit, int64_t ff_all
 
 // The feed-forward's activation a = drop(act(fc1(u))). Saved for ReLU: a itself (its values rounded
 // to bf16 where the plan keeps activations so), from which both fc2's weight gradient and the
-// ReLU+dropout backward follow (nothing recomputed, no mask redrawn); fc1(u) in relu_input(). For GELU
+// ReLU+dropout backward follow (nothing recomputed, no mask redrawn); ReLU(fc1(u)), which fc1's
+// product computes in its pass, in relu_input(). For GELU
 // the pre-activation fc1(u) is saved (in bf16 where the plan keeps activations so: GELU then reads
 // it rounded, in forward as in backward), and a, in the workspace (in bf16 where the plan keeps
 // activations so, GELU's f32 output staged in grad_ff, free until fc2's backward writes it),
 // recomputed in backward.
 Operand Block::ff_activation(const StepContext& ctx, const Workspace& ws) {
-  const int64_t n = ctx.rows() * ff_;
-  float* act = relu() ? relu_input(ws) : bf16_ ? ws.grad_ff : ws.ff_act;  // act(fc1(u)) in f32 (ReLU: in place)
-  const ActBuffer a = relu() ? s_->ff : ActBuffer::of(ws.ff_act, bf16_);
-  dev_.activation_forward(c_.activation, relu() ? Operand(relu_input(ws)) : Operand(s_->ff), act, n);
-  dev_.dropout_forward(act, a, ctx.rows(), ff_, drop_ff(ctx, id_, c_.ff_dim, ff_, slice_.index));
+  const DropoutSpec drop = drop_ff(ctx, id_, c_.ff_dim, ff_, slice_.index);
+  if (relu()) {
+    dev_.dropout_forward(relu_input(ws), s_->ff, ctx.rows(), ff_, drop);
+    return s_->ff;
+  }
+  float* act = bf16_ ? ws.grad_ff : ws.ff_act;  // act(fc1(u)) in f32
+  const ActBuffer a = ActBuffer::of(ws.ff_act, bf16_);
+  dev_.activation_forward(c_.activation, s_->ff, act, ctx.rows() * ff_);
+  dev_.dropout_forward(act, a, ctx.rows(), ff_, drop);
   return a;
 }
 
 float* Block::ff_forward(Operand u, const StepContext& ctx, const Workspace& ws) {
   const int64_t rows = ctx.rows();
   if (relu())
-    column_parallel_forward(regions_, fc1_, u, ws.full2, relu_input(ws), rows, ctx.precision);
+    column_parallel_forward(regions_, fc1_, u, ws.full2, relu_input(ws), rows, ctx.precision, true);
   else  // (grad_ff: staging, when kept in bf16)
     write_activation(dev_, s_->ff, ws.grad_ff, rows * ff_,
                      [&](float* out) { column_parallel_forward(regions_, fc1_, u, ws.full2, out, rows, ctx.precision); });
