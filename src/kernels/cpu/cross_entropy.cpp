@@ -1,5 +1,5 @@
-// Fused classifier + cross-entropy (see cross_entropy.hpp). Rows are processed in chunks of kChunk,
-// a chunk in pieces of kPieceRows: a piece's logits → row statistics (combined across vocabulary slices)
+// Fused classifier + cross-entropy (see cross_entropy.hpp). Rows are processed in chunks (kChunk rows,
+// kChunkBf16 in bf16), a chunk in pieces of kPieceRows: a piece's logits → row statistics (combined across vocabulary slices)
 // → in-place softmax gradient → its bias sums, while the piece is in cache; then the chunk's dx and
 // dW by two matmuls. In bf16 each operand is rounded once: the weights per call (none where given in
 // bf16), a chunk's inputs per chunk, the logits' gradient as softmax writes it (not once per product).
@@ -18,7 +18,10 @@
 namespace dtrain {
 
 namespace {
-constexpr int64_t kChunk = 512;  // rows of the gradient products (dx's M, dW's K)
+// Rows of the gradient products (dx's M, dW's K): in bf16 twice f32's, as they read the gradient's
+// 2-byte copy (the same bytes a chunk), and dW's product is faster with the longer K.
+constexpr int64_t kChunk = 512;
+constexpr int64_t kChunkBf16 = 1024;
 constexpr int64_t kPieceRows = 128;  // rows whose logits are made into losses and gradients at once, in cache
 
 // The three steps on one row l of a chunk of logits (vocabulary slice [v0, v0 + V), of which the
@@ -129,14 +132,16 @@ void classifier_logits(const float* x, const float* W, const float* bias, float*
   linear_forward(x, W, bias, out, rows, d, V, p);
 }
 
-int64_t classifier_chunk_rows(const ClassifierArgs& a) { return std::min(kChunk, a.N); }
-
 bool classifier_converts_once(const ClassifierArgs& a) {
-  return matmul_copies_to_bf16(linear_forward_args(classifier_chunk_rows(a), a.d, a.V, a.bias, a.precision));
+  return matmul_copies_to_bf16(linear_forward_args(a.N, a.d, a.V, a.bias, a.precision));
+}
+
+int64_t classifier_chunk_rows(const ClassifierArgs& a) {
+  return std::min(classifier_converts_once(a) ? kChunkBf16 : kChunk, a.N);
 }
 
 namespace {
-// The rows of a piece: kPieceRows, or the whole chunk where the rows' statistics are combined with other
+// The rows of a piece: kPieceRows, or kChunk where the rows' statistics are combined with other
 // vocabulary slices (a piece at a time would multiply the collectives).
 int64_t piece_rows(const ClassifierArgs& a) { return std::min(a.combine ? kChunk : kPieceRows, classifier_chunk_rows(a)); }
 // Rows of logits the scratch holds: a piece in bf16 (the products read the gradient's bf16 copy), the
@@ -147,6 +152,7 @@ int64_t logits_rows(const ClassifierArgs& a) {
 }  // namespace
 
 int64_t classifier_scratch_floats(const ClassifierArgs& a) { return logits_rows(a) * a.V + 5 * kChunk + 2 * a.V; }
+static_assert(kPieceRows <= kChunk, "a piece's row statistics fit the scratch's kChunk rows");
 
 namespace {
 // The classifier's scratch: the logits, the row statistics of a piece, the bias gradient's sums.
