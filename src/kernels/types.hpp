@@ -92,7 +92,9 @@ struct MatmulArgs {
   bool accumulate = false;  // C += result, else C = result
   const float* bias = nullptr;  // [N], added to every row (not with accumulate)
   Precision precision = Precision::f32;
-  bool relu = false;  // C = ReLU(result + bias), in the same pass (not with accumulate)
+  // C = ReLU(result + bias), in the same pass (not with accumulate); as max(x, 0) but for a
+  // negative x's sign (-0) and NaNs, which may come out as the backend's ReLU leaves them
+  bool relu = false;
 };
 
 // The arguments a product runs with when its operands are stored so: a bf16 operand makes it a bf16

@@ -61,6 +61,7 @@ struct Linear {
   // product's pass.
   void forward(Operand x, float* y, int64_t rows, Precision p, bool relu = false) const {
     const float* bias = has_bias && bias_in_forward ? b.data() : nullptr;
+    DT_ASSERT(!relu || bias_in_forward);  // not on a row-parallel slice's partial sum
     MatmulArgs args = linear_forward_args(rows, in, out, bias, p);
     args.relu = relu;
     dev->matmul(x, weight_operand(*dev, w, x, p), y, args);

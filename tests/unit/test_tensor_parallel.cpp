@@ -41,7 +41,7 @@ void check_close(const float* a, const float* b, size_t n, double tol, const std
 }
 
 void vocabulary_parallel_loss(int P, int64_t V) {  // V words: the last slices are padded
-  const int64_t N = 37, d = 16;
+  const int64_t N = 1100, d = 16;  // several chunks of rows, the last ragged
   const auto x = random_vec(size_t(N * d), 1), W = random_vec(size_t(V * d), 2), bias = random_vec(size_t(V), 3);
   std::vector<int32_t> targets(static_cast<size_t>(N));
   for (int64_t i = 0; i < N; ++i) targets[size_t(i)] = int32_t((i * 7 + 3) % V);

@@ -1,8 +1,9 @@
-// Fused classifier + cross-entropy (see cross_entropy.hpp). Rows are processed in chunks (kChunk rows,
-// kChunkBf16 in bf16), a chunk in pieces of kPieceRows: a piece's logits → row statistics (combined across vocabulary slices)
-// → in-place softmax gradient → its bias sums, while the piece is in cache; then the chunk's dx and
-// dW by two matmuls. In bf16 each operand is rounded once: the weights per call (none where given in
-// bf16), a chunk's inputs per chunk, the logits' gradient as softmax writes it (not once per product).
+// Fused classifier + cross-entropy (see cross_entropy.hpp). Rows are processed in chunks (kChunk
+// rows, kChunkBf16 in bf16), a chunk in pieces of kPieceRows: a piece's logits → row statistics
+// (combined across vocabulary slices) → in-place softmax gradient → its bias sums, while the piece
+// is in cache; then the chunk's dx and dW by two matmuls. In bf16 each operand is rounded once: the
+// weights per call (none where given in bf16), a chunk's inputs per chunk, the logits' gradient as
+// softmax writes it (not once per product).
 #include "kernels/cpu/cross_entropy.hpp"
 
 #include <algorithm>
@@ -89,7 +90,7 @@ inline float first_at(const float* l, float m, const RowGeometry& g) {
   return 3.0e38f;
 }
 
-// The rows of a chunk: one pass per row while it is in cache; with other vocabulary slices, each
+// The rows of a piece: one pass per row while it is in cache; with other vocabulary slices, each
 // step over every row, their statistics combined between the steps. first (when given): each row's
 // predicted word, the first with the highest logit (as argmax), combined across slices. g16 (when
 // given, with grad): the gradient's bf16 copy, [n, V].
@@ -142,8 +143,11 @@ int64_t classifier_chunk_rows(const ClassifierArgs& a) {
 
 namespace {
 // The rows of a piece: kPieceRows, or kChunk where the rows' statistics are combined with other
-// vocabulary slices (a piece at a time would multiply the collectives).
-int64_t piece_rows(const ClassifierArgs& a) { return std::min(a.combine ? kChunk : kPieceRows, classifier_chunk_rows(a)); }
+// vocabulary slices (a piece at a time would multiply the collectives). Never more than kChunk: the
+// scratch's row statistics hold kChunk rows.
+int64_t piece_rows(const ClassifierArgs& a) {
+  return std::min(a.combine ? kChunk : kPieceRows, classifier_chunk_rows(a));
+}
 // Rows of logits the scratch holds: a piece in bf16 (the products read the gradient's bf16 copy), the
 // chunk in f32 (they read the f32 gradient).
 int64_t logits_rows(const ClassifierArgs& a) {
@@ -152,7 +156,6 @@ int64_t logits_rows(const ClassifierArgs& a) {
 }  // namespace
 
 int64_t classifier_scratch_floats(const ClassifierArgs& a) { return logits_rows(a) * a.V + 5 * kChunk + 2 * a.V; }
-static_assert(kPieceRows <= kChunk, "a piece's row statistics fit the scratch's kChunk rows");
 
 namespace {
 // The classifier's scratch: the logits, the row statistics of a piece, the bias gradient's sums.
@@ -199,8 +202,8 @@ void chunk_gradients(const ClassifierArgs& a, const ChunkOperands& o, const floa
   }
 }
 
-// The loss of the chunk's rows [p0, p0 + m) (the piece just done): their sum, per_row and the count
-// of right predictions updated.
+// The loss of rows [row0, row0 + m) (the piece just done): their sum, per_row and the count of right
+// predictions updated.
 double tally_piece(const ClassifierArgs& a, const ChunkScratch& s, int64_t row0, int64_t m, float* per_row) {
   double total = 0.0;
   for (int64_t r = 0; r < m; ++r) {

@@ -1,5 +1,6 @@
-// Fused classifier + softmax cross-entropy: logits are computed a chunk of rows at a time and
-// never stored whole, and in training the gradients come out of the same pass. Vocabulary
+// Fused classifier + softmax cross-entropy: logits are computed a piece of rows at a time and never
+// stored whole, and in training the gradients come out of the same pass (a chunk of pieces at a
+// time feeds the two gradient products). Vocabulary
 // parallel: a slice of the classifier's rows, whose per-row max, sum of exponentials and target
 // logit are combined with the other slices' through a RowStatsCombiner (never the logits).
 #pragma once
@@ -11,8 +12,8 @@ namespace dtrain {
 
 // Returns the sum over rows of -log softmax(x W^T + b)[target]; per_row (optional) gets each loss.
 double classifier_cross_entropy(const ClassifierArgs& a, float* per_row = nullptr);
-// The rows of a chunk it computes at once (its products' M), and the floats of its scratch (the
-// chunk's logits and its rows' statistics).
+// The rows of a chunk (the gradient products' M for dx and K for dW), and the floats of its scratch
+// (the logits of a chunk in f32, of a piece in bf16; a piece's row statistics; the bias sums).
 int64_t classifier_chunk_rows(const ClassifierArgs& a);
 int64_t classifier_scratch_floats(const ClassifierArgs& a);
 // Whether its products run in bf16 from operands rounded once (matmul_bf16_copy): the weights [V, d]

@@ -66,7 +66,8 @@ class CpuScratchModel final : public ScratchModel {
     if (s.B * s.T > 0) take(ScratchSlot::rope, rope_scratch_floats(s));
   }
   // its slot, and (bf16) the copies of its operands: made once (classifier_converts_once; none of
-  // weights given in bf16) or by its three products of a chunk of rows, as matmul() makes them
+  // weights given in bf16) or by its three products of a chunk of rows, as matmul() makes them (a
+  // bound: the logits' product runs on a piece of the chunk)
   void classifier_loss(const ClassifierArgs& a) override {
     take(ScratchSlot::classifier, classifier_scratch_floats(a));
     const int64_t rows = classifier_chunk_rows(a);

@@ -194,6 +194,7 @@ class CudaDevice final : public ComputeDevice {
   bool bf16_products_copy_f32_operands() const override { return lt_->converts_bf16(); }
   void matmul(Operand A, Operand B, float* C, const MatmulArgs& a) override {
     DT_OP_FLOPS("matmul", matmul_flops(a));
+    DT_ASSERT(!(a.accumulate && a.relu));
     lt_->run(A, B, C, a);
     if (a.relu) cuda::activation_forward(Activation::relu, C, C, a.M * a.N, stream_);
   }
