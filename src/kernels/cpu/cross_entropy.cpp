@@ -202,16 +202,15 @@ void chunk_gradients(const ClassifierArgs& a, const ChunkOperands& o, const floa
   }
 }
 
-// The loss of rows [row0, row0 + m) (the piece just done): their sum, per_row and the count of right
-// predictions updated.
-double tally_piece(const ClassifierArgs& a, const ChunkScratch& s, int64_t row0, int64_t m, float* per_row) {
-  double total = 0.0;
+// The losses of rows [row0, row0 + m) (the piece just done) added to total, row by row (the order of
+// the sum does not depend on the pieces); per_row and the count of right predictions updated.
+void tally_piece(const ClassifierArgs& a, const ChunkScratch& s, int64_t row0, int64_t m, float* per_row,
+                 double& total) {
   for (int64_t r = 0; r < m; ++r) {
     total += s.losses[r];
     if (per_row) per_row[row0 + r] = s.losses[r];
     if (a.correct) *a.correct += s.first[r] == float(a.targets[row0 + r]) ? 1.0 : 0.0;
   }
-  return total;
 }
 }  // namespace
 
@@ -235,7 +234,7 @@ double classifier_cross_entropy(const ClassifierArgs& a, float* per_row) {
       piece_logits(a, o, p0, m, logits);
       softmax_rows(logits, a.targets + r0 + p0, s.mx, s.st, s.first, s.losses, m, g, grad, a.grad_scale, a.combine,
                    o.g16 ? o.g16 + p0 * a.V : nullptr);
-      total += tally_piece(a, s, r0 + p0, m, per_row);
+      tally_piece(a, s, r0 + p0, m, per_row, total);
       if (grad && a.dbias) s.bias.add(logits, m);
     }
     if (!grad) continue;
