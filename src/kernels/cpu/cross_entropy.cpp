@@ -76,8 +76,10 @@ DT_SIMD inline float row_loss(float* l, int64_t t, float m, const float* st, con
 #pragma omp simd
       for (int64_t v = 0; v < g.V; ++v) l[v] *= k;
     }
-    if (hit) l[t] -= grad_scale;
-    if (hit && l16) store_as(l16 + t, l[t]);
+    if (hit) {
+      l[t] -= grad_scale;
+      if (l16) store_as(l16 + t, l[t]);
+    }
   }
   return std::log(st[0]) + m - st[1];
 }

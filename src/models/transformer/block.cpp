@@ -132,11 +132,10 @@ static DropoutSpec drop_ff(const StepContext& ctx, uint32_t unit, int64_t ff_all
 // The feed-forward's activation a = drop(act(fc1(u))). Saved for ReLU: a itself (its values rounded
 // to bf16 where the plan keeps activations so), from which both fc2's weight gradient and the
 // ReLU+dropout backward follow (nothing recomputed, no mask redrawn); ReLU(fc1(u)), which fc1's
-// product computes in its pass, in relu_input(). For GELU
-// the pre-activation fc1(u) is saved (in bf16 where the plan keeps activations so: GELU then reads
-// it rounded, in forward as in backward), and a, in the workspace (in bf16 where the plan keeps
-// activations so, GELU's f32 output staged in grad_ff, free until fc2's backward writes it),
-// recomputed in backward.
+// product computes in its pass, in relu_input(). For GELU the pre-activation fc1(u) is saved (in
+// bf16 where the plan keeps activations so: GELU then reads it rounded, in forward as in backward),
+// and a, in the workspace (in bf16 where the plan keeps activations so, GELU's f32 output staged in
+// grad_ff, free until fc2's backward writes it), recomputed in backward.
 Operand Block::ff_activation(const StepContext& ctx, const Workspace& ws) {
   const DropoutSpec drop = drop_ff(ctx, id_, c_.ff_dim, ff_, slice_.index);
   if (relu()) {
