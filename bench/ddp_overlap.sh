@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # DDP cost on this machine, side by side in one run: the same per-rank batch trained by 1 rank
 # with 1 thread and by 2 ranks (dtrun) with 1 thread each; prints step times, their ratio, the
-# allreduce time and how much of it backward hid. Alternates the two, best of --rounds.
+# allreduce time, how much of it backward hid and how long a rank waited for the slower one
+# (DataParallel::gather_figures). Alternates the two, best of --rounds.
 # usage: bench/ddp_overlap.sh [--bin DIR] [--preset FILE] [--batch N] [--steps N] [--rounds N]
 #                             [--bucket-mb M ...] [--set key=value ...]
 set -euo pipefail
@@ -18,10 +19,10 @@ field() { /usr/bin/python3 -c "import json,sys; print(json.load(open(sys.argv[1]
 # milliseconds per optimizer step of a finished run
 step_ms() { /usr/bin/python3 -c "import json,sys; s=json.load(open(sys.argv[1])); print(1000*s['train_tokens']/s['steps']/s['train_tokens_per_s'])" "$1"; }
 echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
-printf "%-10s %6s %15s %16s %8s %12s %10s %7s  %s\n" bucket_MB rounds "1 rank ms/step" "2 ranks ms/step" ratio \
-  "allreduce s" "exposed s" hidden buckets
+printf "%-10s %6s %15s %16s %8s %12s %10s %7s %12s  %s\n" bucket_MB rounds "1 rank ms/step" "2 ranks ms/step" ratio \
+  "allreduce s" "exposed s" hidden "rank wait s" buckets
 for mb in "${buckets[@]}"; do
-  best1=1e30 best2=1e30 comm=0 exposed=0 hidden=0
+  best1=1e30 best2=1e30 comm=0 exposed=0 hidden=0 wait=0
   for r in $(seq "$rounds"); do
     "$bin/dtrain" train "${common[@]}" --run-dir "$work/one_${mb}_$r" >/dev/null
     OMP_NUM_THREADS=1 "$bin/dtrun" --standalone --nproc-per-node 2 --no-tag "$bin/dtrain" train "${common[@]}" \
@@ -36,17 +37,19 @@ for mb in "${buckets[@]}"; do
       comm=$(field "$work/two_${mb}_$r/summary.json" ddp_comm_seconds)
       exposed=$(field "$work/two_${mb}_$r/summary.json" ddp_exposed_seconds)
       hidden=$(field "$work/two_${mb}_$r/summary.json" ddp_hidden_fraction)
+      wait=$(field "$work/two_${mb}_$r/summary.json" ddp_rank_wait_seconds)
     fi
     rm -rf "$work/one_${mb}_$r" "$work/two_${mb}_$r"
   done
-  /usr/bin/python3 - "$mb" "$rounds" "$best1" "$best2" "$comm" "$exposed" "$hidden" "$layout" <<'PY'
+  /usr/bin/python3 - "$mb" "$rounds" "$best1" "$best2" "$comm" "$exposed" "$hidden" "$wait" "$layout" <<'PY'
 import sys
-mb, rounds, ms1, ms2, comm, exposed, hidden, layout = sys.argv[1:]
-ms1, ms2, comm, exposed, hidden = map(float, (ms1, ms2, comm, exposed, hidden))
+mb, rounds, ms1, ms2, comm, exposed, hidden, wait, layout = sys.argv[1:]
+ms1, ms2, comm, exposed, hidden, wait = map(float, (ms1, ms2, comm, exposed, hidden, wait))
 mb = "0 (auto)" if float(mb) == 0 else mb
-print(f"{mb:<10} {rounds:>6} {ms1:15.1f} {ms2:16.1f} {ms2 / ms1:7.2f}x {comm:12.2f} {exposed:10.2f} {100 * hidden:6.0f}%  {layout}")
+print(f"{mb:<10} {rounds:>6} {ms1:15.1f} {ms2:16.1f} {ms2 / ms1:7.2f}x {comm:12.2f} {exposed:10.2f} {100 * hidden:6.0f}% {wait:12.2f}  {layout}")
 PY
 done
 echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "ratio: 2-rank step time / 1-rank step time on the same per-rank batch (1.00x = communication is free)."
-echo "hidden: 1 - exposed/allreduce, where exposed is the time the step waited for gradients after backward."
+echo "hidden: 1 - exposed/allreduce; per step, allreduce and exposed are the least over the ranks (the last rank"
+echo "to end backward waits for communication alone), rank wait is what a rank waited for the slower one."

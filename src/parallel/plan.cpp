@@ -140,13 +140,15 @@ ParallelModel::ParallelModel(const UnitFactory& make_units, int64_t max_batch, C
   } else {
     model_ = std::make_unique<Model>(std::move(units), max_batch, device, ParamStorage::owned, stages);
     if (plan.draw_weights) model_->init_weights(seed);
-    if (shape.dp() * shape.cp > 1)
+    if (shape.dp() * shape.cp > 1) {
       ddp_ = std::make_unique<DataParallel>(model_->units(), mesh.dp_cp(), plan.ddp_bucket_bytes, &mesh.expert_replicas());
+      ddp_->keep_step_figures(device.kind() == DeviceKind::cpu);  // Gloo or MPI: timed on the host
+    }
   }
   if (shape.pp > 1) {
     pipeline_ = std::make_unique<PipelineEngine>(*model_, std::move(lists), mesh.group(MeshDim::pp),
                                                  [this](bool on) { set_sync(on); });
-    model_->time_units(true);  // the units' measured costs (gather_pipeline_costs)
+    model_->time_units(true);  // the units' measured costs (gather_figures)
   }
   // 4. the optimizer over what this rank owns
   const std::vector<Unit*>& held = model_->units();
@@ -353,6 +355,11 @@ double ParallelModel::grad_norm() {
   return std::sqrt(sq);
 }
 
+void ParallelModel::gather_figures() {
+  if (ddp_) ddp_figures_ = ddp_->gather_figures();
+  gather_pipeline_costs();
+}
+
 void ParallelModel::gather_pipeline_costs() {
   if (!pipeline_ || pipeline_->stats().passes == 0) return;
   const PipelineStats& p = pipeline_->stats();
@@ -375,13 +382,14 @@ void ParallelModel::gather_pipeline_costs() {
 
 Json ParallelModel::figures(bool host_timing) const {
   Json s = Json::object();
-  if (ddp_ && ddp_->stats().steps > 0 && host_timing) {
-    const DdpStats& d = ddp_->stats();
+  if (ddp_ && ddp_figures_.steps > 0 && host_timing) {
+    const DdpFigures& d = ddp_figures_;
     s["ddp_ranks"] = mesh_.shape().dp() * mesh_.shape().cp;
-    s["ddp_bytes_per_step"] = d.bytes;
+    s["ddp_bytes_per_step"] = ddp_->stats().bytes;
     s["ddp_comm_seconds"] = d.comm_seconds;
     s["ddp_exposed_seconds"] = d.exposed_seconds;
-    s["ddp_hidden_fraction"] = d.comm_seconds > 0 ? std::max(0.0, 1.0 - d.exposed_seconds / d.comm_seconds) : 0.0;
+    s["ddp_hidden_fraction"] = d.hidden_fraction();
+    s["ddp_rank_wait_seconds"] = d.rank_wait_seconds;
   }
   if (regions_ && tp_steps_ > 0) {
     const double steps = double(tp_steps_);

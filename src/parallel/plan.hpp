@@ -160,15 +160,17 @@ class ParallelModel {
   // as summary.json's keys (ddp_*, tp_*, pp_*, fsdp_*; the caller prints them). host_timing: the
   // collectives ran on the host's clock (Gloo), so DDP's overlap measured there means something.
   Json figures(bool host_timing) const;
-  // Collective over the pipeline ranks (each calls it after training, before figures()): every
-  // stage's mean action durations and every unit's training time, for the schedule simulated on
-  // measured costs and the unit costs to balance the stages by (pp_* keys of figures()).
-  void gather_pipeline_costs();
+  // Collective (every rank calls it after training, before figures()): DDP's waits combined over
+  // its ranks (DataParallel::gather_figures), and over the pipeline ranks every stage's mean action
+  // durations and every unit's training time, for the schedule simulated on measured costs and
+  // the unit costs to balance the stages by (ddp_* and pp_* keys of figures()).
+  void gather_figures();
 
  private:
   // Plain DDP (no strategy that touches the gradients after it): the update can follow each bucket.
   bool updates_per_bucket() const { return ddp_ && !fsdp_ && !tp_grads_ && !ep_ && !pipeline_; }
   void take_step_figures();  // the strategies' traffic of the step just finished
+  void gather_pipeline_costs();  // gather_figures()'s pipeline part
   // An evaluation pass over this rank's rows (its share of the positions under context parallel).
   EvalSums eval_pass(const BatchView& batch, const StepContext& ctx);
   // Off: the gradients a backward completes are kept locally (not reduced yet).
@@ -187,6 +189,7 @@ class ParallelModel {
   std::unique_ptr<Model> model_;
   std::unique_ptr<FullyShardedDataParallel> fsdp_;
   std::unique_ptr<DataParallel> ddp_;
+  DdpFigures ddp_figures_;  // gather_figures()
   std::unique_ptr<Optimizer> opt_;
   std::unique_ptr<TensorParallelGrads> tp_grads_;
   std::unique_ptr<PipelineEngine> pipeline_;

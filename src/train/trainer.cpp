@@ -260,7 +260,7 @@ struct Trainer::Impl {
     const EvalResult test = run.evaluator->test();
     const MemoryAccount memory = memory_account(run.report_parts(), run.saver->buffer_bytes(), run.start_rss);
     const Peaks peaks = gather_peaks(run.world, *run.dev, memory.total());
-    parallel.gather_pipeline_costs();
+    parallel.gather_figures();
     if (!run.root) return;
     const double tps = state.train_seconds > 0 ? double(state.train_tokens) / state.train_seconds : 0.0;
     // NCCL work runs on the GPU's own clock, so the host-side overlap figures hold for Gloo only

@@ -31,14 +31,19 @@ DataParallel::DataParallel(const std::vector<Unit*>& units, ProcessGroup& group,
   for (size_t k = units.size(); k-- > 0;) {
     Unit* u = units[k];
     ProcessGroup* g = u->experts() ? experts_ : &group_;
-    // a bucket is one contiguous range of one group's units: the next unit must end where it starts
-    if (!cur.units.empty() && (u->grad_data() + u->numel() != cur.data || cur.group != g)) close();
+    const size_t limit = buckets_.empty() ? first_cap : cap;
+    // A bucket is one contiguous range of one group's units (the next unit must end where it
+    // starts), and a unit that would take it past its size starts the next: joined to a large
+    // unit, the units before it would wait for that unit's backward (the embedding's: the last).
+    if (!cur.units.empty() && (u->grad_data() + u->numel() != cur.data || cur.group != g ||
+                               cur.numel + size_t(u->numel()) > limit))
+      close();
     cur.group = g;
     cur.units.push_back(k);
     cur.data = u->grad_data();
     cur.numel += size_t(u->numel());
     bucket_of_[k] = buckets_.size();
-    if (cur.numel >= (buckets_.empty() ? first_cap : cap)) close();
+    if (cur.numel >= limit) close();
   }
   close();
   launched_.reserve(buckets_.size());
@@ -107,6 +112,33 @@ void DataParallel::finish_gradients(const std::function<void(const std::vector<s
   stats_.comm_seconds += comm;
   stats_.steps++;
   armed_ = false;
+  if (keep_steps_) record_step(waited, comm);
+}
+
+void DataParallel::record_step(double waited, double comm) {
+  step_records_.push_back({float(waited), float(comm)});
+  if (step_records_.size() == kStepRecords) fold_step_records();  // the same step on every rank
+}
+
+void DataParallel::fold_step_records() {
+  if (step_records_.empty()) return;
+  group_.allreduce(step_records_.data()->data(), 2 * step_records_.size(), ReduceOp::min);
+  for (const auto& [waited, comm] : step_records_) {
+    least_.exposed_seconds += waited;
+    least_.comm_seconds += comm;
+  }
+  least_.steps += int64_t(step_records_.size());
+  step_records_.clear();
+}
+
+DdpFigures DataParallel::gather_figures() {
+  if (!keep_steps_ || !reduces()) return {};
+  fold_step_records();
+  double waited = stats_.exposed_seconds;
+  group_.allreduce(&waited, 1);
+  DdpFigures f = least_;
+  f.rank_wait_seconds = std::max(0.0, waited / group_.size() - f.exposed_seconds);
+  return f;
 }
 
 }  // namespace dtrain

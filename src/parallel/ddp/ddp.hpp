@@ -3,6 +3,8 @@
 // at once, asynchronously, so communication overlaps the rest of backward. Expert units
 // (Unit::experts) are reduced over the ranks that hold the same experts, in buckets of their own.
 #pragma once
+#include <algorithm>
+#include <array>
 #include <functional>
 #include <vector>
 
@@ -13,15 +15,27 @@ namespace dtrain {
 
 struct DdpStats {
   int64_t steps = 0;
-  double comm_seconds = 0.0;     // time the allreduces took on the communication thread
-  double exposed_seconds = 0.0;  // time the step waited for them after backward (the waits alone)
+  double comm_seconds = 0.0;     // time the allreduces took on this rank's communication thread
+  double exposed_seconds = 0.0;  // time this rank's step waited for them after backward (the waits alone)
   int64_t bytes = 0;             // gradient bytes reduced per step
+};
+
+// The ranks' figures together (DataParallel::gather_figures). A rank that ends backward before the
+// others waits in its all-reduces for them to arrive: that is imbalance, not communication. In each
+// step the rank that waited least is the last to end backward, and it waited for communication alone.
+struct DdpFigures {
+  int64_t steps = 0;
+  double comm_seconds = 0.0;        // per step, the least time a rank's allreduces took: the transfers
+  double exposed_seconds = 0.0;     // per step, the least a rank waited for them after backward
+  double rank_wait_seconds = 0.0;   // a rank's mean waits less exposed_seconds: waiting for slower ranks
+  double hidden_fraction() const { return comm_seconds > 0 ? std::max(0.0, 1.0 - exposed_seconds / comm_seconds) : 0.0; }
 };
 
 class DataParallel : public UnitHooks {
  public:
-  // Buckets of whole units, about bucket_bytes each (the first at most 1 MiB), filled in backward
-  // order (last unit first); bucket_bytes 0: automatic_bucket_bytes(). Expert units are averaged over
+  // Buckets of whole units, at most bucket_bytes each (the first at most 1 MiB) unless one unit is
+  // larger, filled in backward order (last unit first); bucket_bytes 0: automatic_bucket_bytes().
+  // Expert units are averaged over
   // `experts` instead (null: `group`): the ranks that hold the same experts.
   DataParallel(const std::vector<Unit*>& units, ProcessGroup& group, size_t bucket_bytes,
                ProcessGroup* experts = nullptr);
@@ -42,7 +56,16 @@ class DataParallel : public UnitHooks {
 
   void post_backward(Unit& u) override;
   size_t num_buckets() const { return buckets_.size(); }
-  const DdpStats& stats() const { return stats_; }
+  const DdpStats& stats() const { return stats_; }  // this rank's
+  // Keep each step's waits for gather_figures (off by default: host communication only, Gloo or
+  // MPI, whose work is timed on the host; every rank of the group sets the same).
+  void keep_step_figures(bool on) {
+    keep_steps_ = on;
+    if (on) step_records_.reserve(kStepRecords);
+  }
+  // Collective over the ranks that reduce together (each calls it after training): with
+  // keep_step_figures on, the figures of every step so far combined over the ranks; else none.
+  DdpFigures gather_figures();
 
  private:
   struct Bucket {
@@ -56,6 +79,11 @@ class DataParallel : public UnitHooks {
   };
   void launch(Bucket& b);
   bool reduces() const;  // whether any bucket has anything to do
+  // Each step's (waited, allreduce) seconds are kept, and every kStepRecords steps (and at
+  // gather_figures) the ranks take each step's least of both with one allreduce (min).
+  void record_step(double waited, double comm);
+  void fold_step_records();
+  static constexpr size_t kStepRecords = 1024;
 
   std::vector<Unit*> units_;
   ProcessGroup& group_;
@@ -66,7 +94,10 @@ class DataParallel : public UnitHooks {
   size_t bucket_bytes_ = 0;
   bool sync_ = true;
   bool armed_ = false;             // a backward with sync on is in progress
+  bool keep_steps_ = false;
   DdpStats stats_;
+  std::vector<std::array<float, 2>> step_records_;  // not yet folded, at most kStepRecords
+  DdpFigures least_;                                 // the folded steps' least waits and allreduces
 };
 
 }  // namespace dtrain

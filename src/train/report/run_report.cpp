@@ -92,9 +92,9 @@ void print_parallel_figures(const Json& f) {
   auto num = [&](const char* k) { return f.at(k).get<double>(); };
   if (f.contains("ddp_ranks"))
     std::printf("data parallel: %d ranks, %.1f MB of gradients per step; allreduce %.2f s in all, %.2f s of it "
-                "exposed after backward (%.0f%% hidden)\n",
+                "exposed after backward (%.0f%% hidden); %.2f s a rank waited for slower ranks\n",
                 f.at("ddp_ranks").get<int>(), num("ddp_bytes_per_step") / 1e6, num("ddp_comm_seconds"),
-                num("ddp_exposed_seconds"), 100.0 * num("ddp_hidden_fraction"));
+                num("ddp_exposed_seconds"), 100.0 * num("ddp_hidden_fraction"), num("ddp_rank_wait_seconds"));
   if (f.contains("cp"))
     std::printf("context parallel: %s over %d ranks, per step and rank %.2f MB sent in %.0f transfers; attention "
                 "kernels %.2f s, %.2f s of waiting for the exchanges exposed\n",
