@@ -31,19 +31,19 @@ DataParallel::DataParallel(const std::vector<Unit*>& units, ProcessGroup& group,
   for (size_t k = units.size(); k-- > 0;) {
     Unit* u = units[k];
     ProcessGroup* g = u->experts() ? experts_ : &group_;
-    const size_t limit = buckets_.empty() ? first_cap : cap;
+    auto limit = [&] { return buckets_.empty() ? first_cap : cap; };  // the open bucket's size
     // A bucket is one contiguous range of one group's units (the next unit must end where it
     // starts), and a unit that would take it past its size starts the next: joined to a large
     // unit, the units before it would wait for that unit's backward (the embedding's: the last).
     if (!cur.units.empty() && (u->grad_data() + u->numel() != cur.data || cur.group != g ||
-                               cur.numel + size_t(u->numel()) > limit))
+                               cur.numel + size_t(u->numel()) > limit()))
       close();
     cur.group = g;
     cur.units.push_back(k);
     cur.data = u->grad_data();
     cur.numel += size_t(u->numel());
     bucket_of_[k] = buckets_.size();
-    if (cur.numel >= limit) close();
+    if (cur.numel >= limit()) close();
   }
   close();
   launched_.reserve(buckets_.size());
@@ -122,6 +122,7 @@ void DataParallel::record_step(double waited, double comm) {
 
 void DataParallel::fold_step_records() {
   if (step_records_.empty()) return;
+  static_assert(sizeof(step_records_[0]) == 2 * sizeof(float));  // the records as one float array
   group_.allreduce(step_records_.data()->data(), 2 * step_records_.size(), ReduceOp::min);
   for (const auto& [waited, comm] : step_records_) {
     least_.exposed_seconds += waited;
