@@ -189,7 +189,8 @@ TEST(AttentionGqa, EqualsRepeatedKvHeads) {
     Vec out(rows * d), probs(np), dqkv(rows * gqa.row_width()), out_r(rows * d), probs_r(np), dqkv_r(rows * 3 * d);
     attention_forward(qkv.data(), out.data(), probs.data(), gqa, drop);
     attention_forward(rep.data(), out_r.data(), probs_r.data(), mha, drop);
-    expect_close(out, out_r, 1e-6, 1e-7, "out");
+    // the two products differ in shape, so oneDNN may add in another order (AVX2: ~80 ulps)
+    expect_close(out, out_r, 1e-5, 1e-6, "out");
     expect_close(probs, probs_r, 1e-6, 1e-8, "probs");
     attention_backward(dout.data(), qkv.data(), probs.data(), dqkv.data(), gqa, drop);
     attention_backward(dout.data(), rep.data(), probs_r.data(), dqkv_r.data(), mha, drop);

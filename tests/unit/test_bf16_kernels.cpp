@@ -89,6 +89,7 @@ TEST(Bf16Kernels, AProductWithABf16OperandIsTheBf16Product) {
   const int64_t M = 33, N = 20, K = 47;
   const Vec A = randu(M * K, g), B = randu(K * N, g), bias = randu(N, g);
   const std::vector<uint16_t> A16 = rounded(A), B16 = rounded(B);
+  const Vec A16_wide = widened(A16), B16_wide = widened(B16);  // kept: operands below point into them
   const bool native = matmul_copies_to_bf16(linear_forward_args(M, K, N, nullptr, Precision::bf16));
   for (Precision p : {Precision::f32, Precision::bf16}) {
     const MatmulArgs args = linear_forward_args(M, K, N, bias.data(), p);
@@ -98,12 +99,11 @@ TEST(Bf16Kernels, AProductWithABf16OperandIsTheBf16Product) {
     if (native)
       matmul(A.data(), B.data(), want.data(), ref);
     else
-      matmul(widened(A16).data(), widened(B16).data(), want.data(),
-             linear_forward_args(M, K, N, bias.data(), Precision::f32));
+      matmul(A16_wide.data(), B16_wide.data(), want.data(), linear_forward_args(M, K, N, bias.data(), Precision::f32));
     for (int which = 0; which < 3; ++which) {
       Vec got(M * N);
-      const Operand a = which != 1 ? Operand(A16.data()) : Operand(native ? A.data() : widened(A16).data());
-      const Operand b = which != 0 ? Operand(B16.data()) : Operand(native ? B.data() : widened(B16).data());
+      const Operand a = which != 1 ? Operand(A16.data()) : Operand(native ? A.data() : A16_wide.data());
+      const Operand b = which != 0 ? Operand(B16.data()) : Operand(native ? B.data() : B16_wide.data());
       matmul(a, b, got.data(), args);
       EXPECT_EQ(got, want) << "operands kept in bf16: " << (which == 0 ? "A" : which == 1 ? "B" : "both")
                            << ", arguments " << (p == Precision::bf16 ? "bf16" : "f32");
