@@ -28,10 +28,10 @@ DataParallel::DataParallel(const std::vector<Unit*>& units, ProcessGroup& group,
     if (!cur.units.empty()) buckets_.push_back(cur);
     cur = Bucket{};
   };
+  auto limit = [&] { return buckets_.empty() ? first_cap : cap; };  // the open bucket's size
   for (size_t k = units.size(); k-- > 0;) {
     Unit* u = units[k];
     ProcessGroup* g = u->experts() ? experts_ : &group_;
-    auto limit = [&] { return buckets_.empty() ? first_cap : cap; };  // the open bucket's size
     // A bucket is one contiguous range of one group's units (the next unit must end where it
     // starts), and a unit that would take it past its size starts the next: joined to a large
     // unit, the units before it would wait for that unit's backward (the embedding's: the last).

@@ -28,15 +28,16 @@ struct DdpFigures {
   double comm_seconds = 0.0;        // per step, the least time a rank's allreduces took: the transfers
   double exposed_seconds = 0.0;     // per step, the least a rank waited for them after backward
   double rank_wait_seconds = 0.0;   // a rank's mean waits less exposed_seconds: waiting for slower ranks
-  double hidden_fraction() const { return comm_seconds > 0 ? std::max(0.0, 1.0 - exposed_seconds / comm_seconds) : 0.0; }
+  double hidden_fraction() const {
+    return comm_seconds > 0 ? std::max(0.0, 1.0 - exposed_seconds / comm_seconds) : 0.0;
+  }
 };
 
 class DataParallel : public UnitHooks {
  public:
   // Buckets of whole units, at most bucket_bytes each (the first at most 1 MiB) unless one unit is
   // larger, filled in backward order (last unit first); bucket_bytes 0: automatic_bucket_bytes().
-  // Expert units are averaged over
-  // `experts` instead (null: `group`): the ranks that hold the same experts.
+  // Expert units are averaged over `experts` instead (null: `group`): the ranks that hold the same experts.
   DataParallel(const std::vector<Unit*>& units, ProcessGroup& group, size_t bucket_bytes,
                ProcessGroup* experts = nullptr);
   // An eighth of the units' gradient bytes, within 1 and 25 MiB: a model of a few buckets' size
