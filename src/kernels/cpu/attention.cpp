@@ -195,21 +195,21 @@ void attention_backward(const float* dout, Operand qkv_in, Operand probs, float*
   const float scale = 1.0f / std::sqrt(float(Dh));
   const Operand qkv = bf16 ? bf16_qkv(qkv_in, s) : qkv_in;
   const Operand dO = bf16 ? Operand(matmul_bf16_copy(Bf16Copy::b, dout, s.B * s.T * s.H * Dh)) : Operand(dout);
-  uint16_t* bf16_rows = bf16 ? bf16_scratch(ScratchSlot::attention, n) : nullptr;  // Pd (if any), then dS
+  // One slot of f32 scores: Pd (f32, if dropped) is spent by dV's products before dP's overwrite it.
+  // bf16 keeps Pd, then dS, in bf16 in the other slot (the forward's slot for its dropped probabilities).
+  float* dP = scratch(ScratchSlot::attention, n);
+  uint16_t* bf16_rows = bf16 ? bf16_scratch(ScratchSlot::attention_grad, n) : nullptr;
   Operand P = probs;
   if (bf16) {
     P = dropped_bf16(probs, bf16_rows, s, drop);
   } else if (drop.active()) {
-    float* Pd = scratch(ScratchSlot::attention, n);
-    dropout_forward(probs.f32(), Pd, s.B, s.H * TT, drop);
-    P = Pd;
+    dropout_forward(probs.f32(), dP, s.B, s.H * TT, drop);
+    P = dP;
   }
-  float* dP = scratch(ScratchSlot::attention_grad, n);
-  for (int64_t g = 0; g < G; ++g) {
-    matmul_batched(dO.at(g * Dh), w.o, qkv.at(w.v_at), w.vt, dP + g * TT, w.p, s.B, K, s.T, s.T, Dh, 1.0f);  // dPd = dO·Vᵀ
-    matmul_batched(P.at(g * TT), w.pt, dO.at(g * Dh), w.o, dqkv + w.v_at, w.v, s.B, K, s.T, Dh, s.T, 1.0f,
-                   g > 0);                                                                                  // dV += Pdᵀ·dO
-  }
+  for (int64_t g = 0; g < G; ++g)  // dV += Pdᵀ·dO
+    matmul_batched(P.at(g * TT), w.pt, dO.at(g * Dh), w.o, dqkv + w.v_at, w.v, s.B, K, s.T, Dh, s.T, 1.0f, g > 0);
+  for (int64_t g = 0; g < G; ++g)  // dPd = dO·Vᵀ
+    matmul_batched(dO.at(g * Dh), w.o, qkv.at(w.v_at), w.vt, dP + g * TT, w.p, s.B, K, s.T, s.T, Dh, 1.0f);
   dropout_backward(dP, dP, s.B, s.H * TT, drop);  // dP = dPd·mask
   softmax_backward(probs, dP, bf16_rows, s);  // dS (in bf16: over Pd, spent)
   const Operand dS = bf16 ? Operand(bf16_rows) : Operand(dP);

@@ -42,15 +42,14 @@ class CpuScratchModel final : public ScratchModel {
                  bool probs_bf16) override {
     const int64_t n = attention_scores_floats(s), half = (n + 1) / 2;
     const bool backward = pass == AttentionPass::backward, output = pass == AttentionPass::forward;
-    if (!attention_in_bf16(s, qkv_bf16, probs_bf16)) {
-      if (d.active() && pass != AttentionPass::probabilities) take(ScratchSlot::attention, n);
-      if (backward) take(ScratchSlot::attention_grad, n);
+    if (!attention_in_bf16(s, qkv_bf16, probs_bf16)) {  // one slot: the dropped probabilities, then dP
+      if (backward || (d.active() && pass != AttentionPass::probabilities)) take(ScratchSlot::attention, n);
       return;
     }
     if (!qkv_bf16) bf16_a_ = std::max(bf16_a_, s.B * s.T * s.row_width());
     if (backward) {
-      take(ScratchSlot::attention, half);  // the dropped probabilities, then dS
-      take(ScratchSlot::attention_grad, n);
+      take(ScratchSlot::attention, n);          // dP
+      take(ScratchSlot::attention_grad, half);  // the dropped probabilities, then dS
       bf16_b_ = std::max(bf16_b_, s.B * s.T * s.H * s.Dh);  // dO
       return;
     }
