@@ -42,8 +42,8 @@ class ScratchModel {
   virtual void classifier_loss(const ClassifierArgs& a) = 0;
   virtual size_t bytes() const = 0;  // what the calls told so far would leave held
 };
-// The CPU backend's (kernels/cpu/scratch_model.cpp).
-std::unique_ptr<ScratchModel> cpu_scratch_model();
+// The CPU backend's (kernels/cpu/scratch_model.cpp), on a CPU with or without bf16 products.
+std::unique_ptr<ScratchModel> cpu_scratch_model(bool bf16_products);
 
 class CountingDevice final : public ComputeDevice {
  public:
@@ -78,6 +78,10 @@ class CountingDevice final : public ComputeDevice {
   // what ComputeDevice::bf16_products_copy_f32_operands answers, so the model reads what it would.
   void set_bf16_products_copy_f32_operands(bool b) { copies_f32_operands_ = b; }
   bool bf16_products_copy_f32_operands() const override { return copies_f32_operands_; }
+  // Whether the modelled device has bf16 products (ComputeDevice::bf16_products): without, a bf16
+  // run keeps its activations in f32, as the model then builds it.
+  void set_bf16_products(bool b) { bf16_products_ = b; }
+  bool bf16_products() const override { return bf16_products_; }
   size_t kernel_scratch_bytes() const override { return scratch_ ? scratch_->bytes() : 0; }
 
   // Kernels run nothing; each tells the planner's cost model what it would do (on_kernel, when set).
@@ -256,6 +260,7 @@ class CountingDevice final : public ComputeDevice {
 
   std::string describe_;
   bool copies_f32_operands_ = true;
+  bool bf16_products_ = true;
   std::multimap<void*, size_t> live_;
   void* slot_ = nullptr;  // its share of the reserved range (taken at the first block)
   size_t next_ = 0;       // where the next block starts in it

@@ -28,7 +28,10 @@ check() {
     esac
   done
   if [ "$n" = 1 ]; then run_one "$name" "${sets[@]}" "$@"; else run_ranks "$name" "$n" "${sets[@]}" "$@"; fi
-  "$d" plan "${common[@]}" "$@" --world "$n" --mesh "$mesh" --json >"$work/$name.plan.json" ||
+  local hw=()  # a CPU without bf16 products is planned on a profile that says so
+  "$py" -c 'import json, sys; sys.exit(0 if json.load(open(sys.argv[1]))["bf16_products"] else 1)' \
+    "$work/$name/summary.json" || hw=(--hardware "$no_bf16")
+  "$d" plan "${common[@]}" "$@" "${hw[@]}" --world "$n" --mesh "$mesh" --json >"$work/$name.plan.json" ||
     fail "dtrain plan --mesh $mesh failed: $(cat "$work/$name.plan.json")"
   "$py" - "$work/$name/summary.json" "$work/$name.plan.json" "$name" <<'PYEOF' || fail "$name: plan and run differ"
 import json, sys
@@ -45,6 +48,11 @@ sys.exit(1 if bad else 0)
 PYEOF
 }
 
+# cpu.toml as `--calibrate` would write it on a CPU without bf16 products (AVX2 only)
+no_bf16=$work/cpu-no-bf16.toml
+sed 's/^bf16_products = true/bf16_products = false/' "$src/configs/hardware/cpu.toml" >"$no_bf16"
+grep -q '^bf16_products = false' "$no_bf16" || fail "configs/hardware/cpu.toml should say bf16_products = true"
+
 check one 1 pp=1
 check ddp2 2 dp_replicate=2
 check fsdp2 2 dp_shard=2
@@ -57,13 +65,28 @@ common=(--config "$src/configs/moe-tiny.toml" --set data.dir="$work/data" --set 
   --set model.kv_heads=1 --set model.layers=2 --set model.expert_ff=32 --set model.seq_len=16 --set train.batch_size=8
   --set data.stride=64 --set train.threads=1 --set train.progress=false --set train.eval_every=0 --set train.max_steps=2)
 check ep2 2 dp_shard=2,ep=2
-# (the products' bf16 copies of their operands). A CPU without avx512 has no bf16 products: the run
-# then computes and stores in f32, which the plan (made for a CPU that has them) does not model.
-if grep -qw avx512bw /proc/cpuinfo; then
-  check bf16 1 pp=1 --set train.precision=bf16
-else
-  echo "skip bf16: this CPU has no avx512 (no bf16 products: the run falls back to f32, the plan does not)"
-fi
+# (the products' bf16 copies of their operands; a CPU without bf16 products computes and keeps f32)
+check bf16 1 pp=1 --set train.precision=bf16
+# On a profile without bf16 products, a bf16 job is planned as the f32 one, on this CPU or any.
+for p in f32 bf16; do
+  "$d" plan "${common[@]}" --set train.precision=$p --hardware "$no_bf16" --world 1 --mesh pp=1 --json \
+    >"$work/no-bf16-$p.plan.json" || fail "dtrain plan on a profile without bf16 products failed"
+done
+"$d" plan "${common[@]}" --set train.precision=bf16 --world 1 --mesh pp=1 --json >"$work/bf16-products.plan.json"
+"$py" - "$work" <<'PYEOF' || fail "a profile without bf16 products should plan bf16 as f32"
+import json, sys
+rank0 = lambda f: next(r for r in json.load(open(f"{sys.argv[1]}/{f}.plan.json"))["ranks"] if r["rank"] == 0)
+f32, bf16, products = rank0("no-bf16-f32"), rank0("no-bf16-bf16"), rank0("bf16-products")
+parts = ("model_state_bytes", "activation_bytes", "kernel_scratch_bytes")
+bad = [k for k in parts if f32[k] != bf16[k]]
+for k in bad: print(f"{k}: f32 {f32[k]}, bf16 without bf16 products {bf16[k]}")
+if products["activation_bytes"] >= f32["activation_bytes"]:
+    bad.append(f"with bf16 products the activations should be fewer bytes: {products['activation_bytes']}")
+    print(bad[-1])
+print(f"ok  without bf16 products bf16 plans f32's {bf16['activation_bytes']} bytes of activations "
+      f"(with them {products['activation_bytes']})")
+sys.exit(1 if bad else 0)
+PYEOF
 
 common=(--config "$src/configs/quickstart.toml" --set data.dir="$work/data" --set model.dim=32
   --set model.heads=2 --set model.layers=2 --set model.ff_dim=64 --set model.seq_len=16

@@ -152,8 +152,8 @@ const uint16_t* dropped_bf16(Operand P, uint16_t* into, const AttentionShape& s,
 
 }  // namespace
 
-bool attention_in_bf16(const AttentionShape& s, bool qkv_bf16, bool probs_bf16) {
-  return qkv_bf16 || probs_bf16 || (s.precision == Precision::bf16 && matmul_bf16_available());
+bool attention_in_bf16(const AttentionShape& s, bool qkv_bf16, bool probs_bf16, bool bf16_products) {
+  return qkv_bf16 || probs_bf16 || (s.precision == Precision::bf16 && bf16_products);
 }
 
 void attention_forward(Operand qkv_in, float* out, ActBuffer probs, const AttentionShape& s, const DropoutSpec& drop) {

@@ -135,29 +135,32 @@ void classifier_logits(const float* x, const float* W, const float* bias, float*
   linear_forward(x, W, bias, out, rows, d, V, p);
 }
 
-bool classifier_converts_once(const ClassifierArgs& a) {
-  return matmul_copies_to_bf16(linear_forward_args(a.N, a.d, a.V, a.bias, a.precision));
+bool classifier_converts_once(const ClassifierArgs& a, bool bf16_products) {
+  return matmul_copies_to_bf16(linear_forward_args(a.N, a.d, a.V, a.bias, a.precision), bf16_products);
 }
 
-int64_t classifier_chunk_rows(const ClassifierArgs& a) {
-  return std::min(classifier_converts_once(a) ? kChunkBf16 : kChunk, a.N);
+int64_t classifier_chunk_rows(const ClassifierArgs& a, bool bf16_products) {
+  return std::min(classifier_converts_once(a, bf16_products) ? kChunkBf16 : kChunk, a.N);
 }
 
 namespace {
 // The rows of a piece: kPieceRows, or kChunk where the rows' statistics are combined with other
 // vocabulary slices (a piece at a time would multiply the collectives). Never more than kChunk: the
 // scratch's row statistics hold kChunk rows.
-int64_t piece_rows(const ClassifierArgs& a) {
-  return std::min(a.combine ? kChunk : kPieceRows, classifier_chunk_rows(a));
+int64_t piece_rows(const ClassifierArgs& a, bool bf16_products = matmul_bf16_available()) {
+  return std::min(a.combine ? kChunk : kPieceRows, classifier_chunk_rows(a, bf16_products));
 }
 // Rows of logits the scratch holds: a piece in bf16 (the products read the gradient's bf16 copy), the
 // chunk in f32 (they read the f32 gradient).
-int64_t logits_rows(const ClassifierArgs& a) {
-  return classifier_converts_once(a) ? piece_rows(a) : classifier_chunk_rows(a);
+int64_t logits_rows(const ClassifierArgs& a, bool bf16_products = matmul_bf16_available()) {
+  return classifier_converts_once(a, bf16_products) ? piece_rows(a, bf16_products)
+                                                    : classifier_chunk_rows(a, bf16_products);
 }
 }  // namespace
 
-int64_t classifier_scratch_floats(const ClassifierArgs& a) { return logits_rows(a) * a.V + 5 * kChunk + 2 * a.V; }
+int64_t classifier_scratch_floats(const ClassifierArgs& a, bool bf16_products) {
+  return logits_rows(a, bf16_products) * a.V + 5 * kChunk + 2 * a.V;
+}
 
 namespace {
 // The classifier's scratch: the logits, the row statistics of a piece, the bias gradient's sums.

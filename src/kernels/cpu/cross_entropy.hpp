@@ -6,6 +6,7 @@
 #pragma once
 #include <cstdint>
 
+#include "kernels/cpu/matmul.hpp"
 #include "kernels/types.hpp"
 
 namespace dtrain {
@@ -14,12 +15,13 @@ namespace dtrain {
 double classifier_cross_entropy(const ClassifierArgs& a, float* per_row = nullptr);
 // The rows of a chunk (the gradient products' M for dx and K for dW), and the floats of its scratch
 // (the logits of a chunk in f32, of a piece in bf16; a piece's row statistics; the bias sums).
-int64_t classifier_chunk_rows(const ClassifierArgs& a);
-int64_t classifier_scratch_floats(const ClassifierArgs& a);
+// bf16_products: whether the CPU has them (the planner asks for a CPU other than this one).
+int64_t classifier_chunk_rows(const ClassifierArgs& a, bool bf16_products = matmul_bf16_available());
+int64_t classifier_scratch_floats(const ClassifierArgs& a, bool bf16_products = matmul_bf16_available());
 // Whether its products run in bf16 from operands rounded once (matmul_bf16_copy): the weights [V, d]
 // per call (unless given in bf16), a chunk's inputs [rows, d] and, training, its logits' gradient
 // [rows, V] per chunk.
-bool classifier_converts_once(const ClassifierArgs& a);
+bool classifier_converts_once(const ClassifierArgs& a, bool bf16_products = matmul_bf16_available());
 
 // Plain logits for the last `rows` rows (generation, parity checks): out [rows, V].
 void classifier_logits(const float* x, const float* W, const float* bias, float* out, int64_t rows,

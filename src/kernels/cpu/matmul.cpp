@@ -134,8 +134,8 @@ int64_t matmul_scratch_bytes() {
 }
 
 
-bool matmul_copies_to_bf16(const MatmulArgs& a) {
-  return a.M != 0 && a.N != 0 && a.precision == Precision::bf16 && bf16_matmul_available();
+bool matmul_copies_to_bf16(const MatmulArgs& a, bool bf16_products) {
+  return a.M != 0 && a.N != 0 && a.precision == Precision::bf16 && bf16_products;
 }
 
 const uint16_t* matmul_bf16_copy(Bf16Copy which, const float* src, int64_t n) {

@@ -15,7 +15,8 @@ int64_t matmul_scratch_bytes();
 // (M·K and K·N of them: what it keeps).
 // A bf16 operand makes a product bf16 (its f32 operand is then copied to bf16, the bf16 one read as it
 // is); where bf16 products are not available, bf16 operands are widened to f32 copies instead.
-bool matmul_copies_to_bf16(const MatmulArgs& a);
+// bf16_products: whether they are (the planner asks for a CPU other than this one).
+bool matmul_copies_to_bf16(const MatmulArgs& a, bool bf16_products = matmul_bf16_available());
 
 void matmul(Operand A, Operand B, float* C, const MatmulArgs& args);
 

@@ -19,12 +19,13 @@ namespace {
 
 class CpuScratchModel final : public ScratchModel {
  public:
+  explicit CpuScratchModel(bool bf16_products) : bf16_(bf16_products) {}
   // as matmul.cpp takes them: copies of the f32 operands of a bf16 product, or (no bf16 products
   // here) widened copies of the bf16 ones
   void matmul(const MatmulArgs& args, bool a_bf16 = false, bool b_bf16 = false) override {
     if (args.M == 0 || args.N == 0) return;
     const MatmulArgs a = matmul_args_for(args, a_bf16, b_bf16);
-    const bool copies = matmul_copies_to_bf16(a);
+    const bool copies = matmul_copies_to_bf16(a, bf16_);
     int64_t& at_a = copies ? bf16_a_ : wide_a_;
     int64_t& at_b = copies ? bf16_b_ : wide_b_;
     if (copies != a_bf16) at_a = std::max(at_a, a.M * a.K);
@@ -42,7 +43,7 @@ class CpuScratchModel final : public ScratchModel {
                  bool probs_bf16) override {
     const int64_t n = attention_scores_floats(s), half = (n + 1) / 2;
     const bool backward = pass == AttentionPass::backward, output = pass == AttentionPass::forward;
-    if (!attention_in_bf16(s, qkv_bf16, probs_bf16)) {  // one slot: the dropped probabilities, then dP
+    if (!attention_in_bf16(s, qkv_bf16, probs_bf16, bf16_)) {  // one slot: the dropped probabilities, then dP
       if (backward || (d.active() && pass != AttentionPass::probabilities)) take(ScratchSlot::attention, n);
       return;
     }
@@ -68,10 +69,10 @@ class CpuScratchModel final : public ScratchModel {
   // weights given in bf16) or by its three products of a chunk of rows, as matmul() makes them (a
   // bound: the logits' product runs on a piece of the chunk)
   void classifier_loss(const ClassifierArgs& a) override {
-    take(ScratchSlot::classifier, classifier_scratch_floats(a));
-    const int64_t rows = classifier_chunk_rows(a);
+    take(ScratchSlot::classifier, classifier_scratch_floats(a, bf16_));
+    const int64_t rows = classifier_chunk_rows(a, bf16_);
     if (rows == 0) return;
-    if (classifier_converts_once(a)) {
+    if (classifier_converts_once(a, bf16_)) {
       if (!a.W.bf16) bf16_b_ = std::max(bf16_b_, a.V * a.d);
       bf16_c_ = std::max(bf16_c_, rows * a.d);
       if (a.dx) bf16_a_ = std::max(bf16_a_, rows * a.V);
@@ -91,6 +92,7 @@ class CpuScratchModel final : public ScratchModel {
  private:
   void take(ScratchSlot slot, int64_t floats) { slots_[int(slot)] = std::max(slots_[int(slot)], floats); }
 
+  bool bf16_;  // whether the CPU has bf16 products
   int64_t slots_[int(ScratchSlot::count)] = {};
   int64_t bf16_a_ = 0, bf16_b_ = 0, bf16_c_ = 0;  // matmul.cpp's three copy buffers
   int64_t wide_a_ = 0, wide_b_ = 0;               // and its two widening buffers
@@ -98,6 +100,8 @@ class CpuScratchModel final : public ScratchModel {
 
 }  // namespace
 
-std::unique_ptr<ScratchModel> cpu_scratch_model() { return std::make_unique<CpuScratchModel>(); }
+std::unique_ptr<ScratchModel> cpu_scratch_model(bool bf16_products) {
+  return std::make_unique<CpuScratchModel>(bf16_products);
+}
 
 }  // namespace dtrain

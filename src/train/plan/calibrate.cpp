@@ -207,6 +207,7 @@ void measure_compute(Hardware& h, int threads) {
   measure_matmul_grid(h);
   h.matmul_tflops_f32 = matmul_tflops(Precision::f32);
   h.matmul_tflops_bf16 = matmul_tflops(Precision::bf16);
+  h.bf16_products = cpu_device().bf16_products();
   h.memory_gbs = memory_gbs();
   measure_kernels(h);
 }

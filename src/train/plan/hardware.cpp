@@ -81,10 +81,10 @@ double Hardware::node_allreduce_steal(double bus_bytes) const {
 std::string Hardware::describe() const {
   char b[320];
   std::snprintf(b, sizeof b,
-                "%s (%s): %d per node, %.0f GiB each, matmul %.1f / %.1f TFLOP/s (f32 / bf16), memory %.0f GB/s, "
+                "%s (%s): %d per node, %.0f GiB each, matmul %.1f / %.1f TFLOP/s (f32 / bf16%s), memory %.0f GB/s, "
                 "links %.0f GB/s in a node, %.0f GB/s between nodes",
                 name.c_str(), source.c_str(), ranks_per_node, memory_gib, matmul_tflops_f32, matmul_tflops_bf16,
-                memory_gbs, intra.bus_gbs, inter.bus_gbs);
+                bf16_products ? "" : ": no bf16 products, bf16 runs in f32", memory_gbs, intra.bus_gbs, inter.bus_gbs);
   return b;
 }
 
@@ -135,6 +135,7 @@ Hardware load_hardware(const std::string& name) {
   h.attention_tflops_f32 = t["compute"]["attention_tflops_f32"].value_or(0.0);
   h.attention_tflops_bf16 = t["compute"]["attention_tflops_bf16"].value_or(0.0);
   h.launch_us = t["compute"]["launch_us"].value_or(0.0);
+  h.bf16_products = t["compute"]["bf16_products"].value_or(true);
   h.peak_tflops_bf16 = t["compute"]["peak_tflops_bf16"].value_or(0.0);
   h.memory_gbs = number(t, file, "memory", "bandwidth_gbs", 1e-6);
   h.memory_gib = number(t, file, "memory", "per_rank_gib", 1e-6);
@@ -202,12 +203,12 @@ std::string hardware_toml(const Hardware& h) {
                 "# %s, measured by `dtrain plan --calibrate`\n"
                 "name = \"%s\"\ndevice = \"cpu\"\n\n"
                 "[compute]\nmatmul_tflops_f32 = %.4f\nmatmul_tflops_bf16 = %.4f\nattention_tflops_f32 = %.4f\n"
-                "attention_tflops_bf16 = %.4f\nlaunch_us = %.2f\n\n"
+                "attention_tflops_bf16 = %.4f\nlaunch_us = %.2f\nbf16_products = %s\n\n"
                 "[memory]\nbandwidth_gbs = %.2f\nper_rank_gib = %.2f\nprocess_gib = %.3f\n\n"
                 "[node]\nranks_per_node = %d\nrank_slots = %d\nbus_gbs = %.3f\nlatency_us = %.1f\njitter = %.3f\njitter_span_s = %.4f\njitter_growth = %.3f\n\n"
                 "[network]\nbus_gbs = %.3f\nlatency_us = %.1f\nalgorithm = \"%s\"\n",
                 h.name.c_str(), h.name.c_str(), h.matmul_tflops_f32, h.matmul_tflops_bf16, h.attention_tflops_f32,
-                h.attention_tflops_bf16, h.launch_us, h.memory_gbs, h.memory_gib,
+                h.attention_tflops_bf16, h.launch_us, h.bf16_products ? "true" : "false", h.memory_gbs, h.memory_gib,
                 h.process_gib, h.ranks_per_node, h.rank_slots, h.intra.bus_gbs, h.intra.latency_us, h.jitter, h.jitter_span_s,
                 h.jitter_growth, h.inter.bus_gbs,
                 h.inter.latency_us, h.algorithm.c_str());

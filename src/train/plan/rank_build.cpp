@@ -63,8 +63,9 @@ RankBuild build_rank(const PlanJob& job, const Layout& layout, int rank, const H
   ParallelPlan plan = parallel_plan_of(cfg, job.precision, split.accum, {split.micro_batch});
   plan.draw_weights = false;
   CountingDevice dev;
-  if (h.device == "cpu") dev.plan_scratch(cpu_scratch_model());  // (CUDA's workspaces: not modelled)
+  if (h.device == "cpu") dev.plan_scratch(cpu_scratch_model(h.bf16_products));  // (CUDA's workspaces: not modelled)
   dev.set_bf16_products_copy_f32_operands(h.device == "cpu");
+  dev.set_bf16_products(h.bf16_products);
   StepClock clock(h);
   const std::unique_ptr<DeviceMesh> mesh = DeviceMesh::stand_in(layout.shape, rank, &clock);
   const UnitFactory units = model_units_of(*job.kind, cfg.model, dev, plan.recompute);

@@ -186,6 +186,7 @@ Json run_summary(const RunParts& r, const TrainerState& st, const EvalResult& te
   s["world_size"] = r.world.size();  // ranks
   s["dp_size"] = r.dp;               // data-parallel ranks (replicas × shards)
   s["precision"] = r.cfg.train.precision;
+  s["bf16_products"] = r.dev.bf16_products();  // false: a CPU without them ran bf16 in f32
   s["model_kind"] = r.kind.name();
   s["parameters"] = model.num_params();
   // dtrain's own account of this rank's memory, part by part (MemoryAccount)
