@@ -79,7 +79,7 @@ class CountingDevice final : public ComputeDevice {
   void set_bf16_products_copy_f32_operands(bool b) { copies_f32_operands_ = b; }
   bool bf16_products_copy_f32_operands() const override { return copies_f32_operands_; }
   // Whether the modelled device has bf16 products (ComputeDevice::bf16_products): without, a bf16
-  // run keeps its activations in f32, as the model then builds it.
+  // run keeps its activations in f32, as the model then builds it, and its kernels are told in f32.
   void set_bf16_products(bool b) { bf16_products_ = b; }
   bool bf16_products() const override { return bf16_products_; }
   size_t kernel_scratch_bytes() const override { return scratch_ ? scratch_->bytes() : 0; }
@@ -237,7 +237,8 @@ class CountingDevice final : public ComputeDevice {
   }
 
  private:
-  void work(const KernelWork& w) {
+  void work(KernelWork w) {
+    if (!bf16_products_) w.precision = Precision::f32;  // what a device without bf16 products computes in
     if (on_kernel_) on_kernel_(w);
   }
   void stream(const char* name, double bytes) { work({name, "stream", 0.0, bytes, 0, 0, 0, Precision::f32}); }

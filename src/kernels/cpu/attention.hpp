@@ -20,9 +20,12 @@ void attention_backward(const float* dout, Operand qkv, Operand probs, float* dq
                         const DropoutSpec& drop);
 // Whether the two compute their products in bf16: s.precision = bf16, or qkv or probs stored in bf16
 // (which only a CPU with bf16 products may do), as a bf16 operand makes any product bf16.
-// bf16_products: whether the CPU has them (the planner asks for a CPU other than this one).
-bool attention_in_bf16(const AttentionShape& s, bool qkv_bf16, bool probs_bf16,
-                       bool bf16_products = matmul_bf16_available());
+// bf16_products: whether the CPU has them (the planner asks for a CPU other than this one); without
+// it, this CPU is asked where s.precision is bf16.
+bool attention_in_bf16(const AttentionShape& s, bool qkv_bf16, bool probs_bf16, bool bf16_products);
+inline bool attention_in_bf16(const AttentionShape& s, bool qkv_bf16, bool probs_bf16) {
+  return attention_in_bf16(s, qkv_bf16, probs_bf16, bf16_products_for(s.precision));
+}
 // The floats of one [B, H, T, T] scratch the two take (the dropped probabilities, their gradient;
 // in bf16 also the scores before a softmax stored in bf16).
 inline int64_t attention_scores_floats(const AttentionShape& s) { return s.B * s.H * s.T * s.T; }

@@ -147,12 +147,12 @@ namespace {
 // The rows of a piece: kPieceRows, or kChunk where the rows' statistics are combined with other
 // vocabulary slices (a piece at a time would multiply the collectives). Never more than kChunk: the
 // scratch's row statistics hold kChunk rows.
-int64_t piece_rows(const ClassifierArgs& a, bool bf16_products = matmul_bf16_available()) {
+int64_t piece_rows(const ClassifierArgs& a, bool bf16_products) {
   return std::min(a.combine ? kChunk : kPieceRows, classifier_chunk_rows(a, bf16_products));
 }
 // Rows of logits the scratch holds: a piece in bf16 (the products read the gradient's bf16 copy), the
 // chunk in f32 (they read the f32 gradient).
-int64_t logits_rows(const ClassifierArgs& a, bool bf16_products = matmul_bf16_available()) {
+int64_t logits_rows(const ClassifierArgs& a, bool bf16_products) {
   return classifier_converts_once(a, bf16_products) ? piece_rows(a, bf16_products)
                                                     : classifier_chunk_rows(a, bf16_products);
 }
@@ -168,9 +168,9 @@ struct ChunkScratch {
   float *logits, *losses, *mx, *st, *first;  // st: 2 per row; first: only when counting right predictions
   ColumnSums bias;
 };
-ChunkScratch chunk_scratch(const ClassifierArgs& a) {
-  float* logits = scratch(ScratchSlot::classifier, classifier_scratch_floats(a));
-  float* losses = logits + logits_rows(a) * a.V;
+ChunkScratch chunk_scratch(const ClassifierArgs& a, bool bf16_products) {
+  float* logits = scratch(ScratchSlot::classifier, classifier_scratch_floats(a, bf16_products));
+  float* losses = logits + logits_rows(a, bf16_products) * a.V;
   float* mx = losses + kChunk;
   float* st = mx + kChunk;
   float* sums = st + 3 * kChunk;
@@ -222,9 +222,10 @@ void tally_piece(const ClassifierArgs& a, const ChunkScratch& s, int64_t row0, i
 // Chunk by chunk; within a chunk, piece by piece: the piece's logits, its softmax (and gradient) and
 // its bias sums while it is in cache; then the chunk's two gradient products.
 double classifier_cross_entropy(const ClassifierArgs& a, float* per_row) {
-  const int64_t chunk = classifier_chunk_rows(a), piece = piece_rows(a);
-  const bool bf16 = classifier_converts_once(a), grad = a.dx != nullptr;
-  ChunkScratch s = chunk_scratch(a);
+  const bool products = bf16_products_for(a.precision);
+  const int64_t chunk = classifier_chunk_rows(a, products), piece = piece_rows(a, products);
+  const bool bf16 = classifier_converts_once(a, products), grad = a.dx != nullptr;
+  ChunkScratch s = chunk_scratch(a, products);
   ChunkOperands o{nullptr, bf16 ? bf16_operand(a.W, Bf16Copy::b, a.V * a.d) : nullptr, nullptr,
                   bf16 && grad ? matmul_bf16_buffer(Bf16Copy::a, chunk * a.V) : nullptr};
   const RowGeometry g{a.V, a.words >= 0 ? a.words : a.V, a.vocab_begin};

@@ -102,8 +102,7 @@ Problem problem_of(const MatmulArgs& a, bool bf16) {
                  a.accumulate, a.relu};
 }
 
-// Whether this CPU (and oneDNN build) runs bf16 matmuls: a small one is made once to see; if it
-// cannot be, computing in f32 from now on is said once.
+// Whether this CPU (and oneDNN build) runs bf16 matmuls: a small one is made once to see.
 bool bf16_matmul_available() {
   MatmulRuntime& rt = runtime();
   if (rt.bf16_probed) return !rt.bf16_unavailable;
@@ -112,7 +111,6 @@ bool bf16_matmul_available() {
     problem_of({16, 16, 16}, true).make(rt.engine);
   } catch (const dnnl::error& e) {
     if (e.status == dnnl_out_of_memory) rethrow_onednn_error(e, "oneDNN's matrix product (its kernels and scratch)");
-    std::fprintf(stderr, "dtrain: warning: this CPU has no bf16 matmul support; computing in f32\n");
     rt.bf16_unavailable = true;
   }
   return !rt.bf16_unavailable;
@@ -127,6 +125,15 @@ std::vector<uint16_t>& copy_buffer(Bf16Copy which) {
 
 bool matmul_bf16_available() { return bf16_matmul_available(); }
 
+bool bf16_products_for(Precision p) {
+  if (p != Precision::bf16) return false;
+  if (bf16_matmul_available()) return true;
+  static bool said = false;
+  if (!said) std::fprintf(stderr, "dtrain: warning: this CPU has no bf16 matmul support; computing in f32\n");
+  said = true;
+  return false;
+}
+
 int64_t matmul_scratch_bytes() {
   const MatmulRuntime& rt = runtime();
   return int64_t((rt.scratch_a.capacity() + rt.scratch_b.capacity() + rt.scratch_c.capacity()) * sizeof(uint16_t) +
@@ -137,6 +144,7 @@ int64_t matmul_scratch_bytes() {
 bool matmul_copies_to_bf16(const MatmulArgs& a, bool bf16_products) {
   return a.M != 0 && a.N != 0 && a.precision == Precision::bf16 && bf16_products;
 }
+bool matmul_copies_to_bf16(const MatmulArgs& a) { return matmul_copies_to_bf16(a, bf16_products_for(a.precision)); }
 
 const uint16_t* matmul_bf16_copy(Bf16Copy which, const float* src, int64_t n) {
   return round_to_bf16(src, n, copy_buffer(which));

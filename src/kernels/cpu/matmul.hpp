@@ -7,7 +7,7 @@
 
 namespace dtrain {
 
-// Whether this CPU (and oneDNN build) runs bf16 products; where not, they compute in f32 (said once).
+// Whether this CPU (and oneDNN build) runs bf16 products; where not, they compute in f32.
 bool matmul_bf16_available();
 // Host bytes the matmuls keep between calls (bf16 copies of their inputs, grow-only).
 int64_t matmul_scratch_bytes();
@@ -15,8 +15,13 @@ int64_t matmul_scratch_bytes();
 // (M·K and K·N of them: what it keeps).
 // A bf16 operand makes a product bf16 (its f32 operand is then copied to bf16, the bf16 one read as it
 // is); where bf16 products are not available, bf16 operands are widened to f32 copies instead.
-// bf16_products: whether they are (the planner asks for a CPU other than this one).
-bool matmul_copies_to_bf16(const MatmulArgs& a, bool bf16_products = matmul_bf16_available());
+// bf16_products: whether they are (the planner asks for a CPU other than this one); without it, this
+// CPU is asked, only for a bf16 product (the probe says once when it has none).
+bool matmul_copies_to_bf16(const MatmulArgs& a, bool bf16_products);
+bool matmul_copies_to_bf16(const MatmulArgs& a);
+// Whether precision p asks for bf16 products and this CPU has them (probed only when asked; the first
+// ask on a CPU without them says once that they compute in f32).
+bool bf16_products_for(Precision p);
 
 void matmul(Operand A, Operand B, float* C, const MatmulArgs& args);
 

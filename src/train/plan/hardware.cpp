@@ -79,7 +79,7 @@ double Hardware::node_allreduce_steal(double bus_bytes) const {
 }
 
 std::string Hardware::describe() const {
-  char b[320];
+  char b[640];
   std::snprintf(b, sizeof b,
                 "%s (%s): %d per node, %.0f GiB each, matmul %.1f / %.1f TFLOP/s (f32 / bf16%s), memory %.0f GB/s, "
                 "links %.0f GB/s in a node, %.0f GB/s between nodes",
@@ -135,7 +135,12 @@ Hardware load_hardware(const std::string& name) {
   h.attention_tflops_f32 = t["compute"]["attention_tflops_f32"].value_or(0.0);
   h.attention_tflops_bf16 = t["compute"]["attention_tflops_bf16"].value_or(0.0);
   h.launch_us = t["compute"]["launch_us"].value_or(0.0);
-  h.bf16_products = t["compute"]["bf16_products"].value_or(true);
+  if (const auto b = t["compute"]["bf16_products"]) {
+    require(b.is_boolean() && (h.device == "cpu" || b.value_or(true)),
+            file + ": compute.bf16_products must be true or false, and false only for a CPU (a GPU's products run "
+                   "in bf16): fix it, or measure this machine's with dtrain plan --calibrate");
+    h.bf16_products = b.value_or(true);
+  }
   h.peak_tflops_bf16 = t["compute"]["peak_tflops_bf16"].value_or(0.0);
   h.memory_gbs = number(t, file, "memory", "bandwidth_gbs", 1e-6);
   h.memory_gib = number(t, file, "memory", "per_rank_gib", 1e-6);

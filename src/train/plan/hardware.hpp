@@ -28,8 +28,8 @@ struct Hardware {
   double attention_tflops_f32 = 0.0;   // the attention kernels' scores and values; 0: the matmul rate
   double attention_tflops_bf16 = 0.0;
   double launch_us = 0.0;          // what every kernel call costs besides its work
-  // Whether its products run in bf16 when asked (ComputeDevice::bf16_products): a CPU without bf16
-  // instructions computes bf16 runs in f32 and keeps their activations in f32, as the plan then does.
+  // Whether its products run in bf16 when asked (ComputeDevice::bf16_products): on a CPU without
+  // them (no avx512) a bf16 run computes and keeps its activations in f32, as the plan then does.
   bool bf16_products = true;
   // Measured rates of single kernels by their ComputeDevice name ("layernorm_forward",
   // "attention_backward", …; ".bf16" appended for a bf16 product): TFLOP/s for those that count FLOPs

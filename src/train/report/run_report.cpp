@@ -19,6 +19,9 @@ int64_t held_floats(const Model& model) {
 }
 
 std::string cpu_bf16_warning() {
+  if (!cpu_device().bf16_products())
+    return "this CPU has no native bf16 and no bf16 matrix products (no avx512): train.precision = bf16 computes "
+           "and keeps f32 here, as f32 does";
   if (cpu_has_native_bf16()) return "";
   return "this CPU has no native bf16 (no avx512_bf16, no AMX): oneDNN emulates bf16 matmuls, which ran 3.5x slower "
          "than f32 on an Intel Ice Lake (63 against 219 GFLOP/s); train.precision = f32 is faster here";
@@ -41,7 +44,8 @@ void print_setup(const RunParts& r, int64_t steps_per_epoch, int threads) {
               r.precision == Precision::f32 ? "f32"
               : gpu                       ? "bf16 (tensor cores, f32 accumulation)"
               : cpu_has_native_bf16()     ? "bf16 (native avx512_bf16)"
-                                          : "bf16 (no native bf16 on this CPU: slower)");
+              : r.dev.bf16_products()     ? "bf16 (no native bf16 on this CPU: slower)"
+                                          : "bf16 asked (no bf16 products on this CPU: f32)");
   if (r.precision == Precision::bf16 && !gpu && !cpu_bf16_warning().empty())
     std::printf("warning: %s\n", cpu_bf16_warning().c_str());
   if (cfg.train.recompute != "none")
@@ -186,7 +190,7 @@ Json run_summary(const RunParts& r, const TrainerState& st, const EvalResult& te
   s["world_size"] = r.world.size();  // ranks
   s["dp_size"] = r.dp;               // data-parallel ranks (replicas × shards)
   s["precision"] = r.cfg.train.precision;
-  s["bf16_products"] = r.dev.bf16_products();  // false: a CPU without them ran bf16 in f32
+  if (r.precision == Precision::bf16) s["bf16_products"] = r.dev.bf16_products();  // false: ran in f32
   s["model_kind"] = r.kind.name();
   s["parameters"] = model.num_params();
   // dtrain's own account of this rank's memory, part by part (MemoryAccount)

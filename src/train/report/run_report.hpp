@@ -24,7 +24,7 @@ void print_setup(const RunParts& r, int64_t steps_per_epoch, int threads);
 // where the data-parallel workers run, as rank 0's lines.
 void print_run_start(const RunParts& r, int64_t steps_per_epoch, int threads);
 // The line a run with train.precision = bf16 prints on a CPU without native bf16 (no avx512_bf16,
-// no AMX), where oneDNN emulates it; "" on a CPU with it.
+// no AMX), where oneDNN emulates it or (no avx512) the run computes in f32; "" on a CPU with it.
 std::string cpu_bf16_warning();
 // A line per parallel strategy on what it moved (ParallelModel::figures).
 void print_parallel_figures(const Json& figures);
