@@ -29,7 +29,7 @@ check() {
   done
   if [ "$n" = 1 ]; then run_one "$name" "${sets[@]}" "$@"; else run_ranks "$name" "$n" "${sets[@]}" "$@"; fi
   local hw=()  # a CPU without bf16 products is planned on a profile that says so
-  "$py" -c 'import json, sys; sys.exit(0 if json.load(open(sys.argv[1]))["bf16_products"] else 1)' \
+  "$py" -c 'import json, sys; sys.exit(0 if json.load(open(sys.argv[1])).get("bf16_products", True) else 1)' \
     "$work/$name/summary.json" || hw=(--hardware "$no_bf16")
   "$d" plan "${common[@]}" "$@" "${hw[@]}" --world "$n" --mesh "$mesh" --json >"$work/$name.plan.json" ||
     fail "dtrain plan --mesh $mesh failed: $(cat "$work/$name.plan.json")"

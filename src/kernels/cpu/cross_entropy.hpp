@@ -6,7 +6,6 @@
 #pragma once
 #include <cstdint>
 
-#include "kernels/cpu/matmul.hpp"
 #include "kernels/types.hpp"
 
 namespace dtrain {
@@ -15,20 +14,14 @@ namespace dtrain {
 double classifier_cross_entropy(const ClassifierArgs& a, float* per_row = nullptr);
 // The rows of a chunk (the gradient products' M for dx and K for dW), and the floats of its scratch
 // (the logits of a chunk in f32, of a piece in bf16; a piece's row statistics; the bias sums).
-// bf16_products: whether the CPU has bf16 products (the planner asks for a CPU other than this one;
-// by default this CPU, asked only where a.precision is bf16).
+// bf16_products: whether the CPU has bf16 products (classifier_cross_entropy asks this one,
+// bf16_products_for(a.precision); the planner tells its profile's).
 int64_t classifier_chunk_rows(const ClassifierArgs& a, bool bf16_products);
 int64_t classifier_scratch_floats(const ClassifierArgs& a, bool bf16_products);
-inline int64_t classifier_chunk_rows(const ClassifierArgs& a) {
-  return classifier_chunk_rows(a, bf16_products_for(a.precision));
-}
 // Whether its products run in bf16 from operands rounded once (matmul_bf16_copy): the weights [V, d]
 // per call (unless given in bf16), a chunk's inputs [rows, d] and, training, its logits' gradient
 // [rows, V] per chunk.
 bool classifier_converts_once(const ClassifierArgs& a, bool bf16_products);
-inline bool classifier_converts_once(const ClassifierArgs& a) {
-  return classifier_converts_once(a, bf16_products_for(a.precision));
-}
 
 // Plain logits for the last `rows` rows (generation, parity checks): out [rows, V].
 void classifier_logits(const float* x, const float* W, const float* bias, float* out, int64_t rows,

@@ -16,7 +16,7 @@ int64_t matmul_scratch_bytes();
 // A bf16 operand makes a product bf16 (its f32 operand is then copied to bf16, the bf16 one read as it
 // is); where bf16 products are not available, bf16 operands are widened to f32 copies instead.
 // bf16_products: whether they are (the planner asks for a CPU other than this one); without it, this
-// CPU is asked, only for a bf16 product (the probe says once when it has none).
+// CPU is asked, only for a bf16 product (bf16_products_for).
 bool matmul_copies_to_bf16(const MatmulArgs& a, bool bf16_products);
 bool matmul_copies_to_bf16(const MatmulArgs& a);
 // Whether precision p asks for bf16 products and this CPU has them (probed only when asked; the first

@@ -20,7 +20,7 @@ std::string fitting_layout_note(const RunConfig& cfg, int world, double bytes_pe
     }
     h.memory_gib = bytes_per_rank / double(1 << 30);
     if (h.device == "cpu") h.process_gib = double(resident_bytes()) / double(1 << 30);  // (a GPU's: its CUDA context)
-    if (h.device == "cpu" && cfg.train.precision == "bf16") h.bf16_products = cpu_device().bf16_products();  // this CPU's
+    if (profile == "cpu" && cfg.train.precision == "bf16") h.bf16_products = cpu_device().bf16_products();  // this CPU's
     h.ranks_per_node = std::max(h.ranks_per_node, 1);
     const PlanJob job = plan_job(cfg);
     const SearchResult res = search_layouts(job, world, h);

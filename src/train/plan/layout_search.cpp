@@ -74,7 +74,8 @@ PlannedLayout plan_layout(const PlanJob& job, const Layout& layout, int64_t glob
   }
   const double tokens = double(global_batch) * double(job.kind->sample_shape(job.cfg.model).targets);
   p.tokens_per_s = tokens / p.time.total();
-  const double peak = h.peak_tflops(job.precision) * 1e12 * double(layout.shape.size());
+  const Precision computed = h.bf16_products ? job.precision : Precision::f32;  // (no bf16 products: f32)
+  const double peak = h.peak_tflops(computed) * 1e12 * double(layout.shape.size());
   p.mfu = double(global_batch) * job.flops_per_sample / p.time.total() / peak;
   return p;
 }

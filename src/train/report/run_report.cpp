@@ -19,9 +19,10 @@ int64_t held_floats(const Model& model) {
 }
 
 std::string cpu_bf16_warning() {
+  const std::string f32_here = ": train.precision = bf16 computes and keeps f32 here, as f32 does";
   if (!cpu_device().bf16_products())
-    return "this CPU has no native bf16 and no bf16 matrix products (no avx512): train.precision = bf16 computes "
-           "and keeps f32 here, as f32 does";
+    return (cpu_has_native_bf16() ? "oneDNN runs no bf16 matrix products on this CPU"
+                                  : "this CPU has no native bf16 and no bf16 matrix products (no avx512)") + f32_here;
   if (cpu_has_native_bf16()) return "";
   return "this CPU has no native bf16 (no avx512_bf16, no AMX): oneDNN emulates bf16 matmuls, which ran 3.5x slower "
          "than f32 on an Intel Ice Lake (63 against 219 GFLOP/s); train.precision = f32 is faster here";
@@ -43,9 +44,9 @@ void print_setup(const RunParts& r, int64_t steps_per_epoch, int threads) {
               gpu ? r.dev.describe().c_str() : (std::to_string(threads) + (threads == 1 ? " thread" : " threads") + (dp > 1 ? " per rank" : "")).c_str(),
               r.precision == Precision::f32 ? "f32"
               : gpu                       ? "bf16 (tensor cores, f32 accumulation)"
+              : !r.dev.bf16_products()    ? "bf16 asked (no bf16 products on this CPU: f32)"
               : cpu_has_native_bf16()     ? "bf16 (native avx512_bf16)"
-              : r.dev.bf16_products()     ? "bf16 (no native bf16 on this CPU: slower)"
-                                          : "bf16 asked (no bf16 products on this CPU: f32)");
+                                          : "bf16 (no native bf16 on this CPU: slower)");
   if (r.precision == Precision::bf16 && !gpu && !cpu_bf16_warning().empty())
     std::printf("warning: %s\n", cpu_bf16_warning().c_str());
   if (cfg.train.recompute != "none")
